@@ -1,0 +1,40 @@
+"""The event stream's types. Standard library only (the hook imports it).
+
+Each family of events lives in its own module; importing this package registers them all.
+"""
+
+from perftop.events import core  # noqa: F401  (registers the core tags)
+from perftop.events.base import FORMAT_VERSION, DecodeError, Event, decode, event, registered
+from perftop.events.core import (
+    Dropped,
+    Hello,
+    JobExit,
+    JobStart,
+    LoaderInfo,
+    MonitorStats,
+    Note,
+    Output,
+    SessionStart,
+    Step,
+    StepGpu,
+)
+
+__all__ = [
+    "FORMAT_VERSION",
+    "DecodeError",
+    "Dropped",
+    "Event",
+    "Hello",
+    "JobExit",
+    "JobStart",
+    "LoaderInfo",
+    "MonitorStats",
+    "Note",
+    "Output",
+    "SessionStart",
+    "Step",
+    "StepGpu",
+    "decode",
+    "event",
+    "registered",
+]

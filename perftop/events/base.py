@@ -1,0 +1,84 @@
+"""Typed, versioned events: the one stream that hook, probes, socket, file and replay share.
+
+Standard library only: the in-process hook imports this module.
+
+Encoding: each event is a JSON array ``[tag, field1, field2, ...]`` in the dataclass's field
+order. Fields are only ever appended, never reordered or removed, so a reader fills missing
+trailing fields with their defaults (an older writer) and ignores extra ones (a newer writer
+of the same major format version). Unknown tags are skipped and counted, not fatal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar, TypeVar
+
+FORMAT_VERSION = 1
+
+T = TypeVar("T")
+
+_BY_TAG: dict[str, type[Event]] = {}
+
+
+class Event:
+    """Base of every event; subclasses are created with :func:`event`."""
+
+    __slots__ = ()
+    TAG: ClassVar[str] = ""
+    _FIELDS: ClassVar[tuple[str, ...]] = ()
+    _TUPLE_FIELDS: ClassVar[tuple[int, ...]] = ()
+
+    def encode(self) -> list[Any]:
+        """The JSON-ready array form of this event."""
+        return [self.TAG, *(getattr(self, name) for name in self._FIELDS)]
+
+
+def event(tag: str):
+    """Class decorator: a frozen, slotted dataclass registered under ``tag``."""
+
+    def register(cls: type[T]) -> type[T]:
+        if tag in _BY_TAG:
+            raise ValueError(f"event tag {tag!r} registered twice")
+        made = dataclasses.dataclass(frozen=True, slots=True)(cls)
+        fields = dataclasses.fields(made)
+        made.TAG = tag
+        made._FIELDS = tuple(f.name for f in fields)
+        made._TUPLE_FIELDS = tuple(
+            i for i, f in enumerate(fields) if str(f.type).startswith(("tuple", "Tuple"))
+        )
+        _BY_TAG[tag] = made
+        return made
+
+    return register
+
+
+class DecodeError(ValueError):
+    """An event array that does not fit its type."""
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def decode(item: Any) -> Event | None:
+    """One event from its array form; None for an unknown tag (a newer writer's type)."""
+    if not isinstance(item, list) or not item or not isinstance(item[0], str):
+        raise DecodeError(f"not an event array: {item!r:.80}")
+    cls = _BY_TAG.get(item[0])
+    if cls is None:
+        return None
+    values = item[1 : 1 + len(cls._FIELDS)]
+    for i in cls._TUPLE_FIELDS:
+        if i < len(values) and isinstance(values[i], list):
+            values[i] = _freeze(values[i])
+    try:
+        return cls(*values)
+    except TypeError as exc:  # too few values for fields without defaults
+        raise DecodeError(f"bad {item[0]!r} event: {exc}") from None
+
+
+def registered() -> dict[str, type[Event]]:
+    """Every known tag and its class (for tests and docs)."""
+    return dict(_BY_TAG)

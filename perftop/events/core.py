@@ -1,0 +1,150 @@
+"""Core events: the session header, the hook's per-process and per-step facts, job lifecycle.
+
+All timestamps are wall-clock seconds since the epoch (``time.time()`` scale) so events from
+several processes and hosts line up; durations are seconds.
+"""
+
+from __future__ import annotations
+
+from perftop.events.base import FORMAT_VERSION, Event, event
+
+
+@event("session")
+class SessionStart(Event):
+    """First event of a recording: what was run, where and when."""
+
+    t: float
+    command: tuple[str, ...]
+    cwd: str
+    host: str
+    monitor_pid: int
+    perftop_version: str
+    version: int = FORMAT_VERSION
+    record_path: str = ""
+
+
+@event("hello")
+class Hello(Event):
+    """First event on a hook connection: who this training process is."""
+
+    t: float
+    pid: int
+    ppid: int
+    host: str
+    argv: tuple[str, ...]
+    rank: int | None = None
+    local_rank: int | None = None
+    world_size: int | None = None
+    torch_version: str = ""
+    device: str = "cpu"
+    version: int = FORMAT_VERSION
+
+
+@event("step")
+class Step(Event):
+    """One training step of one process, with where its time went.
+
+    ``other`` is derived (``duration - data - backward - optimizer``); ``phases`` holds the
+    user's own ``perftop.phase()`` spans, which may overlap the built-in ones.
+    """
+
+    pid: int
+    index: int
+    t0: float
+    t1: float
+    data: float = 0.0
+    backward: float = 0.0
+    optimizer: float = 0.0
+    phases: dict[str, float] | None = None
+    source: str = ""
+
+    @property
+    def duration(self) -> float:
+        return self.t1 - self.t0
+
+    @property
+    def other(self) -> float:
+        return max(0.0, self.duration - self.data - self.backward - self.optimizer)
+
+
+@event("gpu_time")
+class StepGpu(Event):
+    """GPU time of an earlier step, from CUDA events resolved without synchronizing."""
+
+    pid: int
+    index: int
+    gpu_s: float
+
+
+@event("loader")
+class LoaderInfo(Event):
+    """A DataLoader iterator started: its settings and its worker processes."""
+
+    t: float
+    pid: int
+    loader_id: int
+    num_workers: int
+    batch_size: int | None
+    pin_memory: bool
+    prefetch_factor: int | None
+    persistent_workers: bool
+    workers: tuple[tuple[int, int], ...] = ()  # (worker_id, pid)
+    dataset: str = ""
+
+
+@event("dropped")
+class Dropped(Event):
+    """Events a producer had to drop (its buffer was full); ``total`` is cumulative."""
+
+    t: float
+    pid: int
+    total: int
+    source: str = "hook"
+
+
+@event("job_start")
+class JobStart(Event):
+    """The monitor launched (or attached to) the job's top process."""
+
+    t: float
+    pid: int
+    argv: tuple[str, ...] = ()
+
+
+@event("job_exit")
+class JobExit(Event):
+    """The job's top process ended; ``exit_code`` follows the shell's 128+signal rule."""
+
+    t: float
+    pid: int
+    exit_code: int
+
+
+@event("output")
+class Output(Event):
+    """Lines the job wrote to stdout or stderr (captured when the TUI owns the terminal)."""
+
+    t: float
+    stream: str
+    text: str
+
+
+@event("note")
+class Note(Event):
+    """Something a user should know about the monitoring itself (no NVML, frames rejected)."""
+
+    t: float
+    level: str
+    source: str
+    text: str
+
+
+@event("monitor")
+class MonitorStats(Event):
+    """perftop's own health: its CPU use and the frames it had to reject."""
+
+    t: float
+    cpu_percent: float
+    rss_bytes: int
+    rejected_frames: int = 0
+    events: int = 0

@@ -1,0 +1,77 @@
+"""The in-process hook. Standard library only; torch is patched once the job imports it.
+
+Never imports textual, rich, psutil or pynvml (a test checks this in a subprocess). Every
+entry point swallows its own errors: the hook may fail to observe, never to train.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+
+from perftop.hook.sender import debug
+from perftop.hook.state import HookState
+
+ENV_SOCKET = "PERFTOP_SOCKET"
+
+_state: HookState | None = None
+
+
+def state() -> HookState | None:
+    """The installed hook, if any (None when no monitor asked for one)."""
+    return _state
+
+
+def install(socket_path: str) -> HookState:
+    """Install the hook in this process (idempotent)."""
+    global _state
+    if _state is not None:
+        return _state
+    _state = HookState(socket_path)
+    atexit.register(_at_exit)
+    if "torch" in sys.modules and hasattr(sys.modules["torch"], "optim"):
+        _on_torch(sys.modules["torch"])
+    else:
+        from perftop.hook.importwatch import after_import
+
+        after_import("torch", _on_torch)
+    return _state
+
+
+def install_from_env() -> HookState | None:
+    """What the bootstrap calls: install only when launched under a perftop monitor."""
+    path = os.environ.get(ENV_SOCKET)
+    if not path:
+        return None
+    try:
+        return install(path)
+    except Exception as exc:
+        debug(f"hook not installed: {exc!r}")
+        return None
+
+
+def _on_torch(torch: object) -> None:
+    st = _state
+    if st is None or st.torch_patched:
+        return
+    st.torch_patched = True
+    try:
+        from perftop.hook import cuda
+        from perftop.hook.torch_patch import patch_torch
+
+        patch_torch(st)
+        cuda.attach(st, torch)
+    except Exception:
+        st.internal_error("patching torch")
+
+
+def _at_exit() -> None:
+    st = _state
+    if st is None or st.sender.pid != os.getpid():
+        return
+    try:
+        st.tracker.flush()
+        st.sender.close()
+    except Exception:
+        pass

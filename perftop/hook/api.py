@@ -1,0 +1,49 @@
+"""The explicit API for loops perftop cannot see: ``perftop.step()`` and ``perftop.phase()``.
+
+Both are no-ops when the job runs without perftop, so code can keep the calls.
+"""
+
+from __future__ import annotations
+
+import time
+from types import TracebackType
+
+_perf = time.perf_counter
+
+
+def step() -> None:
+    """Mark the end of a training step (and the start of the next)."""
+    from perftop import hook
+
+    st = hook.state()
+    if st is not None:
+        try:
+            st.tracker.explicit(_perf())
+        except Exception:
+            st.internal_error("perftop.step")
+
+
+class phase:  # noqa: N801  (used like a function: ``with perftop.phase("fwd"):``)
+    """Time a named part of the current step."""
+
+    __slots__ = ("name", "t0")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.t0 = 0.0
+
+    def __enter__(self) -> phase:
+        self.t0 = _perf()
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        from perftop import hook
+
+        st = hook.state()
+        if st is not None:
+            try:
+                st.tracker.phase(self.name, _perf() - self.t0)
+            except Exception:
+                st.internal_error("perftop.phase")

@@ -1,0 +1,175 @@
+"""The hook's background sender: a bounded buffer drained by a daemon thread.
+
+The training thread only appends to a deque (or counts a drop when it is full). A daemon
+thread wakes every ``interval`` seconds, encodes what is there into one frame and writes it
+to the monitor's Unix socket. If the monitor is slow, gone or was never there, events are
+dropped and counted; the training never waits. After a fork the child starts empty and
+silent, so DataLoader workers never send their parent's events twice.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from perftop.events import Dropped, Event, Note
+from perftop.wire import MAGIC, encode_frame
+
+CAPACITY = 65536
+INTERVAL_S = 0.1
+SEND_TIMEOUT_S = 2.0
+MAX_BATCH = 4096
+
+
+class Sender:
+    """Ships events to one socket path; ``put`` is the only call on the training thread."""
+
+    def __init__(
+        self,
+        path: str,
+        hello: Callable[[], Event],
+        *,
+        capacity: int = CAPACITY,
+        interval: float = INTERVAL_S,
+    ) -> None:
+        self.path = path
+        self._hello = hello
+        self.capacity = capacity
+        self.interval = interval
+        # perf_counter() -> epoch seconds; the hot path stores perf_counter stamps.
+        self.epoch_offset = time.time() - time.perf_counter()
+        self._reset()
+        os.register_at_fork(after_in_child=self._reset)
+
+    def _reset(self) -> None:
+        self.pid = os.getpid()
+        self.buf: deque[Any] = deque()
+        self.dropped = 0
+        self._dropped_sent = 0
+        self._sock: socket.socket | None = None
+        self._next_connect = 0.0
+        self._backoff = 0.5
+        self._thread: threading.Thread | None = None
+        self._wake = threading.Event()
+        self._lock = threading.Lock()
+        self.errors = 0
+        self.started = False
+        self.closed = False
+
+    # -- training thread -------------------------------------------------------------
+    def put(self, item: Any) -> None:
+        """Queue an event (or a raw step tuple). Never blocks, never raises."""
+        if len(self.buf) < self.capacity:
+            self.buf.append(item)
+        else:
+            self.dropped += 1
+        if not self.started:
+            self._start()
+
+    def _start(self) -> None:
+        self.started = True
+        try:
+            t = threading.Thread(target=self._run, name="perftop-sender", daemon=True)
+            t.start()
+            self._thread = t
+        except Exception:  # interpreter shutting down, thread limit: stay silent
+            self.errors += 1
+
+    # -- sender thread ---------------------------------------------------------------
+    def _run(self) -> None:
+        while not self.closed:
+            self._wake.wait(self.interval)
+            self._wake.clear()
+            self.drain()
+
+    def drain(self, deadline: float | None = None) -> None:
+        """Send what is buffered; on any failure the batch is dropped and counted."""
+        with self._lock:
+            try:
+                while self.buf or self.dropped != self._dropped_sent:
+                    if not self._send_batch():
+                        break
+                    if deadline is not None and time.monotonic() > deadline:
+                        break
+            except Exception:
+                self.errors += 1
+
+    def _send_batch(self) -> bool:
+        buf, batch = self.buf, []
+        pid, off = self.pid, self.epoch_offset
+        while buf and len(batch) < MAX_BATCH:
+            item = buf.popleft()
+            if type(item) is tuple:  # raw step: (index, t0, t1, data, bwd, opt, phases, source)
+                batch.append(["step", pid, item[0], item[1] + off, item[2] + off, *item[3:]])
+            else:
+                batch.append(item.encode())
+        n = len(batch)
+        sock = self._connect()
+        if sock is None:
+            self.dropped += n
+            return False
+        if self.dropped != self._dropped_sent:
+            self._dropped_sent = self.dropped
+            batch.append(Dropped(time.time(), pid, self.dropped).encode())
+        try:
+            sock.sendall(encode_frame(batch))
+        except OSError:
+            self._disconnect()
+            self.dropped += n
+            return False
+        return True
+
+    def _connect(self) -> socket.socket | None:
+        if self._sock is not None:
+            return self._sock
+        now = time.monotonic()
+        if now < self._next_connect:
+            return None
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.settimeout(SEND_TIMEOUT_S)
+            s.connect(self.path)
+            s.sendall(MAGIC + encode_frame([self._hello()]))
+        except OSError:
+            s.close()
+            self._next_connect = now + self._backoff
+            self._backoff = min(self._backoff * 2, 5.0)
+            return None
+        self._sock = s
+        self._backoff = 0.5
+        return s
+
+    def _disconnect(self) -> None:
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            except OSError:
+                pass
+            self._sock = None
+            self._next_connect = time.monotonic() + self._backoff
+
+    # -- shutdown ----------------------------------------------------------------------
+    def note(self, level: str, text: str) -> None:
+        self.put(Note(time.time(), level, f"hook:{self.pid}", text))
+
+    def close(self, timeout: float = 1.0) -> None:
+        """Final flush at interpreter exit, bounded by ``timeout``."""
+        if self.closed or self.pid != os.getpid():
+            return
+        self.closed = True
+        self._wake.set()
+        if self.started:
+            self.drain(deadline=time.monotonic() + timeout)
+        self._disconnect()
+
+
+def debug(msg: str) -> None:
+    """Internal diagnostics, only with PERFTOP_DEBUG=1 (the hook is otherwise silent)."""
+    if os.environ.get("PERFTOP_DEBUG"):
+        print(f"perftop[{os.getpid()}]: {msg}", file=sys.stderr)

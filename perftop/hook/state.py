@@ -1,0 +1,73 @@
+"""The hook's process-wide state: one sender, one step tracker, and how to undo it all."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from perftop.events import Hello
+from perftop.hook.sender import Sender, debug
+from perftop.hook.steps import StepTracker
+
+
+def _env_int(name: str) -> int | None:
+    try:
+        return int(os.environ[name])
+    except (KeyError, ValueError):
+        return None
+
+
+class HookState:
+    def __init__(self, socket_path: str) -> None:
+        self.sender = Sender(socket_path, self.hello)
+        self.tracker = StepTracker(self.sender.put)
+        self.handles: list[Any] = []  # torch hook handles (have .remove())
+        self.undo: list[Callable[[], None]] = []
+        self.errors: dict[str, int] = {}
+        self.torch_patched = False
+        os.register_at_fork(after_in_child=self.tracker.reset)
+
+    def hello(self) -> Hello:
+        torch = sys.modules.get("torch")
+        device = "cpu"
+        try:
+            if torch is not None and torch.cuda.is_initialized():
+                device = "cuda"
+        except Exception:
+            pass
+        return Hello(
+            t=time.time(),
+            pid=os.getpid(),
+            ppid=os.getppid(),
+            host=socket.gethostname(),
+            argv=tuple(sys.argv) if hasattr(sys, "argv") else (),
+            rank=_env_int("RANK"),
+            local_rank=_env_int("LOCAL_RANK"),
+            world_size=_env_int("WORLD_SIZE"),
+            torch_version=str(getattr(torch, "__version__", "")),
+            device=device,
+        )
+
+    def internal_error(self, where: str) -> None:
+        """Count a perftop bug; tell the monitor once per place; never raise."""
+        try:
+            n = self.errors[where] = self.errors.get(where, 0) + 1
+            if n == 1:
+                exc = sys.exc_info()[1]
+                debug(f"internal error in {where}: {exc!r}")
+                self.sender.note("warning", f"perftop hook error in {where}: {exc!r}")
+        except Exception:
+            pass
+
+    def uninstall(self) -> None:
+        for h in self.handles:
+            h.remove()
+        for fn in reversed(self.undo):
+            fn()
+        self.handles.clear()
+        self.undo.clear()
+        self.torch_patched = False

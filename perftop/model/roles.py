@@ -1,0 +1,62 @@
+"""Which process is which: the hook's hellos and loader reports name the trainers and the
+DataLoader workers; every other process of the job is ``other``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from perftop.model.snapshot import Loader, Meta, ProcessRole, Trainer
+
+
+def assign_roles(
+    meta: Meta,
+    trainers: Iterable[Trainer],
+    loaders: Iterable[Loader],
+    processes: Iterable[Any] = (),
+) -> tuple[ProcessRole, ...]:
+    """Roles for every pid we know of, trainers first, then workers, then the rest.
+
+    A trainer is ``rank`` when torchrun gave it a rank and ``main`` otherwise; a pid that is
+    a worker of a loader is ``worker`` with its index; any other pid (the launcher, a shell
+    script, helpers) is ``other``. ``processes`` are probe rows with ``pid`` and ``ppid``.
+    """
+    roles: dict[int, ProcessRole] = {}
+    for t in trainers:
+        role = "rank" if t.rank is not None and (t.world_size or 0) > 1 else "main"
+        roles[t.pid] = ProcessRole(t.pid, role, rank=t.rank, parent_pid=t.ppid)
+    for ld in loaders:
+        for worker_id, pid in ld.workers:
+            if pid not in roles or roles[pid].role == "worker":
+                roles[pid] = ProcessRole(
+                    pid,
+                    "worker",
+                    rank=_rank(roles, ld.pid),
+                    worker_id=worker_id,
+                    loader_id=ld.loader_id,
+                    parent_pid=ld.pid,
+                )
+    if meta.job_pid is not None and meta.job_pid not in roles:
+        roles[meta.job_pid] = ProcessRole(meta.job_pid, "other")
+    for p in processes:
+        pid = getattr(p, "pid", None)
+        if pid is not None and pid not in roles:
+            roles[pid] = ProcessRole(pid, "other", parent_pid=getattr(p, "ppid", None))
+    order = {"main": 0, "rank": 0, "worker": 1, "other": 2}
+    return tuple(
+        sorted(
+            roles.values(),
+            key=lambda r: (
+                order[r.role],
+                r.rank if r.rank is not None else -1,
+                r.loader_id or 0,
+                r.worker_id if r.worker_id is not None else -1,
+                r.pid,
+            ),
+        )
+    )
+
+
+def _rank(roles: dict[int, ProcessRole], pid: int) -> int | None:
+    r = roles.get(pid)
+    return r.rank if r is not None else None

@@ -1,0 +1,213 @@
+"""The session model: applies events, hands out immutable snapshots. No Textual, no I/O.
+
+The model is a set of reducers, each owning some event types and some parts of the
+snapshot, so new event families (probes, sync sites) plug in without touching the others.
+Not thread-safe by design: one ingest thread owns a session.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import Any, Protocol
+
+from perftop.events import (
+    Dropped,
+    Event,
+    Hello,
+    JobExit,
+    JobStart,
+    LoaderInfo,
+    MonitorStats,
+    Note,
+    Output,
+    SessionStart,
+    Step,
+    StepGpu,
+)
+from perftop.model.roles import assign_roles
+from perftop.model.snapshot import Loader, Meta, NoteRow, OutputLine, Snapshot, Trainer
+from perftop.model.steps import LIVE_WINDOW, StepSeries
+
+OUTPUT_LINES = 2000
+
+
+class Reducer(Protocol):
+    handles: tuple[type[Event], ...]
+
+    def apply(self, ev: Any) -> None: ...
+
+    def contribute(self, parts: dict[str, Any], window: int | None) -> None: ...
+
+
+class MetaReducer:
+    handles = (SessionStart, JobStart, JobExit, Dropped, MonitorStats)
+
+    def __init__(self) -> None:
+        self.meta = Meta()
+        self._dropped: dict[tuple[int, str], int] = {}
+
+    def apply(self, ev: Any) -> None:
+        m = self.meta
+        if isinstance(ev, SessionStart):
+            self.meta = _replace(
+                m,
+                command=ev.command,
+                cwd=ev.cwd,
+                host=ev.host,
+                start_t=ev.t,
+                record_path=ev.record_path,
+                perftop_version=ev.perftop_version,
+            )
+        elif isinstance(ev, JobStart):
+            self.meta = _replace(m, job_pid=ev.pid, start_t=m.start_t or ev.t)
+        elif isinstance(ev, JobExit):
+            self.meta = _replace(m, exit_code=ev.exit_code, exit_t=ev.t)
+        elif isinstance(ev, Dropped):
+            self._dropped[(ev.pid, ev.source)] = ev.total
+            self.meta = _replace(m, dropped_events=sum(self._dropped.values()))
+        elif isinstance(ev, MonitorStats):
+            self.meta = _replace(
+                m,
+                monitor_cpu_percent=ev.cpu_percent,
+                monitor_rss_bytes=ev.rss_bytes,
+                rejected_frames=ev.rejected_frames,
+            )
+
+    def contribute(self, parts: dict[str, Any], window: int | None) -> None:
+        parts["meta"] = self.meta
+
+
+class StepsReducer:
+    handles = (Hello, Step, StepGpu, LoaderInfo)
+
+    def __init__(self) -> None:
+        self.series: dict[int, StepSeries] = {}
+        self.trainers: dict[int, Trainer] = {}
+        self.loaders: dict[tuple[int, int], Loader] = {}
+
+    def apply(self, ev: Any) -> None:
+        if isinstance(ev, Step):
+            s = self.series.get(ev.pid)
+            if s is None:
+                s = self.series[ev.pid] = StepSeries(ev.pid)
+            s.add(ev)
+        elif isinstance(ev, StepGpu):
+            s = self.series.get(ev.pid)
+            if s is not None:
+                s.add_gpu(ev)
+        elif isinstance(ev, Hello):
+            self.trainers[ev.pid] = Trainer(
+                ev.pid,
+                ev.ppid,
+                ev.host,
+                ev.argv,
+                ev.rank,
+                ev.local_rank,
+                ev.world_size,
+                ev.device,
+                ev.torch_version,
+            )
+        elif isinstance(ev, LoaderInfo):
+            self.loaders[(ev.pid, ev.loader_id)] = Loader(
+                ev.pid,
+                ev.loader_id,
+                ev.num_workers,
+                ev.batch_size,
+                ev.pin_memory,
+                ev.prefetch_factor,
+                ev.persistent_workers,
+                ev.workers,
+                ev.dataset,
+                ev.t,
+            )
+
+    def rank_of(self, pid: int) -> int | None:
+        t = self.trainers.get(pid)
+        return t.rank if t is not None else None
+
+    def contribute(self, parts: dict[str, Any], window: int | None) -> None:
+        ranks = [s.stats(self.rank_of(pid), window) for pid, s in self.series.items()]
+        # Lowest rank first; processes without a rank in order of their first step.
+        ranks.sort(key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0))
+        parts["ranks"] = tuple(ranks)
+        if ranks:
+            parts["steps"] = ranks[0]
+        parts["trainers"] = tuple(self.trainers.values())
+        parts["loaders"] = tuple(self.loaders.values())
+
+
+class LogReducer:
+    handles = (Output, Note)
+
+    def __init__(self) -> None:
+        self.output: deque[OutputLine] = deque(maxlen=OUTPUT_LINES)
+        self.output_total = 0
+        self.notes: list[NoteRow] = []
+
+    def apply(self, ev: Any) -> None:
+        if isinstance(ev, Output):
+            for line in ev.text.splitlines() or [""]:
+                self.output.append(OutputLine(ev.t, ev.stream, line))
+                self.output_total += 1
+        else:
+            row = NoteRow(ev.t, ev.level, ev.source, ev.text)
+            if row not in self.notes[-50:]:
+                self.notes.append(row)
+
+    def contribute(self, parts: dict[str, Any], window: int | None) -> None:
+        parts["output"] = tuple(self.output)
+        parts["output_total"] = self.output_total
+        parts["notes"] = tuple(self.notes)
+
+
+def default_reducers() -> list[Reducer]:
+    """The reducers every session has (each event family adds its own here)."""
+    return [MetaReducer(), StepsReducer(), LogReducer()]
+
+
+class Session:
+    """Applies events in order; :meth:`snapshot` is cheap enough for 2 Hz or more."""
+
+    def __init__(self, reducers: list[Reducer] | None = None) -> None:
+        self.reducers = reducers if reducers is not None else default_reducers()
+        self._dispatch: dict[type, list[Any]] = {}
+        for r in self.reducers:
+            for t in r.handles:
+                self._dispatch.setdefault(t, []).append(r.apply)
+        self.events = 0
+        self.last_t: float | None = None
+
+    def apply(self, ev: Event) -> None:
+        self.events += 1
+        t = getattr(ev, "t", None)
+        if t is None:
+            t = getattr(ev, "t1", None)
+        if t is not None and (self.last_t is None or t > self.last_t):
+            self.last_t = t
+        for fn in self._dispatch.get(type(ev), ()):
+            fn(ev)
+
+    def apply_all(self, events: Iterable[Event]) -> None:
+        for ev in events:
+            self.apply(ev)
+
+    def snapshot(self, *, now: float | None = None, window: int | None = LIVE_WINDOW) -> Snapshot:
+        """An immutable view; ``window=None`` computes whole-run figures (for reports)."""
+        parts: dict[str, Any] = {}
+        for r in self.reducers:
+            r.contribute(parts, window)
+        meta = parts.get("meta", Meta())
+        parts["meta"] = _replace(meta, now_t=now if now is not None else self.last_t)
+        parts["roles"] = assign_roles(
+            parts["meta"],
+            parts.get("trainers", ()),
+            parts.get("loaders", ()),
+            parts.get("processes", ()),
+        )
+        parts["events"] = self.events
+        return Snapshot(**parts)
+
+
+_replace = replace

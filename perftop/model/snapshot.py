@@ -1,0 +1,274 @@
+"""Immutable snapshots of a session: what the TUI renders, hints read and reports print.
+
+Every part is a frozen dataclass of plain values, so a snapshot can cross threads and be
+kept for comparison without copying. Parts owned by other modules (probes, sync) default to
+empty so a snapshot is always complete.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+PHASES = ("data", "forward/other", "backward", "optimizer")
+
+
+@dataclass(frozen=True, slots=True)
+class Meta:
+    command: tuple[str, ...] = ()
+    cwd: str = ""
+    host: str = ""
+    start_t: float | None = None
+    now_t: float | None = None
+    job_pid: int | None = None
+    exit_code: int | None = None
+    exit_t: float | None = None
+    record_path: str = ""
+    dropped_events: int = 0
+    rejected_frames: int = 0
+    monitor_cpu_percent: float | None = None
+    monitor_rss_bytes: int | None = None
+    perftop_version: str = ""
+
+    @property
+    def state(self) -> str:
+        if self.exit_code is not None:
+            return f"exited ({self.exit_code})"
+        return "running" if self.job_pid is not None else "starting"
+
+    @property
+    def elapsed_s(self) -> float | None:
+        if self.start_t is None or self.now_t is None:
+            return None
+        end = self.exit_t if self.exit_t is not None else self.now_t
+        return max(0.0, end - self.start_t)
+
+
+@dataclass(frozen=True, slots=True)
+class StepRow:
+    """One step, split into phases (seconds); ``gpu`` once CUDA events resolved it."""
+
+    pid: int
+    index: int
+    t0: float
+    t1: float
+    data: float
+    backward: float
+    optimizer: float
+    other: float
+    gpu: float | None = None
+
+    @property
+    def duration(self) -> float:
+        return self.t1 - self.t0
+
+
+@dataclass(frozen=True, slots=True)
+class StepStats:
+    """Step figures of one process (or of the primary rank) over a window of steps."""
+
+    pid: int | None = None
+    rank: int | None = None
+    count: int = 0
+    steps_per_s: float | None = None
+    p50: float | None = None
+    p95: float | None = None
+    max: float | None = None
+    phase_p50: dict[str, float] = field(default_factory=dict)
+    data_wait_fraction: float | None = None
+    gpu_p50: float | None = None
+    last_t: float | None = None
+    recent: tuple[StepRow, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Trainer:
+    """A training process as its hook introduced itself."""
+
+    pid: int
+    ppid: int
+    host: str
+    argv: tuple[str, ...]
+    rank: int | None
+    local_rank: int | None
+    world_size: int | None
+    device: str
+    torch_version: str
+
+
+@dataclass(frozen=True, slots=True)
+class Loader:
+    pid: int
+    loader_id: int
+    num_workers: int
+    batch_size: int | None
+    pin_memory: bool
+    prefetch_factor: int | None
+    persistent_workers: bool
+    workers: tuple[tuple[int, int], ...]
+    dataset: str
+    t: float
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessRole:
+    """What a pid is to the job: ``main``, ``rank``, ``worker`` or ``other``."""
+
+    pid: int
+    role: str
+    rank: int | None = None
+    worker_id: int | None = None
+    loader_id: int | None = None
+    parent_pid: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OutputLine:
+    t: float
+    stream: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class NoteRow:
+    t: float
+    level: str
+    source: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ProcRow:
+    """One process of the job as the probe last saw it, with whole-run aggregates.
+
+    ``None`` means not available (no permission, not supported); the TUI shows "N/A".
+    Rates are per second over the last interval. Join with ``Snapshot.roles`` by pid.
+    """
+
+    pid: int
+    ppid: int | None = None
+    name: str = ""
+    cmdline: str = ""
+    state: str = ""
+    alive: bool = True
+    cpu_percent: float | None = None
+    cpu_cores: tuple[int, ...] = ()
+    threads: int | None = None
+    rss_bytes: int | None = None
+    uss_bytes: int | None = None
+    pss_bytes: int | None = None
+    swap_bytes: int | None = None
+    io_read_bps: float | None = None
+    io_write_bps: float | None = None
+    io_read_bytes: int | None = None  # since the process was first seen
+    io_write_bytes: int | None = None
+    cpu_percent_avg: float | None = None
+    cpu_percent_max: float | None = None
+    rss_bytes_max: int | None = None
+    uss_bytes_max: int | None = None
+    pss_bytes_max: int | None = None
+    uss_bytes_first: int | None = None
+    uss_bytes_last: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HostRow:
+    """The machine: latest sample plus whole-run aggregates."""
+
+    t: float | None = None
+    cpu_count: int = 0
+    cpu_percent: float | None = None
+    per_core: tuple[float, ...] = ()
+    iowait_percent: float | None = None
+    load: tuple[float, float, float] | None = None
+    mem_total_bytes: int | None = None
+    mem_used_bytes: int | None = None
+    mem_available_bytes: int | None = None
+    swap_total_bytes: int | None = None
+    swap_used_bytes: int | None = None
+    disk_read_bps: float | None = None
+    disk_write_bps: float | None = None
+    disk_busy_percent: float | None = None
+    net_rx_bps: float | None = None
+    net_tx_bps: float | None = None
+    shm_used_bytes: int | None = None  # /dev/shm: DataLoader batches cross processes there
+    cpu_percent_avg: float | None = None
+    iowait_percent_avg: float | None = None
+    memory_used_bytes_max: int | None = None
+    disk_read_bytes: int | None = None  # over the run
+    disk_write_bytes: int | None = None
+    probe_late_s: float | None = None  # how late the last probe tick ran
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProcRow:
+    pid: int
+    mem_bytes: int | None = None
+    sm_percent: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuRow:
+    """One GPU through NVML. Each figure is ``None`` when NVML could not give it."""
+
+    index: int
+    name: str = ""
+    uuid: str = ""
+    util_percent: float | None = None  # NVML "utilization": time a kernel ran, not SM use
+    sm_activity_percent: float | None = None  # where the device reports it
+    mem_util_percent: float | None = None
+    mem_used_bytes: int | None = None
+    mem_total_bytes: int | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    temperature_c: float | None = None
+    sm_clock_mhz: float | None = None
+    pcie_rx_bps: float | None = None
+    pcie_tx_bps: float | None = None
+    throttle: tuple[str, ...] = ()
+    processes: tuple[GpuProcRow, ...] = ()
+    util_percent_avg: float | None = None
+    util_percent_max: float | None = None
+    mem_used_bytes_max: int | None = None
+    power_w_avg: float | None = None
+    temperature_c_max: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SyncSite:
+    """A line of user code that made (``sync``) or would make (``potential``) the host wait
+    for the device. ``per_step`` is averaged over the steps that were observed."""
+
+    op: str
+    file: str
+    line: int
+    function: str
+    kind: str  # "sync" | "potential"
+    count: int
+    per_step: float
+    blocked_s: float | None = None  # host time spent blocked, where measurable
+    last_step: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    meta: Meta = field(default_factory=Meta)
+    steps: StepStats = field(default_factory=StepStats)
+    ranks: tuple[StepStats, ...] = ()
+    trainers: tuple[Trainer, ...] = ()
+    loaders: tuple[Loader, ...] = ()
+    roles: tuple[ProcessRole, ...] = ()
+    processes: tuple[ProcRow, ...] = ()
+    host: HostRow = field(default_factory=HostRow)
+    gpus: tuple[GpuRow, ...] = ()
+    gpu_note: str = ""  # why the GPU list is empty ("no NVML", "no GPU"), or a warning
+    sync: tuple[SyncSite, ...] = ()  # most costly first
+    output: tuple[OutputLine, ...] = ()
+    output_total: int = 0
+    notes: tuple[NoteRow, ...] = ()
+    events: int = 0
+
+    def role_of(self, pid: int) -> ProcessRole | None:
+        for r in self.roles:
+            if r.pid == pid:
+                return r
+        return None

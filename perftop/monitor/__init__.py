@@ -1,0 +1,1 @@
+"""The monitor process: socket server, ingest loop, job runner, output capture."""

@@ -1,0 +1,78 @@
+"""The job's stdout and stderr, when the TUI owns the terminal.
+
+The job writes to ordinary files (not pipes), so it never blocks on a slow reader and never
+dies of a broken pipe if the monitor goes away; a thread tails the files into ``output``
+events.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from typing import IO
+
+from perftop.events import Event, Output
+
+POLL_S = 0.1
+MAX_LINE = 4096
+
+
+class OutputTail:
+    def __init__(self, submit: Callable[..., None], directory: str | None = None) -> None:
+        self.submit = submit
+        self.dir = tempfile.mkdtemp(prefix="perftop-out-", dir=directory)
+        self.paths = {name: os.path.join(self.dir, f"{name}.log") for name in ("stdout", "stderr")}
+        self.stdout: IO[bytes] = open(self.paths["stdout"], "wb")  # noqa: SIM115
+        self.stderr: IO[bytes] = open(self.paths["stderr"], "wb")  # noqa: SIM115
+        self._readers = {name: open(p, "rb") for name, p in self.paths.items()}  # noqa: SIM115
+        self._partial = {name: b"" for name in self.paths}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="perftop-output", daemon=True)
+
+    def start(self) -> None:
+        # The child has its own copies of the write ends now.
+        self.stdout.close()
+        self.stderr.close()
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(POLL_S):
+            self.poll()
+        self.poll(final=True)
+
+    def poll(self, final: bool = False) -> None:
+        events: list[Event] = []
+        now = time.time()
+        for name, f in self._readers.items():
+            data = self._partial[name] + f.read()
+            if not data:
+                continue
+            head, sep, tail = data.rpartition(b"\n")
+            if final or len(tail) > MAX_LINE:
+                head, tail = data, b""
+            elif not sep:
+                head = b""
+            self._partial[name] = tail
+            if head:
+                events.append(Output(now, name, head.decode("utf-8", "replace")))
+        if events:
+            self.submit(*events)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=2)
+        for f in self._readers.values():
+            f.close()
+        for p in self.paths.values():
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
+        try:
+            os.rmdir(self.dir)
+        except OSError:
+            pass
