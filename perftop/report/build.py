@@ -1,0 +1,126 @@
+"""The JSON report of a session: a stable contract with users' scripts.
+
+Keys named by the issues (``command``, ``steps.step_time_s.p50``, ...) never change
+meaning; new keys may be added. Seconds are floats, bytes are ints, absent figures null.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from perftop.events import Event
+from perftop.model import Session, Snapshot
+from perftop.model.snapshot import StepStats
+from perftop.recording import ReadStats, read_events
+
+REPORT_VERSION = 1
+
+
+def session_from_file(path: str, stats: ReadStats | None = None) -> Session:
+    session = Session()
+    session.apply_all(read_events(path, stats))
+    return session
+
+
+def build_report(snap: Snapshot, stats: ReadStats | None = None) -> dict[str, Any]:
+    """Whole-run figures: pass a snapshot taken with ``window=None``."""
+    m = snap.meta
+    return {
+        "report_version": REPORT_VERSION,
+        "perftop_version": m.perftop_version,
+        "command": list(m.command),
+        "cwd": m.cwd,
+        "hostname": m.host,
+        "start_t": m.start_t,
+        "exit_code": m.exit_code,
+        "duration_s": _round(m.elapsed_s),
+        "record_path": m.record_path,
+        "steps": _steps(snap.steps),
+        "ranks": [_rank(r) for r in snap.ranks],
+        "processes": [_process(snap, r.pid) for r in snap.roles],
+        "loaders": [_loader(ld) for ld in snap.loaders],
+        "host": _host(snap),
+        "gpus": _gpus(snap),
+        "gpu_note": snap.gpu_note,
+        "sync_events": _sync(snap),
+        "hints": [],
+        "dropped_events": m.dropped_events,
+        "rejected_frames": m.rejected_frames,
+        "events": snap.events,
+        "notes": [{"level": n.level, "source": n.source, "text": n.text} for n in snap.notes],
+        "warnings": list(stats.warnings) if stats is not None else [],
+    }
+
+
+def report_from_events(events: Iterable[Event]) -> dict[str, Any]:
+    s = Session()
+    s.apply_all(events)
+    return build_report(s.snapshot(window=None))
+
+
+def _round(x: float | None, nd: int = 6) -> float | None:
+    return None if x is None else round(x, nd)
+
+
+def _steps(s: StepStats) -> dict[str, Any]:
+    return {
+        "count": s.count,
+        "pid": s.pid,
+        "rank": s.rank,
+        "step_time_s": {"p50": _round(s.p50), "p95": _round(s.p95), "max": _round(s.max)},
+        "steps_per_s": _round(s.steps_per_s, 3),
+        "phases_s": {k: _round(v) for k, v in s.phase_p50.items()},
+        "data_wait_fraction": _round(s.data_wait_fraction, 4),
+        "gpu_time_s": {"p50": _round(s.gpu_p50)},
+    }
+
+
+def _rank(s: StepStats) -> dict[str, Any]:
+    return {
+        "rank": s.rank,
+        "pid": s.pid,
+        "steps": s.count,
+        "step_time_p50_s": _round(s.p50),
+        "step_time_p95_s": _round(s.p95),
+        "data_wait_fraction": _round(s.data_wait_fraction, 4),
+    }
+
+
+def _process(snap: Snapshot, pid: int) -> dict[str, Any]:
+    r = snap.role_of(pid)
+    assert r is not None
+    return {
+        "pid": r.pid,
+        "role": r.role,
+        "rank": r.rank,
+        "worker_id": r.worker_id,
+        "loader_id": r.loader_id,
+        "parent_pid": r.parent_pid,
+    }
+
+
+def _loader(ld: Any) -> dict[str, Any]:
+    return {
+        "pid": ld.pid,
+        "loader_id": ld.loader_id,
+        "dataset": ld.dataset,
+        "num_workers": ld.num_workers,
+        "batch_size": ld.batch_size,
+        "pin_memory": ld.pin_memory,
+        "prefetch_factor": ld.prefetch_factor,
+        "persistent_workers": ld.persistent_workers,
+        "workers": [{"worker_id": w, "pid": p} for w, p in ld.workers],
+    }
+
+
+def _host(snap: Snapshot) -> dict[str, Any]:
+    return {}  # the probes issue fills this
+
+
+def _gpus(snap: Snapshot) -> list[dict[str, Any]]:
+    return []  # the probes issue fills this
+
+
+def _sync(snap: Snapshot) -> list[dict[str, Any]]:
+    return []  # the sync issue fills this
