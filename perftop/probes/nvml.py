@@ -56,7 +56,7 @@ class Nvml:
     def __init__(self, lib: Any, note: NoteSink) -> None:
         self.lib = lib
         self.note = note
-        self._noted: set[tuple[str, int | None]] = set()
+        self._noted: set[tuple[str, int | None, int | None]] = set()
         self.lost: set[int] = set()
 
     def call(self, fn: str, *args: Any, device: int | None = None) -> Any | None:
@@ -79,7 +79,7 @@ class Nvml:
     def _fail(self, fn: str, code: int | None, why: str, device: int | None) -> None:
         if code == GPU_IS_LOST and device is not None:
             self.lost.add(device)
-        key = (fn, code)
+        key = (fn, code, device if code == GPU_IS_LOST else None)  # a lost GPU: each one
         if key not in self._noted:
             self._noted.add(key)
             where = f"GPU {device}: " if device is not None else ""
