@@ -23,6 +23,10 @@ from perftop.events import Event, ProcInfo, ProcSample
 GONE = (psutil.NoSuchProcess, psutil.ZombieProcess)
 INFO_EVERY = 60  # re-send command lines this often (ticks) so a late recording has them
 CMDLINE_MAX = 300
+# smaps_rollup makes the kernel walk the process's page tables (~0.15 ms for a small
+# process, most of a tick's cost): with more than this many processes, each one's USS/PSS
+# is refreshed every ceil(n / SMAPS_PER_TICK) ticks, staggered (last figures meanwhile).
+SMAPS_PER_TICK = 10
 
 
 @dataclass(slots=True)
@@ -34,6 +38,8 @@ class _Tracked:
     mono: float = 0.0
     name: str = ""
     cmdline: str = ""
+    start: Any = None  # start time in clock ticks, as /proc/PID/stat says
+    mem: tuple[int, int, int, int] | None = None  # last (rss, pss, uss, swap)
 
 
 def descendants(root: int) -> list[int]:
@@ -68,6 +74,18 @@ def descendants(root: int) -> list[int]:
     return out
 
 
+def _start_ticks(p: psutil.Process) -> Any:
+    """The process's start time from the ``stat`` read that ``oneshot()`` already cached.
+
+    psutil's own ``is_running()`` would re-read ``stat`` through a new Process object, a
+    third of this probe's cost; this uses psutil's cached parse when it is there.
+    """
+    try:
+        return p._proc._parse_stat_file()["create_time"]  # type: ignore[attr-defined]
+    except (AttributeError, KeyError, TypeError):
+        return None  # another psutil: no reuse check beyond (pid, create_time) at start
+
+
 def read_smaps_rollup(pid: int) -> tuple[int, int, int, int] | None:
     """(rss, pss, uss, swap) in bytes, or None when the kernel will not say."""
     rss = pss = uss = swap = 0
@@ -99,6 +117,7 @@ class ProcProbe:
         self._tracked: dict[int, _Tracked] = {}
         self._last_mono: float | None = None
         self._ticks = 0
+        self._stride = 1
 
     def sample(self, t: float) -> list[Event]:
         now = time.monotonic()
@@ -109,16 +128,22 @@ class ProcProbe:
         rows: list[tuple[Any, ...]] = []
         alive: dict[int, _Tracked] = {}
         resend = self._ticks % INFO_EVERY == 0
+        self._stride = max(1, -(-len(pids) // SMAPS_PER_TICK))
         self._ticks += 1
         for pid in pids:
             tr = self._tracked.get(pid)
             try:
-                if tr is None or not tr.proc.is_running():
+                if tr is None:
                     tr = self._track(pid)
                     events.append(ProcInfo(t, pid, tr.key[1], tr.cmdline))
                 elif resend:
                     events.append(ProcInfo(t, pid, tr.key[1], tr.cmdline))
                 row = self._read(tr, now)
+                if row is None:  # the pid was reused by a new process: start afresh
+                    tr = self._track(pid)
+                    events.append(ProcInfo(t, pid, tr.key[1], tr.cmdline))
+                    row = self._read(tr, now)
+                    assert row is not None
             except GONE:
                 continue
             except psutil.AccessDenied:
@@ -133,6 +158,7 @@ class ProcProbe:
         p = psutil.Process(pid)
         tr = _Tracked(p, (pid, p.create_time()))
         with p.oneshot():
+            tr.start = _start_ticks(p)
             tr.name = p.name()
             try:
                 tr.cmdline = " ".join(p.cmdline())[:CMDLINE_MAX]
@@ -140,9 +166,12 @@ class ProcProbe:
                 tr.cmdline = ""
         return tr
 
-    def _read(self, tr: _Tracked, now: float) -> tuple[Any, ...]:
+    def _read(self, tr: _Tracked, now: float) -> tuple[Any, ...] | None:
+        """The row, or None when this pid is no longer the process we tracked."""
         p = tr.proc
         with p.oneshot():
+            if _start_ticks(p) not in (None, tr.start):
+                return None
             ct = p.cpu_times()
             ppid = p.ppid()
             state = p.status()
@@ -165,7 +194,10 @@ class ProcProbe:
         elif io_now is not None:
             io_read = io_write = 0
         tr.cpu_s, tr.io, tr.mono = cpu_s, io_now, now
-        mem = read_smaps_rollup(p.pid)
+        # staggered by pid so each tick reads about the same number of smaps_rollup files
+        if tr.mem is None or (self._ticks + p.pid) % self._stride == 0:
+            tr.mem = read_smaps_rollup(p.pid)
+        mem = tr.mem
         if mem is None:
             try:
                 rss: int | None = p.memory_info().rss
