@@ -63,8 +63,10 @@ def config_from_args(args: argparse.Namespace, command: tuple[str, ...]) -> RunC
 
 
 def probe_sources(cfg: RunConfig) -> list[Any]:
-    """The probes started with every job (filled in by the probes)."""
-    return []
+    """The probes started with every job: processes, host and GPUs, one sampler thread."""
+    from perftop.probes import make_sources
+
+    return [make_sources(cfg.interval_s)]
 
 
 def use_tui(args: argparse.Namespace) -> bool:
