@@ -62,11 +62,14 @@ def patch_torch(state: HookState) -> None:
     @functools.wraps(orig_next)
     def __next__(self: Any) -> Any:
         t0 = _perf()
+        got = False
         try:
-            return orig_next(self)
+            batch = orig_next(self)
+            got = True
+            return batch
         finally:
             try:
-                tracker.fetched(t0, _perf())
+                tracker.fetched(t0, _perf(), got)
             except Exception:
                 state.internal_error("DataLoader.__next__")
 
