@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import time
-import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,12 +16,12 @@ from pathlib import Path
 from perftop.errors import RecordingError
 from perftop.events import FORMAT_VERSION, Event, SessionStart
 from perftop.wire import (
-    HEADER,
     MAGIC,
+    Frame,
     FrameError,
     FrameReader,
     StreamError,
-    decode_payload,
+    decode_frame,
     encode_frame,
 )
 
@@ -58,9 +57,9 @@ class RecordingWriter:
     def write_events(self, events: Iterable[Event]) -> None:
         self._write(encode_frame(events))
 
-    def write_payload(self, payload: bytes) -> None:
-        """A payload already checked by the reader of the socket, written as is."""
-        self._write(HEADER.pack(len(payload), zlib.crc32(payload), 0) + payload)
+    def write_frame(self, frame: Frame) -> None:
+        """A frame already checked by the reader of the socket, written as is."""
+        self._write(frame.encode())
 
     def _write(self, frame: bytes) -> None:
         if self.closed:
@@ -113,14 +112,14 @@ def read_events(path: str | os.PathLike[str], stats: ReadStats | None = None) ->
         first = True
         while chunk := f.read(1 << 20):
             try:
-                payloads = reader.feed(chunk)
+                frames = reader.feed(chunk)
             except StreamError as exc:
                 stats.warnings.append(f"{p}: stopped reading at a damaged frame ({exc})")
                 break
-            for payload in payloads:
+            for frame in frames:
                 stats.frames += 1
                 try:
-                    events, unknown = decode_payload(payload)
+                    events, unknown = decode_frame(frame)
                 except FrameError:
                     stats.bad_frames += 1
                     continue

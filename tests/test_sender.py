@@ -9,7 +9,7 @@ import time
 
 from perftop.events import Dropped, Hello, Note, Step
 from perftop.hook.sender import Sender
-from perftop.wire import FrameReader, decode_payload
+from perftop.wire import FrameReader, decode_frame
 
 
 def _hello() -> Hello:
@@ -36,7 +36,7 @@ class Listener:
             reader = FrameReader()
             while data := conn.recv(65536):
                 for p in reader.feed(data):
-                    self.events.extend(decode_payload(p)[0])
+                    self.events.extend(decode_frame(p)[0])
 
 
 def test_events_arrive_with_hello_first(tmp_path):

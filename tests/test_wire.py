@@ -8,7 +8,16 @@ import pytest
 
 from perftop.events import Hello, LoaderInfo, Note, SessionStart, Step, decode, registered
 from perftop.events.base import DecodeError
-from perftop.wire import MAGIC, FrameReader, StreamError, decode_payload, encode_frame
+from perftop.wire import (
+    MAGIC,
+    STEP_RECORD,
+    FrameReader,
+    StreamError,
+    decode_frame,
+    decode_payload,
+    encode_frame,
+    encode_steps_frame,
+)
 
 EVENTS = [
     SessionStart(1.0, ("python", "t.py"), "/w", "h", 10, "0.1.0"),
@@ -21,8 +30,8 @@ EVENTS = [
 
 def test_round_trip_through_frames():
     reader = FrameReader()
-    (payload,) = reader.feed(MAGIC + encode_frame(EVENTS))
-    events, unknown = decode_payload(payload)
+    (frame,) = reader.feed(MAGIC + encode_frame(EVENTS))
+    events, unknown = decode_frame(frame)
     assert events == EVENTS and unknown == 0
     assert isinstance(events[3].workers, tuple) and events[3].workers[1] == (1, 13)
 
@@ -31,7 +40,7 @@ def test_stream_fed_byte_by_byte():
     data = MAGIC + encode_frame(EVENTS[:2]) + encode_frame(EVENTS[2:])
     reader = FrameReader()
     payloads = [p for i in range(len(data)) for p in reader.feed(data[i : i + 1])]
-    assert [e for p in payloads for e in decode_payload(p)[0]] == EVENTS
+    assert [e for p in payloads for e in decode_frame(p)[0]] == EVENTS
     assert reader.pending == 0
 
 
@@ -41,7 +50,7 @@ def test_damaged_frame_is_skipped_and_counted():
     reader = FrameReader()
     payloads = reader.feed(MAGIC + bytes(bad) + good)
     assert len(payloads) == 1 and reader.bad_frames == 1
-    assert decode_payload(payloads[0])[0] == EVENTS[:1]
+    assert decode_frame(payloads[0])[0] == EVENTS[:1]
 
 
 def test_wrong_magic_and_absurd_length_stop_the_stream():
@@ -92,3 +101,20 @@ def test_tags_are_unique_and_stable():
         "monitor",
     ):
         assert tag in tags
+
+
+def test_packed_step_frames_decode_to_steps_in_order():
+    recs = [STEP_RECORD.pack(7, i, 100.0 + i, 100.5 + i, 0.1, 0.2, 0.05, 3) for i in range(3)]
+    data = MAGIC + encode_steps_frame(recs) + encode_frame(EVENTS[4:])
+    frames = FrameReader().feed(data)
+    events = [e for f in frames for e in decode_frame(f)[0]]
+    assert events[:3] == [
+        Step(7, i, 100.0 + i, 100.5 + i, 0.1, 0.2, 0.05, None, "optimizer") for i in range(3)
+    ]
+    assert events[3] == EVENTS[4]
+
+
+def test_frames_of_an_unknown_kind_are_skipped_and_counted():
+    from perftop.wire import Frame
+
+    assert decode_frame(Frame(99, b"whatever a newer perftop sends")) == ([], 1)

@@ -21,8 +21,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from perftop.wire import STEP_SOURCES
+
 NONE, LOADER, BACKWARD, OPTIMIZER, EXPLICIT = 0, 1, 2, 3, 4
-SOURCES = ("", "loader", "backward", "optimizer", "explicit")
+SOURCES = STEP_SOURCES  # index = mode
 HOLD_STEPS = 64
 HOLD_S = 5.0
 
@@ -115,19 +117,17 @@ class StepTracker:
                     self.phases = {}
                 self.phases[name] = self.phases.get(name, 0.0) + dt
 
-    def _activity(self, t: float) -> None:
-        if self.start is None:
-            self.start = t
-        elif (self.mode == LOADER and self.has_fetch) or (self.mode == BACKWARD and self.has_bwd):
-            self.close(t)
-
-    # -- sources -----------------------------------------------------------------------
+    # -- sources (the activity check is inlined in each: this is the hot path) ------------
     def fetched(self, t0: float, t1: float, got_batch: bool = True) -> None:
         """A DataLoader ``__next__`` that ran from ``t0`` to ``t1``; the call that ends an
         epoch (StopIteration) closes the step but does not start a batch."""
-        if self.mode < LOADER:
-            self.mode = LOADER
-        self._activity(t0)
+        mode = self.mode
+        if mode == NONE:
+            self.mode = mode = LOADER
+        if self.start is None:
+            self.start = t0
+        elif (mode == LOADER and self.has_fetch) or (mode == BACKWARD and self.has_bwd):
+            self.close(t0)
         self.data += t1 - t0
         self.last_end = t1
         if got_batch and not self.has_fetch:
@@ -136,9 +136,13 @@ class StepTracker:
                 self.on_fetched()
 
     def backward(self, t0: float, t1: float) -> None:
-        if self.mode < BACKWARD:
-            self.mode = BACKWARD
-        self._activity(t0)
+        mode = self.mode
+        if mode < BACKWARD:
+            self.mode = mode = BACKWARD
+        if self.start is None:
+            self.start = t0
+        elif mode == BACKWARD and self.has_bwd:
+            self.close(t0)
         self.bwd += t1 - t0
         self.has_bwd = True
         self.last_end = t1
