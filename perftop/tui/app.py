@@ -88,6 +88,8 @@ class PerftopApp(App[str | None]):
     def on_mount(self) -> None:
         self._apply_size(self.size.width, self.size.height)
         self.query_one(StepsPanel).focus()
+        # Zoom changes (ours, or the screen's own escape binding) switch detail levels.
+        self.watch(self.screen, "maximized", lambda _: self.on_resize(), init=False)
 
     def on_resize(self) -> None:
         self._apply_size(self.size.width, self.size.height)
@@ -157,11 +159,9 @@ class PerftopApp(App[str | None]):
             return
         panel = self._focused_panel() or self.query_one(StepsPanel)
         self.screen.maximize(panel, container=False)
-        self._apply_size(self.size.width, self.size.height)
 
     def action_unzoom(self) -> None:
         self.screen.minimize()
-        self._apply_size(self.size.width, self.size.height)
 
     def action_focus_panel(self, index: int) -> None:
         panel = self.panels[index]
@@ -170,7 +170,6 @@ class PerftopApp(App[str | None]):
         target.focus()
         if self.screen.maximized is not None:
             self.screen.maximize(panel, container=False)
-            self._apply_size(self.size.width, self.size.height)
 
     def _table(self) -> DiffTable | None:
         panel = self._focused_panel()

@@ -176,3 +176,38 @@ def snapshot(*, steps: int = 120, gpus: bool = True, output_lines: int = 30) -> 
         notes=(NoteRow(T0, "warning", "probe", "PSS needs permission for 1 process"),),
         events=99_999,
     )
+
+
+class FakeSource:
+    """Posts snapshots to an app from its own thread, like the ingest thread does."""
+
+    def __init__(self, app, snaps) -> None:  # noqa: ANN001
+        import threading
+
+        self.app, self.snaps = app, list(snaps)
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        from perftop.tui.messages import SnapshotMessage
+
+        for snap in self.snaps:
+            self.app.post_message(SnapshotMessage(snap))
+
+    def start(self) -> FakeSource:
+        self.thread.start()
+        return self
+
+
+class FakeController:
+    """Stands in for the live job: records what the app asked of it."""
+
+    def __init__(self, running: bool = True) -> None:
+        self.is_running = running
+        self.toggles = 0
+
+    def running(self) -> bool:
+        return self.is_running
+
+    def toggle_recording(self) -> str | None:
+        self.toggles += 1
+        return "perftop-test.perftop" if self.toggles % 2 else None
