@@ -35,9 +35,11 @@ def device_lines(g: GpuRow, width: int, compact: bool, snap: Snapshot) -> list[T
         return [t]
     bar_w = max(8, width - 14)
     head = label.copy()
-    head.append(fmt.num(g.power_w, "{:.0f}"))
-    head.append("" if g.power_limit_w is None else f"/{g.power_limit_w:.0f}")
-    head.append("W  ")
+    if g.power_w is None:
+        head.append("N/A W  ", style=fmt.NA_STYLE)
+    else:
+        limit = "" if g.power_limit_w is None else f"/{g.power_limit_w:.0f}"
+        head.append(f"{g.power_w:.0f}{limit}W  ")
     head.append(fmt.num(g.temperature_c, "{:.0f}°C"), style=_temp_style(g.temperature_c))
     head.append(f"  {fmt.num(g.sm_clock_mhz, '{:.0f}MHz')}  ")
     head.append(g.name.replace("NVIDIA ", ""), style="dim")

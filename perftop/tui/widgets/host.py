@@ -91,7 +91,12 @@ class HostPanel(TextPanel):
             else h.mem_used_bytes / h.mem_total_bytes
         )
         membar = Text("mem ", style="dim")
-        membar.append_text(fmt.bar(mem_frac, max(8, w - 18)))
-        membar.append(f" {fmt.bytes_(h.mem_used_bytes):>6}")
+        total = f"{fmt.bytes_(h.mem_used_bytes)}/{fmt.bytes_(h.mem_total_bytes)}"
+        membar.append_text(fmt.bar(mem_frac, max(8, w - 6 - len(total))))
+        membar.append(f" {total}")
+        extra = mem[len("mem ") :]  # swap and /dev/shm, when known
         room = max(0, height - 4)
-        return Group(cpu, *cores_grid(h.per_core, w, room), membar, mem, io)
+        lines = [cpu, *cores_grid(h.per_core, w, room), membar]
+        if extra.plain.strip():
+            lines.append(Text("   ") + extra)
+        return Group(*lines, io)

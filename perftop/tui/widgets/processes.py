@@ -54,7 +54,7 @@ def row_cells(pid: int, p: ProcRow | None, role: ProcessRole | None) -> list[Cel
 
     cpu = None if p is None else p.cpu_percent
     cpu_style = "" if cpu is None else "bold red" if cpu >= 95 else "yellow" if cpu >= 60 else ""
-    role_style = {"main": "bold cyan", "rank": "bold cyan", "worker": "magenta"}.get(
+    role_style = {"main": "bold", "rank": "bold", "worker": "cyan"}.get(
         role.role if role else "", ""
     )
     name = "" if p is None else (p.name or p.cmdline)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+from rich.console import Group
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
@@ -36,7 +37,7 @@ def site_cells(s: SyncSite) -> list[Cell]:
     ]
 
 
-def summary(sites: tuple[SyncSite, ...]) -> Text:
+def summary(sites: tuple[SyncSite, ...]) -> Group | Text:
     """One line per site, most costly first, for narrow terminals."""
     if not sites:
         return Text("no host↔device syncs seen", style="dim")
@@ -49,9 +50,7 @@ def summary(sites: tuple[SyncSite, ...]) -> Text:
             t.append(f" {fmt.secs(s.blocked_s)}")
         t.no_wrap, t.overflow = True, "ellipsis"
         lines.append(t)
-    out = Text("\n").join(lines)
-    out.no_wrap, out.overflow = True, "ellipsis"
-    return out
+    return Group(*lines)
 
 
 class SyncPanel(Panel):
