@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from perftop.errors import RecordingError
 from perftop.events import Event
 from perftop.model import Session, Snapshot
 from perftop.model.snapshot import StepStats
@@ -18,8 +19,13 @@ REPORT_VERSION = 1
 
 
 def session_from_file(path: str, stats: ReadStats | None = None) -> Session:
+    """A session replayed from a recording; a recording with no events is an error."""
+    stats = stats if stats is not None else ReadStats()
     session = Session()
     session.apply_all(read_events(path, stats))
+    if stats.events == 0:
+        why = f" ({stats.warnings[0]})" if stats.warnings else ""
+        raise RecordingError(f"{path}: no events in this recording{why}")
     return session
 
 
