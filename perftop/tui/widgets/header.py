@@ -6,6 +6,7 @@ read while rendering, so the same snapshot always renders the same header.
 
 from __future__ import annotations
 
+import os
 import shlex
 
 from rich.text import Text
@@ -77,13 +78,13 @@ class HeaderBar(Static):
         workers = sum(1 for r in snap.roles if r.role == "worker")
         if workers:
             line2.append(f" +{workers} workers", style="dim")
-        rec = self.recording if self.recording is not None else m.record_path
-        line2.append("  rec ", style="dim")
-        line2.append(rec or "off", style="red" if rec else "dim")
         line2.append("  dropped ", style="dim")
         line2.append(f"{m.dropped_events:,}", style="yellow" if m.dropped_events else None)
         line2.append("  perftop CPU ", style="dim")
         cpu = m.monitor_cpu_percent
         line2.append(fmt.pct(cpu), style=fmt.NA_STYLE if cpu is None else None)
+        rec = self.recording if self.recording is not None else m.record_path
+        line2.append("  rec ", style="dim")
+        line2.append(os.path.basename(rec) if rec else "off", style="red" if rec else "dim")
         line2.truncate(w)
         return Text("\n").join([line1, line2])
