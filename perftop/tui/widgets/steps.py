@@ -47,10 +47,16 @@ def chart(rows: tuple[StepRow, ...], width: int, height: int, p50: float | None)
         if row.duration >= stall:
             grid[0][x0 + i] = ("▲", "bold red")
     lines = []
-    for cells in grid:
-        t = Text()
+    for cells in grid:  # one span per run of equal style: cheaper to build and to render
+        t, run, run_style = Text(), [], None
         for ch, style in cells:
-            t.append(ch, style=style or None)
+            if style != run_style and run:
+                t.append("".join(run), style=run_style or None)
+                run = []
+            run.append(ch)
+            run_style = style
+        if run:
+            t.append("".join(run), style=run_style or None)
         lines.append(t)
     return lines
 
