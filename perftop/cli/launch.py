@@ -9,10 +9,9 @@ from typing import Any
 
 from perftop.errors import UsageError
 from perftop.monitor.runner import Job, RunConfig, install_signal_forwarding
+from perftop.probes.scheduler import check_interval
 from perftop.recording import default_path
 from perftop.report.text import summary
-
-MIN_INTERVAL_S = 0.2
 
 
 def add_launch_options(p: argparse.ArgumentParser) -> None:
@@ -45,12 +44,8 @@ def add_launch_options(p: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace, command: tuple[str, ...]) -> RunConfig:
-    if args.interval < MIN_INTERVAL_S:
-        raise UsageError(
-            f"--interval {args.interval:g} is below the minimum of "
-            f"{MIN_INTERVAL_S:g} s (sampling faster costs more than it shows)"
-        )
-    if args.refresh <= 0:
+    check_interval(args.interval)
+    if not args.refresh > 0:
         raise UsageError("--refresh must be a positive number of seconds")
     record = None if args.no_record else (args.record or default_path())
     return RunConfig(
@@ -63,8 +58,10 @@ def config_from_args(args: argparse.Namespace, command: tuple[str, ...]) -> RunC
 
 
 def probe_sources(cfg: RunConfig) -> list[Any]:
-    """The probes started with every job (filled in by the probes)."""
-    return []
+    """The probes started with every job: processes, host and GPUs, one sampler thread."""
+    from perftop.probes import make_sources
+
+    return [make_sources(cfg.interval_s)]
 
 
 def use_tui(args: argparse.Namespace) -> bool:

@@ -126,9 +126,11 @@ class StepTracker:
         self.mode = EXPLICIT
         self.close(t)
 
-    def phase(self, name: str, dt: float) -> None:
+    def phase(self, name: str, t0: float, t1: float) -> None:
+        """A ``perftop.phase()`` span; it also starts the first step if none has."""
         if self.start is None:
-            return
+            self.start = t0
+        dt = t1 - t0
         if self.phases is None:
             self.phases = {}
         self.phases[name] = self.phases.get(name, 0.0) + dt

@@ -7,6 +7,7 @@ from typing import Any
 
 from perftop.model import Snapshot
 from perftop.report.fmt import NA, fraction, seconds, table
+from perftop.report.text_probes import gpu_lines, host_lines, processes_table
 
 
 def render(r: dict[str, Any]) -> str:
@@ -77,15 +78,9 @@ def render(r: dict[str, Any]) -> str:
     if r["processes"]:
         out.append("")
         out.append("Processes")
-        out.append(
-            table(
-                ["pid", "role", "rank", "worker"],
-                [
-                    [str(p["pid"]), p["role"], _s(p["rank"]), _s(p["worker_id"])]
-                    for p in r["processes"]
-                ],
-            )
-        )
+        out.append(processes_table(r["processes"]))
+    out.extend(host_lines(r.get("host") or {}))
+    out.extend(gpu_lines(r.get("gpus") or [], r.get("gpu_note", "")))
     out.extend(_footer(r))
     return "\n".join(out) + "\n"
 
