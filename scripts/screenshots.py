@@ -21,6 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from perftop.cli.launch import probe_sources  # noqa: E402
 from perftop.model import Session, Snapshot  # noqa: E402
 from perftop.monitor.runner import Job, RunConfig  # noqa: E402
 from perftop.recording import read_events  # noqa: E402
@@ -41,7 +42,7 @@ def record() -> None:
     """Run the bundled demo training with its output captured, as the TUI would."""
     cmd = (sys.executable, "-m", "perftop.demo.train", "--steps", "150")
     cfg = RunConfig(cmd, record=RECORDING, force=True, capture_output=True)
-    job = Job(cfg).start()
+    job = Job(cfg, sources=probe_sources(cfg)).start()
     print(f"recorded, exit code {job.wait()}: {RECORDING}")
 
 

@@ -12,11 +12,19 @@ WORKLOADS = Path(__file__).resolve().parent / "workloads"
 
 
 def perftop(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "perftop", *args], cwd=cwd, text=True,
-                          capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "perftop", *args],
+        cwd=cwd,
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
-def run_and_report(tmp_path: Path, *cmd: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+def run_and_report(
+    tmp_path: Path, *cmd: str
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     rec = tmp_path / "r.perftop"
     proc = perftop("run", "--headless", "--record", str(rec), "--", *cmd, cwd=tmp_path)
     rep = perftop("report", "--json", str(rec), cwd=tmp_path)

@@ -45,18 +45,32 @@ def test_shell_script_reaches_python(tmp_path):
 
 
 def test_python_module(tmp_path):
-    proc, r = run_and_report(tmp_path, sys.executable, "-m", "perftop.demo.train",
-                             "--scenario", "sync", "--steps", "6", "--workers", "0")
+    proc, r = run_and_report(
+        tmp_path,
+        sys.executable,
+        "-m",
+        "perftop.demo.train",
+        "--scenario",
+        "sync",
+        "--steps",
+        "6",
+        "--workers",
+        "0",
+    )
     assert proc.returncode == 0, proc.stderr
     assert r["steps"]["count"] == 6
 
 
-@pytest.mark.skipif(shutil.which("torchrun") is None and not shutil.which(
-    "torchrun", path=str(__import__("pathlib").Path(sys.executable).parent)), reason="no torchrun")
+@pytest.mark.skipif(
+    shutil.which("torchrun") is None
+    and not shutil.which("torchrun", path=str(__import__("pathlib").Path(sys.executable).parent)),
+    reason="no torchrun",
+)
 def test_torchrun_two_ranks(tmp_path):
     torchrun = shutil.which("torchrun", path=str(__import__("pathlib").Path(sys.executable).parent))
-    proc, r = run_and_report(tmp_path, torchrun, "--standalone", "--nproc_per_node=2",
-                             str(WORKLOADS / "ddp_train.py"))
+    proc, r = run_and_report(
+        tmp_path, torchrun, "--standalone", "--nproc_per_node=2", str(WORKLOADS / "ddp_train.py")
+    )
     assert proc.returncode == 0, proc.stderr
     ranks = sorted(r["ranks"], key=lambda x: x["rank"])
     assert [x["rank"] for x in ranks] == [0, 1]
@@ -76,7 +90,8 @@ def test_exit_code_propagates(tmp_path, code):
 
 
 def test_signal_death_is_128_plus_signal(tmp_path):
-    proc, r = run_and_report(tmp_path, sys.executable, "-c",
-                             "import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
+    proc, r = run_and_report(
+        tmp_path, sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"
+    )
     assert proc.returncode == 128 + 9
     assert r["exit_code"] == 137

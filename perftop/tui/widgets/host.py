@@ -94,9 +94,10 @@ class HostPanel(TextPanel):
         total = f"{fmt.bytes_(h.mem_used_bytes)}/{fmt.bytes_(h.mem_total_bytes)}"
         membar.append_text(fmt.bar(mem_frac, max(8, w - 6 - len(total))))
         membar.append(f" {total}")
-        extra = mem[len("mem ") :]  # swap and /dev/shm, when known
+        used = f"mem {fmt.bytes_(h.mem_used_bytes)}/{fmt.bytes_(h.mem_total_bytes)}"
+        extra = mem[len(used) :]  # swap and /dev/shm, when known
         room = max(0, height - 4)
         lines = [cpu, *cores_grid(h.per_core, w, room), membar]
         if extra.plain.strip():
-            lines.append(Text("   ") + extra)
+            lines.append(Text("   ") + extra[2:])
         return Group(*lines, io)
