@@ -27,7 +27,7 @@ def capture(name: str) -> str:
     ).stdout
 
 
-def wait_for(name: str, pattern: str, timeout: float = 40.0) -> str:
+def wait_for(name: str, pattern: str, timeout: float = 60.0) -> str:
     deadline = time.monotonic() + timeout
     screen = ""
     while time.monotonic() < deadline:
@@ -72,7 +72,7 @@ def test_perftop_run_in_tmux(tmp_path: Path) -> None:
         subprocess.run([TMUX, "send-keys", "-t", name, "q"], check=True)
         wait_for(name, "The job is still running")
         subprocess.run([TMUX, "send-keys", "-t", name, "s"], check=True)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 45
         while not done.exists() and time.monotonic() < deadline:
             time.sleep(0.2)
         assert done.exists(), capture(name)
