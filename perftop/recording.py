@@ -38,9 +38,13 @@ def default_path(now: float | None = None) -> Path:
 class RecordingWriter:
     """Appends frames to a file; the owner calls :meth:`tick` often so data hits the OS."""
 
-    def __init__(self, path: str | os.PathLike[str], *, force: bool = False) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, force: bool = False, append: bool = False
+    ) -> None:
+        """``append`` continues an existing recording (a background recorder taking over
+        from the TUI); the header is written only when the file is new or empty."""
         self.path = Path(path)
-        mode = "wb" if force else "xb"
+        mode = "ab" if append else "wb" if force else "xb"
         try:
             self._file = open(self.path, mode)  # noqa: SIM115 (closed in close())
         except FileExistsError:
@@ -49,9 +53,11 @@ class RecordingWriter:
             ) from None
         except OSError as exc:
             raise RecordingError(f"{self.path}: cannot write: {exc.strerror}") from None
-        self._file.write(MAGIC)
+        fresh = not append or self._file.tell() == 0
+        if fresh:
+            self._file.write(MAGIC)
         self._last_flush = time.monotonic()
-        self.bytes_written = len(MAGIC)
+        self.bytes_written = len(MAGIC) if fresh else 0
         self.closed = False
 
     def write_events(self, events: Iterable[Event]) -> None:
