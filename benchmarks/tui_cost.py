@@ -15,6 +15,7 @@ import multiprocessing as mp
 import os
 import socket
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -24,18 +25,19 @@ from perftop.events import Hello, JobStart, LoaderInfo, SessionStart  # noqa: E4
 from perftop.model import Session  # noqa: E402
 from perftop.monitor.ingest import Ingest  # noqa: E402
 from perftop.monitor.server import Server  # noqa: E402
-from perftop.wire import MAGIC, encode_frame  # noqa: E402
+from perftop.recording import RecordingWriter  # noqa: E402
+from perftop.wire import MAGIC, STEP_RECORD, encode_frame, encode_steps_frame  # noqa: E402
 
 WORKERS = 16
 MAIN_PID = 10_000
 
 
-def step_items(start: int, n: int, t0: float) -> list[list]:
-    """Raw step arrays, as the hook's sender encodes them (5 ms data wait, 1 ms steps)."""
-    return [
-        ["step", MAIN_PID, i, t0 + i * 1e-3, t0 + (i + 1) * 1e-3, 2e-4, 3e-4, 1e-4, None, ""]
+def step_frame(start: int, n: int, t0: float) -> bytes:
+    """A frame of packed step records, as the hook's sender encodes them (1 ms steps)."""
+    return encode_steps_frame(
+        STEP_RECORD.pack(MAIN_PID, i, t0 + i * 1e-3, t0 + (i + 1) * 1e-3, 2e-4, 3e-4, 1e-4, 3)
         for i in range(start, start + n)
-    ]
+    )
 
 
 def intro() -> list:
@@ -57,7 +59,7 @@ def produce(path: str, seconds: float, rate: int) -> None:
     end = time.monotonic() + seconds
     nxt = time.monotonic()
     while time.monotonic() < end:
-        s.sendall(encode_frame(step_items(i, per_tick, t0)))
+        s.sendall(step_frame(i, per_tick, t0))
         i += per_tick
         nxt += tick
         time.sleep(max(0.0, nxt - time.monotonic()))
@@ -106,11 +108,13 @@ def tui_cpu(seconds: float, refresh_s: float, rate: int) -> float:
 
 
 def ingest_rate(n_events: int) -> float:
-    """Events per second from a socket client through Server -> Ingest -> Session."""
+    """Events per second from a socket client through Server -> Ingest (recording to a
+    file) -> Session."""
     session = Session()
-    ingest = Ingest(session, None).start()
+    tmp = tempfile.TemporaryDirectory()
+    ingest = Ingest(session, RecordingWriter(Path(tmp.name) / "bench.perftop")).start()
     server = Server(ingest.submit_frame).start()
-    frames = [encode_frame(step_items(i, 1000, 0.0)) for i in range(0, n_events, 1000)]
+    frames = [step_frame(i, 1000, 0.0) for i in range(0, n_events, 1000)]
     total = len(frames) * 1000
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.connect(str(server.path))
@@ -124,6 +128,7 @@ def ingest_rate(n_events: int) -> float:
     s.close()
     server.close()
     ingest.stop()
+    tmp.cleanup()
     assert session.snapshot().steps.count == total
     return total / dt
 

@@ -74,9 +74,9 @@ def decode_frame(frame: Frame) -> tuple[list[Event], int]:
 def decode_steps(payload: bytes) -> list[Event]:
     if len(payload) % STEP_RECORD.size:
         raise FrameError("step frame is not a whole number of records")
-    sources = STEP_SOURCES
+    sources, make, nsrc = STEP_SOURCES, Step._make, len(STEP_SOURCES)
     return [
-        Step(pid, index, t0, t1, data, bwd, opt, None, sources[src] if src < len(sources) else "")
+        make((pid, index, t0, t1, data, bwd, opt, None, sources[src] if src < nsrc else ""))
         for pid, index, t0, t1, data, bwd, opt, src in STEP_RECORD.iter_unpack(payload)
     ]
 
