@@ -58,3 +58,13 @@ def table(headers: list[str], rows: list[list[str]], indent: str = "  ") -> str:
         return indent + "  ".join(out).rstrip()
 
     return "\n".join([line(headers), *(line(r) for r in rows)])
+
+
+def command(argv: tuple[str, ...] | list[str]) -> str:
+    """A command line as a user would type it: the program by its name, not its path."""
+    import os
+    import shlex
+
+    if not argv:
+        return "(no command)"
+    return shlex.join([os.path.basename(argv[0]), *argv[1:]])

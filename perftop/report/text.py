@@ -7,12 +7,13 @@ from typing import Any
 
 from perftop.model import Snapshot
 from perftop.report.fmt import NA, fraction, seconds, table
+from perftop.report.fmt import command as command_line
 from perftop.report.text_probes import gpu_lines, host_lines, processes_table
 
 
 def render(r: dict[str, Any]) -> str:
     out: list[str] = []
-    cmd = " ".join(r["command"]) or "(unknown command)"
+    cmd = command_line(r["command"])
     code = r["exit_code"]
     state = "still running or killed" if code is None else f"exit code {code}"
     out.append(f"perftop report: {cmd}")

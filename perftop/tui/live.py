@@ -23,6 +23,7 @@ from perftop.model import Snapshot
 from perftop.monitor import background
 from perftop.monitor.runner import DRAIN_S, Job, RunConfig, SourceFactory
 from perftop.recording import RecordingWriter, default_path
+from perftop.report.fmt import command as command_line
 from perftop.tui.app import PerftopApp
 from perftop.tui.messages import JobEnded, SnapshotMessage
 
@@ -136,7 +137,7 @@ def run_live(
     rc = _finish(job)
     rec = job.ingest.recorder
     where = f"; recording: {rec.path}" if rec is not None else ""
-    print(f"perftop: {' '.join(cfg.command)} exited with code {rc}{where}", file=sys.stderr)
+    print(f"perftop: {command_line(cfg.command)} exited with code {rc}{where}", file=sys.stderr)
     return rc
 
 

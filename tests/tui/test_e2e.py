@@ -66,7 +66,8 @@ def test_perftop_run_in_tmux(tmp_path: Path) -> None:
         screen = wait_for(name, r"steps [1-9][\d,]*\s")
         for title in ("Steps", "GPU", "Host", "Processes / Workers", "Sync", "Hints", "Output"):
             assert f"─ {title} ─" in screen, title
-        assert "running" in screen and "worker 1" in screen
+        assert "running" in screen
+        wait_for(name, r"worker 1")  # panels repaint one by one: wait, don't race the frame
         wait_for(name, r"step\s+\d+\s+loss")  # the job's own stdout in the Output panel
         assert "Traceback" not in capture(name)
         subprocess.run([TMUX, "send-keys", "-t", name, "q"], check=True)

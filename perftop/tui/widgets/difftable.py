@@ -57,7 +57,7 @@ class DiffTable(DataTable):
                 continue
             for col, cell in zip(keys, cells):
                 if self.get_cell(row_key, col) != cell:
-                    self.update_cell(row_key, col, cell)
+                    self.update_cell(row_key, col, cell, update_width=True)
                     changed = True
         if changed:
             self._apply_sort()

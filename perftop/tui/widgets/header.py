@@ -7,12 +7,12 @@ read while rendering, so the same snapshot always renders the same header.
 from __future__ import annotations
 
 import os
-import shlex
 
 from rich.text import Text
 from textual.widgets import Static
 
 from perftop.model import Snapshot
+from perftop.report.fmt import command as command_line
 from perftop.tui import fmt
 
 
@@ -62,7 +62,7 @@ class HeaderBar(Static):
             right.append(" ")
         right.append("● " + state, style=state_style)
         right.append("  " + fmt.clock(m.elapsed_s), style="bold")
-        cmd = shlex.join(m.command) if m.command else "(no command)"
+        cmd = command_line(m.command)
         room = max(5, w - len(right) - 10)
         if len(cmd) > room:
             cmd = cmd[: room - 1] + "…"
