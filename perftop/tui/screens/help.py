@@ -30,7 +30,7 @@ class HelpScreen(ModalScreen[None]):
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
     HelpScreen > VerticalScroll {
-        width: auto; max-width: 90%; height: auto; max-height: 90%;
+        width: 84; max-width: 96%; height: auto; max-height: 96%;
         border: round $accent; background: $surface; padding: 0 1;
     }
     """
