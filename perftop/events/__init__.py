@@ -3,7 +3,7 @@
 Each family of events lives in its own module; importing this package registers them all.
 """
 
-from perftop.events import core  # noqa: F401  (registers the core tags)
+from perftop.events import core, sync  # noqa: F401  (registers the tags)
 from perftop.events.base import FORMAT_VERSION, DecodeError, Event, decode, event, registered
 from perftop.events.core import (
     Dropped,
@@ -18,6 +18,7 @@ from perftop.events.core import (
     Step,
     StepGpu,
 )
+from perftop.events.sync import SyncBatch, SyncInfo
 
 __all__ = [
     "FORMAT_VERSION",
@@ -34,6 +35,8 @@ __all__ = [
     "SessionStart",
     "Step",
     "StepGpu",
+    "SyncBatch",
+    "SyncInfo",
     "decode",
     "event",
     "registered",

@@ -29,6 +29,7 @@ from perftop.events import (
 from perftop.model.roles import assign_roles
 from perftop.model.snapshot import Loader, Meta, NoteRow, OutputLine, Snapshot, Trainer
 from perftop.model.steps import LIVE_WINDOW, StepSeries
+from perftop.model.sync import SyncReducer
 
 OUTPUT_LINES = 2000
 
@@ -164,7 +165,7 @@ class LogReducer:
 
 def default_reducers() -> list[Reducer]:
     """The reducers every session has (each event family adds its own here)."""
-    return [MetaReducer(), StepsReducer(), LogReducer()]
+    return [MetaReducer(), StepsReducer(), LogReducer(), SyncReducer()]
 
 
 class Session:
