@@ -69,7 +69,7 @@ class Sampler:
             return self.every
         extra = max(0.0, watched_dur - base)
         allowed = max(self.budget_s, FRACTION * base)
-        return max(self.every, min(1_000_000, math.ceil(extra / allowed)))
+        return max(self.every, min(1_000_000, math.ceil(extra / allowed - 1e-9)))
 
 
 class Collector:
