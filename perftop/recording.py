@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import time
-import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,12 +16,12 @@ from pathlib import Path
 from perftop.errors import RecordingError
 from perftop.events import FORMAT_VERSION, Event, SessionStart
 from perftop.wire import (
-    HEADER,
     MAGIC,
+    Frame,
     FrameError,
     FrameReader,
     StreamError,
-    decode_payload,
+    decode_frame,
     encode_frame,
 )
 
@@ -39,9 +38,13 @@ def default_path(now: float | None = None) -> Path:
 class RecordingWriter:
     """Appends frames to a file; the owner calls :meth:`tick` often so data hits the OS."""
 
-    def __init__(self, path: str | os.PathLike[str], *, force: bool = False) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, force: bool = False, append: bool = False
+    ) -> None:
+        """``append`` continues an existing recording (a background recorder taking over
+        from the TUI); the header is written only when the file is new or empty."""
         self.path = Path(path)
-        mode = "wb" if force else "xb"
+        mode = "ab" if append else "wb" if force else "xb"
         try:
             self._file = open(self.path, mode)  # noqa: SIM115 (closed in close())
         except FileExistsError:
@@ -50,17 +53,19 @@ class RecordingWriter:
             ) from None
         except OSError as exc:
             raise RecordingError(f"{self.path}: cannot write: {exc.strerror}") from None
-        self._file.write(MAGIC)
+        fresh = not append or self._file.tell() == 0
+        if fresh:
+            self._file.write(MAGIC)
         self._last_flush = time.monotonic()
-        self.bytes_written = len(MAGIC)
+        self.bytes_written = len(MAGIC) if fresh else 0
         self.closed = False
 
     def write_events(self, events: Iterable[Event]) -> None:
         self._write(encode_frame(events))
 
-    def write_payload(self, payload: bytes) -> None:
-        """A payload already checked by the reader of the socket, written as is."""
-        self._write(HEADER.pack(len(payload), zlib.crc32(payload), 0) + payload)
+    def write_frame(self, frame: Frame) -> None:
+        """A frame already checked by the reader of the socket, written as is."""
+        self._write(frame.encode())
 
     def _write(self, frame: bytes) -> None:
         if self.closed:
@@ -113,14 +118,14 @@ def read_events(path: str | os.PathLike[str], stats: ReadStats | None = None) ->
         first = True
         while chunk := f.read(1 << 20):
             try:
-                payloads = reader.feed(chunk)
+                frames = reader.feed(chunk)
             except StreamError as exc:
                 stats.warnings.append(f"{p}: stopped reading at a damaged frame ({exc})")
                 break
-            for payload in payloads:
+            for frame in frames:
                 stats.frames += 1
                 try:
-                    events, unknown = decode_payload(payload)
+                    events, unknown = decode_frame(frame)
                 except FrameError:
                     stats.bad_frames += 1
                     continue

@@ -1,0 +1,54 @@
+"""The command line: argparse subcommands, each a small class, errors mapped in one place."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+import perftop
+from perftop.cli.base import Command
+from perftop.cli.demo import DemoCommand
+from perftop.cli.report import ReportCommand
+from perftop.cli.run import RunCommand
+from perftop.errors import PerftopError
+
+COMMANDS: tuple[type[Command], ...] = (RunCommand, ReportCommand, DemoCommand)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="perftop",
+        description="htop for PyTorch training: where each step's time goes, live.",
+    )
+    parser.add_argument("--version", action="version", version=f"perftop {perftop.__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for cls in COMMANDS:
+        p = sub.add_parser(cls.name, help=cls.help, description=cls.description or cls.help)
+        cmd = cls()
+        cmd.add_arguments(p)
+        p.set_defaults(handler=cmd)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Command | None = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return handler.run(args, parser)
+    except PerftopError as exc:
+        print(f"perftop: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("perftop: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `perftop report x | head`
+        return 0
+
+
+def entry() -> None:
+    sys.exit(main())

@@ -44,6 +44,6 @@ class phase:  # noqa: N801  (used like a function: ``with perftop.phase("fwd"):`
         st = hook.state()
         if st is not None:
             try:
-                st.tracker.phase(self.name, _perf() - self.t0)
+                st.tracker.phase(self.name, self.t0, _perf())
             except Exception:
                 st.internal_error("perftop.phase")

@@ -19,12 +19,13 @@ from collections.abc import Callable
 from typing import Any
 
 from perftop.events import Dropped, Event, Note
-from perftop.wire import MAGIC, encode_frame
+from perftop.wire import MAGIC, STEP_RECORD, STEP_SOURCES, encode_frame, encode_steps_frame
 
 CAPACITY = 65536
 INTERVAL_S = 0.1
 SEND_TIMEOUT_S = 2.0
 MAX_BATCH = 4096
+_SOURCE_CODE = {name: i for i, name in enumerate(STEP_SOURCES)}
 
 
 class Sender:
@@ -101,29 +102,63 @@ class Sender:
                 self.errors += 1
 
     def _send_batch(self) -> bool:
-        buf, batch = self.buf, []
-        pid, off = self.pid, self.epoch_offset
-        while buf and len(batch) < MAX_BATCH:
-            item = buf.popleft()
-            if type(item) is tuple:  # raw step: (index, t0, t1, data, bwd, opt, phases, source)
-                batch.append(["step", pid, item[0], item[1] + off, item[2] + off, *item[3:]])
-            else:
-                batch.append(item.encode())
-        n = len(batch)
+        data, n = self._encode_batch()
         sock = self._connect()
         if sock is None:
             self.dropped += n
             return False
         if self.dropped != self._dropped_sent:
             self._dropped_sent = self.dropped
-            batch.append(Dropped(time.time(), pid, self.dropped).encode())
+            data.append(encode_frame([Dropped(time.time(), self.pid, self.dropped)]))
         try:
-            sock.sendall(encode_frame(batch))
+            sock.sendall(b"".join(data))
         except OSError:
             self._disconnect()
             self.dropped += n
             return False
         return True
+
+    def _encode_batch(self) -> tuple[list[bytes], int]:
+        """Up to MAX_BATCH buffered items as frames, in order: runs of plain steps packed
+        as binary records, everything else as JSON."""
+        buf, frames = self.buf, []
+        pid, off, pack = self.pid, self.epoch_offset, STEP_RECORD.pack
+        steps: list[bytes] = []
+        other: list[Any] = []
+        n = 0
+        while buf and n < MAX_BATCH:
+            item = buf.popleft()
+            n += 1
+            # raw step: (index, t0, t1, data, bwd, opt, phases, source)
+            if type(item) is tuple and item[6] is None:
+                if other:
+                    frames.append(encode_frame(other))
+                    other = []
+                steps.append(
+                    pack(
+                        pid,
+                        item[0],
+                        item[1] + off,
+                        item[2] + off,
+                        item[3],
+                        item[4],
+                        item[5],
+                        _SOURCE_CODE.get(item[7], 0),
+                    )
+                )
+                continue
+            if steps:
+                frames.append(encode_steps_frame(steps))
+                steps = []
+            if type(item) is tuple:
+                other.append(["step", pid, item[0], item[1] + off, item[2] + off, *item[3:]])
+            else:
+                other.append(item.encode())
+        if steps:
+            frames.append(encode_steps_frame(steps))
+        if other:
+            frames.append(encode_frame(other))
+        return frames, n
 
     def _connect(self) -> socket.socket | None:
         if self._sock is not None:

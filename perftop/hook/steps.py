@@ -7,6 +7,11 @@ close a step lazily, at the start of the next activity, so a loop whose first it
 reveals an optimizer only after its backward is not counted twice, and a manual SGD update
 after ``backward()`` stays in its own step.
 
+Until an optimizer or an explicit step has been seen, steps closed by the weaker sources
+are held back (at most ``HOLD_STEPS`` steps or ``HOLD_S`` seconds): if an optimizer then
+steps, as after the micro-batches of gradient accumulation, the held steps are merged into
+its step instead of being counted one per micro-batch.
+
 Every method takes ``time.perf_counter()`` stamps and does a few attribute updates: this
 is the hot path, kept within a few microseconds per step.
 """
@@ -16,8 +21,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from perftop.wire import STEP_SOURCES
+
 NONE, LOADER, BACKWARD, OPTIMIZER, EXPLICIT = 0, 1, 2, 3, 4
-SOURCES = ("", "loader", "backward", "optimizer", "explicit")
+SOURCES = STEP_SOURCES  # index = mode
+HOLD_STEPS = 64
+HOLD_S = 5.0
 
 
 class StepTracker:
@@ -38,6 +47,8 @@ class StepTracker:
         "on_step",
         "on_fetched",
         "last_end",
+        "held",
+        "settled",
     )
 
     def __init__(self, emit: Callable[[tuple[Any, ...]], None]) -> None:
@@ -54,6 +65,8 @@ class StepTracker:
         self.primary_opt: int | None = None
         self.opt_t0 = 0.0
         self.last_end = 0.0
+        self.held: list[tuple[Any, ...]] = []
+        self.settled = False
         self._clear()
 
     def _clear(self) -> None:
@@ -64,18 +77,12 @@ class StepTracker:
     def close(self, t: float) -> None:
         """End the current step at ``t`` and start the next one there."""
         if self.start is not None:
-            self.emit(
-                (
-                    self.index,
-                    self.start,
-                    t,
-                    self.data,
-                    self.bwd,
-                    self.opt,
-                    self.phases,
-                    SOURCES[self.mode],
-                )
-            )
+            step = (self.index, self.start, t, self.data, self.bwd, self.opt, self.phases,
+                    SOURCES[self.mode])  # fmt: skip
+            if self.settled:
+                self.emit(step)
+            else:
+                self._hold(step, t)
             if self.on_close is not None:
                 self.on_close(self.index, t)
             if self.on_step is not None:
@@ -84,29 +91,62 @@ class StepTracker:
         self.start = t
         self._clear()
 
-    def _activity(self, t: float) -> None:
-        if self.start is None:
-            self.start = t
-        elif (self.mode == LOADER and self.has_fetch) or (self.mode == BACKWARD and self.has_bwd):
-            self.close(t)
+    def _hold(self, step: tuple[Any, ...], t: float) -> None:
+        held = self.held
+        held.append(step)
+        if len(held) >= HOLD_STEPS or t - held[0][1] >= HOLD_S:
+            self._release()
 
-    # -- sources -----------------------------------------------------------------------
-    def fetched(self, t0: float, t1: float) -> None:
-        """A DataLoader ``__next__`` that ran from ``t0`` to ``t1``."""
-        if self.mode < LOADER:
-            self.mode = LOADER
-        self._activity(t0)
+    def _release(self) -> None:
+        """No optimizer showed up in time: the weaker source's steps stand as they are."""
+        self.settled = True
+        for step in self.held:
+            self.emit(step)
+        self.held = []
+
+    def _merge_held(self) -> None:
+        """A strong source appeared: the held steps were parts of the current step."""
+        self.settled = True
+        held, self.held = self.held, []
+        if not held:
+            return
+        self.index = held[0][0]
+        self.start = held[0][1]
+        self.data += sum(h[3] for h in held)
+        self.bwd += sum(h[4] for h in held)
+        self.opt += sum(h[5] for h in held)
+        for h in held:
+            for name, dt in (h[6] or {}).items():
+                if self.phases is None:
+                    self.phases = {}
+                self.phases[name] = self.phases.get(name, 0.0) + dt
+
+    # -- sources (the activity check is inlined in each: this is the hot path) ------------
+    def fetched(self, t0: float, t1: float, got_batch: bool = True) -> None:
+        """A DataLoader ``__next__`` that ran from ``t0`` to ``t1``; the call that ends an
+        epoch (StopIteration) closes the step but does not start a batch."""
+        mode = self.mode
+        if mode == NONE:
+            self.mode = mode = LOADER
+        if self.start is None:
+            self.start = t0
+        elif (mode == LOADER and self.has_fetch) or (mode == BACKWARD and self.has_bwd):
+            self.close(t0)
         self.data += t1 - t0
         self.last_end = t1
-        if not self.has_fetch:
+        if got_batch and not self.has_fetch:
             self.has_fetch = True
             if self.on_fetched is not None:
                 self.on_fetched()
 
     def backward(self, t0: float, t1: float) -> None:
-        if self.mode < BACKWARD:
-            self.mode = BACKWARD
-        self._activity(t0)
+        mode = self.mode
+        if mode < BACKWARD:
+            self.mode = mode = BACKWARD
+        if self.start is None:
+            self.start = t0
+        elif mode == BACKWARD and self.has_bwd:
+            self.close(t0)
         self.bwd += t1 - t0
         self.has_bwd = True
         self.last_end = t1
@@ -122,17 +162,22 @@ class StepTracker:
             self.primary_opt = opt_id
         if self.mode < OPTIMIZER:
             self.mode = OPTIMIZER
+            self._merge_held()
         if self.mode == OPTIMIZER and opt_id == self.primary_opt:
             self.close(t1)
 
     def explicit(self, t: float) -> None:
         """``perftop.step()``: the user says where a step ends."""
-        self.mode = EXPLICIT
+        if self.mode < EXPLICIT:
+            self.mode = EXPLICIT
+            self._merge_held()
         self.close(t)
 
-    def phase(self, name: str, dt: float) -> None:
+    def phase(self, name: str, t0: float, t1: float) -> None:
+        """A ``perftop.phase()`` span; it also starts the first step if none has."""
         if self.start is None:
-            return
+            self.start = t0
+        dt = t1 - t0
         if self.phases is None:
             self.phases = {}
         self.phases[name] = self.phases.get(name, 0.0) + dt
@@ -143,3 +188,4 @@ class StepTracker:
             (self.mode == LOADER and self.has_fetch) or (self.mode == BACKWARD and self.has_bwd)
         ):
             self.close(max(self.last_end, self.start))
+        self._release()

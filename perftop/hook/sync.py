@@ -17,6 +17,7 @@ import math
 import os
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from types import FrameType
 from typing import Any
 
@@ -43,24 +44,28 @@ class Sampler:
         self.every = max(1, every)
         self.budget_s = budget_s
         self.all = False
+        self.n = 0  # steps closed so far
         self.prev_t: float | None = None
         self.base: float | None = None  # EMA of unwatched step durations
         self.next_at = early + 1 + self.every
         self.last_gap = self.every
 
     def closed(self, index: int, t: float, watched: bool) -> bool:
-        """Step ``index`` ended at ``t``; is step ``index + 1`` watched?"""
+        """Step ``index`` ended at ``t``; is the next step watched? Counted from the first
+        step this sampler saw, so a detector attached late still starts with its samples."""
+        n = self.n
+        self.n = n + 1
         dur = t - self.prev_t if self.prev_t is not None else None
         self.prev_t = t
-        if dur is not None and index > 0:
+        if dur is not None and n > 0:
             if watched:
-                if index > self.early:  # the early samples run while torch warms up
+                if n > self.early:  # the early samples run while torch warms up
                     self.last_gap = self.gap(dur)
-                    self.next_at = index + 1 + self.last_gap
+                    self.next_at = n + 1 + self.last_gap
             else:
                 b = self.base
                 self.base = dur if b is None else b + 0.1 * (dur - b)
-        nxt = index + 1
+        nxt = n + 1
         return self.all or nxt <= self.early or nxt >= self.next_at
 
     def gap(self, watched_dur: float) -> int:
@@ -128,20 +133,22 @@ def attach(state: Any, torch: Any) -> Collector | None:
     sampler.all = mode == "all"
     detector = sync_detect.make_detector(torch, collector, state)
     warn = sync_cuda.attach(torch, collector, state)
-    state.sender.put(
-        SyncInfo(
-            time.time(),
-            state.sender.pid,
-            warn is not None,
-            detector is not None,
-            sampler.early,
-            sampler.every,
-        )
+    info = SyncInfo(
+        time.time(),
+        state.sender.pid,
+        warn is not None,
+        detector is not None,
+        sampler.early,
+        sampler.every,
     )
+    told = [False]  # sent at the first step: a process that never trains stays silent
     tracker = state.tracker
 
     def on_step(index: int, t: float) -> None:
         try:
+            if not told[0]:
+                told[0] = True
+                state.sender.put(replace(info, pid=state.sender.pid))
             watched = detector is not None and detector.active
             if watched:
                 detector.stop()

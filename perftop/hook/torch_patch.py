@@ -23,13 +23,13 @@ def patch_torch(state: HookState) -> None:
     tracker = state.tracker
 
     # -- optimizer: global hooks (torch >= 2.0), no patching needed ----------------------
-    def pre_hook(opt: Any, args: Any, kwargs: Any) -> None:
+    def pre_hook(opt: Any, args: Any, kwargs: Any, _perf: Any = _perf) -> None:
         try:
             tracker.optimizer_pre(_perf())
         except Exception:
             state.internal_error("optimizer pre-hook")
 
-    def post_hook(opt: Any, args: Any, kwargs: Any) -> None:
+    def post_hook(opt: Any, args: Any, kwargs: Any, _perf: Any = _perf) -> None:
         try:
             tracker.optimizer_post(id(opt), _perf())
         except Exception:
@@ -42,7 +42,7 @@ def patch_torch(state: HookState) -> None:
     orig_backward = torch.autograd.backward
 
     @functools.wraps(orig_backward)
-    def backward(*args: Any, **kwargs: Any) -> Any:
+    def backward(*args: Any, _perf: Any = _perf, **kwargs: Any) -> Any:
         t0 = _perf()
         try:
             return orig_backward(*args, **kwargs)
@@ -60,13 +60,16 @@ def patch_torch(state: HookState) -> None:
     orig_next = base.__next__
 
     @functools.wraps(orig_next)
-    def __next__(self: Any) -> Any:
+    def __next__(self: Any, _perf: Any = _perf) -> Any:
         t0 = _perf()
+        got = False
         try:
-            return orig_next(self)
+            batch = orig_next(self)
+            got = True
+            return batch
         finally:
             try:
-                tracker.fetched(t0, _perf())
+                tracker.fetched(t0, _perf(), got)
             except Exception:
                 state.internal_error("DataLoader.__next__")
 

@@ -26,6 +26,7 @@ from perftop.events import (
     Step,
     StepGpu,
 )
+from perftop.model.resources import GpusReducer, HostReducer, ProcessesReducer
 from perftop.model.roles import assign_roles
 from perftop.model.snapshot import Loader, Meta, NoteRow, OutputLine, Snapshot, Trainer
 from perftop.model.steps import LIVE_WINDOW, StepSeries
@@ -165,7 +166,15 @@ class LogReducer:
 
 def default_reducers() -> list[Reducer]:
     """The reducers every session has (each event family adds its own here)."""
-    return [MetaReducer(), StepsReducer(), LogReducer(), SyncReducer()]
+    return [
+        MetaReducer(),
+        StepsReducer(),
+        LogReducer(),
+        ProcessesReducer(),
+        HostReducer(),
+        GpusReducer(),
+        SyncReducer(),
+    ]
 
 
 class Session:

@@ -231,6 +231,8 @@ class GpuRow:
     mem_used_bytes_max: int | None = None
     power_w_avg: float | None = None
     temperature_c_max: float | None = None
+    # (figure, run average, run maximum) for every sampled figure, for reports
+    stats: tuple[tuple[str, float | None, float | None], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from perftop.events import Event, MonitorStats
 from perftop.model import Session, Snapshot
 from perftop.recording import RecordingWriter
+from perftop.wire import Frame
 
 SnapshotSink = Callable[[Snapshot], None]
 
@@ -34,7 +35,7 @@ class Ingest:
         self.on_snapshot = on_snapshot
         self.refresh_s = refresh_s
         self._rejected = rejected_frames
-        self._q: queue.SimpleQueue[tuple[bytes | None, Iterable[Event]] | None] = (
+        self._q: queue.SimpleQueue[tuple[Frame | None, Iterable[Event]] | None] = (
             queue.SimpleQueue()
         )
         self._thread: threading.Thread | None = None
@@ -42,7 +43,7 @@ class Ingest:
         self.events_in = 0
 
     # -- producers (any thread) ----------------------------------------------------------
-    def submit_frame(self, payload: bytes, events: list[Event]) -> None:
+    def submit_frame(self, payload: Frame, events: list[Event]) -> None:
         self._q.put((payload, events))
 
     def submit(self, *events: Event) -> None:
@@ -100,13 +101,13 @@ class Ingest:
                 self.on_snapshot(self.session.snapshot(now=time.time()))
         self._finish()
 
-    def _handle(self, item: tuple[bytes | None, Iterable[Event]]) -> None:
+    def _handle(self, item: tuple[Frame | None, Iterable[Event]]) -> None:
         payload, events = item
         with self._lock:
             rec = self.recorder
             if rec is not None:
                 if payload is not None:
-                    rec.write_payload(payload)
+                    rec.write_frame(payload)
                 else:
                     rec.write_events(events)
         apply = self.session.apply

@@ -17,10 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from perftop.events import Event
-from perftop.wire import FrameError, FrameReader, StreamError, decode_payload
+from perftop.wire import Frame, FrameError, FrameReader, StreamError, decode_frame
 
-# Receives (payload bytes, decoded events) for every intact frame.
-FrameSink = Callable[[bytes, list[Event]], None]
+# Receives (the frame, its decoded events) for every intact frame.
+FrameSink = Callable[[Frame, list[Event]], None]
 
 
 def socket_dir() -> Path:
@@ -98,19 +98,19 @@ class Server:
             self._drop(conn)
             return
         try:
-            payloads = reader.feed(data)
+            frames = reader.feed(data)
         except StreamError:
             self.rejected_frames += 1
             self.closed_streams += 1
             self._drop(conn)
             return
-        for payload in payloads:
+        for frame in frames:
             try:
-                events, _unknown = decode_payload(payload)
+                events, _unknown = decode_frame(frame)
             except FrameError:
                 self.rejected_frames += 1
                 continue
-            self.sink(payload, events)
+            self.sink(frame, events)
         if reader.bad_frames:
             self.rejected_frames += reader.bad_frames
             reader.bad_frames = 0

@@ -9,17 +9,23 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from perftop.errors import RecordingError
 from perftop.events import Event
 from perftop.model import Session, Snapshot
-from perftop.model.snapshot import StepStats
+from perftop.model.snapshot import ProcRow, StepStats
 from perftop.recording import ReadStats, read_events
 
 REPORT_VERSION = 1
 
 
 def session_from_file(path: str, stats: ReadStats | None = None) -> Session:
+    """A session replayed from a recording; a recording with no events is an error."""
+    stats = stats if stats is not None else ReadStats()
     session = Session()
     session.apply_all(read_events(path, stats))
+    if stats.events == 0:
+        why = f" ({stats.warnings[0]})" if stats.warnings else ""
+        raise RecordingError(f"{path}: no events in this recording{why}")
     return session
 
 
@@ -90,6 +96,7 @@ def _rank(s: StepStats) -> dict[str, Any]:
 def _process(snap: Snapshot, pid: int) -> dict[str, Any]:
     r = snap.role_of(pid)
     assert r is not None
+    p = next((row for row in snap.processes if row.pid == pid), None)
     return {
         "pid": r.pid,
         "role": r.role,
@@ -97,7 +104,30 @@ def _process(snap: Snapshot, pid: int) -> dict[str, Any]:
         "worker_id": r.worker_id,
         "loader_id": r.loader_id,
         "parent_pid": r.parent_pid,
+        **_probe_figures(p),
     }
+
+
+PROC_KEYS = (
+    "cpu_percent_avg",
+    "cpu_percent_max",
+    "rss_bytes_max",
+    "uss_bytes_max",
+    "pss_bytes_max",
+    "uss_bytes_first",
+    "uss_bytes_last",
+    "io_read_bytes",
+    "io_write_bytes",
+)
+
+
+def _probe_figures(p: ProcRow | None) -> dict[str, Any]:
+    """The probe's whole-run figures of a process; all null when the probe never saw it."""
+    out: dict[str, Any] = {k: getattr(p, k) if p is not None else None for k in PROC_KEYS}
+    out["name"] = p.name if p is not None else ""
+    out["cmdline"] = p.cmdline if p is not None else ""
+    out["threads"] = p.threads if p is not None else None
+    return out
 
 
 def _loader(ld: Any) -> dict[str, Any]:
@@ -115,11 +145,39 @@ def _loader(ld: Any) -> dict[str, Any]:
 
 
 def _host(snap: Snapshot) -> dict[str, Any]:
-    return {}  # the probes issue fills this
+    h = snap.host
+    return {
+        "cpu_count": h.cpu_count,
+        "cpu_percent_avg": h.cpu_percent_avg,
+        "iowait_percent_avg": h.iowait_percent_avg,
+        "memory_total_bytes": h.mem_total_bytes,
+        "memory_used_bytes_max": h.memory_used_bytes_max,
+        "swap_used_bytes": h.swap_used_bytes,
+        "disk_read_bytes": h.disk_read_bytes,
+        "disk_write_bytes": h.disk_write_bytes,
+    }
 
 
 def _gpus(snap: Snapshot) -> list[dict[str, Any]]:
-    return []  # the probes issue fills this
+    out = []
+    for g in snap.gpus:
+        entry: dict[str, Any] = {
+            "index": g.index,
+            "name": g.name,
+            "uuid": g.uuid,
+            "memory_total_bytes": g.mem_total_bytes,
+            "power_limit_w": g.power_limit_w,
+        }
+        for name, avg, mx in g.stats:
+            entry[f"{name}_avg"] = _round(avg, 2)
+            entry[f"{name}_max"] = mx
+        entry["throttle"] = list(g.throttle)
+        entry["processes"] = [
+            {"pid": p.pid, "memory_bytes": p.mem_bytes, "sm_percent": p.sm_percent}
+            for p in g.processes
+        ]
+        out.append(entry)
+    return out
 
 
 def _sync(snap: Snapshot) -> list[dict[str, Any]]:

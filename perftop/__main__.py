@@ -1,0 +1,3 @@
+from perftop.cli import entry
+
+entry()

@@ -1,0 +1,125 @@
+"""Probe events: what the monitor samples about the job's processes, the host and its GPUs.
+
+Standard library only. One event per probe per tick carries every process (or GPU) as a
+tuple of rows, so a 17-process job costs one event a second, not seventeen. Row layouts are
+fixed by the ``*_FIELDS`` tuples below and, like event fields, only ever grow at the end.
+Byte counters are deltas over the tick's ``dt`` seconds so a recording started mid-run (or
+a replay) needs no earlier state; the model turns them into rates and run totals.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from perftop.events.base import Event, event
+
+# One row of ProcSample.rows. cpu_percent is psutil's scale: 100 = one core fully busy.
+PROC_FIELDS = (
+    "pid",
+    "ppid",
+    "name",
+    "state",
+    "cpu_percent",
+    "cpu_core",  # the core it last ran on
+    "threads",
+    "rss",
+    "uss",  # Private_Clean + Private_Dirty (+ Hugetlb) of smaps_rollup
+    "pss",
+    "swap",
+    "io_read",  # bytes read from storage during dt (None: not permitted)
+    "io_write",
+)
+
+# One row of GpuSample.devices.
+GPU_FIELDS = (
+    "index",
+    "name",
+    "uuid",
+    "util_percent",  # NVML utilization.gpu: share of time a kernel ran, not SM occupancy
+    "sm_activity_percent",  # sum of per-process SM utilization, where the device reports it
+    "mem_util_percent",
+    "mem_used",
+    "mem_total",
+    "power_w",
+    "power_limit_w",
+    "temperature_c",
+    "sm_clock_mhz",
+    "pcie_rx_bps",
+    "pcie_tx_bps",
+    "throttle",  # tuple of reason names
+    "processes",  # tuple of (pid, mem_bytes, sm_percent)
+)
+
+
+@event("procs")
+class ProcSample(Event):
+    """Every live process of the job at one probe tick (rows as in ``PROC_FIELDS``)."""
+
+    t: float
+    dt: float  # seconds since the previous tick (0.0 on the first)
+    root_pid: int
+    rows: tuple[tuple[Any, ...], ...] = ()
+
+
+@event("proc_info")
+class ProcInfo(Event):
+    """A process seen for the first time (re-sent now and then): its command line."""
+
+    t: float
+    pid: int
+    create_time: float
+    cmdline: str
+
+
+@event("host")
+class HostSample(Event):
+    """The machine at one probe tick; byte counters are deltas over ``dt``."""
+
+    t: float
+    dt: float
+    cpu_count: int
+    cpu_percent: float | None
+    per_core: tuple[float, ...]
+    iowait_percent: float | None
+    load: tuple[float, ...] | None
+    mem_total: int | None
+    mem_used: int | None
+    mem_available: int | None
+    swap_total: int | None
+    swap_used: int | None
+    disk_read: int | None
+    disk_write: int | None
+    disk_busy_percent: float | None
+    net_rx: int | None
+    net_tx: int | None
+    shm_used: int | None = None
+
+
+@event("gpus")
+class GpuSample(Event):
+    """Every GPU at one probe tick (rows as in ``GPU_FIELDS``); ``note`` says why there are
+    none ("NVML library not found") or what could not be read."""
+
+    t: float
+    devices: tuple[tuple[Any, ...], ...] = ()
+    note: str = ""
+
+
+@event("probe")
+class ProbeTick(Event):
+    """The sampler's own health: how late this tick started and the CPU time it took."""
+
+    t: float
+    interval_s: float
+    late_s: float
+    cpu_s: float
+    missed: int = 0  # ticks skipped because an earlier one overran
+
+
+def proc_row(row: tuple[Any, ...]) -> dict[str, Any]:
+    """A row as a dict (missing trailing fields from an older writer become None)."""
+    return {k: (row[i] if i < len(row) else None) for i, k in enumerate(PROC_FIELDS)}
+
+
+def gpu_row(row: tuple[Any, ...]) -> dict[str, Any]:
+    return {k: (row[i] if i < len(row) else None) for i, k in enumerate(GPU_FIELDS)}

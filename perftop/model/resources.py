@@ -1,0 +1,246 @@
+"""Reducers for the probes' samples: the job's processes, the host and the GPUs, each as
+the latest figures plus whole-run aggregates (average, maximum, first/last, byte totals).
+
+Byte counters arrive as deltas over each tick's ``dt``: rates are delta/dt, run totals the
+sum of deltas, so a replay gives the same figures as the live run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from perftop.events import GpuSample, HostSample, ProbeTick, ProcInfo, ProcSample
+from perftop.events.probes import gpu_row, proc_row
+from perftop.model.snapshot import GpuProcRow, GpuRow, HostRow, ProcRow
+
+GONE_SHOWN_S = 5.0  # live snapshots keep an exited process this long, marked not alive
+
+
+@dataclass(slots=True)
+class _Agg:
+    """Running average and maximum of one figure."""
+
+    total: float = 0.0
+    n: int = 0
+    max: float | None = None
+
+    def add(self, x: float | None) -> None:
+        if x is None:
+            return
+        self.total += x
+        self.n += 1
+        if self.max is None or x > self.max:
+            self.max = x
+
+    @property
+    def avg(self) -> float | None:
+        return round(self.total / self.n, 2) if self.n else None
+
+
+def _rate(delta: int | None, dt: float) -> float | None:
+    return None if delta is None or dt <= 0 else round(delta / dt, 1)
+
+
+def _add(total: int | None, delta: int | None) -> int | None:
+    if delta is None:
+        return total
+    return delta if total is None else total + delta
+
+
+def _imax(x: Any) -> int | None:
+    return None if x is None else int(x)
+
+
+class _Proc:
+    __slots__ = ("row", "last_t", "cpu", "rss", "uss", "pss", "uss_first", "io_r", "io_w")
+
+    def __init__(self, pid: int) -> None:
+        self.row = ProcRow(pid)
+        self.last_t = 0.0
+        self.cpu = _Agg()
+        self.rss, self.uss, self.pss = _Agg(), _Agg(), _Agg()
+        self.uss_first: int | None = None
+        self.io_r: int | None = None
+        self.io_w: int | None = None
+
+
+class ProcessesReducer:
+    handles = (ProcSample, ProcInfo)
+
+    def __init__(self) -> None:
+        self.procs: dict[int, _Proc] = {}
+        self.cmdlines: dict[int, str] = {}
+        self.last_t: float | None = None
+
+    def apply(self, ev: Any) -> None:
+        if isinstance(ev, ProcInfo):
+            self.cmdlines[ev.pid] = ev.cmdline
+            p = self.procs.get(ev.pid)
+            if p is not None:
+                p.row = replace(p.row, cmdline=ev.cmdline)
+            return
+        self.last_t = ev.t
+        seen = set()
+        for raw in ev.rows:
+            r = proc_row(raw)
+            pid = r["pid"]
+            seen.add(pid)
+            p = self.procs.get(pid)
+            if p is None:
+                p = self.procs[pid] = _Proc(pid)
+            p.last_t = ev.t
+            p.cpu.add(r["cpu_percent"])
+            p.rss.add(r["rss"])
+            p.uss.add(r["uss"])
+            p.pss.add(r["pss"])
+            if p.uss_first is None and r["uss"] is not None:
+                p.uss_first = r["uss"]
+            p.io_r, p.io_w = _add(p.io_r, r["io_read"]), _add(p.io_w, r["io_write"])
+            p.row = ProcRow(
+                pid=pid,
+                ppid=r["ppid"],
+                name=r["name"] or "",
+                cmdline=self.cmdlines.get(pid, ""),
+                state=r["state"] or "",
+                alive=True,
+                cpu_percent=r["cpu_percent"],
+                cpu_cores=() if r["cpu_core"] is None else (r["cpu_core"],),
+                threads=r["threads"],
+                rss_bytes=r["rss"],
+                uss_bytes=r["uss"],
+                pss_bytes=r["pss"],
+                swap_bytes=r["swap"],
+                io_read_bps=_rate(r["io_read"], ev.dt),
+                io_write_bps=_rate(r["io_write"], ev.dt),
+                io_read_bytes=p.io_r,
+                io_write_bytes=p.io_w,
+                cpu_percent_avg=p.cpu.avg,
+                cpu_percent_max=p.cpu.max,
+                rss_bytes_max=_imax(p.rss.max),
+                uss_bytes_max=_imax(p.uss.max),
+                pss_bytes_max=_imax(p.pss.max),
+                uss_bytes_first=p.uss_first,
+                uss_bytes_last=r["uss"] if r["uss"] is not None else p.row.uss_bytes_last,
+            )
+        for pid, p in self.procs.items():
+            if pid not in seen and p.row.alive:
+                p.row = replace(
+                    p.row, alive=False, state="exited", cpu_percent=None, io_read_bps=None,
+                    io_write_bps=None,
+                )  # fmt: skip
+
+    def contribute(self, parts: dict[str, Any], window: int | None) -> None:
+        rows = [p.row for p in self.procs.values()]
+        if window is not None and self.last_t is not None:
+            cutoff = self.last_t - GONE_SHOWN_S
+            rows = [r for r in rows if r.alive or self.procs[r.pid].last_t >= cutoff]
+        parts["processes"] = tuple(rows)
+
+
+class HostReducer:
+    handles = (HostSample, ProbeTick)
+
+    def __init__(self) -> None:
+        self.row = HostRow()
+        self.cpu, self.iowait, self.mem = _Agg(), _Agg(), _Agg()
+        self.disk_r: int | None = None
+        self.disk_w: int | None = None
+
+    def apply(self, ev: Any) -> None:
+        if isinstance(ev, ProbeTick):
+            self.row = replace(self.row, probe_late_s=ev.late_s)
+            return
+        self.cpu.add(ev.cpu_percent)
+        self.iowait.add(ev.iowait_percent)
+        self.mem.add(ev.mem_used)
+        self.disk_r, self.disk_w = _add(self.disk_r, ev.disk_read), _add(self.disk_w, ev.disk_write)
+        load = tuple(ev.load) if ev.load is not None and len(ev.load) == 3 else None
+        self.row = HostRow(
+            t=ev.t,
+            cpu_count=ev.cpu_count,
+            cpu_percent=ev.cpu_percent,
+            per_core=tuple(ev.per_core),
+            iowait_percent=ev.iowait_percent,
+            load=load,  # type: ignore[arg-type]
+            mem_total_bytes=ev.mem_total,
+            mem_used_bytes=ev.mem_used,
+            mem_available_bytes=ev.mem_available,
+            swap_total_bytes=ev.swap_total,
+            swap_used_bytes=ev.swap_used,
+            disk_read_bps=_rate(ev.disk_read, ev.dt),
+            disk_write_bps=_rate(ev.disk_write, ev.dt),
+            disk_busy_percent=ev.disk_busy_percent,
+            net_rx_bps=_rate(ev.net_rx, ev.dt),
+            net_tx_bps=_rate(ev.net_tx, ev.dt),
+            shm_used_bytes=ev.shm_used,
+            cpu_percent_avg=self.cpu.avg,
+            iowait_percent_avg=self.iowait.avg,
+            memory_used_bytes_max=_imax(self.mem.max),
+            disk_read_bytes=self.disk_r,
+            disk_write_bytes=self.disk_w,
+            probe_late_s=self.row.probe_late_s,
+        )
+
+    def contribute(self, parts: dict[str, Any], window: int | None) -> None:
+        parts["host"] = self.row
+
+
+# row field -> the name its run average and maximum go by in reports
+GPU_AGGS = {
+    "util_percent": "util_percent",
+    "sm_activity_percent": "sm_activity_percent",
+    "mem_util_percent": "memory_util_percent",
+    "mem_used": "memory_used_bytes",
+    "power_w": "power_w",
+    "temperature_c": "temperature_c",
+    "sm_clock_mhz": "sm_clock_mhz",
+    "pcie_rx_bps": "pcie_rx_bps",
+    "pcie_tx_bps": "pcie_tx_bps",
+}
+
+
+class GpusReducer:
+    handles = (GpuSample,)
+
+    def __init__(self) -> None:
+        self.rows: dict[int, GpuRow] = {}
+        self.aggs: dict[int, dict[str, _Agg]] = {}
+        self.note = ""
+
+    def apply(self, ev: Any) -> None:
+        self.note = ev.note
+        for raw in ev.devices:
+            g = gpu_row(raw)
+            i = g["index"]
+            aggs = self.aggs.setdefault(i, {k: _Agg() for k in GPU_AGGS})
+            for k in GPU_AGGS:
+                aggs[k].add(g[k])
+            self.rows[i] = GpuRow(
+                index=i,
+                name=g["name"] or "",
+                uuid=g["uuid"] or "",
+                util_percent=g["util_percent"],
+                sm_activity_percent=g["sm_activity_percent"],
+                mem_util_percent=g["mem_util_percent"],
+                mem_used_bytes=g["mem_used"],
+                mem_total_bytes=g["mem_total"],
+                power_w=g["power_w"],
+                power_limit_w=g["power_limit_w"],
+                temperature_c=g["temperature_c"],
+                sm_clock_mhz=g["sm_clock_mhz"],
+                pcie_rx_bps=g["pcie_rx_bps"],
+                pcie_tx_bps=g["pcie_tx_bps"],
+                throttle=tuple(g["throttle"] or ()),
+                processes=tuple(GpuProcRow(*p[:3]) for p in g["processes"] or ()),
+                util_percent_avg=aggs["util_percent"].avg,
+                util_percent_max=aggs["util_percent"].max,
+                mem_used_bytes_max=_imax(aggs["mem_used"].max),
+                power_w_avg=aggs["power_w"].avg,
+                temperature_c_max=aggs["temperature_c"].max,
+                stats=tuple((GPU_AGGS[k], a.avg, a.max) for k, a in aggs.items()),
+            )
+
+    def contribute(self, parts: dict[str, Any], window: int | None) -> None:
+        parts["gpus"] = tuple(self.rows[i] for i in sorted(self.rows))
+        parts["gpu_note"] = self.note

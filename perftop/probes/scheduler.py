@@ -1,0 +1,124 @@
+"""Runs the probes on a jitter-free schedule in one monitor thread.
+
+Tick k is due at ``start + k * interval`` (not ``interval`` after the previous tick's work),
+so sampling never drifts; how late each tick started and the CPU time it took are
+recorded as a ``ProbeTick``. A tick that overran a whole interval skips the missed ticks
+instead of bunching them up.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from perftop.errors import UsageError
+from perftop.events import Event, Note, ProbeTick
+
+MIN_INTERVAL_S = 0.2
+
+
+class Probe(Protocol):
+    def sample(self, t: float) -> list[Event]: ...
+
+
+def check_interval(interval_s: float) -> float:
+    """The interval, or a one-line UsageError the CLI prints without a traceback."""
+    if not interval_s >= MIN_INTERVAL_S:  # also refuses NaN
+        raise UsageError(
+            f"--interval {interval_s:g} is too short: the minimum is {MIN_INTERVAL_S:g} s "
+            "(sampling faster would cost the job more CPU than it tells you)"
+        )
+    return float(interval_s)
+
+
+class ProbeSource:
+    """A runner source: ``start()`` / ``stop()``, events go to ``submit``."""
+
+    def __init__(
+        self,
+        submit: Callable[..., None],
+        probes: Sequence[Probe],
+        interval_s: float = 1.0,
+    ) -> None:
+        self.submit = submit
+        self.probes = list(probes)
+        self.interval_s = check_interval(interval_s)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._failed: set[str] = set()
+        self.ticks = 0
+
+    def start(self) -> ProbeSource:
+        self._thread = threading.Thread(target=self._loop, name="perftop-probes", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        for p in self.probes:
+            close = getattr(p, "close", None)
+            if close is not None:
+                try:
+                    close()
+                except Exception:
+                    pass
+
+    def _loop(self) -> None:
+        start = time.monotonic()
+        k = 0
+        missed = 0
+        while not self._stop.is_set():
+            due = start + k * self.interval_s
+            now = time.monotonic()
+            if now < due:
+                if self._stop.wait(due - now):
+                    break
+                now = time.monotonic()
+            self.tick(late_s=now - due, missed=missed)
+            k += 1
+            # skip ticks whose time already passed entirely
+            behind = int((time.monotonic() - start) / self.interval_s) + 1 - k
+            missed = max(0, behind)
+            k += missed
+
+    def tick(self, late_s: float = 0.0, missed: int = 0) -> list[Event]:
+        """One sample of every probe, submitted as one batch; returns the events."""
+        cpu0 = time.process_time()
+        t = time.time()
+        events: list[Event] = []
+        for p in self.probes:
+            try:
+                events += p.sample(t)
+            except Exception as exc:  # a probe bug must not stop the others
+                kind = f"{type(p).__name__}: {type(exc).__name__}"
+                if kind not in self._failed:
+                    self._failed.add(kind)
+                    events.append(Note(t, "warning", "probe", f"{kind}: {exc}"))
+        cpu = time.process_time() - cpu0
+        events.append(
+            ProbeTick(t, self.interval_s, round(max(0.0, late_s), 4), round(cpu, 5), missed)
+        )
+        self.ticks += 1
+        self.submit(*events)
+        return events
+
+
+def make_sources(interval_s: float = 1.0, nvml: Any | None = None, gpu: bool = True):
+    """The runner source factory: ``Job(cfg, sources=[make_sources(cfg.interval_s)])``."""
+    check_interval(interval_s)
+
+    def make(job: Any) -> ProbeSource:
+        from perftop.probes.gpu import GpuProbe
+        from perftop.probes.host import HostProbe
+        from perftop.probes.procs import ProcProbe
+
+        probes: list[Probe] = [ProcProbe(job.pid), HostProbe()]
+        if gpu:
+            probes.append(GpuProbe(nvml))
+        return ProbeSource(job.ingest.submit, probes, interval_s)
+
+    return make

@@ -1,0 +1,60 @@
+"""Number formatting shared by the text report and the TUI: units, and "N/A" for None."""
+
+from __future__ import annotations
+
+NA = "N/A"
+
+
+def seconds(x: float | None) -> str:
+    if x is None:
+        return NA
+    if x < 1e-3:
+        return f"{x * 1e6:.0f}µs"
+    if x < 1:
+        return f"{x * 1e3:.1f}ms"
+    if x < 120:
+        return f"{x:.2f}s"
+    m, s = divmod(int(x), 60)
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"
+
+
+def nbytes(x: float | None) -> str:
+    if x is None:
+        return NA
+    v = float(x)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(v) < 1024 or unit == "TiB":
+            return f"{v:.0f}{unit}" if unit == "B" else f"{v:.1f}{unit}"
+        v /= 1024
+    return NA
+
+
+def rate(x: float | None) -> str:
+    return NA if x is None else f"{nbytes(x)}/s"
+
+
+def percent(x: float | None, digits: int = 0) -> str:
+    return NA if x is None else f"{x:.{digits}f}%"
+
+
+def fraction(x: float | None) -> str:
+    return NA if x is None else f"{100 * x:.0f}%"
+
+
+def number(x: float | None, digits: int = 1) -> str:
+    return NA if x is None else f"{x:.{digits}f}"
+
+
+def table(headers: list[str], rows: list[list[str]], indent: str = "  ") -> str:
+    """A plain aligned table: first column left, the rest right."""
+    widths = [
+        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
+    ]
+
+    def line(cells: list[str]) -> str:
+        out = [cells[0].ljust(widths[0])]
+        out += [c.rjust(w) for c, w in zip(cells[1:], widths[1:])]
+        return indent + "  ".join(out).rstrip()
+
+    return "\n".join([line(headers), *(line(r) for r in rows)])

@@ -1,0 +1,122 @@
+"""The human report, rendered from the JSON report so both always agree."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from perftop.model import Snapshot
+from perftop.report.fmt import NA, fraction, seconds, table
+from perftop.report.text_probes import gpu_lines, host_lines, processes_table
+
+
+def render(r: dict[str, Any]) -> str:
+    out: list[str] = []
+    cmd = " ".join(r["command"]) or "(unknown command)"
+    code = r["exit_code"]
+    state = "still running or killed" if code is None else f"exit code {code}"
+    out.append(f"perftop report: {cmd}")
+    out.append(f"  {state}, ran {seconds(r['duration_s'])} on {r['hostname'] or NA}")
+    s = r["steps"]
+    out.append("")
+    out.append("Steps")
+    if not s["count"]:
+        out.append("  no training steps seen (no optimizer step, backward() or DataLoader batch)")
+    else:
+        st = s["step_time_s"]
+        sps = s["steps_per_s"]
+        out.append(
+            f"  {s['count']} steps, {sps if sps is not None else NA} steps/s, "
+            f"step time p50 {seconds(st['p50'])}  p95 {seconds(st['p95'])}  "
+            f"max {seconds(st['max'])}"
+        )
+        out.append(f"  data wait {fraction(s['data_wait_fraction'])} of step time")
+        phases = s["phases_s"]
+        if phases:
+            out.append(table(["phase (median)", *phases], [["", *map(seconds, phases.values())]]))
+        if s["gpu_time_s"]["p50"] is not None:
+            out.append(f"  GPU time per step p50 {seconds(s['gpu_time_s']['p50'])}")
+    if len(r["ranks"]) > 1:
+        out.append("")
+        out.append("Ranks")
+        out.append(
+            table(
+                ["rank", "pid", "steps", "p50", "p95", "data wait"],
+                [
+                    [
+                        _s(x["rank"]),
+                        str(x["pid"]),
+                        str(x["steps"]),
+                        seconds(x["step_time_p50_s"]),
+                        seconds(x["step_time_p95_s"]),
+                        fraction(x["data_wait_fraction"]),
+                    ]
+                    for x in r["ranks"]
+                ],
+            )
+        )
+    if r["loaders"]:
+        out.append("")
+        out.append("DataLoaders")
+        out.append(
+            table(
+                ["pid", "dataset", "workers", "batch", "pin", "prefetch", "persistent"],
+                [
+                    [
+                        str(ld["pid"]),
+                        ld["dataset"],
+                        str(ld["num_workers"]),
+                        _s(ld["batch_size"]),
+                        _yn(ld["pin_memory"]),
+                        _s(ld["prefetch_factor"]),
+                        _yn(ld["persistent_workers"]),
+                    ]
+                    for ld in r["loaders"]
+                ],
+            )
+        )
+    if r["processes"]:
+        out.append("")
+        out.append("Processes")
+        out.append(processes_table(r["processes"]))
+    out.extend(host_lines(r.get("host") or {}))
+    out.extend(gpu_lines(r.get("gpus") or [], r.get("gpu_note", "")))
+    out.extend(_footer(r))
+    return "\n".join(out) + "\n"
+
+
+def _footer(r: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    if r["dropped_events"]:
+        out.append(f"  {r['dropped_events']} events dropped by the hook (monitor too slow or away)")
+    if r["rejected_frames"]:
+        out.append(f"  {r['rejected_frames']} malformed frames rejected")
+    for n in r["notes"]:
+        out.append(f"  {n['level']}: {n['text']}")
+    return (["", "Notes", *out]) if out else []
+
+
+def summary(snap: Snapshot, record: Path | None) -> str:
+    """The few lines `perftop run --headless` prints when the job ends."""
+    s = snap.steps
+    lines = ["", f"perftop: {snap.meta.state}, {seconds(snap.meta.elapsed_s)}"]
+    if s.count:
+        lines.append(
+            f"perftop: {s.count} steps, p50 {seconds(s.p50)}, p95 {seconds(s.p95)}, "
+            f"data wait {fraction(s.data_wait_fraction)} of step time"
+        )
+    else:
+        lines.append("perftop: no training steps seen")
+    if snap.meta.dropped_events:
+        lines.append(f"perftop: {snap.meta.dropped_events} events dropped")
+    if record is not None:
+        lines.append(f"perftop: recorded to {record}  (perftop report {record})")
+    return "\n".join(lines)
+
+
+def _s(x: Any) -> str:
+    return "-" if x is None else str(x)
+
+
+def _yn(x: bool) -> str:
+    return "yes" if x else "no"

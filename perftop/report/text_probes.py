@@ -1,0 +1,82 @@
+"""The probes' part of the human report: process figures, the host and the GPUs, as
+tables rendered from the JSON report (so text and JSON always agree)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from perftop.report.fmt import NA, nbytes, number, percent, table
+
+
+def processes_table(procs: list[dict[str, Any]]) -> str:
+    """One row per process: its role, then CPU and memory over the run."""
+    return table(
+        ["pid", "role", "rank", "worker", "cpu avg", "cpu max", "rss max", "pss max",
+         "uss first", "uss last", "read", "written"],
+        [
+            [
+                str(p["pid"]),
+                p["role"],
+                _s(p["rank"]),
+                _s(p["worker_id"]),
+                percent(p.get("cpu_percent_avg")),
+                percent(p.get("cpu_percent_max")),
+                nbytes(p.get("rss_bytes_max")),
+                nbytes(p.get("pss_bytes_max")),
+                nbytes(p.get("uss_bytes_first")),
+                nbytes(p.get("uss_bytes_last")),
+                nbytes(p.get("io_read_bytes")),
+                nbytes(p.get("io_write_bytes")),
+            ]
+            for p in procs
+        ],
+    )  # fmt: skip
+
+
+def host_lines(h: dict[str, Any]) -> list[str]:
+    if not h or h.get("cpu_percent_avg") is None and h.get("memory_used_bytes_max") is None:
+        return []
+    return [
+        "",
+        "Host",
+        f"  {h.get('cpu_count') or NA} cores, CPU avg {percent(h.get('cpu_percent_avg'))}, "
+        f"iowait avg {percent(h.get('iowait_percent_avg'), 1)}",
+        f"  memory used max {nbytes(h.get('memory_used_bytes_max'))} "
+        f"of {nbytes(h.get('memory_total_bytes'))}",
+        f"  disk read {nbytes(h.get('disk_read_bytes'))}, "
+        f"written {nbytes(h.get('disk_write_bytes'))}",
+    ]
+
+
+GPU_COLUMNS = (
+    ("util avg", "util_percent_avg", percent),
+    ("util max", "util_percent_max", percent),
+    ("SM active avg", "sm_activity_percent_avg", percent),
+    ("mem max", "memory_used_bytes_max", nbytes),
+    ("power avg", "power_w_avg", lambda x: NA if x is None else f"{x:.0f}W"),
+    ("temp max", "temperature_c_max", lambda x: NA if x is None else f"{x:.0f}C"),
+    ("SM clock avg", "sm_clock_mhz_avg", lambda x: number(x, 0)),
+)
+
+
+def gpu_lines(gpus: list[dict[str, Any]], note: str) -> list[str]:
+    out = ["", "GPUs"]
+    if not gpus:
+        return [*out, f"  none: {note or 'no GPU probe ran'}"]
+    out.append(
+        table(
+            ["gpu", "name", *(c[0] for c in GPU_COLUMNS)],
+            [
+                [str(g["index"]), g["name"], *(fn(g.get(key)) for _, key, fn in GPU_COLUMNS)]
+                for g in gpus
+            ],
+        )
+    )
+    out.append("  util = share of time a kernel ran (NVML); SM active = share of SMs busy (GPM)")
+    if note:
+        out.append(f"  {note}")
+    return out
+
+
+def _s(x: Any) -> str:
+    return "-" if x is None else str(x)

@@ -1,0 +1,1 @@
+"""The live terminal UI (Textual). Nothing outside ``perftop.tui`` imports Textual."""

@@ -1,0 +1,204 @@
+"""The perftop app: wires snapshot messages to the panels, keys to actions.
+
+Rendering lives in the widgets; job control lives behind :class:`Controller` (see
+``perftop.tui.live``), so this module only routes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Container
+from textual.widgets import Footer
+
+from perftop.model import Snapshot
+from perftop.tui.messages import JobEnded, SnapshotMessage
+from perftop.tui.screens import HelpScreen, QuitScreen
+from perftop.tui.widgets import (
+    GpuPanel,
+    HeaderBar,
+    HintsPanel,
+    HostPanel,
+    OutputPanel,
+    Panel,
+    ProcessesPanel,
+    StepsPanel,
+    SyncPanel,
+)
+from perftop.tui.widgets.difftable import DiffTable
+
+NARROW_BELOW = 120  # columns
+SHORT_BELOW = 40  # rows
+TALL_FROM = 60
+
+
+class Controller(Protocol):
+    """What the app may ask of the job; ``None`` for a replay or a test."""
+
+    def running(self) -> bool: ...
+
+    def toggle_recording(self) -> str | None: ...
+
+
+class PerftopApp(App[str | None]):
+    """Exits with ``"stop"`` or ``"leave"`` when the user chose so, else ``None``."""
+
+    TITLE = "perftop"
+    CSS_PATH = Path(__file__).with_name("perftop.tcss")
+    BINDINGS = [
+        Binding("q", "request_quit", "quit"),
+        Binding("ctrl+c", "request_quit", "quit", show=False, priority=True),
+        Binding("question_mark", "help", "help", key_display="?"),
+        Binding("p", "pause", "pause"),
+        Binding("z,enter", "zoom", "zoom"),
+        Binding("escape", "unzoom", "unzoom", show=False),
+        Binding("s", "sort", "sort"),
+        Binding("i", "invert", "invert", show=False),
+        Binding("r", "record", "record"),
+        *[Binding(str(i), f"focus_panel({i - 1})", show=False) for i in range(1, 8)],
+    ]
+
+    def __init__(self, controller: Controller | None = None) -> None:
+        super().__init__()
+        self.controller = controller
+        self.paused = False
+        self.latest: Snapshot | None = None
+        self.shown: Snapshot | None = None
+        self._errors: dict[str, str] = {}
+
+    def compose(self) -> ComposeResult:
+        yield HeaderBar(id="header")
+        with Container(id="body"):
+            yield StepsPanel(id="steps")
+            yield GpuPanel(id="gpu")
+            yield HostPanel(id="host")
+            yield ProcessesPanel(id="procs")
+            yield SyncPanel(id="sync")
+            yield HintsPanel(id="hints")
+            yield OutputPanel(id="output")
+        yield Footer()
+
+    @property
+    def panels(self) -> list[Panel]:
+        return list(self.query(Panel))
+
+    def on_mount(self) -> None:
+        self._apply_size(self.size.width, self.size.height)
+        self.query_one(StepsPanel).focus()
+        # Zoom changes (ours, or the screen's own escape binding) switch detail levels.
+        self.watch(self.screen, "maximized", lambda _: self.on_resize(), init=False)
+
+    def on_resize(self) -> None:
+        self._apply_size(self.size.width, self.size.height)
+
+    def _apply_size(self, width: int, height: int) -> None:
+        body = self.query_one("#body")
+        narrow, short = width < NARROW_BELOW, height < SHORT_BELOW
+        body.set_class(narrow, "-narrow")
+        body.set_class(short, "-short")
+        body.set_class(height >= TALL_FROM, "-tall")
+        zoomed = self.screen.maximized
+        for p in self.panels:
+            p.set_compact((narrow or short) and p is not zoomed)
+
+    # -- data ----------------------------------------------------------------------------
+    def on_snapshot_message(self, message: SnapshotMessage) -> None:
+        self.latest = message.snapshot
+        if not self.paused:
+            self.show(message.snapshot)
+
+    def show(self, snap: Snapshot) -> None:
+        """Render a snapshot in every panel; a failing panel becomes a notification."""
+        self.shown = snap
+        for w in (self.query_one(HeaderBar), *self.panels):
+            try:
+                w.show(snap)
+            except Exception as exc:  # never let a traceback reach the screen
+                msg = f"{type(w).__name__}: {type(exc).__name__}: {exc}"
+                if self._errors.get(w.id or "") != msg:
+                    self._errors[w.id or ""] = msg
+                    self.notify(msg, title="display error", severity="error")
+
+    def on_job_ended(self, message: JobEnded) -> None:
+        self.notify(f"the job exited with code {message.exit_code}; q quits", timeout=8)
+
+    # -- actions -------------------------------------------------------------------------
+    def action_request_quit(self) -> None:
+        if self.controller is None or not self.controller.running():
+            self.exit(None)
+            return
+
+        def chosen(choice: str | None) -> None:
+            if choice is not None:
+                self.exit(choice)
+
+        if not isinstance(self.screen, QuitScreen):
+            self.push_screen(QuitScreen(), chosen)
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def action_pause(self) -> None:
+        self.paused = not self.paused
+        self.query_one(HeaderBar).set_paused(self.paused)
+        if not self.paused and self.latest is not None and self.latest is not self.shown:
+            self.show(self.latest)
+
+    def _focused_panel(self) -> Panel | None:
+        w = self.focused
+        while w is not None and not isinstance(w, Panel):
+            w = w.parent  # type: ignore[assignment]
+        return w
+
+    def action_zoom(self) -> None:
+        if self.screen.maximized is not None:
+            self.action_unzoom()
+            return
+        panel = self._focused_panel() or self.query_one(StepsPanel)
+        self.screen.maximize(panel, container=False)
+
+    def action_unzoom(self) -> None:
+        self.screen.minimize()
+
+    def action_focus_panel(self, index: int) -> None:
+        panel = self.panels[index]
+        target = next(iter(panel.query("DiffTable, RichLog")), panel)
+        target = target if target.display else panel
+        target.focus()
+        if self.screen.maximized is not None:
+            self.screen.maximize(panel, container=False)
+
+    def _table(self) -> DiffTable | None:
+        panel = self._focused_panel()
+        tables = list(panel.query(DiffTable)) if panel is not None else []
+        return tables[0] if tables else None
+
+    def action_sort(self) -> None:
+        table = self._table()
+        if table is None:
+            self.notify("focus a table to sort it (4: processes, 5: sync)", timeout=3)
+        else:
+            table.next_sort()
+
+    def action_invert(self) -> None:
+        table = self._table()
+        if table is not None:
+            table.invert_sort()
+
+    def action_record(self) -> None:
+        if self.controller is None:
+            self.notify("recording needs a live job", severity="warning", timeout=3)
+            return
+        try:
+            path = self.controller.toggle_recording()
+        except Exception as exc:
+            self.notify(str(exc), title="recording", severity="error")
+            return
+        header = self.query_one(HeaderBar)
+        header.recording = path or ""
+        if self.shown is not None:
+            header.show(self.shown)
+        self.notify(f"recording to {path}" if path else "recording stopped", timeout=4)

@@ -1,0 +1,104 @@
+"""Number formatting shared by every panel: compact, aligned, with units; ``None`` is N/A.
+
+One module so all panels agree on widths and on how a missing figure looks.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+NA = "N/A"
+NA_STYLE = "dim"
+
+# Colours carry meaning only: ok / warn / bad, and one per step phase.
+PHASE_STYLES = {
+    "data": "yellow",
+    "forward/other": "dodger_blue2",
+    "backward": "medium_purple1",
+    "optimizer": "green3",
+}
+PHASE_SHORT = {"data": "data", "forward/other": "fwd", "backward": "bwd", "optimizer": "opt"}
+
+
+def na(value: object, text: str) -> Text:
+    """``text`` as is, or a dimmed N/A when ``value`` is None."""
+    return Text(NA, style=NA_STYLE) if value is None else Text(text)
+
+
+def num(value: float | None, fmt: str = "{:.1f}") -> str:
+    return NA if value is None else fmt.format(value)
+
+
+def pct(value: float | None) -> str:
+    return NA if value is None else f"{value:.0f}%" if value >= 10 else f"{value:.1f}%"
+
+
+def bytes_(value: float | None) -> str:
+    """1536 -> '1.5K'; powers of 1024 like htop and free."""
+    if value is None:
+        return NA
+    v = float(value)
+    for unit in ("B", "K", "M", "G", "T"):
+        if abs(v) < 1024 or unit == "T":
+            if unit == "B":
+                return f"{v:.0f}B"
+            return f"{v:.1f}{unit}" if abs(v) < 100 else f"{v:.0f}{unit}"
+        v /= 1024
+    return f"{v:.0f}P"  # pragma: no cover
+
+
+def rate(value: float | None) -> str:
+    return NA if value is None else f"{bytes_(value)}/s"
+
+
+def secs(value: float | None) -> str:
+    """A duration: 850µs, 12.3ms, 1.25s, 2m05s."""
+    if value is None:
+        return NA
+    v = float(value)
+    if v < 1e-3:
+        return f"{v * 1e6:.0f}µs"
+    if v < 1.0:
+        return f"{v * 1e3:.1f}ms" if v < 0.1 else f"{v * 1e3:.0f}ms"
+    if v < 60:
+        return f"{v:.2f}s"
+    return f"{int(v // 60)}m{int(v % 60):02d}s"
+
+
+def clock(value: float | None) -> str:
+    """Elapsed time as h:mm:ss."""
+    if value is None:
+        return "--:--:--"
+    s = int(value)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def level_style(fraction: float | None, warn: float = 0.6, bad: float = 0.85) -> str:
+    if fraction is None:
+        return NA_STYLE
+    return "red" if fraction >= bad else "yellow" if fraction >= warn else "green"
+
+
+def bar(fraction: float | None, width: int, style: str | None = None) -> Text:
+    """A horizontal bar ``[|||||     ]`` of ``width`` cells including brackets."""
+    inner = max(1, width - 2)
+    if fraction is None:
+        return Text("[" + NA.center(inner) + "]", style=NA_STYLE)
+    f = min(1.0, max(0.0, fraction))
+    filled = round(f * inner)
+    t = Text("[", style="bold")
+    t.append("|" * filled, style=style or level_style(f))
+    t.append(" " * (inner - filled))
+    t.append("]", style="bold")
+    return t
+
+
+VBLOCKS = " ▁▂▃▄▅▆▇█"
+
+
+def vblock(fraction: float | None) -> Text:
+    """One cell tall bar, for per-core rows that must fit many cores in little room."""
+    if fraction is None:
+        return Text("·", style=NA_STYLE)
+    f = min(1.0, max(0.0, fraction))
+    return Text(VBLOCKS[max(1, round(f * 8))], style=level_style(f))

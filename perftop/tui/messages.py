@@ -1,0 +1,32 @@
+"""Messages that carry data from perftop's threads into the app.
+
+Threads never touch widgets: the ingest thread posts a :class:`SnapshotMessage` and the
+app's own loop renders it. Snapshot messages coalesce, so a busy UI skips to the newest
+snapshot instead of falling behind.
+"""
+
+from __future__ import annotations
+
+from textual.message import Message
+
+from perftop.model import Snapshot
+
+
+class SnapshotMessage(Message):
+    """A new immutable snapshot of the session."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        super().__init__()
+        self.snapshot = snapshot
+
+    def can_replace(self, message: Message) -> bool:
+        # Only the newest snapshot matters; older queued ones are dropped.
+        return isinstance(message, SnapshotMessage)
+
+
+class JobEnded(Message):
+    """The job's top process exited (posted once by the controller's watcher)."""
+
+    def __init__(self, exit_code: int) -> None:
+        super().__init__()
+        self.exit_code = exit_code

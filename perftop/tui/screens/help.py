@@ -1,0 +1,62 @@
+"""The ``?`` screen: every key, and what the colours mean."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual import events
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from perftop.tui import fmt
+
+KEYS = (
+    ("?", "this help (any key closes it)"),
+    ("q  ctrl+c", "quit; if the job still runs: stop it, or leave it running"),
+    ("p", "pause / resume the display (the job and recording go on)"),
+    ("z  enter", "zoom the focused panel to full screen and back (esc: back)"),
+    ("tab  shift+tab", "focus the next / previous panel (or click it)"),
+    ("1 … 7", "focus Steps, GPU, Host, Processes, Sync, Hints, Output"),
+    ("s  i", "sort the focused table by the next column / invert the order"),
+    ("click header", "sort a table by that column"),
+    ("↑ ↓ pgup pgdn home end", "move in a table, scroll the output (end: follow)"),
+    ("r", "start / stop recording"),
+)
+
+
+class HelpScreen(ModalScreen[None]):
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll {
+        width: auto; max-width: 90%; height: auto; max-height: 90%;
+        border: round $accent; background: $surface; padding: 0 1;
+    }
+    """
+
+    def compose(self) -> ComposeResult:
+        keys = Table.grid(padding=(0, 2))
+        keys.add_column(style="bold cyan", no_wrap=True)
+        keys.add_column()
+        for k, what in KEYS:
+            keys.add_row(k, what)
+        colours = Text()
+        for phase, style in fmt.PHASE_STYLES.items():
+            colours.append("■ ", style=style)
+            colours.append(f"{phase}  ")
+        colours.append("\n▲ ", style="bold red")
+        colours.append("a stall: a step at least 3× the median   ")
+        colours.append("N/A", style=fmt.NA_STYLE)
+        colours.append(" not available (no permission, no device)")
+        with VerticalScroll() as v:
+            v.border_title = "perftop help"
+            yield Static(keys)
+            yield Static(Text("\nStep phases, bottom to top:\n") + colours)
+
+    def on_key(self, event: events.Key) -> None:
+        event.stop()
+        self.dismiss()
+
+    def on_click(self) -> None:
+        self.dismiss()

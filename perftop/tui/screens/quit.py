@@ -1,0 +1,48 @@
+"""Quit while the job still runs: stop it, or leave it running (recording goes on)."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Static
+
+
+class QuitScreen(ModalScreen[str | None]):
+    """Dismisses with ``"stop"``, ``"leave"`` or ``None`` (cancel)."""
+
+    DEFAULT_CSS = """
+    QuitScreen { align: center middle; }
+    QuitScreen > Vertical {
+        width: 60; max-width: 95%; height: auto;
+        border: round $warning; background: $surface; padding: 0 1;
+    }
+    QuitScreen Horizontal { height: auto; align-horizontal: center; }
+    QuitScreen Button { margin: 1 1 0 0; min-width: 10; }
+    """
+    BINDINGS = [
+        Binding("s", "choose('stop')", "stop the job"),
+        Binding("l", "choose('leave')", "leave it running"),
+        Binding("escape,c,n", "choose(None)", "cancel"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        with Vertical() as v:
+            v.border_title = "Quit perftop"
+            yield Static(
+                "The job is still running.\n"
+                "[b]s[/b] stop it (SIGINT, then SIGTERM)   "
+                "[b]l[/b] leave it running, recording in the background   "
+                "[b]esc[/b] cancel"
+            )
+            with Horizontal():
+                yield Button("Stop job", id="stop", variant="error")
+                yield Button("Leave running", id="leave", variant="primary")
+                yield Button("Cancel", id="cancel")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(None if event.button.id == "cancel" else event.button.id)
+
+    def action_choose(self, choice: str | None) -> None:
+        self.dismiss(choice)

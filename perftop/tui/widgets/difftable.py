@@ -1,0 +1,95 @@
+"""A DataTable updated by diff: changed cells are patched, new rows added, gone rows
+removed. Rows are never cleared and rebuilt, so the cursor and scroll stay put and
+nothing flickers. Sorting uses raw values kept beside the rendered cells."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+
+class Cell(Text):
+    """Rendered text that remembers the raw value it shows, for sorting (None sorts last)."""
+
+    def __init__(self, text: str, value: Any, style: str = "", justify: str = "right") -> None:
+        super().__init__(text, style=style, justify=justify)  # type: ignore[arg-type]
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Text) and self.plain == other.plain and self.style == other.style
+
+
+def _sort_key(value: Any) -> tuple[int, Any]:
+    v = value.value if isinstance(value, Cell) else value
+    if v is None:
+        return (1, 0)
+    return (0, v) if isinstance(v, (int, float)) else (0, str(v))
+
+
+class DiffTable(DataTable):
+    DEFAULT_CSS = "DiffTable { height: 1fr; }"
+
+    def __init__(self, columns: Sequence[tuple[str, str]], *, sort: str, reverse: bool) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=False)
+        self._columns = list(columns)  # (key, label)
+        self.sort_column = sort
+        self.sort_reverse = reverse
+
+    def on_mount(self) -> None:
+        for key, label in self._columns:
+            self.add_column(label, key=key)
+        self._mark_sort()
+
+    def set_rows(self, rows: dict[str, Sequence[Cell]]) -> None:
+        """Make the table show exactly ``rows`` (row key -> cells in column order)."""
+        keys = [k for k, _ in self._columns]
+        changed = False
+        for row_key in [k.value for k in self.rows if k.value not in rows]:
+            self.remove_row(row_key)
+            changed = True
+        for row_key, cells in rows.items():
+            if row_key not in self.rows:
+                self.add_row(*cells, key=row_key)
+                changed = True
+                continue
+            for col, cell in zip(keys, cells):
+                if self.get_cell(row_key, col) != cell:
+                    self.update_cell(row_key, col, cell)
+                    changed = True
+        if changed:
+            self._apply_sort()
+
+    def _apply_sort(self) -> None:
+        self.sort(self.sort_column, key=_sort_key, reverse=self.sort_reverse)
+
+    def sort_by(self, column: str, reverse: bool | None = None) -> None:
+        if reverse is None:
+            reverse = not self.sort_reverse if column == self.sort_column else True
+        self.sort_column, self.sort_reverse = column, reverse
+        self._mark_sort()
+        self._apply_sort()
+
+    def next_sort(self) -> None:
+        keys = [k for k, _ in self._columns]
+        i = (keys.index(self.sort_column) + 1) % len(keys)
+        self.sort_by(keys[i], reverse=self.sort_reverse)
+
+    def invert_sort(self) -> None:
+        self.sort_by(self.sort_column, not self.sort_reverse)
+
+    def _mark_sort(self) -> None:
+        """Show the sort column and direction in its header label."""
+        for key, label in self._columns:
+            col = self.columns.get(key)  # type: ignore[call-overload]
+            if col is None:
+                continue
+            arrow = ("▼" if self.sort_reverse else "▲") if key == self.sort_column else ""
+            col.label = Text(label + arrow, style="bold" if arrow else "")
+        self.refresh()
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        event.stop()
+        self.sort_by(str(event.column_key.value))

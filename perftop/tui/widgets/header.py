@@ -1,0 +1,90 @@
+"""The header: what runs, its PIDs, elapsed time, state, recording, drops, our own CPU.
+
+Elapsed time comes from the snapshot (monitor clock at snapshot time), never from a clock
+read while rendering, so the same snapshot always renders the same header.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+
+from rich.text import Text
+from textual.widgets import Static
+
+from perftop.model import Snapshot
+from perftop.tui import fmt
+
+
+class HeaderBar(Static):
+    DEFAULT_CSS = """
+    HeaderBar {
+        height: 2;
+        background: $panel;
+        color: $text;
+        padding: 0 1;
+    }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002
+        super().__init__("perftop", id=id, markup=False)
+        self.paused = False
+        self.recording: str | None = None  # set by the app when recording is toggled
+        self._snap: Snapshot | None = None
+
+    def show(self, snap: Snapshot) -> None:
+        self._snap = snap
+        self.update(self.compose_text(snap))
+
+    def on_resize(self) -> None:
+        if self._snap is not None:
+            self.show(self._snap)
+
+    def set_paused(self, paused: bool) -> None:
+        self.paused = paused
+        if self._snap is not None:
+            self.show(self._snap)
+
+    def compose_text(self, snap: Snapshot) -> Text:
+        m = snap.meta
+        w = max(20, self.size.width - 2 if self.size.width else 78)
+        state = m.state
+        state_style = (
+            "bold green"
+            if state == "running"
+            else "bold red"
+            if m.exit_code not in (None, 0)
+            else "bold"
+        )
+        right = Text()
+        if self.paused:
+            right.append(" PAUSED ", style="bold black on yellow")
+            right.append(" ")
+        right.append("● " + state, style=state_style)
+        right.append("  " + fmt.clock(m.elapsed_s), style="bold")
+        cmd = shlex.join(m.command) if m.command else "(no command)"
+        room = max(5, w - len(right) - 10)
+        if len(cmd) > room:
+            cmd = cmd[: room - 1] + "…"
+        line1 = Text("perftop ", style="bold cyan")
+        line1.append(cmd, style="bold")
+        line1.append(" " * max(1, w - len(line1) - len(right)))
+        line1.append_text(right)
+
+        line2 = Text()
+        pids = [t.pid for t in snap.trainers] or ([m.job_pid] if m.job_pid else [])
+        line2.append("pid ", style="dim")
+        line2.append(",".join(str(p) for p in pids[:4]) + ("…" if len(pids) > 4 else "") or "-")
+        workers = sum(1 for r in snap.roles if r.role == "worker")
+        if workers:
+            line2.append(f" +{workers} workers", style="dim")
+        line2.append("  dropped ", style="dim")
+        line2.append(f"{m.dropped_events:,}", style="yellow" if m.dropped_events else None)
+        line2.append("  perftop CPU ", style="dim")
+        cpu = m.monitor_cpu_percent
+        line2.append(fmt.pct(cpu), style=fmt.NA_STYLE if cpu is None else None)
+        rec = self.recording if self.recording is not None else m.record_path
+        line2.append("  rec ", style="dim")
+        line2.append(os.path.basename(rec) if rec else "off", style="red" if rec else "dim")
+        line2.truncate(w)
+        return Text("\n").join([line1, line2])

@@ -1,0 +1,92 @@
+"""The titled box every panel lives in, and the text-panel base most panels use."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Static
+
+from perftop.model import Snapshot
+
+
+class Panel(Vertical, can_focus=False):
+    """A bordered, titled, zoomable box. ``show(snap)`` updates it; ``compact`` is set
+    when the terminal is narrow so panels render summaries instead of detail."""
+
+    ALLOW_MAXIMIZE = True
+    TITLE = ""
+    DEFAULT_CSS = """
+    Panel {
+        border: round $primary-darken-1;
+        border-title-color: $text;
+        border-title-style: bold;
+        padding: 0 1;
+        height: 1fr;
+        width: 1fr;
+    }
+    Panel:focus-within, Panel:focus {
+        border: round $accent;
+    }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002
+        super().__init__(id=id)
+        self.border_title = self.TITLE
+        self.compact = False
+
+    def show(self, snap: Snapshot) -> None:
+        """Render ``snap``; called on the app's thread only."""
+
+    def set_compact(self, compact: bool) -> None:
+        self.compact = compact
+
+
+class TextPanel(Panel, can_focus=True):
+    """A panel whose body is one block of Rich text, rebuilt from each snapshot.
+
+    Text panels are cheap (one ``Static.update`` per refresh) and focusable so they can be
+    zoomed. Subclasses implement :meth:`render_body`.
+    """
+
+    DEFAULT_CSS = """
+    TextPanel > Static { width: 1fr; height: auto; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002
+        super().__init__(id=id)
+        self._body = Static("", markup=False)
+        self._last: Snapshot | None = None
+
+    def compose(self) -> ComposeResult:
+        yield self._body
+
+    def show(self, snap: Snapshot) -> None:
+        self._last = snap
+        body = self.render_body(snap)
+        # One figure per line, never wrapped: a narrow panel cuts lines with an ellipsis.
+        for part in body.renderables if isinstance(body, Group) else [body]:
+            if isinstance(part, Text):
+                part.no_wrap, part.overflow = True, "ellipsis"
+        self._body.update(body)
+
+    def set_compact(self, compact: bool) -> None:
+        super().set_compact(compact)
+        if self._last is not None:
+            self.show(self._last)
+
+    def on_resize(self) -> None:
+        if self._last is not None:
+            self.show(self._last)
+
+    @property
+    def body_width(self) -> int:
+        return max(10, self.content_region.width or self.size.width or 40)
+
+    @property
+    def zoomed(self) -> bool:
+        return self.screen.maximized is self if self.is_attached else False
+
+    def render_body(self, snap: Snapshot) -> RenderableType:
+        raise NotImplementedError

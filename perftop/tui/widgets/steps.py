@@ -1,0 +1,129 @@
+"""Steps: throughput, percentiles and a stacked chart of recent step times by phase."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.text import Text
+
+from perftop.model import Snapshot
+from perftop.model.snapshot import PHASES, StepRow, StepStats
+from perftop.tui import fmt
+from perftop.tui.widgets.panel import TextPanel
+
+STALL_FACTOR = 3.0  # a step this many times the median stands out as a stall
+EIGHTHS = " ▁▂▃▄▅▆▇█"
+
+
+def _phases(row: StepRow) -> tuple[float, float, float, float]:
+    return (row.data, row.other, row.backward, row.optimizer)
+
+
+def chart(rows: tuple[StepRow, ...], width: int, height: int, p50: float | None) -> list[Text]:
+    """Stacked bars, one column per step, newest on the right; phases bottom-up in
+    ``PHASES`` order. Bars above the scale are clipped and a stall gets a red ``▲``."""
+    rows = rows[-width:]
+    if not rows or height <= 0:
+        return [Text(" " * width) for _ in range(max(0, height))]
+    durs = sorted(r.duration for r in rows)
+    top = max(durs[min(len(durs) - 1, int(0.95 * len(durs)))] * 1.25, 1e-9)
+    stall = (p50 or durs[len(durs) // 2]) * STALL_FACTOR
+    styles = [fmt.PHASE_STYLES[p] for p in PHASES]
+    grid: list[list[tuple[str, str]]] = [[(" ", "")] * width for _ in range(height)]
+    x0 = width - len(rows)
+    for i, row in enumerate(rows):
+        total_cells = min(row.duration, top) / top * height
+        bounds, acc = [], 0.0
+        for part in _phases(row):
+            acc += part
+            bounds.append(min(acc, top) / top * height)
+        for y in range(height):  # y = 0 is the bottom cell
+            fill = total_cells - y
+            if fill <= 0:
+                break
+            mid = y + min(fill, 1.0) / 2
+            k = next((j for j, b in enumerate(bounds) if mid <= b), len(bounds) - 1)
+            ch = "█" if fill >= 1 else EIGHTHS[max(1, round(fill * 8))]
+            grid[height - 1 - y][x0 + i] = (ch, styles[k])
+        if row.duration >= stall:
+            grid[0][x0 + i] = ("▲", "bold red")
+    lines = []
+    for cells in grid:  # one span per run of equal style: cheaper to build and to render
+        t, run, run_style = Text(), [], None
+        for ch, style in cells:
+            if style != run_style and run:
+                t.append("".join(run), style=run_style or None)
+                run = []
+            run.append(ch)
+            run_style = style
+        if run:
+            t.append("".join(run), style=run_style or None)
+        lines.append(t)
+    return lines
+
+
+def stats_line(s: StepStats, compact: bool = False) -> Text:
+    """Count, rate and percentiles; ``compact`` drops max and GPU to fit 40 columns."""
+    gap = " " if compact else "  "
+    t = Text()
+    t.append("steps ", style="dim")
+    t.append(f"{s.count:,}", style="bold")
+    t.append(gap)
+    t.append(fmt.num(s.steps_per_s, "{:.1f}") + "/s", style="bold")
+    shown = (("p50", s.p50), ("p95", s.p95)) + (() if compact else (("max", s.max),))
+    for label, v in shown:
+        t.append(f"{gap}{label} ", style="dim")
+        style = "red" if label == "max" and _stalled(s) else None
+        t.append(fmt.secs(v), style=fmt.NA_STYLE if v is None else style)
+    if s.gpu_p50 is not None and not compact:
+        t.append("  gpu ", style="dim")
+        t.append(fmt.secs(s.gpu_p50))
+    return t
+
+
+def _stalled(s: StepStats) -> bool:
+    return s.max is not None and s.p50 is not None and s.max >= STALL_FACTOR * s.p50
+
+
+def phase_line(s: StepStats) -> Text:
+    t = Text()
+    dw = s.data_wait_fraction
+    t.append("data wait ", style="dim")
+    t.append(fmt.pct(None if dw is None else dw * 100), style=fmt.level_style(dw, 0.15, 0.3))
+    for p in PHASES:
+        v = s.phase_p50.get(p)
+        t.append("  ")
+        t.append("■", style=fmt.PHASE_STYLES[p])
+        t.append(f"{fmt.PHASE_SHORT[p]} ", style="dim")
+        t.append(fmt.secs(v), style=fmt.NA_STYLE if v is None else None)
+    return t
+
+
+def legend(s: StepStats) -> Text:
+    t = Text()
+    for p in PHASES:
+        t.append("■", style=fmt.PHASE_STYLES[p])
+        t.append(fmt.PHASE_SHORT[p] + " ", style="dim")
+    t.append("▲", style="bold red")
+    t.append(f"stall ≥{STALL_FACTOR:g}×p50", style="dim")
+    return t
+
+
+class StepsPanel(TextPanel):
+    TITLE = "Steps"
+    DEFAULT_CSS = "StepsPanel { min-height: 5; }"
+
+    def render_body(self, snap: Snapshot) -> RenderableType:
+        s = snap.steps
+        w = self.body_width
+        h = max(1, self.content_region.height or 6)
+        if s.count == 0:
+            msg = "waiting for the first training step…"
+            if not snap.trainers:
+                msg = "no training process has connected yet"
+            return Text(msg, style="dim")
+        head = [stats_line(s, self.compact)]
+        if h >= 5:
+            head.append(phase_line(s))
+        chart_h = max(1, h - len(head) - 1)
+        lines = chart(s.recent, w, chart_h, s.p50)
+        return Group(*head, *lines, legend(s))

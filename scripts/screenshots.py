@@ -1,0 +1,96 @@
+"""Render the README screenshots from the bundled recording (``screenshots/demo.perftop``).
+
+    python scripts/screenshots.py            # re-render the pictures
+    python scripts/screenshots.py --record   # first re-record the demo training
+
+The recording is replayed into a session up to ``--at`` of its events (so the job is still
+"running" in the picture), and the real app renders that snapshot: SVG always, PNG too
+when a ``resvg`` binary is on PATH (or at $RESVG).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from perftop.cli.launch import probe_sources  # noqa: E402
+from perftop.model import Session, Snapshot  # noqa: E402
+from perftop.monitor.runner import Job, RunConfig  # noqa: E402
+from perftop.recording import read_events  # noqa: E402
+from perftop.tui.app import PerftopApp  # noqa: E402
+from perftop.tui.messages import SnapshotMessage  # noqa: E402
+
+OUT = ROOT / "screenshots"
+RECORDING = OUT / "demo.perftop"
+SHOTS = (  # name, size, keys pressed before the picture
+    ("training-160x48", (160, 48), ()),
+    ("zoomed-steps-160x48", (160, 48), ("1", "z")),
+    ("narrow-80x24", (80, 24), ()),
+    ("wide-250x70", (250, 70), ()),
+)
+
+
+def record() -> None:
+    """Run the bundled demo training with its output captured, as the TUI would."""
+    cmd = (sys.executable, "-m", "perftop.demo.train", "--steps", "150")
+    cfg = RunConfig(cmd, record=RECORDING, force=True, capture_output=True)
+    job = Job(cfg, sources=probe_sources(cfg)).start()
+    print(f"recorded, exit code {job.wait()}: {RECORDING}")
+
+
+def replay(path: Path, at: float) -> Snapshot:
+    events = list(read_events(path))
+    session = Session()
+    session.apply_all(events[: max(1, int(len(events) * at))])
+    return session.snapshot()
+
+
+async def shoot(snap: Snapshot, name: str, size: tuple[int, int], keys: tuple[str, ...]) -> Path:
+    app = PerftopApp()
+    async with app.run_test(size=size) as pilot:
+        app.post_message(SnapshotMessage(snap))
+        await pilot.pause()
+        await pilot.pause()
+        if keys:
+            await pilot.press(*keys)
+            await pilot.pause()
+        return Path(app.save_screenshot(filename=f"{name}.svg", path=str(OUT)))
+
+
+def to_png(svg: Path) -> Path | None:
+    resvg = os.environ.get("RESVG") or shutil.which("resvg")
+    if resvg is None:
+        return None
+    png = svg.with_suffix(".png")
+    fonts = ["--use-fonts-dir", "/usr/share/fonts", "--monospace-family", "DejaVu Sans Mono"]
+    subprocess.run(
+        [resvg, *fonts, "-z", "1.5", str(svg), str(png)], check=True, stderr=subprocess.DEVNULL
+    )
+    return png
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--record", action="store_true", help="re-record the demo first")
+    ap.add_argument("--at", type=float, default=0.8, help="fraction of events replayed")
+    a = ap.parse_args()
+    if a.record or not RECORDING.exists():
+        record()
+    snap = replay(RECORDING, a.at)
+    for name, size, keys in SHOTS:
+        svg = asyncio.run(shoot(snap, name, size, keys))
+        png = to_png(svg)
+        print(svg.relative_to(ROOT), "and " + str(png.relative_to(ROOT)) if png else "")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

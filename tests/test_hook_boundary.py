@@ -1,0 +1,94 @@
+"""The hook runs inside the user's training: it must stay light and harmless."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+from perftop.monitor.runner import BOOTSTRAP_DIR, hook_env
+
+FORBIDDEN = ["textual", "rich", "psutil", "pynvml", "numpy", "torch"]
+
+
+def _run(code: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
+    )
+
+
+def test_hook_imports_only_the_standard_library(tmp_path):
+    code = (
+        "import sys, json\n"
+        "import perftop, perftop.hook as h\n"
+        f"h.install({str(tmp_path / 'none.sock')!r})\n"
+        "perftop.step()\n"
+        "with perftop.phase('x'): pass\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
+        f"{FORBIDDEN!r})))\n"
+    )
+    r = _run(code)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == []  # not even torch: it is patched only once the job imports it
+
+
+def test_bootstrap_is_silent_without_a_monitor(tmp_path):
+    """PERFTOP_SOCKET points nowhere: the job runs, prints nothing extra, exits 0."""
+    env = hook_env(tmp_path / "nobody-listens.sock")
+    code = (
+        "import torch\n"
+        "m = torch.nn.Linear(2, 1); o = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for _ in range(50):\n"
+        "    o.zero_grad(); m(torch.randn(4, 2)).sum().backward(); o.step()\n"
+        "import time; time.sleep(0.5)\n"
+        "import perftop.hook as h; print(h.state().sender.dropped > 0)\n"
+    )
+    r = _run(code, env)
+    assert r.returncode == 0 and r.stderr == ""
+    assert r.stdout.strip() == "True"  # steps were dropped and counted, not queued forever
+
+
+def test_users_own_sitecustomize_still_runs(tmp_path):
+    (tmp_path / "sitecustomize.py").write_text("import os; os.environ['USER_SITE_RAN'] = '1'\n")
+    env = hook_env(tmp_path / "x.sock")
+    env["PYTHONPATH"] = env["PYTHONPATH"] + ":" + str(tmp_path)
+    r = _run(
+        "import os, perftop.hook as h; print(os.environ.get('USER_SITE_RAN'), "
+        "h.state() is not None)",
+        env,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["1", "True"]
+    assert str(BOOTSTRAP_DIR) in env["PYTHONPATH"].split(":")[0]
+
+
+def test_hook_errors_never_reach_user_code(tmp_path):
+    """Break the tracker on purpose: training still runs and ends normally."""
+    env = hook_env(tmp_path / "x.sock")
+    code = (
+        "import torch, perftop.hook as h\n"
+        "t = h.state().tracker\n"
+        "class Broken(type(t)):\n"
+        "    __slots__ = ()\n"
+        "    def optimizer_post(self, *a): raise RuntimeError('perftop bug')\n"
+        "    backward = optimizer_post\n"
+        "t.__class__ = Broken\n"
+        "m = torch.nn.Linear(2, 1); o = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for _ in range(3):\n"
+        "    o.zero_grad(); m(torch.randn(4, 2)).sum().backward(); o.step()\n"
+        "print('ok', sorted(h.state().errors))\n"
+    )
+    r = _run(code, env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "ok ['backward', 'optimizer post-hook']"
+
+
+def test_hook_exit_is_prompt_without_a_monitor(tmp_path):
+    env = hook_env(tmp_path / "x.sock")
+    t0 = time.perf_counter()
+    r = _run(
+        "import torch\nfor _ in range(3): torch.ones(1, requires_grad=True).sum().backward()", env
+    )
+    assert r.returncode == 0
+    assert time.perf_counter() - t0 < 30  # no multi-second hang on a dead socket at exit

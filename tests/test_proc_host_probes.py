@@ -1,0 +1,106 @@
+"""The process-tree and host probes on real processes, and the probe events' encoding."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+
+from perftop.events import HostSample, ProcInfo, ProcSample, decode
+from perftop.events.probes import proc_row
+from perftop.model import Session
+from perftop.probes.host import HostProbe
+from perftop.probes.procs import ProcProbe, descendants
+
+TREE = """
+import subprocess, sys, time
+kids = [subprocess.Popen([sys.executable, "-c", c]) for c in sys.argv[1:]]
+for k in kids:
+    k.wait()
+"""
+BUSY = "import time\nend = time.time() + 3\nwhile time.time() < end: pass"
+ALLOC = "import time\nb = bytearray(40 * 2**20)\nfor i in range(0, len(b), 4096): b[i] = 1\ntime.sleep(3)"
+SHORT = "import time; time.sleep(0.6)"
+
+
+def rows(events) -> dict[int, dict]:
+    (sample,) = [e for e in events if isinstance(e, ProcSample)]
+    return {r[0]: proc_row(r) for r in sample.rows}
+
+
+def test_tree_with_grandchildren_cpu_memory_and_clean_exits(python):
+    top = subprocess.Popen([python, "-c", TREE, BUSY, ALLOC, SHORT])
+    try:
+        time.sleep(0.4)
+        probe = ProcProbe(top.pid)
+        first = probe.sample(time.time())
+        infos = [e for e in first if isinstance(e, ProcInfo)]
+        seen = rows(first)
+        assert len(seen) == 4 and top.pid in seen  # the top process and its 3 children
+        assert {r["ppid"] for p, r in seen.items() if p != top.pid} == {top.pid}
+        assert any("bytearray" in i.cmdline for i in infos)
+        assert all(r["cpu_percent"] is None for r in seen.values())  # no previous sample
+        time.sleep(1.0)
+        later = rows(probe.sample(time.time()))
+        assert len(later) == 3  # SHORT exited between the two reads: simply gone
+        busy = max(later.values(), key=lambda r: r["cpu_percent"])
+        assert busy["cpu_percent"] > 50 and busy["threads"] == 1 and busy["state"]
+        big = max(later.values(), key=lambda r: r["uss"])
+        assert big["uss"] > 38 * 2**20 and big["rss"] >= big["pss"] >= big["uss"]
+        assert big["pss"] - big["uss"] < 10 * 2**20
+        assert all(r["io_read"] is not None for r in later.values())
+        s = Session()
+        s.apply_all(first + probe.sample(time.time()))
+        procs = {p.pid: p for p in s.snapshot(window=None).processes}
+        assert len(procs) == 4 and sum(not p.alive for p in procs.values()) == 1
+        assert {r.role for r in s.snapshot(window=None).roles} == {"other"}
+    finally:
+        top.kill()
+        top.wait()
+    assert rows(probe.sample(time.time())) == {}  # the whole job gone: an empty sample
+
+
+def test_descendants_of_this_process_include_a_grandchild(python):
+    top = subprocess.Popen([python, "-c", TREE, "import time; time.sleep(5)"])
+    try:
+        time.sleep(0.5)
+        tree = descendants(os.getpid())
+        assert os.getpid() in tree and top.pid in tree and len(tree) >= 3
+    finally:
+        top.kill()
+        top.wait()
+
+
+def test_host_sample_figures():
+    probe = HostProbe()
+    first = probe.sample(time.time())[0]
+    assert isinstance(first, HostSample) and first.cpu_percent is None and first.mem_total
+    end = time.process_time() + 0.3
+    while time.process_time() < end:
+        pass
+    h = probe.sample(time.time())[0]
+    assert len(h.per_core) == h.cpu_count == os.cpu_count()
+    assert 0 < h.cpu_percent <= 100 and max(h.per_core) > 20
+    assert h.iowait_percent is not None and h.load is not None and len(h.load) == 3
+    assert 0 < h.mem_used < h.mem_total and h.mem_available
+    assert h.disk_read is not None and h.net_rx is not None and h.dt > 0.25
+    snap = Session()
+    snap.apply_all([first, h])
+    host = snap.snapshot(window=None).host
+    assert host.cpu_percent_avg == h.cpu_percent and host.memory_used_bytes_max == h.mem_used
+
+
+def test_probe_events_survive_json_round_trip():
+    probe = ProcProbe(os.getpid())
+    probe.sample(time.time())
+    events = probe.sample(time.time()) + HostProbe().sample(time.time())
+    for ev in events:
+        back = decode(json.loads(json.dumps(ev.encode())))
+        assert back == ev, (back, ev)
+
+
+def test_events_and_hook_never_import_psutil_or_pynvml(python):
+    code = "import sys, perftop.events, perftop.hook; print('psutil' in sys.modules, 'pynvml' in sys.modules)"
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]

@@ -1,0 +1,129 @@
+"""Recording files: flushed while written, readable after damage, clear errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from perftop.errors import RecordingError
+from perftop.events import Note, SessionStart, Step
+from perftop.recording import ReadStats, RecordingWriter, read_events
+from tests.helpers import WORKLOADS, perftop
+
+
+def _write(path, n=10):
+    w = RecordingWriter(path)
+    w.write_events([SessionStart(1.0, ("x",), "/", "h", 1, "0")])
+    for i in range(n):
+        w.write_events([Step(2, i, float(i), i + 0.5)])
+    w.close()
+
+
+def test_round_trip(tmp_path):
+    p = tmp_path / "a.perftop"
+    _write(p)
+    stats = ReadStats()
+    events = list(read_events(p, stats))
+    assert len(events) == 11 and stats.warnings == [] and stats.frames == 11
+
+
+def test_refuses_to_overwrite_without_force(tmp_path):
+    p = tmp_path / "a.perftop"
+    _write(p)
+    with pytest.raises(RecordingError, match="already exists"):
+        RecordingWriter(p)
+    RecordingWriter(p, force=True).close()
+
+
+def test_truncated_tail_is_skipped_with_a_warning(tmp_path):
+    p = tmp_path / "a.perftop"
+    _write(p)
+    with open(p, "r+b") as f:
+        f.truncate(os.path.getsize(p) - 7)
+    stats = ReadStats()
+    events = list(read_events(p, stats))
+    assert len(events) == 10
+    assert any("truncated tail" in w for w in stats.warnings)
+
+
+def test_damaged_middle_frame_is_skipped(tmp_path):
+    p = tmp_path / "a.perftop"
+    _write(p)
+    data = bytearray(p.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    p.write_bytes(bytes(data))
+    stats = ReadStats()
+    assert len(list(read_events(p, stats))) == 10
+    assert stats.bad_frames == 1
+
+
+def test_flushed_within_a_second_while_writing(tmp_path):
+    p = tmp_path / "a.perftop"
+    w = RecordingWriter(p)
+    w.write_events([Note(1.0, "info", "t", "x")])
+    w.tick(time.monotonic() + 1.0)
+    assert len(list(read_events(p))) == 1  # readable while the writer is still open
+    w.close()
+
+
+@pytest.mark.parametrize("content", [b"", b"hello world, not a recording", b"PERFTOP\x00"])
+def test_report_on_bad_files_is_one_line(tmp_path, content):
+    p = tmp_path / "bad.perftop"
+    p.write_bytes(content)
+    r = perftop("report", str(p), cwd=tmp_path)
+    assert r.returncode == 3
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    assert str(p) in r.stderr
+
+
+def test_report_on_missing_file(tmp_path):
+    r = perftop("report", "--json", "nope.perftop", cwd=tmp_path)
+    assert r.returncode == 3 and "nope.perftop" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_monitor_killed_keeps_recording_and_training(tmp_path):
+    """kill -9 of the monitor: the job trains on, what was recorded stays readable."""
+    rec = tmp_path / "r.perftop"
+    mon = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "perftop",
+            "run",
+            "--headless",
+            "--record",
+            str(rec),
+            "--",
+            sys.executable,
+            str(WORKLOADS / "slow_steps.py"),
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    assert mon.stdout.readline().strip() == "ready"
+    time.sleep(2.5)
+    mon.kill()  # the monitor dies; the job (its child) keeps its stdout pipe
+    mon.wait()
+    # The job is still training: it keeps printing steps after the monitor is gone.
+    deadline = time.time() + 10
+    seen = []
+    while time.time() < deadline and len(seen) < 2:
+        line = mon.stdout.readline()
+        if line.startswith("step"):
+            seen.append(line)
+    os.killpg(mon.pid, signal.SIGTERM)
+    assert len(seen) == 2
+    r = perftop("report", "--json", str(rec), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["steps"]["count"] >= 20  # ~1.5 s of 10 ms steps survived (flushed each 0.5 s)
+    assert rep["exit_code"] is None

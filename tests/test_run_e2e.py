@@ -1,0 +1,97 @@
+"""`perftop run` on real CPU trainings: steps found, workers named, exit codes kept."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+
+import pytest
+
+from tests.helpers import WORKLOADS, run_and_report
+
+
+def test_dataloader_workers_bottleneck(tmp_path):
+    proc, r = run_and_report(tmp_path, sys.executable, str(WORKLOADS / "loader_train.py"), "12")
+    assert proc.returncode == 0, proc.stderr
+    assert "trained 12" in proc.stdout  # the job's own output reaches the user unchanged
+    assert r["steps"]["count"] == 12
+    assert r["steps"]["data_wait_fraction"] > 0.5  # the workers are the bottleneck
+    assert set(r["steps"]["phases_s"]) == {"data", "forward/other", "backward", "optimizer"}
+    (loader,) = r["loaders"]
+    assert loader["num_workers"] == 2 and loader["batch_size"] == 4
+    workers = {p["worker_id"]: p["pid"] for p in r["processes"] if p["role"] == "worker"}
+    assert sorted(workers) == [0, 1]
+    assert sorted(workers.values()) == sorted(w["pid"] for w in loader["workers"])
+    (main,) = [p for p in r["processes"] if p["role"] == "main"]
+    assert main["pid"] not in workers.values()
+    assert r["exit_code"] == 0 and r["dropped_events"] == 0
+
+
+@pytest.mark.parametrize(
+    ("script", "steps"), [("manual_sgd.py", 15), ("no_loader.py", 20), ("explicit_api.py", 10)]
+)
+def test_steps_found_without_optimizer_or_loader(tmp_path, script, steps):
+    proc, r = run_and_report(tmp_path, sys.executable, str(WORKLOADS / script))
+    assert proc.returncode == 0, proc.stderr
+    assert r["steps"]["count"] == steps
+    assert r["steps"]["step_time_s"]["p50"] > 0
+
+
+def test_shell_script_reaches_python(tmp_path):
+    proc, r = run_and_report(tmp_path, str(WORKLOADS / "train.sh"))
+    assert proc.returncode == 0, proc.stderr
+    assert "from the shell" in proc.stdout
+    assert r["steps"]["count"] == 20
+
+
+def test_python_module(tmp_path):
+    proc, r = run_and_report(
+        tmp_path,
+        sys.executable,
+        "-m",
+        "perftop.demo.train",
+        "--scenario",
+        "sync",
+        "--steps",
+        "6",
+        "--workers",
+        "0",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert r["steps"]["count"] == 6
+
+
+@pytest.mark.skipif(
+    shutil.which("torchrun") is None
+    and not shutil.which("torchrun", path=str(__import__("pathlib").Path(sys.executable).parent)),
+    reason="no torchrun",
+)
+def test_torchrun_two_ranks(tmp_path):
+    torchrun = shutil.which("torchrun", path=str(__import__("pathlib").Path(sys.executable).parent))
+    proc, r = run_and_report(
+        tmp_path, torchrun, "--standalone", "--nproc_per_node=2", str(WORKLOADS / "ddp_train.py")
+    )
+    assert proc.returncode == 0, proc.stderr
+    ranks = sorted(r["ranks"], key=lambda x: x["rank"])
+    assert [x["rank"] for x in ranks] == [0, 1]
+    assert all(x["steps"] == 10 for x in ranks)
+    assert len({x["pid"] for x in ranks}) == 2
+    roles = {p["pid"]: p["role"] for p in r["processes"]}
+    assert [roles[x["pid"]] for x in ranks] == ["rank", "rank"]
+    # The torchrun launcher is a process of the job but not a trainer.
+    assert "other" in roles.values()
+
+
+@pytest.mark.parametrize("code", [0, 3, 77])
+def test_exit_code_propagates(tmp_path, code):
+    proc, r = run_and_report(tmp_path, sys.executable, "-c", f"import sys; sys.exit({code})")
+    assert proc.returncode == code
+    assert r["exit_code"] == code
+
+
+def test_signal_death_is_128_plus_signal(tmp_path):
+    proc, r = run_and_report(
+        tmp_path, sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"
+    )
+    assert proc.returncode == 128 + 9
+    assert r["exit_code"] == 137

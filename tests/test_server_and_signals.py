@@ -1,0 +1,121 @@
+"""The monitor's socket under bad input, and signals reaching the job."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from perftop.events import Note
+from perftop.monitor.server import Server, socket_dir
+from perftop.wire import MAGIC, encode_frame
+from tests.helpers import WORKLOADS, perftop
+
+
+def _connect(path):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(str(path))
+    return s
+
+
+def _wait(cond, timeout=5.0):
+    end = time.time() + timeout
+    while time.time() < end and not cond():
+        time.sleep(0.02)
+    return cond()
+
+
+def test_bad_frames_are_counted_and_the_server_lives_on(tmp_path):
+    got = []
+    srv = Server(lambda payload, events: got.extend(events), tmp_path / "s.sock").start()
+    try:
+        assert oct(os.stat(srv.path).st_mode & 0o777) == "0o600"
+        junk = _connect(srv.path)
+        junk.sendall(b"GET / HTTP/1.0\r\n\r\n")  # a foreign stream: closed, counted
+        bad = _connect(srv.path)
+        frame = bytearray(encode_frame([Note(1.0, "info", "t", "damaged")]))
+        frame[-2] ^= 0xFF
+        bad.sendall(MAGIC + bytes(frame) + encode_frame([Note(1.0, "info", "t", "ok")]))
+        notjson = _connect(srv.path)
+        import struct
+        import zlib
+
+        payload = b"{not json"
+        notjson.sendall(MAGIC + struct.pack(">III", len(payload), zlib.crc32(payload), 0) + payload)
+        good = _connect(srv.path)
+        good.sendall(MAGIC + encode_frame([Note(2.0, "info", "t", "second client")]))
+        assert _wait(lambda: len(got) == 2 and srv.rejected_frames == 3)
+        assert sorted(e.text for e in got) == ["ok", "second client"]
+        assert srv.connections == 4
+    finally:
+        srv.close()
+    assert not srv.path.exists()
+
+
+def test_socket_directory_is_private():
+    d = socket_dir()
+    st = d.stat()
+    assert st.st_mode & 0o777 == 0o700 and st.st_uid == os.getuid()
+
+
+def test_sigterm_to_perftop_reaches_the_job(tmp_path):
+    rec = tmp_path / "r.perftop"
+    mon = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "perftop",
+            "run",
+            "--headless",
+            "--record",
+            str(rec),
+            "--",
+            sys.executable,
+            str(WORKLOADS / "slow_steps.py"),
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    assert mon.stdout.readline().strip() == "ready"
+    time.sleep(1.0)
+    mon.send_signal(signal.SIGTERM)
+    out, err = mon.communicate(timeout=30)
+    assert mon.returncode == 128 + signal.SIGTERM  # the job died of the forwarded SIGTERM
+    assert "recorded to" in err and "Traceback" not in err
+    rep = json.loads(perftop("report", "--json", str(rec), cwd=tmp_path).stdout)
+    assert rep["exit_code"] == 143 and rep["steps"]["count"] > 10
+
+
+def test_sigint_without_a_terminal_is_forwarded(tmp_path):
+    """No terminal sent it, so the job did not get it: perftop passes it on."""
+    mon = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "perftop",
+            "run",
+            "--headless",
+            "--no-record",
+            "--",
+            sys.executable,
+            str(WORKLOADS / "slow_steps.py"),
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    assert mon.stdout.readline().strip() == "ready"
+    time.sleep(0.5)
+    mon.send_signal(signal.SIGINT)
+    out, err = mon.communicate(timeout=30)
+    assert "interrupted at" in out  # the job's own KeyboardInterrupt handler ran
+    assert mon.returncode == 42

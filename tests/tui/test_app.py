@@ -1,0 +1,242 @@
+"""Pilot tests: the real app driven by the real messages from a fake source."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import io
+
+import pytest
+from rich.console import Console
+
+from perftop.model.snapshot import ProcRow
+from perftop.tui.app import PerftopApp
+from perftop.tui.messages import JobEnded, SnapshotMessage
+from perftop.tui.screens import HelpScreen, QuitScreen
+from perftop.tui.widgets import GpuPanel, HeaderBar, OutputPanel, ProcessesPanel
+from tests.tui.fakes import MAIN, WORKERS, FakeController, FakeSource, snapshot
+
+SIZE = (160, 48)
+
+
+def aio(fn):  # noqa: ANN001, ANN201
+    """Run an async test on a fresh loop (no pytest-asyncio needed)."""
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        asyncio.run(fn(*args, **kwargs))
+
+    return run
+
+
+def text_of(widget) -> str:  # noqa: ANN001
+    """The plain text a Static shows (its Rich renderable, printed without styles)."""
+    console = Console(width=200, file=io.StringIO(), record=True)
+    console.print(widget.content)
+    return console.export_text()
+
+
+async def settle(pilot, n: int = 3) -> None:  # noqa: ANN001
+    for _ in range(n):
+        await pilot.pause()
+
+
+@aio
+async def test_snapshot_reaches_every_panel() -> None:
+    app = PerftopApp()
+    async with app.run_test(size=SIZE) as pilot:
+        app.post_message(SnapshotMessage(snapshot()))
+        await settle(pilot)
+        header = text_of(app.query_one(HeaderBar))
+        assert "python train.py --epochs 3" in header
+        assert "running" in header and "0:01:23" in header
+        assert "steps 1,354" in text_of(app.query_one("#steps Static"))
+        assert "util" in text_of(app.query_one("#gpu Static"))
+        assert "iowait" in text_of(app.query_one("#host Static"))
+        table = app.query_one(ProcessesPanel).table
+        assert table.row_count == 1 + len(WORKERS)
+        assert app.query_one("#sync").table.row_count == 3
+        assert len(app.query_one(OutputPanel).log_view.lines) == 30
+        assert not app._errors
+
+
+@aio
+async def test_thread_source_is_coalesced_and_latest_wins() -> None:
+    app = PerftopApp()
+    shown: list[int] = []
+    real_show = app.show
+
+    def counting_show(snap):  # noqa: ANN001
+        shown.append(snap.steps.count)
+        real_show(snap)
+
+    app.show = counting_show  # type: ignore[method-assign]
+    snaps = [snapshot(steps=10 + i % 50, output_lines=1) for i in range(300)]
+    async with app.run_test(size=SIZE) as pilot:
+        FakeSource(app, snaps).start().thread.join()
+        await settle(pilot, 5)
+        assert shown[-1] == snaps[-1].steps.count
+        assert len(shown) < len(snaps)  # older snapshots were replaced, not queued
+
+
+@aio
+async def test_processes_update_by_diff_without_rebuild() -> None:
+    app = PerftopApp()
+    async with app.run_test(size=SIZE) as pilot:
+        app.post_message(SnapshotMessage(snapshot()))
+        await settle(pilot)
+        table = app.query_one(ProcessesPanel).table
+        table.clear = lambda *a, **k: pytest.fail("table rebuilt")  # type: ignore[method-assign]
+        table.move_cursor(row=2)
+        s0 = snapshot()
+        new_worker = ProcRow(6000, cpu_percent=12.0)
+        procs = (dataclasses.replace(s0.processes[0], cpu_percent=55.0),) + s0.processes[1:4]
+        roles = s0.roles[:4]  # the last worker is gone
+        s1 = dataclasses.replace(s0, processes=(*procs, new_worker), roles=roles)
+        app.post_message(SnapshotMessage(s1))
+        await settle(pilot)
+        keys = {k.value for k in table.rows}
+        assert keys == {str(MAIN), *map(str, WORKERS[:3]), "6000"}
+        assert table.get_cell(str(MAIN), "cpu").plain == "55%"
+        assert table.cursor_row == 2
+
+
+@aio
+async def test_sort_keys_and_header_click() -> None:
+    app = PerftopApp()
+    async with app.run_test(size=SIZE) as pilot:
+        app.post_message(SnapshotMessage(snapshot()))
+        await settle(pilot)
+        await pilot.press("4", "s")  # focus processes, sort by the next column (pid)
+        table = app.query_one(ProcessesPanel).table
+        assert table.sort_column == "pid"
+        order = [table.get_row_at(i)[1].plain for i in range(table.row_count)]
+        assert order == sorted(order, key=int)
+        await pilot.press("i")
+        order = [table.get_row_at(i)[1].plain for i in range(table.row_count)]
+        assert order == sorted(order, key=int, reverse=True)
+        await pilot.press("s")
+        assert table.sort_column == "cpu"
+        cpus = [table.get_row_at(i)[2].plain for i in range(table.row_count)]
+        assert cpus[0] == "98%"  # highest CPU first
+
+
+@aio
+async def test_zoom_and_back() -> None:
+    app = PerftopApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.post_message(SnapshotMessage(snapshot()))
+        await settle(pilot)
+        await pilot.press("5", "z")
+        assert app.screen.maximized is app.query_one("#sync")
+        assert not app.query_one("#sync").compact  # zoomed panels show full detail
+        await pilot.press("escape")
+        assert app.screen.maximized is None
+        assert app.query_one("#sync").compact
+
+
+@aio
+async def test_pause_holds_the_display() -> None:
+    app = PerftopApp()
+    async with app.run_test(size=SIZE) as pilot:
+        app.post_message(SnapshotMessage(snapshot(steps=10)))
+        await settle(pilot)
+        await pilot.press("p")
+        assert "PAUSED" in text_of(app.query_one(HeaderBar))
+        app.post_message(SnapshotMessage(snapshot(steps=20)))
+        await settle(pilot)
+        assert app.shown is not None and app.shown.steps.count == 1244
+        await pilot.press("p")
+        assert app.shown.steps.count == 1254
+        assert "PAUSED" not in text_of(app.query_one(HeaderBar))
+
+
+@pytest.mark.parametrize(("key", "choice"), [("l", "leave"), ("s", "stop")])
+@aio
+async def test_quit_asks_while_job_runs(key: str, choice: str) -> None:
+    app = PerftopApp(FakeController(running=True))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("q")
+        assert isinstance(app.screen, QuitScreen)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, QuitScreen) and app.is_running
+        await pilot.press("ctrl+c")  # Ctrl-C asks too, never kills silently
+        assert isinstance(app.screen, QuitScreen)
+        await pilot.press(key)
+    assert app.return_value == choice
+
+
+@aio
+async def test_quit_is_immediate_once_job_exited() -> None:
+    app = PerftopApp(FakeController(running=False))
+    async with app.run_test(size=SIZE) as pilot:
+        app.post_message(JobEnded(3))
+        await settle(pilot)
+        await pilot.press("q")
+    assert app.return_value is None
+
+
+@aio
+async def test_help_screen_opens_and_closes() -> None:
+    app = PerftopApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("x")
+        assert not isinstance(app.screen, HelpScreen)
+
+
+@aio
+async def test_record_toggle_goes_to_controller() -> None:
+    ctl = FakeController()
+    app = PerftopApp(ctl)
+    async with app.run_test(size=SIZE) as pilot:
+        app.post_message(SnapshotMessage(snapshot()))
+        await settle(pilot)
+        await pilot.press("r")
+        assert ctl.toggles == 1
+        assert "perftop-test.perftop" in text_of(app.query_one(HeaderBar))
+        await pilot.press("r")
+        assert "rec off" in text_of(app.query_one(HeaderBar))
+
+
+@aio
+async def test_widget_error_becomes_notification() -> None:
+    app = PerftopApp()
+
+    def boom(snap):  # noqa: ANN001
+        raise ValueError("bad figure")
+
+    async with app.run_test(size=SIZE) as pilot:
+        app.query_one(GpuPanel).render_body = boom  # type: ignore[method-assign]
+        app.post_message(SnapshotMessage(snapshot()))
+        await settle(pilot)
+        notes = list(app._notifications)
+        assert any("bad figure" in n.message and n.severity == "error" for n in notes)
+        assert "steps 1,354" in text_of(app.query_one("#steps Static"))  # others still render
+
+
+@aio
+async def test_output_appends_only_new_lines() -> None:
+    app = PerftopApp()
+    async with app.run_test(size=SIZE) as pilot:
+        app.post_message(SnapshotMessage(snapshot(output_lines=30)))
+        await settle(pilot)
+        app.post_message(SnapshotMessage(snapshot(output_lines=35)))
+        await settle(pilot)
+        log = app.query_one(OutputPanel).log_view
+        assert len(log.lines) == 35
+
+
+@aio
+async def test_no_data_states_are_plain() -> None:
+    app = PerftopApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        s = snapshot(gpus=False)
+        s = dataclasses.replace(s, sync=(), notes=())
+        app.post_message(SnapshotMessage(s))
+        await settle(pilot)
+        assert "no GPU" in text_of(app.query_one("#gpu Static"))
+        assert "no hints yet" in text_of(app.query_one("#hints Static"))
+        await asyncio.sleep(0)

@@ -1,0 +1,38 @@
+"""Screen snapshots (pytest-textual-snapshot). The clock is frozen: every figure, elapsed
+time included, comes from the fixed snapshot in ``fakes``, never from the wall clock.
+Update after an intended change with ``pytest tests/tui --snapshot-update`` and look at
+the report before committing."""
+
+from __future__ import annotations
+
+from perftop.tui.app import PerftopApp
+from perftop.tui.messages import SnapshotMessage
+from tests.tui.fakes import snapshot
+
+
+def show(*keys: str):  # noqa: ANN201
+    async def run_before(pilot) -> None:  # noqa: ANN001
+        pilot.app.post_message(SnapshotMessage(snapshot()))
+        await pilot.pause()
+        await pilot.pause()
+        if keys:
+            await pilot.press(*keys)
+            await pilot.pause()
+
+    return run_before
+
+
+def test_full_160x48(snap_compare) -> None:  # noqa: ANN001
+    assert snap_compare(PerftopApp(), terminal_size=(160, 48), run_before=show())
+
+
+def test_narrow_80x24(snap_compare) -> None:  # noqa: ANN001
+    assert snap_compare(PerftopApp(), terminal_size=(80, 24), run_before=show())
+
+
+def test_zoomed_processes_80x24(snap_compare) -> None:  # noqa: ANN001
+    assert snap_compare(PerftopApp(), terminal_size=(80, 24), run_before=show("4", "z"))
+
+
+def test_help_160x48(snap_compare) -> None:  # noqa: ANN001
+    assert snap_compare(PerftopApp(), terminal_size=(160, 48), run_before=show("question_mark"))
