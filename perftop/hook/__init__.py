@@ -64,6 +64,12 @@ def _on_torch(torch: object) -> None:
         cuda.attach(st, torch)
     except Exception:
         st.internal_error("patching torch")
+    try:
+        from perftop.hook import sync
+
+        sync.attach(st, torch)
+    except Exception:
+        st.internal_error("sync detection")
 
 
 def _at_exit() -> None:

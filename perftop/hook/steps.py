@@ -44,6 +44,7 @@ class StepTracker:
         "primary_opt",
         "opt_t0",
         "on_close",
+        "on_step",
         "on_fetched",
         "last_end",
         "held",
@@ -53,6 +54,7 @@ class StepTracker:
     def __init__(self, emit: Callable[[tuple[Any, ...]], None]) -> None:
         self.emit = emit
         self.on_close: Callable[[int, float], None] | None = None  # CUDA timer, if any
+        self.on_step: Callable[[int, float], None] | None = None  # sync detection, if any
         self.on_fetched: Callable[[], None] | None = None
         self.reset()
 
@@ -83,6 +85,8 @@ class StepTracker:
                 self._hold(step, t)
             if self.on_close is not None:
                 self.on_close(self.index, t)
+            if self.on_step is not None:
+                self.on_step(self.index, t)
             self.index += 1
         self.start = t
         self._clear()

@@ -30,6 +30,7 @@ from perftop.model.resources import GpusReducer, HostReducer, ProcessesReducer
 from perftop.model.roles import assign_roles
 from perftop.model.snapshot import Loader, Meta, NoteRow, OutputLine, Snapshot, Trainer
 from perftop.model.steps import LIVE_WINDOW, StepSeries
+from perftop.model.sync import SyncReducer
 
 OUTPUT_LINES = 2000
 
@@ -172,6 +173,7 @@ def default_reducers() -> list[Reducer]:
         ProcessesReducer(),
         HostReducer(),
         GpusReducer(),
+        SyncReducer(),
     ]
 
 

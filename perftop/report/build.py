@@ -181,4 +181,18 @@ def _gpus(snap: Snapshot) -> list[dict[str, Any]]:
 
 
 def _sync(snap: Snapshot) -> list[dict[str, Any]]:
-    return []  # the sync issue fills this
+    """One entry per site, most costly first; ``per_step`` over the steps watched."""
+    return [
+        {
+            "op": s.op,
+            "file": s.file,
+            "line": s.line,
+            "function": s.function,
+            "kind": s.kind,
+            "count": s.count,
+            "per_step": _round(s.per_step, 4),
+            "blocked_s": _round(s.blocked_s),
+            "last_step": s.last_step,
+        }
+        for s in snap.sync
+    ]

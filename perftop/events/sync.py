@@ -1,0 +1,39 @@
+"""Host-device sync events: which user lines made (or would make) the host wait.
+
+A hook sends at most one :class:`SyncBatch` per process and step, and only for a step
+with something to say, so a loop that never syncs costs nothing on the wire.
+"""
+
+from __future__ import annotations
+
+from perftop.events.base import Event, event
+
+# One site's count in one step: (op, file, line, function, kind, count, blocked_s or None).
+SiteCount = tuple[str, str, int, str, str, int, float | None]
+
+
+@event("sync_info")
+class SyncInfo(Event):
+    """How a process watches for syncs, sent once when detection starts.
+
+    ``cuda_debug``: every step is watched by the CUDA sync debug mode (kind ``sync``).
+    ``sampled``: the dispatch-level detector (kind ``potential``) watches some steps.
+    """
+
+    t: float
+    pid: int
+    cuda_debug: bool
+    sampled: bool
+    early: int = 0
+    every: int = 0
+
+
+@event("sync")
+class SyncBatch(Event):
+    """Sync sites seen in one step. ``sampled`` marks a step the detector watched (sent
+    even when empty, so per-step rates divide by the steps actually observed)."""
+
+    pid: int
+    step: int
+    sampled: bool
+    sites: tuple[SiteCount, ...] = ()

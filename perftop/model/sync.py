@@ -1,0 +1,87 @@
+"""Sync sites over a whole session: counts summed across steps and processes.
+
+Rates divide by the steps that were actually watched: sampled steps for what the sampled
+detector saw, every step of a CUDA-debug process for real syncs. A line with a real sync
+hides the same line's ``potential`` entry (it is the same wait, now measured), and lends
+it the op name the detector knew when the debug mode could only say "sync".
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from perftop.events import Step, SyncBatch, SyncInfo
+from perftop.model.snapshot import SyncSite
+
+_Key = tuple[str, str, int, str, str]  # op, file, line, function, kind
+
+
+class _Acc:
+    __slots__ = ("count", "blocked", "last_step", "sampled")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.blocked: float | None = None
+        self.last_step: int | None = None
+        self.sampled = False
+
+
+class SyncReducer:
+    handles = (SyncInfo, SyncBatch, Step)
+
+    def __init__(self) -> None:
+        self.sites: dict[_Key, _Acc] = {}
+        self.debug_pids: set[int] = set()
+        self.debug_steps = 0  # steps of processes whose every step the CUDA mode watched
+        self.sampled_steps = 0
+        self._sampled_seen: set[tuple[int, int]] = set()
+
+    def apply(self, ev: Any) -> None:
+        if isinstance(ev, Step):
+            if ev.pid in self.debug_pids:
+                self.debug_steps += 1
+        elif isinstance(ev, SyncBatch):
+            if ev.sampled and (ev.pid, ev.step) not in self._sampled_seen:
+                self._sampled_seen.add((ev.pid, ev.step))
+                self.sampled_steps += 1
+            for op, file, line, function, kind, count, *rest in ev.sites:
+                acc = self.sites.get((op, file, line, function, kind))
+                if acc is None:
+                    acc = self.sites[(op, file, line, function, kind)] = _Acc()
+                acc.count += count
+                acc.sampled = acc.sampled or ev.sampled
+                blocked = rest[0] if rest else None
+                if blocked is not None:
+                    acc.blocked = (acc.blocked or 0.0) + blocked
+                if acc.last_step is None or ev.step > acc.last_step:
+                    acc.last_step = ev.step
+        elif isinstance(ev, SyncInfo) and ev.cuda_debug:
+            self.debug_pids.add(ev.pid)
+
+    def contribute(self, parts: dict[str, Any], window: int | None) -> None:
+        parts["sync"] = self.rows()
+
+    def rows(self) -> tuple[SyncSite, ...]:
+        real: list[SyncSite] = []
+        potential: list[SyncSite] = []
+        for (op, file, line, function, kind), acc in self.sites.items():
+            steps = self.sampled_steps if acc.sampled else self.debug_steps
+            per_step = acc.count / steps if steps else float(acc.count)
+            row = SyncSite(
+                op, file, line, function, kind, acc.count, per_step, acc.blocked, acc.last_step
+            )
+            (real if kind == "sync" and not acc.sampled else potential).append(row)
+        real_lines = {(r.file, r.line) for r in real}
+        names = {(r.file, r.line): r.op for r in potential}
+        out = [r for r in potential if (r.file, r.line) not in real_lines]
+        for r in real:
+            op = names.get((r.file, r.line)) if r.op == "sync" else None
+            out.append(replace(r, op=op) if op else r)
+        out.sort(key=_cost)
+        return tuple(out)
+
+
+def _cost(r: SyncSite) -> tuple[Any, ...]:
+    """Most costly first: measured waits, then real syncs, then the most frequent."""
+    return (-(r.blocked_s or 0.0), r.kind != "sync", -r.per_step, r.file, r.line, r.op)

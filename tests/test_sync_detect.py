@@ -1,0 +1,153 @@
+"""The dispatch-level detector in-process: what counts, where, and what does not."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.overrides import TorchFunctionMode
+
+from perftop.hook import frames, sync_detect
+from perftop.hook.sync import Collector
+
+HERE = __file__
+
+
+class FakeState:
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+
+    def internal_error(self, where: str) -> None:
+        self.errors.append(where)
+
+
+@pytest.fixture
+def det():
+    frames.configure()
+    col = Collector(lambda ev: None, lambda: 1)
+    st = FakeState()
+    d = sync_detect.make_detector(torch, col, st)
+    d.start()
+    try:
+        yield d, col
+    finally:
+        d.stop()
+        assert st.errors == []
+
+
+def ops(col: Collector) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for (op, file, _line, _fn, _kind), n in col.counts.items():
+        assert file == HERE
+        out[op] = out.get(op, 0) + n
+    return out
+
+
+def test_each_sync_op(det):
+    d, col = det
+    x = torch.randn(16)
+    m = x > 0
+    x[m]
+    x[torch.arange(3)]  # integer indexing: no sync
+    torch.nonzero(x)
+    x.nonzero()
+    torch.unique(x)
+    x.unique()
+    x.sum().item()
+    int(x[0]), float(x[0]), bool(x[0] > 0)
+    x.cpu(), x.tolist(), x.numpy()
+    torch.masked_select(x, m)
+    torch.repeat_interleave(x, torch.full((16,), 2))
+    torch.repeat_interleave(x, torch.full((16,), 2), output_size=32)  # sized: no sync
+    x.repeat_interleave(2)  # int repeats: no sync
+    torch.where(m)
+    torch.where(m, x, 0.0)  # three-argument where: no sync
+    f"{x.sum():.2f}"
+    d.stop()
+    assert ops(col) == {
+        "boolean_mask": 1,
+        "nonzero": 2,
+        "unique": 2,
+        "item": 1,
+        "int": 1,
+        "float": 1,
+        "bool": 1,
+        "cpu": 1,
+        "tolist": 1,
+        "numpy": 1,
+        "masked_select": 1,
+        "repeat_interleave": 1,
+        "where": 1,
+        "format": 1,
+    }
+    assert {k[4] for k in col.counts} == {"potential"}
+
+
+def test_line_and_function_are_the_callers(det):
+    d, col = det
+    x = torch.randn(4)
+    x.sum().item()
+    line = _lineno() - 1
+    d.stop()
+    ((op, file, ln, fn, kind),) = col.counts
+    assert (op, file, ln, fn) == ("item", HERE, line, "test_line_and_function_are_the_callers")
+
+
+def _lineno() -> int:
+    import sys
+
+    return sys._getframe(1).f_lineno
+
+
+def test_torch_internal_calls_are_not_sites(det):
+    d, col = det
+    p = torch.nn.Parameter(torch.randn(4))
+    opt = torch.optim.Adam([p])
+    p.sum().backward()
+    opt.step()
+    d.stop()
+    assert col.counts == {}
+
+
+def test_adam_really_calls_item_internally():
+    """The control for the test above: Adam does call .item() (from torch's code)."""
+    names: list[str] = []
+
+    class Spy(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            names.append(getattr(func, "__name__", ""))
+            return func(*args, **(kwargs or {}))
+
+    p = torch.nn.Parameter(torch.randn(4))
+    opt = torch.optim.Adam([p])
+    p.sum().backward()
+    with Spy():
+        opt.step()
+    assert "item" in names
+
+
+def test_pageable_non_blocking_copy_is_a_real_sync(det):
+    d, col = det
+    d.not_devices = frozenset({"cpu"})  # let "meta" stand in for an accelerator here
+    src = torch.randn(8)
+    src.to("meta", non_blocking=True)
+    src.to("meta")  # blocking copies are what the user asked for
+    torch.empty(8, device="meta").copy_(src, non_blocking=True)
+    d.stop()
+    assert sorted((k[0], k[4], n) for k, n in col.counts.items()) == [
+        ("pageable_copy", "sync", 1),
+        ("pageable_copy", "sync", 1),
+    ]
+
+
+def test_stop_never_pops_a_users_mode(det):
+    d, col = det
+
+    class UserMode(TorchFunctionMode):
+        pass
+
+    with UserMode():
+        d.stop()  # not on top: stays, and so does the user's mode
+        assert d.active
+    d.stop()
+    assert not d.active
+    assert torch._C._len_torch_function_stack() == 0

@@ -1,0 +1,79 @@
+"""Real CPU trainings under the hook: the sampled detector finds the user's sync sites."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from perftop.monitor.runner import Job, RunConfig
+from perftop.report.build import build_report, session_from_file
+
+
+def run(tmp_path: Path, script: Path, *args: str, env: dict[str, str] | None = None) -> dict:
+    rec = tmp_path / "run.perftop"
+    if env:
+        import os
+
+        old = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+    try:
+        code = Job(RunConfig((sys.executable, str(script), *args), record=rec)).start().wait()
+    finally:
+        if env:
+            for k, v in old.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+    assert code == 0
+    return build_report(session_from_file(str(rec)).snapshot(window=None))
+
+
+def sites_marked(path: Path) -> dict[int, str]:
+    """Lines marked ``# SITE name`` in a workload."""
+    out = {}
+    for n, text in enumerate(path.read_text().splitlines(), 1):
+        if "# SITE " in text:
+            out[n] = text.split("# SITE ")[1].strip()
+    return out
+
+
+def test_four_sites_with_exact_lines(tmp_path, workloads):
+    script = workloads / "sync_train.py"
+    report = run(tmp_path, script)
+    got = {(e["file"], e["line"]): e for e in report["sync_events"]}
+    want = {(str(script), n) for n, name in sites_marked(script).items()}
+    assert set(got) == want
+    ops = {e["op"] for e in got.values()}
+    assert ops == {"nonzero", "boolean_mask", "unique", "item"}
+    for e in got.values():
+        assert e["kind"] == "potential"
+        assert e["per_step"] == pytest.approx(1.0)
+        assert e["count"] >= 3
+        assert set(e) >= {"op", "file", "line", "function", "kind", "count", "per_step"}
+    assert {e["function"] for e in got.values()} == {"loss_fn", "<module>"}
+
+
+def test_clean_script_has_no_sites(tmp_path, workloads):
+    # Adam reads its step counter with .item() inside torch: not the user's site.
+    report = run(tmp_path, workloads / "sync_train.py", "--clean")
+    assert report["steps"]["count"] == 20
+    assert report["sync_events"] == []
+
+
+def test_sites_in_a_helper_module_are_the_helpers_lines(tmp_path, workloads):
+    report = run(tmp_path, workloads / "sync_train.py", "--helpers")
+    helper = workloads / "sync_helpers.py"
+    got = {(Path(e["file"]).name, e["line"], e["op"]) for e in report["sync_events"]}
+    marks = {name: n for n, name in sites_marked(helper).items()}
+    assert ("sync_helpers.py", marks["helper_nonzero"], "nonzero") in got
+    assert ("sync_helpers.py", marks["helper_mask"], "boolean_mask") in got
+    assert not any(f == "sync_train.py" and op in ("nonzero", "boolean_mask") for f, _, op in got)
+
+
+def test_off_switch(tmp_path, workloads):
+    report = run(tmp_path, workloads / "sync_train.py", env={"PERFTOP_SYNC": "off"})
+    assert report["steps"]["count"] == 20
+    assert report["sync_events"] == []

@@ -1,0 +1,118 @@
+"""Sampling policy, op naming, and the session reducer's per-step rates and merging."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+import torch
+
+from perftop.events import Step, SyncBatch, SyncInfo
+from perftop.hook.frames import op_at
+from perftop.hook.sync import Sampler
+from perftop.model import Session
+
+
+def run_sampler(s: Sampler, n: int, dur: float, watched_extra: float) -> list[int]:
+    watched, t, w = [], 0.0, False
+    for i in range(n):
+        t += dur + (watched_extra if w else 0.0)
+        if w:
+            watched.append(i)
+        w = s.closed(i, t, w)
+    return watched
+
+
+def test_early_steps_then_spaced_by_cost():
+    s = Sampler(early=3, every=100, budget_s=2e-6)
+    watched = run_sampler(s, 2000, 300e-6, 1e-3)  # a sample costs 1 ms more
+    assert watched[:3] == [1, 2, 3]
+    gaps = {b - a for a, b in zip(watched[3:], watched[4:])}
+    assert gaps == {1 + 500}  # 1 ms / 2 µs per step
+    extra = len(watched) * 1e-3 / 2000
+    assert extra < 5e-6
+
+
+def test_cheap_samples_use_the_minimum_gap():
+    s = Sampler(early=2, every=100, budget_s=2e-6)
+    watched = run_sampler(s, 1000, 300e-6, 50e-6)
+    assert watched[:2] == [1, 2]
+    assert all(b - a == 101 for a, b in zip(watched[2:], watched[3:]))
+
+
+def test_long_steps_may_sample_more_often():
+    s = Sampler(early=0, every=10, budget_s=2e-6)
+    watched = run_sampler(s, 500, 0.1, 2e-3)  # 0.2% of a 100 ms step is 200 µs
+    gaps = {b - a for a, b in zip(watched[1:], watched[2:])}
+    assert gaps == {11}
+
+
+class Probe:
+    """Records the op name of the line that is calling it, as the CUDA path would."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def _note(self) -> None:
+        self.seen.append(op_at(sys._getframe(2)))
+
+    def __int__(self) -> int:
+        self._note()
+        return 0
+
+    def __bool__(self) -> bool:
+        self._note()
+        return True
+
+    def __getitem__(self, i: object) -> int:
+        self._note()
+        return 0
+
+    def item(self) -> int:
+        self._note()
+        return 0
+
+
+def test_op_named_from_the_line():
+    p = Probe()
+    int(p)
+    if p:
+        pass
+    p[p]
+    p.item()
+    torch.nonzero(torch.ones(1)).shape[0] + p.item()
+    assert p.seen == ["int", "bool", "index", "item", "item"]
+
+
+def batch(step, sites, sampled=True, pid=1):
+    return SyncBatch(pid, step, sampled, tuple(sites))
+
+
+def test_per_step_over_sampled_steps_only():
+    s = Session()
+    s.apply(SyncInfo(0.0, 1, False, True, 3, 100))
+    for i in range(10):
+        s.apply(Step(1, i, float(i), i + 1.0))
+    s.apply(batch(1, [("item", "a.py", 3, "f", "potential", 2, None)]))
+    s.apply(batch(2, [("item", "a.py", 3, "f", "potential", 2, None)]))
+    s.apply(batch(3, []))
+    (row,) = s.snapshot(window=None).sync
+    assert (row.count, row.per_step, row.last_step) == (4, pytest.approx(4 / 3), 2)
+
+
+def test_real_syncs_over_all_steps_and_they_hide_potentials():
+    s = Session()
+    s.apply(SyncInfo(0.0, 1, True, True, 3, 100))
+    for i in range(8):
+        s.apply(Step(1, i, float(i), i + 1.0))
+    s.apply(batch(1, [("nonzero", "a.py", 5, "f", "potential", 1, None)]))
+    s.apply(batch(1, [("sync", "a.py", 5, "f", "sync", 1, None)], sampled=False))
+    s.apply(batch(4, [("sync", "a.py", 5, "f", "sync", 3, 0.5)], sampled=False))
+    s.apply(batch(4, [("item", "b.py", 9, "g", "potential", 1, None)]))
+    rows = s.snapshot(window=None).sync
+    assert [(r.op, r.file, r.kind) for r in rows] == [
+        ("nonzero", "a.py", "sync"),  # named by the detector, measured by CUDA
+        ("item", "b.py", "potential"),
+    ]
+    assert rows[0].per_step == pytest.approx(4 / 8)
+    assert rows[0].blocked_s == pytest.approx(0.5)
