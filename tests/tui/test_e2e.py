@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shlex
 import shutil
@@ -11,6 +12,7 @@ import time
 import uuid
 from pathlib import Path
 
+import psutil
 import pytest
 
 from perftop.model import Session
@@ -54,7 +56,7 @@ def test_perftop_run_in_tmux(tmp_path: Path) -> None:
         sys.executable,
         str(WORKLOAD),
         "--steps",
-        "100000",
+        "4000",  # about a minute: bounded even if a failed run orphans the job
         "--workers",
         "2",
     ]
@@ -79,7 +81,17 @@ def test_perftop_run_in_tmux(tmp_path: Path) -> None:
         assert done.exists(), capture(name)
         assert done.read_text().strip() == "130"  # the job stopped on SIGINT
     finally:
+        # SIGHUP leaves a job running by design: stop this test's job ourselves.
+        jobs = [
+            c
+            for p in psutil.process_iter(["cmdline"])
+            if str(rec) in (p.info["cmdline"] or [])
+            for c in p.children(recursive=True)
+        ]
         subprocess.run([TMUX, "kill-session", "-t", name], capture_output=True)
+        for proc in jobs:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
     session = Session()
     session.apply_all(read_events(rec))
     snap = session.snapshot()
