@@ -1,6 +1,9 @@
 """The hook's background sender: a bounded buffer drained by a daemon thread.
 
-The training thread only appends to a deque (or counts a drop when it is full). A daemon
+The training thread only appends to a deque: steps to a bounded one through its C-level
+``append`` (no Python frame; when it is full the oldest steps fall out, and the sender
+counts them from the gaps in step indices), other events through :meth:`Sender.put`,
+which counts a drop when its buffer is full. A daemon
 thread wakes every ``interval`` seconds, encodes what is there into one frame and writes it
 to the monitor's Unix socket. If the monitor is slow, gone or was never there, events are
 dropped and counted; the training never waits. After a fork the child starts empty and
@@ -45,11 +48,14 @@ class Sender:
         self.interval = interval
         # perf_counter() -> epoch seconds; the hot path stores perf_counter stamps.
         self.epoch_offset = time.time() - time.perf_counter()
+        self.steps: deque[tuple[Any, ...]] = deque(maxlen=capacity)
         self._reset()
         os.register_at_fork(after_in_child=self._reset)
 
     def _reset(self) -> None:
         self.pid = os.getpid()
+        self.steps.clear()  # cleared in place: the step tracker holds its append
+        self._next_index = 0
         self.buf: deque[Any] = deque()
         self.dropped = 0
         self._dropped_sent = 0
@@ -71,9 +77,12 @@ class Sender:
         else:
             self.dropped += 1
         if not self.started:
-            self._start()
+            self.start()
 
-    def _start(self) -> None:
+    def start(self) -> None:
+        """Start the sender thread once (on the first event or the first step)."""
+        if self.started:
+            return
         self.started = True
         try:
             t = threading.Thread(target=self._run, name="perftop-sender", daemon=True)
@@ -93,7 +102,7 @@ class Sender:
         """Send what is buffered; on any failure the batch is dropped and counted."""
         with self._lock:
             try:
-                while self.buf or self.dropped != self._dropped_sent:
+                while self.steps or self.buf or self.dropped != self._dropped_sent:
                     if not self._send_batch():
                         break
                     if deadline is not None and time.monotonic() > deadline:
@@ -120,42 +129,49 @@ class Sender:
 
     def _encode_batch(self) -> tuple[list[bytes], int]:
         """Up to MAX_BATCH buffered items as frames, in order: runs of plain steps packed
-        as binary records, everything else as JSON."""
-        buf, frames = self.buf, []
+        as binary records, everything else as JSON. Steps come first."""
+        frames: list[bytes] = []
         pid, off, pack = self.pid, self.epoch_offset, STEP_RECORD.pack
-        steps: list[bytes] = []
+        packed: list[bytes] = []
         other: list[Any] = []
         n = 0
-        while buf and n < MAX_BATCH:
-            item = buf.popleft()
-            n += 1
-            # raw step: (index, t0, t1, data, bwd, opt, phases, source)
-            if type(item) is tuple and item[6] is None:
-                if other:
-                    frames.append(encode_frame(other))
-                    other = []
-                steps.append(
-                    pack(
-                        pid,
-                        item[0],
-                        item[1] + off,
-                        item[2] + off,
-                        item[3],
-                        item[4],
-                        item[5],
-                        _SOURCE_CODE.get(item[7], 0),
+        for queue in (self.steps, self.buf):
+            while queue and n < MAX_BATCH:
+                item = queue.popleft()
+                n += 1
+                if type(item) is not tuple:
+                    if packed:
+                        frames.append(encode_steps_frame(packed))
+                        packed = []
+                    other.append(item.encode())
+                    continue
+                # a step: (index, t0, t1, data, bwd, opt, phases, source)
+                if item[0] > self._next_index:  # the bounded deque let older steps fall out
+                    self.dropped += item[0] - self._next_index
+                self._next_index = item[0] + 1
+                if item[6] is None:
+                    if other:
+                        frames.append(encode_frame(other))
+                        other = []
+                    packed.append(
+                        pack(
+                            pid,
+                            item[0],
+                            item[1] + off,
+                            item[2] + off,
+                            item[3],
+                            item[4],
+                            item[5],
+                            _SOURCE_CODE.get(item[7], 0),
+                        )
                     )
-                )
-                continue
-            if steps:
-                frames.append(encode_steps_frame(steps))
-                steps = []
-            if type(item) is tuple:
-                other.append(["step", pid, item[0], item[1] + off, item[2] + off, *item[3:]])
-            else:
-                other.append(item.encode())
-        if steps:
-            frames.append(encode_steps_frame(steps))
+                else:
+                    if packed:
+                        frames.append(encode_steps_frame(packed))
+                        packed = []
+                    other.append(["step", pid, item[0], item[1] + off, item[2] + off, *item[3:]])
+        if packed:
+            frames.append(encode_steps_frame(packed))
         if other:
             frames.append(encode_frame(other))
         return frames, n

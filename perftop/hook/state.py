@@ -24,7 +24,10 @@ def _env_int(name: str) -> int | None:
 class HookState:
     def __init__(self, socket_path: str) -> None:
         self.sender = Sender(socket_path, self.hello)
-        self.tracker = StepTracker(self.sender.put)
+        # Steps go straight into the sender's bounded deque: a C call, no Python frame.
+        self.tracker = StepTracker(self.sender.steps.append)
+        self.tracker.on_settle = self.sender.start
+        self.tracker.on_error = self.internal_error
         self.handles: list[Any] = []  # torch hook handles (have .remove())
         self.undo: list[Callable[[], None]] = []
         self.errors: dict[str, int] = {}

@@ -18,6 +18,7 @@ is the hot path, kept within a few microseconds per step.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +27,7 @@ from perftop.wire import STEP_SOURCES
 NONE, LOADER, BACKWARD, OPTIMIZER, EXPLICIT = 0, 1, 2, 3, 4
 SOURCES = STEP_SOURCES  # index = mode
 HOLD_STEPS = 64
+_perf = time.perf_counter
 HOLD_S = 5.0
 
 
@@ -49,13 +51,19 @@ class StepTracker:
         "last_end",
         "held",
         "settled",
+        "on_settle",
+        "on_error",
+        "step_hook_at",
     )
 
     def __init__(self, emit: Callable[[tuple[Any, ...]], None]) -> None:
         self.emit = emit
         self.on_close: Callable[[int, float], None] | None = None  # CUDA timer, if any
-        self.on_step: Callable[[int, float], None] | None = None  # sync detection, if any
+        # Sync detection, if any: called at step ends, returns the next index it needs.
+        self.on_step: Callable[[int, float], int | None] | None = None
         self.on_fetched: Callable[[], None] | None = None
+        self.on_settle: Callable[[], None] | None = None  # first step out: start the sender
+        self.on_error: Callable[[str], None] | None = None
         self.reset()
 
     def reset(self) -> None:
@@ -67,6 +75,7 @@ class StepTracker:
         self.last_end = 0.0
         self.held: list[tuple[Any, ...]] = []
         self.settled = False
+        self.step_hook_at = 0
         self._clear()
 
     def _clear(self) -> None:
@@ -85,11 +94,15 @@ class StepTracker:
                 self._hold(step, t)
             if self.on_close is not None:
                 self.on_close(self.index, t)
-            if self.on_step is not None:
-                self.on_step(self.index, t)
+            if self.on_step is not None and self.index >= self.step_hook_at:
+                # The callback says when it next needs to run (sync detection sleeps
+                # between samples): an int compare on the steps in between.
+                self.step_hook_at = self.on_step(self.index, t) or 0
             self.index += 1
         self.start = t
-        self._clear()
+        self.data = self.bwd = self.opt = 0.0  # _clear(), inlined: once per step
+        self.phases = None
+        self.has_fetch = self.has_bwd = False
 
     def _hold(self, step: tuple[Any, ...], t: float) -> None:
         held = self.held
@@ -97,16 +110,21 @@ class StepTracker:
         if len(held) >= HOLD_STEPS or t - held[0][1] >= HOLD_S:
             self._release()
 
+    def _settle(self) -> None:
+        self.settled = True
+        if self.on_settle is not None:
+            self.on_settle()
+
     def _release(self) -> None:
         """No optimizer showed up in time: the weaker source's steps stand as they are."""
-        self.settled = True
+        self._settle()
         for step in self.held:
             self.emit(step)
         self.held = []
 
     def _merge_held(self) -> None:
         """A strong source appeared: the held steps were parts of the current step."""
-        self.settled = True
+        self._settle()
         held, self.held = self.held, []
         if not held:
             return
@@ -165,6 +183,22 @@ class StepTracker:
             self._merge_held()
         if self.mode == OPTIMIZER and opt_id == self.primary_opt:
             self.close(t1)
+
+    # torch calls these two directly (global optimizer hooks): one Python frame each.
+    def opt_pre_hook(self, opt: Any, args: Any, kwargs: Any) -> None:
+        t0 = self.opt_t0 = _perf()  # optimizer_pre(), inlined: one frame less per step
+        if self.start is None:
+            self.start = t0
+
+    def opt_post_hook(self, opt: Any, args: Any, kwargs: Any) -> None:
+        try:
+            self.optimizer_post(id(opt), _perf())
+        except Exception:
+            self._error("optimizer post-hook")
+
+    def _error(self, where: str) -> None:
+        if self.on_error is not None:
+            self.on_error(where)
 
     def explicit(self, t: float) -> None:
         """``perftop.step()``: the user says where a step ends."""

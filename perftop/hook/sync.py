@@ -26,6 +26,7 @@ from perftop.hook.frames import first_user_frame, op_at
 
 SiteKey = tuple[str, str, int, str, str]  # op, file, line, function, kind
 FRACTION = 0.002  # ... or this fraction of a step, whichever is more
+WARM = 4  # steps before a sample that go through the sampler, to learn the base duration
 
 
 def _env_int(name: str, default: int) -> int:
@@ -49,6 +50,8 @@ class Sampler:
         self.base: float | None = None  # EMA of unwatched step durations
         self.next_at = early + 1 + self.every
         self.last_gap = self.every
+        # Below this count a step takes the fast path (see attach): nothing to do.
+        self.quiet_until = 0
 
     def closed(self, index: int, t: float, watched: bool) -> bool:
         """Step ``index`` ended at ``t``; is the next step watched? Counted from the first
@@ -66,6 +69,7 @@ class Sampler:
                 b = self.base
                 self.base = dur if b is None else b + 0.1 * (dur - b)
         nxt = n + 1
+        self.quiet_until = 0 if (self.all or nxt <= self.early) else self.next_at - WARM
         return self.all or nxt <= self.early or nxt >= self.next_at
 
     def gap(self, watched_dur: float) -> int:
@@ -144,8 +148,15 @@ def attach(state: Any, torch: Any) -> Collector | None:
     told = [False]  # sent at the first step: a process that never trains stays silent
     tracker = state.tracker
 
-    def on_step(index: int, t: float) -> None:
+    last = [-1]  # the last step index seen: steps skipped in between still count
+
+    def on_step(index: int, t: float) -> int:
+        """Returns the next step index that needs this callback."""
         try:
+            if last[0] >= 0 and index > last[0] + 1:
+                sampler.n += index - last[0] - 1
+                sampler.prev_t = None  # no duration to learn from across skipped steps
+            last[0] = index
             if not told[0]:
                 told[0] = True
                 state.sender.put(replace(info, pid=state.sender.pid))
@@ -155,10 +166,15 @@ def attach(state: Any, torch: Any) -> Collector | None:
             collector.flush(index, watched)
             if warn is not None:
                 warn.keep_first()
+                return index + 1  # real syncs are counted every step
             if detector is not None and sampler.closed(index, t, watched):
                 detector.start()
+                return index + 1
+            # Nothing to do until the sampler's quiet stretch ends.
+            return index + max(1, sampler.quiet_until - sampler.n + 1)
         except Exception:
             state.internal_error("sync step")
+            return index + 1
 
     tracker.on_step = on_step
 

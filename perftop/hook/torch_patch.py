@@ -22,21 +22,9 @@ def patch_torch(state: HookState) -> None:
 
     tracker = state.tracker
 
-    # -- optimizer: global hooks (torch >= 2.0), no patching needed ----------------------
-    def pre_hook(opt: Any, args: Any, kwargs: Any, _perf: Any = _perf) -> None:
-        try:
-            tracker.optimizer_pre(_perf())
-        except Exception:
-            state.internal_error("optimizer pre-hook")
-
-    def post_hook(opt: Any, args: Any, kwargs: Any, _perf: Any = _perf) -> None:
-        try:
-            tracker.optimizer_post(id(opt), _perf())
-        except Exception:
-            state.internal_error("optimizer post-hook")
-
-    state.handles.append(optim_mod.register_optimizer_step_pre_hook(pre_hook))
-    state.handles.append(optim_mod.register_optimizer_step_post_hook(post_hook))
+    # -- optimizer: global hooks (torch >= 2.0); the tracker's own guarded methods ---------
+    state.handles.append(optim_mod.register_optimizer_step_pre_hook(tracker.opt_pre_hook))
+    state.handles.append(optim_mod.register_optimizer_step_post_hook(tracker.opt_post_hook))
 
     # -- backward: Tensor.backward calls torch.autograd.backward -------------------------
     orig_backward = torch.autograd.backward
