@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -59,6 +60,10 @@ def test_python_module(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert r["steps"]["count"] == 6
+    # The bundled demo is user code although it ships inside perftop: its loss's sync
+    # points are sites, at its own lines.
+    sites = {(e["op"], Path(e["file"]).name) for e in r["sync_events"]}
+    assert {("boolean_mask", "train.py"), ("unique", "train.py"), ("nonzero", "train.py")} <= sites
 
 
 @pytest.mark.skipif(

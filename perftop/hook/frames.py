@@ -1,7 +1,9 @@
 """Which stack frame is the user's: the line a sync site is reported at.
 
 A frame is *internal* when its file lies in torch's or perftop's package, the standard
-library, or is a ``<frozen ...>``/``<string>`` module. Decisions are cached per code
+library, or is a ``<frozen ...>``/``<string>`` module. perftop's bundled demo and code
+installed in site-packages (which may sit inside the standard library's folder) are the
+user's. Decisions are cached per code
 object, so walking a stack costs a dict lookup per frame.
 
 The op a line ran is named from the line's own source (the call or subscript expression
@@ -19,7 +21,10 @@ import sysconfig
 from types import CodeType, FrameType
 
 _internal: dict[CodeType, bool] = {}
-_prefixes: tuple[str, ...] = ()
+_packages: tuple[str, ...] = ()  # torch and perftop: always internal ...
+_demo: tuple[str, ...] = ()  # ... but perftop's bundled demo is the user's
+_site: tuple[str, ...] = ()  # site-packages: the user's (it may lie inside the stdlib)
+_stdlib: tuple[str, ...] = ()
 # torch files that only forward a call to ``__torch_function__`` (not callers of their own)
 _PLUMBING = ("overrides.py", "functional.py", "_jit_internal.py", "_tensor.py")
 _plumbing_files: frozenset[str] = frozenset()
@@ -33,26 +38,39 @@ def _dir_of(module: str) -> str | None:
 
 
 def configure() -> None:
-    """Compute the internal path prefixes (after torch is imported)."""
-    global _prefixes, _plumbing_files
-    paths = {_dir_of("perftop"), _dir_of("torch")}
-    for key in ("stdlib", "platstdlib"):
-        p = sysconfig.get_paths().get(key)
-        if p:
-            paths.add(os.path.abspath(p) + os.sep)
-    _prefixes = tuple(p for p in paths if p)
-    torch_dir = _dir_of("torch")
+    """Compute the path prefixes (after torch is imported)."""
+    global _packages, _demo, _site, _stdlib, _plumbing_files
+    perftop_dir, torch_dir = _dir_of("perftop"), _dir_of("torch")
+    paths = sysconfig.get_paths()
+
+    def norm(keys: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple({os.path.abspath(paths[k]) + os.sep for k in keys if k in paths})
+
+    _packages = tuple(p for p in (perftop_dir, torch_dir) if p)
+    _demo = (perftop_dir + "demo" + os.sep,) if perftop_dir else ()
+    _site = norm(("purelib", "platlib"))
+    _stdlib = norm(("stdlib", "platstdlib"))
     _plumbing_files = frozenset(torch_dir + f for f in _PLUMBING) if torch_dir else frozenset()
     _internal.clear()
+
+
+def _is_internal_path(fn: str) -> bool:
+    if fn.startswith("<"):
+        return True
+    path = os.path.abspath(fn)
+    if path.startswith(_packages):
+        return not path.startswith(_demo) if _demo else True
+    if path.startswith(_site):
+        return False
+    return path.startswith(_stdlib)
 
 
 def is_internal(code: CodeType) -> bool:
     v = _internal.get(code)
     if v is None:
-        if not _prefixes:
+        if not _packages and not _stdlib:
             configure()
-        fn = code.co_filename
-        v = fn.startswith("<") or os.path.abspath(fn).startswith(_prefixes)
+        v = _is_internal_path(code.co_filename)
         if len(_internal) > 50000:
             _internal.clear()
         _internal[code] = v

@@ -82,8 +82,31 @@ def render(r: dict[str, Any]) -> str:
         out.append(processes_table(r["processes"]))
     out.extend(host_lines(r.get("host") or {}))
     out.extend(gpu_lines(r.get("gpus") or [], r.get("gpu_note", "")))
+    out.extend(_sync(r["sync_events"]))
     out.extend(_footer(r))
     return "\n".join(out) + "\n"
+
+
+def _sync(sites: list[dict[str, Any]]) -> list[str]:
+    """Lines of code that make (sync) or would make on a GPU (potential) the host wait."""
+    if not sites:
+        return []
+    rows = [
+        [
+            f"{Path(e['file']).name}:{e['line']}",
+            e["op"],
+            e["kind"],
+            e["function"],
+            f"{e['per_step']:.2f}",
+            str(e["count"]),
+        ]
+        for e in sites
+    ]
+    return [
+        "",
+        "Host-device sync sites (potential: would stall on a GPU)",
+        table(["where", "op", "kind", "function", "per step", "count"], rows),
+    ]
 
 
 def _footer(r: dict[str, Any]) -> list[str]:
