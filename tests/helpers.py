@@ -30,3 +30,15 @@ def run_and_report(
     rep = perftop("report", "--json", str(rec), cwd=tmp_path)
     assert rep.returncode == 0, rep.stderr
     return proc, json.loads(rep.stdout)
+
+
+def spawn_slow_job(tmp_path: Path, *record: str, **popen: Any) -> subprocess.Popen[str]:
+    """`perftop run --headless RECORD... -- python slow_steps.py`, started and ready (the
+    job has printed "ready"); ``record`` is e.g. ("--record", path) or ("--no-record",)."""
+    mon = subprocess.Popen(
+        [sys.executable, "-m", "perftop", "run", "--headless", *record, "--", sys.executable,
+         str(WORKLOADS / "slow_steps.py")],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdin=subprocess.DEVNULL, **popen)  # fmt: skip
+    assert mon.stdout is not None and mon.stdout.readline().strip() == "ready"
+    return mon

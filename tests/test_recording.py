@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
@@ -14,7 +12,7 @@ import pytest
 from perftop.errors import RecordingError
 from perftop.events import Note, SessionStart, Step
 from perftop.recording import ReadStats, RecordingWriter, read_events
-from tests.helpers import WORKLOADS, perftop
+from tests.helpers import perftop, spawn_slow_job
 
 
 def _write(path, n=10):
@@ -90,26 +88,7 @@ def test_report_on_missing_file(tmp_path):
 def test_monitor_killed_keeps_recording_and_training(tmp_path):
     """kill -9 of the monitor: the job trains on, what was recorded stays readable."""
     rec = tmp_path / "r.perftop"
-    mon = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "perftop",
-            "run",
-            "--headless",
-            "--record",
-            str(rec),
-            "--",
-            sys.executable,
-            str(WORKLOADS / "slow_steps.py"),
-        ],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    assert mon.stdout.readline().strip() == "ready"
+    mon = spawn_slow_job(tmp_path, "--record", str(rec), start_new_session=True)
     time.sleep(2.5)
     mon.kill()  # the monitor dies; the job (its child) keeps its stdout pipe
     mon.wait()

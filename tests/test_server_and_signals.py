@@ -6,14 +6,12 @@ import json
 import os
 import signal
 import socket
-import subprocess
-import sys
 import time
 
 from perftop.events import Note
 from perftop.monitor.server import Server, socket_dir
 from perftop.wire import MAGIC, encode_frame
-from tests.helpers import WORKLOADS, perftop
+from tests.helpers import perftop, spawn_slow_job
 
 
 def _connect(path):
@@ -64,26 +62,7 @@ def test_socket_directory_is_private():
 
 def test_sigterm_to_perftop_reaches_the_job(tmp_path):
     rec = tmp_path / "r.perftop"
-    mon = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "perftop",
-            "run",
-            "--headless",
-            "--record",
-            str(rec),
-            "--",
-            sys.executable,
-            str(WORKLOADS / "slow_steps.py"),
-        ],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        stdin=subprocess.DEVNULL,
-    )
-    assert mon.stdout.readline().strip() == "ready"
+    mon = spawn_slow_job(tmp_path, "--record", str(rec))
     time.sleep(1.0)
     mon.send_signal(signal.SIGTERM)
     out, err = mon.communicate(timeout=30)
@@ -95,25 +74,7 @@ def test_sigterm_to_perftop_reaches_the_job(tmp_path):
 
 def test_sigint_without_a_terminal_is_forwarded(tmp_path):
     """No terminal sent it, so the job did not get it: perftop passes it on."""
-    mon = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "perftop",
-            "run",
-            "--headless",
-            "--no-record",
-            "--",
-            sys.executable,
-            str(WORKLOADS / "slow_steps.py"),
-        ],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        stdin=subprocess.DEVNULL,
-    )
-    assert mon.stdout.readline().strip() == "ready"
+    mon = spawn_slow_job(tmp_path, "--no-record")
     time.sleep(0.5)
     mon.send_signal(signal.SIGINT)
     out, err = mon.communicate(timeout=30)

@@ -6,32 +6,37 @@ NA = "N/A"
 
 
 def seconds(x: float | None) -> str:
+    """A duration: 850µs, 12.3ms, 123ms, 1.25s, 2m05s, 1h02m05s."""
     if x is None:
         return NA
     if x < 1e-3:
         return f"{x * 1e6:.0f}µs"
     if x < 1:
-        return f"{x * 1e3:.1f}ms"
-    if x < 120:
+        return f"{x * 1e3:.1f}ms" if x < 0.1 else f"{x * 1e3:.0f}ms"
+    if x < 60:
         return f"{x:.2f}s"
     m, s = divmod(int(x), 60)
     h, m = divmod(m, 60)
     return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"
 
 
-def nbytes(x: float | None) -> str:
+def nbytes(x: float | None, compact: bool = False) -> str:
+    """Powers of 1024: '1.5KiB', or '1.5K' compact (tables, like htop and free)."""
     if x is None:
         return NA
     v = float(x)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(v) < 1024 or unit == "TiB":
-            return f"{v:.0f}{unit}" if unit == "B" else f"{v:.1f}{unit}"
+    for unit in ("B", "K", "M", "G", "T"):
+        if abs(v) < 1024 or unit == "T":
+            if unit == "B":
+                return f"{v:.0f}B"
+            suffix = unit if compact else f"{unit}iB"
+            return f"{v:.0f}{suffix}" if compact and abs(v) >= 100 else f"{v:.1f}{suffix}"
         v /= 1024
-    return NA
+    return NA  # pragma: no cover
 
 
-def rate(x: float | None) -> str:
-    return NA if x is None else f"{nbytes(x)}/s"
+def rate(x: float | None, compact: bool = False) -> str:
+    return NA if x is None else f"{nbytes(x, compact)}/s"
 
 
 def percent(x: float | None, digits: int = 0) -> str:

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from rich.text import Text
 
-NA = "N/A"
+from perftop.report.fmt import NA, nbytes, seconds
+from perftop.report.fmt import rate as report_rate
+
 NA_STYLE = "dim"
 
 # Colours carry meaning only: ok / warn / bad, and one per step phase.
@@ -35,34 +37,14 @@ def pct(value: float | None) -> str:
 
 def bytes_(value: float | None) -> str:
     """1536 -> '1.5K'; powers of 1024 like htop and free."""
-    if value is None:
-        return NA
-    v = float(value)
-    for unit in ("B", "K", "M", "G", "T"):
-        if abs(v) < 1024 or unit == "T":
-            if unit == "B":
-                return f"{v:.0f}B"
-            return f"{v:.1f}{unit}" if abs(v) < 100 else f"{v:.0f}{unit}"
-        v /= 1024
-    return f"{v:.0f}P"  # pragma: no cover
+    return nbytes(value, compact=True)
 
 
 def rate(value: float | None) -> str:
-    return NA if value is None else f"{bytes_(value)}/s"
+    return report_rate(value, compact=True)
 
 
-def secs(value: float | None) -> str:
-    """A duration: 850µs, 12.3ms, 1.25s, 2m05s."""
-    if value is None:
-        return NA
-    v = float(value)
-    if v < 1e-3:
-        return f"{v * 1e6:.0f}µs"
-    if v < 1.0:
-        return f"{v * 1e3:.1f}ms" if v < 0.1 else f"{v * 1e3:.0f}ms"
-    if v < 60:
-        return f"{v:.2f}s"
-    return f"{int(v // 60)}m{int(v % 60):02d}s"
+secs = seconds  # 850µs, 12.3ms, 1.25s, 2m05s: the same everywhere
 
 
 def clock(value: float | None) -> str:
