@@ -113,11 +113,13 @@ class JobStart(Event):
 
 @event("job_exit")
 class JobExit(Event):
-    """The job's top process ended; ``exit_code`` follows the shell's 128+signal rule."""
+    """The job's top process ended; ``exit_code`` follows the shell's 128+signal rule.
+    ``known`` is False when a detached recorder saw the job end but could not learn how."""
 
     t: float
     pid: int
     exit_code: int
+    known: bool = True
 
 
 @event("output")

@@ -65,7 +65,8 @@ class MetaReducer:
         elif isinstance(ev, JobStart):
             self.meta = _replace(m, job_pid=ev.pid, start_t=m.start_t or ev.t)
         elif isinstance(ev, JobExit):
-            self.meta = _replace(m, exit_code=ev.exit_code, exit_t=ev.t)
+            code = ev.exit_code if ev.known else m.exit_code
+            self.meta = _replace(m, exit_code=code, exit_t=ev.t, ended=True)
         elif isinstance(ev, Dropped):
             self._dropped[(ev.pid, ev.source)] = ev.total
             self.meta = _replace(m, dropped_events=sum(self._dropped.values()))

@@ -22,6 +22,7 @@ class Meta:
     job_pid: int | None = None
     exit_code: int | None = None
     exit_t: float | None = None
+    ended: bool = False  # the job is over, even when its exit code is not known
     record_path: str = ""
     dropped_events: int = 0
     rejected_frames: int = 0
@@ -33,6 +34,8 @@ class Meta:
     def state(self) -> str:
         if self.exit_code is not None:
             return f"exited ({self.exit_code})"
+        if self.ended:
+            return "ended (exit code unknown)"
         return "running" if self.job_pid is not None else "starting"
 
     @property

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from perftop.events import Note
+from perftop.events import JobExit, Note
 from perftop.model import Session
 from perftop.monitor.ingest import Ingest
 from perftop.monitor.server import Server
@@ -76,7 +76,8 @@ def record_until_exit(socket_path: Path, record: Path, pid: int) -> None:
     deadline = time.monotonic() + DRAIN_S
     while server.open_connections and time.monotonic() < deadline:
         time.sleep(0.05)
-    ingest.submit(Note(time.time(), "info", "background", f"job {pid} ended"))
+    # Not our child: how it ended cannot be known here, only that it did.
+    ingest.submit(JobExit(time.time(), pid, 0, known=False))
     server.close()
     ingest.stop()
 

@@ -189,6 +189,20 @@ class Job:
         self.server.close()
         self.ingest.stop()
 
+    def hand_over(self) -> int | None:
+        """Leave the job running: hand the socket and the recording to a detached
+        background recorder (its pid; None when not recording). The hooks reconnect to the
+        same socket path by themselves; what they send meanwhile is dropped and counted."""
+        from perftop.monitor import background
+
+        rec = self.ingest.recorder
+        path = rec.path if rec is not None and not rec.closed else None
+        sock = self.server.path
+        self.close()  # stops the server (unlinks the socket) and closes the recording
+        if path is None or self.pid is None:
+            return None
+        return background.spawn(sock, path, self.pid)
+
     def snapshot(self, window: int | None = None) -> Snapshot:
         """Whole-run figures; only after :meth:`wait` (the ingest thread owns the session)."""
         return self.session.snapshot(window=window)

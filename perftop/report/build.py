@@ -40,6 +40,7 @@ def build_report(snap: Snapshot, stats: ReadStats | None = None) -> dict[str, An
         "hostname": m.host,
         "start_t": m.start_t,
         "exit_code": m.exit_code,
+        "ended": m.ended,
         "duration_s": _round(m.elapsed_s),
         "record_path": m.record_path,
         "steps": _steps(snap.steps),

@@ -15,7 +15,12 @@ def render(r: dict[str, Any]) -> str:
     out: list[str] = []
     cmd = command_line(r["command"])
     code = r["exit_code"]
-    state = "still running or killed" if code is None else f"exit code {code}"
+    if code is not None:
+        state = f"exit code {code}"
+    elif r.get("ended"):
+        state = "ended, exit code unknown (recorded in the background)"
+    else:
+        state = "no end recorded (still running, or perftop was killed)"
     out.append(f"perftop report: {cmd}")
     out.append(f"  {state}, ran {seconds(r['duration_s'])} on {r['hostname'] or NA}")
     s = r["steps"]

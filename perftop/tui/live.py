@@ -20,7 +20,6 @@ from typing import Any
 import perftop
 from perftop.events import Hello, JobExit, JobStart, LoaderInfo, SessionStart
 from perftop.model import Snapshot
-from perftop.monitor import background
 from perftop.monitor.runner import DRAIN_S, Job, RunConfig, SourceFactory
 from perftop.recording import RecordingWriter, default_path
 from perftop.report.fmt import command as command_line
@@ -179,14 +178,12 @@ def _finish(job: Job) -> int:
 
 
 def _leave(job: Job) -> int:
-    """Hand the socket and the recording to a background recorder; the job goes on."""
+    """The job goes on; a background recorder takes the recording over."""
     rec = job.ingest.recorder
     path = rec.path if rec is not None and not rec.closed else None
-    sock = job.server.path
-    job.close()  # stops the server (unlinks the socket) and closes the recording
+    bg = job.hand_over()
     msg = f"perftop: job {job.pid} keeps running"
-    if path is not None:
-        bg = background.spawn(sock, path, job.pid or 0)
+    if bg is not None:
         msg += f"; recording continues to {path} (background recorder pid {bg})"
     else:
         msg += " (not recording)"
