@@ -61,6 +61,10 @@ def resolve(command: tuple[str, ...]) -> str:
     found = shutil.which(exe)
     if found is None:
         hint = f" (try: perftop run python {exe})" if exe.endswith(".py") else ""
+        if os.sep in exe and os.path.isfile(exe):
+            raise LaunchError(
+                f"{exe}: not executable{hint or ' (chmod +x it, or name its interpreter)'}"
+            )
         raise LaunchError(f"command not found: {exe}{hint}")
     return found
 
