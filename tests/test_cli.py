@@ -1,0 +1,47 @@
+"""The command line under bad input: one line, a non-zero exit code, never a traceback."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers import perftop
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "says"),
+    [
+        (["run", "--headless", "--no-record", "no-such-program"], 127, "command not found"),
+        (["run", "--headless", "--no-record", "{tmp}/script.py"], 127, "perftop run python"),
+        (["run", "--headless"], 2, "no command given"),
+        (["run", "--headless", "--interval", "0.05", "true"], 2, "--interval"),
+        (["run", "--headless", "--refresh", "0", "true"], 2, "--refresh"),
+        (
+            ["run", "--headless", "--record", "{tmp}/no/such/dir/r.perftop", "true"],
+            3,
+            "cannot write",
+        ),
+        (["report", "{tmp}"], 3, "cannot open"),
+    ],
+)
+def test_bad_input_is_one_clear_line(tmp_path, args, code, says):
+    (tmp_path / "script.py").write_text("print('hi')\n")  # exists, not executable
+    r = perftop(*[a.format(tmp=tmp_path) for a in args], cwd=tmp_path)
+    assert r.returncode == code, r.stderr
+    assert says in r.stderr and "Traceback" not in r.stderr
+    assert r.stderr.strip().count("\n") == 0
+
+
+def test_existing_recording_is_not_overwritten(tmp_path):
+    rec = tmp_path / "r.perftop"
+    assert perftop("run", "--headless", "--record", str(rec), "true", cwd=tmp_path).returncode == 0
+    size = rec.stat().st_size
+    r = perftop("run", "--headless", "--record", str(rec), "true", cwd=tmp_path)
+    assert r.returncode == 3 and "already exists" in r.stderr and rec.stat().st_size == size
+    r = perftop("run", "--headless", "--force", "--record", str(rec), "true", cwd=tmp_path)
+    assert r.returncode == 0
+
+
+def test_help_and_version(tmp_path):
+    assert perftop("--version", cwd=tmp_path).stdout.startswith("perftop ")
+    r = perftop(cwd=tmp_path)
+    assert r.returncode == 2 and "run" in r.stderr and "report" in r.stderr
