@@ -92,3 +92,34 @@ def test_hook_exit_is_prompt_without_a_monitor(tmp_path):
     )
     assert r.returncode == 0
     assert time.perf_counter() - t0 < 30  # no multi-second hang on a dead socket at exit
+
+
+def test_hook_loads_by_path_in_an_interpreter_without_perftop(tmp_path):
+    """A job may run another Python than perftop's (a conda env, a system python): the
+    stdlib-only hook is loaded from perftop's folder without its site-packages."""
+    base = getattr(sys, "_base_executable", sys.executable)
+    env = hook_env(tmp_path / "x.sock", base={"PATH": "/usr/bin:/bin"})
+    env["PYTHONPATH"] = str(BOOTSTRAP_DIR)  # only the bootstrap, not this checkout
+    probe = subprocess.run(
+        [base, "-c", "import perftop"], capture_output=True, env={"PATH": "/usr/bin:/bin"}
+    )
+    if probe.returncode == 0:
+        import pytest
+
+        pytest.skip("perftop is installed in the base interpreter too")
+    r = subprocess.run(
+        [
+            base,
+            "-c",
+            "import sys, perftop, perftop.hook as h; "
+            "print(h.state() is not None, 'textual' in sys.modules, perftop.__file__)",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    installed, textual, path = r.stdout.split()
+    assert installed == "True" and textual == "False"
+    assert path == str(BOOTSTRAP_DIR.parent / "__init__.py")
