@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from perftop.monitor.runner import BOOTSTRAP_DIR, hook_env
 
 FORBIDDEN = ["textual", "rich", "psutil", "pynvml", "numpy", "torch"]
@@ -101,11 +103,9 @@ def test_hook_loads_by_path_in_an_interpreter_without_perftop(tmp_path):
     env = hook_env(tmp_path / "x.sock", base={"PATH": "/usr/bin:/bin"})
     env["PYTHONPATH"] = str(BOOTSTRAP_DIR)  # only the bootstrap, not this checkout
     probe = subprocess.run(
-        [base, "-c", "import perftop"], capture_output=True, env={"PATH": "/usr/bin:/bin"}
+        [base, "-c", "import perftop"], capture_output=True, cwd=tmp_path, env={"PATH": "/usr/bin"}
     )
     if probe.returncode == 0:
-        import pytest
-
         pytest.skip("perftop is installed in the base interpreter too")
     r = subprocess.run(
         [
@@ -118,6 +118,7 @@ def test_hook_loads_by_path_in_an_interpreter_without_perftop(tmp_path):
         text=True,
         env=env,
         timeout=60,
+        cwd=tmp_path,
     )
     assert r.returncode == 0, r.stderr
     installed, textual, path = r.stdout.split()
