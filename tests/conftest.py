@@ -27,3 +27,24 @@ def python() -> str:
 @pytest.fixture
 def workloads() -> Path:
     return ROOT / "tests" / "workloads"
+
+
+def c_tracker_class() -> type:
+    """The C StepTracker, whatever PERFTOP_PURE says; skipped when the extension is not
+    built (a failure instead with PERFTOP_REQUIRE_SPEEDUPS=1, as on CI)."""
+    try:
+        from perftop.hook import _speedups, steps
+    except ImportError as exc:
+        if os.environ.get("PERFTOP_REQUIRE_SPEEDUPS"):
+            raise
+        pytest.skip(f"perftop.hook._speedups not built: {exc}")
+    _speedups.configure(steps.SOURCES, steps.HOLD_STEPS, steps.HOLD_S)
+    return _speedups.StepTracker
+
+
+@pytest.fixture(params=["python", "c"])
+def tracker_cls(request) -> type:
+    """Each StepTracker implementation: the pure-Python reference and the C one."""
+    from perftop.hook.steps import StepTracker
+
+    return StepTracker if request.param == "python" else c_tracker_class()

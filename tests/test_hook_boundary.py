@@ -65,9 +65,11 @@ def test_users_own_sitecustomize_still_runs(tmp_path):
     assert str(BOOTSTRAP_DIR) in env["PYTHONPATH"].split(":")[0]
 
 
-def test_hook_errors_never_reach_user_code(tmp_path):
+@pytest.mark.parametrize("pure", ["0", "1"])  # the C fast path, if built, and the reference
+def test_hook_errors_never_reach_user_code(tmp_path, pure):
     """Break the tracker on purpose: training still runs and ends normally."""
     env = hook_env(tmp_path / "x.sock")
+    env["PERFTOP_PURE"] = pure
     code = (
         "import torch, perftop.hook as h\n"
         "t = h.state().tracker\n"

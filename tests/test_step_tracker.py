@@ -1,8 +1,9 @@
-"""Step boundaries from whatever the loop reveals, checked on the pure tracker."""
+"""Step boundaries from whatever the loop reveals, checked on the tracker alone: the
+pure-Python reference and the C one (``tracker_cls`` in conftest.py), same assertions."""
 
 from __future__ import annotations
 
-from perftop.hook.steps import StepTracker
+import pytest
 
 
 class Clock:
@@ -15,12 +16,16 @@ class Clock:
         return t0, self.t
 
 
-def _tracker():
-    steps: list[tuple] = []
-    return StepTracker(steps.append), steps
+@pytest.fixture
+def _tracker(tracker_cls):
+    def make():
+        steps: list[tuple] = []
+        return tracker_cls(steps.append), steps
+
+    return make
 
 
-def test_optimizer_loop_with_loader():
+def test_optimizer_loop_with_loader(_tracker):
     tr, steps = _tracker()
     c = Clock()
     for _ in range(3):
@@ -37,7 +42,7 @@ def test_optimizer_loop_with_loader():
     assert round(opt, 6) == 0.05
 
 
-def test_first_iteration_is_not_counted_twice_when_optimizer_shows_up_late():
+def test_first_iteration_is_not_counted_twice_when_optimizer_shows_up_late(_tracker):
     """Backward is seen before the first optimizer step; the step is closed once."""
     tr, steps = _tracker()
     c = Clock()
@@ -50,7 +55,7 @@ def test_first_iteration_is_not_counted_twice_when_optimizer_shows_up_late():
     assert [s[0] for s in steps] == [0, 1, 2, 3]
 
 
-def test_manual_sgd_with_loader_keeps_the_update_in_its_step():
+def test_manual_sgd_with_loader_keeps_the_update_in_its_step(_tracker):
     tr, steps = _tracker()
     c = Clock()
     for _ in range(3):
@@ -63,7 +68,7 @@ def test_manual_sgd_with_loader_keeps_the_update_in_its_step():
     assert all(s[7] == "backward" for s in steps)
 
 
-def test_loader_only_loop():
+def test_loader_only_loop(_tracker):
     tr, steps = _tracker()
     c = Clock()
     for _ in range(5):
@@ -76,7 +81,7 @@ def test_loader_only_loop():
     assert len(steps) == 5 and all(s[7] == "loader" for s in steps)
 
 
-def test_gan_two_optimizers_one_step_per_iteration():
+def test_gan_two_optimizers_one_step_per_iteration(_tracker):
     tr, steps = _tracker()
     c = Clock()
     for _ in range(3):
@@ -90,7 +95,7 @@ def test_gan_two_optimizers_one_step_per_iteration():
     assert round(steps[1][5], 6) == 0.2  # both optimizers' time in the optimizer phase
 
 
-def test_gradient_accumulation_counts_optimizer_steps():
+def test_gradient_accumulation_counts_optimizer_steps(_tracker):
     tr, steps = _tracker()
     c = Clock()
     for _ in range(2):
@@ -103,7 +108,7 @@ def test_gradient_accumulation_counts_optimizer_steps():
     assert len(steps) == 2 and round(steps[0][4], 6) == 0.4
 
 
-def test_explicit_steps_win_and_phases_are_kept():
+def test_explicit_steps_win_and_phases_are_kept(_tracker):
     tr, steps = _tracker()
     c = Clock()
     for _ in range(3):
@@ -118,7 +123,7 @@ def test_explicit_steps_win_and_phases_are_kept():
     assert round(steps[-1][6]["forward"], 6) == 0.2
 
 
-def test_held_steps_are_released_after_the_hold_limit():
+def test_held_steps_are_released_after_the_hold_limit(_tracker):
     tr, steps = _tracker()
     c = Clock()
     for i in range(70):

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 from perftop.events import Hello
+from perftop.hook import impl
 from perftop.hook.sender import Sender, debug
-from perftop.hook.steps import StepTracker
 
 
 def _env_int(name: str) -> int | None:
@@ -25,7 +25,8 @@ class HookState:
     def __init__(self, socket_path: str) -> None:
         self.sender = Sender(socket_path, self.hello)
         # Steps go straight into the sender's bounded deque: a C call, no Python frame.
-        self.tracker = StepTracker(self.sender.steps.append)
+        # The tracker is the C one when the extension is there (see impl.py).
+        self.tracker = impl.new_tracker(self.sender.steps.append)
         self.tracker.on_settle = self.sender.start
         self.tracker.on_error = self.internal_error
         self.handles: list[Any] = []  # torch hook handles (have .remove())

@@ -1,6 +1,9 @@
 """Wiring the step tracker into torch once torch is imported: global optimizer hooks,
 ``torch.autograd.backward``, and the DataLoader iterators. Each wrapper calls the original
-first-class and swallows its own errors: a perftop bug must never surface in user code."""
+first-class and swallows its own errors: a perftop bug must never surface in user code.
+
+With the C tracker (see impl.py) the two wrappers are C objects doing what the Python
+ones below do, without a Python frame; the Python ones are the reference."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import time
 from typing import Any
 
 from perftop.events import LoaderInfo
+from perftop.hook import impl
 from perftop.hook.state import HookState
 
 _perf = time.perf_counter
@@ -28,6 +32,7 @@ def patch_torch(state: HookState) -> None:
 
     # -- backward: Tensor.backward calls torch.autograd.backward -------------------------
     orig_backward = torch.autograd.backward
+    fast = impl.speedups if impl.is_fast(tracker) else None
 
     @functools.wraps(orig_backward)
     def backward(*args: Any, _perf: Any = _perf, **kwargs: Any) -> Any:
@@ -40,6 +45,10 @@ def patch_torch(state: HookState) -> None:
             except Exception:
                 state.internal_error("backward")
 
+    if fast is not None:
+        backward = functools.update_wrapper(
+            fast.wrap_backward(orig_backward, tracker), orig_backward
+        )
     torch.autograd.backward = backward
     state.undo.append(lambda: setattr(torch.autograd, "backward", orig_backward))
 
@@ -61,6 +70,8 @@ def patch_torch(state: HookState) -> None:
             except Exception:
                 state.internal_error("DataLoader.__next__")
 
+    if fast is not None:
+        __next__ = functools.update_wrapper(fast.wrap_next(orig_next, tracker), orig_next)
     base.__next__ = __next__
     state.undo.append(lambda: setattr(base, "__next__", orig_next))
 
