@@ -6,9 +6,9 @@ Settings, read from the environment when torch is imported:
 - ``PERFTOP_SYNC``: ``sampled`` (default), ``all`` (detector on every step: slow, for
   debugging) or ``off`` (no detection at all, CUDA debug mode included).
 - ``PERFTOP_SYNC_EARLY``: early steps the detector watches (default 3: steps 1-3).
-- ``PERFTOP_SYNC_EVERY``: fewest steps between later samples (default 100).
+- ``PERFTOP_SYNC_EVERY``: fewest steps between later samples (default 200).
 - ``PERFTOP_SYNC_BUDGET_US``: amortized extra µs per step the detector may cost
-  (default 2); the gap between samples grows with the measured cost of a sampled step.
+  (default 1); the gap between samples grows with the measured cost of a sampled step.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class Sampler:
     """Which steps the detector watches: ``early`` steps after the first, then one step
     when the amortized cost of the last sample has been paid for."""
 
-    def __init__(self, early: int = 3, every: int = 100, budget_s: float = 2e-6) -> None:
+    def __init__(self, early: int = 3, every: int = 200, budget_s: float = 1e-6) -> None:
         self.early = early
         self.every = max(1, every)
         self.budget_s = budget_s
@@ -52,6 +52,9 @@ class Sampler:
         self.last_gap = self.every
         # Below this count a step takes the fast path (see attach): nothing to do.
         self.quiet_until = 0
+        # Time spent in the per-step callback since the last sample (its own bookkeeping,
+        # and stopping the detector): also paid for out of the budget.
+        self.overhead_s = 0.0
 
     def closed(self, index: int, t: float, watched: bool) -> bool:
         """Step ``index`` ended at ``t``; is the next step watched? Counted from the first
@@ -76,7 +79,8 @@ class Sampler:
         base = self.base
         if base is None:
             return self.every
-        extra = max(0.0, watched_dur - base)
+        extra = max(0.0, watched_dur - base) + self.overhead_s
+        self.overhead_s = 0.0
         allowed = max(self.budget_s, FRACTION * base)
         return max(self.every, min(1_000_000, math.ceil(extra / allowed - 1e-9)))
 
@@ -131,8 +135,8 @@ def attach(state: Any, torch: Any) -> Collector | None:
     collector = Collector(state.sender.put, lambda: state.sender.pid)
     sampler = Sampler(
         _env_int("PERFTOP_SYNC_EARLY", 3),
-        _env_int("PERFTOP_SYNC_EVERY", 100),
-        _env_int("PERFTOP_SYNC_BUDGET_US", 2) * 1e-6,
+        _env_int("PERFTOP_SYNC_EVERY", 200),
+        _env_int("PERFTOP_SYNC_BUDGET_US", 1) * 1e-6,
     )
     sampler.all = mode == "all"
     detector = sync_detect.make_detector(torch, collector, state)
@@ -148,10 +152,18 @@ def attach(state: Any, torch: Any) -> Collector | None:
     told = [False]  # sent at the first step: a process that never trains stays silent
     tracker = state.tracker
 
+    perf = time.perf_counter
     last = [-1]  # the last step index seen: steps skipped in between still count
 
     def on_step(index: int, t: float) -> int:
         """Returns the next step index that needs this callback."""
+        t_in = perf()
+        try:
+            return _on_step(index, t)
+        finally:
+            sampler.overhead_s += perf() - t_in
+
+    def _on_step(index: int, t: float) -> int:
         try:
             if last[0] >= 0 and index > last[0] + 1:
                 sampler.n += index - last[0] - 1
