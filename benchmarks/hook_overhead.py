@@ -11,7 +11,7 @@ the target is about, and what a busy machine's scheduling does not inflate). Eac
 round is compared with the "off" rounds beside it and the median of those differences is
 reported, which cancels slow drifts of the machine.
 
-    python benchmarks/hook_overhead.py [--rounds 60] [--steps 400]
+    python benchmarks/hook_overhead.py [--rounds 120] [--steps 400]
 
 The hot path is the C extension when it is built (``setup.py build_ext --inplace``), else
 the pure-Python reference; ``PERFTOP_PURE=1`` measures the latter. The output says which.
@@ -108,7 +108,7 @@ class Switch:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--rounds", type=int, default=60)
+    p.add_argument("--rounds", type=int, default=120)
     p.add_argument("--steps", type=int, default=400)
     args = p.parse_args()
 
