@@ -105,3 +105,26 @@ def test_events_and_hook_never_import_psutil_or_pynvml(python):
     code = "import sys, perftop.events, perftop.hook; print('psutil' in sys.modules, 'pynvml' in sys.modules)"
     out = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_exited_processes_leave_the_live_view_unless_the_job_is_over():
+    from perftop.events.probes import PROC_FIELDS, ProcSample
+
+    def row(pid: int) -> tuple:
+        r = dict.fromkeys(PROC_FIELDS)
+        r.update(pid=pid, ppid=1, name="p", state="S", cpu_percent=50.0, rss=100, uss=10,
+                 pss=20)  # fmt: skip
+        return tuple(r[k] for k in PROC_FIELDS)
+
+    s = Session()
+    s.apply(ProcSample(100.0, 1.0, 1, (row(1), row(2))))
+    s.apply(ProcSample(101.0, 1.0, 1, (row(1),)))  # worker 2 exited
+    live = {p.pid: p for p in s.snapshot().processes}
+    assert live[2].alive is False and live[2].rss_bytes == 100  # shown a while, dimmed
+    s.apply(ProcSample(110.0, 1.0, 1, (row(1),)))
+    assert [p.pid for p in s.snapshot().processes] == [1]  # gone from the live view
+    assert len(s.snapshot(window=None).processes) == 2  # the report keeps every process
+    s.apply(ProcSample(111.0, 1.0, 1, ()))  # the whole job is over
+    s.apply(ProcSample(130.0, 1.0, 1, ()))
+    (last,) = s.snapshot().processes
+    assert last.pid == 1 and not last.alive and last.uss_bytes == 10  # last figures stay

@@ -71,7 +71,7 @@ class ProcessesReducer:
     def __init__(self) -> None:
         self.procs: dict[int, _Proc] = {}
         self.cmdlines: dict[int, str] = {}
-        self.last_t: float | None = None
+        self.last_live_t: float | None = None  # the last tick that saw a process
 
     def apply(self, ev: Any) -> None:
         if isinstance(ev, ProcInfo):
@@ -80,7 +80,8 @@ class ProcessesReducer:
             if p is not None:
                 p.row = replace(p.row, cmdline=ev.cmdline)
             return
-        self.last_t = ev.t
+        if ev.rows:
+            self.last_live_t = ev.t
         seen = set()
         for raw in ev.rows:
             r = proc_row(raw)
@@ -132,8 +133,10 @@ class ProcessesReducer:
 
     def contribute(self, parts: dict[str, Any], window: int | None) -> None:
         rows = [p.row for p in self.procs.values()]
-        if window is not None and self.last_t is not None:
-            cutoff = self.last_t - GONE_SHOWN_S
+        # Exited processes leave the live view after a while (workers of each epoch come
+        # and go); once nothing runs any more, the last ones seen keep their figures.
+        if window is not None and self.last_live_t is not None:
+            cutoff = self.last_live_t - GONE_SHOWN_S
             rows = [r for r in rows if r.alive or self.procs[r.pid].last_t >= cutoff]
         parts["processes"] = tuple(rows)
 
