@@ -240,3 +240,13 @@ async def test_no_data_states_are_plain() -> None:
         assert "no GPU" in text_of(app.query_one("#gpu Static"))
         assert "no hints yet" in text_of(app.query_one("#hints Static"))
         await asyncio.sleep(0)
+
+
+def test_not_available_sorts_last_in_both_directions() -> None:
+    from perftop.tui.widgets.difftable import Cell, _sort_key
+
+    cells = [Cell("N/A", None), Cell("2", 2.0), Cell("1", 1.0)]
+    up = sorted(cells, key=lambda c: _sort_key(c, False))
+    down = sorted(cells, key=lambda c: _sort_key(c, True), reverse=True)
+    assert [c.value for c in up] == [1.0, 2.0, None]
+    assert [c.value for c in down] == [2.0, 1.0, None]

@@ -22,10 +22,11 @@ class Cell(Text):
         return isinstance(other, Text) and self.plain == other.plain and self.style == other.style
 
 
-def _sort_key(value: Any) -> tuple[int, Any]:
+def _sort_key(value: Any, reverse: bool = False) -> tuple[int, Any]:
+    """Numbers by value, text by text; N/A always last, whichever the direction."""
     v = value.value if isinstance(value, Cell) else value
     if v is None:
-        return (1, 0)
+        return (-1 if reverse else 1, 0)
     return (0, v) if isinstance(v, (int, float)) else (0, str(v))
 
 
@@ -63,7 +64,8 @@ class DiffTable(DataTable):
             self._apply_sort()
 
     def _apply_sort(self) -> None:
-        self.sort(self.sort_column, key=_sort_key, reverse=self.sort_reverse)
+        rev = self.sort_reverse
+        self.sort(self.sort_column, key=lambda v: _sort_key(v, rev), reverse=rev)
 
     def sort_by(self, column: str, reverse: bool | None = None) -> None:
         if reverse is None:

@@ -18,6 +18,7 @@ from perftop.tui.widgets.panel import Panel
 
 COLUMNS = (
     ("op", "op"),
+    ("kind", "kind"),
     ("where", "file:line"),
     ("per_step", "per step"),
     ("count", "total"),
@@ -30,8 +31,10 @@ def site_cells(s: SyncSite) -> list[Cell]:
     where = f"{os.path.basename(s.file)}:{s.line}"
     return [
         Cell(s.op, s.op, style=kind_style, justify="left"),
+        # "potential": would make a GPU wait; seen on this device by the sampled detector.
+        Cell(s.kind, s.kind, style=kind_style if s.kind == "sync" else "dim", justify="left"),
         Cell(where, where, justify="left"),
-        Cell(f"{s.per_step:.1f}", s.per_step),
+        Cell(f"{s.per_step:.2f}" if s.per_step < 1 else f"{s.per_step:.1f}", s.per_step),
         Cell(f"{s.count:,}", s.count),
         Cell(fmt.secs(s.blocked_s), s.blocked_s, style=fmt.NA_STYLE if s.blocked_s is None else ""),
     ]
@@ -46,6 +49,8 @@ def summary(sites: tuple[SyncSite, ...]) -> Group | Text:
         t = Text(s.op, style="bold red" if s.kind == "sync" else "yellow")
         t.append(f" {os.path.basename(s.file)}:{s.line}")
         t.append(f" {s.per_step:.1f}/step", style="dim")
+        if s.kind != "sync":
+            t.append(" potential", style="dim")
         if s.blocked_s is not None:
             t.append(f" {fmt.secs(s.blocked_s)}")
         t.no_wrap, t.overflow = True, "ellipsis"
@@ -63,8 +68,9 @@ class SyncPanel(Panel):
 
     def __init__(self, *, id: str | None = None) -> None:  # noqa: A002
         super().__init__(id=id)
-        # Keeps the detector's order (most costly first) until the user picks a column.
-        self.table = DiffTable(COLUMNS, sort="blocked", reverse=True)
+        # Most frequent first: each sync drains the GPU's queue, so the rate is the cost
+        # (the time blocked is rarely measurable; it is N/A then, and sorts last).
+        self.table = DiffTable(COLUMNS, sort="per_step", reverse=True)
         self.summary = Static("no host↔device syncs seen", markup=False)
 
     def compose(self) -> ComposeResult:
