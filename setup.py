@@ -8,7 +8,11 @@ setup(
     ext_modules=[
         Extension(
             "perftop.hook._speedups",
-            sources=["perftop/hook/_speedups.c", "perftop/hook/_tracker.c"],
+            sources=[
+                "perftop/hook/_speedups.c",
+                "perftop/hook/_tracker.c",
+                "perftop/hook/_wrappers.c",
+            ],
             depends=["perftop/hook/_tracker.h"],
             optional=True,
         )

@@ -60,4 +60,11 @@ void pt_reset(Tracker *s);
 int pt_report(Tracker *s, const char *where);
 int pt_call_method(Tracker *s, const char *name, PyObject *a, PyObject *b, PyObject *c);
 
+/* _wrappers.c: the HookWrapper type and the two calls it can make. */
+extern PyTypeObject pt_WrapperType;
+PyObject *pt_next_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames);
+PyObject *pt_backward_call(PyObject *self, PyObject *const *args, size_t nargsf,
+                           PyObject *kwnames);
+PyObject *pt_make_wrapper(PyObject *const *a, Py_ssize_t nargs, vectorcallfunc call);
+
 #endif
