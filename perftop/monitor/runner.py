@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -94,6 +95,7 @@ class Job:
         self.output: OutputTail | None = None
         self.sources: list[Any] = []
         self.exit_code: int | None = None
+        self._exit_lock = threading.Lock()
 
     @property
     def pid(self) -> int | None:
@@ -154,29 +156,33 @@ class Job:
     def poll(self) -> int | None:
         return None if self.proc is None else self.proc.poll()
 
+    def reap(self) -> int:
+        """Wait for the job's top process and record its exit, once, whoever asks first
+        (the CLI, the TUI's watcher thread): 128+N when signal N killed it."""
+        assert self.proc is not None
+        rc = self.proc.wait()
+        with self._exit_lock:
+            if self.exit_code is None:
+                self.exit_code = rc if rc >= 0 else 128 - rc
+                self.ingest.submit(JobExit(time.time(), self.proc.pid, self.exit_code))
+        return self.exit_code
+
     def wait(self) -> int:
         """Wait for the job, then drain its last events and close the recording."""
-        assert self.proc is not None
         while True:
             try:
-                rc = self.proc.wait()
+                code = self.reap()
                 break
             except KeyboardInterrupt:  # the job got the same Ctrl-C; let it finish
                 continue
-        self.exit_code = rc if rc >= 0 else 128 - rc
         self.finish()
-        return self.exit_code
+        return code
 
     def finish(self) -> None:
-        """Record the exit, let the hooks' final flushes arrive, stop everything."""
-        if self.proc is not None and self.exit_code is None:
-            rc = self.proc.poll()
-            if rc is not None:
-                self.exit_code = rc if rc >= 0 else 128 - rc
-        if self.exit_code is not None:
-            self.ingest.submit(
-                JobExit(time.time(), self.proc.pid if self.proc else 0, self.exit_code)
-            )
+        """Record the exit if the job has ended, let the hooks' final flushes arrive, stop
+        everything."""
+        if self.poll() is not None:
+            self.reap()
         deadline = time.monotonic() + DRAIN_S
         while self.server.open_connections and time.monotonic() < deadline:
             time.sleep(0.02)

@@ -18,9 +18,9 @@ from dataclasses import replace
 from typing import Any
 
 import perftop
-from perftop.events import Hello, JobExit, JobStart, LoaderInfo, SessionStart
+from perftop.events import Hello, JobStart, LoaderInfo, SessionStart
 from perftop.model import Snapshot
-from perftop.monitor.runner import DRAIN_S, Job, RunConfig, SourceFactory
+from perftop.monitor.runner import Job, RunConfig, SourceFactory
 from perftop.recording import RecordingWriter, default_path
 from perftop.report.fmt import command as command_line
 from perftop.tui.app import PerftopApp
@@ -142,12 +142,7 @@ def run_live(
 
 def _watch(job: Job, app: PerftopApp) -> None:
     """Tell the session and the app when the job ends; the app stays open to read it."""
-    assert job.proc is not None
-    rc = job.proc.wait()
-    code = rc if rc >= 0 else 128 - rc
-    job.exit_code = code
-    job.ingest.submit(JobExit(time.time(), job.proc.pid, code))
-    app.post_message(JobEnded(code))
+    app.post_message(JobEnded(job.reap()))
 
 
 def _stop(job: Job) -> None:
@@ -164,16 +159,8 @@ def _stop(job: Job) -> None:
 
 def _finish(job: Job) -> int:
     """Wait for the job, give the hooks' last frames time to arrive, close everything."""
-    assert job.proc is not None
-    rc = job.proc.wait()
-    code = rc if rc >= 0 else 128 - rc
-    if job.exit_code is None:
-        job.exit_code = code
-        job.ingest.submit(JobExit(time.time(), job.proc.pid, code))
-    deadline = time.monotonic() + DRAIN_S
-    while job.server.open_connections and time.monotonic() < deadline:
-        time.sleep(0.02)
-    job.close()
+    code = job.reap()
+    job.finish()
     return code
 
 
