@@ -255,6 +255,36 @@ class SyncSite:
 
 
 @dataclass(frozen=True, slots=True)
+class BetweenRow:
+    """Time spent outside training steps, by kind (``eval``, ``checkpoint``, ``other``):
+    the whole run's total and count, and the latest interval."""
+
+    kind: str
+    total_s: float = 0.0
+    count: int = 0
+    last_t0: float | None = None
+    last_t1: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Hint:
+    """A diagnosis: a pure rule's verdict over snapshots, with the measured evidence.
+
+    ``est_gain`` is the share of step (or wall) time at stake, 0..1, an upper bound where
+    ``est_gain_text`` says so; ``panel`` names the panel whose figures prove it."""
+
+    id: str
+    severity: str  # "high" | "medium" | "info"
+    title: str
+    evidence: tuple[str, ...] = ()
+    advice: tuple[str, ...] = ()
+    est_gain: float | None = None
+    est_gain_text: str = ""
+    panel: str = ""
+    since_t: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     meta: Meta = field(default_factory=Meta)
     steps: StepStats = field(default_factory=StepStats)
@@ -271,6 +301,8 @@ class Snapshot:
     output_total: int = 0
     notes: tuple[NoteRow, ...] = ()
     events: int = 0
+    between: tuple[BetweenRow, ...] = ()  # time outside training steps, by kind
+    hints: tuple[Hint, ...] = ()  # most estimated gain first
 
     def role_of(self, pid: int) -> ProcessRole | None:
         for r in self.roles:
