@@ -81,6 +81,13 @@ class StepStats:
     gpu_p50: float | None = None
     last_t: float | None = None
     recent: tuple[StepRow, ...] = ()
+    host: str = ""  # the node this process runs on (a collector sees many)
+    own_p50: float | None = None  # median of step time outside backward(): the rank's own work
+    sync_count: int = 0  # host-device sync events this process reported (all kinds)
+    # Whole-run step-time histogram: counts per bucket of ``STEP_BUCKETS`` (last: +Inf),
+    # and the sum of all step durations, for cumulative metrics.
+    step_hist: tuple[int, ...] = ()
+    step_sum_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +117,7 @@ class Loader:
     workers: tuple[tuple[int, int], ...]
     dataset: str
     t: float
+    host: str = ""  # set where a collector merges nodes
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +130,7 @@ class ProcessRole:
     worker_id: int | None = None
     loader_id: int | None = None
     parent_pid: int | None = None
+    host: str = ""  # set where a collector merges nodes (pids are only unique per host)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +180,7 @@ class ProcRow:
     pss_bytes_max: int | None = None
     uss_bytes_first: int | None = None
     uss_bytes_last: int | None = None
+    host: str = ""  # set where a collector merges nodes
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,6 +246,7 @@ class GpuRow:
     temperature_c_max: float | None = None
     # (figure, run average, run maximum) for every sampled figure, for reports
     stats: tuple[tuple[str, float | None, float | None], ...] = ()
+    host: str = ""  # set where a collector merges nodes
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +263,7 @@ class SyncSite:
     per_step: float
     blocked_s: float | None = None  # host time spent blocked, where measurable
     last_step: int | None = None
+    host: str = ""  # set where a collector merges nodes
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,6 +297,18 @@ class Hint:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeRow:
+    """A node forwarding to a collector: its name (host, made unique), whether its link is
+    up, its job's state and the events it sent."""
+
+    name: str
+    connected: bool = True
+    state: str = ""
+    events: int = 0
+    dropped_events: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     meta: Meta = field(default_factory=Meta)
     steps: StepStats = field(default_factory=StepStats)
@@ -303,6 +327,7 @@ class Snapshot:
     events: int = 0
     between: tuple[BetweenRow, ...] = ()  # time outside training steps, by kind
     hints: tuple[Hint, ...] = ()  # most estimated gain first
+    nodes: tuple[NodeRow, ...] = ()  # the nodes a collector hears (empty for a local run)
 
     def role_of(self, pid: int) -> ProcessRole | None:
         for r in self.roles:

@@ -12,6 +12,7 @@ from typing import Any
 from perftop.errors import RecordingError
 from perftop.events import Event
 from perftop.model import Session, Snapshot
+from perftop.model.ranks import find_straggler, slowest
 from perftop.model.snapshot import ProcRow, StepStats
 from perftop.recording import ReadStats, read_events
 
@@ -44,8 +45,8 @@ def build_report(snap: Snapshot, stats: ReadStats | None = None) -> dict[str, An
         "duration_s": _round(m.elapsed_s),
         "record_path": m.record_path,
         "steps": _steps(snap.steps),
-        "ranks": [_rank(r) for r in snap.ranks],
-        "processes": [_process(snap, r.pid) for r in snap.roles],
+        "ranks": _ranks(snap.ranks),
+        "processes": [_process(snap, r.pid, r.host) for r in snap.roles],
         "loaders": [_loader(ld) for ld in snap.loaders],
         "host": _host(snap),
         "gpus": _gpus(snap),
@@ -83,7 +84,13 @@ def _steps(s: StepStats) -> dict[str, Any]:
     }
 
 
-def _rank(s: StepStats) -> dict[str, Any]:
+def _ranks(ranks: tuple[StepStats, ...]) -> list[dict[str, Any]]:
+    slow = slowest(ranks)
+    strag = find_straggler(ranks)
+    return [_rank(r, r is slow, strag is not None and r is slow) for r in ranks]
+
+
+def _rank(s: StepStats, slowest: bool = False, straggler: bool = False) -> dict[str, Any]:
     return {
         "rank": s.rank,
         "pid": s.pid,
@@ -91,13 +98,20 @@ def _rank(s: StepStats) -> dict[str, Any]:
         "step_time_p50_s": _round(s.p50),
         "step_time_p95_s": _round(s.p95),
         "data_wait_fraction": _round(s.data_wait_fraction, 4),
+        "host": s.host,
+        "data_wait_p50_s": _round(s.phase_p50.get("data")),
+        "backward_p50_s": _round(s.phase_p50.get("backward")),
+        "outside_backward_p50_s": _round(s.own_p50),
+        "gpu_time_p50_s": _round(s.gpu_p50),
+        "sync_events": s.sync_count,
+        "slowest": slowest,
+        "straggler": straggler,
     }
 
 
-def _process(snap: Snapshot, pid: int) -> dict[str, Any]:
-    r = snap.role_of(pid)
-    assert r is not None
-    p = next((row for row in snap.processes if row.pid == pid), None)
+def _process(snap: Snapshot, pid: int, host: str = "") -> dict[str, Any]:
+    r = next(x for x in snap.roles if x.pid == pid and x.host == host)
+    p = next((row for row in snap.processes if row.pid == pid and row.host == host), None)
     return {
         "pid": r.pid,
         "role": r.role,
@@ -106,6 +120,7 @@ def _process(snap: Snapshot, pid: int) -> dict[str, Any]:
         "loader_id": r.loader_id,
         "parent_pid": r.parent_pid,
         **_probe_figures(p),
+        "host": r.host,
     }
 
 
@@ -142,6 +157,7 @@ def _loader(ld: Any) -> dict[str, Any]:
         "prefetch_factor": ld.prefetch_factor,
         "persistent_workers": ld.persistent_workers,
         "workers": [{"worker_id": w, "pid": p} for w, p in ld.workers],
+        "host": ld.host,
     }
 
 
@@ -177,6 +193,7 @@ def _gpus(snap: Snapshot) -> list[dict[str, Any]]:
             {"pid": p.pid, "memory_bytes": p.mem_bytes, "sm_percent": p.sm_percent}
             for p in g.processes
         ]
+        entry["host"] = g.host
         out.append(entry)
     return out
 
@@ -194,6 +211,7 @@ def _sync(snap: Snapshot) -> list[dict[str, Any]]:
             "per_step": _round(s.per_step, 4),
             "blocked_s": _round(s.blocked_s),
             "last_step": s.last_step,
+            "host": s.host,
         }
         for s in snap.sync
     ]

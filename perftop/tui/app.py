@@ -25,6 +25,7 @@ from perftop.tui.widgets import (
     OutputPanel,
     Panel,
     ProcessesPanel,
+    RanksPanel,
     StepsPanel,
     SyncPanel,
 )
@@ -58,7 +59,7 @@ class PerftopApp(App[str | None]):
         Binding("s", "sort", "sort"),
         Binding("i", "invert", "invert", show=False),
         Binding("r", "record", "record"),
-        *[Binding(str(i), f"focus_panel({i - 1})", show=False) for i in range(1, 8)],
+        *[Binding(str(i), f"focus_panel({i - 1})", show=False) for i in range(1, 9)],
     ]
 
     def __init__(self, controller: Controller | None = None) -> None:
@@ -79,6 +80,7 @@ class PerftopApp(App[str | None]):
             yield SyncPanel(id="sync")
             yield HintsPanel(id="hints")
             yield OutputPanel(id="output")
+            yield RanksPanel(id="ranks")  # shown only for more than one rank
         yield Footer()
 
     @property

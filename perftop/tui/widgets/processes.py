@@ -72,9 +72,18 @@ def row_cells(pid: int, p: ProcRow | None, role: ProcessRole | None) -> list[Cel
 
 
 def table_rows(snap: Snapshot) -> dict[str, list[Cell]]:
-    procs = {p.pid: p for p in snap.processes}
-    pids = [r.pid for r in snap.roles] + [pid for pid in procs if snap.role_of(pid) is None]
-    return {str(pid): row_cells(pid, procs.get(pid), snap.role_of(pid)) for pid in pids}
+    """Rows keyed by pid, or ``host:pid`` where a collector merged nodes (pids repeat
+    across hosts); the role then names the host too."""
+    procs = {(p.host, p.pid): p for p in snap.processes}
+    roles = {(r.host, r.pid): r for r in snap.roles}
+    keys = list(roles) + [k for k in procs if k not in roles]
+    rows = {}
+    for host, pid in keys:
+        cells = row_cells(pid, procs.get((host, pid)), roles.get((host, pid)))
+        if host:
+            cells[0] = Cell(f"{host} {cells[0].plain}", (host, cells[0].value), justify="left")
+        rows[f"{host}:{pid}" if host else str(pid)] = cells
+    return rows
 
 
 class ProcessesPanel(Panel):
