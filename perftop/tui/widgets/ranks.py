@@ -17,18 +17,17 @@ from perftop.tui import fmt
 from perftop.tui.widgets.difftable import Cell, DiffTable
 from perftop.tui.widgets.panel import Panel
 
-COLUMNS = (
+COLUMNS = (  # what tells ranks apart first: a narrow terminal scrolls to the rest
     ("rank", "rank"),
-    ("host", "host"),
-    ("pid", "pid"),
-    ("steps", "steps"),
     ("step", "step p50"),
     ("data", "data"),
     ("own", "own work"),
     ("bwd", "backward"),
     ("gpu", "GPU"),
     ("syncs", "syncs"),
-    ("mark", ""),
+    ("steps", "steps"),
+    ("host", "host"),
+    ("pid", "pid"),
 )
 
 
@@ -41,19 +40,19 @@ def rank_cells(r: StepStats, mark: str) -> list[Cell]:
         return Cell(fmt.secs(v), v, style=fmt.NA_STYLE if v is None else "")
 
     rank = "-" if r.rank is None else str(r.rank)
-    style = "bold red" if mark else ""
+    if mark:
+        rank += f" ◀ {mark}"
     return [
-        Cell(rank, r.rank, style=style or "bold", justify="left"),
-        Cell(r.host or "-", r.host, justify="left"),
-        Cell(str(r.pid), r.pid),
-        Cell(f"{r.count:,}", r.count),
+        Cell(rank, r.rank, style="bold red" if mark else "bold", justify="left"),
         t(r.p50),
         t(r.phase_p50.get("data")),
         t(r.own_p50),
         t(r.phase_p50.get("backward")),
         t(r.gpu_p50),
         Cell(f"{r.sync_count:,}", r.sync_count),
-        Cell(mark, mark, style="bold red", justify="left"),
+        Cell(f"{r.count:,}", r.count),
+        Cell(r.host or "-", r.host, justify="left"),
+        Cell(str(r.pid), r.pid),
     ]
 
 
@@ -64,7 +63,7 @@ def table_rows(snap: Snapshot) -> dict[str, list[Cell]]:
     for r in snap.ranks:
         mark = ""
         if slow is not None and r is slow:
-            mark = "◀ straggler" if strag is not None else "◀ slowest"
+            mark = "straggler" if strag is not None else "slowest"
         rows[row_key(r)] = rank_cells(r, mark)
     return rows
 
