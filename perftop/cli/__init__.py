@@ -8,12 +8,13 @@ from collections.abc import Sequence
 
 import perftop
 from perftop.cli.base import Command
+from perftop.cli.collect import CollectCommand
 from perftop.cli.demo import DemoCommand
 from perftop.cli.report import ReportCommand
 from perftop.cli.run import RunCommand
 from perftop.errors import PerftopError
 
-COMMANDS: tuple[type[Command], ...] = (RunCommand, ReportCommand, DemoCommand)
+COMMANDS: tuple[type[Command], ...] = (RunCommand, ReportCommand, DemoCommand, CollectCommand)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -7,6 +7,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from perftop.cli.extras import (
+    Extras,
+    add_forward_option,
+    add_prometheus_option,
+    build_extras,
+    stderr_line,
+)
 from perftop.errors import UsageError
 from perftop.monitor.runner import Job, RunConfig, install_signal_forwarding
 from perftop.probes.scheduler import check_interval
@@ -41,6 +48,8 @@ def add_launch_options(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="TUI refresh interval (default 0.5 = 2 Hz)",
     )
+    add_forward_option(p)
+    add_prometheus_option(p)
 
 
 def config_from_args(args: argparse.Namespace, command: tuple[str, ...]) -> RunConfig:
@@ -70,18 +79,27 @@ def use_tui(args: argparse.Namespace) -> bool:
 
 def launch(args: argparse.Namespace, command: tuple[str, ...]) -> int:
     cfg = config_from_args(args, command)
-    if use_tui(args):
-        try:
-            from perftop.tui.live import run_live
-        except ImportError:
-            pass
-        else:
-            return run_live(cfg, probe_sources(cfg))
-    return run_headless(cfg)
+    tui = use_tui(args)
+    # In the TUI, the forwarder's news would garble the screen: it goes to the log only.
+    extras = build_extras(args, log=(lambda s: None) if tui else stderr_line)
+    try:
+        if tui:
+            try:
+                from perftop.tui.live import run_live
+            except ImportError:
+                pass
+            else:
+                return run_live(
+                    cfg, probe_sources(cfg), sinks=extras.sinks, on_snapshot=extras.on_snapshot()
+                )
+        return run_headless(cfg, extras)
+    finally:
+        extras.close()
 
 
-def run_headless(cfg: RunConfig) -> int:
-    job = Job(cfg, sources=probe_sources(cfg))
+def run_headless(cfg: RunConfig, extras: Extras | None = None) -> int:
+    extras = extras or Extras()
+    job = Job(cfg, on_snapshot=extras.on_snapshot(), sources=probe_sources(cfg), sinks=extras.sinks)
     job.start()
     install_signal_forwarding(job)
     rc = job.wait()

@@ -59,10 +59,15 @@ class Straggler:
         )
 
 
+def _ranked(ranks: Sequence[StepStats]) -> list[StepStats]:
+    """The processes torchrun gave a rank (a collector may also hear unrelated jobs)."""
+    return [r for r in ranks if r.rank is not None]
+
+
 def _usable(ranks: Sequence[StepStats]) -> list[StepStats]:
     return [
         r
-        for r in ranks
+        for r in _ranked(ranks)
         if r.count >= MIN_STEPS and r.own_p50 is not None and "backward" in r.phase_p50
     ]
 
@@ -105,7 +110,7 @@ def slowest(ranks: Sequence[StepStats]) -> StepStats | None:
     s = find_straggler(ranks)
     if s is not None:
         return next(r for r in ranks if r.pid == s.pid and r.host == s.host)
-    timed = [r for r in ranks if r.p50 is not None]
+    timed = [r for r in _ranked(ranks) if r.p50 is not None]
     if len(timed) < 2:
         return None
     hi = max(timed, key=lambda r: r.p50 or 0.0)

@@ -276,6 +276,7 @@ class BetweenRow:
     count: int = 0
     last_t0: float | None = None
     last_t1: float | None = None
+    host: str = ""  # set where a collector merges nodes
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,6 +295,7 @@ class Hint:
     est_gain_text: str = ""
     panel: str = ""
     since_t: float | None = None
+    host: str = ""  # set where a collector merges nodes
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,8 +331,9 @@ class Snapshot:
     hints: tuple[Hint, ...] = ()  # most estimated gain first
     nodes: tuple[NodeRow, ...] = ()  # the nodes a collector hears (empty for a local run)
 
-    def role_of(self, pid: int) -> ProcessRole | None:
+    def role_of(self, pid: int, host: str | None = None) -> ProcessRole | None:
+        """The role of ``pid`` (on ``host``, where a collector merged nodes)."""
         for r in self.roles:
-            if r.pid == pid:
+            if r.pid == pid and (host is None or r.host == host):
                 return r
         return None

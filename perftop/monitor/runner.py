@@ -76,7 +76,9 @@ class Job:
         cfg: RunConfig,
         on_snapshot: Callable[[Snapshot], None] | None = None,
         sources: Sequence[SourceFactory] = (),
+        sinks: Sequence[Any] = (),
     ) -> None:
+        """``sinks`` get the stream as the recording does (forwarders)."""
         self.cfg = cfg
         self._source_factories = tuple(sources)
         self.session = Session()
@@ -89,6 +91,7 @@ class Job:
             on_snapshot=on_snapshot,
             refresh_s=cfg.refresh_s,
             rejected_frames=lambda: self.server.rejected_frames,
+            sinks=sinks,
         )
         self.server = Server(self.ingest.submit_frame)
         self.proc: subprocess.Popen[bytes] | None = None

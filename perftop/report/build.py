@@ -12,6 +12,7 @@ from typing import Any
 from perftop.errors import RecordingError
 from perftop.events import Event
 from perftop.model import Session, Snapshot
+from perftop.model.fleet import FleetSession
 from perftop.model.ranks import find_straggler, slowest
 from perftop.model.snapshot import ProcRow, StepStats
 from perftop.recording import ReadStats, read_events
@@ -19,10 +20,11 @@ from perftop.recording import ReadStats, read_events
 REPORT_VERSION = 1
 
 
-def session_from_file(path: str, stats: ReadStats | None = None) -> Session:
-    """A session replayed from a recording; a recording with no events is an error."""
+def session_from_file(path: str, stats: ReadStats | None = None) -> FleetSession:
+    """A session replayed from a recording (a collector's holds many nodes; a local
+    run's, one); a recording with no events is an error."""
     stats = stats if stats is not None else ReadStats()
-    session = Session()
+    session = FleetSession()
     session.apply_all(read_events(path, stats))
     if stats.events == 0:
         why = f" ({stats.warnings[0]})" if stats.warnings else ""
@@ -58,6 +60,16 @@ def build_report(snap: Snapshot, stats: ReadStats | None = None) -> dict[str, An
         "events": snap.events,
         "notes": [{"level": n.level, "source": n.source, "text": n.text} for n in snap.notes],
         "warnings": list(stats.warnings) if stats is not None else [],
+        "nodes": [
+            {
+                "name": n.name,
+                "state": n.state,
+                "connected": n.connected,
+                "events": n.events,
+                "dropped_events": n.dropped_events,
+            }
+            for n in snap.nodes
+        ],
     }
 
 

@@ -13,7 +13,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -103,9 +103,16 @@ class LiveController:
 
 
 def run_live(
-    cfg: RunConfig, sources: Sequence[SourceFactory] = (), *, refresh_s: float | None = None
+    cfg: RunConfig,
+    sources: Sequence[SourceFactory] = (),
+    *,
+    refresh_s: float | None = None,
+    sinks: Sequence[Any] = (),
+    on_snapshot: Callable[[Snapshot], None] | None = None,
 ) -> int:
-    """Run ``cfg.command`` under the TUI; returns the job's exit code (0 when left running)."""
+    """Run ``cfg.command`` under the TUI; returns the job's exit code (0 when left running).
+    ``sinks`` (forwarders) get the stream; ``on_snapshot`` (metrics) each snapshot too."""
+    extra = on_snapshot
     cfg = replace(cfg, capture_output=True, refresh_s=refresh_s or cfg.refresh_s)
     app = PerftopApp()
     ctl: LiveController | None = None
@@ -114,8 +121,10 @@ def run_live(
         if ctl is not None:
             ctl.last = snap
         app.post_message(SnapshotMessage(snap))  # thread-safe; coalesced by the app
+        if extra is not None:
+            extra(snap)
 
-    job = Job(cfg, on_snapshot=on_snapshot, sources=sources)
+    job = Job(cfg, on_snapshot=on_snapshot, sources=sources, sinks=sinks)
     ctl = LiveController(job)
     app.controller = ctl
     job.start()  # a LaunchError propagates before the terminal is taken over

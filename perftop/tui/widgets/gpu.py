@@ -23,7 +23,7 @@ def device_lines(g: GpuRow, width: int, compact: bool, snap: Snapshot) -> list[T
     or one summary line when ``compact``."""
     util = None if g.util_percent is None else g.util_percent / 100
     mem = _frac(g.mem_used_bytes, g.mem_total_bytes)
-    label = Text(f"{g.index} ", style="bold")
+    label = Text(f"{g.host}:{g.index} " if g.host else f"{g.index} ", style="bold")
     if compact:
         t = label.copy()
         t.append("util ", style="dim")
@@ -54,7 +54,7 @@ def device_lines(g: GpuRow, width: int, compact: bool, snap: Snapshot) -> list[T
     if g.throttle:
         io.append("  throttled: " + ",".join(g.throttle), style="yellow")
     for p in g.processes:
-        role = snap.role_of(p.pid)
+        role = snap.role_of(p.pid, g.host)
         io.append(f"  {p.pid}", style="dim")
         io.append(f"{'/' + role.role if role else ''} {fmt.bytes_(p.mem_bytes)}")
     return [head, u, m, io]

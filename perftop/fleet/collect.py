@@ -1,0 +1,132 @@
+"""`perftop collect`: hear many nodes' forwarders, record and show them as one session.
+
+The collector is a source (a TCP server) feeding its own ingest, whose model is a
+:class:`~perftop.model.fleet.FleetSession` (one session per node). It runs until
+``--duration`` has passed, or Ctrl-C / SIGTERM / ``q``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import perftop
+from perftop.events import SessionStart
+from perftop.fleet.collector import Collector
+from perftop.model import Snapshot
+from perftop.model.fleet import FleetSession
+from perftop.monitor.ingest import Ingest
+from perftop.recording import RecordingWriter
+from perftop.report.fmt import seconds
+
+
+@dataclass(frozen=True, slots=True)
+class CollectConfig:
+    listen: tuple[str, int]
+    token: str
+    record: Path | None = None
+    force: bool = False
+    duration_s: float | None = None
+    refresh_s: float = 0.5
+    headless: bool = True
+
+
+def run_collect(
+    cfg: CollectConfig,
+    on_snapshot: Callable[[Snapshot], None] | None = None,
+    log: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True),
+) -> int:
+    session = FleetSession()
+    collector: Collector | None = None
+    app = None
+    if not cfg.headless:
+        from perftop.tui.app import PerftopApp
+
+        app = PerftopApp()
+
+    def snapshot(snap: Snapshot) -> None:
+        if app is not None:
+            from perftop.tui.messages import SnapshotMessage
+
+            app.post_message(SnapshotMessage(snap))
+        if on_snapshot is not None:
+            on_snapshot(snap)
+
+    rec = RecordingWriter(cfg.record, force=cfg.force) if cfg.record is not None else None
+    ingest = Ingest(
+        session,
+        rec,
+        on_snapshot=snapshot if (app is not None or on_snapshot is not None) else None,
+        refresh_s=cfg.refresh_s,
+        rejected_frames=lambda: collector.rejected_frames if collector is not None else 0,
+    )
+    try:
+        collector = Collector(cfg.listen, cfg.token, ingest.submit_frame, ingest.submit, log=log)
+    except BaseException:
+        if rec is not None:
+            rec.close()
+        raise
+    host, port = collector.address
+    ingest.start()
+    ingest.submit(
+        SessionStart(
+            t=time.time(),
+            command=("perftop", "collect", "--listen", f"{host}:{port}"),
+            cwd=os.getcwd(),
+            host=socket.gethostname(),
+            monitor_pid=os.getpid(),
+            perftop_version=perftop.__version__,
+            record_path=str(cfg.record or ""),
+        )
+    )
+    collector.start()
+    log(f"perftop: collecting on {host}:{port}" + (f", recording to {cfg.record}" if rec else ""))
+    try:
+        if app is not None:
+            if cfg.duration_s is not None:
+                threading.Timer(cfg.duration_s, lambda: app.exit(None)).start()
+            app.run()
+        else:
+            _wait(cfg.duration_s)
+    finally:
+        collector.close()
+        ingest.stop()
+    snap = session.snapshot(window=None)
+    for line in summary(snap, cfg.record, collector.refused):
+        log(line)
+    return 0
+
+
+def _wait(duration_s: float | None) -> None:
+    """Until the duration has passed or a signal asks us to stop."""
+    stop = threading.Event()
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for s in old:
+        signal.signal(s, lambda *_: stop.set())
+    try:
+        stop.wait(duration_s)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def summary(snap: Snapshot, record: Path | None, refused: int) -> list[str]:
+    lines = [f"perftop: {len(snap.nodes)} node(s), {len(snap.ranks)} training process(es)"]
+    for n in snap.nodes:
+        ranks = [r for r in snap.ranks if r.host == n.name]
+        steps = sum(r.count for r in ranks)
+        lines.append(f"perftop:   {n.name}: {n.state}, {len(ranks)} process(es), {steps} steps")
+    if refused:
+        lines.append(f"perftop: refused {refused} connection(s) (see the notes)")
+    if snap.meta.elapsed_s is not None:
+        lines.append(f"perftop: collected for {seconds(snap.meta.elapsed_s)}")
+    if record is not None:
+        lines.append(f"perftop: recorded to {record}  (perftop report {record})")
+    return lines
