@@ -12,6 +12,7 @@ session, the job, the trainers, the loaders: the latest of each).
 from __future__ import annotations
 
 import os
+import select
 import socket
 import threading
 import time
@@ -217,8 +218,12 @@ class Forwarder:
             with self._cv:
                 while not self._buf and not self._stop.is_set():
                     self._cv.wait(0.5)
+                    if _peer_gone(sock):
+                        raise ConnectionResetError("the collector closed the link")
                 if not self._buf:
                     return  # stopped with nothing left
+                if _peer_gone(sock):  # keep the batch for the next link, not a dead one
+                    raise ConnectionResetError("the collector closed the link")
                 batch = list(self._buf)
                 self._buf.clear()
                 self._bytes = 0
@@ -238,6 +243,18 @@ class Forwarder:
             if dropped != self._dropped_told:
                 self._dropped_told = dropped
                 sock.sendall(encode_frame([Dropped(time.time(), os.getpid(), dropped, "forward")]))
+
+
+def _peer_gone(sock: socket.socket) -> bool:
+    """The collector never writes after ``OK``: anything readable is its EOF or reset.
+    Checked before each send, since TCP accepts a first send into a closed link."""
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)  # a timed socket's recv would wait
+        return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
+    except (BlockingIOError, InterruptedError):
+        return False
+    except (OSError, ValueError):
+        return True
 
 
 def _frame_of(data: bytes) -> Frame:
