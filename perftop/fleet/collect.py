@@ -121,7 +121,7 @@ def summary(snap: Snapshot, record: Path | None, refused: int) -> list[str]:
     lines = [f"perftop: {len(snap.nodes)} node(s), {len(snap.ranks)} training process(es)"]
     for n in snap.nodes:
         ranks = [r for r in snap.ranks if r.host == n.name]
-        steps = sum(r.count for r in ranks)
+        steps = max((r.count for r in ranks), default=0)
         lines.append(f"perftop:   {n.name}: {n.state}, {len(ranks)} process(es), {steps} steps")
     if refused:
         lines.append(f"perftop: refused {refused} connection(s) (see the notes)")
