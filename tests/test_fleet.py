@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 from perftop.events import Hello, NodeLink, Note, SessionStart, Step
@@ -35,19 +37,25 @@ def _spawn(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen[
     )
 
 
-def _collector(tmp_path: Path, token: str, *extra: str) -> tuple[subprocess.Popen[str], int]:
-    """`perftop collect` on a free loopback port, its port read from what it prints."""
+def _collector(tmp_path: Path, token: str, *extra: str) -> tuple[subprocess.Popen[str], list]:
+    """`perftop collect` on a free loopback port; what it printed tells the port."""
     proc = _spawn(
         ["collect", "--listen", "127.0.0.1:0", "--headless", "--duration", "120", *extra],
         {link.ENV_TOKEN: token},
         tmp_path,
     )
     assert proc.stderr is not None
+    lines = []
     for _ in range(20):
-        line = proc.stderr.readline()
-        if "collecting on" in line:
-            return proc, int(line.split("collecting on 127.0.0.1:")[1].split(",")[0].split()[0])
-    raise AssertionError(f"collector did not start: {line!r}")
+        lines.append(proc.stderr.readline())
+        if "collecting on" in lines[-1]:
+            return proc, lines
+    raise AssertionError(f"collector did not start: {lines!r}")
+
+
+def _port(lines: list[str], what: str) -> int:
+    line = next(x for x in lines if what in x)
+    return int(re.search(r"127\.0\.0\.1:(\d+)", line).group(1))
 
 
 def _frame(events: list) -> Frame:
@@ -57,7 +65,8 @@ def _frame(events: list) -> Frame:
 
 def test_two_nodes_reach_one_collector_and_a_wrong_token_is_refused(tmp_path):
     rec = tmp_path / "fleet.perftop"
-    col, port = _collector(tmp_path, "s3cret", "--record", str(rec))
+    col, lines = _collector(tmp_path, "s3cret", "--record", str(rec), "--prometheus", "127.0.0.1:0")
+    port = _port(lines, "collecting on")
     fwd = ["run", "--headless", "--no-record", "--forward", f"127.0.0.1:{port}", "--"]
     a = _spawn([*fwd, sys.executable, str(WORKLOADS / "no_loader.py")],
                {link.ENV_TOKEN: "s3cret", link.ENV_HOST: "node-a"}, tmp_path)  # fmt: skip
@@ -69,6 +78,12 @@ def test_two_nodes_reach_one_collector_and_a_wrong_token_is_refused(tmp_path):
     # A refused node still trains to the end, unhindered.
     assert a.returncode == b.returncode == bad.returncode == 0, outs
     assert "refused this node: wrong token" in outs["bad"][1]
+    url = f"http://127.0.0.1:{_port(lines, 'metrics at')}/metrics"
+    _wait_for(lambda: "node-b" in urllib.request.urlopen(url, timeout=5).read().decode())
+    body = urllib.request.urlopen(url, timeout=5).read().decode()
+    assert re.search(r'perftop_steps_total\{host="node-a",rank=""\} 20', body), body
+    assert re.search(r'perftop_steps_total\{host="node-b",rank=""\} 15', body), body
+    assert "intruder" not in body
     col.send_signal(signal.SIGTERM)
     _, col_err = col.communicate(timeout=30)
     assert col.returncode == 0, col_err

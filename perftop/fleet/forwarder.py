@@ -170,6 +170,9 @@ class Forwarder:
                 self._pump(self._sock)
             except OSError as exc:
                 self._log(f"perftop: lost the collector at {self._where}: {exc}; reconnecting")
+            except Exception as exc:  # a bug of ours: never let it end forwarding silently
+                self._log(f"perftop: forwarding error: {type(exc).__name__}: {exc}")
+                self._stop.wait(delay)
             finally:
                 self._sock.close()
                 self._sock = None
