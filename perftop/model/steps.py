@@ -32,6 +32,7 @@ class StepSeries:
         "last_t1",
         "hist",
         "total",
+        "binned",
     )
 
     def __init__(self, pid: int) -> None:
@@ -46,12 +47,11 @@ class StepSeries:
         self.last_t1: float | None = None
         self.hist = [0] * (len(STEP_BUCKETS) + 1)
         self.total = 0.0
+        self.binned = 0  # durations already counted in hist/total (binned at snapshot time)
 
     def add(self, ev: Step) -> None:
         d = ev.t1 - ev.t0
         self.durations.append(d)
-        self.hist[bisect_left(STEP_BUCKETS, d)] += 1  # le semantics: d == bound counts in
-        self.total += d
         self.data.append(ev.data)
         self.backward.append(ev.backward)
         self.optimizer.append(ev.optimizer)
@@ -97,10 +97,21 @@ class StepSeries:
             for k in sorted(self.gpu)[:LIVE_WINDOW]:
                 del self.gpu[k]
 
+    def _bin(self) -> None:
+        """Bring the whole-run histogram up to date: each step is binned once, in batches
+        at snapshot time, so adding a step stays as cheap as before."""
+        new = self.durations[self.binned :]
+        hist = self.hist
+        for d in new:
+            hist[bisect_left(STEP_BUCKETS, d)] += 1  # le semantics: d == bound counts in
+        self.total += sum(new)
+        self.binned += len(new)
+
     def stats(
         self, rank: int | None, window: int | None = LIVE_WINDOW, host: str = "", syncs: int = 0
     ) -> StepStats:
         """Figures over the last ``window`` steps (None: the whole run)."""
+        self._bin()
         n = len(self.durations)
         if n == 0:
             return StepStats(pid=self.pid, rank=rank, host=host, sync_count=syncs)
