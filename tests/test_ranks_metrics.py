@@ -113,3 +113,20 @@ def test_prometheus_endpoint_while_training(tmp_path):
     finally:
         proc.terminate()
         proc.communicate(timeout=30)
+
+
+def test_step_histogram_counts_each_step_once():
+    from perftop.events import Step
+    from perftop.model import Session
+    from perftop.model.steps import STEP_BUCKETS
+
+    s = Session()
+    for i, d in enumerate((0.001, 0.0011, 0.2, 100.0)):
+        s.apply(Step(1, i, 10.0 * i, 10.0 * i + d))
+    first = s.snapshot().steps
+    s.apply(Step(1, 9, 50.0, 50.02))
+    h = s.snapshot().steps  # a second snapshot bins only the new step
+    assert sum(first.step_hist) == 4 and sum(h.step_hist) == 5
+    b = dict(zip((*STEP_BUCKETS, "inf"), h.step_hist))
+    assert (b[0.001], b[0.0025], b[0.025], b[0.25], b["inf"]) == (1, 1, 1, 1, 1)
+    assert abs(h.step_sum_s - (0.001 + 0.0011 + 0.2 + 100.0 + 0.02)) < 1e-6

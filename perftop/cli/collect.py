@@ -49,6 +49,7 @@ class CollectCommand(Command):
             raise UsageError("--duration must be a positive number of seconds")
         if not args.refresh > 0:
             raise UsageError("--refresh must be a positive number of seconds")
+        listen = link.parse_addr(args.listen)
         token = link.token_from_env()
         if token is None:
             token = link.new_token()
@@ -59,7 +60,7 @@ class CollectCommand(Command):
             )
         headless = args.headless or not (sys.stdout.isatty() and sys.stdin.isatty())
         cfg = CollectConfig(
-            listen=link.parse_addr(args.listen),
+            listen=listen,
             token=token,
             record=None if args.no_record else (args.record or default_path()),
             force=args.force,

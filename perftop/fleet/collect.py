@@ -59,20 +59,21 @@ def run_collect(
         if on_snapshot is not None:
             on_snapshot(snap)
 
-    rec = RecordingWriter(cfg.record, force=cfg.force) if cfg.record is not None else None
     ingest = Ingest(
         session,
-        rec,
+        None,
         on_snapshot=snapshot if (app is not None or on_snapshot is not None) else None,
         refresh_s=cfg.refresh_s,
         rejected_frames=lambda: collector.rejected_frames if collector is not None else 0,
     )
+    # Bind first: a busy port must not leave an empty recording behind.
+    collector = Collector(cfg.listen, cfg.token, ingest.submit_frame, ingest.submit, log=log)
     try:
-        collector = Collector(cfg.listen, cfg.token, ingest.submit_frame, ingest.submit, log=log)
+        rec = RecordingWriter(cfg.record, force=cfg.force) if cfg.record is not None else None
     except BaseException:
-        if rec is not None:
-            rec.close()
+        collector.close()
         raise
+    ingest.set_recorder(rec)
     host, port = collector.address
     ingest.start()
     ingest.submit(
