@@ -96,8 +96,8 @@ class Collector:
             for key, _ in self._sel.select(timeout=0.2):
                 if key.fileobj is self._lsock:
                     self._accept()
-                else:
-                    self._read(self._conns[key.fileobj])  # type: ignore[index]
+                elif (c := self._conns.get(key.fileobj)) is not None:  # type: ignore[arg-type]
+                    self._read(c)
             now = time.monotonic()
             for c in [c for c in self._conns.values() if not c.node]:
                 if now - c.opened > HANDSHAKE_S:
