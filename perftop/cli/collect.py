@@ -26,8 +26,16 @@ class CollectCommand(Command):
         parser.add_argument(
             "--listen",
             metavar="[HOST:]PORT",
-            default=f"127.0.0.1:{link.DEFAULT_PORT}",
-            help=f"where to listen (default 127.0.0.1:{link.DEFAULT_PORT})",
+            help=f"where to listen for forwarders (default 127.0.0.1:{link.DEFAULT_PORT}; "
+            "none with --ssh unless given)",
+        )
+        parser.add_argument(
+            "--ssh",
+            metavar="[USER@]HOST",
+            action="append",
+            default=[],
+            help="run CMD on HOST under perftop through ssh (PERFTOP_SSH overrides the ssh "
+            "program) and collect its session over ssh's own channel; repeatable",
         )
         parser.add_argument("--headless", action="store_true", help="no TUI")
         parser.add_argument(
@@ -41,6 +49,9 @@ class CollectCommand(Command):
             "--refresh", type=float, default=0.5, metavar="SECONDS", help="TUI refresh interval"
         )
         add_prometheus_option(parser)
+        parser.add_argument(
+            "cmd", nargs=argparse.REMAINDER, metavar="CMD ARGS...", help="the job, with --ssh"
+        )
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         from perftop.fleet.collect import CollectConfig, run_collect
@@ -49,9 +60,22 @@ class CollectCommand(Command):
             raise UsageError("--duration must be a positive number of seconds")
         if not args.refresh > 0:
             raise UsageError("--refresh must be a positive number of seconds")
-        listen = link.parse_addr(args.listen)
+        cmd = list(args.cmd)
+        if cmd and cmd[0] == "--":
+            cmd = cmd[1:]
+        if bool(cmd) != bool(args.ssh):
+            raise UsageError(
+                "--ssh HOST needs a command (perftop collect --ssh HOST -- python train.py)"
+                if args.ssh
+                else f"unexpected arguments: {' '.join(cmd)} (a command goes with --ssh)"
+            )
+        if args.listen is None and not args.ssh:
+            args.listen = f"127.0.0.1:{link.DEFAULT_PORT}"
+        listen = link.parse_addr(args.listen) if args.listen is not None else None
         token = link.token_from_env()
-        if token is None:
+        if token is None and listen is None:
+            token = ""  # nothing listens: no token to share
+        elif token is None:
             token = link.new_token()
             print(
                 f"perftop: token for the nodes: {link.ENV_TOKEN}={token}",
@@ -67,6 +91,8 @@ class CollectCommand(Command):
             duration_s=args.duration,
             refresh_s=args.refresh,
             headless=headless,
+            ssh=tuple(args.ssh),
+            command=tuple(cmd),
         )
         extras = build_extras(args)
         try:

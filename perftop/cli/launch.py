@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,12 @@ def add_launch_options(p: argparse.ArgumentParser) -> None:
     )
     add_forward_option(p)
     add_prometheus_option(p)
+    p.add_argument(
+        "--stream-out",
+        action="store_true",
+        help="write the session to stdout (the job's stdout goes to stderr); implies "
+        "--headless: what `perftop collect --ssh` runs on the remote",
+    )
 
 
 def config_from_args(args: argparse.Namespace, command: tuple[str, ...]) -> RunConfig:
@@ -79,9 +86,17 @@ def use_tui(args: argparse.Namespace) -> bool:
 
 def launch(args: argparse.Namespace, command: tuple[str, ...]) -> int:
     cfg = config_from_args(args, command)
+    stream = getattr(args, "stream_out", False)
+    if stream:
+        args.headless = True
+        cfg = replace(cfg, job_stdout_to_stderr=True)
     tui = use_tui(args)
     # In the TUI, the forwarder's news would garble the screen: it goes to the log only.
     extras = build_extras(args, log=(lambda s: None) if tui else stderr_line)
+    if stream:
+        from perftop.fleet.stream import StreamOut
+
+        extras.sinks.append(StreamOut(sys.stdout.fileno(), log=stderr_line))
     try:
         if tui:
             try:

@@ -14,7 +14,8 @@ from perftop.events.base import Event, event
 @event("node_scope")
 class NodeScope(Event):
     """The events that follow, up to the next marker, come from ``node`` ("" = the
-    collector itself). Made by the reader of a node frame, never sent on the wire."""
+    collector itself). Made by the reader of a node frame; a collector also writes them
+    around the few events it makes on a node's behalf (an ssh node's output lines)."""
 
     node: str
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import perftop
 from perftop.events import SessionStart
 from perftop.fleet.collector import Collector
+from perftop.fleet.stream import SshNode
 from perftop.model import Snapshot
 from perftop.model.fleet import FleetSession
 from perftop.monitor.ingest import Ingest
@@ -29,13 +30,15 @@ from perftop.report.fmt import seconds
 
 @dataclass(frozen=True, slots=True)
 class CollectConfig:
-    listen: tuple[str, int]
+    listen: tuple[str, int] | None  # None: no TCP listener (only --ssh nodes)
     token: str
     record: Path | None = None
     force: bool = False
     duration_s: float | None = None
     refresh_s: float = 0.5
     headless: bool = True
+    ssh: tuple[str, ...] = ()  # remote hosts to run ``command`` on through ssh
+    command: tuple[str, ...] = ()
 
 
 def run_collect(
@@ -67,19 +70,24 @@ def run_collect(
         rejected_frames=lambda: collector.rejected_frames if collector is not None else 0,
     )
     # Bind first: a busy port must not leave an empty recording behind.
-    collector = Collector(cfg.listen, cfg.token, ingest.submit_frame, ingest.submit, log=log)
+    if cfg.listen is not None:
+        collector = Collector(cfg.listen, cfg.token, ingest.submit_frame, ingest.submit, log=log)
     try:
         rec = RecordingWriter(cfg.record, force=cfg.force) if cfg.record is not None else None
     except BaseException:
-        collector.close()
+        if collector is not None:
+            collector.close()
         raise
     ingest.set_recorder(rec)
-    host, port = collector.address
+    where = "{}:{}".format(*collector.address) if collector is not None else ""
+    args = ("--listen", where) if where else ()
+    for h in cfg.ssh:
+        args += ("--ssh", h)
     ingest.start()
     ingest.submit(
         SessionStart(
             t=time.time(),
-            command=("perftop", "collect", "--listen", f"{host}:{port}"),
+            command=("perftop", "collect", *args, *(("--", *cfg.command) if cfg.ssh else ())),
             cwd=os.getcwd(),
             host=socket.gethostname(),
             monitor_pid=os.getpid(),
@@ -87,32 +95,47 @@ def run_collect(
             record_path=str(cfg.record or ""),
         )
     )
-    collector.start()
-    log(f"perftop: collecting on {host}:{port}" + (f", recording to {cfg.record}" if rec else ""))
+    nodes = [
+        SshNode(h, cfg.command, ingest.submit_frame, ingest.submit, log, echo=app is None).start()
+        for h in cfg.ssh
+    ]
+    if collector is not None:
+        collector.start()
+        log(f"perftop: collecting on {where}" + (f", recording to {cfg.record}" if rec else ""))
     try:
         if app is not None:
             if cfg.duration_s is not None:
                 threading.Timer(cfg.duration_s, lambda: app.exit(None)).start()
             app.run()
         else:
-            _wait(cfg.duration_s)
+            # Only ssh nodes: done when every remote stream has ended.
+            done = (lambda: all(n.done for n in nodes)) if nodes and collector is None else None
+            _wait(cfg.duration_s, done)
     finally:
-        collector.close()
+        for n in nodes:
+            n.stop()
+        if collector is not None:
+            collector.close()
         ingest.stop()
     snap = session.snapshot(window=None)
-    for line in summary(snap, cfg.record, collector.refused):
+    for line in summary(snap, cfg.record, collector.refused if collector is not None else 0):
         log(line)
-    return 0
+    return 1 if nodes and all(n.error for n in nodes) else 0
 
 
-def _wait(duration_s: float | None) -> None:
-    """Until the duration has passed or a signal asks us to stop."""
+def _wait(duration_s: float | None, done: Callable[[], bool] | None = None) -> None:
+    """Until the duration has passed, ``done()`` holds, or a signal asks us to stop."""
     stop = threading.Event()
     old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     for s in old:
         signal.signal(s, lambda *_: stop.set())
+    deadline = None if duration_s is None else time.monotonic() + duration_s
     try:
-        stop.wait(duration_s)
+        while not stop.wait(0.2):
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            if done is not None and done():
+                break
     finally:
         for s, h in old.items():
             signal.signal(s, h)

@@ -251,6 +251,8 @@ class Forwarder:
 def _peer_gone(sock: socket.socket) -> bool:
     """The collector never writes after ``OK``: anything readable is its EOF or reset.
     Checked before each send, since TCP accepts a first send into a closed link."""
+    if not isinstance(sock, socket.socket):
+        return False  # a pipe: a closed reader shows as a failed write
     try:
         readable, _, _ = select.select([sock], [], [], 0)  # a timed socket's recv would wait
         return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""

@@ -42,6 +42,7 @@ class RunConfig:
     capture_output: bool = False  # the TUI owns the terminal: job output goes to a panel
     interval_s: float = 1.0  # probe sampling interval
     refresh_s: float = 0.5  # snapshot rate for the UI
+    job_stdout_to_stderr: bool = False  # our stdout carries the session (--stream-out)
 
 
 def hook_env(
@@ -130,6 +131,8 @@ class Job:
                 stderr=self.output.stderr,
                 start_new_session=True,
             )
+        elif self.cfg.job_stdout_to_stderr:
+            kwargs["stdout"] = sys.stderr.fileno()
         try:
             self.proc = subprocess.Popen([exe, *self.cfg.command[1:]], env=env, **kwargs)
         except OSError as exc:
