@@ -99,3 +99,6 @@ class ProcessesPanel(Panel):
         n = len(snap.roles)
         workers = sum(1 for r in snap.roles if r.role == "worker")
         self.border_subtitle = f"{n} procs · {workers} workers" if n else "no processes yet"
+        stopped = snap.probe_stopped("procs")
+        if stopped:
+            self.border_subtitle = f"probe stopped: {stopped}"
