@@ -88,3 +88,23 @@ def test_macos_host_has_no_iowait_rather_than_zero():
     (h,) = probe.sample(time.time())
     assert isinstance(h, HostSample) and h.cpu_percent is not None
     assert h.iowait_percent is None
+
+
+def test_a_zombie_job_is_not_alive_and_psutil_says_so(python):
+    from perftop.monitor.background import alive
+
+    proc = subprocess.Popen([python, "-c", "pass"])
+    deadline = time.monotonic() + 10
+    while psutil.Process(proc.pid).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    assert not alive(proc.pid)  # exited, not yet reaped
+    proc.wait()
+    assert not alive(proc.pid) and alive(os.getpid())
+
+
+def test_monitor_own_rss_comes_from_psutil():
+    from perftop.monitor.ingest import _rss
+
+    ours = psutil.Process().memory_info().rss
+    assert abs(_rss() - ours) < 0.2 * ours
