@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import io
 import os
 import time
-
-from rich.console import Console
 
 from perftop.events import ProbeFailed, ProcSample
 from perftop.model import Session
@@ -19,6 +16,7 @@ from perftop.tui.app import PerftopApp
 from perftop.tui.messages import SnapshotMessage
 from perftop.tui.widgets import HostPanel, ProcessesPanel
 from tests.tui.fakes import snapshot
+from tests.tui.test_app import text_of
 
 
 class FlakyProcs(ProcProbe):
@@ -60,12 +58,6 @@ def test_failing_probe_is_reported_once_and_cleared_when_it_works_again():
     assert session.snapshot().probe_stopped("procs").startswith("OSError")
 
 
-def _text(widget) -> str:
-    console = Console(width=200, file=io.StringIO(), record=True)
-    console.print(widget.content)
-    return console.export_text()
-
-
 def test_panels_say_their_probe_stopped_and_why():
     snap = dataclasses.replace(
         snapshot(),
@@ -79,8 +71,8 @@ def test_panels_say_their_probe_stopped_and_why():
             for _ in range(3):
                 await pilot.pause()
             procs = str(app.query_one(ProcessesPanel).border_subtitle)
-            host = _text(app.query_one("#host Static"))
-            gpu = _text(app.query_one("#gpu Static"))
+            host = text_of(app.query_one("#host Static"))
+            gpu = text_of(app.query_one("#gpu Static"))
             assert isinstance(app.query_one(HostPanel), HostPanel)
             return procs, host, gpu
 

@@ -116,19 +116,25 @@ def run_live(
             ctl.last = snap
         app.post_message(SnapshotMessage(snap))  # thread-safe; coalesced by the app
 
-    job = Job(cfg, on_snapshot=on_snapshot, sources=sources)
-    ctl = LiveController(job)
-    app.controller = ctl
-    job.start()  # a LaunchError propagates before the terminal is taken over
+    # SIGHUP (the SSH session went away) and a hung-up terminal: see terminal_watch. Watched
+    # from before the recording exists, so that no moment of the start-up can lose it.
+    tty = TerminalWatch(lambda: app.post_message(TerminalLost()), lambda: _conclude(job, "leave"))
+    tty.start()
+    try:
+        job = Job(cfg, on_snapshot=on_snapshot, sources=sources)
+        ctl = LiveController(job)
+        app.controller = ctl
+        job.start()  # a LaunchError propagates before the terminal is taken over
+    except BaseException:
+        tty.close()
+        raise
     threading.Thread(target=_watch, args=(job, app), name="perftop-watch", daemon=True).start()
     old = signal.getsignal(signal.SIGTERM)
     signal.signal(signal.SIGTERM, lambda s, f: app.exit("stop"))
-    # SIGHUP (the SSH session went away) and a hung-up terminal: see terminal_watch.
-    tty = TerminalWatch(lambda: app.post_message(TerminalLost()), lambda: _conclude(job, "leave"))
-    tty.start()
     choice: str | None = "stop"
     try:
-        choice = app.run()
+        if not tty.lost:  # gone already: no app to show
+            choice = app.run()
     finally:
         tty.release()  # never returns when the watch concluded in the app's place
         if tty.lost:

@@ -119,12 +119,18 @@ class TerminalWatch:
     def done(self, code: int) -> int:
         """The main thread concluded: stop watching; after a lost terminal, end the process
         now (nothing is left to say to it, and no thread may hold the exit)."""
-        self._stop.set()
-        if self._old_hup is not None:
-            signal.signal(signal.SIGHUP, self._old_hup)
+        self.close()
         if self.lost:
             _exit(code)
         return code
+
+    def close(self) -> None:
+        """Stop watching (the job never started, or perftop concluded)."""
+        self._claim("main")
+        self._stop.set()
+        if self._old_hup is not None:
+            signal.signal(signal.SIGHUP, self._old_hup)
+            self._old_hup = None
 
 
 def _isatty(fd: int) -> bool:
