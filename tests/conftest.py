@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -62,9 +63,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # no
         terminalreporter.write_sep(
             "=", f"CI: {len(skipped)} skipped, which fails the run", red=True
         )
-        for rep in skipped:
-            reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
-            terminalreporter.write_line(f"{rep.nodeid}: {reason}")
+        reasons = Counter(
+            rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+            for rep in skipped
+        )
+        for reason, n in reasons.most_common():
+            terminalreporter.write_line(f"{n} x {reason}")
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:  # noqa: ANN001
