@@ -135,6 +135,10 @@ def run_live(
     try:
         if not tty.lost:  # gone already: no app to show
             choice = app.run()
+    except Exception:
+        if not tty.check():
+            raise
+        # the app died with its terminal: conclude as for any lost terminal
     finally:
         tty.release()  # never returns when the watch concluded in the app's place
         if tty.lost:

@@ -81,6 +81,13 @@ class TerminalWatch:
         except OSError:
             return True
 
+    def check(self) -> bool:
+        """Whether the terminal is gone, looking now (the app may fail before the watch
+        thread's next look)."""
+        if not self.lost and self.hung_up():
+            self._lose("the terminal hung up")
+        return self.lost
+
     def _run(self) -> None:
         while not self._lost.wait(POLL_S):
             if self._stop.is_set():

@@ -60,3 +60,17 @@ def test_a_hung_up_terminal_ends_perftop(tmp_path, mode, code, said):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_check_sees_a_hang_up_at_once():
+    """The app may fail on the dead terminal before the watch thread looks again."""
+    from perftop.tui.terminal_watch import TerminalWatch
+
+    master, slave = os.openpty()
+    try:
+        watch = TerminalWatch(lambda: None, lambda: 0, fds=(slave,))
+        assert not watch.check() and not watch.lost
+        os.close(master)
+        assert watch.check() and watch.reason == "the terminal hung up"
+    finally:
+        os.close(slave)
