@@ -101,18 +101,45 @@ def _tick(w: RecordingWriter, t: float, rnd: random.Random, rss: dict, wpids: li
         rss[pid] += rnd.choice((0, 0, 0, 4096, -4096, 8192))
         cpu = round(rnd.uniform(90, 100) if pid == MAIN else rnd.uniform(20, 60), 1)
         rows.append(
-            (pid, 1 if pid == MAIN else MAIN, "python" if pid == MAIN else "pt_data_worker",
-             "running", cpu, rnd.randrange(32), 4 if pid == MAIN else 3, rss[pid],
-             rss[pid] // 3, rss[pid] // 2, 0, rnd.randrange(1 << 22), 0)
+            (
+                pid,
+                1 if pid == MAIN else MAIN,
+                "python" if pid == MAIN else "pt_data_worker",
+                "running",
+                cpu,
+                rnd.randrange(32),
+                4 if pid == MAIN else 3,
+                rss[pid],
+                rss[pid] // 3,
+                rss[pid] // 2,
+                0,
+                rnd.randrange(1 << 22),
+                0,
+            )
         )
     w.write_events(
         [
             ProcSample(t, 1.0, MAIN, tuple(rows)),
-            HostSample(t, 1.0, 32, round(rnd.uniform(30, 40), 1),
-                       tuple(round(rnd.uniform(0, 100), 1) for _ in range(32)), 0.2,
-                       (9.5, 9.4, 9.3), 256 << 30, (100 << 30) + rnd.randrange(1 << 24),
-                       150 << 30, 0, 0, rnd.randrange(1 << 24), rnd.randrange(1 << 16), 2.0,
-                       rnd.randrange(1 << 12), rnd.randrange(1 << 12), 1 << 30),
+            HostSample(
+                t,
+                1.0,
+                32,
+                round(rnd.uniform(30, 40), 1),
+                tuple(round(rnd.uniform(0, 100), 1) for _ in range(32)),
+                0.2,
+                (9.5, 9.4, 9.3),
+                256 << 30,
+                (100 << 30) + rnd.randrange(1 << 24),
+                150 << 30,
+                0,
+                0,
+                rnd.randrange(1 << 24),
+                rnd.randrange(1 << 16),
+                2.0,
+                rnd.randrange(1 << 12),
+                rnd.randrange(1 << 12),
+                1 << 30,
+            ),
             ProbeTick(t, 1.0, round(rnd.uniform(0, 0.002), 6), round(rnd.uniform(0.002, 0.004), 6)),
             MonitorStats(t, round(rnd.uniform(1, 3), 1), 90_000_000, 0),
         ]
@@ -160,18 +187,28 @@ def main() -> int:
     back = time.perf_counter() - t
     times.append(back)
     hours = (end - start) / 3600
-    print(f"recording        : {args.steps:,} steps of ~{args.step_s * 1e3:.0f} ms, "
-          f"{args.workers} workers + main sampled at 1 Hz, {hours:.1f} h "
-          f"(written in {gen_s:.1f} s)")
-    print(f"file size        : {size / 1e6:.1f} MB = {size / args.steps:.1f} bytes/step "
-          f"(target < 50) {'met' if size / args.steps < 50 else 'NOT met'}")
-    print(f"first frame      : {first * 1e3:.0f} ms (target < 2000) "
-          f"{'met' if first < 2 else 'NOT met'}")
-    print(f"index (background): {indexed:.1f} s, {len(index.checkpoints)} checkpoints, "
-          f"{len(index.stalls)} stalls, {len(index.gaps)} gaps")
-    print(f"seek             : {len(times)} seeks (steps, times, one event back) median "
-          f"{statistics.median(times) * 1e3:.0f} ms, max {max(times) * 1e3:.0f} ms "
-          f"(target < 100) {'met' if max(times) < 0.1 else 'NOT met'}")
+    print(
+        f"recording        : {args.steps:,} steps of ~{args.step_s * 1e3:.0f} ms, "
+        f"{args.workers} workers + main sampled at 1 Hz, {hours:.1f} h "
+        f"(written in {gen_s:.1f} s)"
+    )
+    print(
+        f"file size        : {size / 1e6:.1f} MB = {size / args.steps:.1f} bytes/step "
+        f"(target < 50) {'met' if size / args.steps < 50 else 'NOT met'}"
+    )
+    print(
+        f"first frame      : {first * 1e3:.0f} ms (target < 2000) "
+        f"{'met' if first < 2 else 'NOT met'}"
+    )
+    print(
+        f"index (background): {indexed:.1f} s, {len(index.checkpoints)} checkpoints, "
+        f"{len(index.stalls)} stalls, {len(index.gaps)} gaps"
+    )
+    print(
+        f"seek             : {len(times)} seeks (steps, times, one event back) median "
+        f"{statistics.median(times) * 1e3:.0f} ms, max {max(times) * 1e3:.0f} ms "
+        f"(target < 100) {'met' if max(times) < 0.1 else 'NOT met'}"
+    )
     return 0
 
 

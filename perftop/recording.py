@@ -23,7 +23,7 @@ from perftop.wire import HEADER, KIND_ZLIB, MAGIC, ZLIB_START, Frame, encode_fra
 
 FLUSH_EVERY_S = 0.5
 PENDING_MAX = 1 << 20  # bytes held before a flush is forced
-SEGMENT_BYTES = 64 << 10  # input per deflate stream: a damaged byte costs at most this
+SEGMENT_BYTES = 32 << 10  # input per deflate stream: a damaged byte costs at most this
 SUFFIX = ".perftop"
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 from array import array
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -41,13 +42,36 @@ class Checkpoint:
     def take(cls, session: Session, offset: int) -> Checkpoint:
         arrays = [(a, len(a)) for a in _arrays(session)]
         memo: dict[int, object] = {id(a): a for a, _ in arrays}  # shared, not copied
+        for obj in _frozen_rows(session):
+            memo[id(obj)] = obj
         saved = copy.deepcopy(session, memo)
         return cls(offset, session.events, session.last_t, step_counts(session), saved, arrays)
 
     def restore(self) -> Session:
         """A fresh session equal to the one checkpointed, free to go on on its own."""
         memo: dict[int, object] = {id(a): a[:n] for a, n in self.arrays}
+        for obj in _frozen_rows(self.session):
+            memo[id(obj)] = obj
         return copy.deepcopy(self.session, memo)
+
+
+def _frozen_rows(session: Session) -> Iterator[object]:
+    """Immutable rows held in the reducers' containers (recent steps, output lines):
+    shared between a checkpoint and its session instead of copied."""
+    holders: list[object] = list(session.reducers)
+    for reducer in session.reducers:
+        holders.extend(getattr(reducer, "series", {}).values())
+    for holder in holders:
+        names = getattr(holder, "__slots__", None) or list(getattr(holder, "__dict__", {}))
+        for name in names:
+            value = getattr(holder, name, None)
+            if isinstance(value, (deque, list)) and value and _frozen(value[-1]):
+                yield from value
+
+
+def _frozen(obj: object) -> bool:
+    params = getattr(type(obj), "__dataclass_params__", None)
+    return params is not None and params.frozen
 
 
 def step_counts(session: Session) -> dict[int, int]:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from perftop.errors import RecordingError
 from perftop.events import Event
 from perftop.model import Session, Snapshot
+from perftop.model.session import MetaReducer
 from perftop.reader import FrameScanner, open_recording
 from perftop.recording import ReadStats
 from perftop.replay.checkpoint import Checkpoint
@@ -72,6 +73,15 @@ class Player:
     @property
     def now(self) -> float | None:
         return self.session.last_t
+
+    @property
+    def finished(self) -> bool:
+        """No event left to apply."""
+        return self._peek() is None
+
+    def session_start(self) -> float | None:
+        meta = next((r for r in self.session.reducers if isinstance(r, MetaReducer)), None)
+        return meta.meta.start_t if meta is not None else None
 
     def primary(self) -> int | None:
         return primary_pid(self.session)

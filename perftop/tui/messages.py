@@ -30,3 +30,23 @@ class JobEnded(Message):
     def __init__(self, exit_code: int) -> None:
         super().__init__()
         self.exit_code = exit_code
+
+
+class ReplayStateMessage(Message):
+    """Where a replay is now (a :class:`perftop.replay.controller.ReplayState`)."""
+
+    def __init__(self, state: object) -> None:
+        super().__init__()
+        self.state = state
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, ReplayStateMessage)
+
+
+class NoticeMessage(Message):
+    """A line for the user from a background thread (a truncated file, a failed jump)."""
+
+    def __init__(self, text: str, severity: str = "warning") -> None:
+        super().__init__()
+        self.text = text
+        self.severity = severity
