@@ -42,7 +42,9 @@ PC0 = 345_600 * 10**9
 MAIN = 4242
 
 
-def generate(path: Path, steps: int, workers: int, step_s: float, seed: int = 1) -> None:
+def generate(
+    path: Path, steps: int, workers: int, step_s: float, seed: int = 1, eval_every: int = 20000
+) -> None:
     """A training of ``steps`` steps of about ``step_s`` seconds; clock readings are whole
     nanoseconds, as ``time.perf_counter`` gives them."""
     rnd = random.Random(seed)
@@ -80,7 +82,7 @@ def generate(path: Path, steps: int, workers: int, step_s: float, seed: int = 1)
         ns += int(step_s * 1e9 * rnd.uniform(0.05, 0.06))
         recs.append(STEP_RECORD.pack(MAIN, i, t0, now(), b - a, d - c, pc() - d, 3))
         ns += rnd.randrange(2000, 9000)
-        if i % 20000 == 19999:
+        if i % eval_every == eval_every - 1:
             ns += 30 * 10**9  # an evaluation between steps
         if ns >= next_tick:
             _tick(w, now(), rnd, rss, wpids)

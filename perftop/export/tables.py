@@ -16,6 +16,7 @@ from perftop.events import GpuSample, HostSample, ProcSample, SessionStart, Step
 from perftop.events.probes import GPU_FIELDS, PROC_FIELDS
 from perftop.model import Session
 from perftop.recording import ReadStats, read_events
+from perftop.replay.index import steps_reducer
 
 STEP_COLUMNS = (
     "pid",
@@ -56,8 +57,8 @@ SYNC_COLUMNS = ("op", "file", "line", "function", "kind", "count", "per_step", "
 def _cell(v: Any) -> Any:
     if v is None:
         return ""
-    if isinstance(v, (tuple, list)):
-        return " ".join(str(_cell(x)) for x in v)
+    if isinstance(v, (tuple, list)):  # per-core figures; GPU processes as pid:mem:sm
+        return " ".join(":".join(map(str, x)) if isinstance(x, tuple) else str(x) for x in v)
     return v
 
 
@@ -90,10 +91,8 @@ def export_csv(path: str | Path, out_dir: str | Path, stats: ReadStats) -> dict[
                 start = ev.t
             elif isinstance(ev, Step):
                 if ev.pid not in ranks:
-                    ranks[ev.pid] = next(
-                        (t.rank for t in session.snapshot(window=0).trainers if t.pid == ev.pid),
-                        None,
-                    )
+                    sr = steps_reducer(session)
+                    ranks[ev.pid] = sr.rank_of(ev.pid) if sr is not None else None
                 d = ev.t1 - ev.t0
                 other = max(0.0, d - ev.data - ev.backward - ev.optimizer)
                 w["steps"].writerow(

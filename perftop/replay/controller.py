@@ -24,6 +24,7 @@ from perftop.replay.player import Player
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 TICK_S = 0.05
 REFRESH_S = 0.25
+INDEX_REFRESH_S = 0.5
 FAST_SLICE_S = 0.08  # wall time per tick spent applying events in "as fast as possible"
 
 
@@ -77,6 +78,7 @@ class ReplayController:
     ) -> None:
         self.index = index
         self.player = Player(index)  # RecordingError here, before any UI starts
+        self.player.forward(1)  # the session start: then its first second, as live shows it
         self.player.advance_to((self.player.now or 0.0) + 1.0)
         self.on_update, self.on_notice = on_update, on_notice
         self.playing, self.speed, self.fast = playing, 1.0, False
@@ -134,10 +136,12 @@ class ReplayController:
             if self.playing and cmd is None:
                 moved |= self._advance(dt)
             if self.index.done and not self._noticed:
-                self._noticed = True
+                self._noticed = moved = True
                 for w in self.index.warnings() + ([self.index.error] if self.index.error else []):
                     self.on_notice(w)
-            if moved and (cmd is not None or wall - last_post >= REFRESH_S or not self.playing):
+            elif not self.index.done and wall - last_post >= INDEX_REFRESH_S:
+                moved = True  # the timeline grows while the index reads on
+            if moved and (cmd is not None or not self.playing or wall - last_post >= REFRESH_S):
                 self._post()
                 last_post = wall
 

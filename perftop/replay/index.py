@@ -59,6 +59,7 @@ class ReplayIndex:
         self.end_t: float | None = None
         self.events = 0
         self.steps = 0  # of the primary process
+        self.primary: int | None = None  # the process whose steps are counted
         self.progress = 0.0
         self.done = False
         self.error: str | None = None
@@ -97,6 +98,7 @@ class ReplayIndex:
                         series = steps_reducer(session).series  # type: ignore[union-attr]
                         if len(series) != npids:
                             npids, primary = len(series), primary_pid(session)
+                            self.primary = primary
                         if ev.pid != primary:
                             continue
                         durs = series[primary].durations

@@ -136,7 +136,7 @@ class Player:
         self.advance_to(t)
 
     def seek_step(self, n: int) -> None:
-        pid = self.primary() or self.index_primary()
+        pid = self.primary() or self.index.primary
         if pid is None:
             return
         cp = self.index.before_step(pid, n)
@@ -149,7 +149,3 @@ class Player:
             return s is None or len(s.durations) < n
 
         self._apply_while(before)
-
-    def index_primary(self) -> int | None:
-        cps = self.index.checkpoints
-        return primary_pid(cps[-1].session) if cps else None

@@ -20,6 +20,8 @@ def timeline(state: ReplayState, width: int) -> Text:
     start, end, now = state.start_t, state.end_t, state.now_t
     left = fmt.clock(None if now is None or start is None else now - start)
     right = fmt.clock(None if end is None or start is None else end - start)
+    if not state.index_done:
+        right += f" (indexing {state.indexed:.0%})"
     cells = max(4, width - len(left) - len(right) - 2)
     t = Text(left + " ", style="bold")
     if start is None or end is None or end <= start:
@@ -38,8 +40,6 @@ def timeline(state: ReplayState, width: int) -> Text:
                 t.append("▲", style="bold red")
             else:
                 t.append("━" if i < pos else "─", style="cyan" if i < pos else "dim")
-    if not state.index_done:
-        right += f" (indexing {state.indexed:.0%})"
     t.append(" " + right, style="bold" if state.index_done else "dim")
     t.no_wrap, t.overflow = True, "ellipsis"
     return t
