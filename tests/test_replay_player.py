@@ -1,4 +1,5 @@
 """The replay's index and player: a seek lands exactly where a straight replay would."""
+# ruff: noqa: F811  (the recordings fixture is imported, then requested by name)
 
 from __future__ import annotations
 
@@ -80,7 +81,7 @@ def test_index_finds_stalls_and_gaps(long_recording: Path) -> None:
     t0, t1 = ix.gaps[0]
     assert 29 < t1 - t0 < 31
     assert ix.next_between(ix.start_t) == t0
-    for t, n in ix.stalls:
+    for _t, n in ix.stalls:
         snap_p50.seek_step(n)
         s = snap_p50.snapshot().steps
         assert s.recent[-1].duration >= 2.5 * s.p50  # the Steps panel marks it ▲
@@ -88,7 +89,7 @@ def test_index_finds_stalls_and_gaps(long_recording: Path) -> None:
         assert ix.next_stall(ix.start_t) == ix.stalls[0][0]
 
 
-def test_real_recording_seeks(recordings: dict[str, Path]) -> None:  # noqa: F811
+def test_real_recording_seeks(recordings: dict[str, Path]) -> None:
     path = recordings["starved"]
     ix = ReplayIndex(path).start()
     assert ix.wait(30) and ix.error is None
@@ -101,7 +102,7 @@ def test_real_recording_seeks(recordings: dict[str, Path]) -> None:  # noqa: F81
 
 def test_a_recording_cut_in_the_middle_replays_to_its_last_whole_record(
     recordings: dict[str, Path], tmp_path: Path
-) -> None:  # noqa: F811
+) -> None:
     src = recordings["starved"]
     data = src.read_bytes()
     cut = tmp_path / "cut.perftop"
