@@ -103,7 +103,7 @@ class ReplayIndex:
                             continue
                         durs = series[primary].durations
                         n = len(durs)
-                        if p50 is None or n % MEDIAN_EVERY == 0:
+                        if n <= MEDIAN_EVERY or n % MEDIAN_EVERY == 0:
                             p50 = percentile(sorted(durs[-WINDOW:]), 50)
                         if p50 and n > 1 and ev.t1 - ev.t0 >= STALL_FACTOR * p50:
                             self.stalls.append((ev.t1, n))

@@ -17,9 +17,20 @@ from perftop.replay.controller import ReplayController, ReplayState
 from perftop.replay.index import ReplayIndex
 from perftop.tui.app import PerftopApp
 from perftop.tui.messages import NoticeMessage, ReplayStateMessage, SnapshotMessage
+from perftop.tui.screens import HelpScreen
 from perftop.tui.screens.seek import SeekScreen
 from perftop.tui.widgets.replaybar import ReplayBar
 from perftop.tui.widgets.timeline import TimelineBar
+
+REPLAY_KEYS = (
+    ("space  p", "replay: play / pause"),
+    ("[  ]", "replay: slower / faster (0.25× … 64×)"),
+    ("a", "replay: as fast as possible (again: back to the speed)"),
+    (",  .", "replay: one event back / forward"),
+    ("<  >", "replay: one second back / forward"),
+    ("g", "replay: go to a step (1200) or a time since the start (90s, 1:30)"),
+    ("n  b  h", "replay: next stall / between-steps interval / hint change"),
+)
 
 
 class ReplayApp(PerftopApp):
@@ -63,6 +74,9 @@ class ReplayApp(PerftopApp):
         if self.replay is not None:
             self.replay.command(*cmd)
 
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(REPLAY_KEYS))
+
     def action_pause(self) -> None:  # p and space: play / pause the replay
         self._send("play")
 
@@ -105,13 +119,3 @@ def make_replay(path: str | Path, *, playing: bool = True) -> tuple[ReplayApp, R
     index.start()
     app.controller = app.replay = ctl
     return app, ctl
-
-
-def run_replay(path: str | Path) -> int:
-    app, ctl = make_replay(path)
-    ctl.start()
-    try:
-        app.run()
-    finally:
-        ctl.stop()
-    return 0
