@@ -13,7 +13,9 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -148,6 +150,32 @@ def _tick(w: RecordingWriter, t: float, rnd: random.Random, rss: dict, wpids: li
     )
 
 
+FIRST_FRAME = """
+import asyncio, sys, time
+t0 = time.perf_counter()
+from perftop.tui.replay import make_replay
+async def main():
+    app, ctl = make_replay(sys.argv[1], playing=False)
+    async with app.run_test(size=(160, 48)) as pilot:
+        ctl.start()
+        while app.shown is None:
+            await pilot.pause(0.005)
+        print(time.perf_counter() - t0)
+        ctl.stop()
+asyncio.run(main())
+"""
+
+
+def _app_first_frame(path: Path) -> float:
+    """Seconds from a fresh interpreter to the replay app showing its first snapshot."""
+    root = str(Path(__file__).resolve().parent.parent)
+    out = subprocess.run(
+        [sys.executable, "-c", FIRST_FRAME, str(path)],
+        capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": root},
+    )  # fmt: skip
+    return float(out.stdout.strip().splitlines()[-1])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=1_000_000)
@@ -163,6 +191,7 @@ def main() -> int:
     gen_s = time.perf_counter() - t
     size = os.path.getsize(path)
 
+    app_first = _app_first_frame(path)
     t = time.perf_counter()
     index = ReplayIndex(path).start()
     player = Player(index)

@@ -25,7 +25,14 @@ SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 TICK_S = 0.05
 REFRESH_S = 0.25
 INDEX_REFRESH_S = 0.5
-FAST_SLICE_S = 0.08  # wall time per tick spent applying events in "as fast as possible"
+FAST_SLICE_S = 0.08
+SEEKS = (
+    "event",
+    "seconds",
+    "step",
+    "time",
+    "jump",
+)  # wall time per tick spent applying events in "as fast as possible"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +53,7 @@ class ReplayState:
     indexed: float = 0.0  # share of the file the index has read
     index_done: bool = False
     stalls: tuple[float, ...] = ()
+    gaps: tuple[float, ...] = ()  # where intervals between steps began
     busy: str = ""  # what a command is waiting for ("indexing…")
 
 
@@ -87,7 +95,9 @@ class ReplayController:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="perftop-replay", daemon=True)
         self._stalls: tuple[float, ...] = ()
+        self._gaps: tuple[float, ...] = ()
         self._noticed = False
+        self._pending: tuple[Any, ...] | None = None  # a seek waiting for the index
 
     # -- the Controller protocol -------------------------------------------------------------
     def running(self) -> bool:
@@ -127,6 +137,12 @@ class ReplayController:
             wall = time.monotonic()
             dt, last_wall = wall - last_wall, wall
             moved = False
+            if cmd is None and self._pending is not None and self._covered(self._pending):
+                cmd, self._pending = self._pending, None
+            elif cmd is not None and cmd[0] in SEEKS and not self._covered(cmd):
+                self._pending, cmd = cmd, None  # the index reads there first: then it is quick
+                self._post()
+                last_post = wall
             if cmd is not None:
                 try:
                     self._handle(cmd)
@@ -144,6 +160,24 @@ class ReplayController:
             if moved and (cmd is not None or not self.playing or wall - last_post >= REFRESH_S):
                 self._post()
                 last_post = wall
+
+    def _covered(self, cmd: tuple[Any, ...]) -> bool:
+        """Whether the index has read as far as a seek goes (jumps need it all)."""
+        ix, p = self.index, self.player
+        if ix.done:
+            return True
+        what = cmd[0]
+        if what == "step":
+            return ix.steps >= cmd[1]
+        if what == "time":
+            return (
+                ix.end_t is not None and ix.start_t is not None and ix.end_t >= ix.start_t + cmd[1]
+            )
+        if what == "seconds":
+            return ix.end_t is not None and ix.end_t >= (p.now or 0.0) + cmd[1]
+        if what == "event":
+            return ix.events >= p.events + cmd[1]
+        return what != "jump" or bool(self._find(cmd[1]))
 
     def _advance(self, dt: float) -> bool:
         p = self.player
@@ -182,14 +216,16 @@ class ReplayController:
             self._jump(cmd[1])
         self._clock = p.now or self._clock
 
-    def _jump(self, kind: str) -> None:
-        now = self.player.now or 0.0
+    def _find(self, kind: str) -> float | None:
         find = {
             "stall": self.index.next_stall,
             "between": self.index.next_between,
             "hint": self.index.next_hint_change,
         }[kind]
-        t = find(now)
+        return find(self.player.now or 0.0)
+
+    def _jump(self, kind: str) -> None:
+        t = self._find(kind)
         if t is None:
             label = {"stall": "stall", "between": "between-steps interval", "hint": "hint change"}
             more = "" if self.index.done else " yet (still indexing)"
@@ -201,6 +237,8 @@ class ReplayController:
         ix, p = self.index, self.player
         if len(self._stalls) != len(ix.stalls):
             self._stalls = tuple(t for t, _ in ix.stalls)
+        if len(self._gaps) != len(ix.gaps) + len(ix.between_marks):
+            self._gaps = tuple(sorted([t for t, _ in ix.gaps] + ix.between_marks))
         return ReplayState(
             playing=self.playing,
             speed=self.speed,
@@ -216,7 +254,16 @@ class ReplayController:
             indexed=ix.progress,
             index_done=ix.done,
             stalls=self._stalls,
+            gaps=self._gaps,
+            busy=_busy(self._pending, ix.progress),
         )
 
     def _post(self) -> None:
         self.on_update(self.player.snapshot(), self.state())
+
+
+def _busy(pending: tuple[Any, ...] | None, progress: float) -> str:
+    if pending is None:
+        return ""
+    what = f"step {int(pending[1]):,}" if pending[0] == "step" else "there"
+    return f"indexing to {what}… {progress:.0%}"

@@ -1,6 +1,7 @@
 """The replay timeline: the whole recording as one bar, where we are, where stalls were.
 
-One cell per slice of session time; a cell with a stall is a red ``▲``, the played part is
+One cell per slice of session time; a cell with a stall is a red ``▲``, one where an
+interval between steps began (evaluation, checkpointing) a yellow ``◆``, the played part is
 shaded, the position is a bright block, and the part the index has not read yet is dim.
 """
 
@@ -29,20 +30,24 @@ def timeline(state: ReplayState, width: int) -> Text:
     else:
         span = (end - start) / cells
         pos = min(cells - 1, int(((now or start) - start) / span)) if now is not None else -1
-        stalls = state.stalls
         for i in range(cells):
             a = start + i * span
-            j = bisect_left(stalls, a)
-            stall = j < len(stalls) and stalls[j] < a + span
             if i == pos:
                 t.append("█", style="bold cyan")
-            elif stall:
+            elif _within(state.stalls, a, a + span):
                 t.append("▲", style="bold red")
+            elif _within(state.gaps, a, a + span):
+                t.append("◆", style="bold yellow")
             else:
                 t.append("━" if i < pos else "─", style="cyan" if i < pos else "dim")
     t.append(" " + right, style="bold" if state.index_done else "dim")
     t.no_wrap, t.overflow = True, "ellipsis"
     return t
+
+
+def _within(times: tuple[float, ...], a: float, b: float) -> bool:
+    j = bisect_left(times, a)
+    return j < len(times) and times[j] < b
 
 
 class TimelineBar(Static):
