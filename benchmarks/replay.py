@@ -228,9 +228,12 @@ def main() -> int:
         f"(target < 50) {'met' if size / args.steps < 50 else 'NOT met'}"
     )
     print(
-        f"first frame      : {first * 1e3:.0f} ms (target < 2000) "
-        f"{'met' if first < 2 else 'NOT met'}"
+        f"first frame      : {app_first:.2f} s in the app, from a fresh interpreter "
+        f"(target < 2 s) {'met' if app_first < 2 else 'NOT met'}; "
+        f"{first * 1e3:.0f} ms of it reading the file"
     )
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"memory           : {peak:.0f} MB peak RSS (writing, then indexing and seeking)")
     print(
         f"index (background): {indexed:.1f} s, {len(index.checkpoints)} checkpoints, "
         f"{len(index.stalls)} stalls, {len(index.gaps)} gaps"
