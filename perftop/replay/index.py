@@ -22,7 +22,7 @@ from perftop.reader import FrameScanner, open_recording
 from perftop.recording import ReadStats, finish_stats
 from perftop.replay.checkpoint import Checkpoint
 
-CHECKPOINT_EVERY = 800  # events; a seek replays at most about this many
+CHECKPOINT_EVERY = 400  # events; a seek replays at most about this many
 STALL_FACTOR = 3.0
 WINDOW = 1000  # steps in the median a stall is measured against (the live window)
 MEDIAN_EVERY = 256  # steps between two refreshes of that median
