@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import random
+import time
 from pathlib import Path
 
 import pytest
@@ -78,15 +79,15 @@ def test_index_finds_stalls_and_gaps(long_recording: Path) -> None:
     ix.build()
     snap_p50 = Player(ix)
     assert ix.gaps, "the 30 s evaluation pause is a between-steps interval"
-    t0, t1 = ix.gaps[0]
+    t0, t1, _ = ix.gaps[0]
     assert 29 < t1 - t0 < 31
-    assert ix.next_between(ix.start_t) == t0
-    for _t, n in ix.stalls:
+    assert ix.next_between(ix.start_t) == (t0, ix.gaps[0][2])
+    for _t, n, _ in ix.stalls:
         snap_p50.seek_step(n)
         s = snap_p50.snapshot().steps
         assert s.recent[-1].duration >= 2.5 * s.p50  # the Steps panel marks it ▲
     if ix.stalls:
-        assert ix.next_stall(ix.start_t) == ix.stalls[0][0]
+        assert ix.next_stall(ix.start_t) == (ix.stalls[0][0], ix.stalls[0][2])
 
 
 def test_real_recording_seeks(recordings: dict[str, Path]) -> None:
@@ -118,3 +119,62 @@ def test_a_recording_cut_in_the_middle_replays_to_its_last_whole_record(
     # what it replays is exactly the start of the whole recording
     assert p.snapshot() == straight(src, ix.events).snapshot()
     assert cut.read_bytes() == data[: len(data) * 2 // 3]  # reading never writes
+
+
+def test_controller_jumps_and_waits_for_the_index(long_recording: Path) -> None:
+    """Commands from another thread; a seek past what is indexed waits, then lands."""
+    import threading
+
+    from perftop.replay.controller import ReplayController, parse_target
+
+    states, notices, got = [], [], threading.Event()
+
+    def on_update(snap, state) -> None:  # noqa: ANN001
+        states.append((snap, state))
+        got.set()
+
+    ix = ReplayIndex(long_recording)
+    ctl = ReplayController(ix, on_update, notices.append, playing=False)
+    ix.start()
+    ctl.start()
+    try:
+
+        def after(cmd: tuple, cond) -> tuple:  # noqa: ANN001
+            ctl.command(*cmd)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                if states and cond(states[-1][1]):
+                    return states[-1]
+                time.sleep(0.02)
+            raise AssertionError(f"{cmd}: {states[-1][1] if states else None}")
+
+        snap, st = after(("step", 7000), lambda s: s.step == 7000)
+        assert snap.steps.count == 7000 and ix.steps >= 7000
+        after(("step", 10), lambda s: s.step == 10)
+        t0, _, at = ix.gaps[0]
+        _, st = after(("jump", "between"), lambda s: s.event == at)
+        assert st.step == 3000  # the evaluation pause follows step 3000
+        stall = ix.next_stall(t0)
+        snap, st = after(("jump", "stall"), lambda s: s.event == stall[1])
+        assert snap.steps.recent[-1].t1 == stall[0]  # the stall is the newest step shown
+        kind, secs = parse_target("1:30")
+        snap, st = after((kind, secs), lambda s: s.now_t is not None and s.now_t <= ix.start_t + 90)
+        assert st.now_t > ix.start_t + 89
+        after(("speed", 2), lambda s: s.speed == 4.0)
+        after(("fast",), lambda s: s.fast)
+        after(("play",), lambda s: s.at_end)
+        assert states[-1][0].steps.count == 8000
+    finally:
+        ctl.stop()
+
+
+def test_parse_target() -> None:
+    from perftop.replay.controller import parse_target
+
+    assert parse_target("1200") == ("step", 1200)
+    assert parse_target("#7") == ("step", 7)
+    assert parse_target("90s") == ("time", 90)
+    assert parse_target("2h") == ("time", 7200)
+    assert parse_target("1:02:03") == ("time", 3723)
+    with pytest.raises(ValueError, match="give a step"):
+        parse_target("soon")

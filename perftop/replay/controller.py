@@ -216,7 +216,7 @@ class ReplayController:
             self._jump(cmd[1])
         self._clock = p.now or self._clock
 
-    def _find(self, kind: str) -> float | None:
+    def _find(self, kind: str) -> tuple[float, int] | None:
         find = {
             "stall": self.index.next_stall,
             "between": self.index.next_between,
@@ -225,20 +225,20 @@ class ReplayController:
         return find(self.player.now or 0.0)
 
     def _jump(self, kind: str) -> None:
-        t = self._find(kind)
-        if t is None:
+        found = self._find(kind)
+        if found is None:
             label = {"stall": "stall", "between": "between-steps interval", "hint": "hint change"}
             more = "" if self.index.done else " yet (still indexing)"
             self.on_notice(f"no later {label[kind]}{more}")
             return
-        self.player.seek_time(t)
+        self.player.seek_event(found[1])
 
     def state(self) -> ReplayState:
         ix, p = self.index, self.player
         if len(self._stalls) != len(ix.stalls):
-            self._stalls = tuple(t for t, _ in ix.stalls)
+            self._stalls = tuple(m[0] for m in ix.stalls)
         if len(self._gaps) != len(ix.gaps) + len(ix.between_marks):
-            self._gaps = tuple(sorted([t for t, _ in ix.gaps] + ix.between_marks))
+            self._gaps = tuple(sorted([m[0] for m in ix.gaps] + [m[0] for m in ix.between_marks]))
         return ReplayState(
             playing=self.playing,
             speed=self.speed,

@@ -11,7 +11,7 @@ checkpoints where the hints or the between-steps figures changed.
 from __future__ import annotations
 
 import threading
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from pathlib import Path
 
 from perftop.events import Note, SessionStart, Step
@@ -51,10 +51,12 @@ class ReplayIndex:
         self.path = Path(path)
         self.stats = ReadStats()
         self.checkpoints: list[Checkpoint] = []
-        self.stalls: list[tuple[float, int]] = []  # (t1, step number) of primary steps
-        self.gaps: list[tuple[float, float]] = []  # (end of a step, start of the next)
-        self.hint_changes: list[float] = []  # times: hints changed, or a note arrived
-        self.between_marks: list[float] = []  # times where an interval outside steps began
+        # Each mark ends with the event count where it is shown (``Player.seek_event``):
+        # event time cannot place it, a file holds events slightly out of time order.
+        self.stalls: list[tuple[float, int, int]] = []  # (t1, step number, events)
+        self.gaps: list[tuple[float, float, int]] = []  # (a step's end, the next's start, …)
+        self.hint_changes: list[tuple[float, int]] = []  # hints changed, or a note arrived
+        self.between_marks: list[tuple[float, int]] = []  # an interval outside steps began
         self.start_t: float | None = None
         self.end_t: float | None = None
         self.events = 0
@@ -86,7 +88,7 @@ class ReplayIndex:
         p, f, size = open_recording(self.path)
         session, last_cp = Session(), -CHECKPOINT_EVERY
         primary: int | None = None
-        npids, prev_t1, p50 = 0, None, None
+        npids, prev_t1, prev_at, p50 = 0, None, 0, None
         with f:
             for chunk in FrameScanner(p, f, size, self.stats).chunks():
                 if chunk.resumable and session.events - last_cp >= CHECKPOINT_EVERY:
@@ -106,12 +108,12 @@ class ReplayIndex:
                         if n <= MEDIAN_EVERY or n % MEDIAN_EVERY == 0:
                             p50 = percentile(sorted(durs[-WINDOW:]), 50)
                         if p50 and n > 1 and ev.t1 - ev.t0 >= STALL_FACTOR * p50:
-                            self.stalls.append((ev.t1, n))
+                            self.stalls.append((ev.t1, n, session.events))
                         if prev_t1 is not None and ev.t0 - prev_t1 >= max(GAP_MIN_S, 3 * p50):
-                            self.gaps.append((prev_t1, ev.t0))
-                        prev_t1, self.steps = ev.t1, n
+                            self.gaps.append((prev_t1, ev.t0, prev_at))
+                        prev_t1, prev_at, self.steps = ev.t1, session.events, n
                     elif isinstance(ev, Note) and ev.source != "background":
-                        self.hint_changes.append(ev.t)
+                        self.hint_changes.append((ev.t, session.events))
                     elif isinstance(ev, SessionStart) and self.start_t is None:
                         self.start_t = ev.t
                 self.events = session.events
@@ -131,11 +133,11 @@ class ReplayIndex:
         if self.checkpoints:
             before = self.checkpoints[-1]
             if cp.hints != before.hints and cp.last_t is not None:
-                self.hint_changes.append(cp.last_t)
+                self.hint_changes.append((cp.last_t, cp.events))
             if cp.between != before.between:
                 done = dict(before.between)
                 self.between_marks += [
-                    b.last_t0
+                    (b.last_t0, cp.events)
                     for b in snap.between
                     if b.count > done.get(b.kind, 0) and b.last_t0 is not None
                 ]
@@ -163,21 +165,22 @@ class ReplayIndex:
             best = c
         return best
 
-    def next_stall(self, t: float) -> float | None:
+    def next_stall(self, t: float) -> tuple[float, int] | None:
+        """(time, events) of the first stall after ``t``."""
         i = bisect_right(self.stalls, (t, float("inf")))
-        return self.stalls[i][0] if i < len(self.stalls) else None
+        return (self.stalls[i][0], self.stalls[i][2]) if i < len(self.stalls) else None
 
-    def next_between(self, t: float) -> float | None:
+    def next_between(self, t: float) -> tuple[float, int] | None:
         """Where the next interval outside training steps begins: the between-steps
         figures' own intervals (``Snapshot.between``) and the primary's gaps between steps."""
-        marks = [m for m in self.between_marks if m > t]
-        i = bisect_left(self.gaps, (t + 1e-9, 0.0))
+        marks = [m for m in self.between_marks if m[0] > t]
+        i = bisect_right(self.gaps, (t, float("inf")))
         if i < len(self.gaps):
-            marks.append(self.gaps[i][0])
+            marks.append((self.gaps[i][0], self.gaps[i][2]))
         return min(marks) if marks else None
 
-    def next_hint_change(self, t: float) -> float | None:
-        i = bisect_right(self.hint_changes, t)
+    def next_hint_change(self, t: float) -> tuple[float, int] | None:
+        i = bisect_right(self.hint_changes, (t, float("inf")))
         return self.hint_changes[i] if i < len(self.hint_changes) else None
 
     def warnings(self) -> list[str]:

@@ -88,7 +88,7 @@ async def test_timeline_and_jumps(recordings: dict[str, Path]) -> None:
             ix = ctl.index
             await pilot.press("n")
             if ix.stalls:  # the first steps (worker start-up) are the fixed run's stalls
-                await until(pilot, lambda: app.replay_state.now_t == ix.stalls[0][0])
+                await until(pilot, lambda: app.replay_state.event == ix.stalls[0][2])
                 assert "▲" in text_of(app.query_one(TimelineBar))
             else:
                 await until(pilot, lambda: "no later stall" in notices(app))
