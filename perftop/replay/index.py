@@ -87,6 +87,7 @@ class ReplayIndex:
     def build(self) -> None:
         p, f, size = open_recording(self.path)
         session, last_cp = Session(), -CHECKPOINT_EVERY
+        sr = steps_reducer(session)
         primary: int | None = None
         npids, prev_t1, prev_at, p50 = 0, None, 0, None
         with f:
@@ -97,7 +98,7 @@ class ReplayIndex:
                 for ev in chunk.events:
                     session.apply(ev)
                     if type(ev) is Step:
-                        series = steps_reducer(session).series  # type: ignore[union-attr]
+                        series = sr.series  # type: ignore[union-attr]
                         if len(series) != npids:
                             npids, primary = len(series), primary_pid(session)
                             self.primary = primary
