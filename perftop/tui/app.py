@@ -79,7 +79,12 @@ class PerftopApp(App[str | None]):
             yield SyncPanel(id="sync")
             yield HintsPanel(id="hints")
             yield OutputPanel(id="output")
+        yield from self.compose_bars()
         yield Footer()
+
+    def compose_bars(self) -> ComposeResult:
+        """Lines between the panels and the footer (a replay's timeline and controls)."""
+        yield from ()
 
     @property
     def panels(self) -> list[Panel]:
