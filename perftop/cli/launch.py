@@ -6,7 +6,7 @@ import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perftop.cli.extras import (
     Extras,
@@ -16,10 +16,11 @@ from perftop.cli.extras import (
     stderr_line,
 )
 from perftop.errors import UsageError
-from perftop.monitor.runner import Job, RunConfig, install_signal_forwarding
-from perftop.probes.scheduler import check_interval
 from perftop.recording import default_path
 from perftop.report.text import summary
+
+if TYPE_CHECKING:  # the monitor (psutil, fcntl) loads only when a job runs
+    from perftop.monitor.runner import RunConfig
 
 
 def add_launch_options(p: argparse.ArgumentParser) -> None:
@@ -60,6 +61,9 @@ def add_launch_options(p: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace, command: tuple[str, ...]) -> RunConfig:
+    from perftop.monitor.runner import RunConfig
+    from perftop.probes.scheduler import check_interval
+
     check_interval(args.interval)
     if not args.refresh > 0:
         raise UsageError("--refresh must be a positive number of seconds")
@@ -113,6 +117,8 @@ def launch(args: argparse.Namespace, command: tuple[str, ...]) -> int:
 
 
 def run_headless(cfg: RunConfig, extras: Extras | None = None) -> int:
+    from perftop.monitor.runner import Job, install_signal_forwarding
+
     extras = extras or Extras()
     job = Job(cfg, on_snapshot=extras.on_snapshot(), sources=probe_sources(cfg), sinks=extras.sinks)
     job.start()

@@ -19,7 +19,14 @@ from perftop.events.core import (
     StepGpu,
 )
 from perftop.events.fleet import NodeLink, NodeScope
-from perftop.events.probes import GpuSample, HostSample, ProbeTick, ProcInfo, ProcSample
+from perftop.events.probes import (
+    GpuSample,
+    HostSample,
+    ProbeFailed,
+    ProbeTick,
+    ProcInfo,
+    ProcSample,
+)
 from perftop.events.sync import SyncBatch, SyncInfo
 
 __all__ = [
@@ -38,6 +45,7 @@ __all__ = [
     "NodeScope",
     "Note",
     "Output",
+    "ProbeFailed",
     "ProbeTick",
     "ProcInfo",
     "ProcSample",

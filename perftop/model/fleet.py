@@ -115,6 +115,8 @@ def merge(
         events=events,
         between=tuple(parts["between"]),
         hints=tuple(parts["hints"]),
+        probes_stopped=local.probes_stopped
+        + tuple((p, f"{n}: {why}") for n, x in nodes.items() for p, why in x.probes_stopped),
         nodes=tuple(rows),
     )
 

@@ -14,7 +14,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from perftop.model.snapshot import StepStats
-from perftop.model.stats import median
+from perftop.model.stats import percentile
+
+
+def _median(values: list[float]) -> float | None:
+    """The 50th percentile (the model's one definition, interpolated)."""
+    return percentile(sorted(values), 50)
+
 
 MIN_STEPS = 5  # fewer steps than this per rank say nothing yet
 MIN_SHARE = 0.10  # the straggler's extra own work, as a share of the step, to be named
@@ -84,9 +90,9 @@ def find_straggler(ranks: Sequence[StepStats]) -> Straggler | None:
         return None
     slow = max(rs, key=lambda r: r.own_p50 or 0.0)
     others = [r for r in rs if r is not slow]
-    others_own = median([r.own_p50 or 0.0 for r in others]) or 0.0
-    others_bwd = median([r.phase_p50["backward"] for r in others]) or 0.0
-    step = median([r.p50 for r in rs if r.p50 is not None]) or 0.0
+    others_own = _median([r.own_p50 or 0.0 for r in others]) or 0.0
+    others_bwd = _median([r.phase_p50["backward"] for r in others]) or 0.0
+    step = _median([r.p50 for r in rs if r.p50 is not None]) or 0.0
     s = Straggler(
         rank=slow.rank,
         pid=slow.pid,

@@ -329,6 +329,8 @@ class Snapshot:
     events: int = 0
     between: tuple[BetweenRow, ...] = ()  # time outside training steps, by kind
     hints: tuple[Hint, ...] = ()  # most estimated gain first
+    # (probe, reason) for each probe ("procs", "host", "gpu") that raised and gave nothing
+    probes_stopped: tuple[tuple[str, str], ...] = ()
     nodes: tuple[NodeRow, ...] = ()  # the nodes a collector hears (empty for a local run)
 
     def role_of(self, pid: int, host: str | None = None) -> ProcessRole | None:
@@ -337,3 +339,7 @@ class Snapshot:
             if r.pid == pid and (host is None or r.host == host):
                 return r
         return None
+
+    def probe_stopped(self, probe: str) -> str:
+        """Why ``probe`` stopped ("" while it works): its panel says so."""
+        return next((why for name, why in self.probes_stopped if name == probe), "")

@@ -6,15 +6,13 @@ meaning; new keys may be added. Seconds are floats, bytes are ints, absent figur
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from perftop.errors import RecordingError
-from perftop.events import Event
-from perftop.model import Session, Snapshot
+from perftop.model import Snapshot
 from perftop.model.fleet import FleetSession
 from perftop.model.ranks import find_straggler, slowest
-from perftop.model.snapshot import ProcRow, StepStats
+from perftop.model.snapshot import ProcessRole, ProcRow, StepStats
 from perftop.recording import ReadStats, read_events
 
 REPORT_VERSION = 1
@@ -48,7 +46,7 @@ def build_report(snap: Snapshot, stats: ReadStats | None = None) -> dict[str, An
         "record_path": m.record_path,
         "steps": _steps(snap.steps),
         "ranks": _ranks(snap.ranks),
-        "processes": [_process(snap, r.pid, r.host) for r in snap.roles],
+        "processes": [_process(snap, r) for r in snap.roles],
         "loaders": [_loader(ld) for ld in snap.loaders],
         "host": _host(snap),
         "gpus": _gpus(snap),
@@ -71,12 +69,6 @@ def build_report(snap: Snapshot, stats: ReadStats | None = None) -> dict[str, An
             for n in snap.nodes
         ],
     }
-
-
-def report_from_events(events: Iterable[Event]) -> dict[str, Any]:
-    s = Session()
-    s.apply_all(events)
-    return build_report(s.snapshot(window=None))
 
 
 def _round(x: float | None, nd: int = 6) -> float | None:
@@ -121,9 +113,8 @@ def _rank(s: StepStats, slowest: bool = False, straggler: bool = False) -> dict[
     }
 
 
-def _process(snap: Snapshot, pid: int, host: str = "") -> dict[str, Any]:
-    r = next(x for x in snap.roles if x.pid == pid and x.host == host)
-    p = next((row for row in snap.processes if row.pid == pid and row.host == host), None)
+def _process(snap: Snapshot, r: ProcessRole) -> dict[str, Any]:
+    p = next((row for row in snap.processes if row.pid == r.pid and row.host == r.host), None)
     return {
         "pid": r.pid,
         "role": r.role,
