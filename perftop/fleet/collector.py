@@ -132,7 +132,8 @@ class Collector:
             data = self._handshake(c, data)
             if not data:
                 return
-        assert c.reader is not None
+        if c.reader is None:  # cannot happen: the handshake sets it
+            return
         try:
             frames = c.reader.feed(data)
         except StreamError:

@@ -125,7 +125,8 @@ class SshNode:
         return self
 
     def _stderr(self) -> None:
-        assert self.proc is not None and self.proc.stderr is not None
+        if self.proc is None or self.proc.stderr is None:
+            return
         for raw in self.proc.stderr:  # the remote job's output and perftop's own lines
             line = raw.decode(errors="replace").rstrip()
             self.err_tail.append(line)
@@ -140,7 +141,8 @@ class SshNode:
             self.done = True
 
     def _read_stream(self) -> None:
-        assert self.proc is not None and self.proc.stdout is not None
+        if self.proc is None or self.proc.stdout is None:
+            return
         reader, fd, seen = FrameReader(), self.proc.stdout.fileno(), False
         try:
             while chunk := os.read(fd, 1 << 16):

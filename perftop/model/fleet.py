@@ -43,6 +43,12 @@ class FleetSession:
         if lt is not None and (self.last_t is None or lt > self.last_t):
             self.last_t = lt
 
+    @property
+    def reducers(self) -> list[Any]:
+        """The first node's reducers (the local ones before any node), for code that reads
+        a session's internals (replay, diff): a fleet has no single set."""
+        return next(iter(self.nodes.values()), self.local).reducers
+
     def _node(self, name: str) -> Session:
         s = self.nodes.get(name)
         if s is None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from perftop.errors import RecordingError
-from perftop.model import Snapshot
+from perftop.model import Session, Snapshot
 from perftop.model.fleet import FleetSession
 from perftop.model.ranks import find_straggler, slowest
 from perftop.model.snapshot import ProcessRole, ProcRow, StepStats
@@ -18,16 +18,16 @@ from perftop.recording import ReadStats, read_events
 REPORT_VERSION = 1
 
 
-def session_from_file(path: str, stats: ReadStats | None = None) -> FleetSession:
-    """A session replayed from a recording (a collector's holds many nodes; a local
-    run's, one); a recording with no events is an error."""
+def session_from_file(path: str, stats: ReadStats | None = None) -> Session | FleetSession:
+    """A session replayed from a recording: a plain one for a local run's, one per node
+    for a collector's; a recording with no events is an error."""
     stats = stats if stats is not None else ReadStats()
     session = FleetSession()
     session.apply_all(read_events(path, stats))
     if stats.events == 0:
         why = f" ({stats.warnings[0]})" if stats.warnings else ""
         raise RecordingError(f"{path}: no events in this recording{why}")
-    return session
+    return session if session.nodes else session.local
 
 
 def build_report(snap: Snapshot, stats: ReadStats | None = None) -> dict[str, Any]:
