@@ -80,6 +80,11 @@ class RecordingWriter:
             self._file.flush()
             self._last_flush = now
 
+    def flush(self) -> None:
+        if not self.closed:
+            self._file.flush()
+            self._last_flush = time.monotonic()
+
     def close(self) -> None:
         if not self.closed:
             self.closed = True

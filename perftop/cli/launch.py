@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from perftop.errors import UsageError
-from perftop.monitor.runner import Job, RunConfig, install_signal_forwarding
+from perftop.monitor.lifecycle import install_signal_forwarding
+from perftop.monitor.runner import Job, RunConfig
 from perftop.probes.scheduler import check_interval
 from perftop.recording import default_path
 from perftop.report.text import summary

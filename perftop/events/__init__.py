@@ -3,7 +3,7 @@
 Each family of events lives in its own module; importing this package registers them all.
 """
 
-from perftop.events import core, probes, sync  # noqa: F401  (registers the tags)
+from perftop.events import core, probes, stacks, sync  # noqa: F401  (registers the tags)
 from perftop.events.base import FORMAT_VERSION, DecodeError, Event, decode, event, registered
 from perftop.events.core import (
     Dropped,
@@ -19,6 +19,7 @@ from perftop.events.core import (
     StepGpu,
 )
 from perftop.events.probes import GpuSample, HostSample, ProbeTick, ProcInfo, ProcSample
+from perftop.events.stacks import ObserverStart, StackSample, StallCapture
 from perftop.events.sync import SyncBatch, SyncInfo
 
 __all__ = [
@@ -33,12 +34,15 @@ __all__ = [
     "JobStart",
     "LoaderInfo",
     "MonitorStats",
+    "ObserverStart",
     "Note",
     "Output",
     "ProbeTick",
     "ProcInfo",
     "ProcSample",
     "SessionStart",
+    "StackSample",
+    "StallCapture",
     "Step",
     "StepGpu",
     "SyncBatch",

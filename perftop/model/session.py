@@ -21,6 +21,7 @@ from perftop.events import (
     LoaderInfo,
     MonitorStats,
     Note,
+    ObserverStart,
     Output,
     SessionStart,
     Step,
@@ -44,7 +45,7 @@ class Reducer(Protocol):
 
 
 class MetaReducer:
-    handles = (SessionStart, JobStart, JobExit, Dropped, MonitorStats)
+    handles = (SessionStart, JobStart, JobExit, Dropped, MonitorStats, ObserverStart)
 
     def __init__(self) -> None:
         self.meta = Meta()
@@ -76,7 +77,10 @@ class MetaReducer:
                 monitor_cpu_percent=ev.cpu_percent,
                 monitor_rss_bytes=ev.rss_bytes,
                 rejected_frames=ev.rejected_frames,
+                monitor_dropped=ev.dropped,
             )
+        elif isinstance(ev, ObserverStart):
+            self.meta = _replace(m, observer=True, observer_python=ev.python)
 
     def contribute(self, parts: dict[str, Any], window: int | None) -> None:
         parts["meta"] = self.meta

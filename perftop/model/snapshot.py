@@ -29,6 +29,9 @@ class Meta:
     monitor_cpu_percent: float | None = None
     monitor_rss_bytes: int | None = None
     perftop_version: str = ""
+    monitor_dropped: int = 0  # events the monitor's own bounded ingest queue dropped
+    observer: bool = False  # watching a process without a hook (``perftop attach PID``)
+    observer_python: str = ""
 
     @property
     def state(self) -> str:
