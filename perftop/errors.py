@@ -25,3 +25,9 @@ class LaunchError(PerftopError):
     """The job could not be started (command not found, not executable)."""
 
     exit_code = 127
+
+
+class AttachError(PerftopError):
+    """The target cannot be attached to: gone, another user's, or not reachable."""
+
+    exit_code = 4

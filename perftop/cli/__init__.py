@@ -7,13 +7,21 @@ import sys
 from collections.abc import Sequence
 
 import perftop
+from perftop.cli.attach import AttachCommand
 from perftop.cli.base import Command
 from perftop.cli.demo import DemoCommand
+from perftop.cli.ls import LsCommand
 from perftop.cli.report import ReportCommand
 from perftop.cli.run import RunCommand
 from perftop.errors import PerftopError
 
-COMMANDS: tuple[type[Command], ...] = (RunCommand, ReportCommand, DemoCommand)
+COMMANDS: tuple[type[Command], ...] = (
+    RunCommand,
+    ReportCommand,
+    DemoCommand,
+    LsCommand,
+    AttachCommand,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -30,6 +30,7 @@ from perftop.events import (
 from perftop.model.resources import GpusReducer, HostReducer, ProcessesReducer
 from perftop.model.roles import assign_roles
 from perftop.model.snapshot import Loader, Meta, NoteRow, OutputLine, Snapshot, Trainer
+from perftop.model.stacks import StacksReducer
 from perftop.model.steps import LIVE_WINDOW, StepSeries
 from perftop.model.sync import SyncReducer
 
@@ -179,6 +180,7 @@ def default_reducers() -> list[Reducer]:
         HostReducer(),
         GpusReducer(),
         SyncReducer(),
+        StacksReducer(),
     ]
 
 
@@ -220,6 +222,7 @@ class Session:
             parts.get("trainers", ()),
             parts.get("loaders", ()),
             parts.get("processes", ()),
+            parts.pop("observed_roles", None),
         )
         parts["events"] = self.events
         return Snapshot(**parts)

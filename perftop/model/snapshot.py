@@ -288,6 +288,31 @@ class Hint:
 
 
 @dataclass(frozen=True, slots=True)
+class StackRow:
+    """One process's stack samples: ``where`` (what it was doing, in words) and ``frames``
+    (innermost user frames as (function, file, line)), each with its share of ``samples``."""
+
+    pid: int
+    role: str
+    samples: int
+    where: tuple[tuple[str, float], ...] = ()
+    frames: tuple[tuple[tuple[str, str, int], float], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StallRow:
+    """Stacks captured while a step of ``pid`` was stalled: ``(pid, role, frames)`` each."""
+
+    t: float
+    pid: int
+    step: int
+    stalled_s: float
+    median_s: float
+    stacks: tuple[tuple[int, str, tuple[tuple[str, str, int], ...]], ...] = ()
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     meta: Meta = field(default_factory=Meta)
     steps: StepStats = field(default_factory=StepStats)
@@ -306,6 +331,8 @@ class Snapshot:
     events: int = 0
     between: tuple[BetweenRow, ...] = ()  # time outside training steps, by kind
     hints: tuple[Hint, ...] = ()  # most estimated gain first
+    stacks: tuple[StackRow, ...] = ()  # stack samples per process (observer mode)
+    stalls: tuple[StallRow, ...] = ()  # stacks captured during stalled steps, oldest first
 
     def role_of(self, pid: int) -> ProcessRole | None:
         for r in self.roles:

@@ -24,6 +24,7 @@ from perftop.monitor.hub import Hub
 from perftop.monitor.output import OutputTail
 from perftop.monitor.server import Server
 from perftop.monitor.sinks import SocketSink
+from perftop.monitor.stall import StallWatch
 from perftop.probes.alive import alive
 from perftop.recording import RecordingWriter, default_path
 
@@ -142,6 +143,7 @@ class Job:
             self.close()
             raise LaunchError(f"cannot start {self.cfg.command[0]}: {exc.strerror}") from None
         self.hub.submit(JobStart(time.time(), self.proc.pid, self.cfg.command))
+        self.hub.snapshot_subscribers.append(StallWatch(self.proc.pid, self.hub.submit))
         if self.output is not None:
             self.output.start()
         for make in self._source_factories:
