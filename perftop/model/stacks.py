@@ -38,10 +38,11 @@ def where(frames: tuple[StackFrame, ...]) -> str:
         return "no Python frame (native code, or between bytecodes)"
     waiting = frames[0][1].endswith(_WAIT_FILES) or frames[0][0] in ("wait", "get", "poll")
     files = [f[1] for f in frames]
-    if waiting and any(p.endswith(_LOADER) for p in files):
-        return "waiting on the DataLoader queue"
-    if waiting and any(p.endswith(_WORKER) for p in files):
+    worker = any(p.endswith(_WORKER) for p in files)  # a forked worker keeps the parent's
+    if waiting and worker:  # frames below its loop, DataLoader.__iter__ among them
         return "DataLoader worker idle, waiting for work"
+    if waiting and not worker and any(p.endswith(_LOADER) for p in files):
+        return "waiting on the DataLoader queue"
     for i, f in enumerate(frames):
         if not is_library(f[1]):
             inner = f" → {frames[i - 1][0]}" if i > 0 else ""

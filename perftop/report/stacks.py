@@ -3,11 +3,10 @@ what every process was doing while a step was stalled."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from perftop.model import Snapshot
-from perftop.model.stacks import user_frame
+from perftop.model.stacks import where
 
 STALL_FRAMES = 8
 
@@ -48,10 +47,6 @@ def stalls_json(snap: Snapshot) -> list[dict[str, Any]]:
     ]
 
 
-def _where(f: dict[str, Any]) -> str:
-    return f"{Path(f['file']).name}:{f['line']} {f['function']}"
-
-
 def stack_lines(r: dict[str, Any]) -> list[str]:
     """Text report sections for ``stacks`` and ``stalls`` (empty when there are none)."""
     out: list[str] = []
@@ -69,9 +64,7 @@ def stack_lines(r: dict[str, Any]) -> list[str]:
             )
             for p in s["processes"]:
                 frames = tuple((f["function"], f["file"], f["line"]) for f in p["frames"])
-                uf = user_frame(frames)
-                inner = _where(_frame(uf)) if uf is not None else "no Python frame"
-                out.append(f"    {p['role']:<7} {p['pid']:>7}  in {inner}")
+                out.append(f"    {p['role']:<7} {p['pid']:>7}  {where(frames)}")
             if s["note"]:
                 out.append(f"    note: {s['note']}")
     return out

@@ -138,6 +138,8 @@ def summary(snap: Snapshot, record: Path | None) -> str:
             f"perftop: {s.count} steps, p50 {seconds(s.p50)}, p95 {seconds(s.p95)}, "
             f"data wait {fraction(s.data_wait_fraction)} of step time"
         )
+    elif snap.meta.observer:
+        lines.append("perftop: observer mode (no hook): no steps, see the stack samples")
     else:
         lines.append("perftop: no training steps seen")
     if snap.meta.dropped_events:
