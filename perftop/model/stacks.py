@@ -38,10 +38,14 @@ def where(frames: tuple[StackFrame, ...]) -> str:
         return "no Python frame (native code, or between bytecodes)"
     waiting = frames[0][1].endswith(_WAIT_FILES) or frames[0][0] in ("wait", "get", "poll")
     files = [f[1] for f in frames]
-    worker = any(p.endswith(_WORKER) for p in files)  # a forked worker keeps the parent's
-    if waiting and worker:  # frames below its loop, DataLoader.__iter__ among them
-        return "DataLoader worker idle, waiting for work"
-    if waiting and not worker and any(p.endswith(_LOADER) for p in files):
+    loop = next((i for i, p in enumerate(files) if p.endswith(_WORKER)), None)
+    if loop is not None:  # a forked worker keeps its parent's frames below its loop: cut
+        if waiting:
+            return "DataLoader worker idle, waiting for work"
+        frames = frames[:loop] or frames[:1]
+        if all(is_library(f[1]) for f in frames):
+            return f"DataLoader worker in {short(frames[0])}"
+    elif waiting and any(p.endswith(_LOADER) for p in files):
         return "waiting on the DataLoader queue"
     for i, f in enumerate(frames):
         if not is_library(f[1]):
@@ -51,7 +55,11 @@ def where(frames: tuple[StackFrame, ...]) -> str:
 
 
 def user_frame(frames: tuple[StackFrame, ...]) -> StackFrame | None:
-    """The innermost frame of the user's own code, else the innermost frame."""
+    """The innermost frame of the user's own code (a worker's own, not its parent's from
+    before the fork), else the innermost frame."""
+    loop = next((i for i, f in enumerate(frames) if f[1].endswith(_WORKER)), None)
+    if loop:
+        frames = frames[:loop]
     for f in frames:
         if not is_library(f[1]):
             return f

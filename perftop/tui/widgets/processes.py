@@ -36,7 +36,7 @@ def role_label(role: ProcessRole | None) -> tuple[str, tuple[int, int, int]]:
     if role.role == "rank":
         return f"rank {role.rank}", (order, role.rank or 0, 0)
     if role.role == "worker":
-        text = f"worker {role.worker_id}"
+        text = "worker" if role.worker_id is None else f"worker {role.worker_id}"
         if role.loader_id:
             text += f"·L{role.loader_id}"
         return text, (order, role.loader_id or 0, role.worker_id or 0)

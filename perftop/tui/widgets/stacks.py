@@ -7,7 +7,7 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from perftop.model import Snapshot
-from perftop.model.stacks import is_library, short
+from perftop.model.stacks import is_library, short, where
 from perftop.tui import fmt
 from perftop.tui.widgets.panel import TextPanel
 
@@ -47,7 +47,9 @@ class StacksPanel(TextPanel):
         )
         out = [title]
         for pid, role, frames in s.stacks:
-            out.append(Text(f"{role:<7} {pid:>7}", style="bold"))
+            head = Text(f"{role:<7} {pid:>7}  ", style="bold")
+            head.append(where(frames), style="cyan")
+            out.append(head)
             for f in frames[: 2 if self.compact else FRAMES]:
                 out.append(Text("    " + short(f), style="dim" if is_library(f[1]) else ""))
             if not frames:
