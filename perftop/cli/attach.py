@@ -39,6 +39,10 @@ class AttachCommand(Command):
         parser.add_argument("--record", type=Path, metavar="FILE", help="record what is seen")
         parser.add_argument("--force", action="store_true", help="overwrite the recording")
         parser.add_argument(
+            "--inject", action="store_true",
+            help="observer mode, Python 3.14+: load the full hook into the process",
+        )  # fmt: skip
+        parser.add_argument(
             "--interval", type=float, default=1.0, metavar="SECONDS",
             help="observer mode: probe sampling interval (default 1.0)",
         )  # fmt: skip
@@ -57,7 +61,12 @@ class AttachCommand(Command):
         if args.record is not None:
             rec = RecordingWriter(args.record, force=args.force)
             hub.subscribe(rec, buffered=False, record_path=str(rec.path))
+        problem = source.check() if isinstance(source, Observer) else None
+        if problem is not None:
+            print(f"perftop: warning: {problem}", file=sys.stderr)
         hub.start()
+        if args.inject:
+            source.inject()
         source.start()
         try:
             if not args.headless and sys.stdout.isatty() and sys.stdin.isatty():
@@ -77,6 +86,8 @@ class AttachCommand(Command):
 def _source(args: argparse.Namespace, hub: Hub) -> Any:
     info = find_session(args.target)
     if info is not None:
+        if args.inject:
+            raise UsageError("--inject is for a process started without perftop")
         return SessionViewer(info["socket"], hub)
     if Path(args.target).suffix == ".sock":
         raise AttachError(f"{args.target}: no perftop session answers there (see perftop ls)")

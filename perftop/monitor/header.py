@@ -51,22 +51,37 @@ def _key(ev: Event) -> Any:
 
 
 class Header:
-    """Latest header events plus a byte-bounded history of frames (monitor thread only)."""
+    """Latest header events plus a byte-bounded history of frames (monitor thread only).
+
+    Each header event remembers the history frame it came in; a preamble repeats only the
+    header events whose frame has left the history, so a subscriber sees each event once.
+    """
 
     def __init__(self, history_bytes: int = HISTORY_BYTES) -> None:
-        self._slots: OrderedDict[Any, Event] = OrderedDict()
+        self._slots: OrderedDict[Any, tuple[Event, int | None]] = OrderedDict()
         self._procs = 0
         self._notes = 0
-        self.exit: JobExit | None = None
-        self.history: deque[Frame] = deque()
+        self.exit: tuple[JobExit, int | None] | None = None
+        self.history: deque[tuple[int, Frame]] = deque()
+        self._seq = 0
         self.history_bytes = 0
         self.history_limit = history_bytes
         self.history_dropped = 0  # frames that fell out of the history
 
-    def note_events(self, events: Iterable[Event]) -> None:
+    def add(self, frame: Frame | None, events: Iterable[Event], header_only: tuple = ()) -> None:
+        """Take one item of the stream: ``frame`` (its history form, or None) holds
+        ``events`` except those of the ``header_only`` types."""
+        seq = None
+        if frame is not None:
+            seq = self._seq = self._seq + 1
+            self.history.append((seq, frame))
+            self.history_bytes += len(frame.payload)
+            while self.history_bytes > self.history_limit and len(self.history) > 1:
+                self.history_bytes -= len(self.history.popleft()[1].payload)
+                self.history_dropped += 1
         for ev in events:
             if isinstance(ev, JobExit):
-                self.exit = ev
+                self.exit = (ev, seq)
                 continue
             key = _key(ev)
             if key is None:
@@ -77,7 +92,7 @@ class Header:
                 self._procs += 1
             elif isinstance(ev, Note):
                 self._notes += 1
-            self._slots[key] = ev
+            self._slots[key] = (ev, None if isinstance(ev, header_only) else seq)
             self._trim()
 
     def _trim(self) -> None:
@@ -90,17 +105,10 @@ class Header:
                 del self._slots[oldest]
                 setattr(self, count, getattr(self, count) - 1)
 
-    def add_frame(self, frame: Frame) -> None:
-        self.history.append(frame)
-        self.history_bytes += len(frame.payload)
-        while self.history_bytes > self.history_limit and len(self.history) > 1:
-            old = self.history.popleft()
-            self.history_bytes -= len(old.payload)
-            self.history_dropped += 1
-
-    def events(self, record_path: str | None = None) -> list[Event]:
-        """The header events, session first; ``record_path`` renames the recording."""
-        evs = list(self._slots.values())
+    def events(self, record_path: str | None = None, *, all_: bool = True) -> list[Event]:
+        """The header events, session first (``all_=False``: only those no longer in the
+        history); ``record_path`` renames the recording."""
+        evs = [ev for ev, seq in self._slots.values() if all_ or not self._kept(seq)]
         evs.sort(key=lambda e: not isinstance(e, SessionStart))
         if record_path is not None:
             evs = [
@@ -112,13 +120,17 @@ class Header:
     def preamble(self, record_path: str | None = None) -> list[Frame]:
         """What a new subscriber receives before the live stream: header, history, exit."""
         out: list[Frame] = []
-        head = self.events(record_path)
+        head = self.events(record_path, all_=False)
         if head:
             out.append(_frame(head))
-        out.extend(self.history)
-        if self.exit is not None:
-            out.append(_frame([self.exit]))
+        out.extend(f for _, f in self.history)
+        if self.exit is not None and not self._kept(self.exit[1]):
+            out.append(_frame([self.exit[0]]))
         return out
+
+    def _kept(self, seq: int | None) -> bool:
+        """Whether the frame ``seq`` is still in the history."""
+        return seq is not None and bool(self.history) and seq >= self.history[0][0]
 
 
 def _frame(events: list[Event]) -> Frame:

@@ -57,6 +57,7 @@ class Hub:
         self.snapshot_subscribers: list[SnapshotSink] = []
         self._thread: threading.Thread | None = None
         self.events_in = 0
+        self.hook_events_in = 0  # the part of events_in that came through submit_frame
         self.dropped_events = 0  # hook events the bounded queue had to drop
         self.dropped_frames = 0
         self.latest: Snapshot | None = None  # read by the socket's info requests
@@ -173,13 +174,12 @@ class Hub:
             hist_frame = frame if len(hist) == len(events) else (_frame(hist) if hist else None)
         else:
             hist_frame = frame
+            self.hook_events_in += len(events)
         for rec in self._direct:
             rec.write_frame(frame)
         for b in self._buffered:
             b.put(frame)
-        if hist_frame is not None:
-            self.header.add_frame(hist_frame)
-        self.header.note_events(events)
+        self.header.add(hist_frame, events, _HEADER_ONLY)
         apply = self.session.apply
         n = 0
         for ev in events:

@@ -61,10 +61,11 @@ def dump(pid: int, *, blocking: bool = False, timeout: float = DUMP_TIMEOUT_S) -
     except OSError as exc:
         raise StackError(f"cannot run py-spy: {exc.strerror}") from None
     if out.returncode != 0:
-        err = (out.stderr or out.stdout).strip().splitlines()
-        text = err[-1] if err else f"py-spy exited with {out.returncode}"
-        low = text.lower()
-        perm = "permission" in low or "operation not permitted" in low or "ptrace" in low
+        err = (out.stderr or out.stdout).strip()
+        first = next((x for x in err.splitlines() if x.startswith("Error:")), "")
+        text = first.removeprefix("Error:").strip() or f"py-spy exited with {out.returncode}"
+        low = err.lower()
+        perm = "permission denied" in low or "operation not permitted" in low
         raise StackError(text, permission=perm)
     try:
         data = json.loads(out.stdout)

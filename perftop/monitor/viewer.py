@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -16,10 +17,10 @@ import psutil
 import perftop
 from perftop.errors import AttachError
 from perftop.events import JobStart, Note, ObserverStart, SessionStart
-from perftop.monitor import inject
+from perftop.monitor import inject, stacks
 from perftop.monitor.hub import Hub
 from perftop.monitor.sampler import StackSampler
-from perftop.monitor.server import VIEW_MAGIC
+from perftop.monitor.server import VIEW_MAGIC, Server
 from perftop.wire import FrameError, FrameReader, StreamError, decode_frame
 
 
@@ -89,32 +90,52 @@ class Observer:
         self._probes = make_sources(interval_s)(self)
         self._sampler = StackSampler(pid, hub.submit)
         self._started = started
+        self.server: Server | None = None  # only with --inject: the hook's socket
         self._watch = threading.Thread(target=self._wait, name="perftop-observe", daemon=True)
+
+    def inject(self) -> None:
+        """Load the full hook into the process (Python 3.14+), listening for it first."""
+        ok, why = inject.can_inject(self.version)
+        if not ok:
+            raise AttachError(f"--inject: pid {self.pid}: {why}")
+        self.server = Server(self.hub.submit_frame).start()
+        try:
+            inject.inject(self.pid, str(self.server.path))
+        except (OSError, subprocess.SubprocessError) as exc:
+            self.server.close()
+            raise AttachError(f"--inject: pid {self.pid}: {exc}") from None
 
     def start(self) -> Observer:
         v = ".".join(map(str, self.version)) if self.version else ""
+        now = time.time()
+        host, me = socket.gethostname(), os.getpid()
         self.hub.submit(
             SessionStart(
-                self._started,
-                self.command,
-                _cwd(self.pid),
-                socket.gethostname(),
-                os.getpid(),
-                perftop.__version__,
-            ),  # fmt: skip
+                self._started, self.command, _cwd(self.pid), host, me, perftop.__version__
+            ),
             JobStart(self._started, self.pid, self.command),
-            ObserverStart(time.time(), self.pid, v),
-            Note(
-                time.time(),
-                "info",
-                "observer",
-                "observer mode: " + inject.can_inject(self.version)[1],
-            ),  # fmt: skip
         )
+        if self.server is not None:
+            self.hub.submit(Note(now, "info", "observer", f"hook injected into pid {self.pid}"))
+        else:
+            why = inject.can_inject(self.version)[1]
+            self.hub.submit(
+                ObserverStart(now, self.pid, v),
+                Note(now, "info", "observer", "observer mode: " + why),
+            )
         self._probes.start()
         self._sampler.start()
         self._watch.start()
         return self
+
+    def check(self) -> str | None:
+        """Why stacks cannot be read (one clear explanation), or None when they can."""
+        try:
+            stacks.dump(self.pid)
+        except stacks.StackError as exc:
+            why = stacks.permission_advice(self.pid) if exc.permission else str(exc)
+            return f"cannot read the stacks of pid {self.pid}: {why}"
+        return None
 
     def _wait(self) -> None:
         from perftop.probes.alive import alive
@@ -127,6 +148,8 @@ class Observer:
         self.ended.set()
         self._sampler.stop()
         self._probes.stop()
+        if self.server is not None:
+            self.server.close()
 
 
 def _cwd(pid: int) -> str:

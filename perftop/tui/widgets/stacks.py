@@ -30,6 +30,9 @@ class StacksPanel(TextPanel):
                 line = Text(f"  {share:>4.0%}  ", style="bold")
                 line.append(what)
                 lines.append(line)
+        for n in snap.notes:
+            if n.source == "stacks":
+                lines.append(Text(n.text, style="yellow"))
         if not lines:
             text = "no stall so far (a step over 5× the median and 2 s gets its stacks here)"
             if snap.meta.observer:
