@@ -75,6 +75,8 @@ class StallWatch:
                         why.append(text)
                     continue
                 got.append((p, role, frames))
+            if not any(p == pid and frames for p, _role, frames in got) and not why:
+                return  # no Python frame: the interpreter is starting or exiting, not a step
             t = time.time()
             self.captures += 1
             self.submit(
