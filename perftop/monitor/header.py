@@ -26,28 +26,25 @@ from perftop.events import (
     SessionStart,
     SyncInfo,
 )
-from perftop.wire import KIND_JSON, Frame, encode_frame
+from perftop.wire import KIND_JSON, KIND_STEPS, Frame, encode_frame
 
 HISTORY_BYTES = 16 * 1024 * 1024
 MAX_PROC_INFO = 2000
 MAX_NOTES = 50
 
 
-def _key(ev: Event) -> Any:
-    """The slot an event occupies in the header, or None when it is not a header event."""
-    if isinstance(ev, (SessionStart, JobStart, ObserverStart)):
-        return type(ev)
-    if isinstance(ev, (Hello, SyncInfo)):
-        return (type(ev), ev.pid)
-    if isinstance(ev, LoaderInfo):
-        return (LoaderInfo, ev.pid, ev.loader_id)
-    if isinstance(ev, ProcInfo):
-        return (ProcInfo, ev.pid)
-    if isinstance(ev, Dropped):
-        return (Dropped, ev.pid, ev.source)
-    if isinstance(ev, Note):
-        return (Note, ev.source, ev.text)
-    return None
+# The slot each header event occupies; other events are not header events.
+_KEYS: dict[type, Any] = {
+    SessionStart: lambda e: SessionStart,
+    JobStart: lambda e: JobStart,
+    ObserverStart: lambda e: ObserverStart,
+    Hello: lambda e: (Hello, e.pid),
+    SyncInfo: lambda e: (SyncInfo, e.pid),
+    LoaderInfo: lambda e: (LoaderInfo, e.pid, e.loader_id),
+    ProcInfo: lambda e: (ProcInfo, e.pid),
+    Dropped: lambda e: (Dropped, e.pid, e.source),
+    Note: lambda e: (Note, e.source, e.text),
+}
 
 
 class Header:
@@ -79,13 +76,16 @@ class Header:
             while self.history_bytes > self.history_limit and len(self.history) > 1:
                 self.history_bytes -= len(self.history.popleft()[1].payload)
                 self.history_dropped += 1
+        if frame is not None and frame.kind == KIND_STEPS:
+            return  # packed steps: the most frequent frames, never header events
+        keys = _KEYS
         for ev in events:
-            if isinstance(ev, JobExit):
-                self.exit = (ev, seq)
+            keyer = keys.get(type(ev))
+            if keyer is None:
+                if type(ev) is JobExit:
+                    self.exit = (ev, seq)
                 continue
-            key = _key(ev)
-            if key is None:
-                continue
+            key = keyer(ev)
             if key in self._slots:
                 self._slots.move_to_end(key)
             elif isinstance(ev, ProcInfo):
