@@ -21,6 +21,7 @@ from perftop.monitor import inject, stacks
 from perftop.monitor.hub import Hub
 from perftop.monitor.sampler import StackSampler
 from perftop.monitor.server import VIEW_MAGIC, Server
+from perftop.monitor.stall import StallWatch
 from perftop.wire import FrameError, FrameReader, StreamError, decode_frame
 
 
@@ -123,6 +124,8 @@ class Observer:
                 ObserverStart(now, self.pid, v),
                 Note(now, "info", "observer", "observer mode: " + why),
             )
+        # Steps come only with an injected hook; stalls are then captured as in `run`.
+        self.hub.snapshot_subscribers.append(StallWatch(self.pid, self.hub.submit))
         self._probes.start()
         self._sampler.start()
         self._watch.start()
