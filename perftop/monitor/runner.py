@@ -159,13 +159,13 @@ class Job:
     def info(self) -> dict[str, Any]:
         """What `perftop ls` shows (answered on the socket's thread from the last snapshot)."""
         snap = self.hub.latest
-        trainers = [t.pid for t in snap.trainers] if snap is not None else []
+        pids = [r.pid for r in snap.roles if r.role != "other"] if snap is not None else []
         return {
             "socket": str(self.server.path),
             "monitor_pid": os.getpid(),
             "command": list(self.cfg.command),
             "job_pid": self.pid,
-            "pids": trainers,
+            "pids": pids,  # trainers and DataLoader workers
             "start_t": self.started_t,
             "steps": snap.steps.count if snap is not None else 0,
             "state": snap.meta.state if snap is not None else "starting",
