@@ -155,3 +155,14 @@ def test_flood_from_several_senders_stays_flat_and_counts_every_drop(tmp_path):
     # 480,000 decoded steps held in a queue would take well over 100 MB.
     assert peak["rss"] - rss0 < 60 << 20
     assert hub.latest is not None and hub.latest.meta.monitor_dropped == hub.dropped_events
+
+
+def test_the_header_shows_the_monitors_drops_beside_the_hooks():
+    from perftop.model.snapshot import Meta, Snapshot
+    from perftop.tui.widgets.header import HeaderBar
+
+    bar = HeaderBar()
+    quiet = bar.compose_text(Snapshot(meta=Meta(dropped_events=0))).plain
+    assert "dropped 0" in quiet and "+perftop" not in quiet
+    busy = bar.compose_text(Snapshot(meta=Meta(dropped_events=12, monitor_dropped=4000))).plain
+    assert "dropped 12 +perftop 4,000" in busy
