@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from perftop.events import Event, JobStart, MonitorStats, ObserverStart, SessionStart
@@ -257,13 +257,3 @@ def _rss() -> int:
             return int(f.read().split()[1]) * resource.getpagesize()
     except (OSError, ValueError, ImportError):
         return 0
-
-
-def events_of(frames: Iterable[Frame]) -> list[Event]:
-    """Decode frames (tests, viewers)."""
-    from perftop.wire import decode_frame
-
-    out: list[Event] = []
-    for f in frames:
-        out.extend(decode_frame(f)[0])
-    return out
