@@ -144,7 +144,7 @@ def test_observer_mode_shows_the_workers_and_where_they_spend_time(tmp_path, pla
     time.sleep(1.0)
     ls = json.loads(perftop("ls", "--json", cwd=tmp_path, timeout=60).stdout)
     cand = [c for c in ls["candidates"] if c["pid"] == plain_training.pid]
-    assert cand and cand[0]["children"] == 2  # its workers are counted, not listed
+    assert cand and cand[0]["children"] == 2, ls  # its workers are counted, not listed
     rec = tmp_path / "obs.perftop"
     att = perftop("attach", str(plain_training.pid), "--headless", "--duration", "6",
                   "--record", str(rec), cwd=tmp_path, timeout=90)  # fmt: skip

@@ -129,8 +129,9 @@ def candidates(exclude: set[int]) -> list[Candidate]:
     out = []
     for pid, p in found.items():
         try:
-            if p.ppid() in found:
-                continue  # a worker of a listed process
+            parent = found.get(p.ppid())
+            if parent is not None and _is_worker(p, parent):
+                continue  # a DataLoader / multiprocessing worker of a listed process
             cmd = " ".join(p.info.get("cmdline") or [p.info.get("name") or ""])
             kids = sum(1 for c in p.children(recursive=True) if c.pid in found)
             out.append(Candidate(pid, cmd, p.create_time(), kids))
@@ -138,6 +139,12 @@ def candidates(exclude: set[int]) -> list[Candidate]:
             continue
     out.sort(key=lambda c: c.start_t)
     return out
+
+
+def _is_worker(p: psutil.Process, parent: psutil.Process) -> bool:
+    """A forked worker keeps its parent's command line; a spawned one runs multiprocessing."""
+    cmd = p.info.get("cmdline") or []
+    return cmd == (parent.info.get("cmdline") or []) or any("multiprocessing" in c for c in cmd)
 
 
 def find_session(target: str, directory: Path | None = None) -> dict[str, Any] | None:
