@@ -139,3 +139,25 @@ def test_left_running_the_session_stays_attachable_and_recording(tmp_path):
     assert any(p.cpu_percent_avg is not None for p in snap.processes)
     late = [p for p in snap.processes if p.pid == job_pid]
     assert late  # probes went on after leaving
+
+
+def test_ranks_stalled_together_make_one_capture():
+    from perftop.events import Hello
+
+    s = Session()
+    me = os.getpid()
+    other = os.getppid()  # not in the job: never dumped, yet its stall is seen
+    for rank, pid in ((0, me), (1, other)):
+        s.apply(Hello(100.0, pid, 1, "h", ("train.py",), rank, rank, 2))
+        for i in range(10):
+            s.apply(Step(pid, i, 100.0 + i * 0.1, 100.0 + i * 0.1 + 0.1))
+    got = []
+    w = StallWatch(me, lambda *evs: got.extend(evs))
+    w(s.snapshot(now=101.0 + 2.5))
+    w(s.snapshot(now=101.0 + 3.0))
+    deadline = time.time() + 20
+    while not got and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    assert len(got) == 1 and got[0].step == 10
+    assert [pid for pid, _role, _frames in got[0].stacks] == [me]  # only the job's processes

@@ -38,25 +38,31 @@ class StallWatch:
         now = snap.meta.now_t
         if now is None or snap.meta.ended:
             return
+        stalled = []  # (how long, rank stats) of every rank stuck in a new stall
         for r in snap.ranks:
             if r.count < MIN_STEPS or r.p50 is None or not r.recent or r.pid is None:
                 continue
             last = r.recent[-1]
-            stalled = now - last.t1
-            if stalled < max(FACTOR * r.p50, MIN_STALL_S):
+            if (r.pid, last.index + 1) in self._seen:
                 continue
-            key = (r.pid, last.index + 1)
-            if key in self._seen or not self._busy.acquire(blocking=False):
-                continue
-            self._seen.add(key)
-            pids = [(r.pid, _role(snap, r.pid))]
-            pids += [(p.pid, p.role) for p in snap.roles if p.role in DUMP_ROLES and p.pid != r.pid]
-            threading.Thread(
-                target=self._capture,
-                args=(r.pid, last.index + 1, last.t1, r.p50, pids),
-                name="perftop-stall",
-                daemon=True,
-            ).start()
+            if now - last.t1 >= max(FACTOR * r.p50, MIN_STALL_S):
+                stalled.append((now - last.t1, r))
+        if not stalled or not self._busy.acquire(blocking=False):
+            return
+        # One dump covers every process: ranks stalled together (a hung collective) make
+        # one capture, named after the longest-stalled rank.
+        for _, r in stalled:
+            self._seen.add((r.pid, r.recent[-1].index + 1))
+        _, r = max(stalled, key=lambda x: x[0])
+        last = r.recent[-1]
+        pids = [(r.pid, _role(snap, r.pid))]
+        pids += [(p.pid, p.role) for p in snap.roles if p.role in DUMP_ROLES and p.pid != r.pid]
+        threading.Thread(
+            target=self._capture,
+            args=(r.pid, last.index + 1, last.t1, r.p50, pids),
+            name="perftop-stall",
+            daemon=True,
+        ).start()
 
     def _capture(
         self, pid: int, step: int, since: float, median: float, pids: list[tuple[int, str]]
