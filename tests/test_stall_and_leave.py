@@ -25,8 +25,11 @@ def test_a_stalled_step_shows_the_slow_function_and_the_workers(tmp_path):
         tmp_path, sys.executable, str(WORKLOADS / "stall_train.py"), "30", "12", "3.5"
     )
     assert proc.returncode == 0, proc.stderr
-    assert len(rep["stalls"]) == 1  # once per stall
-    s = rep["stalls"][0]
+    # Once per stall. (A loaded machine may also catch the wind-down after the last
+    # step, DataLoader shutdown and interpreter exit, as a later "stall": not step 12.)
+    ours = [s for s in rep["stalls"] if s["step"] == 12]
+    assert len(ours) == 1 and rep["stalls"][0] is ours[0]
+    s = ours[0]
     assert s["step"] == 12 and 2.0 <= s["stalled_s"] < 3.5 and s["median_s"] < 0.2
     by_role = {}
     for p in s["processes"]:

@@ -70,6 +70,7 @@ class StallWatch:
         try:
             got: list[Any] = []
             why: list[str] = []
+            refused = False  # a permission problem is worth recording: it says how to fix it
             for p, role in pids:
                 if not stacks.in_job(self.root, p):
                     continue  # never dump a process outside the job
@@ -77,11 +78,12 @@ class StallWatch:
                     frames, _name, _idle = stacks.main_thread(p, stacks.dump(p, blocking=True))
                 except stacks.StackError as exc:
                     text = stacks.permission_advice(p) if exc.permission else str(exc)
+                    refused = refused or exc.permission
                     if text not in why:
                         why.append(text)
                     continue
                 got.append((p, role, frames))
-            if not any(p == pid and frames for p, _role, frames in got) and not why:
+            if not refused and not any(p == pid and frames for p, _role, frames in got):
                 return  # no Python frame: the interpreter is starting or exiting, not a step
             t = time.time()
             self.captures += 1
