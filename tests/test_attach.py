@@ -227,3 +227,23 @@ def test_the_injected_script_installs_a_working_hook(tmp_path):
 def test_only_processes_of_the_job_are_dumped():
     assert stacks.in_job(os.getpid(), os.getpid())
     assert not stacks.in_job(os.getpid(), 1)
+
+
+def test_permission_advice_names_the_cause(monkeypatch):
+    """The causes a user can meet, each faked at its one boundary (who we are, the
+    capability, the Yama setting); the real refusal is tested above."""
+    victim = subprocess.Popen(["sleep", "30"], user=65534) if os.getuid() == 0 else None
+    try:
+        pid = victim.pid if victim is not None else 1
+        monkeypatch.setattr(stacks.os, "geteuid", lambda: 1000)
+        assert "another user" in stacks.permission_advice(pid)
+        monkeypatch.setattr(stacks.os, "geteuid", lambda: 0)
+        monkeypatch.setattr(stacks, "_has_cap_ptrace", lambda: False)
+        assert "SYS_PTRACE" in stacks.permission_advice(pid)
+        monkeypatch.setattr(stacks, "_has_cap_ptrace", lambda: True)
+        monkeypatch.setattr(stacks, "_ptrace_scope", lambda: 1)
+        assert "ptrace_scope is 1" in stacks.permission_advice(pid)
+    finally:
+        if victim is not None:
+            victim.kill()
+            victim.wait()

@@ -31,8 +31,8 @@ class StacksPanel(TextPanel):
                 line.append(what)
                 lines.append(line)
         for n in snap.notes:
-            if n.source == "stacks":
-                lines.append(Text(n.text, style="yellow"))
+            if n.source in ("stacks", "observer"):
+                lines.append(Text(n.text, style="yellow" if n.level == "warning" else "dim"))
         if not lines:
             text = "no stall so far (a step over 5× the median and 2 s gets its stacks here)"
             if snap.meta.observer:
