@@ -77,8 +77,9 @@ def detach(job: Job) -> int | None:
         else:
             src.stop()
     job.hub.flush()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):  # the terminal may be gone already
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
     pid = os.fork()
     if pid:
         return pid

@@ -8,6 +8,7 @@ background, attachable and recording), or waits for it.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 from collections.abc import Sequence
@@ -78,6 +79,7 @@ def _leave(job: Job) -> int:
     bg = job.leave()
     msg = f"perftop: job {job.pid} keeps running; session {sock} (background monitor pid {bg})"
     msg += f", recording to {path}" if path is not None else ", not recording"
-    print(msg, file=sys.stderr)
-    print(f"perftop: see it again with: perftop attach {job.pid}", file=sys.stderr)
+    with contextlib.suppress(OSError, ValueError):  # the terminal may be gone (SIGHUP)
+        print(msg, file=sys.stderr)
+        print(f"perftop: see it again with: perftop attach {job.pid}", file=sys.stderr)
     return 0
