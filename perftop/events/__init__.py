@@ -18,7 +18,14 @@ from perftop.events.core import (
     Step,
     StepGpu,
 )
-from perftop.events.probes import GpuSample, HostSample, ProbeTick, ProcInfo, ProcSample
+from perftop.events.probes import (
+    GpuSample,
+    HostSample,
+    ProbeFailed,
+    ProbeTick,
+    ProcInfo,
+    ProcSample,
+)
 from perftop.events.stacks import ObserverStart, StackSample, StallCapture
 from perftop.events.sync import SyncBatch, SyncInfo
 
@@ -37,6 +44,7 @@ __all__ = [
     "ObserverStart",
     "Note",
     "Output",
+    "ProbeFailed",
     "ProbeTick",
     "ProcInfo",
     "ProcSample",

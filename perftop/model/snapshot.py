@@ -331,6 +331,8 @@ class Snapshot:
     events: int = 0
     between: tuple[BetweenRow, ...] = ()  # time outside training steps, by kind
     hints: tuple[Hint, ...] = ()  # most estimated gain first
+    # (probe, reason) for each probe ("procs", "host", "gpu") that raised and gave nothing
+    probes_stopped: tuple[tuple[str, str], ...] = ()
     stacks: tuple[StackRow, ...] = ()  # stack samples per process (observer mode)
     stalls: tuple[StallRow, ...] = ()  # stacks captured during stalled steps, oldest first
 
@@ -339,3 +341,7 @@ class Snapshot:
             if r.pid == pid:
                 return r
         return None
+
+    def probe_stopped(self, probe: str) -> str:
+        """Why ``probe`` stopped ("" while it works): its panel says so."""
+        return next((why for name, why in self.probes_stopped if name == probe), "")

@@ -20,6 +20,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+import psutil
+
 from perftop.events import Event, JobStart, MonitorStats, ObserverStart, SessionStart
 from perftop.model import Session, Snapshot
 from perftop.monitor.header import Header, _frame
@@ -250,10 +252,8 @@ class Hub:
 
 
 def _rss() -> int:
+    """perftop's own resident memory, from psutil (any OS)."""
     try:
-        import resource
-
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * resource.getpagesize()
-    except (OSError, ValueError, ImportError):
+        return psutil.Process().memory_info().rss
+    except psutil.Error:
         return 0

@@ -42,17 +42,16 @@ def install_signal_forwarding(job: Job) -> None:
 
 
 @contextlib.contextmanager
-def tui_signals(on_stop: Callable[[], None], on_leave: Callable[[], None]) -> Iterator[None]:
-    """While a TUI runs: SIGTERM asks to stop the job, SIGHUP (the terminal or the SSH
-    session went away) to leave it running; the old handlers come back afterwards."""
-    old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
+def tui_signals(on_stop: Callable[[], None]) -> Iterator[None]:
+    """While a TUI runs, SIGTERM asks to stop the job; the old handler comes back
+    afterwards. (SIGHUP, the terminal going away, is the terminal watch's: it leaves the
+    job running, see ``perftop.tui.terminal_watch``.)"""
+    old = signal.getsignal(signal.SIGTERM)
     signal.signal(signal.SIGTERM, lambda s, f: on_stop())
-    signal.signal(signal.SIGHUP, lambda s, f: on_leave())
     try:
         yield
     finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+        signal.signal(signal.SIGTERM, old)
 
 
 def _terminal_foreground() -> bool:
@@ -77,9 +76,8 @@ def detach(job: Job) -> int | None:
         else:
             src.stop()
     job.hub.flush()
-    for stream in (sys.stdout, sys.stderr):  # the terminal may be gone already
-        with contextlib.suppress(OSError, ValueError):
-            stream.flush()
+    # No flush of sys.stdout/stderr: the terminal may be gone, with the main thread stuck
+    # writing to it; the child sends what it inherited in those buffers to /dev/null.
     pid = os.fork()
     if pid:
         return pid
@@ -96,7 +94,8 @@ def _background(job: Job, paused: list[Any]) -> None:
         os.dup2(null, fd)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda s, f: stop.set())
+        with contextlib.suppress(ValueError):  # forked from a thread other than main
+            signal.signal(sig, lambda s, f: stop.set())
     job.detached = True
     job.hub.snapshot_subscribers[:] = [
         fn for fn in job.hub.snapshot_subscribers if getattr(fn, "background_ok", False)

@@ -213,7 +213,7 @@ class Job:
         """Wait for the job's top process and record its exit, once, whoever asks first
         (the CLI, the TUI's watcher thread): 128+N when signal N killed it."""
         if self.proc is None:
-            raise LaunchError("the job was never started")
+            raise RuntimeError("Job.reap() before Job.start()")
         rc = self.proc.wait()
         with self._exit_lock:
             if self.exit_code is None:

@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-import os
+import psutil
 
 
 def alive(pid: int) -> bool:
-    """True while ``pid`` runs; a zombie (ended, not yet reaped) counts as gone."""
+    """True while ``pid`` runs; a zombie (ended, its parent has not reaped it yet) is gone
+    for our purpose."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
         return False
-    except PermissionError:
-        return True
-    except OverflowError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
+    except (psutil.AccessDenied, ValueError):
         return True

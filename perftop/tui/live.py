@@ -8,7 +8,6 @@ background, attachable and recording), or waits for it.
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import threading
 from collections.abc import Sequence
@@ -19,7 +18,8 @@ from perftop.monitor.lifecycle import tui_signals
 from perftop.monitor.runner import Job, RunConfig, SourceFactory
 from perftop.report.fmt import command as command_line
 from perftop.tui.app import PerftopApp
-from perftop.tui.messages import JobEnded, SnapshotMessage
+from perftop.tui.messages import JobEnded, SnapshotMessage, TerminalLost
+from perftop.tui.terminal_watch import TerminalWatch
 
 
 class LiveController:
@@ -46,25 +46,55 @@ def run_live(
     def on_snapshot(snap: Snapshot) -> None:
         app.post_message(SnapshotMessage(snap))  # thread-safe; coalesced by the app
 
-    job = Job(cfg, on_snapshot=on_snapshot, sources=sources)
-    app.controller = LiveController(job)
-    job.start()  # a LaunchError propagates before the terminal is taken over
+    # SIGHUP (the SSH session went away) and a hung-up terminal: see terminal_watch. Watched
+    # from before the recording exists, so that no moment of the start-up can lose it.
+    tty = TerminalWatch(lambda: app.post_message(TerminalLost()), lambda: _conclude(job, "leave"))
+    tty.start()
+    try:
+        job = Job(cfg, on_snapshot=on_snapshot, sources=sources)
+        app.controller = LiveController(job)
+        job.start()  # a LaunchError propagates before the terminal is taken over
+    except BaseException:
+        tty.close()
+        raise
     threading.Thread(target=_watch, args=(job, app), name="perftop-watch", daemon=True).start()
     choice: str | None = "stop"
     try:
-        with tui_signals(lambda: app.exit("stop"), lambda: app.exit("leave")):
-            choice = app.run()
+        with tui_signals(lambda: app.exit("stop")):
+            if not tty.lost:  # gone already: no app to show
+                choice = app.run()
+    except Exception:
+        if not tty.check():
+            raise
+        # the app died with its terminal: conclude as for any lost terminal
     finally:
+        tty.release()  # never returns when the watch concluded in the app's place
+        if tty.lost:
+            choice = "leave"  # whatever the dying app said
         if choice != "leave" and job.poll() is None:
             job.stop()  # also when the app itself failed: never orphan a job silently
+    return tty.done(_conclude(job, choice))
+
+
+def _conclude(job: Job, choice: str | None) -> int:
+    """After the app: leave a running job to the background monitor, or wait for it and
+    close the recording. Also run by the terminal watch when the app never returns."""
     if choice == "leave" and job.poll() is None:
         return _leave(job)
     code = job.reap()
     job.finish()
     rec = job.recorder
     where = f"; recording: {rec.path}" if rec is not None else ""
-    print(f"perftop: {command_line(cfg.command)} exited with code {code}{where}", file=sys.stderr)
+    _say(f"perftop: {command_line(job.cfg.command)} exited with code {code}{where}")
     return code
+
+
+def _say(line: str) -> None:
+    """One line to the terminal, which may be gone (then nobody is there to read it)."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 def _watch(job: Job, app: PerftopApp) -> None:
@@ -79,7 +109,6 @@ def _leave(job: Job) -> int:
     bg = job.leave()
     msg = f"perftop: job {job.pid} keeps running; session {sock} (background monitor pid {bg})"
     msg += f", recording to {path}" if path is not None else ", not recording"
-    with contextlib.suppress(OSError, ValueError):  # the terminal may be gone (SIGHUP)
-        print(msg, file=sys.stderr)
-        print(f"perftop: see it again with: perftop attach {job.pid}", file=sys.stderr)
+    _say(msg)
+    _say(f"perftop: see it again with: perftop attach {job.pid}")
     return 0

@@ -30,3 +30,8 @@ class JobEnded(Message):
     def __init__(self, exit_code: int) -> None:
         super().__init__()
         self.exit_code = exit_code
+
+
+class TerminalLost(Message):
+    """perftop's terminal went away (SIGHUP, or a hang-up seen on its descriptors): leave
+    a running job running. Posted by :mod:`perftop.tui.terminal_watch`."""
