@@ -13,6 +13,7 @@ from collections import Counter
 from typing import Any
 
 from perftop.events.stacks import StackFrame, StackSample, StallCapture
+from perftop.model.roles import ROLE_ORDER
 from perftop.model.snapshot import StackRow, StallRow
 
 MAX_STALLS = 50
@@ -112,8 +113,7 @@ class StacksReducer:
                     tuple((f, c / n) for f, c in p.frames.most_common(TOP)),
                 )
             )
-        order = {"main": 0, "rank": 0, "worker": 1}
-        rows.sort(key=lambda r: (order.get(r.role, 2), r.pid))
+        rows.sort(key=lambda r: (ROLE_ORDER.get(r.role, ROLE_ORDER["other"]), r.pid))
         parts["stacks"] = tuple(rows)
         parts["stalls"] = tuple(self.stalls)
         if self.procs:
