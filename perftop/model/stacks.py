@@ -46,8 +46,11 @@ def where(frames: tuple[StackFrame, ...]) -> str:
         frames = frames[:loop] or frames[:1]
         if all(is_library(f[1]) for f in frames):
             return f"DataLoader worker in {short(frames[0])}"
-    elif waiting and any(p.endswith(_LOADER) for p in files):
-        return "waiting on the DataLoader queue"
+    elif any(p.endswith(_LOADER) for p in files):
+        if waiting:
+            return "waiting on the DataLoader queue"
+        if is_library(frames[0][1]):  # e.g. unpickling a batch the workers sent
+            return f"in the DataLoader ({frames[0][0]})"
     for i, f in enumerate(frames):
         if not is_library(f[1]):
             inner = f" → {frames[i - 1][0]}" if i > 0 else ""
