@@ -248,3 +248,17 @@ def test_permission_advice_names_the_cause(monkeypatch):
         if victim is not None:
             victim.kill()
             victim.wait()
+
+
+def test_attaching_to_a_worker_observes_its_training(tmp_path, plain_training):
+    import psutil
+
+    from perftop.monitor.registry import job_top
+
+    deadline = time.time() + 20
+    while len(psutil.Process(plain_training.pid).children()) < 2 and time.time() < deadline:
+        time.sleep(0.1)
+    worker = psutil.Process(plain_training.pid).children()[0].pid
+    assert job_top(worker) == plain_training.pid
+    assert job_top(plain_training.pid) == plain_training.pid
+    assert job_top(os.getpid()) == os.getpid()  # not a worker of its parent

@@ -14,7 +14,7 @@ from perftop.cli.base import Command
 from perftop.errors import AttachError, UsageError
 from perftop.model import Snapshot
 from perftop.monitor.hub import Hub
-from perftop.monitor.registry import find_session
+from perftop.monitor.registry import find_session, job_top
 from perftop.monitor.viewer import Observer, SessionViewer
 from perftop.probes.scheduler import check_interval
 from perftop.recording import RecordingWriter
@@ -93,7 +93,11 @@ def _source(args: argparse.Namespace, hub: Hub) -> Any:
         raise AttachError(f"{args.target}: no perftop session answers there (see perftop ls)")
     if not args.target.isdigit():
         raise UsageError(f"{args.target}: not a session or a pid (see perftop ls)")
-    return Observer(int(args.target), hub, args.interval)
+    pid = int(args.target)
+    top = job_top(pid)
+    if top != pid:
+        print(f"perftop: pid {pid} is a worker of pid {top}: observing {top}", file=sys.stderr)
+    return Observer(top, hub, args.interval)
 
 
 def _wait(source: Any, duration: float | None) -> None:

@@ -130,9 +130,10 @@ def candidates(exclude: set[int]) -> list[Candidate]:
     for pid, p in found.items():
         try:
             parent = found.get(p.ppid())
-            if parent is not None and _is_worker(p, parent):
+            argv = p.info.get("cmdline") or []
+            if parent is not None and _is_worker(argv, parent.info.get("cmdline") or []):
                 continue  # a DataLoader / multiprocessing worker of a listed process
-            cmd = " ".join(p.info.get("cmdline") or [p.info.get("name") or ""])
+            cmd = " ".join(argv or [p.info.get("name") or ""])
             kids = sum(1 for c in p.children(recursive=True) if c.pid in found)
             out.append(Candidate(pid, cmd, p.create_time(), kids))
         except psutil.Error:
@@ -141,10 +142,25 @@ def candidates(exclude: set[int]) -> list[Candidate]:
     return out
 
 
-def _is_worker(p: psutil.Process, parent: psutil.Process) -> bool:
+def _is_worker(cmd: list[str], parent_cmd: list[str]) -> bool:
     """A forked worker keeps its parent's command line; a spawned one runs multiprocessing."""
-    cmd = p.info.get("cmdline") or []
-    return cmd == (parent.info.get("cmdline") or []) or any("multiprocessing" in c for c in cmd)
+    return cmd == parent_cmd or any("multiprocessing" in c for c in cmd)
+
+
+def job_top(pid: int) -> int:
+    """The training a DataLoader worker belongs to: up from ``pid`` while it is a forked
+    or spawned worker of a Python process with torch loaded; else ``pid`` itself."""
+    try:
+        p = psutil.Process(pid)
+        while True:
+            parent = p.parent()
+            if parent is None or not has_torch(parent.pid):
+                return p.pid
+            if not _is_worker(p.cmdline(), parent.cmdline()):
+                return p.pid
+            p = parent
+    except psutil.Error:
+        return pid
 
 
 def find_session(target: str, directory: Path | None = None) -> dict[str, Any] | None:
