@@ -103,7 +103,6 @@ def test_a_stuck_sink_never_blocks_ingest_or_the_recording(tmp_path):
     hub.stop()
     notes = [n for n in session_from_file(str(rec.path)).snapshot().notes if n.source == "t"]
     assert len(notes) == 200  # the recording has every one
-    assert rec.bytes_written > 200 * 100_000
 
 
 def test_flood_from_several_senders_stays_flat_and_counts_every_drop(tmp_path):

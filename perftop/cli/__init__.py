@@ -10,7 +10,10 @@ import perftop
 from perftop.cli.attach import AttachCommand
 from perftop.cli.base import Command
 from perftop.cli.demo import DemoCommand
+from perftop.cli.diff import DiffCommand
+from perftop.cli.export import ExportCommand
 from perftop.cli.ls import LsCommand
+from perftop.cli.replay import ReplayCommand
 from perftop.cli.report import ReportCommand
 from perftop.cli.run import RunCommand
 from perftop.errors import PerftopError
@@ -18,6 +21,9 @@ from perftop.errors import PerftopError
 COMMANDS: tuple[type[Command], ...] = (
     RunCommand,
     ReportCommand,
+    ReplayCommand,
+    ExportCommand,
+    DiffCommand,
     DemoCommand,
     LsCommand,
     AttachCommand,

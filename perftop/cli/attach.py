@@ -8,17 +8,16 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perftop.cli.base import Command
 from perftop.errors import AttachError, UsageError
-from perftop.model import Snapshot
-from perftop.monitor.hub import Hub
-from perftop.monitor.registry import find_session, job_top
-from perftop.monitor.viewer import Observer, SessionViewer
-from perftop.probes.scheduler import check_interval
 from perftop.recording import RecordingWriter
 from perftop.report.text import summary
+
+if TYPE_CHECKING:  # the monitor (psutil) loads only when the command runs
+    from perftop.model import Snapshot
+    from perftop.monitor.hub import Hub
 
 
 class AttachCommand(Command):
@@ -52,6 +51,10 @@ class AttachCommand(Command):
         )  # fmt: skip
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+        from perftop.monitor.hub import Hub
+        from perftop.monitor.viewer import Observer
+        from perftop.probes.scheduler import check_interval
+
         check_interval(args.interval)
         if args.duration is not None and not args.duration > 0:
             raise UsageError("--duration must be a positive number of seconds")
@@ -84,6 +87,9 @@ class AttachCommand(Command):
 
 
 def _source(args: argparse.Namespace, hub: Hub) -> Any:
+    from perftop.monitor.registry import find_session, job_top
+    from perftop.monitor.viewer import Observer, SessionViewer
+
     info = find_session(args.target)
     if info is not None:
         if args.inject:
@@ -110,6 +116,7 @@ def _wait(source: Any, duration: float | None) -> None:
 
 
 def _tui(hub: Hub, source: Any, args: argparse.Namespace) -> None:
+    from perftop.monitor.viewer import Observer
     from perftop.tui.app import PerftopApp
     from perftop.tui.messages import SnapshotMessage
 

@@ -1,5 +1,5 @@
 """`perftop ls`: the perftop sessions on this machine, and Python processes with torch
-loaded that `perftop attach PID` could observe."""
+loaded that `perftop attach PID` could observe. (The monitor loads only when it runs.)"""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import time
 from typing import Any
 
 from perftop.cli.base import Command
-from perftop.monitor.registry import Candidate, candidates, session_pids, sessions
 from perftop.report.fmt import command as command_line
 from perftop.report.fmt import table
 
@@ -27,6 +26,8 @@ class LsCommand(Command):
         parser.add_argument("--json", action="store_true", help="machine-readable JSON")
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+        from perftop.monitor.registry import candidates, session_pids, sessions
+
         found = sessions()
         taken: set[int] = set()
         for s in found:
@@ -61,5 +62,5 @@ class LsCommand(Command):
         return 0
 
 
-def _cand(c: Candidate) -> dict[str, Any]:
+def _cand(c: Any) -> dict[str, Any]:
     return {"pid": c.pid, "command": c.command, "start_t": c.start_t, "children": c.children}

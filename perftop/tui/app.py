@@ -85,7 +85,12 @@ class PerftopApp(App[str | None]):
             yield SyncPanel(id="sync")
             yield HintsPanel(id="hints")
             yield StacksPanel(id="output") if self.mode == "observer" else OutputPanel(id="output")
+        yield from self.compose_bars()
         yield Footer()
+
+    def compose_bars(self) -> ComposeResult:
+        """Lines between the panels and the footer (a replay's timeline and controls)."""
+        yield from ()
 
     @property
     def panels(self) -> list[Panel]:
