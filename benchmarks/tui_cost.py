@@ -1,6 +1,6 @@
 """What the live TUI costs: the monitor's own CPU while showing a busy job, and the ingest
 rate of the event pipeline. Synthetic events go through the real socket ``Server``,
-``Ingest`` and ``Session``; the real ``PerftopApp`` renders (headless) at the refresh rate.
+``Hub`` and ``Session``; the real ``PerftopApp`` renders (headless) at the refresh rate.
 
     python benchmarks/tui_cost.py [--seconds 10] [--events 400000]
 
@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from perftop.events import Hello, JobStart, LoaderInfo, SessionStart  # noqa: E402
 from perftop.model import Session  # noqa: E402
-from perftop.monitor.ingest import Ingest  # noqa: E402
+from perftop.monitor.hub import Hub  # noqa: E402
 from perftop.monitor.server import Server  # noqa: E402
 from perftop.recording import RecordingWriter  # noqa: E402
 from perftop.wire import MAGIC, STEP_RECORD, encode_frame, encode_steps_frame  # noqa: E402
@@ -73,12 +73,9 @@ def tui_cpu(seconds: float, refresh_s: float, rate: int) -> float:
 
     app = PerftopApp()
     session = Session()
-    ingest = Ingest(
-        session,
-        None,
-        on_snapshot=lambda s: app.post_message(SnapshotMessage(s)),
-        refresh_s=refresh_s,
-    ).start()
+    ingest = Hub(session, refresh_s=refresh_s)
+    ingest.snapshot_subscribers.append(lambda s: app.post_message(SnapshotMessage(s)))
+    ingest.start()
     ingest.submit(SessionStart(time.time(), ("python", "train.py"), "/", "bench", os.getpid(), ""))
     ingest.submit(JobStart(time.time(), MAIN_PID, ("python", "train.py")))
     server = Server(ingest.submit_frame).start()
@@ -108,11 +105,13 @@ def tui_cpu(seconds: float, refresh_s: float, rate: int) -> float:
 
 
 def ingest_rate(n_events: int) -> float:
-    """Events per second from a socket client through Server -> Ingest (recording to a
+    """Events per second from a socket client through Server -> Hub (recording to a
     file) -> Session."""
     session = Session()
     tmp = tempfile.TemporaryDirectory()
-    ingest = Ingest(session, RecordingWriter(Path(tmp.name) / "bench.perftop")).start()
+    ingest = Hub(session)
+    ingest.subscribe(RecordingWriter(Path(tmp.name) / "bench.perftop"), buffered=False)
+    ingest.start()
     server = Server(ingest.submit_frame).start()
     frames = [step_frame(i, 1000, 0.0) for i in range(0, n_events, 1000)]
     total = len(frames) * 1000

@@ -31,3 +31,9 @@ class MissingDependency(PerftopError):
     """An optional package a command needs is not installed (e.g. torch for the demo)."""
 
     exit_code = 1
+
+
+class AttachError(PerftopError):
+    """The target cannot be attached to: gone, another user's, or not reachable."""
+
+    exit_code = 4

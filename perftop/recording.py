@@ -118,6 +118,14 @@ class RecordingWriter:
             self._file.flush()
             self._last_flush = now
 
+    def flush(self) -> None:
+        """Everything held written to the OS now (before the monitor forks: see
+        ``monitor.lifecycle.detach``, so neither process writes it twice)."""
+        if not self.closed:
+            self._emit()
+            self._file.flush()
+            self._last_flush = time.monotonic()
+
     def close(self) -> None:
         if not self.closed:
             self._emit()

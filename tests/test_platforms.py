@@ -91,7 +91,7 @@ def test_macos_host_has_no_iowait_rather_than_zero():
 
 
 def test_a_zombie_job_is_not_alive_and_psutil_says_so(python):
-    from perftop.monitor.background import alive
+    from perftop.probes.alive import alive
 
     proc = subprocess.Popen([python, "-c", "pass"])
     deadline = time.monotonic() + 10
@@ -104,7 +104,7 @@ def test_a_zombie_job_is_not_alive_and_psutil_says_so(python):
 
 
 def test_monitor_own_rss_comes_from_psutil():
-    from perftop.monitor.ingest import _rss
+    from perftop.monitor.hub import _rss
 
     ours = psutil.Process().memory_info().rss
     assert abs(_rss() - ours) < 0.2 * ours

@@ -7,11 +7,13 @@ import sys
 from collections.abc import Sequence
 
 import perftop
+from perftop.cli.attach import AttachCommand
 from perftop.cli.base import Command
 from perftop.cli.collect import CollectCommand
 from perftop.cli.demo import DemoCommand
 from perftop.cli.diff import DiffCommand
 from perftop.cli.export import ExportCommand
+from perftop.cli.ls import LsCommand
 from perftop.cli.replay import ReplayCommand
 from perftop.cli.report import ReportCommand
 from perftop.cli.run import RunCommand
@@ -25,6 +27,8 @@ COMMANDS: tuple[type[Command], ...] = (
     DiffCommand,
     DemoCommand,
     CollectCommand,
+    LsCommand,
+    AttachCommand,
 )
 
 

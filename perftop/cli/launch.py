@@ -117,7 +117,8 @@ def launch(args: argparse.Namespace, command: tuple[str, ...]) -> int:
 
 
 def run_headless(cfg: RunConfig, extras: Extras | None = None) -> int:
-    from perftop.monitor.runner import Job, install_signal_forwarding
+    from perftop.monitor.lifecycle import install_signal_forwarding
+    from perftop.monitor.runner import Job
 
     extras = extras or Extras()
     job = Job(cfg, on_snapshot=extras.on_snapshot(), sources=probe_sources(cfg), sinks=extras.sinks)

@@ -3,7 +3,7 @@
 Each family of events lives in its own module; importing this package registers them all.
 """
 
-from perftop.events import core, fleet, probes, sync  # noqa: F401  (registers the tags)
+from perftop.events import core, fleet, probes, stacks, sync  # noqa: F401  (registers the tags)
 from perftop.events.base import FORMAT_VERSION, DecodeError, Event, decode, event, registered
 from perftop.events.core import (
     Dropped,
@@ -27,6 +27,7 @@ from perftop.events.probes import (
     ProcInfo,
     ProcSample,
 )
+from perftop.events.stacks import ObserverStart, StackSample, StallCapture
 from perftop.events.sync import SyncBatch, SyncInfo
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "MonitorStats",
     "NodeLink",
     "NodeScope",
+    "ObserverStart",
     "Note",
     "Output",
     "ProbeFailed",
@@ -50,6 +52,8 @@ __all__ = [
     "ProcInfo",
     "ProcSample",
     "SessionStart",
+    "StackSample",
+    "StallCapture",
     "Step",
     "StepGpu",
     "SyncBatch",

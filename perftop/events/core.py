@@ -143,10 +143,12 @@ class Note(Event):
 
 @event("monitor")
 class MonitorStats(Event):
-    """perftop's own health: its CPU use and the frames it had to reject."""
+    """perftop's own health: its CPU use, the frames it had to reject, and the events its
+    bounded ingest queue had to drop (``dropped``, cumulative) when the model fell behind."""
 
     t: float
     cpu_percent: float
     rss_bytes: int
     rejected_frames: int = 0
     events: int = 0
+    dropped: int = 0

@@ -23,7 +23,7 @@ from perftop.fleet.collector import Collector
 from perftop.fleet.stream import SshNode
 from perftop.model import Snapshot
 from perftop.model.fleet import FleetSession
-from perftop.monitor.ingest import Ingest
+from perftop.monitor.hub import Hub
 from perftop.recording import RecordingWriter
 from perftop.report.fmt import seconds
 
@@ -62,29 +62,30 @@ def run_collect(
         if on_snapshot is not None:
             on_snapshot(snap)
 
-    ingest = Ingest(
-        session,
-        None,
-        on_snapshot=snapshot if (app is not None or on_snapshot is not None) else None,
+    hub = Hub(
+        session,  # type: ignore[arg-type]  (a FleetSession has Session's apply and snapshot)
         refresh_s=cfg.refresh_s,
         rejected_frames=lambda: collector.rejected_frames if collector is not None else 0,
     )
+    if app is not None or on_snapshot is not None:
+        hub.snapshot_subscribers.append(snapshot)
     # Bind first: a busy port must not leave an empty recording behind.
     if cfg.listen is not None:
-        collector = Collector(cfg.listen, cfg.token, ingest.submit_frame, ingest.submit, log=log)
+        collector = Collector(cfg.listen, cfg.token, hub.submit_frame, hub.submit, log=log)
     try:
         rec = RecordingWriter(cfg.record, force=cfg.force) if cfg.record is not None else None
     except BaseException:
         if collector is not None:
             collector.close()
         raise
-    ingest.set_recorder(rec)
+    if rec is not None:
+        hub.subscribe(rec, buffered=False)
     where = "{}:{}".format(*collector.address) if collector is not None else ""
     args = ("--listen", where) if where else ()
     for h in cfg.ssh:
         args += ("--ssh", h)
-    ingest.start()
-    ingest.submit(
+    hub.start()
+    hub.submit(
         SessionStart(
             t=time.time(),
             command=("perftop", "collect", *args, *(("--", *cfg.command) if cfg.ssh else ())),
@@ -96,7 +97,7 @@ def run_collect(
         )
     )
     nodes = [
-        SshNode(h, cfg.command, ingest.submit_frame, ingest.submit, log, echo=app is None).start()
+        SshNode(h, cfg.command, hub.submit_frame, hub.submit, log, echo=app is None).start()
         for h in cfg.ssh
     ]
     if collector is not None:
@@ -116,7 +117,7 @@ def run_collect(
             n.stop()
         if collector is not None:
             collector.close()
-        ingest.stop()
+        hub.stop()
     snap = session.snapshot(window=None)
     for line in summary(snap, cfg.record, collector.refused if collector is not None else 0):
         log(line)

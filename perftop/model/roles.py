@@ -18,12 +18,15 @@ def assign_roles(
     trainers: Iterable[Trainer],
     loaders: Iterable[Loader],
     processes: Iterable[Any] = (),
+    observed: dict[int, str] | None = None,
 ) -> tuple[ProcessRole, ...]:
     """Roles for every pid we know of, trainers first, then workers, then the rest.
 
     A trainer is ``rank`` when torchrun gave it a rank and ``main`` otherwise; a pid that is
     a worker of a loader is ``worker`` with its index; any other pid (the launcher, a shell
     script, helpers) is ``other``. ``processes`` are probe rows with ``pid`` and ``ppid``.
+    ``observed`` are roles read from stack samples of processes without a hook (observer
+    mode: the root is ``main``, a process inside DataLoader's worker loop is ``worker``).
     """
     roles: dict[int, ProcessRole] = {}
     for t in trainers:
@@ -40,6 +43,9 @@ def assign_roles(
                     loader_id=ld.loader_id,
                     parent_pid=ld.pid,
                 )
+    for pid, role in (observed or {}).items():
+        if pid not in roles and role in ("main", "worker"):
+            roles[pid] = ProcessRole(pid, role)
     if meta.job_pid is not None and meta.job_pid not in roles:
         roles[meta.job_pid] = ProcessRole(meta.job_pid, "other")
     for p in processes:

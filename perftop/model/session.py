@@ -21,6 +21,7 @@ from perftop.events import (
     LoaderInfo,
     MonitorStats,
     Note,
+    ObserverStart,
     Output,
     SessionStart,
     Step,
@@ -31,6 +32,7 @@ from perftop.model.probe_health import ProbeHealthReducer
 from perftop.model.resources import GpusReducer, HostReducer, ProcessesReducer
 from perftop.model.roles import assign_roles
 from perftop.model.snapshot import Loader, Meta, NoteRow, OutputLine, Snapshot, Trainer
+from perftop.model.stacks import StacksReducer
 from perftop.model.steps import LIVE_WINDOW, StepSeries
 from perftop.model.sync import SyncReducer
 
@@ -46,7 +48,7 @@ class Reducer(Protocol):
 
 
 class MetaReducer:
-    handles = (SessionStart, JobStart, JobExit, Dropped, MonitorStats)
+    handles = (SessionStart, JobStart, JobExit, Dropped, MonitorStats, ObserverStart)
 
     def __init__(self) -> None:
         self.meta = Meta()
@@ -78,7 +80,10 @@ class MetaReducer:
                 monitor_cpu_percent=ev.cpu_percent,
                 monitor_rss_bytes=ev.rss_bytes,
                 rejected_frames=ev.rejected_frames,
+                monitor_dropped=ev.dropped,
             )
+        elif isinstance(ev, ObserverStart):
+            self.meta = _replace(m, observer=True, observer_python=ev.python)
 
     def contribute(self, parts: dict[str, Any], window: int | None) -> None:
         parts["meta"] = self.meta
@@ -189,6 +194,7 @@ def default_reducers() -> list[Reducer]:
         GpusReducer(),
         SyncReducer(),
         ProbeHealthReducer(),
+        StacksReducer(),
     ]
 
 
@@ -230,6 +236,7 @@ class Session:
             parts.get("trainers", ()),
             parts.get("loaders", ()),
             parts.get("processes", ()),
+            parts.pop("observed_roles", None),
         )
         parts["events"] = self.events
         return Snapshot(**parts)

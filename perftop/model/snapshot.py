@@ -29,6 +29,9 @@ class Meta:
     monitor_cpu_percent: float | None = None
     monitor_rss_bytes: int | None = None
     perftop_version: str = ""
+    monitor_dropped: int = 0  # events the monitor's own bounded ingest queue dropped
+    observer: bool = False  # watching a process without a hook (``perftop attach PID``)
+    observer_python: str = ""
 
     @property
     def state(self) -> str:
@@ -311,6 +314,31 @@ class NodeRow:
 
 
 @dataclass(frozen=True, slots=True)
+class StackRow:
+    """One process's stack samples: ``where`` (what it was doing, in words) and ``frames``
+    (innermost user frames as (function, file, line)), each with its share of ``samples``."""
+
+    pid: int
+    role: str
+    samples: int
+    where: tuple[tuple[str, float], ...] = ()
+    frames: tuple[tuple[tuple[str, str, int], float], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StallRow:
+    """Stacks captured while a step of ``pid`` was stalled: ``(pid, role, frames)`` each."""
+
+    t: float
+    pid: int
+    step: int
+    stalled_s: float
+    median_s: float
+    stacks: tuple[tuple[int, str, tuple[tuple[str, str, int], ...]], ...] = ()
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     meta: Meta = field(default_factory=Meta)
     steps: StepStats = field(default_factory=StepStats)
@@ -332,6 +360,9 @@ class Snapshot:
     # (probe, reason) for each probe ("procs", "host", "gpu") that raised and gave nothing
     probes_stopped: tuple[tuple[str, str], ...] = ()
     nodes: tuple[NodeRow, ...] = ()  # the nodes a collector hears (empty for a local run)
+
+    stacks: tuple[StackRow, ...] = ()  # stack samples per process (observer mode)
+    stalls: tuple[StallRow, ...] = ()  # stacks captured during stalled steps, oldest first
 
     def role_of(self, pid: int, host: str | None = None) -> ProcessRole | None:
         """The role of ``pid`` (on ``host``, where a collector merged nodes)."""

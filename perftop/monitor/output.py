@@ -30,18 +30,30 @@ class OutputTail:
         self._readers = {name: open(p, "rb") for name, p in self.paths.items()}  # noqa: SIM115
         self._partial = {name: b"" for name in self.paths}
         self._stop = threading.Event()
+        self._paused = False
         self._thread = threading.Thread(target=self._loop, name="perftop-output", daemon=True)
 
     def start(self) -> None:
         # The child has its own copies of the write ends now.
         self.stdout.close()
         self.stderr.close()
+        if self._paused:  # after a pause: a new thread on the same files
+            self._paused = False
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._loop, name="perftop-output", daemon=True)
         self._thread.start()
+
+    def pause(self) -> None:
+        """Stop tailing without closing anything (before the monitor forks)."""
+        self._paused = True
+        self._stop.set()
+        self._thread.join(timeout=2)
 
     def _loop(self) -> None:
         while not self._stop.wait(POLL_S):
             self.poll()
-        self.poll(final=True)
+        if not self._paused:
+            self.poll(final=True)
 
     def poll(self, final: bool = False) -> None:
         events: list[Event] = []

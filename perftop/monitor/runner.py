@@ -1,5 +1,5 @@
 """Launching a job under perftop: the hook injected through the environment, a socket to
-hear it, the ingest loop, and the job's lifecycle as events."""
+hear it (and to serve viewers), the hub, and the job's lifecycle as events."""
 
 from __future__ import annotations
 
@@ -20,14 +20,18 @@ import perftop
 from perftop.errors import LaunchError
 from perftop.events import JobExit, JobStart, SessionStart
 from perftop.hook import ENV_SOCKET
-from perftop.model import Session, Snapshot
-from perftop.monitor.ingest import Ingest
+from perftop.model import Snapshot
+from perftop.monitor.hub import Hub
 from perftop.monitor.output import OutputTail
 from perftop.monitor.server import Server
-from perftop.recording import RecordingWriter
+from perftop.monitor.sinks import SocketSink
+from perftop.monitor.stall import StallWatch
+from perftop.probes.alive import alive
+from perftop.recording import RecordingWriter, default_path
 
 BOOTSTRAP_DIR = Path(perftop.__file__).resolve().parent / "_bootstrap"
 DRAIN_S = 3.0
+STOP_ESCALATION = ((signal.SIGINT, 10.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0))
 
 # A source factory is called as make(job) and returns an object with start() and stop();
 # the probes are sources. The CLI decides which ones a job gets.
@@ -72,6 +76,10 @@ def resolve(command: tuple[str, ...]) -> str:
 
 
 class Job:
+    """The one owner of a job's lifecycle: it starts the job and its hub (socket, probes,
+    recording), forwards signals, stops it with escalation, leaves it running, and knows
+    its exit code. The TUI and the CLI ask it; they hold no job state of their own."""
+
     def __init__(
         self,
         cfg: RunConfig,
@@ -82,24 +90,28 @@ class Job:
         """``sinks`` get the stream as the recording does (forwarders)."""
         self.cfg = cfg
         self._source_factories = tuple(sources)
-        self.session = Session()
-        self.recorder = (
-            RecordingWriter(cfg.record, force=cfg.force) if cfg.record is not None else None
-        )
-        self.ingest = Ingest(
-            self.session,
-            self.recorder,
-            on_snapshot=on_snapshot,
-            refresh_s=cfg.refresh_s,
-            rejected_frames=lambda: self.server.rejected_frames,
-            sinks=sinks,
-        )
-        self.server = Server(self.ingest.submit_frame)
+        self.hub = Hub(refresh_s=cfg.refresh_s, rejected_frames=lambda: self.server.rejected_frames)
+        self.session = self.hub.session
+        if on_snapshot is not None:
+            self.hub.snapshot_subscribers.append(on_snapshot)
+        self.recorder: RecordingWriter | None = None
+        if cfg.record is not None:
+            self.recorder = RecordingWriter(cfg.record, force=cfg.force)
+            self.hub.subscribe(self.recorder, buffered=False)
+        for sink in sinks:  # forwarders and streams buffer on their own: never blocking
+            self.hub.subscribe(sink, buffered=False)
+        self.server = Server(self.hub.submit_frame, on_viewer=self._viewer, info=self.info)
         self.proc: subprocess.Popen[bytes] | None = None
         self.output: OutputTail | None = None
         self.sources: list[Any] = []
         self.exit_code: int | None = None
+        self.started_t = time.time()
+        self.detached = False  # forked into the background: the job is no longer our child
         self._exit_lock = threading.Lock()
+
+    @property
+    def ingest(self) -> Hub:  # the name the probes' factories used
+        return self.hub
 
     @property
     def pid(self) -> int | None:
@@ -108,10 +120,10 @@ class Job:
     def start(self) -> Job:
         exe = resolve(self.cfg.command)
         self.server.start()
-        self.ingest.start()
-        self.ingest.submit(
+        self.hub.start()
+        self.hub.submit(
             SessionStart(
-                t=time.time(),
+                t=self.started_t,
                 command=self.cfg.command,
                 cwd=os.getcwd(),
                 host=socket.gethostname(),
@@ -123,7 +135,7 @@ class Job:
         env = hook_env(self.server.path)
         kwargs: dict[str, Any] = {}
         if self.cfg.capture_output:
-            self.output = OutputTail(self.ingest.submit)
+            self.output = OutputTail(self.hub.submit)
             env["PYTHONUNBUFFERED"] = "1"
             kwargs.update(
                 stdin=subprocess.DEVNULL,
@@ -138,7 +150,8 @@ class Job:
         except OSError as exc:
             self.close()
             raise LaunchError(f"cannot start {self.cfg.command[0]}: {exc.strerror}") from None
-        self.ingest.submit(JobStart(time.time(), self.proc.pid, self.cfg.command))
+        self.hub.submit(JobStart(time.time(), self.proc.pid, self.cfg.command))
+        self.hub.snapshot_subscribers.append(StallWatch(self.proc.pid, self.hub.submit))
         if self.output is not None:
             self.output.start()
         for make in self._source_factories:
@@ -147,9 +160,47 @@ class Job:
             self.sources.append(src)
         return self
 
+    # -- viewers and `perftop ls` --------------------------------------------------------
+    def _viewer(self, conn: socket.socket) -> None:
+        self.hub.subscribe(SocketSink(conn))
+
+    def info(self) -> dict[str, Any]:
+        """What `perftop ls` shows (answered on the socket's thread from the last snapshot)."""
+        snap = self.hub.latest
+        pids = [r.pid for r in snap.roles if r.role != "other"] if snap is not None else []
+        return {
+            "socket": str(self.server.path),
+            "monitor_pid": os.getpid(),
+            "command": list(self.cfg.command),
+            "job_pid": self.pid,
+            "pids": pids,  # trainers and DataLoader workers
+            "start_t": self.started_t,
+            "steps": snap.steps.count if snap is not None else 0,
+            "state": snap.meta.state if snap is not None else "starting",
+            "recording": str(self.recorder.path) if self.recording() else "",
+            "viewers": self.server.viewers,
+        }
+
+    # -- recording -----------------------------------------------------------------------
+    def recording(self) -> bool:
+        return self.recorder is not None and not self.recorder.closed
+
+    def toggle_recording(self, path: os.PathLike[str] | str | None = None) -> str | None:
+        """Stop recording, or start a new recording that begins with the session's header
+        and history (so it reports on its own); returns the new path or None."""
+        if self.recorder is not None and not self.recorder.closed:
+            self.hub.unsubscribe(self.recorder)
+            self.recorder = None
+            return None
+        rec = RecordingWriter(path or default_path())
+        self.recorder = rec
+        self.hub.subscribe(rec, buffered=False, record_path=str(rec.path))
+        return str(rec.path)
+
+    # -- lifecycle -----------------------------------------------------------------------
     def forward(self, signum: int) -> None:
         """Pass a signal on to the job (its whole process group when it has its own)."""
-        if self.proc is None or self.proc.poll() is not None:
+        if self.proc is None or self.poll() is not None:
             return
         try:
             if self.cfg.capture_output:
@@ -160,7 +211,11 @@ class Job:
             pass
 
     def poll(self) -> int | None:
-        return None if self.proc is None else self.proc.poll()
+        if self.proc is None:
+            return None
+        if self.detached:  # no longer our child: alive or not is all we can know
+            return None if alive(self.proc.pid) else -1
+        return self.proc.poll()
 
     def reap(self) -> int:
         """Wait for the job's top process and record its exit, once, whoever asks first
@@ -171,8 +226,19 @@ class Job:
         with self._exit_lock:
             if self.exit_code is None:
                 self.exit_code = rc if rc >= 0 else 128 - rc
-                self.ingest.submit(JobExit(time.time(), self.proc.pid, self.exit_code))
+                self.hub.submit(JobExit(time.time(), self.proc.pid, self.exit_code))
         return self.exit_code
+
+    def stop(self) -> None:
+        """SIGINT first (training loops save and exit on KeyboardInterrupt), then SIGTERM,
+        then SIGKILL, each after a grace period."""
+        for sig, grace in STOP_ESCALATION:
+            self.forward(sig)
+            deadline = time.monotonic() + grace
+            while self.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if self.poll() is not None:
+                return
 
     def wait(self) -> int:
         """Wait for the job, then drain its last events and close the recording."""
@@ -188,7 +254,7 @@ class Job:
     def finish(self) -> None:
         """Record the exit if the job has ended, let the hooks' final flushes arrive, stop
         everything."""
-        if self.poll() is not None:
+        if self.poll() is not None and not self.detached:
             self.reap()
         deadline = time.monotonic() + DRAIN_S
         while self.server.open_connections and time.monotonic() < deadline:
@@ -204,44 +270,16 @@ class Job:
         if self.output is not None:
             self.output.stop()
         self.server.close()
-        self.ingest.stop()
+        self.hub.stop()
 
-    def hand_over(self) -> int | None:
-        """Leave the job running: hand the socket and the recording to a detached
-        background recorder (its pid; None when not recording). The hooks reconnect to the
-        same socket path by themselves; what they send meanwhile is dropped and counted."""
-        from perftop.monitor import background
+    def leave(self) -> int | None:
+        """Leave the job running: this monitor goes on in the background, still serving
+        the session (attachable), recording and probing; returns the background pid in
+        the foreground process (which should then exit), None in the background one."""
+        from perftop.monitor.lifecycle import detach
 
-        rec = self.ingest.recorder
-        path = rec.path if rec is not None and not rec.closed else None
-        sock = self.server.path
-        self.close()  # stops the server (unlinks the socket) and closes the recording
-        if path is None or self.pid is None:
-            return None
-        return background.spawn(sock, path, self.pid)
+        return detach(self)
 
     def snapshot(self, window: int | None = None) -> Snapshot:
-        """Whole-run figures; only after :meth:`wait` (the ingest thread owns the session)."""
+        """Whole-run figures; only after :meth:`wait` (the hub thread owns the session)."""
         return self.session.snapshot(window=window)
-
-
-def install_signal_forwarding(job: Job) -> None:
-    """SIGTERM/SIGHUP go to the job. SIGINT from the terminal already reached a job that
-    shares our process group, so it is forwarded only when it cannot have (no terminal)."""
-
-    def forward(signum: int, frame: Any) -> None:
-        job.forward(signum)
-
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, forward)
-    if job.cfg.capture_output or not _terminal_foreground():
-        signal.signal(signal.SIGINT, forward)
-    else:
-        signal.signal(signal.SIGINT, lambda s, f: None)
-
-
-def _terminal_foreground() -> bool:
-    try:
-        return os.isatty(sys.stdin.fileno()) and os.tcgetpgrp(sys.stdin.fileno()) == os.getpgrp()
-    except (OSError, ValueError, AttributeError):
-        return False

@@ -1,26 +1,49 @@
-"""The monitor's Unix socket: many hook connections (one per training process), one thread.
+"""The monitor's Unix socket: many hook connections (one per training process), viewers and
+``perftop ls`` requests, one thread.
 
-Sockets live in a per-user directory of mode 0700, each socket 0600. A connection that
-sends a damaged frame loses that frame; one that breaks the stream (wrong magic, absurd
-length) is closed. Both are counted; neither stops the monitor.
+Sockets live in a per-user directory of mode 0700, each socket 0600, and a peer of another
+user is refused (SO_PEERCRED). The first 8 bytes say who connects: the stream's MAGIC is a
+hook (a producer); ``VIEW_MAGIC`` is a viewer, handed to ``on_viewer`` and never read from
+again (read-only: nothing it sends reaches the job); ``INFO_MAGIC`` gets one JSON line
+about the session. A connection that sends a damaged frame loses that frame; one that
+breaks the stream (unknown greeting, absurd length) is closed. Both are counted; neither
+stops the monitor.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import selectors
 import socket
+import struct
 import tempfile
 import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from perftop.events import Event
-from perftop.wire import Frame, FrameError, FrameReader, StreamError, decode_frame
+from perftop.wire import MAGIC, Frame, FrameError, FrameReader, StreamError, decode_frame
 
 # Receives (the frame, its decoded events) for every intact frame.
-FrameSink = Callable[[Frame, list[Event]], None]
+FrameSink = Callable[[Frame, list[Event]], Any]
+VIEW_MAGIC = b"PTVIEW\x00\x00"
+INFO_MAGIC = b"PTINFO\x00\x00"
+SUFFIX = ".sock"
+
+
+def peer_uid(conn: socket.socket) -> int | None:
+    """The connecting process's user id (Linux SO_PEERCRED); None where unsupported."""
+    opt = getattr(socket, "SO_PEERCRED", None)
+    if opt is None:
+        return None
+    try:
+        _pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, opt, 12))
+    except OSError:
+        return None
+    return uid
 
 
 def socket_dir() -> Path:
@@ -35,16 +58,28 @@ def socket_dir() -> Path:
 
 
 class Server:
-    def __init__(self, sink: FrameSink, path: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self,
+        sink: FrameSink,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        on_viewer: Callable[[socket.socket], None] | None = None,
+        info: Callable[[], dict[str, Any]] | None = None,
+    ) -> None:
         self.sink = sink
+        self.on_viewer = on_viewer
+        self.info = info
         if path is None:
-            path = socket_dir() / f"{os.getpid()}-{uuid.uuid4().hex[:8]}.sock"
+            path = socket_dir() / f"{os.getpid()}-{uuid.uuid4().hex[:8]}{SUFFIX}"
         self.path = Path(path)
         self.rejected_frames = 0
         self.closed_streams = 0
+        self.refused_peers = 0
         self.connections = 0
+        self.viewers = 0
         self._sel = selectors.DefaultSelector()
         self._readers: dict[socket.socket, FrameReader] = {}
+        self._greeting: dict[socket.socket, bytes] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -81,13 +116,46 @@ class Server:
             conn, _ = self._lsock.accept()
         except OSError:
             return
+        uid = peer_uid(conn)
+        if uid is not None and uid != os.getuid():
+            self.refused_peers += 1  # another user: the 0700 directory should have stopped it
+            conn.close()
+            return
         conn.setblocking(False)
-        self._readers[conn] = FrameReader()
+        self._greeting[conn] = b""
         self._sel.register(conn, selectors.EVENT_READ)
         self.connections += 1
 
+    def _greet(self, conn: socket.socket, data: bytes) -> bytes | None:
+        """Sort a new connection by its first 8 bytes; the bytes left for a hook's reader."""
+        buf = self._greeting[conn] + data
+        if len(buf) < len(MAGIC):
+            self._greeting[conn] = buf
+            return None
+        del self._greeting[conn]
+        kind = buf[: len(MAGIC)]
+        if kind == MAGIC:
+            self._readers[conn] = FrameReader()
+            return buf
+        self._unregister(conn)
+        if kind == VIEW_MAGIC and self.on_viewer is not None:
+            self.viewers += 1
+            self.on_viewer(conn)
+        elif kind == INFO_MAGIC and self.info is not None:
+            try:
+                conn.setblocking(True)
+                conn.settimeout(2.0)
+                conn.sendall(json.dumps(self.info()).encode() + b"\n")
+            except (OSError, ValueError, TypeError):
+                pass
+            conn.close()
+        else:
+            self.rejected_frames += 1
+            self.closed_streams += 1
+            conn.close()
+        return None
+
     def _read(self, conn: socket.socket) -> None:
-        reader = self._readers[conn]
         try:
             data = conn.recv(1 << 18)
         except BlockingIOError:
@@ -97,6 +165,12 @@ class Server:
         if not data:
             self._drop(conn)
             return
+        if conn in self._greeting:
+            rest = self._greet(conn, data)
+            if rest is None:
+                return
+            data = rest
+        reader = self._readers[conn]
         try:
             frames = reader.feed(data)
         except StreamError:
@@ -115,19 +189,31 @@ class Server:
             self.rejected_frames += reader.bad_frames
             reader.bad_frames = 0
 
-    def _drop(self, conn: socket.socket) -> None:
+    def _unregister(self, conn: socket.socket) -> None:
         self._readers.pop(conn, None)
+        self._greeting.pop(conn, None)
         try:
             self._sel.unregister(conn)
         except (KeyError, ValueError):
             pass
+
+    def _drop(self, conn: socket.socket) -> None:
+        self._unregister(conn)
         conn.close()
+
+    def pause(self) -> None:
+        """Stop the serving thread, keeping the socket and every connection open (the
+        monitor is about to fork itself into the background, see lifecycle.detach)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+        self._stop = threading.Event()
 
     def close(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=2)
-        for conn in list(self._readers):
+        for conn in [*self._readers, *self._greeting]:
             self._drop(conn)
         self._sel.close()
         self._lsock.close()

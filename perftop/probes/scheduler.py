@@ -52,6 +52,7 @@ class ProbeSource:
         self.ticks = 0
 
     def start(self) -> ProbeSource:
+        self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="perftop-probes", daemon=True)
         self._thread.start()
         return self
@@ -67,6 +68,12 @@ class ProbeSource:
                     close()
                 except Exception:
                     pass
+
+    def pause(self, timeout: float = 5.0) -> None:
+        """Stop sampling, keeping the probes open; ``start()`` goes on (see lifecycle)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
 
     def _loop(self) -> None:
         start = time.monotonic()
@@ -126,6 +133,6 @@ def make_sources(interval_s: float = 1.0, nvml: Any | None = None, gpu: bool = T
         probes: list[Probe] = [ProcProbe(job.pid), HostProbe()]
         if gpu:
             probes.append(GpuProbe(nvml))
-        return ProbeSource(job.ingest.submit, probes, interval_s)
+        return ProbeSource(job.hub.submit, probes, interval_s)
 
     return make

@@ -14,6 +14,7 @@ from perftop.model.fleet import FleetSession
 from perftop.model.ranks import find_straggler, slowest
 from perftop.model.snapshot import ProcessRole, ProcRow, StepStats
 from perftop.recording import ReadStats, read_events
+from perftop.report.stacks import stacks_json, stalls_json
 
 REPORT_VERSION = 1
 
@@ -53,8 +54,12 @@ def build_report(snap: Snapshot, stats: ReadStats | None = None) -> dict[str, An
         "gpu_note": snap.gpu_note,
         "sync_events": _sync(snap),
         "hints": [],
+        "stacks": stacks_json(snap),
+        "stalls": stalls_json(snap),
         "dropped_events": m.dropped_events,
         "rejected_frames": m.rejected_frames,
+        "monitor_dropped_events": m.monitor_dropped,
+        "observer": m.observer,
         "events": snap.events,
         "notes": [{"level": n.level, "source": n.source, "text": n.text} for n in snap.notes],
         "warnings": list(stats.warnings) if stats is not None else [],

@@ -8,6 +8,7 @@ from typing import Any
 from perftop.model import Snapshot
 from perftop.report.fmt import NA, fraction, seconds, table
 from perftop.report.fmt import command as command_line
+from perftop.report.stacks import stack_lines
 from perftop.report.text_probes import gpu_lines, host_lines, processes_table
 
 
@@ -107,6 +108,7 @@ def render(r: dict[str, Any]) -> str:
     out.extend(host_lines(r.get("host") or {}))
     out.extend(gpu_lines(r.get("gpus") or [], r.get("gpu_note", "")))
     out.extend(_sync(r["sync_events"]))
+    out.extend(stack_lines(r))
     out.extend(_footer(r))
     return "\n".join(out) + "\n"
 
@@ -137,6 +139,8 @@ def _footer(r: dict[str, Any]) -> list[str]:
     out: list[str] = []
     if r["dropped_events"]:
         out.append(f"  {r['dropped_events']} events dropped by the hook (monitor too slow or away)")
+    if r.get("monitor_dropped_events"):
+        out.append(f"  {r['monitor_dropped_events']} events dropped by perftop (it fell behind)")
     if r["rejected_frames"]:
         out.append(f"  {r['rejected_frames']} malformed frames rejected")
     for n in r["notes"]:
@@ -153,6 +157,8 @@ def summary(snap: Snapshot, record: Path | None) -> str:
             f"perftop: {s.count} steps, p50 {seconds(s.p50)}, p95 {seconds(s.p95)}, "
             f"data wait {fraction(s.data_wait_fraction)} of step time"
         )
+    elif snap.meta.observer:
+        lines.append("perftop: observer mode (no hook): no steps, see the stack samples")
     else:
         lines.append("perftop: no training steps seen")
     if snap.meta.dropped_events:

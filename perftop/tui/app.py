@@ -16,7 +16,7 @@ from textual.widgets import Footer
 
 from perftop.model import Snapshot
 from perftop.tui.messages import JobEnded, SnapshotMessage, TerminalLost
-from perftop.tui.screens import HelpScreen, QuitScreen
+from perftop.tui.screens import HelpScreen, QuitScreen, StacksScreen
 from perftop.tui.widgets import (
     GpuPanel,
     HeaderBar,
@@ -26,6 +26,7 @@ from perftop.tui.widgets import (
     Panel,
     ProcessesPanel,
     RanksPanel,
+    StacksPanel,
     StepsPanel,
     SyncPanel,
 )
@@ -59,19 +60,24 @@ class PerftopApp(App[str | None]):
         Binding("s", "sort", "sort"),
         Binding("i", "invert", "invert", show=False),
         Binding("r", "record", "record"),
+        Binding("k", "stacks", "stacks", show=False),
         *[Binding(str(i), f"focus_panel({i - 1})", show=False) for i in range(1, 9)],
     ]
 
-    def __init__(self, controller: Controller | None = None) -> None:
+    def __init__(self, controller: Controller | None = None, mode: str = "") -> None:
+        """``mode``: "" (a job perftop runs), "viewer" (attached to a session, read-only)
+        or "observer" (a process without a hook: stacks replace the job's output)."""
         super().__init__()
         self.controller = controller
+        self.mode = mode
+        self._stalls = 0
         self.paused = False
         self.latest: Snapshot | None = None
         self.shown: Snapshot | None = None
         self._errors: dict[str, str] = {}
 
     def compose(self) -> ComposeResult:
-        yield HeaderBar(id="header")
+        yield HeaderBar(id="header", mode=self.mode)
         with Container(id="body"):
             yield StepsPanel(id="steps")
             yield GpuPanel(id="gpu")
@@ -79,7 +85,7 @@ class PerftopApp(App[str | None]):
             yield ProcessesPanel(id="procs")
             yield SyncPanel(id="sync")
             yield HintsPanel(id="hints")
-            yield OutputPanel(id="output")
+            yield StacksPanel(id="output") if self.mode == "observer" else OutputPanel(id="output")
             yield RanksPanel(id="ranks")  # shown only for more than one rank
         yield from self.compose_bars()
         yield Footer()
@@ -120,6 +126,17 @@ class PerftopApp(App[str | None]):
     def show(self, snap: Snapshot) -> None:
         """Render a snapshot in every panel; a failing panel becomes a notification."""
         self.shown = snap
+        if len(snap.stalls) > self._stalls:
+            self._stalls = len(snap.stalls)
+            s = snap.stalls[-1]
+            self.notify(
+                f"step {s.step} stalled {s.stalled_s:.1f} s: stacks captured (k shows them)",
+                title="stall",
+                severity="warning",
+                timeout=8,
+            )
+        if isinstance(self.screen, StacksScreen):
+            self.screen.show(snap)
         for w in (self.query_one(HeaderBar), *self.panels):
             try:
                 w.show(snap)
@@ -147,6 +164,10 @@ class PerftopApp(App[str | None]):
 
         if not isinstance(self.screen, QuitScreen):
             self.push_screen(QuitScreen(), chosen)
+
+    def action_stacks(self) -> None:
+        if not isinstance(self.screen, StacksScreen):
+            self.push_screen(StacksScreen(self.shown))
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())

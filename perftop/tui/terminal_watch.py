@@ -5,8 +5,8 @@ A dead terminal can hold Textual forever: its writer thread blocks on a tty that
 takes bytes, or its input thread spins on end-of-file. So the loss is noticed twice over,
 by SIGHUP and by a thread that polls the terminal's file descriptors for a hang-up; the app
 is asked to exit ("leave": a running job goes on), and if it has not returned within
-``GRACE_S`` this thread concludes in its place (hand the job over to the background
-recorder, or close the recording of a job that ended) and ends the process with
+``GRACE_S`` this thread concludes in its place (leave the job to the background
+monitor, or close the recording of a job that ended) and ends the process with
 ``os._exit``. Exactly one of the two threads concludes: :meth:`TerminalWatch.release`
 decides which.
 """

@@ -36,3 +36,34 @@ def test_zoomed_processes_80x24(snap_compare) -> None:  # noqa: ANN001
 
 def test_help_160x48(snap_compare) -> None:  # noqa: ANN001
     assert snap_compare(PerftopApp(), terminal_size=(160, 48), run_before=show("question_mark"))
+
+
+def _recorded(name: str, *keys: str):  # noqa: ANN202
+    """Show a real recording (made with `perftop attach` / `perftop run`), frozen at its
+    last event: every figure on screen is one a real run produced."""
+    from pathlib import Path
+
+    from perftop.report.build import session_from_file
+
+    path = Path(__file__).parent / "recordings" / name
+    snap = session_from_file(str(path)).snapshot()
+
+    async def run_before(pilot) -> None:  # noqa: ANN001
+        pilot.app.post_message(SnapshotMessage(snap))
+        await pilot.pause()
+        await pilot.pause()
+        if keys:
+            await pilot.press(*keys)
+            await pilot.pause()
+
+    return run_before
+
+
+def test_observer_160x48(snap_compare) -> None:  # noqa: ANN001
+    app = PerftopApp(mode="observer")
+    assert snap_compare(app, terminal_size=(160, 48), run_before=_recorded("observer.perftop"))
+
+
+def test_stall_stacks_160x48(snap_compare) -> None:  # noqa: ANN001
+    run_before = _recorded("stall.perftop", "k")
+    assert snap_compare(PerftopApp(), terminal_size=(160, 48), run_before=run_before)

@@ -1,6 +1,6 @@
 """Killing perftop's terminal (its tmux session) at random moments never leaves a perftop
-behind: a running job goes on with the background recorder, an ended job's recording is
-closed, and every recording stays readable."""
+behind in it: a running job goes on with the background monitor (recording, attachable),
+an ended job's recording is closed, and every recording stays readable."""
 
 from __future__ import annotations
 
@@ -38,13 +38,20 @@ def _start(rec: Path, steps: int) -> str:
     return name
 
 
-def _ours(rec: Path, flag: str) -> list[psutil.Process]:
-    """perftop processes of this recording: the monitor (--record) or the background
-    recorder (--append)."""
+def _ours(rec: Path, which: str) -> list[psutil.Process]:
+    """perftop processes of this recording: the monitor in the terminal ("--record") or
+    the background monitor it forked when leaving the job running ("--append"), told
+    apart by the new session the background one leads."""
     found = []
     for p in psutil.process_iter(["cmdline"]):
         cmd = p.info["cmdline"] or []
-        if str(rec) in cmd and flag in cmd:
+        if str(rec) not in cmd or "--record" not in cmd:
+            continue
+        try:
+            background = os.getsid(p.pid) == p.pid
+        except OSError:
+            continue
+        if background == (which == "--append"):
             found.append(p)
     return found
 
@@ -99,7 +106,7 @@ def test_killing_the_terminal_while_the_job_runs(tmp_path: Path) -> None:
             if job_pid is None:
                 continue  # killed before the job started
             assert psutil.pid_exists(job_pid), f"try {i} (seed {seed}): the job was stopped"
-            assert _ours(rec, "--append"), f"try {i} (seed {seed}): no background recorder"
+            assert _ours(rec, "--append"), f"try {i} (seed {seed}): no background monitor"
             assert took < GONE_WITHIN_S
         finally:
             subprocess.run([TMUX, "kill-session", "-t", name], capture_output=True)

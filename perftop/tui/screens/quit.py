@@ -1,4 +1,5 @@
-"""Quit while the job still runs: stop it, or leave it running (recording goes on)."""
+"""Quit while the job still runs: stop it, or leave it running (the session goes on in the
+background: recording, probing, attachable with `perftop attach`)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ class QuitScreen(ModalScreen[str | None]):
             yield Static(
                 "The job is still running.\n"
                 "[b]s[/b] stop it (SIGINT, then SIGTERM)   "
-                "[b]l[/b] leave it running, recording in the background   "
+                "[b]l[/b] leave it running (recording, attachable)   "
                 "[b]esc[/b] cancel"
             )
             with Horizontal():

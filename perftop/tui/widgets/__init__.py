@@ -8,6 +8,7 @@ from perftop.tui.widgets.output import OutputPanel
 from perftop.tui.widgets.panel import Panel
 from perftop.tui.widgets.processes import ProcessesPanel
 from perftop.tui.widgets.ranks import RanksPanel
+from perftop.tui.widgets.stacks import StacksPanel
 from perftop.tui.widgets.steps import StepsPanel
 from perftop.tui.widgets.sync import SyncPanel
 
@@ -20,6 +21,7 @@ __all__ = [
     "Panel",
     "ProcessesPanel",
     "RanksPanel",
+    "StacksPanel",
     "StepsPanel",
     "SyncPanel",
 ]

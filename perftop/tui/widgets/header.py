@@ -26,8 +26,9 @@ class HeaderBar(Static):
     }
     """
 
-    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002
+    def __init__(self, *, id: str | None = None, mode: str = "") -> None:  # noqa: A002
         super().__init__("perftop", id=id, markup=False)
+        self.mode = mode  # "", "viewer" or "observer" (see PerftopApp)
         self.paused = False
         self.recording: str | None = None  # set by the app when recording is toggled
         self._snap: Snapshot | None = None
@@ -57,6 +58,12 @@ class HeaderBar(Static):
             else "bold"
         )
         right = Text()
+        if self.mode == "observer" or m.observer:
+            right.append(" OBSERVER: no hook ", style="bold black on magenta")
+            right.append(" ")
+        elif self.mode == "viewer":
+            right.append(" VIEWER (read-only) ", style="bold black on cyan")
+            right.append(" ")
         if self.paused:
             right.append(" PAUSED ", style="bold black on yellow")
             right.append(" ")
@@ -80,6 +87,9 @@ class HeaderBar(Static):
             line2.append(f" +{workers} workers", style="dim")
         line2.append("  dropped ", style="dim")
         line2.append(f"{m.dropped_events:,}", style="yellow" if m.dropped_events else None)
+        if m.monitor_dropped:
+            line2.append(" +perftop ", style="dim")
+            line2.append(f"{m.monitor_dropped:,}", style="yellow")
         line2.append("  perftop CPU ", style="dim")
         cpu = m.monitor_cpu_percent
         line2.append(fmt.pct(cpu), style=fmt.NA_STYLE if cpu is None else None)

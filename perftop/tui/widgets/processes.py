@@ -34,7 +34,7 @@ def role_label(pid: int, role: ProcessRole | None) -> tuple[str, tuple[int, ...]
     if role.role == "rank":
         return f"rank {role.rank}", role_sort_key(role)
     if role.role == "worker":
-        text = f"worker {role.worker_id}"
+        text = "worker" if role.worker_id is None else f"worker {role.worker_id}"
         if role.loader_id:
             text += f"·L{role.loader_id}"
         return text, role_sort_key(role)

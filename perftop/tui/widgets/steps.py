@@ -118,7 +118,9 @@ class StepsPanel(TextPanel):
         h = max(1, self.content_region.height or 6)
         if s.count == 0:
             msg = "waiting for the first training step…"
-            if not snap.trainers:
+            if snap.meta.observer:
+                msg = "observer mode: no hook in this process, so no steps (see Stacks)"
+            elif not snap.trainers:
                 msg = "no training process has connected yet"
             return Text(msg, style="dim")
         head = [stats_line(s, self.compact)]

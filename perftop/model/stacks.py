@@ -1,0 +1,123 @@
+"""Stack samples and stall captures in the model: where each process spends its time.
+
+Each sample is reduced to one line of "where": waiting on the DataLoader queue, a
+DataLoader worker idle for work, or the innermost frame of the user's own code
+(``transforms.py:88 dilate``), with the library call it is in when there is one. Shares are
+of the samples taken, so they are measured; with few samples they are coarse, and the
+count says so.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from perftop.events.stacks import StackFrame, StackSample, StallCapture
+from perftop.model.roles import ROLE_ORDER
+from perftop.model.snapshot import StackRow, StallRow
+
+MAX_STALLS = 50
+TOP = 5
+_LIB_MARKS = ("site-packages", "dist-packages", "/lib/python3", "<frozen", "<string>")
+_WAIT_FILES = ("queue.py", "queues.py", "threading.py", "connection.py", "selectors.py")
+_LOADER = "torch/utils/data/dataloader.py"
+_WORKER = "torch/utils/data/_utils/worker.py"
+
+
+def is_library(path: str) -> bool:
+    return any(m in path for m in _LIB_MARKS)
+
+
+def short(frame: StackFrame) -> str:
+    fn, path, line = frame
+    return f"{path.rsplit('/', 1)[-1]}:{line} {fn}"
+
+
+def where(frames: tuple[StackFrame, ...]) -> str:
+    """What one stack (innermost first) was doing, in words a user can act on."""
+    if not frames:
+        return "no Python frame (native code, or between bytecodes)"
+    waiting = frames[0][1].endswith(_WAIT_FILES) or frames[0][0] in ("wait", "get", "poll")
+    files = [f[1] for f in frames]
+    loop = next((i for i, p in enumerate(files) if p.endswith(_WORKER)), None)
+    if loop is not None:  # a forked worker keeps its parent's frames below its loop: cut
+        if waiting:
+            return "DataLoader worker idle, waiting for work"
+        frames = frames[:loop] or frames[:1]
+        if all(is_library(f[1]) for f in frames):
+            return f"DataLoader worker in {short(frames[0])}"
+    elif any(p.endswith(_LOADER) for p in files):
+        if waiting:
+            return "waiting on the DataLoader queue"
+        if is_library(frames[0][1]):  # e.g. unpickling a batch the workers sent
+            return f"in the DataLoader ({frames[0][0]})"
+    for i, f in enumerate(frames):
+        if not is_library(f[1]):
+            inner = f" → {frames[i - 1][0]}" if i > 0 else ""
+            return short(f) + inner
+    return short(frames[0])
+
+
+def user_frame(frames: tuple[StackFrame, ...]) -> StackFrame | None:
+    """The innermost frame of the user's own code (a worker's own, not its parent's from
+    before the fork), else the innermost frame."""
+    loop = next((i for i, f in enumerate(frames) if f[1].endswith(_WORKER)), None)
+    if loop:
+        frames = frames[:loop]
+    for f in frames:
+        if not is_library(f[1]):
+            return f
+    return frames[0] if frames else None
+
+
+class _Proc:
+    __slots__ = ("role", "samples", "where", "frames")
+
+    def __init__(self, role: str) -> None:
+        self.role = role
+        self.samples = 0
+        self.where: Counter[str] = Counter()
+        self.frames: Counter[StackFrame] = Counter()
+
+
+class StacksReducer:
+    handles = (StackSample, StallCapture)
+
+    def __init__(self) -> None:
+        self.procs: dict[int, _Proc] = {}
+        self.stalls: list[StallRow] = []
+
+    def apply(self, ev: Any) -> None:
+        if isinstance(ev, StackSample):
+            p = self.procs.get(ev.pid)
+            if p is None:
+                p = self.procs[ev.pid] = _Proc(ev.role)
+            p.role = ev.role or p.role
+            p.samples += 1
+            p.where[where(ev.frames)] += 1
+            f = user_frame(ev.frames)
+            if f is not None:
+                p.frames[f] += 1
+        else:
+            row = StallRow(ev.t, ev.pid, ev.step, ev.stalled_s, ev.median_s, ev.stacks, ev.note)
+            self.stalls.append(row)
+            del self.stalls[:-MAX_STALLS]
+
+    def contribute(self, parts: dict[str, Any], window: int | None) -> None:
+        rows = []
+        for pid, p in self.procs.items():
+            n = p.samples
+            rows.append(
+                StackRow(
+                    pid,
+                    p.role,
+                    n,
+                    tuple((w, c / n) for w, c in p.where.most_common(TOP)),
+                    tuple((f, c / n) for f, c in p.frames.most_common(TOP)),
+                )
+            )
+        rows.sort(key=lambda r: (ROLE_ORDER.get(r.role, ROLE_ORDER["other"]), r.pid))
+        parts["stacks"] = tuple(rows)
+        parts["stalls"] = tuple(self.stalls)
+        if self.procs:
+            parts["observed_roles"] = {pid: p.role for pid, p in self.procs.items()}

@@ -1,0 +1,259 @@
+"""The monitor's hub: one stream in, many subscribers out.
+
+Every source (hook sockets, probes, the job's output, the lifecycle, stack capture) feeds
+one bounded queue; one thread takes each item in arrival order, writes it to the event
+sinks (the recording, viewers, forwarders), keeps the session's header and a bounded
+history, and applies it to the session model. Snapshot subscribers (the TUI, metrics, stall
+capture) get a snapshot at the refresh rate on this thread and must return quickly.
+
+Bounded: frames from the hooks beyond ``max_frames`` / ``max_bytes`` queued are dropped and
+counted (shown in the header beside the hooks' own drops); the monitor's own events (a
+few a second) and subscriptions are never dropped. A sink subscribed mid-run first gets
+the header and history, through the same queue, so it misses nothing and sees nothing twice.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import psutil
+
+from perftop.events import Event, JobStart, MonitorStats, ObserverStart, SessionStart
+from perftop.model import Session, Snapshot
+from perftop.monitor.header import Header, _frame
+from perftop.monitor.sinks import BufferedSink, EventSink
+from perftop.wire import Frame
+
+SnapshotSink = Callable[[Snapshot], None]
+MAX_FRAMES = 4096
+MAX_BYTES = 64 * 1024 * 1024
+_HEADER_ONLY = (SessionStart, JobStart, ObserverStart)  # kept in the header, not the history
+
+
+class Hub:
+    def __init__(
+        self,
+        session: Session | None = None,
+        *,
+        refresh_s: float = 0.5,
+        rejected_frames: Callable[[], int] = lambda: 0,
+        max_frames: int = MAX_FRAMES,
+        max_bytes: int = MAX_BYTES,
+        header: Header | None = None,
+    ) -> None:
+        self.session = session if session is not None else Session()
+        self.header = header if header is not None else Header()
+        self.refresh_s = refresh_s
+        self._rejected = rejected_frames
+        self.max_frames, self.max_bytes = max_frames, max_bytes
+        self._q: deque[Any] = deque()
+        self._queued_frames = 0
+        self._queued_bytes = 0
+        self._cv = threading.Condition()
+        self._direct: list[EventSink] = []  # the recording: written in line, never dropped
+        self._buffered: list[BufferedSink] = []
+        self.snapshot_subscribers: list[SnapshotSink] = []
+        self._thread: threading.Thread | None = None
+        self.events_in = 0
+        self.hook_events_in = 0  # the part of events_in that came through submit_frame
+        self.dropped_events = 0  # hook events the bounded queue had to drop
+        self.dropped_frames = 0
+        self.latest: Snapshot | None = None  # read by the socket's info requests
+
+    # -- producers (any thread) ----------------------------------------------------------
+    def submit_frame(self, frame: Frame, events: list[Event]) -> bool:
+        """A hook's frame; dropped and counted when the queue is full."""
+        with self._cv:
+            if (
+                self._queued_frames >= self.max_frames
+                or self._queued_bytes + len(frame.payload) > self.max_bytes
+            ):
+                self.dropped_frames += 1
+                self.dropped_events += len(events)
+                return False
+            self._queued_frames += 1
+            self._queued_bytes += len(frame.payload)
+            self._q.append((frame, events))
+            self._cv.notify()
+        return True
+
+    def submit(self, *events: Event) -> None:
+        """The monitor's own events (probes, output, lifecycle): few, never dropped."""
+        self._put((None, events))
+
+    def subscribe(
+        self, sink: EventSink, *, buffered: bool = True, record_path: str | None = None
+    ) -> BufferedSink | EventSink:
+        """Add an event sink; it first receives the header and history. ``buffered=False``
+        is for the recording (written in line, never dropped); ``record_path`` renames the
+        recording in the header it receives. Returns the handle to pass to unsubscribe."""
+        handle: Any = BufferedSink(sink) if buffered else sink
+        self._put(("sub", handle, record_path))
+        return handle
+
+    def unsubscribe(self, handle: BufferedSink | EventSink) -> None:
+        """Remove a sink after everything queued before this call, then close it."""
+        self._put(("unsub", handle))
+
+    def _put(self, item: Any) -> None:
+        with self._cv:
+            self._q.append(item)
+            self._cv.notify()
+
+    # -- the loop ------------------------------------------------------------------------
+    def start(self) -> Hub:
+        self._thread = threading.Thread(target=self._loop, name="perftop-hub", daemon=True)
+        self._thread.start()
+        return self
+
+    def _take(self, timeout: float) -> list[Any]:
+        with self._cv:
+            if not self._q:
+                self._cv.wait(timeout)
+            items = list(self._q)
+            self._q.clear()
+            self._queued_frames = self._queued_bytes = 0
+        return items
+
+    def _loop(self) -> None:
+        next_snap = time.monotonic()
+        next_stats = time.monotonic() + 1.0
+        cpu0, wall0 = time.process_time(), time.monotonic()
+        while True:
+            for item in self._take(0.05):
+                if item is None:
+                    self._finish()
+                    return
+                if item == "pause":
+                    return
+                self._handle(item)
+            now = time.monotonic()
+            if now >= next_stats:
+                cpu1 = time.process_time()
+                pct = 100.0 * (cpu1 - cpu0) / max(now - wall0, 1e-6)
+                cpu0, wall0, next_stats = cpu1, now, now + 1.0
+                stats = MonitorStats(
+                    time.time(),
+                    round(pct, 1),
+                    _rss(),
+                    self._rejected(),
+                    self.events_in,
+                    self.dropped_events,
+                )
+                self._handle((None, (stats,)))
+            for rec in self._direct:
+                rec.tick(now)
+            self._buffered = [b for b in self._buffered if b.failed is None]
+            if now >= next_snap:
+                next_snap = now + self.refresh_s
+                self._snapshot()
+
+    def _snapshot(self) -> None:
+        snap = self.session.snapshot(now=time.time())
+        self.latest = snap
+        for fn in list(self.snapshot_subscribers):
+            try:
+                fn(snap)
+            except Exception:  # a subscriber's bug must not stop ingest
+                pass
+
+    def _handle(self, item: Any) -> None:
+        head = item[0]
+        if head == "sub":
+            self._add(item[1], item[2])
+            return
+        if head == "unsub":
+            self._remove(item[1])
+            return
+        frame, events = item
+        if frame is None:
+            hist = [e for e in events if not isinstance(e, _HEADER_ONLY)]
+            frame = _frame(list(events))
+            hist_frame = frame if len(hist) == len(events) else (_frame(hist) if hist else None)
+        else:
+            hist_frame = frame
+            self.hook_events_in += len(events)
+        for rec in self._direct:
+            rec.write_frame(frame)
+        for b in self._buffered:
+            b.put(frame)
+        self.header.add(hist_frame, events, _HEADER_ONLY)
+        apply = self.session.apply
+        n = 0
+        for ev in events:
+            apply(ev)
+            n += 1
+        self.events_in += n
+
+    def _add(self, handle: Any, record_path: str | None) -> None:
+        pre = self.header.preamble(record_path)
+        if isinstance(handle, BufferedSink):
+            for f in pre:
+                handle.put(f, force=True)
+            self._buffered.append(handle)
+        else:
+            for f in pre:
+                handle.write_frame(f)
+            self._direct.append(handle)
+
+    def _remove(self, handle: Any) -> None:
+        if handle in self._direct:
+            self._direct.remove(handle)
+            handle.close()
+        elif handle in self._buffered:
+            self._buffered.remove(handle)
+            handle.close()
+
+    def _finish(self) -> None:
+        self._snapshot()
+        for rec in self._direct:
+            rec.close()
+        for b in self._buffered:
+            b.close()
+        self._direct, self._buffered = [], []
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Apply and deliver everything queued, then close every sink."""
+        self._put(None)
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    # -- leaving the job running (see lifecycle.detach) ----------------------------------
+    def pause(self, timeout: float = 5.0) -> None:
+        """Handle what is queued, then stop the thread (and the sinks' threads) without
+        closing anything, so the process can fork."""
+        self._put("pause")
+        if self._thread is not None:
+            self._thread.join(timeout)
+        for b in self._buffered:
+            b.pause()
+
+    def flush(self) -> None:
+        for rec in self._direct:
+            flush = getattr(rec, "flush", None)
+            if flush is not None:
+                flush()
+
+    def resume(self) -> None:
+        for b in self._buffered:
+            b.start()
+        self.start()
+
+    @property
+    def sinks(self) -> int:
+        return len(self._direct) + len(self._buffered)
+
+    def queued(self) -> int:
+        return self._queued_frames
+
+
+def _rss() -> int:
+    """perftop's own resident memory, from psutil (any OS)."""
+    try:
+        return psutil.Process().memory_info().rss
+    except psutil.Error:
+        return 0

@@ -1,0 +1,122 @@
+"""Signals and "leave it running": the parts of a job's lifecycle outside the Job class.
+
+Leaving a job running forks this monitor into the background once its threads are paused:
+the child keeps the very same socket (the hooks stay connected, viewers can attach), the
+session model and its history, the recording and the probes, and serves until the job's
+top process is gone. The foreground process then exits without closing anything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from perftop.events import JobExit, Note
+from perftop.probes.alive import alive
+
+if TYPE_CHECKING:
+    from perftop.monitor.runner import Job
+
+POLL_S = 0.5
+
+
+def install_signal_forwarding(job: Job) -> None:
+    """SIGTERM/SIGHUP go to the job. SIGINT from the terminal already reached a job that
+    shares our process group, so it is forwarded only when it cannot have (no terminal)."""
+
+    def forward(signum: int, frame: Any) -> None:
+        job.forward(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, forward)
+    if job.cfg.capture_output or not _terminal_foreground():
+        signal.signal(signal.SIGINT, forward)
+    else:
+        signal.signal(signal.SIGINT, lambda s, f: None)
+
+
+@contextlib.contextmanager
+def tui_signals(on_stop: Callable[[], None]) -> Iterator[None]:
+    """While a TUI runs, SIGTERM asks to stop the job; the old handler comes back
+    afterwards. (SIGHUP, the terminal going away, is the terminal watch's: it leaves the
+    job running, see ``perftop.tui.terminal_watch``.)"""
+    old = signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, lambda s, f: on_stop())
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _terminal_foreground() -> bool:
+    try:
+        return os.isatty(sys.stdin.fileno()) and os.tcgetpgrp(sys.stdin.fileno()) == os.getpgrp()
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def detach(job: Job) -> int | None:
+    """Fork the monitor into the background (see the module doc). In the foreground
+    process: the background pid. The background process never returns."""
+    job.server.pause()
+    job.hub.pause()
+    paused: list[Any] = []
+    for src in [*job.sources, job.output]:
+        if src is None:
+            continue
+        if hasattr(src, "pause"):
+            src.pause()
+            paused.append(src)
+        else:
+            src.stop()
+    job.hub.flush()
+    # No flush of sys.stdout/stderr: the terminal may be gone, with the main thread stuck
+    # writing to it; the child sends what it inherited in those buffers to /dev/null.
+    pid = os.fork()
+    if pid:
+        return pid
+    try:
+        _background(job, paused)
+    finally:
+        os._exit(0)
+
+
+def _background(job: Job, paused: list[Any]) -> None:
+    os.setsid()
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        with contextlib.suppress(ValueError):  # forked from a thread other than main
+            signal.signal(sig, lambda s, f: stop.set())
+    job.detached = True
+    job.hub.snapshot_subscribers[:] = [
+        fn for fn in job.hub.snapshot_subscribers if getattr(fn, "background_ok", False)
+    ]
+    job.hub.resume()
+    job.server.start()
+    for src in paused:
+        src.start()
+    job.sources = [s for s in job.sources if s in paused]
+    job.hub.submit(
+        Note(
+            time.time(),
+            "info",
+            "background",
+            f"perftop continued in the background (pid {os.getpid()}): still recording "
+            "and attachable; the job's exit code cannot be known from here",
+        )
+    )
+    pid = job.pid or 0
+    while alive(pid) and not stop.wait(POLL_S):
+        pass
+    if not alive(pid):
+        job.hub.submit(JobExit(time.time(), pid, 0, known=False))
+    job.finish()

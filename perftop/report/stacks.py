@@ -1,0 +1,70 @@
+"""The report's ``stacks`` and ``stalls``: where sampled processes spent their time, and
+what every process was doing while a step was stalled."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from perftop.model import Snapshot
+from perftop.model.stacks import where
+
+STALL_FRAMES = 8
+
+
+def _frame(f: tuple[str, str, int]) -> dict[str, Any]:
+    return {"function": f[0], "file": f[1], "line": f[2]}
+
+
+def stacks_json(snap: Snapshot) -> list[dict[str, Any]]:
+    """One entry per sampled process: its top frames and "where" with their share."""
+    return [
+        {
+            "pid": r.pid,
+            "role": r.role,
+            "samples": r.samples,
+            "top_frames": [{**_frame(f), "share": round(s, 4)} for f, s in r.frames],
+            "where": [{"what": w, "share": round(s, 4)} for w, s in r.where],
+        }
+        for r in snap.stacks
+    ]
+
+
+def stalls_json(snap: Snapshot) -> list[dict[str, Any]]:
+    return [
+        {
+            "pid": s.pid,
+            "step": s.step,
+            "stalled_s": round(s.stalled_s, 3),
+            "median_s": round(s.median_s, 6),
+            "t": s.t,
+            "processes": [
+                {"pid": pid, "role": role, "frames": [_frame(f) for f in frames[:STALL_FRAMES]]}
+                for pid, role, frames in s.stacks
+            ],
+            "note": s.note,
+        }
+        for s in snap.stalls
+    ]
+
+
+def stack_lines(r: dict[str, Any]) -> list[str]:
+    """Text report sections for ``stacks`` and ``stalls`` (empty when there are none)."""
+    out: list[str] = []
+    if r.get("stacks"):
+        out += ["", "Where time goes (stack samples)"]
+        for p in r["stacks"]:
+            top = ", ".join(f"{w['what']} {w['share']:.0%}" for w in p["where"][:3])
+            out.append(f"  {p['role']:<7} {p['pid']:>7}  {top}  ({p['samples']} samples)")
+    if r.get("stalls"):
+        out += ["", "Stalled steps (stacks captured while stalled)"]
+        for s in r["stalls"]:
+            out.append(
+                f"  step {s['step']} of pid {s['pid']}: stalled {s['stalled_s']:.1f} s "
+                f"(median step {s['median_s']:.3f} s)"
+            )
+            for p in s["processes"]:
+                frames = tuple((f["function"], f["file"], f["line"]) for f in p["frames"])
+                out.append(f"    {p['role']:<7} {p['pid']:>7}  {where(frames)}")
+            if s["note"]:
+                out.append(f"    note: {s['note']}")
+    return out

@@ -1,0 +1,33 @@
+"""The ``k`` screen: the latest stall's stacks and the stack samples, full size."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import ModalScreen
+
+from perftop.model import Snapshot
+from perftop.tui.widgets.stacks import StacksPanel
+
+
+class StacksScreen(ModalScreen[None]):
+    DEFAULT_CSS = """
+    StacksScreen { align: center middle; }
+    StacksScreen > StacksPanel { width: 96%; height: 90%; background: $surface; }
+    """
+    BINDINGS = [Binding("escape,k,q", "dismiss", "back")]
+
+    def __init__(self, snap: Snapshot | None) -> None:
+        super().__init__()
+        self.snap = snap
+
+    def compose(self) -> ComposeResult:
+        yield StacksPanel(id="stacks-full")
+
+    def on_mount(self) -> None:
+        if self.snap is not None:
+            self.show(self.snap)
+
+    def show(self, snap: Snapshot) -> None:
+        self.snap = snap
+        self.query_one(StacksPanel).show(snap)

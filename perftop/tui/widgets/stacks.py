@@ -1,0 +1,62 @@
+"""Stacks: the latest stalled step with what every process was doing, and, in observer
+mode, where each sampled process spends its time."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.text import Text
+
+from perftop.model import Snapshot
+from perftop.model.stacks import is_library, short, where
+from perftop.tui import fmt
+from perftop.tui.widgets.panel import TextPanel
+
+FRAMES = 6
+
+
+class StacksPanel(TextPanel):
+    TITLE = "Stacks"
+
+    def render_body(self, snap: Snapshot) -> RenderableType:
+        lines: list[Text] = []
+        if snap.stalls:
+            lines += self._stall(snap)
+        for r in snap.stacks:
+            head = Text(f"{r.role:<7}", style="bold")
+            head.append(f" {r.pid:>7}  ")
+            head.append(f"{r.samples} samples", style="dim")
+            lines.append(head)
+            for what, share in r.where[: 2 if self.compact else 4]:
+                line = Text(f"  {share:>4.0%}  ", style="bold")
+                line.append(what)
+                lines.append(line)
+        for n in snap.notes:
+            if n.source in ("stacks", "observer"):
+                lines.append(Text(n.text, style="yellow" if n.level == "warning" else "dim"))
+        if not lines:
+            text = "no stall so far (a step over 5× the median and 2 s gets its stacks here)"
+            if snap.meta.observer:
+                text = "sampling stacks with py-spy…"
+            lines.append(Text(text, style=fmt.NA_STYLE))
+        return Group(*lines)
+
+    def _stall(self, snap: Snapshot) -> list[Text]:
+        s = snap.stalls[-1]
+        title = Text(f"stall: step {s.step} of pid {s.pid} ", style="bold red")
+        title.append(
+            f"stalled {s.stalled_s:.1f} s when captured (median step {s.median_s:.3f} s)"
+            + (f"  · {len(snap.stalls)} stalls" if len(snap.stalls) > 1 else ""),
+            style="red",
+        )
+        out = [title]
+        for pid, role, frames in s.stacks:
+            head = Text(f"{role:<7} {pid:>7}  ", style="bold")
+            head.append(where(frames), style="cyan")
+            out.append(head)
+            for f in frames[: 2 if self.compact else FRAMES]:
+                out.append(Text("    " + short(f), style="dim" if is_library(f[1]) else ""))
+            if not frames:
+                out.append(Text("    no Python frame", style=fmt.NA_STYLE))
+        if s.note:
+            out.append(Text(s.note, style="yellow"))
+        return out

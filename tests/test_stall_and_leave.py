@@ -1,0 +1,166 @@
+"""Stall capture in a real training, a recording started and stopped mid-run, and a job
+left running whose session stays attachable and recording."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from perftop.events import Step
+from perftop.model import Session
+from perftop.monitor.runner import Job, RunConfig
+from perftop.monitor.stall import StallWatch
+from perftop.probes import make_sources
+from perftop.probes.alive import alive
+from perftop.report.build import build_report, session_from_file
+from tests.helpers import WORKLOADS, perftop, run_and_report
+
+
+def test_a_stalled_step_shows_the_slow_function_and_the_workers(tmp_path):
+    proc, rep = run_and_report(
+        tmp_path, sys.executable, str(WORKLOADS / "stall_train.py"), "30", "12", "3.5"
+    )
+    assert proc.returncode == 0, proc.stderr
+    # Once per stall. (A loaded machine may also catch the wind-down after the last
+    # step, DataLoader shutdown and interpreter exit, as a later "stall": not step 12.)
+    ours = [s for s in rep["stalls"] if s["step"] == 12]
+    assert len(ours) == 1 and rep["stalls"][0] is ours[0]
+    s = ours[0]
+    assert s["step"] == 12 and 2.0 <= s["stalled_s"] < 3.5 and s["median_s"] < 0.2
+    by_role = {}
+    for p in s["processes"]:
+        by_role.setdefault(p["role"], []).append(p)
+    main = by_role["main"][0]
+    assert main["frames"][0]["function"] == "save_checkpoint_slowly"
+    assert main["frames"][0]["file"].endswith("stall_train.py")
+    assert len(by_role["worker"]) == 2  # the workers' frames too
+    assert all(any(f["function"] == "_worker_loop" for f in w["frames"]) for w in by_role["worker"])
+    text = perftop("report", str(tmp_path / "r.perftop"), cwd=tmp_path).stdout
+    assert "stall_train.py:25 save_checkpoint_slowly" in text
+
+
+def test_stall_watch_fires_once_per_stall_and_only_past_both_thresholds():
+    s = Session()
+    for i in range(10):
+        s.apply(Step(os.getpid(), i, 100.0 + i * 0.1, 100.0 + i * 0.1 + 0.1))
+    last_t1 = 100.0 + 9 * 0.1 + 0.1
+    got = []
+    w = StallWatch(os.getpid(), lambda *evs: got.extend(evs))
+    w(s.snapshot(now=last_t1 + 1.9))  # 19x the median but under 2 s: not a stall
+    w(s.snapshot(now=last_t1 + 2.2))
+    w(s.snapshot(now=last_t1 + 3.0))  # the same stall: not again
+    deadline = time.time() + 20
+    while not got and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    assert len(got) == 1 and got[0].step == 10
+    frames = dict((pid, f) for pid, _role, f in got[0].stacks)
+    assert any(f[0] == "test_stall_watch_fires_once_per_stall_and_only_past_both_thresholds"
+               for f in frames[os.getpid()])  # fmt: skip
+
+
+def test_recording_toggled_mid_run_reports_on_its_own(tmp_path):
+    cfg = RunConfig((sys.executable, str(WORKLOADS / "slow_steps.py")), capture_output=True)
+    job = Job(cfg, sources=[make_sources(0.5)]).start()
+    try:
+        deadline = time.time() + 30
+        while time.time() < deadline and (
+            job.hub.latest is None or job.hub.latest.steps.count < 30
+        ):
+            time.sleep(0.1)
+        before = job.hub.latest.steps.count if job.hub.latest is not None else 0
+        assert before >= 30
+        path = job.toggle_recording(tmp_path / "mid.perftop")
+        time.sleep(1.0)
+        assert job.toggle_recording() is None  # stopped
+        time.sleep(0.5)
+    finally:
+        job.stop()
+        job.finish()
+    rep = build_report(session_from_file(str(path)).snapshot(window=None))
+    assert rep["command"][-1].endswith("slow_steps.py") and rep["record_path"] == path
+    assert rep["steps"]["count"] > before  # from the start (history), not from the toggle
+    assert (
+        rep["processes"][0]["role"] == "main" and rep["processes"][0]["cpu_percent_avg"] is not None
+    )
+    assert rep["exit_code"] is None  # stopped before the job ended
+
+
+LEAVE = """
+import sys, time
+from perftop.monitor.runner import Job, RunConfig
+from perftop.probes import make_sources
+cfg = RunConfig((sys.executable, sys.argv[1]), record=sys.argv[2], capture_output=True)
+job = Job(cfg, sources=[make_sources(0.5)]).start()
+end = time.time() + 40
+while time.time() < end and (job.hub.latest is None or job.hub.latest.steps.count < 20):
+    time.sleep(0.1)
+time.sleep(0.5)
+bg = job.leave()
+print(job.pid, bg, job.server.path, flush=True)
+"""
+
+
+def test_left_running_the_session_stays_attachable_and_recording(tmp_path):
+    rec = tmp_path / "left.perftop"
+    out = subprocess.run(
+        [sys.executable, "-c", LEAVE, str(WORKLOADS / "slow_steps.py"), str(rec)],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    job_pid, bg, sock = out.stdout.split()
+    job_pid, bg = int(job_pid), int(bg)
+    left_at = time.time()
+    try:
+        assert alive(job_pid) and alive(bg)
+        time.sleep(2.0)
+        ls = json.loads(perftop("ls", "--json", cwd=tmp_path, timeout=60).stdout)
+        mine = [s for s in ls["sessions"] if s["socket"] == sock]
+        assert mine and mine[0]["monitor_pid"] == bg and mine[0]["job_pid"] == job_pid
+        seen = tmp_path / "seen.perftop"
+        att = perftop("attach", str(job_pid), "--headless", "--duration", "1",
+                      "--record", str(seen), cwd=tmp_path, timeout=60)  # fmt: skip
+        assert att.returncode == 0, att.stderr
+        view = session_from_file(str(seen)).snapshot(window=None)
+        # Every step since the first, from before the TUI left (history) to now (live).
+        assert view.steps.count == view.steps.recent[-1].index + 1
+        assert view.steps.recent[-1].t1 > left_at + 1.0
+    finally:
+        os.kill(job_pid, signal.SIGTERM)
+    deadline = time.time() + 20
+    while alive(bg) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not alive(bg)  # it saw the job end, closed the recording and left
+    assert not os.path.exists(sock)
+    snap = session_from_file(str(rec)).snapshot(window=None)
+    assert snap.steps.recent[-1].t1 > left_at + 2.0  # steps recorded after leaving
+    assert snap.meta.state == "ended (exit code unknown)"
+    assert any(p.cpu_percent_avg is not None for p in snap.processes)
+    late = [p for p in snap.processes if p.pid == job_pid]
+    assert late  # probes went on after leaving
+
+
+def test_ranks_stalled_together_make_one_capture():
+    from perftop.events import Hello
+
+    s = Session()
+    me = os.getpid()
+    other = os.getppid()  # not in the job: never dumped, yet its stall is seen
+    for rank, pid in ((0, me), (1, other)):
+        s.apply(Hello(100.0, pid, 1, "h", ("train.py",), rank, rank, 2))
+        for i in range(10):
+            s.apply(Step(pid, i, 100.0 + i * 0.1, 100.0 + i * 0.1 + 0.1))
+    got = []
+    w = StallWatch(me, lambda *evs: got.extend(evs))
+    w(s.snapshot(now=101.0 + 2.5))
+    w(s.snapshot(now=101.0 + 3.0))
+    deadline = time.time() + 20
+    while not got and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    assert len(got) == 1 and got[0].step == 10
+    assert [pid for pid, _role, _frames in got[0].stacks] == [me]  # only the job's processes
