@@ -34,9 +34,14 @@ def det():
         assert st.errors == []
 
 
+def flat(col: Collector) -> dict[tuple, int]:
+    """The collector's sites as (op, file, line, function, kind, lib_file, package)."""
+    return {(op, w[0], w[1], w[2], kind, w[3], w[6]): n for (op, kind, w), n in col.counts.items()}
+
+
 def ops(col: Collector) -> dict[str, int]:
     out: dict[str, int] = {}
-    for (op, file, _line, _fn, _kind), n in col.counts.items():
+    for (op, file, _line, _fn, _kind, _lib, _pkg), n in flat(col).items():
         assert file == HERE
         out[op] = out.get(op, 0) + n
     return out
@@ -79,7 +84,7 @@ def test_each_sync_op(det):
         "where": 1,
         "format": 1,
     }
-    assert {k[4] for k in col.counts} == {"potential"}
+    assert {k[4] for k in flat(col)} == {"potential"}
 
 
 def test_line_and_function_are_the_callers(det):
@@ -88,7 +93,8 @@ def test_line_and_function_are_the_callers(det):
     x.sum().item()
     line = _lineno() - 1
     d.stop()
-    ((op, file, ln, fn, kind),) = col.counts
+    ((op, file, ln, fn, kind, lib, pkg),) = flat(col)
+    assert lib is None and pkg is None
     assert (op, file, ln, fn) == ("item", HERE, line, "test_line_and_function_are_the_callers")
 
 
@@ -133,7 +139,7 @@ def test_pageable_non_blocking_copy_is_a_real_sync(det):
     src.to("meta")  # blocking copies are what the user asked for
     torch.empty(8, device="meta").copy_(src, non_blocking=True)
     d.stop()
-    assert sorted((k[0], k[4], n) for k, n in col.counts.items()) == [
+    assert sorted((k[0], k[4], n) for k, n in flat(col).items()) == [
         ("pageable_copy", "sync", 1),
         ("pageable_copy", "sync", 1),
     ]
