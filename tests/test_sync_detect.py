@@ -8,6 +8,7 @@ from torch.overrides import TorchFunctionMode
 
 from perftop.hook import frames, sync_detect
 from perftop.hook.sync import Collector
+from tests import site_lib
 
 HERE = __file__
 
@@ -157,3 +158,21 @@ def test_stop_never_pops_a_users_mode(det):
     d.stop()
     assert not d.active
     assert torch._C._len_torch_function_stack() == 0
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory):
+    yield from site_lib.installed(tmp_path_factory.mktemp("env"), "detlib")
+
+
+def test_a_library_call_is_the_users_line_with_the_library_line(det, lib):
+    d, col = det
+    x = torch.randn(1)
+    lib.fit(torch.Tensor.item, x)  # user line into the library
+    line = _lineno() - 1
+    x.to("cpu")  # a CPU run: a host-to-host no-op, not a potential sync
+    d.stop()
+    ((op, kind, w),) = col.counts
+    assert (op, kind) == ("item", "potential")
+    fn = "test_a_library_call_is_the_users_line_with_the_library_line"
+    assert w == (HERE, line, fn, lib.__file__, site_lib.LINE, "inner", "detlib")
