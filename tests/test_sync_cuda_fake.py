@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import os
-import sys
 import threading
 import time
 import types
@@ -76,6 +75,12 @@ def captured():
         for fn in reversed(st.undo):
             fn()
         assert t.box["mode"] == 0
+
+
+def line_of(text: str) -> int:
+    """The number of the line of this file that reads ``text``."""
+    with open(__file__) as fh:
+        return fh.read().splitlines().index(text) + 1
 
 
 def helper_that_syncs():
@@ -184,6 +189,7 @@ def test_cpu_builds_are_not_touched():
 
 # -- library code: the user's line leads, the library's line is the detail -------------
 
+
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
     yield from site_lib.installed(tmp_path_factory.mktemp("env"))
@@ -195,8 +201,7 @@ def test_a_sync_in_a_library_is_the_users_line_with_the_library_line(captured, l
         lib.fit(c_level_op)  # user line into the library
     col.flush(0, False)
     (site,) = events[0].sites
-    here = open(__file__).read().splitlines()
-    user_line = here.index("        lib.fit(c_level_op)  # user line into the library") + 1
+    user_line = line_of("        lib.fit(c_level_op)  # user line into the library")
     assert site[:6] == (
         "op",  # named from the library's own line, "op(*args)"
         __file__,
@@ -287,9 +292,8 @@ def test_the_wait_inside_a_device_sync_is_measured(detector):
     z.sum().item()  # cpu line: nothing to wait for, nothing measured
     d.stop()
     got = {w[1]: blocked for (op, kind, w), blocked in col.blocked.items()}
-    here = open(__file__).read().splitlines()
-    dev = here.index("    y.sum().item()  # device line: waits for both kernels") + 1
-    cpu = here.index("    z.sum().item()  # cpu line: nothing to wait for, nothing measured") + 1
+    dev = line_of("    y.sum().item()  # device line: waits for both kernels")
+    cpu = line_of("    z.sum().item()  # cpu line: nothing to wait for, nothing measured")
     assert queued > 0 and set(got) == {dev}
     assert queued <= got[dev] < queued + 2.0  # the queue draining, as the host waited
     assert {w[1] for (op, kind, w) in col.counts} == {dev, cpu}
@@ -305,5 +309,4 @@ def test_device_to_host_copies_count_on_a_device_only(detector):
     torch.empty(8).copy_(torch.randn(8))  # host to host
     d.stop()
     ops = sorted((op, w[1]) for (op, kind, w) in col.counts)
-    here = open(__file__).read().splitlines()
-    assert ops == [("cpu", here.index('    x.to("cpu")  # device to host: a sync') + 1)]
+    assert ops == [("cpu", line_of('    x.to("cpu")  # device to host: a sync'))]

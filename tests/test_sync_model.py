@@ -148,5 +148,10 @@ def test_sites_group_by_user_line_and_library_line():
     rows = {(r.line, r.lib_line): r for r in s.snapshot(window=None).sync}
     assert set(rows) == {(52, 1911), (52, 2400), (60, None), (700, None)}
     r = rows[(52, 1911)]
-    assert (r.count, r.lib_file, r.lib_function, r.package) == (4, LIB, "_run_epoch", "transformers")
+    assert (r.count, r.lib_file, r.lib_function, r.package) == (
+        4,
+        LIB,
+        "_run_epoch",
+        "transformers",
+    )
     assert rows[(60, None)].package is None and rows[(700, None)].package == "x"
