@@ -6,7 +6,8 @@ events in their array form (see :mod:`perftop.events.base`). Kind 1 is packed st
 (:data:`STEP_RECORD`): steps are by far the most frequent event, and packing them costs the
 hook's sender thread a tenth of what JSON does. Batching many events per frame keeps
 syscalls and file writes few; the CRC lets a reader skip a damaged frame and go on. A
-reader skips frames of a kind it does not know, counting them.
+reader skips frames of a kind it does not know, counting them. Kind 2 exists only in files:
+a deflate stream of whole frames (see :mod:`perftop.reader`), its first byte a flag.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ MAX_FRAME = 8 * 1024 * 1024
 
 KIND_JSON = 0
 KIND_STEPS = 1
+KIND_ZLIB = 2  # recordings only: flag byte, then raw deflate data of whole frames
+ZLIB_START = 1  # flag: a new deflate stream starts here (a reader may begin here)
 # pid, index, t0, t1, data, backward, optimizer (seconds), source code (see STEP_SOURCES)
 STEP_RECORD = struct.Struct("<iqdddddB")
 STEP_SOURCES = ("", "loader", "backward", "optimizer", "explicit")

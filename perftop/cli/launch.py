@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perftop.errors import UsageError
-from perftop.monitor.runner import Job, RunConfig, install_signal_forwarding
-from perftop.probes.scheduler import check_interval
 from perftop.recording import default_path
 from perftop.report.text import summary
+
+if TYPE_CHECKING:  # the monitor (psutil, fcntl) loads only when a job runs
+    from perftop.monitor.runner import RunConfig
 
 
 def add_launch_options(p: argparse.ArgumentParser) -> None:
@@ -44,6 +45,9 @@ def add_launch_options(p: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace, command: tuple[str, ...]) -> RunConfig:
+    from perftop.monitor.runner import RunConfig
+    from perftop.probes.scheduler import check_interval
+
     check_interval(args.interval)
     if not args.refresh > 0:
         raise UsageError("--refresh must be a positive number of seconds")
@@ -81,6 +85,8 @@ def launch(args: argparse.Namespace, command: tuple[str, ...]) -> int:
 
 
 def run_headless(cfg: RunConfig) -> int:
+    from perftop.monitor.runner import Job, install_signal_forwarding
+
     job = Job(cfg, sources=probe_sources(cfg))
     job.start()
     install_signal_forwarding(job)

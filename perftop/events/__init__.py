@@ -18,7 +18,14 @@ from perftop.events.core import (
     Step,
     StepGpu,
 )
-from perftop.events.probes import GpuSample, HostSample, ProbeTick, ProcInfo, ProcSample
+from perftop.events.probes import (
+    GpuSample,
+    HostSample,
+    ProbeFailed,
+    ProbeTick,
+    ProcInfo,
+    ProcSample,
+)
 from perftop.events.sync import SyncBatch, SyncInfo
 
 __all__ = [
@@ -35,6 +42,7 @@ __all__ = [
     "MonitorStats",
     "Note",
     "Output",
+    "ProbeFailed",
     "ProbeTick",
     "ProcInfo",
     "ProcSample",

@@ -26,6 +26,7 @@ from perftop.events import (
     Step,
     StepGpu,
 )
+from perftop.model.probe_health import ProbeHealthReducer
 from perftop.model.resources import GpusReducer, HostReducer, ProcessesReducer
 from perftop.model.roles import assign_roles
 from perftop.model.snapshot import Loader, Meta, NoteRow, OutputLine, Snapshot, Trainer
@@ -175,6 +176,7 @@ def default_reducers() -> list[Reducer]:
         HostReducer(),
         GpusReducer(),
         SyncReducer(),
+        ProbeHealthReducer(),
     ]
 
 

@@ -314,9 +314,15 @@ class Snapshot:
     events: int = 0
     between: tuple[BetweenRow, ...] = ()  # time outside training steps, by kind
     hints: tuple[Hint, ...] = ()  # most estimated gain first
+    # (probe, reason) for each probe ("procs", "host", "gpu") that raised and gave nothing
+    probes_stopped: tuple[tuple[str, str], ...] = ()
 
     def role_of(self, pid: int) -> ProcessRole | None:
         for r in self.roles:
             if r.pid == pid:
                 return r
         return None
+
+    def probe_stopped(self, probe: str) -> str:
+        """Why ``probe`` stopped ("" while it works): its panel says so."""
+        return next((why for name, why in self.probes_stopped if name == probe), "")

@@ -12,6 +12,8 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
+import psutil
+
 from perftop.events import Event, MonitorStats
 from perftop.model import Session, Snapshot
 from perftop.recording import RecordingWriter
@@ -136,10 +138,8 @@ class Ingest:
 
 
 def _rss() -> int:
+    """perftop's own resident memory, from psutil (any OS)."""
     try:
-        import resource
-
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * resource.getpagesize()
-    except (OSError, ValueError, ImportError):
+        return psutil.Process().memory_info().rss
+    except psutil.Error:
         return 0

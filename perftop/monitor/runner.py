@@ -159,7 +159,8 @@ class Job:
     def reap(self) -> int:
         """Wait for the job's top process and record its exit, once, whoever asks first
         (the CLI, the TUI's watcher thread): 128+N when signal N killed it."""
-        assert self.proc is not None
+        if self.proc is None:
+            raise RuntimeError("Job.reap() before Job.start()")
         rc = self.proc.wait()
         with self._exit_lock:
             if self.exit_code is None:

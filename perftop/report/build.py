@@ -6,13 +6,11 @@ meaning; new keys may be added. Seconds are floats, bytes are ints, absent figur
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from perftop.errors import RecordingError
-from perftop.events import Event
 from perftop.model import Session, Snapshot
-from perftop.model.snapshot import ProcRow, StepStats
+from perftop.model.snapshot import ProcessRole, ProcRow, StepStats
 from perftop.recording import ReadStats, read_events
 
 REPORT_VERSION = 1
@@ -45,7 +43,7 @@ def build_report(snap: Snapshot, stats: ReadStats | None = None) -> dict[str, An
         "record_path": m.record_path,
         "steps": _steps(snap.steps),
         "ranks": [_rank(r) for r in snap.ranks],
-        "processes": [_process(snap, r.pid) for r in snap.roles],
+        "processes": [_process(snap, r) for r in snap.roles],
         "loaders": [_loader(ld) for ld in snap.loaders],
         "host": _host(snap),
         "gpus": _gpus(snap),
@@ -58,12 +56,6 @@ def build_report(snap: Snapshot, stats: ReadStats | None = None) -> dict[str, An
         "notes": [{"level": n.level, "source": n.source, "text": n.text} for n in snap.notes],
         "warnings": list(stats.warnings) if stats is not None else [],
     }
-
-
-def report_from_events(events: Iterable[Event]) -> dict[str, Any]:
-    s = Session()
-    s.apply_all(events)
-    return build_report(s.snapshot(window=None))
 
 
 def _round(x: float | None, nd: int = 6) -> float | None:
@@ -94,10 +86,8 @@ def _rank(s: StepStats) -> dict[str, Any]:
     }
 
 
-def _process(snap: Snapshot, pid: int) -> dict[str, Any]:
-    r = snap.role_of(pid)
-    assert r is not None
-    p = next((row for row in snap.processes if row.pid == pid), None)
+def _process(snap: Snapshot, r: ProcessRole) -> dict[str, Any]:
+    p = next((row for row in snap.processes if row.pid == r.pid), None)
     return {
         "pid": r.pid,
         "role": r.role,

@@ -35,11 +35,16 @@ class HelpScreen(ModalScreen[None]):
     }
     """
 
+    def __init__(self, extra: tuple[tuple[str, str], ...] = ()) -> None:
+        """``extra``: keys of a mode (a replay's), listed after the common ones."""
+        super().__init__()
+        self.extra = extra
+
     def compose(self) -> ComposeResult:
         keys = Table.grid(padding=(0, 2))
         keys.add_column(style="bold cyan", no_wrap=True)
         keys.add_column()
-        for k, what in KEYS:
+        for k, what in KEYS + self.extra:
             keys.add_row(k, what)
         colours = Text()
         for phase, style in fmt.PHASE_STYLES.items():

@@ -9,7 +9,7 @@ from rich.text import Text
 from perftop.model import Snapshot
 from perftop.model.snapshot import GpuRow
 from perftop.tui import fmt
-from perftop.tui.widgets.panel import TextPanel
+from perftop.tui.widgets.panel import TextPanel, with_probe_status
 
 
 def _frac(used: float | None, total: float | None) -> float | None:
@@ -70,6 +70,9 @@ class GpuPanel(TextPanel):
     TITLE = "GPU"
 
     def render_body(self, snap: Snapshot) -> RenderableType:
+        return with_probe_status(snap, "gpu", self._devices(snap))
+
+    def _devices(self, snap: Snapshot) -> RenderableType:
         if not snap.gpus:
             return Text(snap.gpu_note or "no GPU", style="dim")
         w = self.body_width

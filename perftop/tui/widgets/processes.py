@@ -9,6 +9,7 @@ from __future__ import annotations
 from textual.app import ComposeResult
 
 from perftop.model import Snapshot
+from perftop.model.roles import role_sort_key
 from perftop.model.snapshot import ProcessRole, ProcRow
 from perftop.tui import fmt
 from perftop.tui.widgets.difftable import Cell, DiffTable
@@ -25,26 +26,23 @@ COLUMNS = (
     ("write", "write/s"),
     ("name", "command"),
 )
-ROLE_ORDER = {"main": 0, "rank": 1, "worker": 2, "other": 3}
 
 
-def role_label(role: ProcessRole | None) -> tuple[str, tuple[int, int, int]]:
-    """Display text and sort key: trainers, then workers by index, then others."""
-    if role is None:
-        return "other", (3, 0, 0)
-    order = ROLE_ORDER.get(role.role, 3)
+def role_label(pid: int, role: ProcessRole | None) -> tuple[str, tuple[int, ...]]:
+    """Display text and sort key (the model's order: trainers, workers, then others)."""
+    role = role or ProcessRole(pid, "other")
     if role.role == "rank":
-        return f"rank {role.rank}", (order, role.rank or 0, 0)
+        return f"rank {role.rank}", role_sort_key(role)
     if role.role == "worker":
         text = f"worker {role.worker_id}"
         if role.loader_id:
             text += f"·L{role.loader_id}"
-        return text, (order, role.loader_id or 0, role.worker_id or 0)
-    return role.role, (order, 0, 0)
+        return text, role_sort_key(role)
+    return role.role, role_sort_key(role)
 
 
 def row_cells(pid: int, p: ProcRow | None, role: ProcessRole | None) -> list[Cell]:
-    label, key = role_label(role)
+    label, key = role_label(pid, role)
     dead = p is not None and not p.alive
     base = "dim strike" if dead else ""
 
@@ -99,3 +97,6 @@ class ProcessesPanel(Panel):
         n = len(snap.roles)
         workers = sum(1 for r in snap.roles if r.role == "worker")
         self.border_subtitle = f"{n} procs · {workers} workers" if n else "no processes yet"
+        stopped = snap.probe_stopped("procs")
+        if stopped:
+            self.border_subtitle = f"probe stopped: {stopped}"
