@@ -5,13 +5,14 @@ compiled model compiles the same graphs with and without perftop."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.helpers import WORKLOADS, run_and_report
+from tests.helpers import WORKLOADS, perftop, run_and_report
 
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 
@@ -53,6 +54,21 @@ def test_hf_trainer_sites_are_the_users_lines(tmp_path, monkeypatch):
     (train,) = marked(script, "TRAIN")
     via = [e for e in sites if e["line"] == train]
     assert via and all(e["lib_file"] for e in via)  # the Trainer's own syncs
+    # the exports carry the library detail too
+    rec, trace = tmp_path / "r.perftop", tmp_path / "t.json"
+    assert perftop("export", str(rec), "--chrome-trace", str(trace), cwd=tmp_path).returncode == 0
+    marks = [
+        e["args"] for e in json.loads(trace.read_text())["traceEvents"] if e.get("cat") == "sync"
+    ]
+    assert {(m["line"], m.get("lib_line")) for m in marks} == {
+        (e["line"], e["lib_line"]) for e in sites
+    }
+    assert perftop("export", str(rec), "--csv", str(tmp_path / "csv"), cwd=tmp_path).returncode == 0
+    with open(tmp_path / "csv" / "sync_sites.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert {(int(r["line"]), r["package"]) for r in rows} == {
+        (e["line"], e["package"] or "") for e in sites
+    }
 
 
 def test_lightning_sites_are_the_users_lines(tmp_path):
