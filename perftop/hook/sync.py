@@ -1,5 +1,7 @@
 """Sync sites per step: one collector fed by the CUDA sync debug mode (every step, kind
-``sync``) and by the sampled dispatch-level detector (kind ``potential``).
+``sync``) and by the sampled dispatch-level detector (kind ``potential``; on CUDA too,
+where it also times the wait inside each syncing call). The detector steps aside for good
+once torch.compile is in use (see :func:`compile_guard`).
 
 Settings, read from the environment when torch is imported:
 
