@@ -19,6 +19,7 @@ class FakeCuda:
 
     def __init__(self) -> None:
         self.initialized = True
+        self.capturing = False  # a CUDA graph capture on the current stream
         self.now_ms = 0.0  # how far the GPU has got
         self.queued_ms = 0.0  # when the work queued so far will be done
         self.recorded = 0
@@ -30,10 +31,12 @@ class FakeCuda:
                 self.done_at: float | None = None
 
             def record(self) -> None:
+                assert not outer.capturing, "an event recorded during a capture joins the graph"
                 outer.recorded += 1
                 self.done_at = max(outer.queued_ms, outer.now_ms)
 
             def query(self) -> bool:
+                assert not outer.capturing, "query() during a capture invalidates it"
                 return self.done_at is not None and self.done_at <= outer.now_ms
 
             def elapsed_time(self, end: Event) -> float:
@@ -47,6 +50,9 @@ class FakeCuda:
 
     def is_initialized(self) -> bool:
         return self.initialized
+
+    def is_current_stream_capturing(self) -> bool:
+        return self.capturing
 
     def synchronize(self) -> None:  # pragma: no cover
         raise AssertionError("perftop synchronized")
@@ -103,3 +109,25 @@ def test_gpu_times_reach_the_model_after_their_steps():
     s.apply(StepGpu(7, 0, 0.08))
     assert s.snapshot().steps.gpu_p50 == 0.08
     assert s.snapshot().steps.recent[-1].gpu == 0.08
+
+
+def test_no_event_is_recorded_or_queried_while_a_stream_captures():
+    cuda, out = FakeCuda(), []
+    timer = CudaTimer(cuda, out.append, lambda: 3)
+    timer.fetched()
+    cuda.launch(2.0)
+    timer.closed(0, 1.0)  # step 0: timed, pending on the GPU
+    cuda.capturing = True  # e.g. torch.cuda.graph(...) warming up inside step 1
+    timer.fetched()
+    timer.closed(1, 2.0)
+    timer.poll()
+    recorded = cuda.recorded
+    cuda.capturing = False
+    cuda.now_ms = 10.0
+    timer.fetched()
+    cuda.launch(3.0)
+    timer.closed(2, 3.0)
+    cuda.now_ms = 100.0
+    timer.poll()
+    assert recorded == 2  # only step 0's pair: nothing during the capture
+    assert [(e.index, round(e.gpu_s, 6)) for e in out] == [(0, 0.002), (2, 0.003)]

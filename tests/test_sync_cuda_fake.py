@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import functools
 import os
-import sys
+import threading
+import time
 import types
 import warnings
 
 import pytest
 import torch
 
-from perftop.hook import frames, sync_cuda
+from perftop.hook import frames, sync_cuda, sync_detect
 from perftop.hook.sync import Collector
+from tests import site_lib
 
 TORCH_TEXT = (
     "called a synchronizing CUDA operation "
@@ -73,6 +75,12 @@ def captured():
         for fn in reversed(st.undo):
             fn()
         assert t.box["mode"] == 0
+
+
+def line_of(text: str) -> int:
+    """The number of the line of this file that reads ``text``."""
+    with open(__file__) as fh:
+        return fh.read().splitlines().index(text) + 1
 
 
 def helper_that_syncs():
@@ -163,5 +171,142 @@ def test_a_users_own_debug_mode_is_left_alone():
 
 
 def test_cpu_builds_are_not_touched():
-    assert sync_cuda.attach(torch, Collector(list().append, lambda: 1), FakeState()) is None
-    assert torch.version.cuda is None or sys.platform  # this suite runs on a CPU build
+    class Untouchable:
+        def __getattr__(self, name: str):
+            raise AssertionError(f"a CPU build's torch._C.{name} was touched")
+
+    cpu_torch = types.SimpleNamespace(
+        version=types.SimpleNamespace(cuda=None, hip=None), _C=Untouchable()
+    )
+    filters, show = list(warnings.filters), warnings._showwarnmsg
+    st = FakeState()
+    assert sync_cuda.attach(cpu_torch, Collector(list().append, lambda: 1), st) is None
+    assert warnings.filters == filters and warnings._showwarnmsg is show and st.undo == []
+    if torch.version.cuda is None and torch.version.hip is None:  # this suite's CPU torch
+        assert sync_cuda.attach(torch, Collector(list().append, lambda: 1), st) is None
+        assert warnings.filters == filters and warnings._showwarnmsg is show
+
+
+# -- library code: the user's line leads, the library's line is the detail -------------
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory):
+    yield from site_lib.installed(tmp_path_factory.mktemp("env"))
+
+
+def test_a_sync_in_a_library_is_the_users_line_with_the_library_line(captured, lib):
+    col, events, w, st = captured
+    for _ in range(3):
+        lib.fit(c_level_op)  # user line into the library
+    col.flush(0, False)
+    (site,) = events[0].sites
+    user_line = line_of("        lib.fit(c_level_op)  # user line into the library")
+    assert site[:6] == (
+        "op",  # named from the library's own line, "op(*args)"
+        __file__,
+        user_line,
+        "test_a_sync_in_a_library_is_the_users_line_with_the_library_line",
+        "sync",
+        3,
+    )
+    assert site[6] is None  # the debug mode warns before the sync: it cannot time it
+    assert site[7:] == (lib.__file__, site_lib.LINE, "inner", "fakelib")
+
+
+def test_a_library_sync_with_no_user_frame_names_the_package(captured, lib):
+    col, events, w, st = captured
+    t = threading.Thread(target=lib.fit, args=(c_level_op,))  # stdlib, then library
+    t.start()
+    t.join()
+    col.flush(0, False)
+    (site,) = events[0].sites
+    assert site[1:3] == (lib.__file__, site_lib.LINE) and site[7:] == (None, None, None, "fakelib")
+
+
+# -- the time blocked, measured by the sampled detector on an accelerator's tensors -------
+
+
+class FakeGpu:
+    """A GPU's queue as the host sees it: kernels return at once and queue up; reading a
+    result back (``.item()``, a copy to the CPU) blocks the host until the queue drains."""
+
+    busy_until = 0.0
+
+    @classmethod
+    def launch(cls, seconds: float) -> None:
+        cls.busy_until = max(cls.busy_until, time.perf_counter()) + seconds
+
+    @classmethod
+    def drain(cls) -> None:
+        left = cls.busy_until - time.perf_counter()
+        if left > 0:
+            time.sleep(left)
+
+
+class CudaTensor(torch.Tensor):
+    """A tensor whose ``device`` is ``cuda`` (metadata only, on this CPU build); its ops
+    run on a CPU tensor inside while the fake queue plays the GPU's timing."""
+
+    @staticmethod
+    def __new__(cls, inner: torch.Tensor):
+        t = torch.Tensor._make_wrapper_subclass(cls, inner.shape, dtype=inner.dtype, device="cuda")
+        t.inner = inner
+        return t
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        unwrap = [a.inner if isinstance(a, CudaTensor) else a for a in args]
+        name = func.overloadpacket.__name__
+        if name == "_local_scalar_dense" or (name == "_to_copy" and kwargs.get("device")):
+            FakeGpu.drain()  # device to host: wait for the queue
+            kwargs = {k: v for k, v in kwargs.items() if k != "device"}
+            return func(*unwrap, **kwargs)
+        FakeGpu.launch(0.02)  # a kernel: 20 ms of GPU work, returns at once
+        out = func(*unwrap, **kwargs)
+        return CudaTensor(out) if isinstance(out, torch.Tensor) else out
+
+
+@pytest.fixture
+def detector():
+    frames.configure()
+    col = Collector(list().append, lambda: 1)
+    st = FakeState()
+    d = sync_detect.make_detector(torch, col, st)
+    yield d, col
+    d.stop()
+    assert st.errors == []
+
+
+def test_the_wait_inside_a_device_sync_is_measured(detector):
+    d, col = detector
+    x = CudaTensor(torch.randn(64))
+    assert x.device.type == "cuda"
+    (x * 2).sum().item()  # warm up the subclass's dispatch
+    d.start()
+    y = x * 2  # queued: returns at once
+    queued = FakeGpu.busy_until - time.perf_counter()
+    y.sum().item()  # device line: waits for both kernels
+    z = torch.randn(4)
+    z.sum().item()  # cpu line: nothing to wait for, nothing measured
+    d.stop()
+    got = {w[1]: blocked for (op, kind, w), blocked in col.blocked.items()}
+    dev = line_of("    y.sum().item()  # device line: waits for both kernels")
+    cpu = line_of("    z.sum().item()  # cpu line: nothing to wait for, nothing measured")
+    assert queued > 0 and set(got) == {dev}
+    assert queued <= got[dev] < queued + 2.0  # the queue draining, as the host waited
+    assert {w[1] for (op, kind, w) in col.counts} == {dev, cpu}
+    col.flush(1, True)
+
+
+def test_device_to_host_copies_count_on_a_device_only(detector):
+    d, col = detector
+    x = CudaTensor(torch.randn(8))
+    d.start()
+    x.to("cpu")  # device to host: a sync
+    torch.randn(8).to("cpu")  # already on the host: a no-op, not a sync
+    torch.empty(8).copy_(torch.randn(8))  # host to host
+    d.stop()
+    ops = sorted((op, w[1]) for (op, kind, w) in col.counts)
+    assert ops == [("cpu", line_of('    x.to("cpu")  # device to host: a sync'))]

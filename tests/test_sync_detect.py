@@ -8,6 +8,7 @@ from torch.overrides import TorchFunctionMode
 
 from perftop.hook import frames, sync_detect
 from perftop.hook.sync import Collector
+from tests import site_lib
 
 HERE = __file__
 
@@ -34,9 +35,14 @@ def det():
         assert st.errors == []
 
 
+def flat(col: Collector) -> dict[tuple, int]:
+    """The collector's sites as (op, file, line, function, kind, lib_file, package)."""
+    return {(op, w[0], w[1], w[2], kind, w[3], w[6]): n for (op, kind, w), n in col.counts.items()}
+
+
 def ops(col: Collector) -> dict[str, int]:
     out: dict[str, int] = {}
-    for (op, file, _line, _fn, _kind), n in col.counts.items():
+    for (op, file, _line, _fn, _kind, _lib, _pkg), n in flat(col).items():
         assert file == HERE
         out[op] = out.get(op, 0) + n
     return out
@@ -79,7 +85,7 @@ def test_each_sync_op(det):
         "where": 1,
         "format": 1,
     }
-    assert {k[4] for k in col.counts} == {"potential"}
+    assert {k[4] for k in flat(col)} == {"potential"}
 
 
 def test_line_and_function_are_the_callers(det):
@@ -88,7 +94,8 @@ def test_line_and_function_are_the_callers(det):
     x.sum().item()
     line = _lineno() - 1
     d.stop()
-    ((op, file, ln, fn, kind),) = col.counts
+    ((op, file, ln, fn, kind, lib, pkg),) = flat(col)
+    assert lib is None and pkg is None
     assert (op, file, ln, fn) == ("item", HERE, line, "test_line_and_function_are_the_callers")
 
 
@@ -133,7 +140,7 @@ def test_pageable_non_blocking_copy_is_a_real_sync(det):
     src.to("meta")  # blocking copies are what the user asked for
     torch.empty(8, device="meta").copy_(src, non_blocking=True)
     d.stop()
-    assert sorted((k[0], k[4], n) for k, n in col.counts.items()) == [
+    assert sorted((k[0], k[4], n) for k, n in flat(col).items()) == [
         ("pageable_copy", "sync", 1),
         ("pageable_copy", "sync", 1),
     ]
@@ -151,3 +158,21 @@ def test_stop_never_pops_a_users_mode(det):
     d.stop()
     assert not d.active
     assert torch._C._len_torch_function_stack() == 0
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory):
+    yield from site_lib.installed(tmp_path_factory.mktemp("env"), "detlib")
+
+
+def test_a_library_call_is_the_users_line_with_the_library_line(det, lib):
+    d, col = det
+    x = torch.randn(1)
+    lib.fit(torch.Tensor.item, x)  # user line into the library
+    line = _lineno() - 1
+    x.to("cpu")  # a CPU run: a host-to-host no-op, not a potential sync
+    d.stop()
+    ((op, kind, w),) = col.counts
+    assert (op, kind) == ("item", "potential")
+    fn = "test_a_library_call_is_the_users_line_with_the_library_line"
+    assert w == (HERE, line, fn, lib.__file__, site_lib.LINE, "inner", "detlib")

@@ -105,14 +105,53 @@ def test_real_syncs_over_all_steps_and_they_hide_potentials():
     s.apply(SyncInfo(0.0, 1, True, True, 3, 100))
     for i in range(8):
         s.apply(Step(1, i, float(i), i + 1.0))
-    s.apply(batch(1, [("nonzero", "a.py", 5, "f", "potential", 1, None)]))
+    # A CUDA process: the sampled detector timed the call (host time inside it, the wait);
+    # the sync debug mode counts every step but cannot time anything.
+    s.apply(batch(1, [("nonzero", "a.py", 5, "f", "potential", 1, 0.0009)]))
     s.apply(batch(1, [("sync", "a.py", 5, "f", "sync", 1, None)], sampled=False))
-    s.apply(batch(4, [("sync", "a.py", 5, "f", "sync", 3, 0.5)], sampled=False))
-    s.apply(batch(4, [("item", "b.py", 9, "g", "potential", 1, None)]))
+    s.apply(batch(4, [("sync", "a.py", 5, "f", "sync", 3, None)], sampled=False))
+    s.apply(batch(4, [("item", "b.py", 9, "g", "potential", 1, 0.0002)]))
     rows = s.snapshot(window=None).sync
     assert [(r.op, r.file, r.kind) for r in rows] == [
-        ("nonzero", "a.py", "sync"),  # named by the detector, measured by CUDA
+        ("nonzero", "a.py", "sync"),  # named by the detector, counted by CUDA
         ("item", "b.py", "potential"),
     ]
     assert rows[0].per_step == pytest.approx(4 / 8)
-    assert rows[0].blocked_s == pytest.approx(0.5)
+    # per watched step: two steps were sampled
+    assert rows[0].blocked_s == pytest.approx(0.0009 / 2)
+    assert rows[1].blocked_s == pytest.approx(0.0002 / 2)
+
+
+def test_nothing_measured_on_a_cpu_run():
+    s = Session()
+    s.apply(SyncInfo(0.0, 1, False, True, 3, 100))
+    s.apply(batch(1, [("item", "a.py", 3, "f", "potential", 1, None)]))
+    (row,) = s.snapshot(window=None).sync
+    assert row.blocked_s is None
+
+
+LIB = "/venv/lib/python3.11/site-packages/transformers/trainer.py"
+
+
+def test_sites_group_by_user_line_and_library_line():
+    s = Session()
+    s.apply(SyncInfo(0.0, 1, False, True, 3, 100))
+    via = (LIB, 1911, "_run_epoch", "transformers")
+    s.apply(batch(1, [("item", "train.py", 52, "main", "potential", 2, None, *via)]))
+    s.apply(batch(2, [("item", "train.py", 52, "main", "potential", 2, None, *via)]))
+    other = (LIB, 2400, "_maybe_log", "transformers")
+    s.apply(batch(2, [("item", "train.py", 52, "main", "potential", 1, None, *other)]))
+    # recorded before the library fields existed: a plain user site
+    s.apply(batch(2, [("item", "train.py", 60, "main", "potential", 1, None)]))
+    # no user frame on the stack: the library's own line, and its package
+    s.apply(batch(2, [("item", LIB, 700, "f", "potential", 1, None, None, None, None, "x")]))
+    rows = {(r.line, r.lib_line): r for r in s.snapshot(window=None).sync}
+    assert set(rows) == {(52, 1911), (52, 2400), (60, None), (700, None)}
+    r = rows[(52, 1911)]
+    assert (r.count, r.lib_file, r.lib_function, r.package) == (
+        4,
+        LIB,
+        "_run_epoch",
+        "transformers",
+    )
+    assert rows[(60, None)].package is None and rows[(700, None)].package == "x"

@@ -6,10 +6,17 @@ with something to say, so a loop that never syncs costs nothing on the wire.
 
 from __future__ import annotations
 
+from typing import Any
+
 from perftop.events.base import Event, event
 
-# One site's count in one step: (op, file, line, function, kind, count, blocked_s or None).
-SiteCount = tuple[str, str, int, str, str, int, float | None]
+# One site's count in one step: (op, file, line, function, kind, count, blocked_s, then
+# lib_file, lib_line, lib_function, package). ``blocked_s``: host seconds spent inside the
+# site's calls in this step, measured on an accelerator only (None elsewhere). The four
+# library fields (appended later; absent in old recordings) name the library frame that
+# made the call when file/line is the user's frame that led to it; with no user frame on
+# the stack, file/line is the library's own and only ``package`` is set.
+SiteCount = tuple[Any, ...]
 
 
 @event("sync_info")

@@ -110,7 +110,9 @@ class ChromeTrace:
         t = self.recent.get(ev.pid, {}).get(ev.step)
         if t is None:
             return
-        for op, file, line, function, kind, count, blocked in ev.sites:
+        for op, file, line, function, kind, count, *rest in ev.sites:
+            blocked = rest[0] if rest else None
+            lib = dict(zip(("lib_file", "lib_line", "lib_function", "package"), rest[1:5]))
             self.emit(
                 {
                     "ph": "i",
@@ -127,6 +129,7 @@ class ChromeTrace:
                         "count": count,
                         "blocked_s": blocked,
                         "step": ev.step,
+                        **lib,  # a sync made inside a library: that library's line
                     },
                 }
             )

@@ -51,7 +51,10 @@ HOST_COLUMNS = (
     "shm_used",
     "per_core",
 )
-SYNC_COLUMNS = ("op", "file", "line", "function", "kind", "count", "per_step", "blocked_s")
+SYNC_COLUMNS = (
+    *("op", "file", "line", "function", "kind", "count", "per_step", "blocked_s"),
+    *("lib_file", "lib_line", "lib_function", "package"),  # a sync made inside a library
+)
 
 
 def _cell(v: Any) -> Any:
@@ -161,6 +164,10 @@ def export_csv(path: str | Path, out_dir: str | Path, stats: ReadStats) -> dict[
                     s.count,
                     round(s.per_step, 6),
                     _cell(s.blocked_s),
+                    _cell(s.lib_file),
+                    _cell(s.lib_line),
+                    _cell(s.lib_function),
+                    _cell(s.package),
                 )
             )
             rows["sync_sites"] += 1

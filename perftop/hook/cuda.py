@@ -4,7 +4,9 @@ perftop never synchronizes: an event pair is read only once its end event has co
 on the GPU. The span runs from the step's first batch being ready (or the previous step's
 end) to the step's end, as the GPU saw them; a GPU kept waiting by the host shows it.
 Only active once the process itself has initialized CUDA, so CPU jobs and DataLoader
-workers never touch the driver.
+workers never touch the driver. While a stream is capturing a CUDA graph, no event is
+recorded or queried (either would be captured, or invalidate the capture): a step that
+overlaps a capture gets no GPU time.
 """
 
 from __future__ import annotations
@@ -32,13 +34,20 @@ class CudaTimer:
         ev.record()
         return ev
 
+    def _capturing(self) -> bool:
+        is_capturing = getattr(self.cuda, "is_current_stream_capturing", None)
+        return bool(is_capturing is not None and is_capturing())
+
     def fetched(self) -> None:
         """The step's first batch is ready: GPU work for this step starts after here."""
         if self.cuda.is_initialized():
-            self.start_ev = self._record()
+            self.start_ev = None if self._capturing() else self._record()
 
     def closed(self, index: int, t: float) -> None:
         if not self.cuda.is_initialized():
+            return
+        if self._capturing():  # no span across a capture: the next one starts afresh
+            self.start_ev = self.prev_end = None
             return
         end = self._record()
         start = self.start_ev if self.start_ev is not None else self.prev_end
@@ -50,7 +59,7 @@ class CudaTimer:
 
     def poll(self) -> None:
         pending = self.pending
-        while pending:
+        while pending and not self._capturing():
             index, start, end = pending[0]
             if not end.query():
                 break

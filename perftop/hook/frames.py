@@ -1,10 +1,16 @@
 """Which stack frame is the user's: the line a sync site is reported at.
 
-A frame is *internal* when its file lies in torch's or perftop's package, the standard
-library, or is a ``<frozen ...>``/``<string>`` module. perftop's bundled demo and code
-installed in site-packages (which may sit inside the standard library's folder) are the
-user's. Decisions are cached per code
-object, so walking a stack costs a dict lookup per frame.
+Each code object is one of three kinds, by its file:
+
+- *internal*: torch's or perftop's package, the standard library, ``<frozen ...>`` and
+  ``<string>`` modules: never a site;
+- *library*: code installed in site-packages (or dist-packages), which may sit inside the
+  standard library's folder: transformers, lightning, accelerate...; the user cannot
+  change it, so a sync there is reported at the innermost user frame that led to it, with
+  the library frame kept as detail;
+- *user*: everything else, perftop's bundled demo included.
+
+Decisions are cached per code object, so walking a stack costs a dict lookup per frame.
 
 The op a line ran is named from the line's own source (the call or subscript expression
 at the frame's current instruction), cached per (code, instruction): the CUDA sync debug
@@ -20,15 +26,22 @@ import sys
 import sysconfig
 from types import CodeType, FrameType
 
-_internal: dict[CodeType, bool] = {}
+INTERNAL, LIBRARY, USER = 0, 1, 2
+_kinds: dict[CodeType, int] = {}
 _packages: tuple[str, ...] = ()  # torch and perftop: always internal ...
 _demo: tuple[str, ...] = ()  # ... but perftop's bundled demo is the user's
-_site: tuple[str, ...] = ()  # site-packages: the user's (it may lie inside the stdlib)
+_site: tuple[str, ...] = ()  # site-packages: libraries (it may lie inside the stdlib)
 _stdlib: tuple[str, ...] = ()
+_SITE_DIRS = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
 # torch files that only forward a call to ``__torch_function__`` (not callers of their own)
 _PLUMBING = ("overrides.py", "functional.py", "_jit_internal.py", "_tensor.py")
 _plumbing_files: frozenset[str] = frozenset()
 _ops: dict[tuple[CodeType, int], str] = {}
+
+# Where a sync was seen: (file, line, function) of the user's frame, then of the library
+# frame that made the call (None when the user's own line made it), then the library's
+# package. With no user frame on the stack, the first three are the library's line.
+Where = tuple[str, int, str, str | None, int | None, str | None, str | None]
 
 
 def _dir_of(module: str) -> str | None:
@@ -51,35 +64,64 @@ def configure() -> None:
     _site = norm(("purelib", "platlib"))
     _stdlib = norm(("stdlib", "platstdlib"))
     _plumbing_files = frozenset(torch_dir + f for f in _PLUMBING) if torch_dir else frozenset()
-    _internal.clear()
+    _kinds.clear()
 
 
-def _is_internal_path(fn: str) -> bool:
+def _is_library(path: str) -> bool:
+    return path.startswith(_site) or any(d in path for d in _SITE_DIRS)
+
+
+def kind_of_path(fn: str) -> int:
+    """INTERNAL, LIBRARY or USER for a code object's file name."""
     if fn.startswith("<"):
-        return True
+        return INTERNAL
     path = os.path.abspath(fn)
     if path.startswith(_packages):
-        return not path.startswith(_demo) if _demo else True
-    if path.startswith(_site):
-        return False
-    return path.startswith(_stdlib)
+        return USER if _demo and path.startswith(_demo) else INTERNAL
+    if _is_library(path):
+        return LIBRARY
+    return INTERNAL if path.startswith(_stdlib) else USER
 
 
-def is_internal(code: CodeType) -> bool:
-    v = _internal.get(code)
+def package_of(fn: str) -> str | None:
+    """The top-level package (or module) a library file belongs to: ``transformers``."""
+    path = os.path.abspath(fn)
+    rest = None
+    for prefix in _site:
+        if path.startswith(prefix):
+            rest = path[len(prefix) :]
+            break
+    if rest is None:
+        for d in _SITE_DIRS:
+            i = path.rfind(d)
+            if i >= 0:
+                rest = path[i + len(d) :]
+                break
+    if not rest:
+        return None
+    top = rest.split(os.sep, 1)[0]
+    return top[:-3] if top.endswith(".py") else top
+
+
+def kind_of(code: CodeType) -> int:
+    v = _kinds.get(code)
     if v is None:
         if not _packages and not _stdlib:
             configure()
-        v = _is_internal_path(code.co_filename)
-        if len(_internal) > 50000:
-            _internal.clear()
-        _internal[code] = v
+        v = kind_of_path(code.co_filename)
+        if len(_kinds) > 50000:
+            _kinds.clear()
+        _kinds[code] = v
     return v
 
 
-def first_user_frame(frame: FrameType | None) -> FrameType | None:
-    """The innermost frame at or outside ``frame`` that is user code."""
-    while frame is not None and is_internal(frame.f_code):
+def is_internal(code: CodeType) -> bool:
+    return kind_of(code) == INTERNAL
+
+
+def first_outside(frame: FrameType | None) -> FrameType | None:
+    """The innermost frame at or outside ``frame`` that is not internal (user or library)."""
+    while frame is not None and kind_of(frame.f_code) == INTERNAL:
         frame = frame.f_back
     return frame
 
@@ -90,9 +132,25 @@ def direct_caller(frame: FrameType | None) -> FrameType | None:
     such as an optimizer reading its step counter)."""
     while frame is not None and frame.f_code.co_filename in _plumbing_files:
         frame = frame.f_back
-    if frame is None or is_internal(frame.f_code):
+    if frame is None or kind_of(frame.f_code) == INTERNAL:
         return None
     return frame
+
+
+def where(frame: FrameType) -> Where:
+    """Where a sync made by ``frame`` (a user or library frame) is reported: at the user's
+    innermost frame, with ``frame`` as the library detail when it is not the user's."""
+    c = frame.f_code
+    if kind_of(c) != LIBRARY:
+        return (c.co_filename, frame.f_lineno, c.co_name, None, None, None, None)
+    user = frame.f_back
+    while user is not None and kind_of(user.f_code) != USER:
+        user = user.f_back
+    pkg = package_of(c.co_filename)
+    if user is None:  # no user code on the stack: the library's own line, and its package
+        return (c.co_filename, frame.f_lineno, c.co_name, None, None, None, pkg)
+    u = user.f_code
+    return (u.co_filename, user.f_lineno, u.co_name, c.co_filename, frame.f_lineno, c.co_name, pkg)
 
 
 def op_at(frame: FrameType) -> str:

@@ -1,5 +1,7 @@
 """Sync sites per step: one collector fed by the CUDA sync debug mode (every step, kind
-``sync``) and by the sampled dispatch-level detector (kind ``potential``).
+``sync``) and by the sampled dispatch-level detector (kind ``potential``; on CUDA too,
+where it also times the wait inside each syncing call). The detector steps aside for good
+once torch.compile is in use (see :func:`compile_guard`).
 
 Settings, read from the environment when torch is imported:
 
@@ -13,8 +15,10 @@ Settings, read from the environment when torch is imported:
 
 from __future__ import annotations
 
+import functools
 import math
 import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -22,10 +26,11 @@ from types import FrameType
 from typing import Any
 
 from perftop.events import SyncBatch, SyncInfo
-from perftop.hook.frames import first_user_frame, op_at
+from perftop.hook.frames import Where, first_outside, op_at, where
 from perftop.hook.state import env_int
 
-SiteKey = tuple[str, str, int, str, str]  # op, file, line, function, kind
+# op, kind, then where: (file, line, function, lib_file, lib_line, lib_function, package)
+SiteKey = tuple[str, str, Where]
 FRACTION = 0.002  # ... or this fraction of a step, whichever is more
 WARM = 4  # steps before a sample that go through the sampler, to learn the base duration
 
@@ -80,42 +85,52 @@ class Sampler:
 
 
 class Collector:
-    """Counts per site within a step; the training thread only touches dicts."""
+    """Counts (and, on an accelerator, host time blocked) per site within a step; the
+    training thread only touches dicts."""
 
     def __init__(self, put: Callable[[Any], None], pid: Callable[[], int]) -> None:
         self.put = put
         self.pid = pid
         self.counts: dict[SiteKey, int] = {}
+        self.blocked: dict[SiteKey, float] = {}
         self.fast: dict[tuple[Any, int], SiteKey] = {}  # (code, lasti) of a user frame
 
     def sync_at(self, frame: FrameType | None) -> None:
-        """A real sync reported while ``frame`` ran: count it at the first user frame."""
+        """A real sync reported while ``frame`` ran: count it at the first user frame, with
+        the library frame that made the call as detail."""
         if frame is None:
             return
         key = (frame.f_code, frame.f_lasti)
         site = self.fast.get(key)
         if site is None:
-            user = first_user_frame(frame)
-            if user is None:
+            outside = first_outside(frame)
+            if outside is None:
                 return
-            c = user.f_code
-            site = (op_at(user), c.co_filename, user.f_lineno, c.co_name, "sync")
-            if user is frame:
+            w = where(outside)
+            site = (op_at(outside), "sync", w)
+            if outside is frame and w[6] is None:  # the user's own frame: same site always
                 if len(self.fast) > 10000:
                     self.fast.clear()
                 self.fast[key] = site
         self.counts[site] = self.counts.get(site, 0) + 1
 
-    def add(self, site: SiteKey) -> None:
+    def add(self, site: SiteKey, blocked_s: float | None = None) -> None:
         self.counts[site] = self.counts.get(site, 0) + 1
+        if blocked_s is not None:
+            self.blocked[site] = self.blocked.get(site, 0.0) + blocked_s
 
     def flush(self, step: int, sampled: bool) -> None:
         counts = self.counts
         if not counts and not sampled:
             return
         self.counts = {}
-        sites = tuple((*k, n, None) for k, n in counts.items())
-        self.put(SyncBatch(self.pid(), step, sampled, sites))
+        blocked, self.blocked = self.blocked, {}
+        sites = []
+        for key, n in counts.items():
+            op, kind, w = key
+            site = (op, w[0], w[1], w[2], kind, n, blocked.get(key))
+            sites.append(site if w[6] is None else (*site, *w[3:]))  # library detail
+        self.put(SyncBatch(self.pid(), step, sampled, tuple(sites)))
 
 
 def attach(state: Any, torch: Any) -> Collector | None:
@@ -145,6 +160,7 @@ def attach(state: Any, torch: Any) -> Collector | None:
     )
     told = [False]  # sent at the first step: a process that never trains stays silent
     tracker = state.tracker
+    aside = compile_guard(state, torch, detector, warn is not None)
 
     perf = time.perf_counter
     last = [-1]  # the last step index seen: steps skipped in between still count
@@ -172,10 +188,11 @@ def attach(state: Any, torch: Any) -> Collector | None:
             collector.flush(index, watched)
             if warn is not None:
                 warn.keep_first()
-                return index + 1  # real syncs are counted every step
-            if detector is not None and sampler.closed(index, t, watched):
+            if detector is not None and sampler.closed(index, t, watched) and not aside():
                 detector.start()
                 return index + 1
+            if warn is not None:
+                return index + 1  # real syncs are counted every step
             # Nothing to do until the sampler's quiet stretch ends.
             return index + max(1, sampler.quiet_until - sampler.n + 1)
         except Exception:
@@ -193,3 +210,47 @@ def attach(state: Any, torch: Any) -> Collector | None:
     if detector is not None:
         os.register_at_fork(after_in_child=detector.forget)
     return collector
+
+
+def compile_guard(state: Any, torch: Any, detector: Any, cuda_debug: bool) -> Callable[[], bool]:
+    """The detector steps aside for good once torch.compile is in use: dynamo guards on
+    the function-mode stack, so a mode pushed on some steps only would make it recompile,
+    and a mode on the stack while it traces would be traced. Noticed when ``torch.compile``
+    is called (wrapped; nothing else about the call changes), or else from dynamo's own
+    counters before each sample. Returns the check made before each sample."""
+    aside = [detector is None]
+
+    def step_aside(why: str) -> None:
+        if aside[0]:
+            return
+        aside[0] = True
+        detector.stop()  # only from the top of the stack; else at the next step end
+        rest = " (real syncs are still counted by CUDA's sync debug mode)" if cuda_debug else ""
+        state.sender.note(
+            "info",
+            f"sync detection paused: {why}; its TorchFunctionMode would make dynamo "
+            f"recompile, so potential sync sites are no longer sampled{rest}",
+        )
+
+    def check() -> bool:
+        if not aside[0]:
+            utils = sys.modules.get("torch._dynamo.utils")
+            frames = getattr(utils, "counters", {}).get("frames") if utils else None
+            if frames and frames.get("total"):
+                step_aside("torch.compile (dynamo) is in use")
+        return aside[0]
+
+    orig = getattr(torch, "compile", None)
+    if orig is not None and detector is not None:
+
+        @functools.wraps(orig)
+        def compile(*args: Any, **kwargs: Any) -> Any:  # noqa: A001
+            try:
+                step_aside("torch.compile is in use")
+            except Exception:
+                state.internal_error("sync detection (torch.compile)")
+            return orig(*args, **kwargs)
+
+        torch.compile = compile
+        state.undo.append(lambda: setattr(torch, "compile", orig))
+    return check

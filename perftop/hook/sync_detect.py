@@ -9,16 +9,24 @@ when its direct caller is user code. The mode costs every torch call while it is
 hence it is pushed only for the steps the sampler picks.
 
 A non-blocking host-to-device copy from pageable memory is a real stall on an
-accelerator (kind ``sync``); it is caught here too, in the sampled steps.
+accelerator (kind ``sync``); it is caught here too, in the sampled steps. Copies towards
+the CPU count only from an accelerator's tensor: on a CPU run, ``.to(device)`` is a
+host-to-device copy once the job runs on a GPU, not a read of device data.
+
+When a call's tensors live on an accelerator, the host time spent inside the call is the
+time the host waited (the GPU's queue draining, then the copy): it is measured and
+carried as ``blocked_s``. On the CPU there is no device to wait for: nothing is measured.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
 from perftop.hook.frames import direct_caller
+from perftop.hook.frames import where as site_of
 
 _SIMPLE = {
     "item": "item",
@@ -49,6 +57,7 @@ def make_detector(torch: Any, collector: Any, state: Any) -> Any:
     except ImportError:
         return None
     Tensor = torch.Tensor
+    perf = time.perf_counter
     masks = (torch.bool, torch.uint8)
     cache: dict[Any, Callable[..., str | None] | None] = {}
 
@@ -84,7 +93,9 @@ def make_detector(torch: Any, collector: Any, state: Any) -> Any:
         if dev is None or not isinstance(src, Tensor):
             return None
         dest = torch.device(dev).type
-        return "cpu" if dest == "cpu" else _pageable(src, dest, nb)
+        if dest == "cpu":  # a read of device data only from an accelerator's tensor
+            return None if src.device.type in detector.not_devices else "cpu"
+        return _pageable(src, dest, nb)
 
     def cuda(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
         nb = kwargs.get("non_blocking", len(args) > 2 and args[2])
@@ -94,7 +105,17 @@ def make_detector(torch: Any, collector: Any, state: Any) -> Any:
         if len(args) < 2 or not isinstance(args[1], Tensor):
             return None
         nb = kwargs.get("non_blocking", len(args) > 2 and args[2])
-        return _pageable(args[1], args[0].device.type, nb)
+        dest, src = args[0].device.type, args[1]
+        if dest == "cpu" and src.device.type not in detector.not_devices:
+            return "copy_"  # device to host
+        return _pageable(src, dest, nb)
+
+    def on_device(args: tuple[Any, ...]) -> bool:
+        """Whether the call reads or writes an accelerator's tensor (its time is a wait)."""
+        for a in args[:2]:
+            if isinstance(a, Tensor) and a.device.type not in detector.not_devices:
+                return True
+        return False
 
     def _pageable(src: Any, dest_type: str, non_blocking: Any) -> str | None:
         if not non_blocking or dest_type in detector.not_devices or src.device.type != "cpu":
@@ -146,23 +167,33 @@ def make_detector(torch: Any, collector: Any, state: Any) -> Any:
             except TypeError:  # an unhashable callable
                 check = classify(func)
             if check is not None:
+                op, timed = None, False
                 try:
                     op = check(args, kwargs)
-                    if op is not None:
-                        self.seen(op)
+                    timed = op is not None and (op[0] == "!" or on_device(args))
                 except Exception:
                     state.internal_error("sync detector")
+                if op is not None:
+                    if not timed:
+                        self.seen(op, None)
+                        return func(*args, **kwargs)
+                    t0 = perf()
+                    out = func(*args, **kwargs)
+                    self.seen(op, perf() - t0)
+                    return out
             return func(*args, **kwargs)
 
-        def seen(self, op: str) -> None:
-            frame = direct_caller(sys._getframe(2))
-            if frame is None:
-                return
-            kind = "potential"
-            if op[0] == "!":
-                op, kind = op[1:], "sync"
-            c = frame.f_code
-            collector.add((op, c.co_filename, frame.f_lineno, c.co_name, kind))
+        def seen(self, op: str, blocked_s: float | None) -> None:
+            try:
+                frame = direct_caller(sys._getframe(2))
+                if frame is None:
+                    return
+                kind = "potential"
+                if op[0] == "!":
+                    op, kind = op[1:], "sync"
+                collector.add((op, kind, site_of(frame)), blocked_s)
+            except Exception:
+                state.internal_error("sync detector")
 
         def start(self) -> None:
             if self.active:

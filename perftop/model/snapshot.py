@@ -255,7 +255,8 @@ class GpuRow:
 @dataclass(frozen=True, slots=True)
 class SyncSite:
     """A line of user code that made (``sync``) or would make (``potential``) the host wait
-    for the device. ``per_step`` is averaged over the steps that were observed."""
+    for the device, directly or through a library. ``per_step`` is averaged over the steps
+    that were observed."""
 
     op: str
     file: str
@@ -264,8 +265,18 @@ class SyncSite:
     kind: str  # "sync" | "potential"
     count: int
     per_step: float
-    blocked_s: float | None = None  # host time spent blocked, where measurable
+    # Host seconds per watched step spent inside this site's calls, waiting for the device:
+    # measured on an accelerator in the sampled steps; None on a CPU run (nothing to wait
+    # for) and for a site only CUDA's sync debug mode saw.
+    blocked_s: float | None = None
     last_step: int | None = None
+    # When file/line is the user's line that led into a library which made the call: that
+    # library's line (lib_*) and package. With no user frame on the stack, file/line is the
+    # library's own line and only ``package`` is set.
+    lib_file: str | None = None
+    lib_line: int | None = None
+    lib_function: str | None = None
+    package: str | None = None
     host: str = ""  # set where a collector merges nodes
 
 

@@ -3,7 +3,12 @@
 Rates divide by the steps that were actually watched: sampled steps for what the sampled
 detector saw, every step of a CUDA-debug process for real syncs. A line with a real sync
 hides the same line's ``potential`` entry (it is the same wait, now measured), and lends
-it the op name the detector knew when the debug mode could only say "sync".
+it the op name the detector knew when the debug mode could only say "sync", and the time
+blocked the detector measured. A site is a user line together with the library line it
+went through (if any): one user line reaching two library lines is two sites.
+
+``blocked_s`` is per watched step: the host time measured inside the site's calls in the
+sampled steps (on an accelerator only), divided by the sampled steps.
 """
 
 from __future__ import annotations
@@ -14,7 +19,9 @@ from typing import Any
 from perftop.events import Step, SyncBatch, SyncInfo
 from perftop.model.snapshot import SyncSite
 
-_Key = tuple[str, str, int, str, str]  # op, file, line, function, kind
+# op, file, line, function, kind, lib_file, lib_line, lib_function, package
+_Key = tuple[str, str, int, str, str, str | None, int | None, str | None, str | None]
+_NO_LIB = (None, None, None, None)  # sites recorded before the library fields existed
 
 
 class _Acc:
@@ -46,9 +53,11 @@ class SyncReducer:
                 self._sampled_seen.add((ev.pid, ev.step))
                 self.sampled_steps += 1
             for op, file, line, function, kind, count, *rest in ev.sites:
-                acc = self.sites.get((op, file, line, function, kind))
+                lib = tuple(rest[1:5]) if len(rest) >= 5 else _NO_LIB
+                key = (op, file, line, function, kind, *lib)
+                acc = self.sites.get(key)
                 if acc is None:
-                    acc = self.sites[(op, file, line, function, kind)] = _Acc()
+                    acc = self.sites[key] = _Acc()
                 acc.count += count
                 acc.sampled = acc.sampled or ev.sampled
                 blocked = rest[0] if rest else None
@@ -65,21 +74,34 @@ class SyncReducer:
     def rows(self) -> tuple[SyncSite, ...]:
         real: list[SyncSite] = []
         potential: list[SyncSite] = []
-        for (op, file, line, function, kind), acc in self.sites.items():
+        for (op, file, line, function, kind, *lib), acc in self.sites.items():
             steps = self.sampled_steps if acc.sampled else self.debug_steps
             per_step = acc.count / steps if steps else float(acc.count)
+            blocked = None
+            if acc.blocked is not None and self.sampled_steps:
+                blocked = acc.blocked / self.sampled_steps
             row = SyncSite(
-                op, file, line, function, kind, acc.count, per_step, acc.blocked, acc.last_step
+                op, file, line, function, kind, acc.count, per_step, blocked, acc.last_step, *lib
             )
             (real if kind == "sync" and not acc.sampled else potential).append(row)
-        real_lines = {(r.file, r.line) for r in real}
-        names = {(r.file, r.line): r.op for r in potential}
-        out = [r for r in potential if (r.file, r.line) not in real_lines]
+        real_lines = {_place(r) for r in real}
+        seen = {_place(r): r for r in potential}
+        out = [r for r in potential if _place(r) not in real_lines]
         for r in real:
-            op = names.get((r.file, r.line)) if r.op == "sync" else None
-            out.append(replace(r, op=op) if op else r)
+            p = seen.get(_place(r))
+            if p is not None:
+                r = replace(
+                    r,
+                    op=p.op if r.op == "sync" else r.op,
+                    blocked_s=r.blocked_s if r.blocked_s is not None else p.blocked_s,
+                )
+            out.append(r)
         out.sort(key=_cost)
         return tuple(out)
+
+
+def _place(r: SyncSite) -> tuple[Any, ...]:
+    return (r.file, r.line, r.lib_file, r.lib_line)
 
 
 def _cost(r: SyncSite) -> tuple[Any, ...]:

@@ -207,7 +207,8 @@ def _gpus(snap: Snapshot) -> list[dict[str, Any]]:
 
 
 def _sync(snap: Snapshot) -> list[dict[str, Any]]:
-    """One entry per site, most costly first; ``per_step`` over the steps watched."""
+    """One entry per site, most costly first; ``per_step`` over the steps watched;
+    ``blocked_s`` per watched step, measured on an accelerator only (else null)."""
     return [
         {
             "op": s.op,
@@ -220,6 +221,10 @@ def _sync(snap: Snapshot) -> list[dict[str, Any]]:
             "blocked_s": _round(s.blocked_s),
             "last_step": s.last_step,
             "host": s.host,
+            "lib_file": s.lib_file,
+            "lib_line": s.lib_line,
+            "lib_function": s.lib_function,
+            "package": s.package,
         }
         for s in snap.sync
     ]

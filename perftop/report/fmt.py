@@ -73,3 +73,16 @@ def command(argv: tuple[str, ...] | list[str]) -> str:
     if not argv:
         return "(no command)"
     return shlex.join([os.path.basename(argv[0]), *argv[1:]])
+
+
+def sync_where(
+    file: str, line: int, lib_file: str | None, lib_line: int | None, package: str | None
+) -> tuple[str, str]:
+    """A sync site's place in two parts: the user's line, and the library line it went
+    through (``''`` when the user's own line made the call). With no user frame on the
+    stack the first part is the library's line, named with its package."""
+    name = file.replace("\\", "/").rsplit("/", 1)[-1]
+    if lib_file is None:
+        return (f"{package}/{name}:{line}" if package else f"{name}:{line}"), ""
+    lib = lib_file.replace("\\", "/").rsplit("/", 1)[-1]
+    return f"{name}:{line}", f"{package}/{lib}:{lib_line}" if package else f"{lib}:{lib_line}"

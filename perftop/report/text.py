@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from perftop.model import Snapshot
-from perftop.report.fmt import NA, fraction, seconds, table
+from perftop.report.fmt import NA, fraction, seconds, sync_where, table
 from perftop.report.fmt import command as command_line
 from perftop.report.stacks import stack_lines
 from perftop.report.text_probes import gpu_lines, host_lines, processes_table
@@ -114,24 +114,26 @@ def render(r: dict[str, Any]) -> str:
 
 
 def _sync(sites: list[dict[str, Any]]) -> list[str]:
-    """Lines of code that make (sync) or would make on a GPU (potential) the host wait."""
+    """Lines of code that make (sync) or would make on a GPU (potential) the host wait,
+    as ``user line → library line``. The blocked column only where a site has a
+    measurement (a run on an accelerator)."""
     if not sites:
         return []
-    rows = [
-        [
-            f"{Path(e['file']).name}:{e['line']}",
-            e["op"],
-            e["kind"],
-            e["function"],
-            f"{e['per_step']:.2f}",
-            str(e["count"]),
-        ]
-        for e in sites
-    ]
+    blocked = any(e.get("blocked_s") is not None for e in sites)
+    rows = []
+    for e in sites:
+        where, via = sync_where(
+            e["file"], e["line"], e.get("lib_file"), e.get("lib_line"), e.get("package")
+        )
+        if via:
+            where += f" → {via} {e.get('lib_function') or ''}".rstrip()
+        row = [where, e["op"], e["kind"], e["function"], f"{e['per_step']:.2f}", str(e["count"])]
+        rows.append([*row, seconds(e.get("blocked_s"))] if blocked else row)
+    head = ["where", "op", "kind", "function", "per step", "count"]
     return [
         "",
         "Host-device sync sites (potential: would stall on a GPU)",
-        table(["where", "op", "kind", "function", "per step", "count"], rows),
+        table([*head, "blocked/step"] if blocked else head, rows),
     ]
 
 

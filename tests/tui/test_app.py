@@ -56,7 +56,7 @@ async def test_snapshot_reaches_every_panel() -> None:
         assert "iowait" in text_of(app.query_one("#host Static"))
         table = app.query_one(ProcessesPanel).table
         assert table.row_count == 1 + len(WORKERS)
-        assert app.query_one("#sync").table.row_count == 3
+        assert app.query_one("#sync").table.row_count == 4
         assert len(app.query_one(OutputPanel).log_view.lines) == 30
         assert not app._errors
 

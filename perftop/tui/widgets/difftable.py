@@ -38,8 +38,22 @@ class DiffTable(DataTable):
         self._columns = list(columns)  # (key, label)
         self.sort_column = sort
         self.sort_reverse = reverse
+        self._default_sort = (sort, reverse)
 
     def on_mount(self) -> None:
+        for key, label in self._columns:
+            self.add_column(label, key=key)
+        self._mark_sort()
+
+    def set_columns(self, columns: Sequence[tuple[str, str]]) -> None:
+        """Show another set of columns (a column that a run cannot fill is hidden): the
+        table is rebuilt once; the sort falls back to the default if its column went away."""
+        if list(columns) == self._columns:
+            return
+        self._columns = list(columns)
+        if self.sort_column not in [k for k, _ in self._columns]:
+            self.sort_column, self.sort_reverse = self._default_sort
+        self.clear(columns=True)
         for key, label in self._columns:
             self.add_column(label, key=key)
         self._mark_sort()

@@ -3,8 +3,6 @@ most costly first (the sync detector fills ``Snapshot.sync``)."""
 
 from __future__ import annotations
 
-import os
-
 from rich.console import Group
 from rich.text import Text
 from textual.app import ComposeResult
@@ -12,32 +10,45 @@ from textual.widgets import Static
 
 from perftop.model import Snapshot
 from perftop.model.snapshot import SyncSite
+from perftop.report.fmt import sync_where
 from perftop.tui import fmt
 from perftop.tui.widgets.difftable import Cell, DiffTable
 from perftop.tui.widgets.panel import Panel
 
+# The place last: a library site's "user line → library line" can be long.
 COLUMNS = (
     ("op", "op"),
     ("kind", "kind"),
-    ("where", "file:line"),
     ("per_step", "per step"),
     ("count", "total"),
-    ("blocked", "blocked"),
 )
+# Host time per watched step spent waiting in the site's calls: only measured on an
+# accelerator, so the column is shown only once some site has a measurement.
+BLOCKED = ("blocked", "blocked/step")
+WHERE = ("where", "file:line")
 
 
-def site_cells(s: SyncSite) -> list[Cell]:
+def where(s: SyncSite) -> str:
+    """The user's line, then the library line it went through: ``train.py:52 → …``."""
+    user, via = sync_where(s.file, s.line, s.lib_file, s.lib_line, s.package)
+    return f"{user} → {via}" if via else user
+
+
+def site_cells(s: SyncSite, blocked: bool = True) -> list[Cell]:
     kind_style = "bold red" if s.kind == "sync" else "yellow"
-    where = f"{os.path.basename(s.file)}:{s.line}"
-    return [
+    place = where(s)
+    cells = [
         Cell(s.op, s.op, style=kind_style, justify="left"),
         # "potential": would make a GPU wait; seen on this device by the sampled detector.
         Cell(s.kind, s.kind, style=kind_style if s.kind == "sync" else "dim", justify="left"),
-        Cell(where, where, justify="left"),
         Cell(f"{s.per_step:.2f}" if s.per_step < 1 else f"{s.per_step:.1f}", s.per_step),
         Cell(f"{s.count:,}", s.count),
-        Cell(fmt.secs(s.blocked_s), s.blocked_s, style=fmt.NA_STYLE if s.blocked_s is None else ""),
     ]
+    if blocked:
+        na = fmt.NA_STYLE if s.blocked_s is None else ""
+        cells.append(Cell(fmt.secs(s.blocked_s), s.blocked_s, style=na))
+    cells.append(Cell(place, place, justify="left"))
+    return cells
 
 
 def summary(sites: tuple[SyncSite, ...]) -> Group | Text:
@@ -47,12 +58,12 @@ def summary(sites: tuple[SyncSite, ...]) -> Group | Text:
     lines = []
     for s in sites:
         t = Text(s.op, style="bold red" if s.kind == "sync" else "yellow")
-        t.append(f" {os.path.basename(s.file)}:{s.line}")
+        t.append(f" {where(s)}")
         t.append(f" {s.per_step:.1f}/step", style="dim")
         if s.kind != "sync":
             t.append(" potential", style="dim")
         if s.blocked_s is not None:
-            t.append(f" {fmt.secs(s.blocked_s)}")
+            t.append(f" {fmt.secs(s.blocked_s)}/step")
         t.no_wrap, t.overflow = True, "ellipsis"
         lines.append(t)
     return Group(*lines)
@@ -69,8 +80,8 @@ class SyncPanel(Panel):
     def __init__(self, *, id: str | None = None) -> None:  # noqa: A002
         super().__init__(id=id)
         # Most frequent first: each sync drains the GPU's queue, so the rate is the cost
-        # (the time blocked is rarely measurable; it is N/A then, and sorts last).
-        self.table = DiffTable(COLUMNS, sort="per_step", reverse=True)
+        # (the time blocked is measured on an accelerator only; its column is hidden else).
+        self.table = DiffTable((*COLUMNS, WHERE), sort="per_step", reverse=True)
         self.summary = Static("no host↔device syncs seen", markup=False)
 
     def compose(self) -> ComposeResult:
@@ -88,11 +99,11 @@ class SyncPanel(Panel):
     def show(self, snap: Snapshot) -> None:
         self.set_class(not snap.sync, "-empty")
         self.summary.update(summary(snap.sync))
+        blocked = any(s.blocked_s is not None for s in snap.sync)
+        self.table.set_columns((*COLUMNS, BLOCKED, WHERE) if blocked else (*COLUMNS, WHERE))
         rows = {}
-        for i, s in enumerate(snap.sync):
-            cells = site_cells(s)
-            if s.blocked_s is None:  # keep the detector's rank when time is unknown
-                cells[4].value = -1.0 - i
-            rows[f"{s.file}:{s.line}:{s.op}"] = cells
+        for s in snap.sync:
+            key = f"{s.file}:{s.line}:{s.op}:{s.kind}:{s.lib_file}:{s.lib_line}"
+            rows[key] = site_cells(s, blocked)
         self.table.set_rows(rows)
         self.border_subtitle = f"{len(snap.sync)} sites" if snap.sync else ""
