@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from perftop.events import (
+    Between,
     Dropped,
     Event,
     Hello,
@@ -26,6 +27,7 @@ from perftop.events import (
     Step,
     StepGpu,
 )
+from perftop.model.between import BetweenReducer
 from perftop.model.resources import GpusReducer, HostReducer, ProcessesReducer
 from perftop.model.roles import assign_roles
 from perftop.model.snapshot import Loader, Meta, NoteRow, OutputLine, Snapshot, Trainer
@@ -83,7 +85,7 @@ class MetaReducer:
 
 
 class StepsReducer:
-    handles = (Hello, Step, StepGpu, LoaderInfo)
+    handles = (Hello, Step, StepGpu, LoaderInfo, Between)
 
     def __init__(self) -> None:
         self.series: dict[int, StepSeries] = {}
@@ -96,6 +98,10 @@ class StepsReducer:
             if s is None:
                 s = self.series[ev.pid] = StepSeries(ev.pid)
             s.add(ev)
+        elif isinstance(ev, Between):  # the next step of that process comes after it
+            s = self.series.get(ev.pid)
+            if s is not None:
+                s.gap_kind = ev.kind
         elif isinstance(ev, StepGpu):
             s = self.series.get(ev.pid)
             if s is not None:
@@ -170,6 +176,7 @@ def default_reducers() -> list[Reducer]:
     return [
         MetaReducer(),
         StepsReducer(),
+        BetweenReducer(),  # after StepsReducer: it reads the primary process's pid
         LogReducer(),
         ProcessesReducer(),
         HostReducer(),

@@ -27,6 +27,7 @@ class StepSeries:
         "gpu",
         "first_t0",
         "last_t1",
+        "gap_kind",
     )
 
     def __init__(self, pid: int) -> None:
@@ -39,6 +40,7 @@ class StepSeries:
         self.gpu: dict[int, float] = {}
         self.first_t0: float | None = None
         self.last_t1: float | None = None
+        self.gap_kind = ""  # time outside training steps came before the next step
 
     def add(self, ev: Step) -> None:
         d = ev.t1 - ev.t0
@@ -60,8 +62,10 @@ class StepSeries:
                 ev.optimizer,
                 max(0.0, d - ev.data - ev.backward - ev.optimizer),
                 self.gpu.get(ev.index),
+                self.gap_kind,
             )
         )
+        self.gap_kind = ""
 
     def add_gpu(self, ev: StepGpu) -> None:
         """GPU times arrive after their step; patch the recent row in place (rows are
@@ -80,6 +84,7 @@ class StepSeries:
                     row.optimizer,
                     row.other,
                     ev.gpu_s,
+                    row.gap_before,
                 )
                 break
             if row.index < ev.index:
