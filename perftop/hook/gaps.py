@@ -39,13 +39,6 @@ def reset(tr: Any) -> None:
     tr.pend_loader = None
 
 
-def first_loader(tr: Any, loader: Any) -> None:
-    if tr.fetch_loader is None:
-        tr.fetch_loader = [loader]
-    elif loader not in tr.fetch_loader:
-        tr.fetch_loader.append(loader)
-
-
 def enter(tr: Any, t: float, is_eval: bool) -> None:
     """Something that is not training started at ``t``."""
     if not tr.in_gap:

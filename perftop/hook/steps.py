@@ -168,7 +168,11 @@ class StepTracker:
                 self.lazy_close(t0)
                 gaps.pend_fetch(self, t0, t1, got_batch, loader)
                 return
-            gaps.first_loader(self, loader)  # training will confirm it
+            seen = self.fetch_loader  # before any training: loaders for training to confirm
+            if seen is None:
+                self.fetch_loader = [loader]
+            elif loader not in seen:
+                seen.append(loader)
         if self.in_gap:
             if self.pend:
                 gaps.pending_was_eval(self)
@@ -353,6 +357,8 @@ class StepTracker:
         return backward
 
     def wrap_next(self, orig: Any, grad_enabled: Any) -> Any:
+        key = LOADER_KEY
+
         def __next__(it: Any) -> Any:
             t0 = _perf()
             got = False
@@ -362,8 +368,7 @@ class StepTracker:
                 return batch
             finally:
                 try:
-                    self.fetched(t0, _perf(), got, getattr(it, LOADER_KEY, None),
-                                    grad_enabled())  # fmt: skip
+                    self.fetched(t0, _perf(), got, getattr(it, key, None), grad_enabled())
                 except Exception:
                     self._error("DataLoader.__next__")
 
