@@ -32,7 +32,9 @@ def make(tracker_cls):
         between: list[tuple] = []
         tr = tracker_cls(steps.append)
         tr.clock = lambda: clock.t
-        tr.on_between = lambda kind, t0, length: between.append((kind, round(t0, 6), round(length, 6)))
+        tr.on_between = lambda kind, t0, length: between.append(
+            (kind, round(t0, 6), round(length, 6))
+        )
         return tr, steps, between, clock
 
     return make
@@ -254,7 +256,7 @@ def train_step(tr, c, opt, data=0.1):
 def test_eval_under_no_grad_is_between_steps(make):
     tr, steps, between, c = make()
     opt = Opt()
-    for epoch in range(2):
+    for _ in range(2):
         for _ in range(3):
             train_step(tr, c, opt)
         for _ in range(4):  # with torch.no_grad(): for batch in val_loader: model(batch)

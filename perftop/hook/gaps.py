@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from perftop.hook.steps_cold import release
+
 EVAL, CHECKPOINT = "eval", "checkpoint"
 
 
@@ -44,7 +46,7 @@ def enter(tr: Any, t: float, is_eval: bool) -> None:
     if not tr.in_gap:
         tr.lazy_close(t)
         if tr.held:
-            tr.release()  # held steps must not merge across the interval
+            release(tr)  # held steps must not merge across the interval
         tr.in_gap = True
         tr.gap_eval = False
         tr.save_s = 0.0
@@ -75,6 +77,17 @@ def end(tr: Any, t: float) -> None:
         cb(EVAL, tr.gap_t0, length - save)
     else:
         cb(CHECKPOINT if save > 0.0 else EVAL, tr.gap_t0, length)
+
+
+def saved(tr: Any, t0: float, t1: float) -> None:
+    """A ``torch.save`` call from ``t0`` to ``t1``."""
+    if tr.pend:
+        pending_was_eval(tr)
+    enter(tr, t0, False)
+    if tr.save_s == 0.0:
+        tr.save_t0 = t0
+    tr.save_s += t1 - t0
+    tr.last_end = t1
 
 
 def pend_fetch(tr: Any, t0: float, t1: float, got: bool, loader: Any) -> None:

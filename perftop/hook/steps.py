@@ -9,7 +9,8 @@ Until an optimizer or an explicit step is seen, steps of the weaker sources are 
 comes, as after the micro-batches of gradient accumulation.
 
 Time outside training steps (an evaluation pass, a checkpoint) is cut out of the steps and
-reported as its own intervals: see ``gaps.py`` for the signals.
+reported as its own intervals: see ``gaps.py`` for the signals. The rare paths (held
+steps, a second optimizer, closures) are in ``steps_cold.py``.
 
 The one implementation: ``setup.py`` also compiles this file with Cython (types in
 ``_steps_fast.pxd``) into ``perftop.hook._steps_fast``; ``impl.py`` picks one. Methods take
@@ -19,11 +20,11 @@ The one implementation: ``setup.py`` also compiles this file with Cython (types 
 from __future__ import annotations
 
 import time
-import weakref
 from collections.abc import Callable
 from typing import Any
 
 from perftop.hook import gaps
+from perftop.hook import steps_cold as cold
 from perftop.wire import STEP_SOURCES
 
 NONE, LOADER, BACKWARD, OPTIMIZER, EXPLICIT = 0, 1, 2, 3, 4
@@ -37,14 +38,6 @@ _perf = time.perf_counter
 def _cap(x: float, dur: float) -> float:
     """No phase is longer than its step."""
     return 0.0 if x < 0.0 else (dur if x > dur else x)
-
-
-def _ref(opt: Any) -> Any:
-    """A weak reference: a freed optimizer's address may be reused by the next one."""
-    try:
-        return weakref.ref(opt)
-    except TypeError:  # not weak-referenceable (torch's are): hold it
-        return lambda: opt
 
 
 class StepTracker:
@@ -116,37 +109,7 @@ class StepTracker:
         held = self.held
         held.append(step)
         if len(held) >= HOLD_STEPS or t - held[0][1] >= HOLD_S:
-            self.release()
-
-    def _settle(self) -> None:
-        self.settled = True
-        if self.on_settle is not None:
-            self.on_settle()
-
-    def release(self) -> None:
-        """No optimizer showed up in time: the weaker source's steps stand as they are."""
-        self._settle()
-        for step in self.held:
-            self.emit(step)
-        self.held = []
-
-    def _merge_held(self) -> None:
-        """A strong source appeared: the held steps were parts of the current step."""
-        self._settle()
-        held, self.held = self.held, []
-        if not held:
-            return
-        self.index = held[0][0]
-        self.start = held[0][1]
-        self.running = True
-        for h in held:
-            self.data += h[3]
-            self.bwd += h[4]
-            self.opt += h[5]
-            for name, dt in (h[6] or {}).items():
-                if self.phases is None:
-                    self.phases = {}
-                self.phases[name] = self.phases.get(name, 0.0) + dt
+            cold.release(self)
 
     # -- sources: the hot path -------------------------------------------------------------
     def fetched(
@@ -222,27 +185,10 @@ class StepTracker:
             self.start = t0
         if self.mode < OPTIMIZER:
             self.mode = OPTIMIZER
-            self._merge_held()
-        if len(args) > 1 and args[1] is not None:
-            return (args[0], self.timed_closure(args[1]), *args[2:]), kwargs
-        if kwargs and kwargs.get("closure") is not None:
-            return args, {**kwargs, "closure": self.timed_closure(kwargs["closure"])}
+            cold.merge_held(self)
+        if len(args) > 1 or kwargs:
+            return cold.closure_args(self, args, kwargs)
         return None
-
-    def timed_closure(self, closure: Any) -> Any:
-        """The closure's forward and backward are the step's, not the optimizer's."""
-        clock = self.clock
-
-        def timed(*a: Any, **k: Any) -> Any:
-            t = clock()
-            self.closure_depth += 1
-            try:
-                return closure(*a, **k)
-            finally:
-                self.closure_depth -= 1
-                self.closure_s += clock() - t
-
-        return timed
 
     def optimizer_post(self, opt: Any, t1: float) -> None:
         if opt is not self.in_opt:
@@ -255,31 +201,11 @@ class StepTracker:
         if self.mode != OPTIMIZER:
             return
         ref = self.primary
-        cur = ref() if ref is not None else None
-        if cur is opt:
+        if ref is not None and ref() is opt:
             self.mark = None
             self.close(t1)
-        elif cur is None:  # the first optimizer, or the last one was freed: this one now
-            self.primary = _ref(opt)
-            self.mark = None
-            self.close(t1)
-        else:
-            m = self.mark
-            if m is not None and m[0]() is opt:
-                # Two steps of this optimizer and none of the primary: it was replaced.
-                self.primary = m[0]
-                self.mark = None
-                self.split(m[1], m[2], m[3], m[4], m[5])
-                self.close(t1)
-            else:
-                self.mark = (_ref(opt), t1, self.data, self.bwd, self.opt, self.hole)
-
-    def split(self, t: float, data: float, bwd: float, opt: float, hole: float) -> None:
-        """Close the step at ``t`` with the phases it had then; the rest goes on."""
-        rest = (self.data - data, self.bwd - bwd, self.opt - opt, self.phases, self.hole - hole)
-        self.data, self.bwd, self.opt, self.phases, self.hole = data, bwd, opt, None, hole
-        self.close(t)
-        self.data, self.bwd, self.opt, self.phases, self.hole = rest
+        else:  # the first optimizer, a new one, or a GAN's second
+            cold.other_optimizer(self, opt, t1)
 
     # torch calls these two directly (global optimizer hooks): one frame each.
     def opt_pre_hook(self, opt: Any, args: Any, kwargs: Any) -> Any:
@@ -301,12 +227,11 @@ class StepTracker:
 
     def explicit(self, t: float) -> None:
         """``perftop.step()``: the user says where a step ends."""
-        if self.pend or self.in_gap or self.fetch_loader is not None:
-            if gaps.training(self, t):
-                return  # a gap ended here: the next step starts now
+        if (self.pend or self.in_gap or self.fetch_loader is not None) and gaps.training(self, t):
+            return  # an interval outside training ended here: the next step starts now
         if self.mode < EXPLICIT:
             self.mode = EXPLICIT
-            self._merge_held()
+            cold.merge_held(self)
         self.close(t)
 
     def phase(self, name: str, t0: float, t1: float) -> None:
@@ -323,13 +248,7 @@ class StepTracker:
 
     def saved(self, t0: float, t1: float) -> None:
         """A ``torch.save`` call: a checkpoint is not training."""
-        if self.pend:
-            gaps.pending_was_eval(self)
-        gaps.enter(self, t0, False)
-        if self.save_s == 0.0:
-            self.save_t0 = t0
-        self.save_s += t1 - t0
-        self.last_end = t1
+        gaps.saved(self, t0, t1)
 
     def flush(self) -> None:
         """At exit: a step left open by a lazy source ends where its last activity did; an
@@ -340,7 +259,7 @@ class StepTracker:
             gaps.end(self, max(self.last_end, self.gap_t0))
         elif self.running:
             self.lazy_close(max(self.last_end, self.start))
-        self.release()
+        cold.release(self)
 
     # -- wrappers for what torch calls per step: compiled with this file ---------------------
     def wrap_backward(self, orig: Any) -> Any:

@@ -70,7 +70,9 @@ elif shape == "gan":
         for (real,) in loader:
             fake = gen(torch.randn(8, 4))
             d_opt.zero_grad()
-            d_loss = bce(model(real), torch.ones(8, 1)) + bce(model(fake.detach()), torch.zeros(8, 1))
+            d_loss = bce(model(real), torch.ones(8, 1)) + bce(
+                model(fake.detach()), torch.zeros(8, 1)
+            )
             d_loss.backward()
             d_opt.step()
             g_opt.zero_grad()
