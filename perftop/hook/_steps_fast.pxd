@@ -1,6 +1,9 @@
 # C types for the compiled build of steps.py (perftop.hook._steps_fast): declarations
 # only; the logic is steps.py's, the one source.
 
+cdef int NONE, LOADER, BACKWARD, OPTIMIZER, EXPLICIT  # C ints: compared on every call
+cdef object _perf
+
 cdef double _cap(double x, double dur)
 
 cdef class StepTracker:
