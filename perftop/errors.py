@@ -25,3 +25,9 @@ class LaunchError(PerftopError):
     """The job could not be started (command not found, not executable)."""
 
     exit_code = 127
+
+
+class MissingDependency(PerftopError):
+    """An optional package a command needs is not installed (e.g. torch for the demo)."""
+
+    exit_code = 1

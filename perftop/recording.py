@@ -1,31 +1,29 @@
 """Recording files: append-only framed events, flushed at least once a second.
 
-The file is the socket's byte stream written down (see :mod:`perftop.wire`), so a replay is
+The file holds the socket's frames (see :mod:`perftop.wire`), compressed, so a replay is
 just another source of the same events. A crash of the writer loses at most the unflushed
-second; a reader skips a truncated tail or a damaged frame with a warning.
+half second; a reader (:mod:`perftop.reader`) skips a truncated tail or a damaged frame
+with a warning.
 """
 
 from __future__ import annotations
 
 import os
 import time
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from perftop.errors import RecordingError
-from perftop.events import FORMAT_VERSION, Event, SessionStart
-from perftop.wire import (
-    MAGIC,
-    Frame,
-    FrameError,
-    FrameReader,
-    StreamError,
-    decode_frame,
-    encode_frame,
-)
+from perftop.events import Event
+from perftop.reader import FrameScanner, open_recording
+from perftop.wire import HEADER, KIND_ZLIB, MAGIC, ZLIB_START, Frame, encode_frame
 
 FLUSH_EVERY_S = 0.5
+PENDING_MAX = 1 << 20  # bytes held before a flush is forced
+SEGMENT_BYTES = 32 << 10  # input per deflate stream: a damaged byte costs at most this
 SUFFIX = ".perftop"
 
 
@@ -36,10 +34,20 @@ def default_path(now: float | None = None) -> Path:
 
 
 class RecordingWriter:
-    """Appends frames to a file; the owner calls :meth:`tick` often so data hits the OS."""
+    """Appends frames to a file; the owner calls :meth:`tick` often so data hits the OS.
+
+    Frames are held for up to ``FLUSH_EVERY_S`` and written as one compressed frame (a
+    sync-flushed deflate stream that restarts every ``SEGMENT_BYTES``: where a replay may
+    seek), so a week of steps and probe samples stays small; ``compress=False`` writes the
+    frames as they are."""
 
     def __init__(
-        self, path: str | os.PathLike[str], *, force: bool = False, append: bool = False
+        self,
+        path: str | os.PathLike[str],
+        *,
+        force: bool = False,
+        append: bool = False,
+        compress: bool = True,
     ) -> None:
         """``append`` continues an existing recording (a background recorder taking over
         from the TUI); the header is written only when the file is new or empty."""
@@ -59,6 +67,11 @@ class RecordingWriter:
         self._last_flush = time.monotonic()
         self.bytes_written = len(MAGIC) if fresh else 0
         self.closed = False
+        self.compress = compress
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+        self._deflate: Any = None
+        self._segment = 0
 
     def write_events(self, events: Iterable[Event]) -> None:
         self._write(encode_frame(events))
@@ -70,18 +83,44 @@ class RecordingWriter:
     def _write(self, frame: bytes) -> None:
         if self.closed:
             return
-        self._file.write(frame)
-        self.bytes_written += len(frame)
+        if not self.compress:
+            self._file.write(frame)
+            self.bytes_written += len(frame)
+            return
+        self._pending.append(frame)
+        self._pending_bytes += len(frame)
+        if self._pending_bytes >= PENDING_MAX:
+            self._emit()
+
+    def _emit(self) -> None:
+        """The held frames as one compressed frame, continuing the current stream."""
+        if not self._pending:
+            return
+        data = b"".join(self._pending)
+        self._pending.clear()
+        self._pending_bytes = 0
+        flag = 0
+        if self._deflate is None or self._segment >= SEGMENT_BYTES:
+            self._deflate = zlib.compressobj(6, zlib.DEFLATED, -15)
+            self._segment, flag = 0, ZLIB_START
+        self._segment += len(data)
+        body = self._deflate.compress(data) + self._deflate.flush(zlib.Z_SYNC_FLUSH)
+        payload = bytes((flag,)) + body
+        out = HEADER.pack(len(payload), zlib.crc32(payload), KIND_ZLIB) + payload
+        self._file.write(out)
+        self.bytes_written += len(out)
 
     def tick(self, now: float | None = None) -> None:
         """Flush if the last flush is older than ``FLUSH_EVERY_S``."""
         now = time.monotonic() if now is None else now
         if not self.closed and now - self._last_flush >= FLUSH_EVERY_S:
+            self._emit()
             self._file.flush()
             self._last_flush = now
 
     def close(self) -> None:
         if not self.closed:
+            self._emit()
             self.closed = True
             self._file.close()
 
@@ -102,42 +141,15 @@ def read_events(path: str | os.PathLike[str], stats: ReadStats | None = None) ->
     """Every event in a recording, in file order. Raises :class:`RecordingError` when the
     file is missing, empty, not a recording or from a newer format."""
     stats = stats if stats is not None else ReadStats()
-    p = Path(path)
-    try:
-        f = open(p, "rb")  # noqa: SIM115
-    except OSError as exc:
-        raise RecordingError(f"{p}: cannot open: {exc.strerror}") from None
+    p, f, size = open_recording(path)
     with f:
-        head = f.read(len(MAGIC))
-        if not head:
-            raise RecordingError(f"{p}: empty file, not a perftop recording")
-        if head != MAGIC:
-            raise RecordingError(f"{p}: not a perftop recording")
-        reader = FrameReader()
-        reader.feed(MAGIC)
-        first = True
-        while chunk := f.read(1 << 20):
-            try:
-                frames = reader.feed(chunk)
-            except StreamError as exc:
-                stats.warnings.append(f"{p}: stopped reading at a damaged frame ({exc})")
-                break
-            for frame in frames:
-                stats.frames += 1
-                try:
-                    events, unknown = decode_frame(frame)
-                except FrameError:
-                    stats.bad_frames += 1
-                    continue
-                stats.unknown_events += unknown
-                for ev in events:
-                    if first:
-                        first = False
-                        _check_version(p, ev)
-                    stats.events += 1
-                    yield ev
-        stats.bad_frames += reader.bad_frames
-        stats.truncated_bytes = reader.pending
+        for chunk in FrameScanner(p, f, size, stats).chunks():
+            yield from chunk.events
+    finish_stats(p, stats)
+
+
+def finish_stats(p: Path, stats: ReadStats) -> None:
+    """Turn what a reader skipped into warnings (once, at the end of a read)."""
     if stats.truncated_bytes:
         stats.warnings.append(
             f"{p}: skipped a truncated tail of {stats.truncated_bytes} bytes "
@@ -148,11 +160,4 @@ def read_events(path: str | os.PathLike[str], stats: ReadStats | None = None) ->
     if stats.unknown_events:
         stats.warnings.append(
             f"{p}: skipped {stats.unknown_events} event(s) of types this perftop does not know"
-        )
-
-
-def _check_version(p: Path, ev: Event) -> None:
-    if isinstance(ev, SessionStart) and ev.version > FORMAT_VERSION:
-        raise RecordingError(
-            f"{p}: recorded with format {ev.version}; this perftop reads up to {FORMAT_VERSION}"
         )

@@ -6,7 +6,8 @@ events in their array form (see :mod:`perftop.events.base`). Kind 1 is packed st
 (:data:`STEP_RECORD`): steps are by far the most frequent event, and packing them costs the
 hook's sender thread a tenth of what JSON does. Batching many events per frame keeps
 syscalls and file writes few; the CRC lets a reader skip a damaged frame and go on. A
-reader skips frames of a kind it does not know, counting them.
+reader skips frames of a kind it does not know, counting them. Kind 2 exists only in files:
+a deflate stream of whole frames (see :mod:`perftop.reader`), its first byte a flag.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, NamedTuple
 
 from perftop.events.base import DecodeError, Event, decode
 from perftop.events.core import Step
+from perftop.events.fleet import NodeScope
 
 MAGIC = b"PERFTOP\x00"
 HEADER = struct.Struct(">III")
@@ -26,6 +28,12 @@ MAX_FRAME = 8 * 1024 * 1024
 
 KIND_JSON = 0
 KIND_STEPS = 1
+KIND_ZLIB = 2  # recordings only: flag byte, then raw deflate data of whole frames
+ZLIB_START = 1  # flag: a new deflate stream starts here (a reader may begin here)
+# A collector's wrapper around one node's frame: u16 name length, the node name (UTF-8),
+# then the node's frame as it came (header and payload). Readers of older perftops skip it.
+KIND_NODE = 3
+NODE_NAME = struct.Struct(">H")
 # pid, index, t0, t1, data, backward, optimizer (seconds), source code (see STEP_SOURCES)
 STEP_RECORD = struct.Struct("<iqdddddB")
 STEP_SOURCES = ("", "loader", "backward", "optimizer", "explicit")
@@ -62,13 +70,40 @@ def encode_steps_frame(records: Iterable[bytes]) -> bytes:
     return HEADER.pack(len(payload), zlib.crc32(payload), KIND_STEPS) + payload
 
 
+def encode_node_frame(node: str, frame: Frame) -> Frame:
+    """``frame`` of node ``node``, wrapped so a reader knows whose events they are."""
+    name = node.encode()
+    return Frame(KIND_NODE, NODE_NAME.pack(len(name)) + name + frame.encode())
+
+
 def decode_frame(frame: Frame) -> tuple[list[Event], int]:
-    """The events in a frame and how many this reader had to skip as unknown."""
+    """The events in a frame and how many this reader had to skip as unknown. A node
+    frame's events come between :class:`NodeScope` markers."""
     if frame.kind == KIND_JSON:
         return decode_payload(frame.payload)
     if frame.kind == KIND_STEPS:
         return decode_steps(frame.payload), 0
+    if frame.kind == KIND_NODE:
+        node, inner = _unwrap_node(frame.payload)
+        if inner.kind == KIND_NODE:
+            raise FrameError("a node frame inside a node frame")
+        events, unknown = decode_frame(inner)
+        return [NodeScope(node), *events, NodeScope("")], unknown
     return [], 1
+
+
+def _unwrap_node(payload: bytes) -> tuple[str, Frame]:
+    try:
+        (n,) = NODE_NAME.unpack_from(payload)
+        node = payload[NODE_NAME.size : NODE_NAME.size + n].decode()
+        pos = NODE_NAME.size + n
+        length, crc, kind = HEADER.unpack_from(payload, pos)
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise FrameError(f"bad node frame: {exc}") from None
+    inner = payload[pos + HEADER.size :]
+    if len(inner) != length or zlib.crc32(inner) != crc or not node:
+        raise FrameError("bad node frame: the inner frame does not check")
+    return node, Frame(kind, inner)
 
 
 def decode_steps(payload: bytes) -> list[Event]:

@@ -27,6 +27,7 @@ from perftop.monitor.runner import Job, RunConfig  # noqa: E402
 from perftop.recording import read_events  # noqa: E402
 from perftop.tui.app import PerftopApp  # noqa: E402
 from perftop.tui.messages import SnapshotMessage  # noqa: E402
+from perftop.tui.replay import make_replay  # noqa: E402
 
 OUT = ROOT / "screenshots"
 RECORDING = OUT / "demo.perftop"
@@ -65,6 +66,25 @@ async def shoot(snap: Snapshot, name: str, size: tuple[int, int], keys: tuple[st
         return Path(app.save_screenshot(filename=f"{name}.svg", path=str(OUT)))
 
 
+async def shoot_replay(name: str, size: tuple[int, int], step: int) -> Path:
+    """`perftop replay` of the recording, paused at ``step`` (the index read to the end)."""
+    app, ctl = make_replay(RECORDING, playing=False)
+    async with app.run_test(size=size) as pilot:
+        ctl.start()
+        try:
+            ctl.index.wait(60)
+            ctl.command("step", step)
+            for _ in range(200):
+                await pilot.pause(0.05)
+                st = app.replay_state
+                if st is not None and st.step == step and st.index_done:
+                    break
+            await pilot.pause(0.2)
+            return Path(app.save_screenshot(filename=f"{name}.svg", path=str(OUT)))
+        finally:
+            ctl.stop()
+
+
 def to_png(svg: Path) -> Path | None:
     resvg = os.environ.get("RESVG") or shutil.which("resvg")
     if resvg is None:
@@ -87,6 +107,10 @@ def main() -> int:
     snap = replay(RECORDING, a.at)
     for name, size, keys in SHOTS:
         svg = asyncio.run(shoot(snap, name, size, keys))
+        png = to_png(svg)
+        print(svg.relative_to(ROOT), "and " + str(png.relative_to(ROOT)) if png else "")
+    for name, size in (("replay-160x48", (160, 48)), ("replay-80x24", (80, 24))):
+        svg = asyncio.run(shoot_replay(name, size, 110))
         png = to_png(svg)
         print(svg.relative_to(ROOT), "and " + str(png.relative_to(ROOT)) if png else "")
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -47,3 +48,30 @@ def tracker_cls(request) -> type:
     from perftop.hook.steps import StepTracker
 
     return StepTracker if request.param == "python" else compiled_steps_module().StepTracker
+
+
+def _on_ci() -> bool:
+    return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ANN001
+    """On CI (``CI=true``, as ``.ci/run`` sets) a skipped test is a failure: CI installs
+    every tool and builds what the suite needs, so a skip there hides a gap."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    if _on_ci() and skipped:
+        terminalreporter.write_sep(
+            "=", f"CI: {len(skipped)} skipped, which fails the run", red=True
+        )
+        reasons = Counter(
+            rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+            for rep in skipped
+        )
+        for reason, n in reasons.most_common():
+            terminalreporter.write_line(f"{n} x {reason}")
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:  # noqa: ANN001
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = reporter.stats.get("skipped", []) if reporter is not None else []
+    if _on_ci() and skipped and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -32,9 +33,17 @@ def run_and_report(
     return proc, json.loads(rep.stdout)
 
 
+def default_sigint() -> None:
+    """In a child before exec: SIGINT as a terminal's foreground job has it. A shell that
+    runs the suite in the background ignores SIGINT, and a child inherits that (perftop
+    keeps the job's inherited dispositions, as the job would have them alone)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def spawn_slow_job(tmp_path: Path, *record: str, **popen: Any) -> subprocess.Popen[str]:
     """`perftop run --headless RECORD... -- python slow_steps.py`, started and ready (the
     job has printed "ready"); ``record`` is e.g. ("--record", path) or ("--no-record",)."""
+    popen.setdefault("preexec_fn", default_sigint)
     mon = subprocess.Popen(
         [sys.executable, "-m", "perftop", "run", "--headless", *record, "--", sys.executable,
          str(WORKLOADS / "slow_steps.py")],

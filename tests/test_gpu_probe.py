@@ -9,9 +9,9 @@ import pytest
 from perftop.events import GpuSample, Note
 from perftop.events.probes import gpu_row
 from perftop.model import Session
-from perftop.probes.fake_nvml import FakeGpu, FakeNvml
 from perftop.probes.gpu import GpuProbe
 from perftop.report.build import build_report
+from tests.fake_nvml import FakeGpu, FakeNvml
 
 
 def ticks(probe: GpuProbe, n: int = 3) -> list:

@@ -15,11 +15,12 @@ from perftop.recording import ReadStats, RecordingWriter, read_events
 from tests.helpers import perftop, spawn_slow_job
 
 
-def _write(path, n=10):
-    w = RecordingWriter(path)
+def _write(path, n=10, compress=True):
+    w = RecordingWriter(path, compress=compress)
     w.write_events([SessionStart(1.0, ("x",), "/", "h", 1, "0")])
     for i in range(n):
         w.write_events([Step(2, i, float(i), i + 0.5)])
+        w.tick(time.monotonic() + 1.0 + i)  # one flush per step, as at 2 steps/s
     w.close()
 
 
@@ -50,9 +51,9 @@ def test_truncated_tail_is_skipped_with_a_warning(tmp_path):
     assert any("truncated tail" in w for w in stats.warnings)
 
 
-def test_damaged_middle_frame_is_skipped(tmp_path):
+def test_damaged_middle_frame_is_skipped_uncompressed(tmp_path):
     p = tmp_path / "a.perftop"
-    _write(p)
+    _write(p, compress=False)
     data = bytearray(p.read_bytes())
     data[len(data) // 2] ^= 0xFF
     p.write_bytes(bytes(data))
@@ -68,6 +69,25 @@ def test_flushed_within_a_second_while_writing(tmp_path):
     w.tick(time.monotonic() + 1.0)
     assert len(list(read_events(p))) == 1  # readable while the writer is still open
     w.close()
+
+
+def test_damage_in_a_compressed_stream_costs_only_the_rest_of_its_segment(tmp_path):
+    """A flipped byte: what came before it reads, the stream resumes at its next restart."""
+    p = tmp_path / "a.perftop"
+    w = RecordingWriter(p)
+    w.write_events([SessionStart(1.0, ("x",), "/", "h", 1, "0")])
+    for i in range(60):  # incompressible output: segments of 64 KiB restart every few
+        w.write_events([Note(float(i), "info", "t", os.urandom(6000).hex())])
+        w.tick(time.monotonic() + 1.0 + i)
+    w.close()
+    data = bytearray(p.read_bytes())
+    data[len(data) // 3] ^= 0xFF
+    p.write_bytes(bytes(data))
+    stats = ReadStats()
+    events = list(read_events(p, stats))
+    assert 30 < len(events) < 61 and stats.bad_frames >= 1
+    assert events[-1].t == 59.0  # read on to the end after the damage
+    assert any("damaged" in w for w in stats.warnings)
 
 
 @pytest.mark.parametrize("content", [b"", b"hello world, not a recording", b"PERFTOP\x00"])

@@ -8,12 +8,24 @@ from collections.abc import Sequence
 
 import perftop
 from perftop.cli.base import Command
+from perftop.cli.collect import CollectCommand
 from perftop.cli.demo import DemoCommand
+from perftop.cli.diff import DiffCommand
+from perftop.cli.export import ExportCommand
+from perftop.cli.replay import ReplayCommand
 from perftop.cli.report import ReportCommand
 from perftop.cli.run import RunCommand
 from perftop.errors import PerftopError
 
-COMMANDS: tuple[type[Command], ...] = (RunCommand, ReportCommand, DemoCommand)
+COMMANDS: tuple[type[Command], ...] = (
+    RunCommand,
+    ReportCommand,
+    ReplayCommand,
+    ExportCommand,
+    DiffCommand,
+    DemoCommand,
+    CollectCommand,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

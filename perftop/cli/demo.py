@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 
 from perftop.cli.base import Command
 from perftop.cli.launch import add_launch_options, launch
+from perftop.errors import MissingDependency
+
+INSTALL_HINT = "perftop demo trains with torch, which is not installed: pip install 'perftop[demo]'"
 
 
 class DemoCommand(Command):
@@ -28,6 +32,10 @@ class DemoCommand(Command):
         parser.add_argument("--steps", type=int, default=150, help="training steps (default 150)")
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+        # The monitor itself never needs torch (the hook uses the job's own), so perftop
+        # installs without it; the demo runs in this interpreter and does.
+        if importlib.util.find_spec("torch") is None:
+            raise MissingDependency(INSTALL_HINT)
         cmd = (
             sys.executable,
             "-m",

@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from perftop.cli.extras import (
+    Extras,
+    add_forward_option,
+    add_prometheus_option,
+    build_extras,
+    stderr_line,
+)
 from perftop.errors import UsageError
-from perftop.monitor.runner import Job, RunConfig, install_signal_forwarding
-from perftop.probes.scheduler import check_interval
 from perftop.recording import default_path
 from perftop.report.text import summary
+
+if TYPE_CHECKING:  # the monitor (psutil, fcntl) loads only when a job runs
+    from perftop.monitor.runner import RunConfig
 
 
 def add_launch_options(p: argparse.ArgumentParser) -> None:
@@ -41,9 +50,20 @@ def add_launch_options(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="TUI refresh interval (default 0.5 = 2 Hz)",
     )
+    add_forward_option(p)
+    add_prometheus_option(p)
+    p.add_argument(
+        "--stream-out",
+        action="store_true",
+        help="write the session to stdout (the job's stdout goes to stderr); implies "
+        "--headless: what `perftop collect --ssh` runs on the remote",
+    )
 
 
 def config_from_args(args: argparse.Namespace, command: tuple[str, ...]) -> RunConfig:
+    from perftop.monitor.runner import RunConfig
+    from perftop.probes.scheduler import check_interval
+
     check_interval(args.interval)
     if not args.refresh > 0:
         raise UsageError("--refresh must be a positive number of seconds")
@@ -70,18 +90,37 @@ def use_tui(args: argparse.Namespace) -> bool:
 
 def launch(args: argparse.Namespace, command: tuple[str, ...]) -> int:
     cfg = config_from_args(args, command)
-    if use_tui(args):
-        try:
-            from perftop.tui.live import run_live
-        except ImportError:
-            pass
-        else:
-            return run_live(cfg, probe_sources(cfg))
-    return run_headless(cfg)
+    stream = getattr(args, "stream_out", False)
+    if stream:
+        args.headless = True
+        cfg = replace(cfg, job_stdout_to_stderr=True)
+    tui = use_tui(args)
+    # In the TUI, the forwarder's news would garble the screen: it goes to the log only.
+    extras = build_extras(args, log=(lambda s: None) if tui else stderr_line)
+    if stream:
+        from perftop.fleet.stream import StreamOut
+
+        extras.sinks.append(StreamOut(sys.stdout.fileno(), log=stderr_line))
+    try:
+        if tui:
+            try:
+                from perftop.tui.live import run_live
+            except ImportError:
+                pass
+            else:
+                return run_live(
+                    cfg, probe_sources(cfg), sinks=extras.sinks, on_snapshot=extras.on_snapshot()
+                )
+        return run_headless(cfg, extras)
+    finally:
+        extras.close()
 
 
-def run_headless(cfg: RunConfig) -> int:
-    job = Job(cfg, sources=probe_sources(cfg))
+def run_headless(cfg: RunConfig, extras: Extras | None = None) -> int:
+    from perftop.monitor.runner import Job, install_signal_forwarding
+
+    extras = extras or Extras()
+    job = Job(cfg, on_snapshot=extras.on_snapshot(), sources=probe_sources(cfg), sinks=extras.sinks)
     job.start()
     install_signal_forwarding(job)
     rc = job.wait()

@@ -3,7 +3,7 @@
 Each family of events lives in its own module; importing this package registers them all.
 """
 
-from perftop.events import core, probes, sync  # noqa: F401  (registers the tags)
+from perftop.events import core, fleet, probes, sync  # noqa: F401  (registers the tags)
 from perftop.events.base import FORMAT_VERSION, DecodeError, Event, decode, event, registered
 from perftop.events.core import (
     Between,
@@ -19,7 +19,15 @@ from perftop.events.core import (
     Step,
     StepGpu,
 )
-from perftop.events.probes import GpuSample, HostSample, ProbeTick, ProcInfo, ProcSample
+from perftop.events.fleet import NodeLink, NodeScope
+from perftop.events.probes import (
+    GpuSample,
+    HostSample,
+    ProbeFailed,
+    ProbeTick,
+    ProcInfo,
+    ProcSample,
+)
 from perftop.events.sync import SyncBatch, SyncInfo
 
 __all__ = [
@@ -35,8 +43,11 @@ __all__ = [
     "JobStart",
     "LoaderInfo",
     "MonitorStats",
+    "NodeLink",
+    "NodeScope",
     "Note",
     "Output",
+    "ProbeFailed",
     "ProbeTick",
     "ProcInfo",
     "ProcSample",

@@ -116,6 +116,16 @@ class ProbeTick(Event):
     missed: int = 0  # ticks skipped because an earlier one overran
 
 
+@event("probe_failed")
+class ProbeFailed(Event):
+    """A probe (``procs``, ``host``, ``gpu``) raised and gave no sample this tick; sent when
+    it starts failing, so its panel can say it stopped and why. Its next sample clears it."""
+
+    t: float
+    probe: str
+    reason: str
+
+
 def proc_row(row: tuple[Any, ...]) -> dict[str, Any]:
     """A row as a dict (missing trailing fields from an older writer become None)."""
     return {k: (row[i] if i < len(row) else None) for i, k in enumerate(PROC_FIELDS)}

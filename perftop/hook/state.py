@@ -14,11 +14,14 @@ from perftop.hook import impl
 from perftop.hook.sender import Sender, debug
 
 
-def _env_int(name: str) -> int | None:
+def env_int(name: str, default: int | None = None, minimum: int | None = None) -> int | None:
+    """The integer in ``$name``; ``default`` when unset or not an integer (a typo in a
+    setting must not break training); at least ``minimum`` when given."""
     try:
-        return int(os.environ[name])
+        value = int(os.environ[name])
     except (KeyError, ValueError):
-        return None
+        return default
+    return value if minimum is None else max(minimum, value)
 
 
 class HookState:
@@ -50,9 +53,9 @@ class HookState:
             ppid=os.getppid(),
             host=socket.gethostname(),
             argv=tuple(sys.argv) if hasattr(sys, "argv") else (),
-            rank=_env_int("RANK"),
-            local_rank=_env_int("LOCAL_RANK"),
-            world_size=_env_int("WORLD_SIZE"),
+            rank=env_int("RANK"),
+            local_rank=env_int("LOCAL_RANK"),
+            world_size=env_int("WORLD_SIZE"),
             torch_version=str(getattr(torch, "__version__", "")),
             device=device,
         )

@@ -23,17 +23,11 @@ from typing import Any
 
 from perftop.events import SyncBatch, SyncInfo
 from perftop.hook.frames import first_user_frame, op_at
+from perftop.hook.state import env_int
 
 SiteKey = tuple[str, str, int, str, str]  # op, file, line, function, kind
 FRACTION = 0.002  # ... or this fraction of a step, whichever is more
 WARM = 4  # steps before a sample that go through the sampler, to learn the base duration
-
-
-def _env_int(name: str, default: int) -> int:
-    try:
-        return max(0, int(os.environ.get(name, default)))
-    except ValueError:
-        return default
 
 
 class Sampler:
@@ -134,9 +128,9 @@ def attach(state: Any, torch: Any) -> Collector | None:
     frames.configure()
     collector = Collector(state.sender.put, lambda: state.sender.pid)
     sampler = Sampler(
-        _env_int("PERFTOP_SYNC_EARLY", 3),
-        _env_int("PERFTOP_SYNC_EVERY", 200),
-        _env_int("PERFTOP_SYNC_BUDGET_US", 1) * 1e-6,
+        env_int("PERFTOP_SYNC_EARLY", 3, minimum=0) or 0,
+        env_int("PERFTOP_SYNC_EVERY", 200, minimum=0) or 0,
+        (env_int("PERFTOP_SYNC_BUDGET_US", 1, minimum=0) or 0) * 1e-6,
     )
     sampler.all = mode == "all"
     detector = sync_detect.make_detector(torch, collector, state)

@@ -8,6 +8,10 @@ from typing import Any
 
 from perftop.model.snapshot import Loader, Meta, ProcessRole, Trainer
 
+# Trainers (one main, or ranks by rank), then DataLoader workers, then every other process:
+# the order of the report's processes and of the Processes panel's role column.
+ROLE_ORDER = {"main": 0, "rank": 0, "worker": 1, "other": 2}
+
 
 def assign_roles(
     meta: Meta,
@@ -42,18 +46,18 @@ def assign_roles(
         pid = getattr(p, "pid", None)
         if pid is not None and pid not in roles:
             roles[pid] = ProcessRole(pid, "other", parent_pid=getattr(p, "ppid", None))
-    order = {"main": 0, "rank": 0, "worker": 1, "other": 2}
-    return tuple(
-        sorted(
-            roles.values(),
-            key=lambda r: (
-                order[r.role],
-                r.rank if r.rank is not None else -1,
-                r.loader_id or 0,
-                r.worker_id if r.worker_id is not None else -1,
-                r.pid,
-            ),
-        )
+    return tuple(sorted(roles.values(), key=role_sort_key))
+
+
+def role_sort_key(r: ProcessRole) -> tuple[int, ...]:
+    """Trainers by rank, then workers by their trainer's rank, loader and index, then the
+    rest; the pid last, so no two processes tie."""
+    return (
+        ROLE_ORDER.get(r.role, ROLE_ORDER["other"]),
+        r.rank if r.rank is not None else -1,
+        r.loader_id or 0,
+        r.worker_id if r.worker_id is not None else -1,
+        r.pid,
     )
 
 

@@ -26,8 +26,10 @@ from perftop.events import (
     SessionStart,
     Step,
     StepGpu,
+    SyncBatch,
 )
 from perftop.model.between import BetweenReducer
+from perftop.model.probe_health import ProbeHealthReducer
 from perftop.model.resources import GpusReducer, HostReducer, ProcessesReducer
 from perftop.model.roles import assign_roles
 from perftop.model.snapshot import Loader, Meta, NoteRow, OutputLine, Snapshot, Trainer
@@ -85,10 +87,11 @@ class MetaReducer:
 
 
 class StepsReducer:
-    handles = (Hello, Step, StepGpu, LoaderInfo, Between)
+    handles = (Hello, Step, StepGpu, LoaderInfo, Between, SyncBatch)
 
     def __init__(self) -> None:
         self.series: dict[int, StepSeries] = {}
+        self.syncs: dict[int, int] = {}  # sync events per process, for the ranks table
         self.trainers: dict[int, Trainer] = {}
         self.loaders: dict[tuple[int, int], Loader] = {}
 
@@ -102,6 +105,9 @@ class StepsReducer:
             s = self.series.get(ev.pid)
             if s is not None:
                 s.gap_kind = ev.kind
+        elif isinstance(ev, SyncBatch):
+            if ev.sites:
+                self.syncs[ev.pid] = self.syncs.get(ev.pid, 0) + sum(x[5] for x in ev.sites)
         elif isinstance(ev, StepGpu):
             s = self.series.get(ev.pid)
             if s is not None:
@@ -136,8 +142,15 @@ class StepsReducer:
         t = self.trainers.get(pid)
         return t.rank if t is not None else None
 
+    def _host(self, pid: int) -> str:
+        t = self.trainers.get(pid)
+        return t.host if t is not None else ""
+
     def contribute(self, parts: dict[str, Any], window: int | None) -> None:
-        ranks = [s.stats(self.rank_of(pid), window) for pid, s in self.series.items()]
+        ranks = [
+            s.stats(self.rank_of(pid), window, self._host(pid), self.syncs.get(pid, 0))
+            for pid, s in self.series.items()
+        ]
         # Lowest rank first; processes without a rank in order of their first step.
         ranks.sort(key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0))
         parts["ranks"] = tuple(ranks)
@@ -182,6 +195,7 @@ def default_reducers() -> list[Reducer]:
         HostReducer(),
         GpusReducer(),
         SyncReducer(),
+        ProbeHealthReducer(),
     ]
 
 

@@ -82,6 +82,13 @@ class StepStats:
     gpu_p50: float | None = None
     last_t: float | None = None
     recent: tuple[StepRow, ...] = ()
+    host: str = ""  # the node this process runs on (a collector sees many)
+    own_p50: float | None = None  # median of step time outside backward(): the rank's own work
+    sync_count: int = 0  # host-device sync events this process reported (all kinds)
+    # Whole-run step-time histogram: counts per bucket of ``STEP_BUCKETS`` (last: +Inf),
+    # and the sum of all step durations, for cumulative metrics.
+    step_hist: tuple[int, ...] = ()
+    step_sum_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +118,7 @@ class Loader:
     workers: tuple[tuple[int, int], ...]
     dataset: str
     t: float
+    host: str = ""  # set where a collector merges nodes
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +131,7 @@ class ProcessRole:
     worker_id: int | None = None
     loader_id: int | None = None
     parent_pid: int | None = None
+    host: str = ""  # set where a collector merges nodes (pids are only unique per host)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +181,7 @@ class ProcRow:
     pss_bytes_max: int | None = None
     uss_bytes_first: int | None = None
     uss_bytes_last: int | None = None
+    host: str = ""  # set where a collector merges nodes
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,6 +247,7 @@ class GpuRow:
     temperature_c_max: float | None = None
     # (figure, run average, run maximum) for every sampled figure, for reports
     stats: tuple[tuple[str, float | None, float | None], ...] = ()
+    host: str = ""  # set where a collector merges nodes
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,6 +264,7 @@ class SyncSite:
     per_step: float
     blocked_s: float | None = None  # host time spent blocked, where measurable
     last_step: int | None = None
+    host: str = ""  # set where a collector merges nodes
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,6 +277,7 @@ class BetweenRow:
     count: int = 0
     last_t0: float | None = None
     last_t1: float | None = None
+    host: str = ""  # set where a collector merges nodes
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,6 +296,19 @@ class Hint:
     est_gain_text: str = ""
     panel: str = ""
     since_t: float | None = None
+    host: str = ""  # set where a collector merges nodes
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRow:
+    """A node forwarding to a collector: its name (host, made unique), whether its link is
+    up, its job's state and the events it sent."""
+
+    name: str
+    connected: bool = True
+    state: str = ""
+    events: int = 0
+    dropped_events: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,9 +330,17 @@ class Snapshot:
     events: int = 0
     between: tuple[BetweenRow, ...] = ()  # time outside training steps, by kind
     hints: tuple[Hint, ...] = ()  # most estimated gain first
+    # (probe, reason) for each probe ("procs", "host", "gpu") that raised and gave nothing
+    probes_stopped: tuple[tuple[str, str], ...] = ()
+    nodes: tuple[NodeRow, ...] = ()  # the nodes a collector hears (empty for a local run)
 
-    def role_of(self, pid: int) -> ProcessRole | None:
+    def role_of(self, pid: int, host: str | None = None) -> ProcessRole | None:
+        """The role of ``pid`` (on ``host``, where a collector merged nodes)."""
         for r in self.roles:
-            if r.pid == pid:
+            if r.pid == pid and (host is None or r.host == host):
                 return r
         return None
+
+    def probe_stopped(self, probe: str) -> str:
+        """Why ``probe`` stopped ("" while it works): its panel says so."""
+        return next((why for name, why in self.probes_stopped if name == probe), "")

@@ -17,11 +17,3 @@ def percentile(sorted_values: Sequence[float], q: float) -> float | None:
     hi = min(lo + 1, n - 1)
     frac = pos - lo
     return float(sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * frac)
-
-
-def median(values: Sequence[float]) -> float | None:
-    return percentile(sorted(values), 50.0)
-
-
-def mean(values: Sequence[float]) -> float | None:
-    return sum(values) / len(values) if values else None

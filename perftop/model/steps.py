@@ -4,6 +4,7 @@ recent rows for charts, a bounded window for live percentiles."""
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_left
 from collections import deque
 
 from perftop.events import Step, StepGpu
@@ -12,6 +13,8 @@ from perftop.model.stats import percentile
 
 RECENT_ROWS = 240
 LIVE_WINDOW = 1000
+# Upper bounds (seconds) of the whole-run step-time histogram; a last bucket holds the rest.
+STEP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
 class StepSeries:
@@ -28,6 +31,9 @@ class StepSeries:
         "first_t0",
         "last_t1",
         "gap_kind",
+        "hist",
+        "total",
+        "binned",
     )
 
     def __init__(self, pid: int) -> None:
@@ -41,6 +47,9 @@ class StepSeries:
         self.first_t0: float | None = None
         self.last_t1: float | None = None
         self.gap_kind = ""  # time outside training steps came before the next step
+        self.hist = [0] * (len(STEP_BUCKETS) + 1)
+        self.total = 0.0
+        self.binned = 0  # durations already counted in hist/total (binned at snapshot time)
 
     def add(self, ev: Step) -> None:
         d = ev.t1 - ev.t0
@@ -93,11 +102,24 @@ class StepSeries:
             for k in sorted(self.gpu)[:LIVE_WINDOW]:
                 del self.gpu[k]
 
-    def stats(self, rank: int | None, window: int | None = LIVE_WINDOW) -> StepStats:
+    def _bin(self) -> None:
+        """Bring the whole-run histogram up to date: each step is binned once, in batches
+        at snapshot time, so adding a step stays as cheap as before."""
+        new = self.durations[self.binned :]
+        hist = self.hist
+        for d in new:
+            hist[bisect_left(STEP_BUCKETS, d)] += 1  # le semantics: d == bound counts in
+        self.total += sum(new)
+        self.binned += len(new)
+
+    def stats(
+        self, rank: int | None, window: int | None = LIVE_WINDOW, host: str = "", syncs: int = 0
+    ) -> StepStats:
         """Figures over the last ``window`` steps (None: the whole run)."""
+        self._bin()
         n = len(self.durations)
         if n == 0:
-            return StepStats(pid=self.pid, rank=rank)
+            return StepStats(pid=self.pid, rank=rank, host=host, sync_count=syncs)
         lo = 0 if window is None else max(0, n - window)
         durs = self.durations[lo:]
         total = sum(durs)
@@ -128,4 +150,9 @@ class StepSeries:
             gpu_p50=percentile(gpus, 50) if gpus else None,
             last_t=self.last_t1,
             recent=tuple(self.recent),
+            host=host,
+            own_p50=percentile(sorted(d - b for d, b in zip(durs, bwd)), 50),
+            sync_count=syncs,
+            step_hist=tuple(self.hist),
+            step_sum_s=self.total,
         )

@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
+
 from perftop.events import JobExit, Note
 from perftop.model import Session
 from perftop.monitor.ingest import Ingest
@@ -49,16 +51,13 @@ def spawn(socket_path: str | os.PathLike[str], record: str | os.PathLike[str], p
 
 
 def alive(pid: int) -> bool:
+    """The job's top process still runs; a zombie (its parent has not reaped it yet) is
+    gone for our purpose."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
         return False
-    except PermissionError:
-        return True
-    try:  # a zombie (its parent has not reaped it yet) is gone for our purpose
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
+    except psutil.AccessDenied:
         return True
 
 

@@ -10,7 +10,10 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
+
+import psutil
 
 from perftop.events import Event, MonitorStats
 from perftop.model import Session, Snapshot
@@ -20,17 +23,35 @@ from perftop.wire import Frame
 SnapshotSink = Callable[[Snapshot], None]
 
 
+class EventSink(Protocol):
+    """A subscriber of the stream: what :class:`RecordingWriter` offers (a forwarder is
+    one too). It must never raise nor block for long: it runs on the ingest thread."""
+
+    def write_frame(self, frame: Frame) -> None: ...
+
+    def write_events(self, events: Iterable[Event]) -> None: ...
+
+    def tick(self, now: float | None = None) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class Ingest:
     def __init__(
         self,
-        session: Session,
+        session: Session | Any,
         recorder: RecordingWriter | None = None,
         *,
         on_snapshot: SnapshotSink | None = None,
         refresh_s: float = 0.5,
         rejected_frames: Callable[[], int] = lambda: 0,
+        sinks: Sequence[EventSink] = (),
     ) -> None:
+        """``session`` is a :class:`Session` or anything with its ``apply`` and
+        ``snapshot`` (a collector's fleet session); ``sinks`` get every event after the
+        recorder (forwarders)."""
         self.session = session
+        self.sinks = list(sinks)
         self.recorder = recorder
         self.on_snapshot = on_snapshot
         self.refresh_s = refresh_s
@@ -96,6 +117,8 @@ class Ingest:
             with self._lock:
                 if self.recorder is not None:
                     self.recorder.tick(now)
+            for sink in self.sinks:
+                sink.tick(now)
             if self.on_snapshot is not None and now >= next_snap:
                 next_snap = now + self.refresh_s
                 self.on_snapshot(self.session.snapshot(now=time.time()))
@@ -110,6 +133,11 @@ class Ingest:
                     rec.write_frame(payload)
                 else:
                     rec.write_events(events)
+        for sink in self.sinks:
+            if payload is not None:
+                sink.write_frame(payload)
+            else:
+                sink.write_events(events)
         apply = self.session.apply
         n = 0
         for ev in events:
@@ -121,6 +149,8 @@ class Ingest:
         with self._lock:
             if self.recorder is not None:
                 self.recorder.close()
+        for sink in self.sinks:
+            sink.close()
 
     def stop(self, timeout: float = 5.0) -> None:
         """Apply and record everything queued, then close the recording."""
@@ -136,10 +166,8 @@ class Ingest:
 
 
 def _rss() -> int:
+    """perftop's own resident memory, from psutil (any OS)."""
     try:
-        import resource
-
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * resource.getpagesize()
-    except (OSError, ValueError, ImportError):
+        return psutil.Process().memory_info().rss
+    except psutil.Error:
         return 0

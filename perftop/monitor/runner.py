@@ -42,6 +42,7 @@ class RunConfig:
     capture_output: bool = False  # the TUI owns the terminal: job output goes to a panel
     interval_s: float = 1.0  # probe sampling interval
     refresh_s: float = 0.5  # snapshot rate for the UI
+    job_stdout_to_stderr: bool = False  # our stdout carries the session (--stream-out)
 
 
 def hook_env(
@@ -76,7 +77,9 @@ class Job:
         cfg: RunConfig,
         on_snapshot: Callable[[Snapshot], None] | None = None,
         sources: Sequence[SourceFactory] = (),
+        sinks: Sequence[Any] = (),
     ) -> None:
+        """``sinks`` get the stream as the recording does (forwarders)."""
         self.cfg = cfg
         self._source_factories = tuple(sources)
         self.session = Session()
@@ -89,6 +92,7 @@ class Job:
             on_snapshot=on_snapshot,
             refresh_s=cfg.refresh_s,
             rejected_frames=lambda: self.server.rejected_frames,
+            sinks=sinks,
         )
         self.server = Server(self.ingest.submit_frame)
         self.proc: subprocess.Popen[bytes] | None = None
@@ -127,6 +131,8 @@ class Job:
                 stderr=self.output.stderr,
                 start_new_session=True,
             )
+        elif self.cfg.job_stdout_to_stderr:
+            kwargs["stdout"] = sys.stderr.fileno()
         try:
             self.proc = subprocess.Popen([exe, *self.cfg.command[1:]], env=env, **kwargs)
         except OSError as exc:
@@ -159,7 +165,8 @@ class Job:
     def reap(self) -> int:
         """Wait for the job's top process and record its exit, once, whoever asks first
         (the CLI, the TUI's watcher thread): 128+N when signal N killed it."""
-        assert self.proc is not None
+        if self.proc is None:
+            raise RuntimeError("Job.reap() before Job.start()")
         rc = self.proc.wait()
         with self._exit_lock:
             if self.exit_code is None:

@@ -39,6 +39,8 @@ class _Device:
 
 
 class GpuProbe:
+    name = "gpu"
+
     def __init__(self, lib: Any | None = None) -> None:
         self._lib_arg = lib
         self._nvml: Nvml | None = None
@@ -77,7 +79,8 @@ class GpuProbe:
             events += self._start(t)
         if self._nvml is None:
             return events
-        rows = tuple(self._read(d) for d in self._devices)
+        nv = self._nvml
+        rows = tuple(self._read(nv, d) for d in self._devices)
         note = ""
         if self._nvml.lost:
             note = "lost: GPU " + ", ".join(str(i) for i in sorted(self._nvml.lost))
@@ -86,9 +89,8 @@ class GpuProbe:
         self._pending.clear()
         return events
 
-    def _read(self, d: _Device) -> tuple[Any, ...]:
-        nv, h, i = self._nvml, d.handle, d.index
-        assert nv is not None
+    def _read(self, nv: Nvml, d: _Device) -> tuple[Any, ...]:
+        h, i = d.handle, d.index
         lib = nv.lib
         util = nv.call("nvmlDeviceGetUtilizationRates", h, device=i)
         mem = nv.call("nvmlDeviceGetMemoryInfo", h, device=i)
@@ -104,7 +106,7 @@ class GpuProbe:
             d.name,
             d.uuid,
             _num(getattr(util, "gpu", None)),
-            self._sm_activity(d),
+            self._sm_activity(nv, d),
             _num(getattr(util, "memory", None)),
             getattr(mem, "used", None),
             getattr(mem, "total", None),
@@ -115,12 +117,10 @@ class GpuProbe:
             None if rx is None else rx * 1024,  # NVML gives KB/s
             None if tx is None else tx * 1024,
             tuple(name for bit, name in THROTTLE if reasons and reasons & bit),
-            self._procs(d),
+            self._procs(nv, d),
         )
 
-    def _procs(self, d: _Device) -> tuple[tuple[Any, ...], ...]:
-        nv = self._nvml
-        assert nv is not None
+    def _procs(self, nv: Nvml, d: _Device) -> tuple[tuple[Any, ...], ...]:
         running = nv.call("nvmlDeviceGetComputeRunningProcesses", d.handle, device=d.index)
         mem = {p.pid: getattr(p, "usedGpuMemory", None) for p in running or ()}
         sm: dict[int, list[float]] = {}
@@ -134,10 +134,9 @@ class GpuProbe:
             for pid in pids
         )
 
-    def _sm_activity(self, d: _Device) -> float | None:
+    def _sm_activity(self, nv: Nvml, d: _Device) -> float | None:
         """GPM SM utilization between this tick's sample and the previous one."""
-        nv = self._nvml
-        if d.gpm is None or nv is None:
+        if d.gpm is None:
             return None
         prev, cur = d.gpm
         if nv.call("nvmlGpmSampleGet", d.handle, cur, device=d.index) is None:

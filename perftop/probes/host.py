@@ -15,19 +15,24 @@ from typing import Any
 import psutil
 
 from perftop.events import Event, HostSample
+from perftop.probes.platform import PlatformCaps, platform_caps
 
 SHM = "/dev/shm"
 
 
-def _is_whole_disk(name: str) -> bool:
-    """Whole block devices only (partitions would be counted twice); no loop/ram devices."""
+def _is_whole_disk(name: str, caps: PlatformCaps) -> bool:
+    """Whole block devices only (partitions would be counted twice); no loop/ram devices.
+    Without /sys/block (macOS), psutil lists whole disks only."""
     if name.startswith(("loop", "ram", "zram")):
         return False
-    return os.path.exists(f"/sys/block/{name}")
+    return os.path.exists(f"/sys/block/{name}") if caps.sysfs_block else True
 
 
 class HostProbe:
-    def __init__(self) -> None:
+    name = "host"
+
+    def __init__(self, caps: PlatformCaps | None = None) -> None:
+        self.caps = caps or platform_caps()
         self._cpu: list[Any] | None = None
         self._disk: dict[str, Any] | None = None
         self._net: tuple[int, int] | None = None
@@ -88,13 +93,12 @@ class HostProbe:
             busy_sum += busy
             all_sum += max(all_d, 0.0)
             iowait_sum += getattr(b, "iowait", 0.0) - getattr(a, "iowait", 0.0)
+        iowait: float | None = None
+        if self.caps.iowait:
+            iowait = round(100.0 * max(0.0, iowait_sum) / all_sum, 1) if all_sum > 0 else 0.0
         if all_sum <= 0:
-            return tuple(per_core), 0.0, 0.0
-        return (
-            tuple(per_core),
-            round(100.0 * busy_sum / all_sum, 1),
-            round(100.0 * max(0.0, iowait_sum) / all_sum, 1),
-        )
+            return tuple(per_core), 0.0, iowait
+        return tuple(per_core), round(100.0 * busy_sum / all_sum, 1), iowait
 
     def _disk_delta(self, dt: float) -> tuple[int | None, int | None, float | None]:
         try:
@@ -103,7 +107,7 @@ class HostProbe:
             return None, None, None
         for name in cur:
             if name not in self._disks:
-                self._disks[name] = _is_whole_disk(name)
+                self._disks[name] = _is_whole_disk(name, self.caps)
         cur = {k: v for k, v in cur.items() if self._disks[k]}
         prev, self._disk = self._disk, cur
         if prev is None or dt <= 0:

@@ -1,10 +1,11 @@
 """The job's process tree, sampled from the monitor: CPU, threads, memory (USS/PSS), IO.
 
 Why these reads: RSS double-counts pages a DataLoader worker shares with its parent, so
-USS (private pages) and PSS (shared pages split between their users) come from
-``/proc/PID/smaps_rollup``, read directly: one small file the kernel sums for us, unlike
-``smaps`` which psutil's fallback parses in full. Everything else comes from psutil inside
-``oneshot()`` so ``stat`` and ``status`` are each read once per process per tick.
+USS (private pages) and PSS (shared pages split between their users) come from psutil's
+``memory_full_info()`` (on Linux one ``smaps_rollup`` read the kernel sums for us; it costs
+a page-table walk, so it is staggered over ticks). Everything else comes from psutil inside
+``oneshot()`` so ``stat`` and ``status`` are each read once per process per tick. What the
+OS cannot give (see :mod:`perftop.probes.platform`) is None, and the rest still shows.
 
 A process that exits between two reads is simply gone from the next sample.
 """
@@ -18,9 +19,12 @@ from typing import Any
 
 import psutil
 
-from perftop.events import Event, ProcInfo, ProcSample
+from perftop.events import Event, Note, ProcInfo, ProcSample
+from perftop.probes.platform import PlatformCaps, platform_caps
 
 GONE = (psutil.NoSuchProcess, psutil.ZombieProcess)
+# What a figure psutil does not have on this OS (or for this process) raises: N/A, not a gap.
+UNAVAILABLE = (AttributeError, NotImplementedError, psutil.AccessDenied)
 INFO_EVERY = 60  # re-send command lines this often (ticks) so a late recording has them
 CMDLINE_MAX = 300
 # smaps_rollup makes the kernel walk the process's page tables (~0.15 ms for a small
@@ -39,13 +43,16 @@ class _Tracked:
     name: str = ""
     cmdline: str = ""
     start: Any = None  # start time in clock ticks, as /proc/PID/stat says
-    mem: tuple[int, int, int, int] | None = None  # last (rss, pss, uss, swap)
+    mem: tuple[int | None, int | None, int | None] | None = None  # last (uss, pss, swap)
 
 
-def descendants(root: int) -> list[int]:
+def descendants(root: int, caps: PlatformCaps | None = None) -> list[int]:
     """The root and every process below it, read from ``/proc/PID/task/TID/children``
-    (cost grows with the job, not with the host); psutil's full ppid scan as a fallback."""
-    if not os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children"):
+    (cost grows with the job, not with the host); psutil's full ppid scan elsewhere."""
+    caps = caps or platform_caps()
+    if not caps.proc_children or not os.path.exists(
+        f"/proc/{os.getpid()}/task/{os.getpid()}/children"
+    ):
         try:
             return [root] + [c.pid for c in psutil.Process(root).children(recursive=True)]
         except psutil.Error:
@@ -86,34 +93,38 @@ def _start_ticks(p: psutil.Process) -> Any:
         return None  # another psutil: no reuse check beyond (pid, create_time) at start
 
 
-def read_smaps_rollup(pid: int) -> tuple[int, int, int, int] | None:
-    """(rss, pss, uss, swap) in bytes, or None when the kernel will not say."""
-    rss = pss = uss = swap = 0
+def _optional(read: Any) -> Any:
+    """``read()``, or None when this OS or this process will not say."""
     try:
-        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
-            data = f.read()
-    except OSError:
+        return read()
+    except UNAVAILABLE:
         return None
-    if not data:
-        return None  # a kernel thread or a process being torn down
-    for line in data.split(b"\n"):
-        if line.startswith(b"Private_"):
-            uss += int(line.split()[1]) * 1024
-        elif line.startswith(b"Pss:"):
-            pss = int(line.split()[1]) * 1024
-        elif line.startswith(b"Rss:"):
-            rss = int(line.split()[1]) * 1024
-        elif line.startswith(b"Swap:"):
-            swap = int(line.split()[1]) * 1024
-    return rss, pss, uss, swap
+
+
+def read_memory(p: psutil.Process, caps: PlatformCaps) -> tuple[int | None, int | None, int | None]:
+    """(uss, pss, swap) in bytes from psutil, each None where the OS cannot give it."""
+    if not caps.uss:
+        return None, None, None
+    full = _optional(p.memory_full_info)
+    if full is None:
+        return None, None, None
+    uss = getattr(full, "uss", None)
+    pss = getattr(full, "pss", None) if caps.pss else None
+    swap = getattr(full, "swap", None) if caps.pss else None
+    if not uss and not pss:
+        return None, None, None  # a process being torn down: its pages are not countable
+    return uss, pss, swap
 
 
 class ProcProbe:
     """Samples the tree under ``root_pid``; keeps psutil objects across ticks so CPU % and IO
     rates are deltas from the previous tick of the same (pid, create_time)."""
 
-    def __init__(self, root_pid: int) -> None:
+    name = "procs"
+
+    def __init__(self, root_pid: int, caps: PlatformCaps | None = None) -> None:
         self.root_pid = root_pid
+        self.caps = caps or platform_caps()
         self._tracked: dict[int, _Tracked] = {}
         self._last_mono: float | None = None
         self._ticks = 0
@@ -123,8 +134,10 @@ class ProcProbe:
         now = time.monotonic()
         dt = 0.0 if self._last_mono is None else now - self._last_mono
         self._last_mono = now
-        pids = descendants(self.root_pid)
+        pids = descendants(self.root_pid, self.caps)
         events: list[Event] = []
+        if self._ticks == 0 and self.caps.note:
+            events.append(Note(t, "warning", "platform", self.caps.note))
         rows: list[tuple[Any, ...]] = []
         alive: dict[int, _Tracked] = {}
         resend = self._ticks % INFO_EVERY == 0
@@ -143,7 +156,8 @@ class ProcProbe:
                     tr = self._track(pid)
                     events.append(ProcInfo(t, pid, tr.key[1], tr.cmdline))
                     row = self._read(tr, now)
-                    assert row is not None
+                    if row is None:  # reused once more while we looked: next tick
+                        continue
             except GONE:
                 continue
             except psutil.AccessDenied:
@@ -175,13 +189,11 @@ class ProcProbe:
             ct = p.cpu_times()
             ppid = p.ppid()
             state = p.status()
-            core = p.cpu_num()
+            core = _optional(p.cpu_num) if self.caps.core_placement else None
             threads = p.num_threads()
-            try:
-                io = p.io_counters()
-                io_now: tuple[int, int] | None = (io.read_bytes, io.write_bytes)
-            except (psutil.AccessDenied, AttributeError):
-                io_now = None
+            rss = _optional(lambda: p.memory_info().rss)
+            io = _optional(p.io_counters)
+            io_now = None if io is None else (io.read_bytes, io.write_bytes)
         if state == psutil.STATUS_ZOMBIE:
             raise psutil.ZombieProcess(p.pid)
         cpu_s = ct.user + ct.system
@@ -196,16 +208,8 @@ class ProcProbe:
         tr.cpu_s, tr.io, tr.mono = cpu_s, io_now, now
         # staggered by pid so each tick reads about the same number of smaps_rollup files
         if tr.mem is None or (self._ticks + p.pid) % self._stride == 0:
-            tr.mem = read_smaps_rollup(p.pid)
-        mem = tr.mem
-        if mem is None:
-            try:
-                rss: int | None = p.memory_info().rss
-            except psutil.AccessDenied:
-                rss = None
-            pss = uss = swap = None
-        else:
-            rss, pss, uss, swap = mem
+            tr.mem = read_memory(p, self.caps)
+        uss, pss, swap = tr.mem
         return (
             p.pid,
             ppid,

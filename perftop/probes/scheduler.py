@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from perftop.errors import UsageError
-from perftop.events import Event, Note, ProbeTick
+from perftop.events import Event, Note, ProbeFailed, ProbeTick
 
 MIN_INTERVAL_S = 0.2
 
@@ -47,7 +47,8 @@ class ProbeSource:
         self.interval_s = check_interval(interval_s)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._failed: set[str] = set()
+        self._failed: set[str] = set()  # failure kinds already noted
+        self._failing: set[str] = set()  # probes whose last tick raised
         self.ticks = 0
 
     def start(self) -> ProbeSource:
@@ -91,6 +92,7 @@ class ProbeSource:
         t = time.time()
         events: list[Event] = []
         for p in self.probes:
+            name = getattr(p, "name", type(p).__name__)
             try:
                 events += p.sample(t)
             except Exception as exc:  # a probe bug must not stop the others
@@ -98,6 +100,11 @@ class ProbeSource:
                 if kind not in self._failed:
                     self._failed.add(kind)
                     events.append(Note(t, "warning", "probe", f"{kind}: {exc}"))
+                if name not in self._failing:  # its panel says it stopped, and why
+                    self._failing.add(name)
+                    events.append(ProbeFailed(t, name, f"{type(exc).__name__}: {exc}"))
+            else:
+                self._failing.discard(name)
         cpu = time.process_time() - cpu0
         events.append(
             ProbeTick(t, self.interval_s, round(max(0.0, late_s), 4), round(cpu, 5), missed)

@@ -6,27 +6,28 @@ meaning; new keys may be added. Seconds are floats, bytes are ints, absent figur
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from perftop.errors import RecordingError
-from perftop.events import Event
 from perftop.model import Session, Snapshot
-from perftop.model.snapshot import ProcRow, StepStats
+from perftop.model.fleet import FleetSession
+from perftop.model.ranks import find_straggler, slowest
+from perftop.model.snapshot import ProcessRole, ProcRow, StepStats
 from perftop.recording import ReadStats, read_events
 
 REPORT_VERSION = 1
 
 
-def session_from_file(path: str, stats: ReadStats | None = None) -> Session:
-    """A session replayed from a recording; a recording with no events is an error."""
+def session_from_file(path: str, stats: ReadStats | None = None) -> Session | FleetSession:
+    """A session replayed from a recording: a plain one for a local run's, one per node
+    for a collector's; a recording with no events is an error."""
     stats = stats if stats is not None else ReadStats()
-    session = Session()
+    session = FleetSession()
     session.apply_all(read_events(path, stats))
     if stats.events == 0:
         why = f" ({stats.warnings[0]})" if stats.warnings else ""
         raise RecordingError(f"{path}: no events in this recording{why}")
-    return session
+    return session if session.nodes else session.local
 
 
 def build_report(snap: Snapshot, stats: ReadStats | None = None) -> dict[str, Any]:
@@ -44,8 +45,8 @@ def build_report(snap: Snapshot, stats: ReadStats | None = None) -> dict[str, An
         "duration_s": _round(m.elapsed_s),
         "record_path": m.record_path,
         "steps": {**_steps(snap.steps), "between_s": _between(snap)},
-        "ranks": [_rank(r) for r in snap.ranks],
-        "processes": [_process(snap, r.pid) for r in snap.roles],
+        "ranks": _ranks(snap.ranks),
+        "processes": [_process(snap, r) for r in snap.roles],
         "loaders": [_loader(ld) for ld in snap.loaders],
         "host": _host(snap),
         "gpus": _gpus(snap),
@@ -57,13 +58,17 @@ def build_report(snap: Snapshot, stats: ReadStats | None = None) -> dict[str, An
         "events": snap.events,
         "notes": [{"level": n.level, "source": n.source, "text": n.text} for n in snap.notes],
         "warnings": list(stats.warnings) if stats is not None else [],
+        "nodes": [
+            {
+                "name": n.name,
+                "state": n.state,
+                "connected": n.connected,
+                "events": n.events,
+                "dropped_events": n.dropped_events,
+            }
+            for n in snap.nodes
+        ],
     }
-
-
-def report_from_events(events: Iterable[Event]) -> dict[str, Any]:
-    s = Session()
-    s.apply_all(events)
-    return build_report(s.snapshot(window=None))
 
 
 def _round(x: float | None, nd: int = 6) -> float | None:
@@ -88,7 +93,13 @@ def _between(snap: Snapshot) -> dict[str, Any]:
     return {b.kind: {"total_s": _round(b.total_s), "count": b.count} for b in snap.between}
 
 
-def _rank(s: StepStats) -> dict[str, Any]:
+def _ranks(ranks: tuple[StepStats, ...]) -> list[dict[str, Any]]:
+    slow = slowest(ranks)
+    strag = find_straggler(ranks)
+    return [_rank(r, r is slow, strag is not None and r is slow) for r in ranks]
+
+
+def _rank(s: StepStats, slowest: bool = False, straggler: bool = False) -> dict[str, Any]:
     return {
         "rank": s.rank,
         "pid": s.pid,
@@ -96,13 +107,19 @@ def _rank(s: StepStats) -> dict[str, Any]:
         "step_time_p50_s": _round(s.p50),
         "step_time_p95_s": _round(s.p95),
         "data_wait_fraction": _round(s.data_wait_fraction, 4),
+        "host": s.host,
+        "data_wait_p50_s": _round(s.phase_p50.get("data")),
+        "backward_p50_s": _round(s.phase_p50.get("backward")),
+        "outside_backward_p50_s": _round(s.own_p50),
+        "gpu_time_p50_s": _round(s.gpu_p50),
+        "sync_events": s.sync_count,
+        "slowest": slowest,
+        "straggler": straggler,
     }
 
 
-def _process(snap: Snapshot, pid: int) -> dict[str, Any]:
-    r = snap.role_of(pid)
-    assert r is not None
-    p = next((row for row in snap.processes if row.pid == pid), None)
+def _process(snap: Snapshot, r: ProcessRole) -> dict[str, Any]:
+    p = next((row for row in snap.processes if row.pid == r.pid and row.host == r.host), None)
     return {
         "pid": r.pid,
         "role": r.role,
@@ -111,6 +128,7 @@ def _process(snap: Snapshot, pid: int) -> dict[str, Any]:
         "loader_id": r.loader_id,
         "parent_pid": r.parent_pid,
         **_probe_figures(p),
+        "host": r.host,
     }
 
 
@@ -147,6 +165,7 @@ def _loader(ld: Any) -> dict[str, Any]:
         "prefetch_factor": ld.prefetch_factor,
         "persistent_workers": ld.persistent_workers,
         "workers": [{"worker_id": w, "pid": p} for w, p in ld.workers],
+        "host": ld.host,
     }
 
 
@@ -182,6 +201,7 @@ def _gpus(snap: Snapshot) -> list[dict[str, Any]]:
             {"pid": p.pid, "memory_bytes": p.mem_bytes, "sm_percent": p.sm_percent}
             for p in g.processes
         ]
+        entry["host"] = g.host
         out.append(entry)
     return out
 
@@ -199,6 +219,7 @@ def _sync(snap: Snapshot) -> list[dict[str, Any]]:
             "per_step": _round(s.per_step, 4),
             "blocked_s": _round(s.blocked_s),
             "last_step": s.last_step,
+            "host": s.host,
         }
         for s in snap.sync
     ]

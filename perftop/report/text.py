@@ -50,17 +50,36 @@ def render(r: dict[str, Any]) -> str:
         out.append("Ranks")
         out.append(
             table(
-                ["rank", "pid", "steps", "p50", "p95", "data wait"],
+                ["rank", "host", "pid", "steps", "p50", "data wait", "own work", "backward", ""],
                 [
                     [
                         _s(x["rank"]),
+                        x.get("host") or "-",
                         str(x["pid"]),
                         str(x["steps"]),
                         seconds(x["step_time_p50_s"]),
-                        seconds(x["step_time_p95_s"]),
                         fraction(x["data_wait_fraction"]),
+                        seconds(x.get("outside_backward_p50_s")),
+                        seconds(x.get("backward_p50_s")),
+                        "straggler"
+                        if x.get("straggler")
+                        else "slowest"
+                        if x.get("slowest")
+                        else "",
                     ]
                     for x in r["ranks"]
+                ],
+            )
+        )
+    if r.get("nodes"):
+        out.append("")
+        out.append("Nodes")
+        out.append(
+            table(
+                ["node", "state", "events", "dropped"],
+                [
+                    [n["name"], n["state"], str(n["events"]), str(n["dropped_events"])]
+                    for n in r["nodes"]
                 ],
             )
         )
@@ -72,7 +91,7 @@ def render(r: dict[str, Any]) -> str:
                 ["pid", "dataset", "workers", "batch", "pin", "prefetch", "persistent"],
                 [
                     [
-                        str(ld["pid"]),
+                        f"{ld['host']}:{ld['pid']}" if ld.get("host") else str(ld["pid"]),
                         ld["dataset"],
                         str(ld["num_workers"]),
                         _s(ld["batch_size"]),

@@ -9,7 +9,10 @@ from perftop.report.fmt import NA, nbytes, number, percent, table
 
 
 def processes_table(procs: list[dict[str, Any]]) -> str:
-    """One row per process: its role, then CPU and memory over the run."""
+    """One row per process: its role, then CPU and memory over the run; where a collector
+    merged nodes, each pid is prefixed with its host (pids repeat across hosts)."""
+    if any(p.get("host") for p in procs):
+        procs = [{**p, "pid": f"{p['host']}:{p['pid']}"} for p in procs]
     return table(
         ["pid", "role", "rank", "worker", "cpu avg", "cpu max", "rss max", "pss max",
          "uss first", "uss last", "read", "written"],

@@ -15,7 +15,7 @@ from textual.containers import Container
 from textual.widgets import Footer
 
 from perftop.model import Snapshot
-from perftop.tui.messages import JobEnded, SnapshotMessage
+from perftop.tui.messages import JobEnded, SnapshotMessage, TerminalLost
 from perftop.tui.screens import HelpScreen, QuitScreen
 from perftop.tui.widgets import (
     GpuPanel,
@@ -25,6 +25,7 @@ from perftop.tui.widgets import (
     OutputPanel,
     Panel,
     ProcessesPanel,
+    RanksPanel,
     StepsPanel,
     SyncPanel,
 )
@@ -58,7 +59,7 @@ class PerftopApp(App[str | None]):
         Binding("s", "sort", "sort"),
         Binding("i", "invert", "invert", show=False),
         Binding("r", "record", "record"),
-        *[Binding(str(i), f"focus_panel({i - 1})", show=False) for i in range(1, 8)],
+        *[Binding(str(i), f"focus_panel({i - 1})", show=False) for i in range(1, 9)],
     ]
 
     def __init__(self, controller: Controller | None = None) -> None:
@@ -79,7 +80,13 @@ class PerftopApp(App[str | None]):
             yield SyncPanel(id="sync")
             yield HintsPanel(id="hints")
             yield OutputPanel(id="output")
+            yield RanksPanel(id="ranks")  # shown only for more than one rank
+        yield from self.compose_bars()
         yield Footer()
+
+    def compose_bars(self) -> ComposeResult:
+        """Lines between the panels and the footer (a replay's timeline and controls)."""
+        yield from ()
 
     @property
     def panels(self) -> list[Panel]:
@@ -124,6 +131,9 @@ class PerftopApp(App[str | None]):
 
     def on_job_ended(self, message: JobEnded) -> None:
         self.notify(f"the job exited with code {message.exit_code}; q quits", timeout=8)
+
+    def on_terminal_lost(self, message: TerminalLost) -> None:
+        self.exit("leave")  # nobody is left to ask: a running job goes on
 
     # -- actions -------------------------------------------------------------------------
     def action_request_quit(self) -> None:

@@ -22,11 +22,6 @@ PHASE_STYLES = {
 PHASE_SHORT = {"data": "data", "forward/other": "fwd", "backward": "bwd", "optimizer": "opt"}
 
 
-def na(value: object, text: str) -> Text:
-    """``text`` as is, or a dimmed N/A when ``value`` is None."""
-    return Text(NA, style=NA_STYLE) if value is None else Text(text)
-
-
 def num(value: float | None, fmt: str = "{:.1f}") -> str:
     return NA if value is None else fmt.format(value)
 

@@ -13,7 +13,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -24,7 +24,8 @@ from perftop.monitor.runner import Job, RunConfig, SourceFactory
 from perftop.recording import RecordingWriter, default_path
 from perftop.report.fmt import command as command_line
 from perftop.tui.app import PerftopApp
-from perftop.tui.messages import JobEnded, SnapshotMessage
+from perftop.tui.messages import JobEnded, SnapshotMessage, TerminalLost
+from perftop.tui.terminal_watch import TerminalWatch
 
 STOP_GRACE_S = 10.0
 
@@ -103,9 +104,16 @@ class LiveController:
 
 
 def run_live(
-    cfg: RunConfig, sources: Sequence[SourceFactory] = (), *, refresh_s: float | None = None
+    cfg: RunConfig,
+    sources: Sequence[SourceFactory] = (),
+    *,
+    refresh_s: float | None = None,
+    sinks: Sequence[Any] = (),
+    on_snapshot: Callable[[Snapshot], None] | None = None,
 ) -> int:
-    """Run ``cfg.command`` under the TUI; returns the job's exit code (0 when left running)."""
+    """Run ``cfg.command`` under the TUI; returns the job's exit code (0 when left running).
+    ``sinks`` (forwarders) get the stream; ``on_snapshot`` (metrics) each snapshot too."""
+    extra = on_snapshot
     cfg = replace(cfg, capture_output=True, refresh_s=refresh_s or cfg.refresh_s)
     app = PerftopApp()
     ctl: LiveController | None = None
@@ -114,30 +122,60 @@ def run_live(
         if ctl is not None:
             ctl.last = snap
         app.post_message(SnapshotMessage(snap))  # thread-safe; coalesced by the app
+        if extra is not None:
+            extra(snap)
 
-    job = Job(cfg, on_snapshot=on_snapshot, sources=sources)
-    ctl = LiveController(job)
-    app.controller = ctl
-    job.start()  # a LaunchError propagates before the terminal is taken over
+    # SIGHUP (the SSH session went away) and a hung-up terminal: see terminal_watch. Watched
+    # from before the recording exists, so that no moment of the start-up can lose it.
+    tty = TerminalWatch(lambda: app.post_message(TerminalLost()), lambda: _conclude(job, "leave"))
+    tty.start()
+    try:
+        job = Job(cfg, on_snapshot=on_snapshot, sources=sources, sinks=sinks)
+        ctl = LiveController(job)
+        app.controller = ctl
+        job.start()  # a LaunchError propagates before the terminal is taken over
+    except BaseException:
+        tty.close()
+        raise
     threading.Thread(target=_watch, args=(job, app), name="perftop-watch", daemon=True).start()
-    old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
+    old = signal.getsignal(signal.SIGTERM)
     signal.signal(signal.SIGTERM, lambda s, f: app.exit("stop"))
-    signal.signal(signal.SIGHUP, lambda s, f: app.exit("leave"))  # the SSH session went away
     choice: str | None = "stop"
     try:
-        choice = app.run()
+        if not tty.lost:  # gone already: no app to show
+            choice = app.run()
+    except Exception:
+        if not tty.check():
+            raise
+        # the app died with its terminal: conclude as for any lost terminal
     finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+        tty.release()  # never returns when the watch concluded in the app's place
+        if tty.lost:
+            choice = "leave"  # whatever the dying app said
+        signal.signal(signal.SIGTERM, old)
         if choice != "leave" and job.poll() is None:
             _stop(job)  # also when the app itself failed: never orphan a job silently
+    return tty.done(_conclude(job, choice))
+
+
+def _conclude(job: Job, choice: str | None) -> int:
+    """After the app: leave a running job to the background recorder, or wait for it and
+    close the recording. Also run by the terminal watch when the app never returns."""
     if choice == "leave" and job.poll() is None:
         return _leave(job)
     rc = _finish(job)
     rec = job.ingest.recorder
     where = f"; recording: {rec.path}" if rec is not None else ""
-    print(f"perftop: {command_line(cfg.command)} exited with code {rc}{where}", file=sys.stderr)
+    _say(f"perftop: {command_line(job.cfg.command)} exited with code {rc}{where}")
     return rc
+
+
+def _say(line: str) -> None:
+    """One line to the terminal, which may be gone (then nobody is there to read it)."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 def _watch(job: Job, app: PerftopApp) -> None:
@@ -174,5 +212,5 @@ def _leave(job: Job) -> int:
         msg += f"; recording continues to {path} (background recorder pid {bg})"
     else:
         msg += " (not recording)"
-    print(msg, file=sys.stderr)
+    _say(msg)
     return 0

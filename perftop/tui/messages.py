@@ -30,3 +30,28 @@ class JobEnded(Message):
     def __init__(self, exit_code: int) -> None:
         super().__init__()
         self.exit_code = exit_code
+
+
+class TerminalLost(Message):
+    """perftop's terminal went away (SIGHUP, or a hang-up seen on its descriptors): leave
+    a running job running. Posted by :mod:`perftop.tui.terminal_watch`."""
+
+
+class ReplayStateMessage(Message):
+    """Where a replay is now (a :class:`perftop.replay.controller.ReplayState`)."""
+
+    def __init__(self, state: object) -> None:
+        super().__init__()
+        self.state = state
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, ReplayStateMessage)
+
+
+class NoticeMessage(Message):
+    """A line for the user from a background thread (a truncated file, a failed jump)."""
+
+    def __init__(self, text: str, severity: str = "warning") -> None:
+        super().__init__()
+        self.text = text
+        self.severity = severity

@@ -18,7 +18,7 @@ KEYS = (
     ("p", "pause / resume the display (the job and recording go on)"),
     ("z  enter", "zoom the focused panel to full screen and back (esc: back)"),
     ("tab  shift+tab", "focus the next / previous panel (or click it)"),
-    ("1 … 7", "focus Steps, GPU, Host, Processes, Sync, Hints, Output"),
+    ("1 … 8", "focus Steps, GPU, Host, Processes, Sync, Hints, Output, Ranks"),
     ("s  i", "sort the focused table by the next column / invert the order"),
     ("click header", "sort a table by that column"),
     ("↑ ↓ pgup pgdn home end", "move in a table, scroll the output (end: follow)"),
@@ -35,11 +35,16 @@ class HelpScreen(ModalScreen[None]):
     }
     """
 
+    def __init__(self, extra: tuple[tuple[str, str], ...] = ()) -> None:
+        """``extra``: keys of a mode (a replay's), listed after the common ones."""
+        super().__init__()
+        self.extra = extra
+
     def compose(self) -> ComposeResult:
         keys = Table.grid(padding=(0, 2))
         keys.add_column(style="bold cyan", no_wrap=True)
         keys.add_column()
-        for k, what in KEYS:
+        for k, what in KEYS + self.extra:
             keys.add_row(k, what)
         colours = Text()
         for phase, style in fmt.PHASE_STYLES.items():

@@ -7,6 +7,7 @@ from perftop.tui.widgets.host import HostPanel
 from perftop.tui.widgets.output import OutputPanel
 from perftop.tui.widgets.panel import Panel
 from perftop.tui.widgets.processes import ProcessesPanel
+from perftop.tui.widgets.ranks import RanksPanel
 from perftop.tui.widgets.steps import StepsPanel
 from perftop.tui.widgets.sync import SyncPanel
 
@@ -18,6 +19,7 @@ __all__ = [
     "OutputPanel",
     "Panel",
     "ProcessesPanel",
+    "RanksPanel",
     "StepsPanel",
     "SyncPanel",
 ]

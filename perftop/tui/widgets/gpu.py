@@ -9,7 +9,7 @@ from rich.text import Text
 from perftop.model import Snapshot
 from perftop.model.snapshot import GpuRow
 from perftop.tui import fmt
-from perftop.tui.widgets.panel import TextPanel
+from perftop.tui.widgets.panel import TextPanel, with_probe_status
 
 
 def _frac(used: float | None, total: float | None) -> float | None:
@@ -23,7 +23,7 @@ def device_lines(g: GpuRow, width: int, compact: bool, snap: Snapshot) -> list[T
     or one summary line when ``compact``."""
     util = None if g.util_percent is None else g.util_percent / 100
     mem = _frac(g.mem_used_bytes, g.mem_total_bytes)
-    label = Text(f"{g.index} ", style="bold")
+    label = Text(f"{g.host}:{g.index} " if g.host else f"{g.index} ", style="bold")
     if compact:
         t = label.copy()
         t.append("util ", style="dim")
@@ -54,7 +54,7 @@ def device_lines(g: GpuRow, width: int, compact: bool, snap: Snapshot) -> list[T
     if g.throttle:
         io.append("  throttled: " + ",".join(g.throttle), style="yellow")
     for p in g.processes:
-        role = snap.role_of(p.pid)
+        role = snap.role_of(p.pid, g.host)
         io.append(f"  {p.pid}", style="dim")
         io.append(f"{'/' + role.role if role else ''} {fmt.bytes_(p.mem_bytes)}")
     return [head, u, m, io]
@@ -70,6 +70,9 @@ class GpuPanel(TextPanel):
     TITLE = "GPU"
 
     def render_body(self, snap: Snapshot) -> RenderableType:
+        return with_probe_status(snap, "gpu", self._devices(snap))
+
+    def _devices(self, snap: Snapshot) -> RenderableType:
         if not snap.gpus:
             return Text(snap.gpu_note or "no GPU", style="dim")
         w = self.body_width

@@ -8,7 +8,7 @@ from rich.text import Text
 from perftop.model import Snapshot
 from perftop.model.snapshot import HostRow
 from perftop.tui import fmt
-from perftop.tui.widgets.panel import TextPanel
+from perftop.tui.widgets.panel import TextPanel, with_probe_status
 
 
 def cores_grid(per_core: tuple[float, ...], width: int, rows: int) -> list[Text]:
@@ -76,6 +76,9 @@ class HostPanel(TextPanel):
     TITLE = "Host"
 
     def render_body(self, snap: Snapshot) -> RenderableType:
+        return with_probe_status(snap, "host", self._figures(snap))
+
+    def _figures(self, snap: Snapshot) -> RenderableType:
         h = snap.host
         if h.t is None:
             return Text("waiting for the first host sample…", style="dim")

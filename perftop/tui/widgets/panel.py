@@ -90,3 +90,12 @@ class TextPanel(Panel, can_focus=True):
 
     def render_body(self, snap: Snapshot) -> RenderableType:
         raise NotImplementedError
+
+
+def with_probe_status(snap: Snapshot, probe: str, body: RenderableType) -> RenderableType:
+    """``body`` under a first line saying the panel's probe stopped and why, if it did."""
+    why = snap.probe_stopped(probe)
+    if not why:
+        return body
+    parts = body.renderables if isinstance(body, Group) else [body]
+    return Group(Text(f"probe stopped: {why}", style="bold red"), *parts)

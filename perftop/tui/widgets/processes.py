@@ -9,6 +9,7 @@ from __future__ import annotations
 from textual.app import ComposeResult
 
 from perftop.model import Snapshot
+from perftop.model.roles import role_sort_key
 from perftop.model.snapshot import ProcessRole, ProcRow
 from perftop.tui import fmt
 from perftop.tui.widgets.difftable import Cell, DiffTable
@@ -25,26 +26,23 @@ COLUMNS = (
     ("write", "write/s"),
     ("name", "command"),
 )
-ROLE_ORDER = {"main": 0, "rank": 1, "worker": 2, "other": 3}
 
 
-def role_label(role: ProcessRole | None) -> tuple[str, tuple[int, int, int]]:
-    """Display text and sort key: trainers, then workers by index, then others."""
-    if role is None:
-        return "other", (3, 0, 0)
-    order = ROLE_ORDER.get(role.role, 3)
+def role_label(pid: int, role: ProcessRole | None) -> tuple[str, tuple[int, ...]]:
+    """Display text and sort key (the model's order: trainers, workers, then others)."""
+    role = role or ProcessRole(pid, "other")
     if role.role == "rank":
-        return f"rank {role.rank}", (order, role.rank or 0, 0)
+        return f"rank {role.rank}", role_sort_key(role)
     if role.role == "worker":
         text = f"worker {role.worker_id}"
         if role.loader_id:
             text += f"·L{role.loader_id}"
-        return text, (order, role.loader_id or 0, role.worker_id or 0)
-    return role.role, (order, 0, 0)
+        return text, role_sort_key(role)
+    return role.role, role_sort_key(role)
 
 
 def row_cells(pid: int, p: ProcRow | None, role: ProcessRole | None) -> list[Cell]:
-    label, key = role_label(role)
+    label, key = role_label(pid, role)
     dead = p is not None and not p.alive
     base = "dim strike" if dead else ""
 
@@ -72,9 +70,18 @@ def row_cells(pid: int, p: ProcRow | None, role: ProcessRole | None) -> list[Cel
 
 
 def table_rows(snap: Snapshot) -> dict[str, list[Cell]]:
-    procs = {p.pid: p for p in snap.processes}
-    pids = [r.pid for r in snap.roles] + [pid for pid in procs if snap.role_of(pid) is None]
-    return {str(pid): row_cells(pid, procs.get(pid), snap.role_of(pid)) for pid in pids}
+    """Rows keyed by pid, or ``host:pid`` where a collector merged nodes (pids repeat
+    across hosts); the role then names the host too."""
+    procs = {(p.host, p.pid): p for p in snap.processes}
+    roles = {(r.host, r.pid): r for r in snap.roles}
+    keys = list(roles) + [k for k in procs if k not in roles]
+    rows = {}
+    for host, pid in keys:
+        cells = row_cells(pid, procs.get((host, pid)), roles.get((host, pid)))
+        if host:
+            cells[0] = Cell(f"{host} {cells[0].plain}", (host, cells[0].value), justify="left")
+        rows[f"{host}:{pid}" if host else str(pid)] = cells
+    return rows
 
 
 class ProcessesPanel(Panel):
@@ -99,3 +106,6 @@ class ProcessesPanel(Panel):
         n = len(snap.roles)
         workers = sum(1 for r in snap.roles if r.role == "worker")
         self.border_subtitle = f"{n} procs · {workers} workers" if n else "no processes yet"
+        stopped = snap.probe_stopped("procs")
+        if stopped:
+            self.border_subtitle = f"probe stopped: {stopped}"

@@ -1,5 +1,5 @@
 """A fake NVML with the functions, constants and error classes of ``pynvml`` that the GPU
-probe calls, for tests, demos and replays on machines without NVIDIA hardware.
+probe calls, for tests on machines without NVIDIA hardware.
 
 Errors are pynvml's own ``NVMLError`` subclasses (they need no library to construct), so
 the probe catches them exactly as it catches the real ones. ``fail`` maps a function name

@@ -1,0 +1,95 @@
+"""`--forward` and `--prometheus`: what a launch or a collector adds to its stream.
+
+A forwarder is an event sink (fed like the recording); the metrics endpoint reads
+snapshots. Both are built before the job starts, so a bad address or a missing token is a
+one-line error and no job runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from perftop.errors import UsageError
+from perftop.fleet import link
+from perftop.model import Snapshot
+
+
+def add_prometheus_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--prometheus",
+        metavar="[HOST:]PORT",
+        help="serve OpenMetrics at http://HOST:PORT/metrics (HOST defaults to 127.0.0.1)",
+    )
+
+
+def add_forward_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--forward",
+        metavar="HOST:PORT",
+        help="also send this session to `perftop collect` there (token in PERFTOP_TOKEN)",
+    )
+
+
+@dataclass
+class Extras:
+    sinks: list[Any] = field(default_factory=list)
+    listeners: list[Callable[[Snapshot], None]] = field(default_factory=list)
+    closers: list[Callable[[], None]] = field(default_factory=list)
+
+    def on_snapshot(self) -> Callable[[Snapshot], None] | None:
+        if not self.listeners:
+            return None
+        fns = tuple(self.listeners)
+
+        def fan_out(snap: Snapshot) -> None:
+            for fn in fns:
+                fn(snap)
+
+        return fan_out
+
+    def close(self) -> None:
+        """Stop the endpoint; sinks are closed by the ingest (again here, harmlessly,
+        for a job that never started)."""
+        for fn in self.closers:
+            fn()
+        for s in self.sinks:
+            s.close()
+
+
+def stderr_line(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def build_extras(args: argparse.Namespace, log: Callable[[str], None] = stderr_line) -> Extras:
+    ex = Extras()
+    fwd = getattr(args, "forward", None)
+    if fwd:
+        token = link.token_from_env()
+        if token is None:
+            raise UsageError(
+                f"--forward needs the collector's token in {link.ENV_TOKEN} "
+                "(`perftop collect` prints it)"
+            )
+        from perftop.fleet.forwarder import Forwarder
+
+        addr = link.parse_addr(fwd)
+        ex.sinks.append(Forwarder(addr, token, log=log))
+    prom = getattr(args, "prometheus", None)
+    if prom:
+        from perftop.fleet.metrics import MetricsServer
+
+        try:
+            server = MetricsServer(prom)
+        except BaseException:
+            for s in ex.sinks:
+                s.close()
+            raise
+        ex.listeners.append(server.update)
+        ex.closers.append(server.close)
+        host, port = server.address
+        log(f"perftop: metrics at http://{host}:{port}/metrics")
+    return ex

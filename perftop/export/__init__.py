@@ -1,0 +1,1 @@
+"""Recordings as other tools read them: Chrome trace JSON (Perfetto), CSV (pandas)."""

@@ -1,0 +1,170 @@
+"""A recording as CSV files, one per kind of event, for pandas and spreadsheets.
+
+``steps.csv``, ``processes.csv`` (one row per process per sample), ``host.csv``,
+``gpus.csv`` (one row per device per sample) and ``sync_sites.csv`` (the whole run's sites).
+Times are seconds since the session start; an empty cell is a figure that was not
+available (N/A), never a zero.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+from perftop.events import GpuSample, HostSample, ProcSample, SessionStart, Step
+from perftop.events.probes import GPU_FIELDS, PROC_FIELDS
+from perftop.model import Session
+from perftop.recording import ReadStats, read_events
+from perftop.replay.index import steps_reducer
+
+STEP_COLUMNS = (
+    "pid",
+    "rank",
+    "index",
+    "t0_s",
+    "t1_s",
+    "duration_s",
+    "data_s",
+    "forward_other_s",
+    "backward_s",
+    "optimizer_s",
+    "source",
+)
+HOST_COLUMNS = (
+    "t_s",
+    "dt_s",
+    "cpu_count",
+    "cpu_percent",
+    "iowait_percent",
+    "load1",
+    "mem_total",
+    "mem_used",
+    "mem_available",
+    "swap_total",
+    "swap_used",
+    "disk_read",
+    "disk_write",
+    "disk_busy_percent",
+    "net_rx",
+    "net_tx",
+    "shm_used",
+    "per_core",
+)
+SYNC_COLUMNS = ("op", "file", "line", "function", "kind", "count", "per_step", "blocked_s")
+
+
+def _cell(v: Any) -> Any:
+    if v is None:
+        return ""
+    if isinstance(v, (tuple, list)):  # per-core figures; GPU processes as pid:mem:sm
+        return " ".join(":".join(map(str, x)) if isinstance(x, tuple) else str(x) for x in v)
+    return v
+
+
+def export_csv(path: str | Path, out_dir: str | Path, stats: ReadStats) -> dict[str, int]:
+    """Write the CSV files; returns the rows written per file."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    session = Session()  # for ranks and the whole-run sync sites
+    start: float | None = None
+    files = {
+        k: open(out / f"{k}.csv", "w", newline="", encoding="utf-8")  # noqa: SIM115
+        for k in ("steps", "processes", "host", "gpus", "sync_sites")
+    }
+    rows = dict.fromkeys(files, 0)
+    try:
+        w = {k: csv.writer(f) for k, f in files.items()}
+        w["steps"].writerow(STEP_COLUMNS)
+        w["processes"].writerow(("t_s", "dt_s", *PROC_FIELDS))
+        w["host"].writerow(HOST_COLUMNS)
+        w["gpus"].writerow(("t_s", *GPU_FIELDS))
+        w["sync_sites"].writerow(SYNC_COLUMNS)
+        ranks: dict[int, int | None] = {}
+
+        def rel(t: float) -> float:
+            return round(t - (start or 0.0), 6)
+
+        for ev in read_events(path, stats):
+            session.apply(ev)
+            if isinstance(ev, SessionStart) and start is None:
+                start = ev.t
+            elif isinstance(ev, Step):
+                if ev.pid not in ranks:
+                    sr = steps_reducer(session)
+                    ranks[ev.pid] = sr.rank_of(ev.pid) if sr is not None else None
+                d = ev.t1 - ev.t0
+                other = max(0.0, d - ev.data - ev.backward - ev.optimizer)
+                w["steps"].writerow(
+                    (
+                        ev.pid,
+                        _cell(ranks[ev.pid]),
+                        ev.index,
+                        rel(ev.t0),
+                        rel(ev.t1),
+                        d,
+                        ev.data,
+                        other,
+                        ev.backward,
+                        ev.optimizer,
+                        ev.source,
+                    )
+                )
+                rows["steps"] += 1
+            elif isinstance(ev, ProcSample):
+                for r in ev.rows:
+                    cells = [_cell(r[i] if i < len(r) else None) for i in range(len(PROC_FIELDS))]
+                    w["processes"].writerow((rel(ev.t), ev.dt, *cells))
+                    rows["processes"] += 1
+            elif isinstance(ev, HostSample):
+                w["host"].writerow(
+                    (
+                        rel(ev.t),
+                        ev.dt,
+                        ev.cpu_count,
+                        _cell(ev.cpu_percent),
+                        _cell(ev.iowait_percent),
+                        _cell(ev.load[0] if ev.load else None),
+                        *(
+                            _cell(getattr(ev, k))
+                            for k in (
+                                "mem_total",
+                                "mem_used",
+                                "mem_available",
+                                "swap_total",
+                                "swap_used",
+                                "disk_read",
+                                "disk_write",
+                                "disk_busy_percent",
+                                "net_rx",
+                                "net_tx",
+                                "shm_used",
+                            )
+                        ),
+                        _cell(ev.per_core),
+                    )
+                )
+                rows["host"] += 1
+            elif isinstance(ev, GpuSample):
+                for d in ev.devices:
+                    cells = [_cell(d[i] if i < len(d) else None) for i in range(len(GPU_FIELDS))]
+                    w["gpus"].writerow((rel(ev.t), *cells))
+                    rows["gpus"] += 1
+        for s in session.snapshot(window=None).sync:
+            w["sync_sites"].writerow(
+                (
+                    s.op,
+                    s.file,
+                    s.line,
+                    s.function,
+                    s.kind,
+                    s.count,
+                    round(s.per_step, 6),
+                    _cell(s.blocked_s),
+                )
+            )
+            rows["sync_sites"] += 1
+    finally:
+        for f in files.values():
+            f.close()
+    return rows

@@ -1,0 +1,156 @@
+"""`perftop collect`: hear many nodes' forwarders, record and show them as one session.
+
+The collector is a source (a TCP server) feeding its own ingest, whose model is a
+:class:`~perftop.model.fleet.FleetSession` (one session per node). It runs until
+``--duration`` has passed, or Ctrl-C / SIGTERM / ``q``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import perftop
+from perftop.events import SessionStart
+from perftop.fleet.collector import Collector
+from perftop.fleet.stream import SshNode
+from perftop.model import Snapshot
+from perftop.model.fleet import FleetSession
+from perftop.monitor.ingest import Ingest
+from perftop.recording import RecordingWriter
+from perftop.report.fmt import seconds
+
+
+@dataclass(frozen=True, slots=True)
+class CollectConfig:
+    listen: tuple[str, int] | None  # None: no TCP listener (only --ssh nodes)
+    token: str
+    record: Path | None = None
+    force: bool = False
+    duration_s: float | None = None
+    refresh_s: float = 0.5
+    headless: bool = True
+    ssh: tuple[str, ...] = ()  # remote hosts to run ``command`` on through ssh
+    command: tuple[str, ...] = ()
+
+
+def run_collect(
+    cfg: CollectConfig,
+    on_snapshot: Callable[[Snapshot], None] | None = None,
+    log: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True),
+) -> int:
+    session = FleetSession()
+    collector: Collector | None = None
+    app = None
+    if not cfg.headless:
+        from perftop.tui.app import PerftopApp
+
+        app = PerftopApp()
+
+    def snapshot(snap: Snapshot) -> None:
+        if app is not None:
+            from perftop.tui.messages import SnapshotMessage
+
+            app.post_message(SnapshotMessage(snap))
+        if on_snapshot is not None:
+            on_snapshot(snap)
+
+    ingest = Ingest(
+        session,
+        None,
+        on_snapshot=snapshot if (app is not None or on_snapshot is not None) else None,
+        refresh_s=cfg.refresh_s,
+        rejected_frames=lambda: collector.rejected_frames if collector is not None else 0,
+    )
+    # Bind first: a busy port must not leave an empty recording behind.
+    if cfg.listen is not None:
+        collector = Collector(cfg.listen, cfg.token, ingest.submit_frame, ingest.submit, log=log)
+    try:
+        rec = RecordingWriter(cfg.record, force=cfg.force) if cfg.record is not None else None
+    except BaseException:
+        if collector is not None:
+            collector.close()
+        raise
+    ingest.set_recorder(rec)
+    where = "{}:{}".format(*collector.address) if collector is not None else ""
+    args = ("--listen", where) if where else ()
+    for h in cfg.ssh:
+        args += ("--ssh", h)
+    ingest.start()
+    ingest.submit(
+        SessionStart(
+            t=time.time(),
+            command=("perftop", "collect", *args, *(("--", *cfg.command) if cfg.ssh else ())),
+            cwd=os.getcwd(),
+            host=socket.gethostname(),
+            monitor_pid=os.getpid(),
+            perftop_version=perftop.__version__,
+            record_path=str(cfg.record or ""),
+        )
+    )
+    nodes = [
+        SshNode(h, cfg.command, ingest.submit_frame, ingest.submit, log, echo=app is None).start()
+        for h in cfg.ssh
+    ]
+    if collector is not None:
+        collector.start()
+        log(f"perftop: collecting on {where}" + (f", recording to {cfg.record}" if rec else ""))
+    try:
+        if app is not None:
+            if cfg.duration_s is not None:
+                threading.Timer(cfg.duration_s, lambda: app.exit(None)).start()
+            app.run()
+        else:
+            # Only ssh nodes: done when every remote stream has ended.
+            done = (lambda: all(n.done for n in nodes)) if nodes and collector is None else None
+            _wait(cfg.duration_s, done)
+    finally:
+        for n in nodes:
+            n.stop()
+        if collector is not None:
+            collector.close()
+        ingest.stop()
+    snap = session.snapshot(window=None)
+    for line in summary(snap, cfg.record, collector.refused if collector is not None else 0):
+        log(line)
+    return 1 if nodes and all(n.error for n in nodes) else 0
+
+
+def _wait(duration_s: float | None, done: Callable[[], bool] | None = None) -> None:
+    """Until the duration has passed, ``done()`` holds, or a signal asks us to stop."""
+    stop = threading.Event()
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for s in old:
+        signal.signal(s, lambda *_: stop.set())
+    deadline = None if duration_s is None else time.monotonic() + duration_s
+    try:
+        while not stop.wait(0.2):
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            if done is not None and done():
+                break
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def summary(snap: Snapshot, record: Path | None, refused: int) -> list[str]:
+    lines = [f"perftop: {len(snap.nodes)} node(s), {len(snap.ranks)} training process(es)"]
+    for n in snap.nodes:
+        ranks = [r for r in snap.ranks if r.host == n.name]
+        steps = max((r.count for r in ranks), default=0)
+        lines.append(f"perftop:   {n.name}: {n.state}, {len(ranks)} process(es), {steps} steps")
+    if refused:
+        lines.append(f"perftop: refused {refused} connection(s) (see the notes)")
+    if snap.meta.elapsed_s is not None:
+        lines.append(f"perftop: collected for {seconds(snap.meta.elapsed_s)}")
+    if record is not None:
+        lines.append(f"perftop: recorded to {record}  (perftop report {record})")
+    return lines

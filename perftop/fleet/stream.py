@@ -1,0 +1,210 @@
+"""The session as a byte stream on stdout, and a local reader for it through ssh.
+
+``perftop run --stream-out`` writes the framed session (the socket's and the recording's
+format) to its standard output: a sink like the forwarder, over a pipe instead of TCP, so
+``ssh HOST perftop run --stream-out -- CMD`` carries a remote job's session over ssh's own
+channel, no port opened. :class:`SshNode` runs that through the system ``ssh`` (or
+``PERFTOP_SSH``) and feeds what comes back to a collector's ingest as one node.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from perftop.events import (
+    FORMAT_VERSION,
+    Event,
+    NodeLink,
+    NodeScope,
+    Note,
+    Output,
+    SessionStart,
+)
+from perftop.fleet.forwarder import Forwarder
+from perftop.wire import (
+    MAGIC,
+    Frame,
+    FrameError,
+    FrameReader,
+    StreamError,
+    decode_frame,
+    encode_node_frame,
+)
+
+ENV_SSH = "PERFTOP_SSH"  # the ssh program (and options), e.g. "ssh -p 2222"
+ENV_REMOTE = "PERFTOP_REMOTE"  # how to start perftop on the remote, e.g. "~/venv/bin/perftop"
+
+
+class _FdWriter:
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def sendall(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view) :]
+
+    def settimeout(self, t: float) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class StreamOut(Forwarder):
+    """The forwarder's buffer and thread, writing to a file descriptor (stdout). A pipe
+    cannot be reopened: once its reader is gone, frames are dropped and counted."""
+
+    def __init__(self, fd: int, *, log: Callable[[str], None] = lambda s: None) -> None:
+        self.fd = fd
+        super().__init__(("stdout", 0), "", host="stdout", log=log)
+
+    @property
+    def _where(self) -> str:
+        return "standard output"
+
+    def _connect(self) -> Any:
+        if self.connects:
+            raise OSError("the reader of standard output is gone")
+        w = _FdWriter(self.fd)
+        w.sendall(MAGIC)
+        self.connects += 1
+        return w
+
+
+def remote_command(command: Sequence[str]) -> str:
+    """The shell command ssh runs on the remote."""
+    perftop = os.environ.get(ENV_REMOTE, "perftop")
+    return f"{perftop} run --headless --stream-out -- {shlex.join(command)}"
+
+
+class SshNode:
+    """A remote job through ssh, as one node of a collector (a source: start, stop)."""
+
+    def __init__(
+        self,
+        host: str,
+        command: Sequence[str],
+        submit_frame: Callable[[Frame, list[Event]], None],
+        submit: Callable[..., None],
+        log: Callable[[str], None],
+        echo: bool = False,
+    ) -> None:
+        """``echo``: also print the remote's output lines (headless)."""
+        self.echo = echo
+        self.host, self.node = host, host.rpartition("@")[2]
+        self.argv = [*shlex.split(os.environ.get(ENV_SSH, "ssh")), host, remote_command(command)]
+        self._submit_frame, self._submit, self._log = submit_frame, submit, log
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.err_tail: deque[str] = deque(maxlen=20)
+        self.error = ""
+        self.done = False  # the remote stream has ended (or never started)
+        self.rejected_frames = 0
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> SshNode:
+        try:
+            self.proc = subprocess.Popen(
+                self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            )
+        except OSError as exc:
+            self._fail(f"cannot run {self.argv[0]}: {exc.strerror}")
+            self.done = True
+            return self
+        for fn in (self._read, self._stderr):
+            t = threading.Thread(target=fn, name=f"perftop-ssh-{self.node}", daemon=True)
+            t.start()
+            self._threads.append(t)
+        return self
+
+    def _stderr(self) -> None:
+        if self.proc is None or self.proc.stderr is None:
+            return
+        for raw in self.proc.stderr:  # the remote job's output and perftop's own lines
+            line = raw.decode(errors="replace").rstrip()
+            self.err_tail.append(line)
+            self._submit(NodeScope(self.node), Output(time.time(), "stderr", line), NodeScope(""))
+            if self.echo:
+                self._log(f"[{self.node}] {line}")
+
+    def _read(self) -> None:
+        try:
+            self._read_stream()
+        finally:
+            self.done = True
+
+    def _read_stream(self) -> None:
+        if self.proc is None or self.proc.stdout is None:
+            return
+        reader, fd, seen = FrameReader(), self.proc.stdout.fileno(), False
+        try:
+            while chunk := os.read(fd, 1 << 16):
+                for frame in reader.feed(chunk):
+                    if not seen:
+                        seen = True
+                        self._submit(NodeLink(time.time(), self.node, True, self.host, self.node))
+                    if not self._deliver(frame):
+                        self.proc.terminate()
+                        return
+        except (StreamError, OSError):
+            pass  # not a perftop stream: explained below from ssh's stderr and exit code
+        rc = self.proc.wait()
+        for t in self._threads[1:]:
+            t.join(timeout=2)
+        if seen:
+            self._submit(NodeLink(time.time(), self.node, False, self.host))
+            if rc not in (0, None):
+                self._log(f"perftop: {self.node}: the remote perftop exited with {rc}")
+        else:
+            self._fail(self._why(rc))
+
+    def _deliver(self, frame: Frame) -> bool:
+        try:
+            events, _ = decode_frame(frame)
+        except FrameError:
+            self.rejected_frames += 1
+            return True
+        for ev in events:
+            if isinstance(ev, SessionStart) and ev.version > FORMAT_VERSION:
+                self._fail(
+                    f"the remote perftop writes format {ev.version}; this one reads up to "
+                    f"{FORMAT_VERSION} (use the same perftop version on both sides)"
+                )
+                return False
+        if frame.kind in (0, 1):
+            self._submit_frame(
+                encode_node_frame(self.node, frame), [NodeScope(self.node), *events, NodeScope("")]
+            )
+        return True
+
+    def _why(self, rc: int) -> str:
+        last = next((x for x in reversed(self.err_tail) if x.strip()), "")
+        if rc == 127 or "not found" in last:
+            return (
+                f"perftop is not installed on the remote (or not on its PATH; set "
+                f"{ENV_REMOTE} to its path): {last or f'exit {rc}'}"
+            )
+        if rc == 255:
+            return f"ssh could not connect: {last or 'exit 255'}"
+        return f"the remote sent no perftop session (exit {rc}): {last}"
+
+    def _fail(self, why: str) -> None:
+        self.error = why
+        self._log(f"perftop: {self.node}: {why}")
+        self._submit(Note(time.time(), "error", "ssh", f"{self.node}: {why}"))
+
+    def stop(self) -> None:
+        """Closing our end of ssh; the remote job goes on (its perftop drops the stream)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()

@@ -1,0 +1,147 @@
+"""A collector's model: one session per node, merged into one snapshot.
+
+Pids are unique only per host, and two nodes' events may carry the same pid, so each node's
+events (between :class:`~perftop.events.NodeScope` markers) go to that node's own
+:class:`Session`, untouched. The merged snapshot tags every per-process row with its node
+(``host``), so the TUI and the report can tell ``rank 3`` on one node from the same pid on
+another. Without node markers it is exactly a plain session (a local run's recording).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import Any
+
+from perftop.events import Event, NodeLink, NodeScope
+from perftop.model.session import Session
+from perftop.model.snapshot import Meta, NodeRow, NoteRow, Snapshot
+from perftop.model.steps import LIVE_WINDOW
+
+
+class FleetSession:
+    """Same interface as :class:`Session` (``apply``, ``apply_all``, ``snapshot``)."""
+
+    def __init__(self) -> None:
+        self.local = Session()  # the collector's own events
+        self.nodes: dict[str, Session] = {}
+        self.links: dict[str, bool] = {}
+        self._current = self.local
+        self.events = 0
+        self.last_t: float | None = None
+
+    def apply(self, ev: Event) -> None:
+        if isinstance(ev, NodeScope):
+            self._current = self._node(ev.node) if ev.node else self.local
+            return
+        if isinstance(ev, NodeLink):
+            self._node(ev.node)
+            self.links[ev.node] = ev.connected
+        self.events += 1
+        self._current.apply(ev)
+        lt = self._current.last_t
+        if lt is not None and (self.last_t is None or lt > self.last_t):
+            self.last_t = lt
+
+    @property
+    def reducers(self) -> list[Any]:
+        """The first node's reducers (the local ones before any node), for code that reads
+        a session's internals (replay, diff): a fleet has no single set."""
+        return next(iter(self.nodes.values()), self.local).reducers
+
+    def _node(self, name: str) -> Session:
+        s = self.nodes.get(name)
+        if s is None:
+            s = self.nodes[name] = Session()
+        return s
+
+    def apply_all(self, events: Iterable[Event]) -> None:
+        for ev in events:
+            self.apply(ev)
+
+    def snapshot(self, *, now: float | None = None, window: int | None = LIVE_WINDOW) -> Snapshot:
+        now = now if now is not None else self.last_t
+        local = self.local.snapshot(now=now, window=window)
+        if not self.nodes:
+            return local
+        nodes = {n: s.snapshot(now=now, window=window) for n, s in self.nodes.items()}
+        return merge(local, nodes, self.links, self.events)
+
+
+def _tag(rows: Iterable[Any], host: str) -> list[Any]:
+    return [replace(r, host=host) for r in rows]
+
+
+def merge(
+    local: Snapshot, nodes: dict[str, Snapshot], links: dict[str, bool], events: int
+) -> Snapshot:
+    """One view of every node: per-process rows tagged with their node, ranks in rank
+    order, the collector's own notes first. Host and GPU panels show the first node's host
+    (the report lists every node's GPUs)."""
+    parts: dict[str, list[Any]] = {
+        k: []
+        for k in ("ranks", "trainers", "loaders", "roles", "processes", "gpus", "sync", "between")
+    }
+    parts["hints"] = []
+    notes: list[NoteRow] = list(local.notes)
+    output = list(local.output)
+    rows: list[NodeRow] = []
+    for name, s in nodes.items():
+        for key in parts:
+            parts[key].extend(_tag(getattr(s, key), name))
+        notes.extend(replace(n, source=f"{name}/{n.source}") for n in s.notes)
+        output.extend(s.output)
+        rows.append(
+            NodeRow(
+                name,
+                links.get(name, False),
+                s.meta.state,
+                s.events,
+                s.meta.dropped_events,
+            )
+        )
+    ranks = sorted(parts["ranks"], key=lambda r: (r.rank is None, r.rank or 0, r.host))
+    first = next(iter(nodes.values()))
+    return replace(
+        local,
+        meta=_meta(local.meta, [s.meta for s in nodes.values()]),
+        steps=ranks[0] if ranks else local.steps,
+        ranks=tuple(ranks),
+        trainers=tuple(parts["trainers"]),
+        loaders=tuple(parts["loaders"]),
+        roles=tuple(parts["roles"]),
+        processes=tuple(parts["processes"]),
+        host=first.host,
+        gpus=tuple(parts["gpus"]),
+        gpu_note=next((s.gpu_note for s in nodes.values() if s.gpu_note), local.gpu_note),
+        sync=tuple(parts["sync"]),
+        output=tuple(output),
+        output_total=local.output_total + sum(s.output_total for s in nodes.values()),
+        notes=tuple(notes),
+        events=events,
+        between=tuple(parts["between"]),
+        hints=tuple(parts["hints"]),
+        probes_stopped=local.probes_stopped
+        + tuple((p, f"{n}: {why}") for n, x in nodes.items() for p, why in x.probes_stopped),
+        nodes=tuple(rows),
+    )
+
+
+def _meta(m: Meta, metas: list[Meta]) -> Meta:
+    """The collector's header over its nodes: running while any node's job runs; ended,
+    with the worst exit code, once every node's job has ended."""
+    ended = bool(metas) and all(x.ended for x in metas)
+    codes = [x.exit_code for x in metas]
+    known = ended and all(c is not None for c in codes)
+    running = [x.job_pid for x in metas if x.job_pid is not None and not x.ended]
+    return replace(
+        m,
+        job_pid=running[0] if running else next((x.job_pid for x in metas if x.job_pid), None),
+        ended=ended,
+        exit_code=max(c for c in codes if c is not None) if known else None,
+        exit_t=max((x.exit_t for x in metas if x.exit_t is not None), default=None)
+        if ended
+        else None,
+        dropped_events=m.dropped_events + sum(x.dropped_events for x in metas),
+        rejected_frames=m.rejected_frames + sum(x.rejected_frames for x in metas),
+    )

@@ -1,0 +1,119 @@
+"""A slice of a recording: the events of some steps or some seconds, for ``report``.
+
+Times are seconds since the session start. Steps are counted per process from 1, as the
+Steps panel counts them; a step range also bounds the probe samples, notes and output to
+the time its steps took on the primary process. The session and job start events are kept
+(moved to the slice's start, so the elapsed time is the slice's); the job's exit only when
+it falls inside.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from perftop.errors import UsageError
+from perftop.events import (
+    Event,
+    Hello,
+    JobStart,
+    LoaderInfo,
+    SessionStart,
+    Step,
+    StepGpu,
+    SyncBatch,
+    SyncInfo,
+)
+from perftop.events.probes import ProcInfo
+from perftop.recording import ReadStats, read_events
+
+TIMELESS = (Hello, LoaderInfo, ProcInfo, SyncInfo)  # what the session is, kept whole
+
+
+@dataclass(frozen=True, slots=True)
+class Slice:
+    from_step: int | None = None
+    to_step: int | None = None
+    from_time: float | None = None
+    to_time: float | None = None
+
+    @property
+    def empty(self) -> bool:
+        return all(v is None for v in (self.from_step, self.to_step, self.from_time, self.to_time))
+
+    def check(self) -> Slice:
+        for lo, hi, what in (
+            (self.from_step, self.to_step, "step"),
+            (self.from_time, self.to_time, "time"),
+        ):
+            if lo is not None and lo < 0 or hi is not None and hi < 0:
+                raise UsageError(f"--from-{what}/--to-{what} must not be negative")
+            if lo is not None and hi is not None and hi < lo:
+                raise UsageError(f"--to-{what} is before --from-{what}")
+        return self
+
+
+def _window(path: Path, sl: Slice) -> tuple[float, float, float]:
+    """(session start, window start, window end) in the recording's clock."""
+    start: float | None = None
+    lo, hi = float("-inf"), float("inf")
+    counts: dict[int, int] = {}
+    primary: int | None = None
+    by_step = sl.from_step is not None or sl.to_step is not None
+    for ev in read_events(path, ReadStats()):
+        if isinstance(ev, SessionStart) and start is None:
+            start = ev.t
+            if not by_step:
+                break
+        elif isinstance(ev, Step) and by_step:
+            primary = ev.pid if primary is None else primary
+            if ev.pid != primary:
+                continue
+            n = counts[ev.pid] = counts.get(ev.pid, 0) + 1
+            if sl.from_step is not None and n == sl.from_step:
+                lo = ev.t0
+            if sl.to_step is not None and n == sl.to_step:
+                hi = ev.t1
+                break
+    if start is None:
+        start = 0.0
+    if sl.from_time is not None:
+        lo = max(lo, start + sl.from_time)
+    if sl.to_time is not None:
+        hi = min(hi, start + sl.to_time)
+    if sl.from_step is not None and lo == float("-inf"):
+        raise UsageError(f"{path}: the recording has fewer than {sl.from_step} steps")
+    return start, lo, hi
+
+
+def sliced_events(path: str | Path, sl: Slice, stats: ReadStats) -> Iterator[Event]:
+    """The events of ``path`` inside the slice (see the module docstring)."""
+    path = Path(path)
+    _, lo, hi = _window(path, sl)
+    counts: dict[int, int] = {}
+    kept: dict[int, tuple[int, int]] = {}  # pid -> (first, last) step index kept
+    for ev in read_events(path, stats):
+        if isinstance(ev, (SessionStart, JobStart)):
+            yield replace(ev, t=max(ev.t, lo)) if lo > ev.t else ev
+        elif isinstance(ev, TIMELESS):
+            yield ev
+        elif isinstance(ev, Step):
+            n = counts[ev.pid] = counts.get(ev.pid, 0) + 1
+            if sl.from_step is not None and n < sl.from_step:
+                continue
+            if sl.to_step is not None and n > sl.to_step:
+                continue
+            if ev.t0 >= lo and ev.t1 <= hi:
+                first = kept.get(ev.pid, (ev.index, ev.index))[0]
+                kept[ev.pid] = (first, ev.index)
+                yield ev
+        elif isinstance(ev, (SyncBatch, StepGpu)):
+            idx = ev.step if isinstance(ev, SyncBatch) else ev.index
+            rng = kept.get(ev.pid)
+            if rng is not None and rng[0] <= idx <= rng[1]:
+                yield ev
+        else:
+            t = getattr(ev, "t", None)
+            if t is None or lo <= t <= hi:
+                yield ev

@@ -1,0 +1,171 @@
+"""`replay`, `export`, `diff` and `report` slices through the real CLI, on real recordings."""
+# ruff: noqa: F811  (the recordings fixture is imported, then requested by name)
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from perftop.events import SessionStart, Step
+from perftop.recording import RecordingWriter
+from tests.helpers import perftop
+from tests.replay_recordings import recordings  # noqa: F401
+
+
+def bad_files(where: Path) -> dict[str, Path]:
+    out = {}
+    for name, content in (
+        ("empty", b""),
+        ("foreign", b"hello world, not a recording at all"),
+        ("magic-only", b"PERFTOP\x00"),
+        ("corrupt", b"PERFTOP\x00" + os.urandom(64)),
+    ):
+        p = where / f"{name}.perftop"
+        p.write_bytes(content)
+        out[name] = p
+    newer = where / "newer.perftop"
+    w = RecordingWriter(newer)
+    w.write_events([SessionStart(1.0, ("x",), "/", "h", 1, "9.0", version=99)])
+    w.close()
+    out["newer"] = newer
+    out["missing"] = where / "missing.perftop"
+    return out
+
+
+@pytest.mark.parametrize("command", ["replay", "export", "diff", "report"])
+def test_every_bad_file_is_one_line_and_a_non_zero_exit(tmp_path: Path, command: str) -> None:
+    good = tmp_path / "good.perftop"
+    w = RecordingWriter(good)
+    w.write_events([SessionStart(1.0, ("x",), "/", "h", 1, "0"), Step(2, 0, 1.0, 1.5)])
+    w.close()
+    for kind, bad in bad_files(tmp_path).items():
+        before = bad.read_bytes() if bad.exists() else None
+        args = {
+            "replay": ["replay", str(bad)],
+            "export": ["export", str(bad), "--chrome-trace", str(tmp_path / "t.json")],
+            "diff": ["diff", str(good), str(bad)],
+            "report": ["report", str(bad)],
+        }[command]
+        r = perftop(*args, cwd=tmp_path)
+        assert r.returncode == 3, (kind, r.stderr)
+        assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, (kind, r.stderr)
+        assert str(bad) in r.stderr, (kind, r.stderr)
+        if kind == "newer":
+            assert "format 99" in r.stderr
+        if before is not None:
+            assert bad.read_bytes() == before  # reading never modifies a file
+
+
+def test_replay_without_a_file_takes_the_newest_here(tmp_path: Path, recordings) -> None:
+    r = perftop("replay", cwd=tmp_path)
+    assert r.returncode == 3 and "no .perftop recording" in r.stderr
+    for i, name in enumerate(("old", "new")):
+        (tmp_path / f"{name}.perftop").write_bytes(recordings["fixed"].read_bytes())
+        os.utime(tmp_path / f"{name}.perftop", (time.time() - 100 + i * 50,) * 2)
+    r = perftop("replay", cwd=tmp_path)  # no terminal here: refused after the file is checked
+    assert r.returncode == 2 and "new.perftop" in r.stderr and "needs a terminal" in r.stderr
+
+
+def test_export_usage_errors(tmp_path: Path, recordings) -> None:
+    rec = str(recordings["fixed"])
+    r = perftop("export", rec, cwd=tmp_path)
+    assert r.returncode == 2 and "--chrome-trace" in r.stderr
+    r = perftop("export", rec, "--chrome-trace", str(tmp_path / "no/such/dir/t.json"), cwd=tmp_path)
+    assert r.returncode == 2 and "cannot write" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_chrome_trace_structure(tmp_path: Path, recordings) -> None:
+    out = tmp_path / "trace.json"
+    r = perftop("export", str(recordings["sync"]), "--chrome-trace", str(out), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    trace = json.loads(out.read_text())
+    events = trace["traceEvents"]
+    rep = json.loads(perftop("report", "--json", str(recordings["sync"]), cwd=tmp_path).stdout)
+    for ev in events:
+        assert ev["ph"] in ("X", "i", "M") and isinstance(ev["pid"], int)
+        assert isinstance(ev["tid"], int) and "name" in ev
+        if ev["ph"] != "M":
+            assert isinstance(ev["ts"], (int, float)) and ev["ts"] >= 0
+        if ev["ph"] == "X":
+            assert ev["dur"] >= 0
+    steps = [e for e in events if e["ph"] == "X" and e["cat"] == "step"]
+    assert len(steps) == rep["steps"]["count"]
+    for i, ev in enumerate(events):  # a step's phases follow it, inside it, end to end
+        if ev["ph"] == "X" and ev["cat"] == "step":
+            j, end = i + 1, ev["ts"]
+            while j < len(events) and events[j].get("cat") == "phase":
+                assert abs(events[j]["ts"] - end) < 1 and events[j]["pid"] == ev["pid"]
+                end = events[j]["ts"] + events[j]["dur"]
+                j += 1
+            assert j > i + 1 and end <= ev["ts"] + ev["dur"] + 1
+    syncs = [e for e in events if e["ph"] == "i" and e["cat"] == "sync"]
+    assert {e["args"]["line"] for e in syncs} == {s["line"] for s in rep["sync_events"]}
+    assert any(e["ph"] == "M" and e["name"] == "process_name" for e in events)
+
+
+def test_csv_export(tmp_path: Path, recordings) -> None:
+    out = tmp_path / "csv"
+    r = perftop("export", str(recordings["fixed"]), "--csv", str(out), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert {p.name for p in out.iterdir()} == {
+        "steps.csv", "processes.csv", "host.csv", "gpus.csv", "sync_sites.csv"
+    }  # fmt: skip
+    rep = json.loads(perftop("report", "--json", str(recordings["fixed"]), cwd=tmp_path).stdout)
+    with open(out / "steps.csv", newline="") as f:
+        steps = list(csv.DictReader(f))
+    assert len(steps) == rep["steps"]["count"]
+    for row in steps:
+        parts = sum(
+            float(row[k]) for k in ("data_s", "forward_other_s", "backward_s", "optimizer_s")
+        )
+        assert abs(parts - float(row["duration_s"])) < 1e-6
+        assert float(row["t1_s"]) >= float(row["t0_s"]) >= 0
+    with open(out / "processes.csv", newline="") as f:
+        procs = list(csv.DictReader(f))
+    pids = {int(p["pid"]) for p in procs}
+    sampled = {p["pid"] for p in rep["processes"] if p["rss_bytes_max"] is not None}
+    assert sampled and sampled == pids  # every process the probe saw, and only those
+    with open(out / "host.csv", newline="") as f:
+        assert len(list(csv.DictReader(f))) >= 2
+
+
+def test_diff_says_the_fix_helped(tmp_path: Path, recordings) -> None:
+    a, b = str(recordings["starved"]), str(recordings["fixed"])
+    r = perftop("diff", "--json", a, b, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    rows = {f["name"]: f for f in d["figures"]}
+    assert rows["phase_data_p50_s"]["verdict"] == "better"
+    assert rows["phase_data_p50_s"]["b"] < rows["phase_data_p50_s"]["a"] / 3
+    assert rows["steps_per_s"]["verdict"] == "better"
+    assert rows["workers"]["a"] == 0 and rows["workers"]["b"] == 2
+    assert set(d["hints"]) == {"added", "removed", "kept"}
+    text = perftop("diff", a, b, cwd=tmp_path)
+    assert text.returncode == 0
+    assert "better in B:" in text.stdout and "phase_data_p50_s" in text.stdout
+    same = json.loads(perftop("diff", "--json", a, a, cwd=tmp_path).stdout)
+    assert all(f["verdict"] in ("same", "n/a") for f in same["figures"])
+
+
+def test_report_slices(tmp_path: Path, recordings) -> None:
+    rec = str(recordings["starved"])
+    full = json.loads(perftop("report", "--json", rec, cwd=tmp_path).stdout)
+    r = perftop("report", "--json", "--from-step", "10", "--to-step", "20", rec, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    part = json.loads(r.stdout)
+    assert part["steps"]["count"] == 11 and part["slice"]["from_step"] == 10
+    assert part["duration_s"] < full["duration_s"]
+    r = perftop("report", "--json", "--from-time", "0", "--to-time", "1e9", rec, cwd=tmp_path)
+    assert json.loads(r.stdout)["steps"]["count"] == full["steps"]["count"]
+    r = perftop("report", "--json", "--to-time", "0.001", rec, cwd=tmp_path)
+    assert json.loads(r.stdout)["steps"]["count"] == 0
+    r = perftop("report", "--from-step", "9", "--to-step", "3", rec, cwd=tmp_path)
+    assert r.returncode == 2 and "--to-step" in r.stderr
+    r = perftop("report", "--from-step", "100000", rec, cwd=tmp_path)
+    assert r.returncode == 2 and "fewer than" in r.stderr
+    assert "seconds since the session start" in perftop("report", "--help", cwd=tmp_path).stdout

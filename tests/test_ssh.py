@@ -1,0 +1,68 @@
+"""`perftop collect --ssh HOST -- CMD`: a remote job's session over ssh's own channel.
+``PERFTOP_SSH`` points at a stand-in that runs the "remote" command here, as ssh would
+there; ``PERFTOP_REMOTE`` says how to start perftop on the remote."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from tests.helpers import WORKLOADS, perftop
+
+FAKE_SSH = str(WORKLOADS / "fake_ssh")
+
+
+def _collect(tmp_path, remote: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PERFTOP_SSH": FAKE_SSH, "PERFTOP_REMOTE": remote}
+    return subprocess.run(
+        [sys.executable, "-m", "perftop", "collect", "--headless", *args],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def test_remote_job_through_ssh(tmp_path):
+    rec = tmp_path / "ssh.perftop"
+    p = _collect(tmp_path, f"{sys.executable} -m perftop", "--record", str(rec),
+                 "--ssh", "me@gpu1", "--", sys.executable, str(WORKLOADS / "no_loader.py"))  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert "[gpu1] no loader done" in p.stderr  # the remote job's output reaches us
+    assert p.stdout == ""
+    r = json.loads(perftop("report", "--json", str(rec), cwd=tmp_path).stdout)
+    assert [(n["name"], n["state"]) for n in r["nodes"]] == [("gpu1", "exited (0)")]
+    assert [(x["host"], x["steps"]) for x in r["ranks"]] == [("gpu1", 20)]
+    assert r["command"][:4] == ["perftop", "collect", "--ssh", "me@gpu1"]
+
+
+def test_remote_without_perftop_is_one_line(tmp_path):
+    p = _collect(tmp_path, "/nonexistent/perftop", "--no-record", "--ssh", "gpu1", "--",
+                 "python", "-c", "pass")  # fmt: skip
+    assert p.returncode == 1
+    lines = [x for x in p.stderr.splitlines() if "perftop is not installed" in x]
+    assert len(lines) == 1 and "PERFTOP_REMOTE" in lines[0], p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_remote_with_another_format_is_one_line(tmp_path):
+    p = _collect(tmp_path, f"{sys.executable} {WORKLOADS / 'future_perftop.py'}",
+                 "--no-record", "--ssh", "gpu1", "--", "python", "-c", "pass")  # fmt: skip
+    assert p.returncode == 1
+    assert "gpu1: the remote perftop writes format 99; this one reads up to 1" in p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_stream_out_writes_only_the_session_to_stdout(tmp_path):
+    from perftop.recording import read_events
+
+    p = subprocess.run(
+        [sys.executable, "-m", "perftop", "run", "--stream-out", "--no-record", "--",
+         sys.executable, str(WORKLOADS / "explicit_api.py")],
+        cwd=tmp_path, capture_output=True, timeout=120, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    out = tmp_path / "stream.perftop"
+    out.write_bytes(p.stdout)  # the stream is a recording's bytes
+    steps = [e for e in read_events(out) if type(e).__name__ == "Step"]
+    assert len(steps) == 10

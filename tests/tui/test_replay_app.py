@@ -1,0 +1,125 @@
+"""Pilot tests of `perftop replay`: the real app fed from real recordings by the replay
+controller's thread; keys change what the panels show."""
+# ruff: noqa: F811  (the recordings fixture is imported, then requested by name)
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from perftop.tui.replay import make_replay
+from perftop.tui.screens.seek import SeekScreen
+from perftop.tui.widgets import HeaderBar
+from perftop.tui.widgets.replaybar import ReplayBar
+from perftop.tui.widgets.timeline import TimelineBar
+from tests.replay_recordings import recordings  # noqa: F401
+from tests.tui.test_app import aio, text_of
+
+SIZE = (160, 48)
+
+
+async def until(pilot, cond, timeout: float = 15.0) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        await pilot.pause(0.05)
+
+
+def notices(app) -> str:  # noqa: ANN001
+    return "\n".join(n.message for n in app._notifications)  # noqa: SLF001
+
+
+def steps_text(app) -> str:  # noqa: ANN001
+    return text_of(app.query_one("#steps Static"))
+
+
+@aio
+async def test_seek_pause_play_and_speed(recordings: dict[str, Path]) -> None:
+    app, ctl = make_replay(recordings["starved"], playing=False)
+    async with app.run_test(size=SIZE) as pilot:
+        ctl.start()
+        try:
+            await until(pilot, lambda: app.replay_state is not None and app.replay_state.index_done)
+            assert app.replay_state.step == 0 and not app.replay_state.playing
+            assert "PAUSED" in text_of(app.query_one(ReplayBar))
+            await pilot.press("g")
+            await until(pilot, lambda: isinstance(app.screen, SeekScreen))
+            await pilot.press("2", "0", "enter")
+            await until(pilot, lambda: app.replay_state.step == 20)
+            await until(pilot, lambda: "steps 20 " in steps_text(app))
+            await pilot.press("comma")  # one event back
+            await until(pilot, lambda: app.replay_state.event < app.shown.events + 1)
+            event = app.replay_state.event
+            await pilot.press("full_stop", "full_stop")
+            await until(pilot, lambda: app.replay_state.event == event + 2)
+            await pilot.press("right_square_bracket", "right_square_bracket")  # 4x
+            await until(pilot, lambda: app.replay_state.speed == 4.0)
+            assert "4×" in text_of(app.query_one(ReplayBar))
+            step = app.replay_state.step
+            await pilot.press("space")
+            await until(pilot, lambda: app.replay_state.step > step + 3)
+            await pilot.press("p")  # the live pause key pauses the playback too
+            await until(pilot, lambda: not app.replay_state.playing)
+            await asyncio.sleep(0.3)
+            shown = steps_text(app)
+            await asyncio.sleep(0.5)
+            assert steps_text(app) == shown  # paused: nothing moves
+            await pilot.press("a", "space")  # as fast as possible, to the end
+            await until(pilot, lambda: app.replay_state.at_end)
+            assert "steps 40 " in steps_text(app) and "exited (0)" in text_of(
+                app.query_one(HeaderBar)
+            )
+            assert "END" in text_of(app.query_one(ReplayBar))
+            assert "fastest" in text_of(app.query_one(ReplayBar))
+        finally:
+            ctl.stop()
+
+
+@aio
+async def test_timeline_and_jumps(recordings: dict[str, Path]) -> None:
+    app, ctl = make_replay(recordings["fixed"], playing=False)
+    async with app.run_test(size=SIZE) as pilot:
+        ctl.start()
+        try:
+            await until(pilot, lambda: app.replay_state is not None and app.replay_state.index_done)
+            bar = text_of(app.query_one(TimelineBar))
+            assert "█" in bar and "0:00:" in bar
+            ix = ctl.index
+            await pilot.press("n")
+            if ix.stalls:  # the first steps (worker start-up) are the fixed run's stalls
+                await until(pilot, lambda: app.replay_state.event == ix.stalls[0][2])
+                assert "▲" in text_of(app.query_one(TimelineBar))
+            else:
+                await until(pilot, lambda: "no later stall" in notices(app))
+            await pilot.press("g")
+            await until(pilot, lambda: isinstance(app.screen, SeekScreen))
+            await pilot.press("x", "enter")  # not a step or a time: the prompt says so
+            await pilot.pause()
+            assert isinstance(app.screen, SeekScreen)
+            await pilot.press("escape")
+            await until(pilot, lambda: not isinstance(app.screen, SeekScreen))
+            await pilot.press("r")  # recording is a live-only key: a notice, no crash
+            await pilot.pause()
+        finally:
+            ctl.stop()
+
+
+@aio
+async def test_truncated_recording_replays_with_a_notice(
+    recordings: dict[str, Path], tmp_path: Path
+) -> None:
+    data = recordings["starved"].read_bytes()
+    cut = tmp_path / "cut.perftop"
+    cut.write_bytes(data[: len(data) // 2])
+    app, ctl = make_replay(cut, playing=False)
+    async with app.run_test(size=SIZE) as pilot:
+        ctl.start()
+        try:
+            await until(pilot, lambda: app.replay_state is not None and app.replay_state.index_done)
+            await until(pilot, lambda: "truncated" in notices(app))
+            await pilot.press("a", "space")
+            await until(pilot, lambda: app.replay_state.at_end)
+            assert app.replay_state.event == ctl.index.events > 0
+        finally:
+            ctl.stop()
