@@ -1,20 +1,24 @@
-"""The optional C fast path of the hook (perftop.hook._speedups); everything else is in
-pyproject.toml. ``optional=True``: without a compiler or Python headers the build of the
-extension fails quietly and perftop installs with the pure-Python hook."""
+"""The optional compiled build of the hook's hot path; everything else is in pyproject.toml.
+
+``perftop/hook/steps.py`` is plain Python and the one source of the step tracker. When
+Cython is there (the build requires it) it is also compiled, with the C types of
+``_steps_fast.pxd``, into ``perftop.hook._steps_fast``. ``optional=True``: without a
+compiler the build of the extension fails quietly and perftop runs the plain module.
+"""
 
 from setuptools import Extension, setup
 
-setup(
-    ext_modules=[
-        Extension(
-            "perftop.hook._speedups",
-            sources=[
-                "perftop/hook/_speedups.c",
-                "perftop/hook/_tracker.c",
-                "perftop/hook/_wrappers.c",
-            ],
-            depends=["perftop/hook/_tracker.h"],
-            optional=True,
-        )
-    ]
-)
+try:
+    from Cython.Build import cythonize
+except ImportError:  # no Cython: the plain-Python tracker only
+    ext_modules = []
+else:
+    ext_modules = cythonize(
+        [Extension("perftop.hook._steps_fast", ["perftop/hook/steps.py"])],
+        compiler_directives={"language_level": 3, "binding": True},
+        quiet=True,
+    )
+    for ext in ext_modules:
+        ext.optional = True  # cythonize does not carry it over
+
+setup(ext_modules=ext_modules)

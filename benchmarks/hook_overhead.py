@@ -11,10 +11,17 @@ the target is about, and what a busy machine's scheduling does not inflate). Eac
 round is compared with the "off" rounds beside it and the median of those differences is
 reported, which cancels slow drifts of the machine.
 
-    python benchmarks/hook_overhead.py [--rounds 120] [--steps 400]
+    python benchmarks/hook_overhead.py [--rounds 120] [--steps 400] [--e2e-runs 5]
+                                       [--compare /path/to/another/checkout]
 
-The hot path is the C extension when it is built (``setup.py build_ext --inplace``), else
-the pure-Python reference; ``PERFTOP_PURE=1`` measures the latter. The output says which.
+Then the whole-process figure (benchmarks/e2e_overhead.py): ``perftop run`` of a ~0.4 ms
+CPU step against the plain job, best of ``--e2e-runs`` interleaved runs, with the hook's
+sender thread and the rest of the process included; ``--compare`` adds another checkout's
+perftop (a build of main) to the same interleaving.
+
+The hot path is steps.py compiled by Cython when it is built (``setup.py build_ext
+--inplace``), else the plain module; ``PERFTOP_PURE=1`` measures the latter. The output
+says which.
 
 Target: at most 5 µs added per step on the training thread, sync detection included.
 """
@@ -40,6 +47,7 @@ import torch.utils.data.dataloader as dl  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
 import perftop.hook as hook  # noqa: E402
+from benchmarks import e2e_overhead  # noqa: E402
 from perftop.hook import impl  # noqa: E402
 
 TARGET_US = 5.0
@@ -110,6 +118,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=120)
     p.add_argument("--steps", type=int, default=400)
+    p.add_argument("--e2e-runs", type=int, default=5, help="0: skip the whole-process figure")
+    p.add_argument("--compare", action="append", default=[], metavar="CHECKOUT")
     args = p.parse_args()
 
     with tempfile.TemporaryDirectory() as d:
@@ -171,6 +181,10 @@ def main() -> int:
     print(f"events received           : {received.strip()} (by the monitor process)")
     ok = full_us <= TARGET_US
     print(f"target <= {TARGET_US:.0f} µs/step on the training thread: {'met' if ok else 'NOT met'}")
+    if args.e2e_runs > 0:
+        others = {Path(c).name: Path(c).resolve() for c in args.compare}
+        res = e2e_overhead.measure(args.e2e_runs, 3000, others)
+        print("\n".join(e2e_overhead.report(res, args.e2e_runs)))
     return 0 if ok else 1
 
 

@@ -30,25 +30,24 @@ def workloads() -> Path:
     return ROOT / "tests" / "workloads"
 
 
-def c_tracker_class() -> type:
-    """The C StepTracker, whatever PERFTOP_PURE says; skipped when the extension is not
-    built (a failure instead with PERFTOP_REQUIRE_SPEEDUPS=1, as on CI)."""
+def compiled_steps_module():
+    """``perftop.hook._steps_fast`` (steps.py compiled), whatever PERFTOP_PURE says; skipped
+    when it is not built (a failure instead with PERFTOP_REQUIRE_SPEEDUPS=1, as on CI)."""
     try:
-        from perftop.hook import _speedups, steps
+        from perftop.hook import _steps_fast
     except ImportError as exc:
         if os.environ.get("PERFTOP_REQUIRE_SPEEDUPS"):
             raise
-        pytest.skip(f"perftop.hook._speedups not built: {exc}")
-    _speedups.configure(steps.SOURCES, steps.HOLD_STEPS, steps.HOLD_S)
-    return _speedups.StepTracker
+        pytest.skip(f"perftop.hook._steps_fast not built: {exc}")
+    return _steps_fast
 
 
-@pytest.fixture(params=["python", "c"])
+@pytest.fixture(params=["python", "compiled"])
 def tracker_cls(request) -> type:
-    """Each StepTracker implementation: the pure-Python reference and the C one."""
+    """The StepTracker of each build of steps.py: the plain module and the compiled one."""
     from perftop.hook.steps import StepTracker
 
-    return StepTracker if request.param == "python" else c_tracker_class()
+    return StepTracker if request.param == "python" else compiled_steps_module().StepTracker
 
 
 def _on_ci() -> bool:

@@ -67,12 +67,12 @@ def test_gpu_time_is_resolved_later_without_syncing():
     tracker = StepTracker(lambda step: None)
     tracker.on_close = timer.closed
     tracker.on_fetched = timer.fetched
-    t = 0.0
+    t, opt = 0.0, FakeCuda()  # any weak-referenceable object stands for the optimizer
     for i in range(4):
         tracker.fetched(t, t + 0.01)  # the batch is ready: the step's GPU work starts here
         cuda.launch(5.0 + i)  # its kernels
-        tracker.optimizer_pre(t + 0.02)
-        tracker.optimizer_post(1, t + 0.03)
+        tracker.optimizer_pre(opt, t + 0.02)
+        tracker.optimizer_post(opt, t + 0.03)
         t += 0.05
         cuda.now_ms += 1.0  # the GPU lags behind the host: nothing is done yet
     assert out == [] and len(timer.pending) == 4  # all four steps wait on the GPU

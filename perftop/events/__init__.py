@@ -6,6 +6,7 @@ Each family of events lives in its own module; importing this package registers 
 from perftop.events import core, fleet, probes, stacks, sync  # noqa: F401  (registers the tags)
 from perftop.events.base import FORMAT_VERSION, DecodeError, Event, decode, event, registered
 from perftop.events.core import (
+    Between,
     Dropped,
     Hello,
     JobExit,
@@ -32,6 +33,7 @@ from perftop.events.sync import SyncBatch, SyncInfo
 
 __all__ = [
     "FORMAT_VERSION",
+    "Between",
     "DecodeError",
     "Dropped",
     "Event",

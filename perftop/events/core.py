@@ -67,6 +67,18 @@ class Step(Event):
         return max(0.0, self.duration - self.data - self.backward - self.optimizer)
 
 
+@event("between")
+class Between(Event):
+    """Time outside training steps (an evaluation pass, a checkpoint): ``kind`` is
+    ``eval`` or ``checkpoint``, from ``t0`` for ``length`` seconds. The steps around it do
+    not include it (see perftop/hook/gaps.py for what decides)."""
+
+    pid: int
+    kind: str
+    t0: float
+    length: float
+
+
 @event("gpu_time")
 class StepGpu(Event):
     """GPU time of an earlier step, from CUDA events resolved without synchronizing."""

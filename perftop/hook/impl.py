@@ -1,8 +1,9 @@
-"""Which implementation runs the hot path: the C extension ``perftop.hook._speedups`` (the
-tracker and the torch wrappers, no Python frame per step) when it is built and imports,
-else the pure-Python reference in ``steps.py`` and ``torch_patch.py``.
+"""Which build of the step tracker runs: ``perftop.hook._steps_fast``, steps.py compiled by
+Cython (``setup.py``), when it is built and imports, else the plain module ``steps.py``.
+Both are the same source; the compiled one keeps a training step free of Python frames
+of perftop's.
 
-``PERFTOP_PURE=1`` forces the pure-Python path. A missing or unloadable extension (not
+``PERFTOP_PURE=1`` forces the plain module. A missing or unloadable extension (not
 compiled, or the hook loaded by path into another Python version) falls back silently.
 """
 
@@ -15,28 +16,25 @@ from typing import Any
 
 from perftop.hook import steps
 
+FAST = "perftop.hook._steps_fast"
 
-def _load() -> ModuleType | None:
+
+def _load() -> ModuleType:
     if os.environ.get("PERFTOP_PURE", "").strip() not in ("", "0"):
-        return None
+        return steps
     try:
-        from perftop.hook import _speedups
+        from perftop.hook import _steps_fast
 
-        _speedups.configure(steps.SOURCES, steps.HOLD_STEPS, steps.HOLD_S)
-        return _speedups
-    except Exception:  # not built, built for another Python, broken: the reference runs
-        return None
+        return _steps_fast
+    except Exception:  # not built, built for another Python, broken: the plain module runs
+        return steps
 
 
-speedups = _load()
-NAME = "C (perftop.hook._speedups)" if speedups is not None else "Python"
+module = _load()
+compiled = module is not steps
+NAME = f"compiled ({FAST}, Cython)" if compiled else "Python (perftop.hook.steps)"
 
 
 def new_tracker(emit: Callable[[tuple[Any, ...]], None]) -> Any:
-    """A step tracker: the C one when available, else ``steps.StepTracker``."""
-    return (speedups.StepTracker if speedups is not None else steps.StepTracker)(emit)
-
-
-def is_fast(tracker: Any) -> bool:
-    """Whether the C wrappers can drive this tracker."""
-    return speedups is not None and isinstance(tracker, speedups.StepTracker)
+    """A step tracker of the build in use."""
+    return module.StepTracker(emit)

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from perftop.events import Hello
+from perftop.events import Between, Hello
 from perftop.hook import impl
 from perftop.hook.sender import Sender, debug
 
@@ -28,10 +28,11 @@ class HookState:
     def __init__(self, socket_path: str) -> None:
         self.sender = Sender(socket_path, self.hello)
         # Steps go straight into the sender's bounded deque: a C call, no Python frame.
-        # The tracker is the C one when the extension is there (see impl.py).
+        # The tracker is the compiled build when it is there (see impl.py).
         self.tracker = impl.new_tracker(self.sender.steps.append)
         self.tracker.on_settle = self.sender.start
         self.tracker.on_error = self.internal_error
+        self.tracker.on_between = self.between
         self.handles: list[Any] = []  # torch hook handles (have .remove())
         self.undo: list[Callable[[], None]] = []
         self.errors: dict[str, int] = {}
@@ -58,6 +59,11 @@ class HookState:
             torch_version=str(getattr(torch, "__version__", "")),
             device=device,
         )
+
+    def between(self, kind: str, t0: float, length: float) -> None:
+        """An interval outside training steps, from the tracker (perf_counter time)."""
+        s = self.sender
+        s.put(Between(s.pid, kind, t0 + s.epoch_offset, length))
 
     def internal_error(self, where: str) -> None:
         """Count a perftop bug; tell the monitor once per place; never raise."""

@@ -1,19 +1,20 @@
 """Finding step boundaries in any training loop, cheaply, on the training thread.
 
-What ends a step, strongest first: an explicit ``perftop.step()``; the step of the first
-optimizer that ever steps (later ones, as in a GAN, add to the optimizer phase); a
-``backward()``; a DataLoader batch. The strongest source seen so far wins. Weaker sources
-close a step lazily, at the start of the next activity, so a loop whose first iteration
-reveals an optimizer only after its backward is not counted twice, and a manual SGD update
-after ``backward()`` stays in its own step.
+What ends a step, strongest first: an explicit ``perftop.step()``; an optimizer step (one
+per ``optimizer.step()``, closure or not; a GAN's second optimizer adds to the step of the
+first); a ``backward()``; a DataLoader batch. Weaker sources close a step lazily, at the
+start of the next activity, so a manual SGD update after ``backward()`` stays in its step.
+Until an optimizer or an explicit step is seen, steps of the weaker sources are held back
+(``HOLD_STEPS`` steps or ``HOLD_S`` seconds) and merged into the optimizer's step if one
+comes, as after the micro-batches of gradient accumulation.
 
-Until an optimizer or an explicit step has been seen, steps closed by the weaker sources
-are held back (at most ``HOLD_STEPS`` steps or ``HOLD_S`` seconds): if an optimizer then
-steps, as after the micro-batches of gradient accumulation, the held steps are merged into
-its step instead of being counted one per micro-batch.
+Time outside training steps (an evaluation pass, a checkpoint) is cut out of the steps and
+reported as its own intervals: see ``gaps.py`` for the signals. The rare paths (held
+steps, a second optimizer, closures) are in ``steps_cold.py``.
 
-Every method takes ``time.perf_counter()`` stamps and does a few attribute updates: this
-is the hot path, kept within a few microseconds per step.
+The one implementation: ``setup.py`` also compiles this file with Cython (types in
+``_steps_fast.pxd``) into ``perftop.hook._steps_fast``; ``impl.py`` picks one. Methods take
+``time.perf_counter()`` stamps; this is the hot path, a few attribute updates per call.
 """
 
 from __future__ import annotations
@@ -22,40 +23,24 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from perftop.hook import gaps
+from perftop.hook import steps_cold as cold
 from perftop.wire import STEP_SOURCES
 
 NONE, LOADER, BACKWARD, OPTIMIZER, EXPLICIT = 0, 1, 2, 3, 4
 SOURCES = STEP_SOURCES  # index = mode
 HOLD_STEPS = 64
-_perf = time.perf_counter
 HOLD_S = 5.0
+LOADER_KEY = "_perftop_loader"  # set on DataLoader iterators: which loader they iterate
+_perf = time.perf_counter
+
+
+def _cap(x: float, dur: float) -> float:
+    """No phase is longer than its step."""
+    return 0.0 if x < 0.0 else (dur if x > dur else x)
 
 
 class StepTracker:
-    __slots__ = (
-        "emit",
-        "mode",
-        "index",
-        "start",
-        "data",
-        "bwd",
-        "opt",
-        "phases",
-        "has_fetch",
-        "has_bwd",
-        "primary_opt",
-        "opt_t0",
-        "on_close",
-        "on_step",
-        "on_fetched",
-        "last_end",
-        "held",
-        "settled",
-        "on_settle",
-        "on_error",
-        "step_hook_at",
-    )
-
     def __init__(self, emit: Callable[[tuple[Any, ...]], None]) -> None:
         self.emit = emit
         self.on_close: Callable[[int, float], None] | None = None  # CUDA timer, if any
@@ -64,29 +49,35 @@ class StepTracker:
         self.on_fetched: Callable[[], None] | None = None
         self.on_settle: Callable[[], None] | None = None  # first step out: start the sender
         self.on_error: Callable[[str], None] | None = None
+        self.on_between: Callable[[str, float, float], None] | None = None  # kind, t0, length
+        self.clock = _perf  # for closures (tests give their own)
         self.reset()
 
     def reset(self) -> None:
         self.mode = NONE
         self.index = 0
-        self.start: float | None = None
-        self.primary_opt: int | None = None
-        self.opt_t0 = 0.0
+        self.running = False  # a step is open, from ``start``
+        self.start = 0.0
+        self.primary: Any = None  # weakref to the optimizer whose steps close steps
+        self.mark: Any = None  # (weakref, t, data, bwd, opt, hole): another's last step
+        self.in_opt: Any = None  # the optimizer inside its step(), between the hooks
+        self.opt_t0 = self.closure_s = 0.0
+        self.closure_depth = 0
         self.last_end = 0.0
         self.held: list[tuple[Any, ...]] = []
         self.settled = False
         self.step_hook_at = 0
-        self._clear()
-
-    def _clear(self) -> None:
-        self.data = self.bwd = self.opt = 0.0
+        gaps.reset(self)
+        self.data = self.bwd = self.opt = self.hole = 0.0
         self.phases: dict[str, float] | None = None
         self.has_fetch = self.has_bwd = False
 
     def close(self, t: float) -> None:
         """End the current step at ``t`` and start the next one there."""
-        if self.start is not None:
-            step = (self.index, self.start, t, self.data, self.bwd, self.opt, self.phases,
+        if self.running:
+            dur = t - self.start - self.hole  # a gap inside the step is cut out of it
+            step = (self.index, self.start + self.hole, t, _cap(self.data, dur),
+                    _cap(self.bwd, dur), _cap(self.opt, dur), self.phases,
                     SOURCES[self.mode])  # fmt: skip
             if self.settled:
                 self.emit(step)
@@ -99,69 +90,80 @@ class StepTracker:
                 # between samples): an int compare on the steps in between.
                 self.step_hook_at = self.on_step(self.index, t) or 0
             self.index += 1
+        self.running = True
         self.start = t
-        self.data = self.bwd = self.opt = 0.0  # _clear(), inlined: once per step
+        self.data = self.bwd = self.opt = self.hole = 0.0
         self.phases = None
         self.has_fetch = self.has_bwd = False
+
+    def active(self) -> bool:
+        """Whether the open step has seen anything yet."""
+        return self.has_fetch or self.has_bwd or self.opt > 0.0 or self.phases is not None
+
+    def lazy_close(self, t: float) -> None:
+        """Where a weaker source's step ends: at the start of the next activity."""
+        if (self.mode == LOADER and self.has_fetch) or (self.mode == BACKWARD and self.has_bwd):
+            self.close(t)
 
     def _hold(self, step: tuple[Any, ...], t: float) -> None:
         held = self.held
         held.append(step)
         if len(held) >= HOLD_STEPS or t - held[0][1] >= HOLD_S:
-            self._release()
+            cold.release(self)
 
-    def _settle(self) -> None:
-        self.settled = True
-        if self.on_settle is not None:
-            self.on_settle()
-
-    def _release(self) -> None:
-        """No optimizer showed up in time: the weaker source's steps stand as they are."""
-        self._settle()
-        for step in self.held:
-            self.emit(step)
-        self.held = []
-
-    def _merge_held(self) -> None:
-        """A strong source appeared: the held steps were parts of the current step."""
-        self._settle()
-        held, self.held = self.held, []
-        if not held:
+    # -- sources: the hot path -------------------------------------------------------------
+    def fetched(
+        self, t0: float, t1: float, got_batch: bool = True, loader: Any = None, grad: bool = True
+    ) -> None:
+        """A DataLoader ``__next__`` from ``t0`` to ``t1`` (the call that ends an epoch has
+        ``got_batch`` False); ``loader`` says which loader, ``grad`` whether grad was on."""
+        self.last_end = t1
+        if not grad:  # no_grad / inference_mode: not a training batch
+            if self.pend:
+                gaps.pending_was_eval(self)
+            gaps.enter(self, t0, True)
             return
-        self.index = held[0][0]
-        self.start = held[0][1]
-        self.data += sum(h[3] for h in held)
-        self.bwd += sum(h[4] for h in held)
-        self.opt += sum(h[5] for h in held)
-        for h in held:
-            for name, dt in (h[6] or {}).items():
-                if self.phases is None:
-                    self.phases = {}
-                self.phases[name] = self.phases.get(name, 0.0) + dt
-
-    # -- sources (the activity check is inlined in each: this is the hot path) ------------
-    def fetched(self, t0: float, t1: float, got_batch: bool = True) -> None:
-        """A DataLoader ``__next__`` that ran from ``t0`` to ``t1``; the call that ends an
-        epoch (StopIteration) closes the step but does not start a batch."""
+        if loader is not None and loader not in self.train_loaders:
+            if self.train_loaders:
+                # A loader that never fed training: an evaluation, or the next training one.
+                if self.pend:
+                    gaps.pending_was_eval(self)
+                self.lazy_close(t0)
+                gaps.pend_fetch(self, t0, t1, got_batch, loader)
+                return
+            seen = self.fetch_loader  # before any training: loaders for training to confirm
+            if seen is None:
+                self.fetch_loader = [loader]
+            elif loader not in seen:
+                seen.append(loader)
+        if self.in_gap:
+            if self.pend:
+                gaps.pending_was_eval(self)
+            gaps.end(self, t0)
         mode = self.mode
         if mode == NONE:
             self.mode = mode = LOADER
-        if self.start is None:
+        if not self.running:
+            self.running = True
             self.start = t0
         elif (mode == LOADER and self.has_fetch) or (mode == BACKWARD and self.has_bwd):
             self.close(t0)
         self.data += t1 - t0
-        self.last_end = t1
         if got_batch and not self.has_fetch:
             self.has_fetch = True
             if self.on_fetched is not None:
                 self.on_fetched()
 
     def backward(self, t0: float, t1: float) -> None:
+        if self.pend or self.in_gap or self.fetch_loader is not None:
+            gaps.training(self, t0)
+        if self.in_opt is not None and self.closure_depth == 0:
+            self.in_opt = None  # an optimizer step that raised never ran its post-hook
         mode = self.mode
         if mode < BACKWARD:
             self.mode = mode = BACKWARD
-        if self.start is None:
+        if not self.running:
+            self.running = True
             self.start = t0
         elif mode == BACKWARD and self.has_bwd:
             self.close(t0)
@@ -169,30 +171,53 @@ class StepTracker:
         self.has_bwd = True
         self.last_end = t1
 
-    def optimizer_pre(self, t0: float) -> None:
+    def optimizer_pre(self, opt: Any, t0: float, args: Any = (), kwargs: Any = None) -> Any:
+        """Before ``opt.step()``; returns new (args, kwargs) when a closure is timed."""
+        if self.in_opt is not None and self.in_opt is not opt:
+            return None  # an optimizer's step calling another's: the outer one counts
+        self.in_opt = opt
         self.opt_t0 = t0
-        if self.start is None:
+        self.closure_s = 0.0
+        if self.pend or self.in_gap or self.fetch_loader is not None:
+            gaps.training(self, t0)
+        if not self.running:
+            self.running = True
             self.start = t0
-
-    def optimizer_post(self, opt_id: int, t1: float) -> None:
-        self.opt += t1 - self.opt_t0
-        if self.primary_opt is None:
-            self.primary_opt = opt_id
         if self.mode < OPTIMIZER:
             self.mode = OPTIMIZER
-            self._merge_held()
-        if self.mode == OPTIMIZER and opt_id == self.primary_opt:
-            self.close(t1)
+            cold.merge_held(self)
+        if len(args) > 1 or kwargs:
+            return cold.closure_args(self, args, kwargs)
+        return None
 
-    # torch calls these two directly (global optimizer hooks): one Python frame each.
-    def opt_pre_hook(self, opt: Any, args: Any, kwargs: Any) -> None:
-        t0 = self.opt_t0 = _perf()  # optimizer_pre(), inlined: one frame less per step
-        if self.start is None:
-            self.start = t0
+    def optimizer_post(self, opt: Any, t1: float) -> None:
+        if opt is not self.in_opt:
+            return  # an inner optimizer's step
+        self.in_opt = None
+        d = t1 - self.opt_t0 - self.closure_s
+        if d > 0.0:
+            self.opt += d
+        self.last_end = t1
+        if self.mode != OPTIMIZER:
+            return
+        ref = self.primary
+        if ref is not None and ref() is opt:
+            self.mark = None
+            self.close(t1)
+        else:  # the first optimizer, a new one, or a GAN's second
+            cold.other_optimizer(self, opt, t1)
+
+    # torch calls these two directly (global optimizer hooks): one frame each.
+    def opt_pre_hook(self, opt: Any, args: Any, kwargs: Any) -> Any:
+        try:
+            return self.optimizer_pre(opt, _perf(), args, kwargs)
+        except Exception:
+            self._error("optimizer pre-hook")
+            return None
 
     def opt_post_hook(self, opt: Any, args: Any, kwargs: Any) -> None:
         try:
-            self.optimizer_post(id(opt), _perf())
+            self.optimizer_post(opt, _perf())
         except Exception:
             self._error("optimizer post-hook")
 
@@ -202,24 +227,68 @@ class StepTracker:
 
     def explicit(self, t: float) -> None:
         """``perftop.step()``: the user says where a step ends."""
+        if (self.pend or self.in_gap or self.fetch_loader is not None) and gaps.training(self, t):
+            return  # an interval outside training ended here: the next step starts now
         if self.mode < EXPLICIT:
             self.mode = EXPLICIT
-            self._merge_held()
+            cold.merge_held(self)
         self.close(t)
 
     def phase(self, name: str, t0: float, t1: float) -> None:
-        """A ``perftop.phase()`` span; it also starts the first step if none has."""
-        if self.start is None:
+        """A ``perftop.phase()`` span; it also starts the first step if none has. Outside
+        training steps (an evaluation) it is part of that interval."""
+        if self.in_gap:
+            return
+        if not self.running:
+            self.running = True
             self.start = t0
-        dt = t1 - t0
         if self.phases is None:
             self.phases = {}
-        self.phases[name] = self.phases.get(name, 0.0) + dt
+        self.phases[name] = self.phases.get(name, 0.0) + (t1 - t0)
+
+    def saved(self, t0: float, t1: float) -> None:
+        """A ``torch.save`` call: a checkpoint is not training."""
+        gaps.saved(self, t0, t1)
 
     def flush(self) -> None:
-        """At exit: a step left open by a lazy source ends where its last activity did."""
-        if self.start is not None and (
-            (self.mode == LOADER and self.has_fetch) or (self.mode == BACKWARD and self.has_bwd)
-        ):
-            self.close(max(self.last_end, self.start))
-        self._release()
+        """At exit: a step left open by a lazy source ends where its last activity did; an
+        interval outside training ends there too."""
+        if self.pend:
+            gaps.pending_was_eval(self)
+        if self.in_gap:
+            gaps.end(self, max(self.last_end, self.gap_t0))
+        elif self.running:
+            self.lazy_close(max(self.last_end, self.start))
+        cold.release(self)
+
+    # -- wrappers for what torch calls per step: compiled with this file ---------------------
+    def wrap_backward(self, orig: Any) -> Any:
+        def backward(*args: Any, **kwargs: Any) -> Any:
+            t0 = _perf()
+            try:
+                return orig(*args, **kwargs)
+            finally:
+                try:
+                    self.backward(t0, _perf())
+                except Exception:
+                    self._error("backward")
+
+        return backward
+
+    def wrap_next(self, orig: Any, grad_enabled: Any) -> Any:
+        key = LOADER_KEY
+
+        def __next__(it: Any) -> Any:
+            t0 = _perf()
+            got = False
+            try:
+                batch = orig(it)
+                got = True
+                return batch
+            finally:
+                try:
+                    self.fetched(t0, _perf(), got, getattr(it, key, None), grad_enabled())
+                except Exception:
+                    self._error("DataLoader.__next__")
+
+        return __next__

@@ -1,20 +1,20 @@
 """Wiring the step tracker into torch once torch is imported: global optimizer hooks,
-``torch.autograd.backward``, and the DataLoader iterators. Each wrapper calls the original
-first-class and swallows its own errors: a perftop bug must never surface in user code.
-
-With the C tracker (see impl.py) the two wrappers are C objects doing what the Python
-ones below do, without a Python frame; the Python ones are the reference."""
+``torch.autograd.backward``, the DataLoader iterators and ``torch.save``. The wrappers
+torch calls every step are the tracker's own (``wrap_backward``, ``wrap_next``), so they
+are compiled with it; each calls the original first-class and swallows its own errors: a
+perftop bug must never surface in user code."""
 
 from __future__ import annotations
 
 import functools
 import itertools
 import time
+import weakref
 from typing import Any
 
 from perftop.events import LoaderInfo
-from perftop.hook import impl
 from perftop.hook.state import HookState
+from perftop.hook.steps import LOADER_KEY
 
 _perf = time.perf_counter
 
@@ -26,74 +26,67 @@ def patch_torch(state: HookState) -> None:
 
     tracker = state.tracker
 
-    # -- optimizer: global hooks (torch >= 2.0); the tracker's own guarded methods ---------
+    # -- optimizer: global hooks (torch >= 2.0), the pre-hook times a closure -------------
     state.handles.append(optim_mod.register_optimizer_step_pre_hook(tracker.opt_pre_hook))
     state.handles.append(optim_mod.register_optimizer_step_post_hook(tracker.opt_post_hook))
 
     # -- backward: Tensor.backward calls torch.autograd.backward -------------------------
     orig_backward = torch.autograd.backward
-    fast = impl.speedups if impl.is_fast(tracker) else None
-
-    @functools.wraps(orig_backward)
-    def backward(*args: Any, _perf: Any = _perf, **kwargs: Any) -> Any:
-        t0 = _perf()
-        try:
-            return orig_backward(*args, **kwargs)
-        finally:
-            try:
-                tracker.backward(t0, _perf())
-            except Exception:
-                state.internal_error("backward")
-
-    if fast is not None:
-        backward = functools.update_wrapper(
-            fast.wrap_backward(orig_backward, tracker), orig_backward
-        )
-    torch.autograd.backward = backward
+    torch.autograd.backward = functools.update_wrapper(
+        tracker.wrap_backward(orig_backward), orig_backward
+    )
     state.undo.append(lambda: setattr(torch.autograd, "backward", orig_backward))
 
-    # -- DataLoader: time blocked in __next__, settings and worker pids at iter start -----
+    # -- DataLoader: time blocked in __next__, which loader, whether grad is on -----------
     base = dl._BaseDataLoaderIter
     orig_next = base.__next__
-
-    @functools.wraps(orig_next)
-    def __next__(self: Any, _perf: Any = _perf) -> Any:
-        t0 = _perf()
-        got = False
-        try:
-            batch = orig_next(self)
-            got = True
-            return batch
-        finally:
-            try:
-                tracker.fetched(t0, _perf(), got)
-            except Exception:
-                state.internal_error("DataLoader.__next__")
-
-    if fast is not None:
-        __next__ = functools.update_wrapper(fast.wrap_next(orig_next, tracker), orig_next)
-    base.__next__ = __next__
+    base.__next__ = functools.update_wrapper(
+        tracker.wrap_next(orig_next, torch.is_grad_enabled), orig_next
+    )
     state.undo.append(lambda: setattr(base, "__next__", orig_next))
 
-    loader_ids: dict[int, int] = {}
+    loaders: Any = weakref.WeakKeyDictionary()  # loader -> its number; never an id()
     counter = itertools.count()
-
     for cls in (dl._SingleProcessDataLoaderIter, dl._MultiProcessingDataLoaderIter):
-        _wrap_init(state, cls, loader_ids, counter)
+        _wrap_init(state, cls, loaders, counter)
+
+    # -- torch.save: a checkpoint is time outside training steps --------------------------
+    orig_save = torch.save
+
+    @functools.wraps(orig_save)
+    def save(*args: Any, **kwargs: Any) -> Any:
+        t0 = _perf()
+        try:
+            return orig_save(*args, **kwargs)
+        finally:
+            try:
+                tracker.saved(t0, _perf())
+            except Exception:
+                state.internal_error("torch.save")
+
+    torch.save = save
+    state.undo.append(lambda: setattr(torch, "save", orig_save))
 
 
-def _wrap_init(state: HookState, cls: type, loader_ids: dict[int, int], counter: Any) -> None:
+def _number(loaders: Any, loader: Any, counter: Any) -> int:
+    try:
+        n = loaders.get(loader)
+        if n is None:
+            n = loaders[loader] = next(counter)
+        return n
+    except TypeError:  # not weak-referenceable: a number of its own each time
+        return next(counter)
+
+
+def _wrap_init(state: HookState, cls: type, loaders: Any, counter: Any) -> None:
     orig_init = cls.__init__
 
     @functools.wraps(orig_init)
     def __init__(self: Any, loader: Any, *args: Any, **kwargs: Any) -> None:
         orig_init(self, loader, *args, **kwargs)
         try:
-            key = id(loader)
-            if key not in loader_ids:
-                if len(loader_ids) > 10000:
-                    loader_ids.clear()
-                loader_ids[key] = next(counter)
+            number = _number(loaders, loader, counter)
+            setattr(self, LOADER_KEY, number)
             workers = tuple(
                 (i, int(w.pid))
                 for i, w in enumerate(getattr(self, "_workers", ()) or ())
@@ -103,7 +96,7 @@ def _wrap_init(state: HookState, cls: type, loader_ids: dict[int, int], counter:
                 LoaderInfo(
                     t=time.time(),
                     pid=state.sender.pid,
-                    loader_id=loader_ids[key],
+                    loader_id=number,
                     num_workers=int(loader.num_workers),
                     batch_size=loader.batch_size,
                     pin_memory=bool(loader.pin_memory),

@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from perftop.events import (
+    Between,
     Dropped,
     Event,
     Hello,
@@ -28,6 +29,7 @@ from perftop.events import (
     StepGpu,
     SyncBatch,
 )
+from perftop.model.between import BetweenReducer
 from perftop.model.probe_health import ProbeHealthReducer
 from perftop.model.resources import GpusReducer, HostReducer, ProcessesReducer
 from perftop.model.roles import assign_roles
@@ -90,7 +92,7 @@ class MetaReducer:
 
 
 class StepsReducer:
-    handles = (Hello, Step, StepGpu, LoaderInfo, SyncBatch)
+    handles = (Hello, Step, StepGpu, LoaderInfo, Between, SyncBatch)
 
     def __init__(self) -> None:
         self.series: dict[int, StepSeries] = {}
@@ -104,6 +106,10 @@ class StepsReducer:
             if s is None:
                 s = self.series[ev.pid] = StepSeries(ev.pid)
             s.add(ev)
+        elif isinstance(ev, Between):  # the next step of that process comes after it
+            s = self.series.get(ev.pid)
+            if s is not None:
+                s.gap_kind = ev.kind
         elif isinstance(ev, SyncBatch):
             if ev.sites:
                 self.syncs[ev.pid] = self.syncs.get(ev.pid, 0) + sum(x[5] for x in ev.sites)
@@ -188,6 +194,7 @@ def default_reducers() -> list[Reducer]:
     return [
         MetaReducer(),
         StepsReducer(),
+        BetweenReducer(),  # after StepsReducer: it reads the primary process's pid
         LogReducer(),
         ProcessesReducer(),
         HostReducer(),

@@ -62,6 +62,7 @@ class StepRow:
     optimizer: float
     other: float
     gpu: float | None = None
+    gap_before: str = ""  # kind of the time outside training steps just before this one
 
     @property
     def duration(self) -> float:

@@ -30,6 +30,7 @@ class StepSeries:
         "gpu",
         "first_t0",
         "last_t1",
+        "gap_kind",
         "hist",
         "total",
         "binned",
@@ -45,6 +46,7 @@ class StepSeries:
         self.gpu: dict[int, float] = {}
         self.first_t0: float | None = None
         self.last_t1: float | None = None
+        self.gap_kind = ""  # time outside training steps came before the next step
         self.hist = [0] * (len(STEP_BUCKETS) + 1)
         self.total = 0.0
         self.binned = 0  # durations already counted in hist/total (binned at snapshot time)
@@ -69,8 +71,10 @@ class StepSeries:
                 ev.optimizer,
                 max(0.0, d - ev.data - ev.backward - ev.optimizer),
                 self.gpu.get(ev.index),
+                self.gap_kind,
             )
         )
+        self.gap_kind = ""
 
     def add_gpu(self, ev: StepGpu) -> None:
         """GPU times arrive after their step; patch the recent row in place (rows are
@@ -89,6 +93,7 @@ class StepSeries:
                     row.optimizer,
                     row.other,
                     ev.gpu_s,
+                    row.gap_before,
                 )
                 break
             if row.index < ev.index:

@@ -45,7 +45,7 @@ def build_report(snap: Snapshot, stats: ReadStats | None = None) -> dict[str, An
         "ended": m.ended,
         "duration_s": _round(m.elapsed_s),
         "record_path": m.record_path,
-        "steps": _steps(snap.steps),
+        "steps": {**_steps(snap.steps), "between_s": _between(snap)},
         "ranks": _ranks(snap.ranks),
         "processes": [_process(snap, r) for r in snap.roles],
         "loaders": [_loader(ld) for ld in snap.loaders],
@@ -91,6 +91,11 @@ def _steps(s: StepStats) -> dict[str, Any]:
         "data_wait_fraction": _round(s.data_wait_fraction, 4),
         "gpu_time_s": {"p50": _round(s.gpu_p50)},
     }
+
+
+def _between(snap: Snapshot) -> dict[str, Any]:
+    """Time outside training steps, by kind: ``{"eval": {"total_s": 1.2, "count": 3}}``."""
+    return {b.kind: {"total_s": _round(b.total_s), "count": b.count} for b in snap.between}
 
 
 def _ranks(ranks: tuple[StepStats, ...]) -> list[dict[str, Any]]:

@@ -43,6 +43,9 @@ def render(r: dict[str, Any]) -> str:
             out.append(table(["phase (median)", *phases], [["", *map(seconds, phases.values())]]))
         if s["gpu_time_s"]["p50"] is not None:
             out.append(f"  GPU time per step p50 {seconds(s['gpu_time_s']['p50'])}")
+    if s.get("between_s"):
+        parts = [f"{k} {seconds(v['total_s'])} ({v['count']}×)" for k, v in s["between_s"].items()]
+        out.append(f"  between steps (not in any step): {', '.join(parts)}")
     if len(r["ranks"]) > 1:
         out.append("")
         out.append("Ranks")

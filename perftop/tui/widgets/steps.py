@@ -6,12 +6,13 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from perftop.model import Snapshot
-from perftop.model.snapshot import PHASES, StepRow, StepStats
+from perftop.model.snapshot import PHASES, BetweenRow, StepRow, StepStats
 from perftop.tui import fmt
 from perftop.tui.widgets.panel import TextPanel
 
 STALL_FACTOR = 3.0  # a step this many times the median stands out as a stall
 EIGHTHS = " ▁▂▃▄▅▆▇█"
+GAP_MARK, GAP_STYLE = "◆", "bold magenta"  # time outside training steps before this step
 
 
 def _phases(row: StepRow) -> tuple[float, float, float, float]:
@@ -46,6 +47,8 @@ def chart(rows: tuple[StepRow, ...], width: int, height: int, p50: float | None)
             grid[height - 1 - y][x0 + i] = (ch, styles[k])
         if row.duration >= stall:
             grid[0][x0 + i] = ("▲", "bold red")
+        elif row.gap_before:
+            grid[0][x0 + i] = (GAP_MARK, GAP_STYLE)
     lines = []
     for cells in grid:  # one span per run of equal style: cheaper to build and to render
         t, run, run_style = Text(), [], None
@@ -98,13 +101,30 @@ def phase_line(s: StepStats) -> Text:
     return t
 
 
-def legend(s: StepStats) -> Text:
+def legend(s: StepStats, gaps: bool = False) -> Text:
     t = Text()
     for p in PHASES:
         t.append("■", style=fmt.PHASE_STYLES[p])
         t.append(fmt.PHASE_SHORT[p] + " ", style="dim")
     t.append("▲", style="bold red")
     t.append(f"stall ≥{STALL_FACTOR:g}×p50", style="dim")
+    if gaps:
+        t.append(" " + GAP_MARK, style=GAP_STYLE)
+        t.append("after time between steps", style="dim")
+    return t
+
+
+def between_line(rows: tuple[BetweenRow, ...]) -> Text:
+    """Time outside training steps, by kind: ``between steps: eval 12.3s (4×), …``."""
+    t = Text()
+    t.append(GAP_MARK, style=GAP_STYLE)
+    t.append("between steps: ", style="dim")
+    for i, r in enumerate(rows):
+        if i:
+            t.append(", ")
+        t.append(f"{r.kind} ")
+        t.append(fmt.secs(r.total_s), style="bold")
+        t.append(f" ({r.count}×)", style="dim")
     return t
 
 
@@ -126,6 +146,9 @@ class StepsPanel(TextPanel):
         head = [stats_line(s, self.compact)]
         if h >= 5:
             head.append(phase_line(s))
+        if h >= 7 and snap.between:
+            head.append(between_line(snap.between))
         chart_h = max(1, h - len(head) - 1)
         lines = chart(s.recent, w, chart_h, s.p50)
-        return Group(*head, *lines, legend(s))
+        gaps = any(r.gap_before for r in s.recent[-w:])
+        return Group(*head, *lines, legend(s, gaps))

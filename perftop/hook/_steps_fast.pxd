@@ -1,0 +1,26 @@
+# C types for the compiled build of steps.py (perftop.hook._steps_fast): declarations
+# only; the logic is steps.py's, the one source.
+
+cdef int NONE, LOADER, BACKWARD, OPTIMIZER, EXPLICIT  # C ints: compared on every call
+cdef object _perf
+
+cdef double _cap(double x, double dur)
+
+cdef class StepTracker:
+    cdef public object emit, on_close, on_step, on_fetched, on_settle, on_error, on_between, clock
+    cdef public int mode, closure_depth
+    cdef public long long index, step_hook_at
+    cdef public bint running, settled, has_fetch, has_bwd, in_gap, gap_eval, pend, pend_got
+    cdef public double start, opt_t0, closure_s, last_end, data, bwd, opt, hole
+    cdef public double gap_t0, save_s, save_t0, pend_t0, pend_t1
+    cdef public object primary, mark, in_opt, phases, fetch_loader, pend_loader
+    cdef public list held
+    cdef public set train_loaders
+
+    cpdef close(self, double t)
+    cpdef bint active(self)
+    cpdef lazy_close(self, double t)
+    cpdef fetched(self, double t0, double t1, bint got_batch=*, object loader=*, bint grad=*)
+    cpdef backward(self, double t0, double t1)
+    cpdef object optimizer_pre(self, object opt, double t0, object args=*, object kwargs=*)
+    cpdef optimizer_post(self, object opt, double t1)

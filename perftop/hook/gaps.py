@@ -1,0 +1,126 @@
+"""Time outside training steps: an evaluation pass, a checkpoint. Cut out of the steps
+around it and reported as its own intervals (``StepTracker.on_between``).
+
+What opens an interval:
+
+- a DataLoader batch fetched with grad disabled (``torch.no_grad``, ``inference_mode``);
+- a batch from a loader that has never fed a training step, unless training (backward,
+  an optimizer step) follows it before the next batch (then it is the next training
+  loader, as in a second ``fit``);
+- a ``torch.save`` call.
+
+It closes at the loop's next training activity: a grad-enabled batch from a training
+loader, ``backward()``, an optimizer step, ``perftop.step()``. The kind: ``checkpoint``
+for the time inside ``torch.save``, ``eval`` for the rest when evaluation batches were
+seen (a gap with only saves is all ``checkpoint``). An interval that starts inside a step
+(after its batch, before its backward) is cut out of that step's length.
+
+Cold paths only (a few calls per evaluation pass), so plain Python even when the tracker
+is compiled; the hot checks (``pend``, ``in_gap``) are the tracker's own attributes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from perftop.hook.steps_cold import release
+
+EVAL, CHECKPOINT = "eval", "checkpoint"
+
+
+def reset(tr: Any) -> None:
+    tr.train_loaders = set()  # loaders whose batches fed training (keys set on iterators)
+    tr.fetch_loader = None  # before any training: loaders seen, for training to confirm
+    tr.in_gap = False
+    tr.gap_t0 = 0.0
+    tr.gap_eval = False
+    tr.save_s = tr.save_t0 = 0.0
+    tr.pend = False  # a batch from an unknown loader: eval, or training if training follows
+    tr.pend_t0 = tr.pend_t1 = 0.0
+    tr.pend_got = False
+    tr.pend_loader = None
+
+
+def enter(tr: Any, t: float, is_eval: bool) -> None:
+    """Something that is not training started at ``t``."""
+    if not tr.in_gap:
+        tr.lazy_close(t)
+        if tr.held:
+            release(tr)  # held steps must not merge across the interval
+        tr.in_gap = True
+        tr.gap_eval = False
+        tr.save_s = 0.0
+        if tr.running and tr.active():
+            tr.gap_t0 = t  # inside a step: cut out of it
+        else:
+            tr.gap_t0 = tr.start if tr.running else t
+            tr.running = False  # the next step starts where the interval ends
+    if is_eval:
+        tr.gap_eval = True
+
+
+def end(tr: Any, t: float) -> None:
+    """Training resumed at ``t``."""
+    tr.in_gap = False
+    length = max(0.0, t - tr.gap_t0)
+    if tr.running:
+        tr.hole += t - max(tr.gap_t0, tr.start)
+    else:
+        tr.running = True
+        tr.start = t
+    cb = tr.on_between
+    if cb is None or length <= 0.0:
+        return
+    save = min(tr.save_s, length)
+    if save > 0.0 and tr.gap_eval:
+        cb(CHECKPOINT, tr.save_t0, save)
+        cb(EVAL, tr.gap_t0, length - save)
+    else:
+        cb(CHECKPOINT if save > 0.0 else EVAL, tr.gap_t0, length)
+
+
+def saved(tr: Any, t0: float, t1: float) -> None:
+    """A ``torch.save`` call from ``t0`` to ``t1``."""
+    if tr.pend:
+        pending_was_eval(tr)
+    enter(tr, t0, False)
+    if tr.save_s == 0.0:
+        tr.save_t0 = t0
+    tr.save_s += t1 - t0
+    tr.last_end = t1
+
+
+def pend_fetch(tr: Any, t0: float, t1: float, got: bool, loader: Any) -> None:
+    tr.pend = True
+    tr.pend_t0, tr.pend_t1, tr.pend_got, tr.pend_loader = t0, t1, got, loader
+
+
+def pending_was_eval(tr: Any) -> None:
+    """Another batch came before any training: the pending one was an evaluation's."""
+    tr.pend = False
+    enter(tr, tr.pend_t0, True)
+
+
+def training(tr: Any, t: float) -> bool:
+    """Training activity at ``t``; True when it ended an interval right there."""
+    ended = False
+    if tr.pend:  # the pending batch fed training: its loader is a training loader now
+        tr.pend = False
+        tr.train_loaders.add(tr.pend_loader)
+        if tr.in_gap:
+            end(tr, tr.pend_t0)
+        elif not tr.running:
+            tr.running = True
+            tr.start = tr.pend_t0
+        tr.data += tr.pend_t1 - tr.pend_t0
+        if tr.pend_got and not tr.has_fetch:
+            tr.has_fetch = True
+            if tr.on_fetched is not None:
+                tr.on_fetched()
+    elif tr.in_gap:
+        end(tr, t)
+        ended = True
+    if tr.fetch_loader is not None:
+        tr.train_loaders.update(tr.fetch_loader)
+        tr.fetch_loader = None
+    return ended

@@ -1,0 +1,99 @@
+"""The step tracker's rare paths: held steps, a second or new optimizer, timed closures.
+Plain Python even when steps.py is compiled: each runs once, or once per optimizer step
+of a closure optimizer or a GAN, not on every batch."""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+
+def ref(opt: Any) -> Any:
+    """A weak reference: a freed optimizer's address may be reused by the next one."""
+    try:
+        return weakref.ref(opt)
+    except TypeError:  # not weak-referenceable (torch's are): hold it
+        return lambda: opt
+
+
+def settle(tr: Any) -> None:
+    tr.settled = True
+    if tr.on_settle is not None:
+        tr.on_settle()
+
+
+def release(tr: Any) -> None:
+    """No optimizer showed up in time: the weaker source's steps stand as they are."""
+    settle(tr)
+    held, tr.held = tr.held, []
+    for step in held:
+        tr.emit(step)
+
+
+def merge_held(tr: Any) -> None:
+    """A strong source appeared: the held steps were parts of the current step."""
+    settle(tr)
+    held, tr.held = tr.held, []
+    if not held:
+        return
+    tr.index = held[0][0]
+    tr.start = held[0][1]
+    tr.running = True
+    for h in held:
+        tr.data += h[3]
+        tr.bwd += h[4]
+        tr.opt += h[5]
+        for name, dt in (h[6] or {}).items():
+            if tr.phases is None:
+                tr.phases = {}
+            tr.phases[name] = tr.phases.get(name, 0.0) + dt
+
+
+def other_optimizer(tr: Any, opt: Any, t1: float) -> None:
+    """``opt`` stepped and is not the one whose steps close steps."""
+    cur = tr.primary() if tr.primary is not None else None
+    if cur is None:  # the first optimizer, or the last one was freed: this one now
+        tr.primary = ref(opt)
+        tr.mark = None
+        tr.close(t1)
+        return
+    m = tr.mark
+    if m is not None and m[0]() is opt:
+        # Two steps of this optimizer and none of the primary's: it replaced the primary.
+        # The step ended at its previous step, with the phases it had then.
+        tr.primary = m[0]
+        tr.mark = None
+        _, t, data, bwd, o, hole = m
+        rest = (tr.data - data, tr.bwd - bwd, tr.opt - o, tr.phases, tr.hole - hole)
+        tr.data, tr.bwd, tr.opt, tr.phases, tr.hole = data, bwd, o, None, hole
+        tr.close(t)
+        tr.data, tr.bwd, tr.opt, tr.phases, tr.hole = rest
+        tr.close(t1)
+    else:  # a GAN's second optimizer, so far: its time is in this step's optimizer phase
+        tr.mark = (ref(opt), t1, tr.data, tr.bwd, tr.opt, tr.hole)
+
+
+def closure_args(tr: Any, args: Any, kwargs: Any) -> Any:
+    """``opt.step(closure)``: the arguments with the closure timed, or None."""
+    if len(args) > 1 and args[1] is not None:
+        return (args[0], timed_closure(tr, args[1]), *args[2:]), kwargs
+    if kwargs and kwargs.get("closure") is not None:
+        return args, {**kwargs, "closure": timed_closure(tr, kwargs["closure"])}
+    return None
+
+
+def timed_closure(tr: Any, closure: Any) -> Any:
+    """The closure's forward and backward are the step's, not the optimizer's: its time
+    is taken out of the optimizer phase."""
+    clock = tr.clock
+
+    def timed(*a: Any, **k: Any) -> Any:
+        t = clock()
+        tr.closure_depth += 1
+        try:
+            return closure(*a, **k)
+        finally:
+            tr.closure_depth -= 1
+            tr.closure_s += clock() - t
+
+    return timed

@@ -1,0 +1,59 @@
+"""Time outside training steps through the model, the report and the Steps panel, from
+events shaped as a real run sends them (a Between after the step it follows)."""
+
+from __future__ import annotations
+
+from perftop.events import Between, Hello, Step
+from perftop.model import Session
+from perftop.report.build import build_report
+from perftop.report.text import render
+from perftop.tui.widgets.steps import GAP_MARK, between_line, chart
+
+
+def _session() -> Session:
+    s = Session()
+    s.apply(Hello(100.0, 7, 1, "h", ("train.py",)))
+    t = 100.0
+    for i in range(6):
+        s.apply(Step(7, i, t, t + 0.1, 0.01, 0.03, 0.02, None, "optimizer"))
+        t += 0.1
+        if i in (2, 5):  # an evaluation after steps 2 and 5, a checkpoint after 5
+            s.apply(Between(7, "eval", t, 1.5))
+            t += 1.5
+            if i == 5:
+                s.apply(Between(7, "checkpoint", t, 0.5))
+                t += 0.5
+    s.apply(Between(8, "eval", t, 9.0))  # another process's: not the primary's figures
+    return s
+
+
+def test_snapshot_report_and_text():
+    snap = _session().snapshot(window=None)
+    rows = {b.kind: b for b in snap.between}
+    assert [b.kind for b in snap.between] == ["eval", "checkpoint"]
+    assert rows["eval"].count == 2 and abs(rows["eval"].total_s - 3.0) < 1e-9
+    assert rows["checkpoint"].count == 1 and rows["checkpoint"].last_t1 is not None
+    r = build_report(snap)
+    assert r["steps"]["between_s"] == {
+        "eval": {"total_s": 3.0, "count": 2},
+        "checkpoint": {"total_s": 0.5, "count": 1},
+    }
+    assert r["steps"]["step_time_s"]["max"] == 0.1  # the intervals are in no step
+    assert "between steps (not in any step): eval 3.00s (2×), checkpoint 500ms (1×)" in render(r)
+
+
+def test_steps_panel_marks_the_step_after_an_interval():
+    snap = _session().snapshot()
+    assert [row.gap_before for row in snap.steps.recent] == ["", "", "", "eval", "", ""]
+    top = chart(snap.steps.recent, 6, 4, snap.steps.p50)[0].plain
+    assert top[3] == GAP_MARK and top.count(GAP_MARK) == 1
+    assert (
+        between_line(snap.between).plain == "◆between steps: eval 3.00s (2×), checkpoint 500ms (1×)"
+    )
+
+
+def test_no_interval_no_key():
+    s = Session()
+    s.apply(Step(7, 0, 1.0, 1.1, 0.0, 0.0, 0.0, None, "optimizer"))
+    r = build_report(s.snapshot(window=None))
+    assert r["steps"]["between_s"] == {} and "between steps" not in render(r)

@@ -1,0 +1,105 @@
+"""Training loops of the shapes that decide step boundaries, one per argument:
+
+- ``lbfgs``: ``optimizer.step(closure)``, the closure evaluated several times per step;
+- ``replaced``: an SGD warm-up optimizer, freed, then Adam on the same model;
+- ``replaced-alive``: the same with the warm-up optimizer still referenced;
+- ``gan``: a discriminator and a generator optimizer, one of each step per iteration;
+- ``eval``: a plain loop with an evaluation pass under no_grad and a checkpoint per epoch;
+- ``eval-grad``: the evaluation pass with grad left on (as the HF Trainer fetches).
+
+Each prints ``steps N`` with the number of optimizer iterations it ran.
+"""
+
+import gc
+import sys
+import time
+
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+torch.manual_seed(0)
+shape = sys.argv[1]
+out = sys.argv[2] if len(sys.argv) > 2 else "ckpt.pt"
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+x, y = torch.randn(64, 8), torch.randn(64, 1)
+
+
+def loss_fn():
+    return torch.nn.functional.mse_loss(model(x), y)
+
+
+if shape == "lbfgs":
+    opt = torch.optim.LBFGS(model.parameters(), lr=0.5, max_iter=8)
+
+    def closure():
+        opt.zero_grad()
+        loss = loss_fn()
+        loss.backward()
+        return loss
+
+    n = 5
+    for _ in range(n):
+        opt.step(closure)
+
+elif shape in ("replaced", "replaced-alive"):
+    warm = torch.optim.SGD(model.parameters(), lr=0.01)
+    n = 0
+    for _ in range(5):
+        warm.zero_grad()
+        loss_fn().backward()
+        warm.step()
+        n += 1
+    keep = warm if shape == "replaced-alive" else None
+    del warm
+    gc.collect()
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    for _ in range(7):
+        opt.zero_grad()
+        loss_fn().backward()
+        opt.step()
+        n += 1
+
+elif shape == "gan":
+    gen = torch.nn.Linear(4, 8)
+    d_opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    g_opt = torch.optim.Adam(gen.parameters(), lr=1e-3)
+    bce = torch.nn.functional.binary_cross_entropy_with_logits
+    loader = DataLoader(TensorDataset(x), batch_size=8)
+    n = 0
+    for _ in range(2):
+        for (real,) in loader:
+            fake = gen(torch.randn(8, 4))
+            d_opt.zero_grad()
+            d_loss = bce(model(real), torch.ones(8, 1)) + bce(
+                model(fake.detach()), torch.zeros(8, 1)
+            )
+            d_loss.backward()
+            d_opt.step()
+            g_opt.zero_grad()
+            bce(model(fake), torch.ones(8, 1)).backward()
+            g_opt.step()
+            n += 1
+
+elif shape in ("eval", "eval-grad"):
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    train = DataLoader(TensorDataset(x, y), batch_size=8)
+    val = DataLoader(TensorDataset(torch.randn(32, 8), torch.randn(32, 1)), batch_size=8)
+    n = 0
+    for _ in range(3):
+        for xb, yb in train:
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(model(xb), yb).backward()
+            opt.step()
+            n += 1
+        model.eval()
+        with torch.set_grad_enabled(shape == "eval-grad"):
+            for xb, _yb in val:
+                with torch.no_grad():
+                    model(xb)
+                time.sleep(0.05)  # a slow evaluation: 0.2 s per pass
+        model.train()
+        torch.save(model.state_dict(), out)
+
+else:
+    raise SystemExit(f"unknown shape {shape}")
+print("steps", n)
