@@ -3,7 +3,7 @@
 Each family of events lives in its own module; importing this package registers them all.
 """
 
-from perftop.events import core, probes, sync  # noqa: F401  (registers the tags)
+from perftop.events import core, probes, sync, workers  # noqa: F401  (registers the tags)
 from perftop.events.base import FORMAT_VERSION, DecodeError, Event, decode, event, registered
 from perftop.events.core import (
     Dropped,
@@ -20,6 +20,7 @@ from perftop.events.core import (
 )
 from perftop.events.probes import GpuSample, HostSample, ProbeTick, ProcInfo, ProcSample
 from perftop.events.sync import SyncBatch, SyncInfo
+from perftop.events.workers import WorkerStats
 
 __all__ = [
     "FORMAT_VERSION",
@@ -43,6 +44,7 @@ __all__ = [
     "StepGpu",
     "SyncBatch",
     "SyncInfo",
+    "WorkerStats",
     "decode",
     "event",
     "registered",

@@ -100,7 +100,7 @@ class StepsReducer:
             s = self.series.get(ev.pid)
             if s is not None:
                 s.add_gpu(ev)
-        elif isinstance(ev, Hello):
+        elif isinstance(ev, Hello) and ev.worker_id is None:  # workers are not trainers
             self.trainers[ev.pid] = Trainer(
                 ev.pid,
                 ev.ppid,
