@@ -26,11 +26,13 @@ from perftop.events import (
     Step,
     StepGpu,
 )
+from perftop.hints.engine import HintEngine
 from perftop.model.resources import GpusReducer, HostReducer, ProcessesReducer
 from perftop.model.roles import assign_roles
 from perftop.model.snapshot import Loader, Meta, NoteRow, OutputLine, Snapshot, Trainer
 from perftop.model.steps import LIVE_WINDOW, StepSeries
 from perftop.model.sync import SyncReducer
+from perftop.model.workers import WorkersReducer
 
 OUTPUT_LINES = 2000
 
@@ -111,6 +113,7 @@ class StepsReducer:
                 ev.world_size,
                 ev.device,
                 ev.torch_version,
+                ev.torch_threads,
             )
         elif isinstance(ev, LoaderInfo):
             self.loaders[(ev.pid, ev.loader_id)] = Loader(
@@ -175,6 +178,7 @@ def default_reducers() -> list[Reducer]:
         HostReducer(),
         GpusReducer(),
         SyncReducer(),
+        WorkersReducer(),
     ]
 
 
@@ -189,23 +193,33 @@ class Session:
                 self._dispatch.setdefault(t, []).append(r.apply)
         self.events = 0
         self.last_t: float | None = None
+        # Hints are evaluated on the events' clock, so a replay raises the same ones.
+        self.hints = HintEngine()
 
     def apply(self, ev: Event) -> None:
         self.events += 1
         t = getattr(ev, "t", None)
         if t is None:
             t = getattr(ev, "t1", None)
-        if t is not None and (self.last_t is None or t > self.last_t):
-            self.last_t = t
         for fn in self._dispatch.get(type(ev), ()):
             fn(ev)
+        if t is not None and (self.last_t is None or t > self.last_t):
+            self.last_t = t
+            if self.hints.due(t):
+                self.hints.update(self._snapshot(t, LIVE_WINDOW))
 
     def apply_all(self, events: Iterable[Event]) -> None:
         for ev in events:
             self.apply(ev)
 
     def snapshot(self, *, now: float | None = None, window: int | None = LIVE_WINDOW) -> Snapshot:
-        """An immutable view; ``window=None`` computes whole-run figures (for reports)."""
+        """An immutable view; ``window=None`` computes whole-run figures (for reports), and
+        its hints are every hint shown during the run instead of those shown now."""
+        snap = self._snapshot(now, window)
+        hints = self.hints.active() if window is not None else self.hints.whole_run()
+        return replace(snap, hints=hints)
+
+    def _snapshot(self, now: float | None, window: int | None) -> Snapshot:
         parts: dict[str, Any] = {}
         for r in self.reducers:
             r.contribute(parts, window)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from perftop.model.workers import WorkerRow
+
 PHASES = ("data", "forward/other", "backward", "optimizer")
 
 
@@ -96,6 +98,7 @@ class Trainer:
     world_size: int | None
     device: str
     torch_version: str
+    torch_threads: int | None = None  # torch.get_num_threads() as the hook connected
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,6 +285,7 @@ class Hint:
     est_gain_text: str = ""
     panel: str = ""
     since_t: float | None = None
+    until_t: float | None = None  # when it stopped holding (whole-run snapshots only)
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,6 +307,7 @@ class Snapshot:
     events: int = 0
     between: tuple[BetweenRow, ...] = ()  # time outside training steps, by kind
     hints: tuple[Hint, ...] = ()  # most estimated gain first
+    workers: tuple[WorkerRow, ...] = ()  # DataLoader workers as they measure themselves
 
     def role_of(self, pid: int) -> ProcessRole | None:
         for r in self.roles:
