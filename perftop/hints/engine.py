@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from perftop.hints.between import between_steps
 from perftop.hints.base import Rule
+from perftop.hints.between import between_steps
 from perftop.hints.gpu import gpu_bound, gpu_memory_pressure, gpu_underutilized, pageable_copy
 from perftop.hints.inputs import input_bound, io_bound
 from perftop.hints.memory import cpu_oversubscribed, too_many_workers, worker_memory
