@@ -68,6 +68,21 @@ def order(hints: list[Hint]) -> tuple[Hint, ...]:
     )
 
 
+def evaluate(
+    snap: Snapshot, active: frozenset[str] = frozenset(), rules: tuple[Rule, ...] = RULES
+) -> tuple[dict[str, Hint], dict[str, str]]:
+    """Every rule once over ``snap``: the hints found by id, and the rules that failed."""
+    found: dict[str, Hint] = {}
+    errors: dict[str, str] = {}
+    for rule in rules:
+        try:
+            for h in rule(snap, active):
+                found.setdefault(h.id, h)
+        except Exception as exc:  # a rule's bug must not stop the model
+            errors[rule.__name__] = f"{type(exc).__name__}: {exc}"
+    return found, errors
+
+
 class HintEngine:
     def __init__(self, rules: tuple[Rule, ...] = RULES) -> None:
         self.rules = rules
@@ -92,13 +107,9 @@ class HintEngine:
             return
         self.next_t = now + EVERY_S
         active = frozenset(k for k, s in self.states.items() if s.shown)
-        found: dict[str, Hint] = {}
-        for rule in self.rules:
-            try:
-                for h in rule(snap, active):
-                    found.setdefault(h.id, h)
-            except Exception as exc:  # a rule's bug must not stop the model
-                self.errors.setdefault(rule.__name__, f"{type(exc).__name__}: {exc}")
+        found, errors = evaluate(snap, active, self.rules)
+        for name, err in errors.items():
+            self.errors.setdefault(name, err)
         for hid, h in found.items():
             st = self.states.setdefault(hid, _State())
             if st.held_from is None:

@@ -34,6 +34,7 @@ _TO_HOST = ("int", "float", "bool", "index", "tolist", "numpy", "cpu", "format",
 
 
 def rewrite(op: str) -> str:
+    op = op.strip(".()").removeprefix("torch.").removeprefix("Tensor.")
     if op in REWRITES:
         return REWRITES[op]
     if op in _TO_HOST:

@@ -23,6 +23,7 @@ KEYS = (
     ("click header", "sort a table by that column"),
     ("↑ ↓ pgup pgdn home end", "move in a table, scroll the output (end: follow)"),
     ("r", "start / stop recording"),
+    ("g", "go to the panel that proves the top hint (again: the next hint's)"),
 )
 
 
