@@ -26,7 +26,6 @@ from perftop.events import (
     Step,
     StepGpu,
 )
-from perftop.hints.engine import HintEngine
 from perftop.model.resources import GpusReducer, HostReducer, ProcessesReducer
 from perftop.model.roles import assign_roles
 from perftop.model.snapshot import Loader, Meta, NoteRow, OutputLine, Snapshot, Trainer
@@ -194,6 +193,8 @@ class Session:
         self.events = 0
         self.last_t: float | None = None
         # Hints are evaluated on the events' clock, so a replay raises the same ones.
+        from perftop.hints.engine import HintEngine  # the rules import the model
+
         self.hints = HintEngine()
 
     def apply(self, ev: Event) -> None:
