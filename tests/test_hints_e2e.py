@@ -1,0 +1,18 @@
+"""Hints on real CPU trainings under `perftop run --headless`."""
+
+from __future__ import annotations
+
+import sys
+
+from tests.helpers import WORKLOADS, run_and_report
+
+
+def test_starved_input_pipeline_gives_input_bound_first_with_workers(tmp_path) -> None:
+    proc, rep = run_and_report(tmp_path, sys.executable, str(WORKLOADS / "loader_train.py"), "320")
+    assert proc.returncode == 0, proc.stderr
+    ids = [h["id"] for h in rep["hints"]]
+    assert ids and ids[0] == "input-bound", rep["hints"]
+    h = rep["hints"][0]
+    assert any("workers make" in e for e in h["evidence"]), h
+    assert 0.3 <= h["est_gain"] <= 1.0
+    assert "host-device-sync" not in ids and "worker-memory" not in ids
