@@ -16,3 +16,11 @@ def test_starved_input_pipeline_gives_input_bound_first_with_workers(tmp_path) -
     assert any("workers make" in e for e in h["evidence"]), h
     assert 0.3 <= h["est_gain"] <= 1.0
     assert "host-device-sync" not in ids and "worker-memory" not in ids
+
+
+def test_compute_bound_in_memory_loop_gives_none_of_the_three(tmp_path) -> None:
+    proc, rep = run_and_report(tmp_path, sys.executable, str(WORKLOADS / "compute_train.py"))
+    assert proc.returncode == 0, proc.stderr
+    assert rep["steps"]["count"] > 50
+    ids = {h["id"] for h in rep["hints"]}
+    assert not ids & {"input-bound", "host-device-sync", "worker-memory"}, rep["hints"]
