@@ -24,3 +24,11 @@ def test_compute_bound_in_memory_loop_gives_none_of_the_three(tmp_path) -> None:
     assert rep["steps"]["count"] > 50
     ids = {h["id"] for h in rep["hints"]}
     assert not ids & {"input-bound", "host-device-sync", "worker-memory"}, rep["hints"]
+
+
+def test_sync_heavy_loss_gives_host_device_sync_naming_its_lines(tmp_path) -> None:
+    proc, rep = run_and_report(tmp_path, sys.executable, str(WORKLOADS / "sync_loop.py"))
+    assert proc.returncode == 0, proc.stderr
+    h = next(h for h in rep["hints"] if h["id"] == "host-device-sync")
+    text = " ".join(h["evidence"] + h["advice"])
+    assert "sync_loop.py:" in text and "nonzero" in text and "torch.where" in text
