@@ -32,3 +32,10 @@ def test_sync_heavy_loss_gives_host_device_sync_naming_its_lines(tmp_path) -> No
     h = next(h for h in rep["hints"] if h["id"] == "host-device-sync")
     text = " ".join(h["evidence"] + h["advice"])
     assert "sync_loop.py:" in text and "nonzero" in text and "torch.where" in text
+
+
+def test_python_object_dataset_with_workers_gives_worker_memory(tmp_path) -> None:
+    proc, rep = run_and_report(tmp_path, sys.executable, str(WORKLOADS / "pyobj_dataset.py"))
+    assert proc.returncode == 0, proc.stderr
+    h = next(h for h in rep["hints"] if h["id"] == "worker-memory")
+    assert any("private memory (USS)" in e for e in h["evidence"])
