@@ -3,7 +3,7 @@
 Each family of events lives in its own module; importing this package registers them all.
 """
 
-from perftop.events import core, fleet, probes, stacks, sync  # noqa: F401  (registers the tags)
+from perftop.events import core, fleet, probes, stacks, sync, workers  # noqa: F401  (registers the tags)
 from perftop.events.base import FORMAT_VERSION, DecodeError, Event, decode, event, registered
 from perftop.events.core import (
     Between,
@@ -30,6 +30,7 @@ from perftop.events.probes import (
 )
 from perftop.events.stacks import ObserverStart, StackSample, StallCapture
 from perftop.events.sync import SyncBatch, SyncInfo
+from perftop.events.workers import WorkerStats
 
 __all__ = [
     "FORMAT_VERSION",
@@ -60,6 +61,7 @@ __all__ = [
     "StepGpu",
     "SyncBatch",
     "SyncInfo",
+    "WorkerStats",
     "decode",
     "event",
     "registered",

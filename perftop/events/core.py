@@ -38,6 +38,8 @@ class Hello(Event):
     torch_version: str = ""
     device: str = "cpu"
     version: int = FORMAT_VERSION
+    worker_id: int | None = None  # a DataLoader worker's hook (not a trainer)
+    torch_threads: int | None = None  # torch.get_num_threads() when it connected
 
 
 @event("step")

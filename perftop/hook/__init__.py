@@ -70,6 +70,12 @@ def _on_torch(torch: object) -> None:
         sync.attach(st, torch)
     except Exception:
         st.internal_error("sync detection")
+    try:
+        from perftop.hook import workers
+
+        workers.attach(st, torch)
+    except Exception:
+        st.internal_error("worker figures")
 
 
 def _at_exit() -> None:

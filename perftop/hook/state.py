@@ -42,9 +42,14 @@ class HookState:
     def hello(self) -> Hello:
         torch = sys.modules.get("torch")
         device = "cpu"
+        worker_id = threads = None
         try:
             if torch is not None and torch.cuda.is_initialized():
                 device = "cuda"
+            if torch is not None:
+                threads = int(torch.get_num_threads())
+                info = torch.utils.data.get_worker_info()
+                worker_id = info.id if info is not None else None
         except Exception:
             pass
         return Hello(
@@ -58,6 +63,8 @@ class HookState:
             world_size=env_int("WORLD_SIZE"),
             torch_version=str(getattr(torch, "__version__", "")),
             device=device,
+            worker_id=worker_id,
+            torch_threads=threads,
         )
 
     def between(self, kind: str, t0: float, length: float) -> None:

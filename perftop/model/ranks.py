@@ -14,13 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from perftop.model.snapshot import StepStats
-from perftop.model.stats import percentile
-
-
-def _median(values: list[float]) -> float | None:
-    """The 50th percentile (the model's one definition, interpolated)."""
-    return percentile(sorted(values), 50)
-
+from perftop.model.stats import median as _median
 
 MIN_STEPS = 5  # fewer steps than this per rank say nothing yet
 MIN_SHARE = 0.10  # the straggler's extra own work, as a share of the step, to be named
@@ -78,10 +72,12 @@ def _usable(ranks: Sequence[StepStats]) -> list[StepStats]:
     ]
 
 
-def find_straggler(ranks: Sequence[StepStats]) -> Straggler | None:
+def find_straggler(
+    ranks: Sequence[StepStats], min_share: float = MIN_SHARE
+) -> Straggler | None:
     """The rank whose extra own work the others pay for in backward, or None.
 
-    Named only when its extra time outside backward is at least ``MIN_SHARE`` of the step
+    Named only when its extra time outside backward is at least ``min_share`` of the step
     and the others' extra backward time covers at least ``MIN_WAIT_SHARE`` of it: ranks
     that do not synchronize (no DDP) differ without waiting, and are not stragglers.
     """
@@ -103,7 +99,7 @@ def find_straggler(ranks: Sequence[StepStats]) -> Straggler | None:
         others_backward_s=others_bwd,
         step_s=step,
     )
-    if step <= 0 or s.extra_s < MIN_SHARE * step or s.wait_s < MIN_WAIT_SHARE * s.extra_s:
+    if step <= 0 or s.extra_s < min_share * step or s.wait_s < MIN_WAIT_SHARE * s.extra_s:
         return None
     return s
 

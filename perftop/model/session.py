@@ -37,6 +37,7 @@ from perftop.model.snapshot import Loader, Meta, NoteRow, OutputLine, Snapshot, 
 from perftop.model.stacks import StacksReducer
 from perftop.model.steps import LIVE_WINDOW, StepSeries
 from perftop.model.sync import SyncReducer
+from perftop.model.workers import WorkersReducer
 
 OUTPUT_LINES = 2000
 
@@ -117,7 +118,7 @@ class StepsReducer:
             s = self.series.get(ev.pid)
             if s is not None:
                 s.add_gpu(ev)
-        elif isinstance(ev, Hello):
+        elif isinstance(ev, Hello) and ev.worker_id is None:  # workers are not trainers
             self.trainers[ev.pid] = Trainer(
                 ev.pid,
                 ev.ppid,
@@ -128,6 +129,7 @@ class StepsReducer:
                 ev.world_size,
                 ev.device,
                 ev.torch_version,
+                ev.torch_threads,
             )
         elif isinstance(ev, LoaderInfo):
             self.loaders[(ev.pid, ev.loader_id)] = Loader(
@@ -202,6 +204,7 @@ def default_reducers() -> list[Reducer]:
         SyncReducer(),
         ProbeHealthReducer(),
         StacksReducer(),
+        WorkersReducer(),
     ]
 
 
@@ -216,23 +219,35 @@ class Session:
                 self._dispatch.setdefault(t, []).append(r.apply)
         self.events = 0
         self.last_t: float | None = None
+        # Hints are evaluated on the events' clock, so a replay raises the same ones.
+        from perftop.hints.engine import HintEngine  # the rules import the model
+
+        self.hints = HintEngine()
 
     def apply(self, ev: Event) -> None:
         self.events += 1
         t = getattr(ev, "t", None)
         if t is None:
             t = getattr(ev, "t1", None)
-        if t is not None and (self.last_t is None or t > self.last_t):
-            self.last_t = t
         for fn in self._dispatch.get(type(ev), ()):
             fn(ev)
+        if t is not None and (self.last_t is None or t > self.last_t):
+            self.last_t = t
+            if self.hints.due(t):
+                self.hints.update(self._snapshot(t, LIVE_WINDOW))
 
     def apply_all(self, events: Iterable[Event]) -> None:
         for ev in events:
             self.apply(ev)
 
     def snapshot(self, *, now: float | None = None, window: int | None = LIVE_WINDOW) -> Snapshot:
-        """An immutable view; ``window=None`` computes whole-run figures (for reports)."""
+        """An immutable view; ``window=None`` computes whole-run figures (for reports), and
+        its hints are every hint shown during the run instead of those shown now."""
+        snap = self._snapshot(now, window)
+        hints = self.hints.active() if window is not None else self.hints.whole_run()
+        return replace(snap, hints=hints)
+
+    def _snapshot(self, now: float | None, window: int | None) -> Snapshot:
         parts: dict[str, Any] = {}
         for r in self.reducers:
             r.contribute(parts, window)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from perftop.model.workers import WorkerRow
+
 PHASES = ("data", "forward/other", "backward", "optimizer")
 
 
@@ -107,6 +109,7 @@ class Trainer:
     world_size: int | None
     device: str
     torch_version: str
+    torch_threads: int | None = None  # torch.get_num_threads() as the hook connected
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,6 +314,7 @@ class Hint:
     panel: str = ""
     since_t: float | None = None
     host: str = ""  # set where a collector merges nodes
+    until_t: float | None = None  # when it stopped holding (whole-run snapshots only)
 
 
 @dataclass(frozen=True, slots=True)
@@ -372,6 +376,7 @@ class Snapshot:
     # (probe, reason) for each probe ("procs", "host", "gpu") that raised and gave nothing
     probes_stopped: tuple[tuple[str, str], ...] = ()
     nodes: tuple[NodeRow, ...] = ()  # the nodes a collector hears (empty for a local run)
+    workers: tuple[WorkerRow, ...] = ()  # DataLoader workers as they measure themselves
 
     stacks: tuple[StackRow, ...] = ()  # stack samples per process (observer mode)
     stalls: tuple[StallRow, ...] = ()  # stacks captured during stalled steps, oldest first

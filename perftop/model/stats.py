@@ -17,3 +17,8 @@ def percentile(sorted_values: Sequence[float], q: float) -> float | None:
     hi = min(lo + 1, n - 1)
     frac = pos - lo
     return float(sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * frac)
+
+
+def median(values: Sequence[float]) -> float | None:
+    """The median of unsorted values (hints compare a rank or a burst with the rest)."""
+    return percentile(sorted(values), 50.0)

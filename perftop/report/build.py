@@ -12,7 +12,7 @@ from perftop.errors import RecordingError
 from perftop.model import Session, Snapshot
 from perftop.model.fleet import FleetSession
 from perftop.model.ranks import find_straggler, slowest
-from perftop.model.snapshot import ProcessRole, ProcRow, StepStats
+from perftop.model.snapshot import Hint, ProcessRole, ProcRow, StepStats
 from perftop.recording import ReadStats, read_events
 from perftop.report.stacks import stacks_json, stalls_json
 
@@ -53,7 +53,7 @@ def build_report(snap: Snapshot, stats: ReadStats | None = None) -> dict[str, An
         "gpus": _gpus(snap),
         "gpu_note": snap.gpu_note,
         "sync_events": _sync(snap),
-        "hints": [],
+        "hints": [_hint(h, m.start_t) for h in snap.hints],
         "stacks": stacks_json(snap),
         "stalls": stalls_json(snap),
         "dropped_events": m.dropped_events,
@@ -209,6 +209,28 @@ def _gpus(snap: Snapshot) -> list[dict[str, Any]]:
         entry["host"] = g.host
         out.append(entry)
     return out
+
+
+def _hint(h: Hint, start_t: float | None) -> dict[str, Any]:
+    """One hint shown during the run (most estimated gain first); ``active`` says whether
+    it still held when the recording ended."""
+
+    def since_start(t: float | None) -> float | None:
+        return None if t is None or start_t is None else round(t - start_t, 3)
+
+    return {
+        "id": h.id,
+        "severity": h.severity,
+        "title": h.title,
+        "evidence": list(h.evidence),
+        "advice": list(h.advice),
+        "est_gain": h.est_gain,
+        "est_gain_text": h.est_gain_text,
+        "panel": h.panel,
+        "active": h.until_t is None,
+        "since_s": since_start(h.since_t),
+        "until_s": since_start(h.until_t),
+    }
 
 
 def _sync(snap: Snapshot) -> list[dict[str, Any]]:

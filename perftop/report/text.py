@@ -24,6 +24,7 @@ def render(r: dict[str, Any]) -> str:
         state = "no end recorded (still running, or perftop was killed)"
     out.append(f"perftop report: {cmd}")
     out.append(f"  {state}, ran {seconds(r['duration_s'])} on {r['hostname'] or NA}")
+    out.extend(hint_lines(r.get("hints") or []))
     s = r["steps"]
     out.append("")
     out.append("Steps")
@@ -116,6 +117,21 @@ def render(r: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+def hint_lines(hints: list[dict[str, Any]]) -> list[str]:
+    """What slowed the job, most estimated gain first: evidence, then what to try."""
+    if not hints:
+        return []
+    out = ["", "Hints (what slows this job, most at stake first)"]
+    for h in hints:
+        when = "" if h.get("active", True) else "  [earlier in the run]"
+        out.append(f"  [{h['severity']}] {h['title']}{when}")
+        if h.get("est_gain_text"):
+            out.append(f"      at stake: {h['est_gain_text']}")
+        out.extend(f"      - {e}" for e in h["evidence"])
+        out.extend(f"      try: {a}" for a in h["advice"])
+    return out
+
+
 def _sync(sites: list[dict[str, Any]]) -> list[str]:
     """Lines of code that make (sync) or would make on a GPU (potential) the host wait,
     as ``user line → library line``. The blocked column only where a site has a
@@ -168,6 +184,8 @@ def summary(snap: Snapshot, record: Path | None) -> str:
         lines.append("perftop: no training steps seen")
     if snap.meta.dropped_events:
         lines.append(f"perftop: {snap.meta.dropped_events} events dropped")
+    for h in snap.hints:
+        lines.append(f"perftop: hint [{h.severity}] {h.title}")
     if record is not None:
         lines.append(f"perftop: recorded to {record}  (perftop report {record})")
     return "\n".join(lines)

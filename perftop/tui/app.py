@@ -60,6 +60,7 @@ class PerftopApp(App[str | None]):
         Binding("s", "sort", "sort"),
         Binding("i", "invert", "invert", show=False),
         Binding("r", "record", "record"),
+        Binding("e", "goto_proof", "evidence"),
         Binding("k", "stacks", "stacks", show=False),
         *[Binding(str(i), f"focus_panel({i - 1})", show=False) for i in range(1, 9)],
     ]
@@ -75,6 +76,7 @@ class PerftopApp(App[str | None]):
         self.latest: Snapshot | None = None
         self.shown: Snapshot | None = None
         self._errors: dict[str, str] = {}
+        self._proof = -1  # which hint `e` showed last
 
     def compose(self) -> ComposeResult:
         yield HeaderBar(id="header", mode=self.mode)
@@ -201,6 +203,19 @@ class PerftopApp(App[str | None]):
         target.focus()
         if self.screen.maximized is not None:
             self.screen.maximize(panel, container=False)
+
+    def action_goto_proof(self) -> None:
+        """Focus the panel whose figures prove a hint: the top one, then the next."""
+        hints = self.shown.hints if self.shown is not None else ()
+        if not hints:
+            self.notify("no hints yet", timeout=3)
+            return
+        self._proof = (self._proof + 1) % len(hints)
+        h = hints[self._proof]
+        ids = [p.id for p in self.panels]
+        if h.panel in ids:
+            self.action_focus_panel(ids.index(h.panel))
+        self.notify(f"{self._proof + 1}. {h.title}", timeout=4)
 
     def _table(self) -> DiffTable | None:
         panel = self._focused_panel()

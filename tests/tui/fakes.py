@@ -5,8 +5,10 @@ Times are fixed (``T0``), so elapsed time and every figure render the same on ev
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
+from perftop.hints import evaluate, order
 from perftop.model.snapshot import (
     GpuProcRow,
     GpuRow,
@@ -163,7 +165,7 @@ def snapshot(*, steps: int = 120, gpus: bool = True, output_lines: int = 30) -> 
         dropped_events=0,
         monitor_cpu_percent=1.3,
     )
-    return Snapshot(
+    snap = Snapshot(
         meta=meta,
         steps=stats,
         ranks=(stats,),
@@ -182,6 +184,7 @@ def snapshot(*, steps: int = 120, gpus: bool = True, output_lines: int = 30) -> 
         notes=(NoteRow(T0, "warning", "probe", "PSS needs permission for 1 process"),),
         events=99_999,
     )
+    return dataclasses.replace(snap, hints=order(list(evaluate(snap)[0].values())))
 
 
 class FakeSource:

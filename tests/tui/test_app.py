@@ -234,7 +234,7 @@ async def test_no_data_states_are_plain() -> None:
     app = PerftopApp()
     async with app.run_test(size=(80, 24)) as pilot:
         s = snapshot(gpus=False)
-        s = dataclasses.replace(s, sync=(), notes=())
+        s = dataclasses.replace(s, sync=(), notes=(), hints=())
         app.post_message(SnapshotMessage(s))
         await settle(pilot)
         assert "no GPU" in text_of(app.query_one("#gpu Static"))

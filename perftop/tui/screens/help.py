@@ -24,6 +24,7 @@ KEYS = (
     ("↑ ↓ pgup pgdn home end", "move in a table, scroll the output (end: follow)"),
     ("r", "start / stop recording"),
     ("k", "stacks: of the latest stalled step; samples in observer mode"),
+    ("e", "go to the panel that proves the top hint (again: the next hint's)"),
 )
 
 

@@ -1,0 +1,143 @@
+"""What the rules share: the recent figures of the training loop and its DataLoader
+workers, read once from a snapshot, and the wording of numbers.
+
+Rules are pure functions ``rule(snap, active) -> list[Hint]``: ``active`` holds the ids
+shown now, so a rule can keep a shown hint on a looser threshold than the one that
+raised it (hysteresis in the value; the engine adds it in time).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from perftop.model.snapshot import Hint, Loader, ProcRow, Snapshot, StepRow
+from perftop.model.workers import WorkerRow
+from perftop.report.fmt import fraction, nbytes, seconds
+
+Rule = Callable[[Snapshot, frozenset[str]], list[Hint]]
+
+MIN_STEPS = 10  # recent steps a step-based rule needs before it says anything
+
+__all__ = ["Loop", "Rule", "fraction", "nbytes", "seconds", "loop", "threshold"]
+
+
+def threshold(hint_id: str, active: frozenset[str], enter: float, stay: float) -> float:
+    """The bar a figure must clear: ``enter`` to raise a hint, ``stay`` to keep it."""
+    return stay if hint_id in active else enter
+
+
+@dataclass(frozen=True, slots=True)
+class Loop:
+    """The primary training process's recent steps (the chart's rows, first step left
+    out: it includes starting the workers) and what feeds it."""
+
+    pid: int
+    rows: tuple[StepRow, ...]
+    step_s: float  # mean step time
+    data_s: float  # mean time blocked waiting for the next batch
+    loader: Loader | None
+    workers: tuple[WorkerRow, ...]  # the loader's current workers that reported
+
+    @property
+    def n(self) -> int:
+        return len(self.rows)
+
+    @property
+    def data_share(self) -> float:
+        return self.data_s / self.step_s if self.step_s > 0 else 0.0
+
+    @property
+    def compute_s(self) -> float:
+        """Mean step time without the data wait: what a step would take if fed."""
+        return max(0.0, self.step_s - self.data_s)
+
+    @property
+    def steps_per_s(self) -> float | None:
+        return 1.0 / self.step_s if self.step_s > 0 else None
+
+    @property
+    def wanted_per_s(self) -> float | None:
+        """Batches per second the loop would take if it never waited."""
+        return 1.0 / self.compute_s if self.compute_s > 0 else None
+
+    @property
+    def made_per_s(self) -> float | None:
+        """Batches per second the workers can make together when always busy."""
+        per = [1.0 / w.batch_s for w in self.workers if w.batch_s]
+        return sum(per) if per else None
+
+    @property
+    def batch_s(self) -> float | None:
+        """Median worker time to make one batch."""
+        vals = sorted(w.batch_s for w in self.workers if w.batch_s is not None)
+        return vals[len(vals) // 2] if vals else None
+
+    @property
+    def workers_busy(self) -> float | None:
+        vals = [w.busy_share for w in self.workers if w.busy_share is not None]
+        return sum(vals) / len(vals) if vals else None
+
+    @property
+    def workers_cpu(self) -> float | None:
+        """Share of the workers' batch time spent on the CPU (the rest is waiting)."""
+        busy = sum(w.busy_s for w in self.workers)
+        return sum(w.cpu_s for w in self.workers) / busy if busy > 0 else None
+
+    def workers_needed(self) -> int | None:
+        """Workers that would make batches as fast as the loop takes them."""
+        want, b = self.wanted_per_s, self.batch_s
+        if want is None or b is None:
+            return None
+        return max(1, math.ceil(want * b * 1.1))  # a tenth spare: batches vary
+
+
+def loop(snap: Snapshot) -> Loop | None:
+    """The primary process's loop, or None before it has ``MIN_STEPS`` recent steps."""
+    s = snap.steps
+    if s.pid is None:
+        return None
+    rows = tuple(r for r in s.recent if r.index > 0 and r.pid == s.pid)
+    if len(rows) < MIN_STEPS:
+        return None
+    total = sum(r.duration for r in rows)
+    data = sum(r.data for r in rows)
+    loaders = sorted((ld for ld in snap.loaders if ld.pid == s.pid), key=lambda ld: ld.t)
+    loader = loaders[-1] if loaders else None
+    return Loop(s.pid, rows, total / len(rows), data / len(rows), loader, _workers(snap, loader))
+
+
+def _workers(snap: Snapshot, loader: Loader | None) -> tuple[WorkerRow, ...]:
+    if loader is None or not loader.num_workers:
+        return ()
+    mine = [w for w in snap.workers if w.ppid == loader.pid]
+    pids = {pid for _, pid in loader.workers}
+    current = [w for w in mine if w.pid in pids]
+    if not current:  # the latest epoch's workers have not reported yet
+        live = [w for w in mine if not w.exited]
+        current = live or mine[-loader.num_workers :]
+    return tuple(current)
+
+
+def worker_procs(snap: Snapshot) -> list[tuple[int, ProcRow]]:
+    """(worker id, probe row) of every DataLoader worker the probe sees alive."""
+    rows = {p.pid: p for p in snap.processes if p.alive}
+    return [
+        (r.worker_id if r.worker_id is not None else -1, rows[r.pid])
+        for r in snap.roles
+        if r.role == "worker" and r.pid in rows
+    ]
+
+
+def count(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def plural(items: Iterable[str]) -> str:
+    xs = list(items)
+    return xs[0] if len(xs) == 1 else ", ".join(xs[:-1]) + " and " + xs[-1]
+
+
+def rate(x: float | None) -> str:
+    return "N/A" if x is None else f"{x:.1f}" if x < 100 else f"{x:.0f}"

@@ -1,0 +1,51 @@
+"""``between-steps``: evaluation, checkpointing or other work outside training steps takes
+a large share of the run's wall time (``Snapshot.between``, filled by the step tracker)."""
+
+from __future__ import annotations
+
+from perftop.hints.base import count, fraction, seconds, threshold
+from perftop.model.snapshot import Hint, Snapshot
+
+ENTER, STAY = 0.20, 0.15  # share of the run's wall time
+MIN_S = 5.0
+
+ADVICE = {
+    "eval": "Evaluate less often or on a subset, under torch.inference_mode(), with a "
+    "larger batch than training.",
+    "checkpoint": "Save less often, to local disk, or asynchronously "
+    "(torch.distributed.checkpoint.async_save).",
+}
+NAMES = {"eval": "evaluation", "checkpoint": "checkpointing"}
+
+
+def between_steps(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
+    wall = snap.meta.elapsed_s
+    rows = [b for b in snap.between if b.total_s > 0]
+    total = sum(b.total_s for b in rows)
+    if not wall or total < MIN_S:
+        return []
+    share = min(1.0, total / wall)
+    if share < threshold("between-steps", active, ENTER, STAY):
+        return []
+    rows.sort(key=lambda b: -b.total_s)
+    ev = [
+        f"{NAMES.get(b.kind, b.kind)}: {seconds(b.total_s)} in {count(b.count, 'interval')} "
+        f"({fraction(b.total_s / wall)} of the run)"
+        for b in rows
+    ]
+    advice = [ADVICE[b.kind] for b in rows if b.kind in ADVICE]
+    advice.append("Time outside steps is not training: the Steps panel's rate leaves it out.")
+    top = NAMES.get(rows[0].kind, rows[0].kind)
+    return [
+        Hint(
+            id="between-steps",
+            severity="high" if share >= 0.4 else "medium",
+            title=f"Between steps: {fraction(share)} of the run is spent outside training steps"
+            f" (mostly {top})",
+            evidence=tuple(ev),
+            advice=tuple(advice),
+            est_gain=round(share, 4),
+            est_gain_text=f"up to {fraction(share)} of wall time",
+            panel="steps",
+        )
+    ]

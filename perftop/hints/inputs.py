@@ -1,0 +1,199 @@
+"""The input pipeline: ``input-bound`` (the loop waits for batches) and ``io-bound`` (the
+workers wait for storage). The advice follows the evidence: busy workers with idle cores
+want more workers; busy workers on busy cores want cheaper batches; idle workers with a
+waiting loop point at moving the batches; bursts every ``num_workers`` steps show workers
+that each make a whole batch too slowly."""
+
+from __future__ import annotations
+
+from perftop.hints.base import Loop, count, fraction, loop, nbytes, rate, seconds, threshold
+from perftop.model.snapshot import Hint, Snapshot
+from perftop.model.stats import median
+
+INPUT_ENTER, INPUT_STAY = 0.30, 0.20  # data wait, share of step time
+GPU_BUSY = 90.0  # a GPU this busy is the bottleneck whatever the loop waits for
+SATURATED = 0.75  # workers busy this share of the time make batches as fast as they can
+IDLE_WORKERS = 0.5
+CPU_BUSY = 85.0  # host CPU %, beyond which more workers only compete for cores
+IOWAIT_ENTER, IOWAIT_STAY = 20.0, 10.0
+DISK_BUSY = 60.0
+WORKER_READ_BPS = 20 * 2**20
+
+
+def input_bound(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
+    lp = loop(snap)
+    if lp is None or lp.data_share < threshold("input-bound", active, INPUT_ENTER, INPUT_STAY):
+        return []
+    gpu = _gpu_busy(snap)
+    if gpu is not None and gpu >= GPU_BUSY:
+        return []
+    share = lp.data_share
+    ev = [
+        f"data wait is {fraction(share)} of step time: {seconds(lp.data_s)} of a "
+        f"{seconds(lp.step_s)} step on average, over the last {lp.n} steps"
+    ]
+    if gpu is not None:
+        ev.append(f"the GPU is busy {gpu:.0f}% of the time (NVML)")
+    advice = _advice(snap, lp, ev)
+    return [
+        Hint(
+            id="input-bound",
+            severity="high" if share >= 0.5 else "medium",
+            title=f"Input-bound: the loop waits for data {fraction(share)} of each step",
+            evidence=tuple(ev),
+            advice=tuple(advice),
+            est_gain=round(share, 4),
+            est_gain_text=f"up to {fraction(share)} of step time, if every batch were ready",
+            panel="steps",
+        )
+    ]
+
+
+def _advice(snap: Snapshot, lp: Loop, ev: list[str]) -> list[str]:
+    ld, host = lp.loader, snap.host
+    cores = host.cpu_count or None
+    cpu = host.cpu_percent
+    cpu_txt = f"host CPU {cpu:.0f}% busy on {count(cores or 0, 'core')}" if cpu is not None else ""
+    if ld is not None and ld.num_workers == 0:
+        ev.append(f"num_workers=0: the training process loads every batch itself ({ld.dataset})")
+        need = max(2, round(lp.data_s / lp.compute_s * 1.1 + 0.5)) if lp.compute_s > 0 else 2
+        if cores:
+            need = min(need, max(1, cores - 1))
+        return [
+            f"Load batches in background processes: DataLoader(..., num_workers={need}) "
+            "overlaps loading with the training step."
+        ]
+    busy, made, want = lp.workers_busy, lp.made_per_s, lp.wanted_per_s
+    nw = ld.num_workers if ld is not None else len(lp.workers)
+    need = lp.workers_needed()
+    if lp.workers and made is not None:
+        ev.append(
+            f"{count(len(lp.workers), 'worker')} make {rate(made)} batches/s together "
+            f"({seconds(lp.batch_s)} per batch each, busy {fraction(busy)} of the time); "
+            f"the loop would take {rate(want)}/s"
+            + (
+                f"; about {need} workers would keep up, given the cores"
+                if need and need > nw
+                else ""
+            )
+        )
+    if cpu_txt:
+        ev.append(cpu_txt)
+    burst = _bursts(lp, nw)
+    if burst:
+        ev.append(burst)
+    out: list[str] = []
+    if busy is not None and busy >= SATURATED:
+        idle_cores = None if cores is None or cpu is None else cores * (1 - cpu / 100.0)
+        if cpu is not None and cpu < CPU_BUSY and need and need > nw:
+            more = f"about {need}" if idle_cores is None or need - nw <= idle_cores + 1 else "more"
+            out.append(
+                f"Raise num_workers from {nw} to {more}: the workers are busy "
+                f"{fraction(busy)} of the time while the host has idle cores."
+            )
+        else:
+            out.append(
+                "The CPU is the limit: make each batch cheaper (crop or resize first, "
+                "transform whole batches instead of samples, preprocess offline) or move "
+                "augmentation to the GPU; more workers would only compete for the same cores."
+            )
+        off = 1 - lp.workers_cpu if lp.workers_cpu is not None else 0.0
+        if off >= 0.5 and cpu is not None and cpu >= CPU_BUSY:
+            ev.append(f"the workers wait for a free core {fraction(off)} of each batch's time")
+        elif off >= 0.5:
+            ev.append(
+                f"the workers spend {fraction(off)} of each batch off the CPU, waiting "
+                "(file reads, sleeps or locks)"
+            )
+            out.append("More workers hide that waiting: while one waits, the others work.")
+    elif busy is not None and busy < IDLE_WORKERS:
+        size = lp.workers[0].batch_bytes if lp.workers else None
+        ev.append(
+            f"the workers are idle {fraction(1 - busy)} of the time"
+            + (f"; a batch is {nbytes(size)}" if size else "")
+        )
+        out.append(
+            "Batches are ready but slow to reach the loop: the cost is in moving them. Send "
+            "smaller batches (uint8 images, normalize on the device), use pin_memory=True "
+            "with a GPU, and check that /dev/shm is not full."
+        )
+    if burst:
+        out.append(
+            "The workers cannot keep up: each makes a whole batch alone, so the loop stalls "
+            "once per round of workers. More workers or a cheaper per-sample transform help."
+        )
+    if not out:
+        out.append(
+            "Make batches cheaper or add workers; the Processes panel shows each worker's CPU."
+        )
+    return out
+
+
+def _bursts(lp: Loop, num_workers: int) -> str:
+    """Long waits every ~num_workers steps: the signature of workers that cannot keep up."""
+    if num_workers < 2:
+        return ""
+    rows = lp.rows
+    med_data = median([r.data for r in rows]) or 0.0
+    med_step = median([r.duration for r in rows]) or 0.0
+    bar = max(3 * med_data, 0.25 * med_step, 1e-3)
+    idx = [i for i, r in enumerate(rows) if r.data > bar]
+    if len(idx) < 3:
+        return ""
+    gap = median([b - a for a, b in zip(idx, idx[1:])]) or 0.0
+    long_wait = sum(rows[i].data for i in idx)
+    if abs(gap - num_workers) > 1 or long_wait < 0.6 * sum(r.data for r in rows):
+        return ""
+    wait = median([rows[i].data for i in idx])
+    return (
+        f"the wait comes in bursts: {seconds(wait)} every ~{gap:.0f} steps ({num_workers} workers)"
+    )
+
+
+def _gpu_busy(snap: Snapshot) -> float | None:
+    vals = [g.util_percent for g in snap.gpus if g.util_percent is not None]
+    return max(vals) if vals else None
+
+
+def io_bound(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
+    lp = loop(snap)
+    if lp is None or lp.data_share < threshold("io-bound", active, 0.15, 0.10):
+        return []
+    h = snap.host
+    ev: list[str] = []
+    iowait = h.iowait_percent
+    if iowait is not None and iowait >= threshold("io-bound", active, IOWAIT_ENTER, IOWAIT_STAY):
+        ev.append(f"the host CPUs wait on IO {iowait:.0f}% of the time (iowait)")
+    if h.disk_busy_percent is not None and h.disk_busy_percent >= DISK_BUSY:
+        ev.append(
+            f"the disks are {h.disk_busy_percent:.0f}% busy, reading {nbytes(h.disk_read_bps)}/s"
+        )
+    pids = {w.pid for w in lp.workers} | {lp.pid}
+    reads = sum(p.io_read_bps or 0.0 for p in snap.processes if p.pid in pids)
+    if reads >= WORKER_READ_BPS:
+        ev.append(f"the loader reads {nbytes(reads)}/s from storage")
+    if not ev:
+        return []
+    if lp.workers_cpu is not None:
+        ev.append(
+            f"the workers spend {fraction(1 - lp.workers_cpu)} of each batch off the CPU, waiting"
+        )
+    ev.insert(0, f"data wait is {fraction(lp.data_share)} of step time")
+    share = lp.data_share
+    return [
+        Hint(
+            id="io-bound",
+            severity="high" if share >= 0.5 else "medium",
+            title="IO-bound: reading the data from storage holds up the input pipeline",
+            evidence=tuple(ev),
+            advice=(
+                "Keep the data in RAM or on a local SSD, and store it preprocessed (decoded "
+                "arrays, not files to decode every epoch).",
+                "Read fewer, bigger files (shards) instead of one small file per sample.",
+                "More workers or a higher prefetch_factor keep more reads in flight.",
+            ),
+            est_gain=round(share, 4),
+            est_gain_text=f"up to {fraction(share)} of step time (the data wait)",
+            panel="host",
+        )
+    ]

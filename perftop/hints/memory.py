@@ -1,0 +1,154 @@
+"""The workers' cost in RAM and CPU: ``worker-memory`` (large or growing private memory,
+the copy-on-write pattern of a dataset held as Python objects), ``too-many-workers`` and
+``cpu-oversubscribed`` (more busy threads than cores)."""
+
+from __future__ import annotations
+
+from perftop.hints.base import count, fraction, loop, nbytes, threshold, worker_procs
+from perftop.model.snapshot import Hint, Snapshot
+
+MIB = 2**20
+USS_LARGE = 512 * MIB  # private memory per worker that is large whatever its cause
+USS_GROWN = 128 * MIB  # ... or this much, after growing by GROWTH since it started
+GROWTH = 64 * MIB
+MEM_LOW = 0.10  # host memory available below this share of the total is pressure
+CPU_BUSY = 90.0
+IDLE_WORKERS = 0.2
+
+
+def worker_memory(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
+    procs = [p for _, p in worker_procs(snap) if p.uss_bytes is not None]
+    if not procs:
+        return []
+    k = 0.8 if "worker-memory" in active else 1.0
+    n = len(procs)
+    uss = sum(p.uss_bytes or 0 for p in procs) / n
+    first = [p.uss_bytes_first for p in procs if p.uss_bytes_first is not None]
+    grown = uss - sum(first) / len(first) if len(first) == n else 0.0
+    if not (uss >= k * USS_LARGE or (uss >= k * USS_GROWN and grown >= k * GROWTH)):
+        return []
+    total = sum(p.uss_bytes or 0 for p in procs)
+    ev = [
+        f"{count(n, 'worker')} hold {nbytes(total)} of private memory (USS) together, "
+        f"{nbytes(uss)} each"
+        + (f", up {nbytes(grown)} since they started" if grown >= GROWTH / 2 else "")
+    ]
+    if grown >= GROWTH / 2:
+        ev.append(
+            "private memory that grows as workers read the dataset is the copy-on-write "
+            "pattern: touching Python objects (their reference counts) copies the pages "
+            "they share with the training process"
+        )
+    h = snap.host
+    low = False
+    if h.mem_total_bytes and h.mem_available_bytes is not None:
+        low = h.mem_available_bytes < MEM_LOW * h.mem_total_bytes
+        ev.append(
+            f"the host has {nbytes(h.mem_available_bytes)} of {nbytes(h.mem_total_bytes)} "
+            "memory available"
+        )
+    more = max(8, 2 * n)
+    ev.append(f"at {nbytes(uss)} each, {more} workers would hold {nbytes(uss * more)}")
+    dataset = next((ld.dataset for ld in snap.loaders if ld.num_workers), "")
+    what = f" ({dataset})" if dataset else ""
+    return [
+        Hint(
+            id="worker-memory",
+            severity="high" if low or (h.swap_used_bytes or 0) > 0 else "medium",
+            title=f"Worker memory: each DataLoader worker holds {nbytes(uss)} of its own",
+            evidence=tuple(ev),
+            advice=(
+                f"Store the dataset{what} as numpy arrays or tensors (a few large objects) "
+                "instead of lists or dicts of Python objects.",
+                "Call gc.freeze() after building the dataset and before the DataLoader "
+                "starts its workers, so the garbage collector does not touch every object.",
+                "Use fewer workers: each one costs this much RAM.",
+            ),
+            est_gain=None,
+            est_gain_text=f"memory, not speed: {nbytes(total)} of RAM",
+            panel="procs",
+        )
+    ]
+
+
+def too_many_workers(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
+    lp = loop(snap)
+    ld = lp.loader if lp is not None else None
+    if lp is None or ld is None or ld.num_workers < 2:
+        return []
+    nw, cores = ld.num_workers, snap.host.cpu_count
+    cpu = snap.host.cpu_percent
+    ev: list[str] = []
+    advice: list[str] = []
+    if cores and nw > cores and cpu is not None and cpu >= CPU_BUSY:
+        ev.append(f"{nw} workers on {count(cores, 'core')}, the host CPU {cpu:.0f}% busy")
+        advice.append(
+            f"Use at most {max(1, cores - 1)} workers: more only take turns on the cores."
+        )
+    busy = lp.workers_busy
+    bar = threshold("too-many-workers", active, IDLE_WORKERS, IDLE_WORKERS * 1.5)
+    if busy is not None and busy < bar and nw >= 4 and lp.data_share < 0.05:
+        need = lp.workers_needed() or 1
+        ev.append(
+            f"the {nw} workers are busy {fraction(busy)} of the time and the loop waits "
+            f"{fraction(lp.data_share)} of a step: about {need} would keep up"
+        )
+        advice.append(f"num_workers={max(need, 2)} would do: each idle worker still holds RAM.")
+    if not ev:
+        return []
+    return [
+        Hint(
+            id="too-many-workers",
+            severity="medium" if len(advice) and nw > (cores or nw) else "info",
+            title=f"Too many DataLoader workers: {nw} for this job",
+            evidence=tuple(ev),
+            advice=tuple(advice),
+            est_gain=None,
+            est_gain_text="CPU time and RAM, not step time",
+            panel="procs",
+        )
+    ]
+
+
+def cpu_oversubscribed(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
+    h = snap.host
+    cores, cpu = h.cpu_count, h.cpu_percent
+    if not cores or cpu is None or cpu < threshold("cpu-oversubscribed", active, CPU_BUSY, 80):
+        return []
+    main = {t.pid: t for t in snap.trainers}
+    threads = sum(t.torch_threads or 0 for t in main.values())
+    workers = [w for w in snap.workers if not w.exited and w.ppid in main]
+    wthreads = sum(w.torch_threads or 1 for w in workers)
+    if not main or threads + wthreads <= cores:
+        return []
+    job = sum(p.cpu_percent or 0.0 for p in snap.processes if p.alive) / 100.0
+    if job < 0.7 * cores:
+        return []  # the host is busy with other work, not with this job
+    parts = [f"{threads} torch threads in the training process" + ("es" if len(main) > 1 else "")]
+    if workers:
+        parts.append(f"{count(len(workers), 'DataLoader worker')} ({wthreads} threads)")
+    ev = [
+        f"the job runs {threads + wthreads} compute threads on {count(cores, 'core')}: "
+        + " and ".join(parts),
+        f"the host CPU is {cpu:.0f}% busy; the job uses {job:.1f} cores",
+    ]
+    if h.load is not None:
+        ev.append(f"load average {h.load[0]:.1f}")
+    spare = max(1, cores - len(workers))
+    return [
+        Hint(
+            id="cpu-oversubscribed",
+            severity="medium",
+            title=f"CPU oversubscribed: {threads + wthreads} busy threads on {cores} cores",
+            evidence=tuple(ev),
+            advice=(
+                f"torch.set_num_threads({spare}) in the training process leaves a core to "
+                "each worker.",
+                "Keep workers single-threaded: torch does; for OpenCV call cv2.setNumThreads(1), "
+                "for numpy set OMP_NUM_THREADS=1.",
+            ),
+            est_gain=None,
+            est_gain_text="not measurable: threads that take turns slow each other down",
+            panel="host",
+        )
+    ]

@@ -1,0 +1,77 @@
+"""Several ranks or GPUs: ``straggler`` (one rank consistently slower, so every other
+waits for it at each gradient exchange) and ``gpu-imbalance`` (one GPU much less busy).
+
+Written against ``Snapshot.ranks`` (one ``StepStats`` per training process) and
+``Snapshot.gpus``; the engine's persistence makes "consistently" mean held for a while.
+"""
+
+from __future__ import annotations
+
+from perftop.hints.base import fraction, seconds, threshold
+from perftop.model.ranks import MIN_SHARE, find_straggler
+from perftop.model.snapshot import Hint, Snapshot
+
+GPU_GAP, GPU_GAP_STAY = 30.0, 20.0  # utilization points between the busiest and the idlest
+STAY_SHARE = 0.07  # a straggler already shown stays while its extra work is this share
+
+
+def straggler(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
+    """The rank :func:`perftop.model.ranks.find_straggler` names (the ranks table and the
+    report mark the same one), with its evidence."""
+    s = find_straggler(snap.ranks, STAY_SHARE if "straggler" in active else MIN_SHARE)
+    if s is None:
+        return []
+    share = s.wait_s / s.step_s if s.step_s > 0 else None
+    return [
+        Hint(
+            id="straggler",
+            severity="medium",
+            title=f"Straggler: {s.label} makes the other ranks wait "
+            f"{seconds(s.wait_s)} a step",
+            evidence=s.evidence(),
+            advice=(
+                f"Look at {s.label}: other jobs on its host, thermal throttling, a slower "
+                "device, or more data to load (its data wait is in the Ranks table).",
+                "Uneven batches (variable-length samples): bucket by length so ranks get "
+                "equal work.",
+            ),
+            est_gain=round(share, 4) if share is not None else None,
+            est_gain_text=(
+                f"up to {fraction(share)} of step time, what the other ranks wait"
+                if share is not None
+                else ""
+            ),
+            panel="ranks",
+        )
+    ]
+
+
+def gpu_imbalance(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
+    rows = [g for g in snap.gpus if g.util_percent is not None]
+    if len(rows) < 2:
+        return []
+    lo = min(rows, key=lambda g: g.util_percent or 0.0)
+    hi = max(rows, key=lambda g: g.util_percent or 0.0)
+    gap = (hi.util_percent or 0.0) - (lo.util_percent or 0.0)
+    if gap < threshold("gpu-imbalance", active, GPU_GAP, GPU_GAP_STAY):
+        return []
+    return [
+        Hint(
+            id="gpu-imbalance",
+            severity="medium",
+            title=f"GPU imbalance: GPU {lo.index} is busy {lo.util_percent:.0f}%, "
+            f"GPU {hi.index} {hi.util_percent:.0f}%",
+            evidence=tuple(
+                f"GPU {g.index}: busy {g.util_percent:.0f}% (NVML)"
+                for g in sorted(rows, key=lambda g: g.index)
+            ),
+            advice=(
+                "nn.DataParallel does the loss and gradient gathering on GPU 0: "
+                "DistributedDataParallel balances the work.",
+                "A rank that waits for data leaves its GPU idle: see the ranks' data wait.",
+            ),
+            est_gain=round(gap / 100.0, 4),
+            est_gain_text=f"up to {gap:.0f}% of the idle GPU's time",
+            panel="gpu",
+        )
+    ]

@@ -1,0 +1,99 @@
+"""``host-device-sync``: lines of the user's code that make the host wait for the GPU,
+every step, each named with the usual rewrite that keeps the work on the device.
+
+On a CPU job the sites are ``potential`` (they would stall once the job runs on a GPU):
+the hint still names them, as information, and claims no gain it cannot measure."""
+
+from __future__ import annotations
+
+import os
+
+from perftop.hints.base import fraction, plural, seconds, threshold
+from perftop.model.snapshot import Hint, Snapshot, SyncSite
+
+ENTER, STAY = 1.0, 0.5  # syncs per step, all sites together
+SITE_MIN = 0.1  # a site rarer than this per step is not worth naming
+SHOWN = 4  # sites named in the evidence
+
+REWRITES = {
+    "nonzero": "torch.where(cond, x, y) instead of nonzero() and indexing: shapes stay fixed",
+    "argwhere": "torch.where(cond, x, y) instead of argwhere() and indexing",
+    "boolean_mask": "keep full shapes instead of x[mask]: ignore_index= in the loss, or "
+    "(x * mask).sum() / mask.sum()",
+    "masked_select": "keep full shapes: torch.where(mask, x, 0) instead of masked_select",
+    "unique": "count distinct values without unique(): (torch.bincount(x, minlength=K) > 0)"
+    ".sum(), or sort and count the steps",
+    "unique_consecutive": "count changes on the device: (x[1:] != x[:-1]).sum() + 1",
+    "repeat_interleave": "pass output_size= to repeat_interleave",
+    "item": "keep the loss on the device: accumulate loss.detach() and call .item() every "
+    "N steps, for logging",
+    "pageable_copy": "pin the source (pin_memory=True, tensor.pin_memory()) before a "
+    "non_blocking copy",
+}
+_TO_HOST = ("int", "float", "bool", "index", "tolist", "numpy", "cpu", "format", "repr")
+
+
+def rewrite(op: str) -> str:
+    op = op.strip(".()").removeprefix("torch.").removeprefix("Tensor.")
+    if op in REWRITES:
+        return REWRITES[op]
+    if op in _TO_HOST:
+        return f"{op}() reads a device value on the host: do it every N steps, or keep it a tensor"
+    return f"{op}: look for a way to keep this on the device"
+
+
+def where(s: SyncSite) -> str:
+    return f"{os.path.basename(s.file)}:{s.line}"
+
+
+def host_device_sync(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
+    sites = [s for s in snap.sync if s.per_step >= SITE_MIN]
+    per_step = sum(s.per_step for s in sites)
+    if per_step < threshold("host-device-sync", active, ENTER, STAY):
+        return []
+    real = [s for s in sites if s.kind == "sync"]
+    top = sorted(sites, key=lambda s: (s.kind != "sync", -(s.blocked_s or 0.0), -s.per_step))
+    top = top[:SHOWN]
+    ev = [
+        f"{per_step:.1f} host-device syncs per step at {len(sites)} "
+        + ("line" if len(sites) == 1 else "lines")
+        + ("" if real else " (seen by the detector; they stall once the job runs on a GPU)")
+    ]
+    for s in top:
+        blocked = f", {seconds(s.blocked_s)} blocked a step" if s.blocked_s else ""
+        ev.append(f"{where(s)} {s.op} in {s.function}(): {s.per_step:.1f}/step{blocked}")
+    advice = []
+    for op in dict.fromkeys(s.op for s in top):
+        lines = plural(where(s) for s in top if s.op == op)
+        advice.append(f"{lines}: {rewrite(op)}.")
+    gain, gain_txt = _gain(snap, real)
+    if real:
+        severity = "high" if per_step >= 5 or (gain or 0.0) >= 0.2 else "medium"
+        title = f"Host-device syncs: the host waits for the GPU {per_step:.1f} times a step"
+    else:
+        severity = "info"
+        title = f"Host-device syncs: {per_step:.1f} per step would stall a GPU"
+    return [
+        Hint(
+            id="host-device-sync",
+            severity=severity,
+            title=title,
+            evidence=tuple(ev),
+            advice=tuple(advice),
+            est_gain=gain,
+            est_gain_text=gain_txt,
+            panel="sync",
+        )
+    ]
+
+
+def _gain(snap: Snapshot, real: list[SyncSite]) -> tuple[float | None, str]:
+    # blocked_s is host seconds spent waiting per watched step (measured on sampled steps)
+    blocked = sum(s.blocked_s for s in real if s.blocked_s)
+    step = snap.steps.p50
+    if blocked and step:
+        share = min(1.0, blocked / step)
+        return round(share, 4), f"up to {fraction(share)} of step time (the host blocked)"
+    if real:
+        return None, "not measured: each sync drains the GPU's queue; its cost depends on it"
+    return None, "none on this device; on a GPU each one drains the queue"

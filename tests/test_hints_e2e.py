@@ -1,0 +1,41 @@
+"""Hints on real CPU trainings under `perftop run --headless`."""
+
+from __future__ import annotations
+
+import sys
+
+from tests.helpers import WORKLOADS, run_and_report
+
+
+def test_starved_input_pipeline_gives_input_bound_first_with_workers(tmp_path) -> None:
+    proc, rep = run_and_report(tmp_path, sys.executable, str(WORKLOADS / "loader_train.py"), "320")
+    assert proc.returncode == 0, proc.stderr
+    ids = [h["id"] for h in rep["hints"]]
+    assert ids and ids[0] == "input-bound", rep["hints"]
+    h = rep["hints"][0]
+    assert any("workers make" in e for e in h["evidence"]), h
+    assert 0.3 <= h["est_gain"] <= 1.0
+    assert "host-device-sync" not in ids and "worker-memory" not in ids
+
+
+def test_compute_bound_in_memory_loop_gives_none_of_the_three(tmp_path) -> None:
+    proc, rep = run_and_report(tmp_path, sys.executable, str(WORKLOADS / "compute_train.py"))
+    assert proc.returncode == 0, proc.stderr
+    assert rep["steps"]["count"] > 50
+    ids = {h["id"] for h in rep["hints"]}
+    assert not ids & {"input-bound", "host-device-sync", "worker-memory"}, rep["hints"]
+
+
+def test_sync_heavy_loss_gives_host_device_sync_naming_its_lines(tmp_path) -> None:
+    proc, rep = run_and_report(tmp_path, sys.executable, str(WORKLOADS / "sync_loop.py"))
+    assert proc.returncode == 0, proc.stderr
+    h = next(h for h in rep["hints"] if h["id"] == "host-device-sync")
+    text = " ".join(h["evidence"] + h["advice"])
+    assert "sync_loop.py:" in text and "nonzero" in text and "torch.where" in text
+
+
+def test_python_object_dataset_with_workers_gives_worker_memory(tmp_path) -> None:
+    proc, rep = run_and_report(tmp_path, sys.executable, str(WORKLOADS / "pyobj_dataset.py"))
+    assert proc.returncode == 0, proc.stderr
+    h = next(h for h in rep["hints"] if h["id"] == "worker-memory")
+    assert any("private memory (USS)" in e for e in h["evidence"])
