@@ -31,13 +31,8 @@ STEP_COLUMNS = (
     "optimizer_s",
     "source",
 )
-HOST_COLUMNS = (
-    "t_s",
-    "dt_s",
-    "cpu_count",
-    "cpu_percent",
-    "iowait_percent",
-    "load1",
+# HostSample fields written as they are, in this order (the CSV's columns and its cells)
+HOST_FIGURES = (
     "mem_total",
     "mem_used",
     "mem_available",
@@ -49,6 +44,15 @@ HOST_COLUMNS = (
     "net_rx",
     "net_tx",
     "shm_used",
+)
+HOST_COLUMNS = (
+    "t_s",
+    "dt_s",
+    "cpu_count",
+    "cpu_percent",
+    "iowait_percent",
+    "load1",
+    *HOST_FIGURES,
     "per_core",
 )
 SYNC_COLUMNS = (
@@ -128,22 +132,7 @@ def export_csv(path: str | Path, out_dir: str | Path, stats: ReadStats) -> dict[
                         _cell(ev.cpu_percent),
                         _cell(ev.iowait_percent),
                         _cell(ev.load[0] if ev.load else None),
-                        *(
-                            _cell(getattr(ev, k))
-                            for k in (
-                                "mem_total",
-                                "mem_used",
-                                "mem_available",
-                                "swap_total",
-                                "swap_used",
-                                "disk_read",
-                                "disk_write",
-                                "disk_busy_percent",
-                                "net_rx",
-                                "net_tx",
-                                "shm_used",
-                            )
-                        ),
+                        *(_cell(getattr(ev, k)) for k in HOST_FIGURES),
                         _cell(ev.per_core),
                     )
                 )
