@@ -49,6 +49,14 @@ class AttachCommand(Command):
             "--refresh", type=float, default=0.5, metavar="SECONDS",
             help="TUI refresh interval (default 0.5)",
         )  # fmt: skip
+        parser.add_argument(
+            "--ssh", metavar="[USER@]HOST",
+            help="TARGET is on HOST: attach there through ssh (PERFTOP_SSH), no port opened",
+        )  # fmt: skip
+        parser.add_argument(
+            "--stream-out", action="store_true",
+            help="no TUI: write the session's framed stream to stdout (what --ssh runs)",
+        )  # fmt: skip
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         from perftop.monitor.hub import Hub
@@ -58,12 +66,24 @@ class AttachCommand(Command):
         check_interval(args.interval)
         if args.duration is not None and not args.duration > 0:
             raise UsageError("--duration must be a positive number of seconds")
+        if args.ssh:
+            from perftop.fleet.sshview import attach_ssh
+
+            if args.stream_out:
+                raise UsageError("--stream-out is what the remote runs: not with --ssh")
+            return attach_ssh(args)
         hub = Hub(refresh_s=args.refresh)
         source = _source(args, hub)
         rec = None
         if args.record is not None:
             rec = RecordingWriter(args.record, force=args.force)
             hub.subscribe(rec, buffered=False, record_path=str(rec.path))
+        out = None
+        if args.stream_out:  # stdout carries only the stream; our lines go to stderr
+            from perftop.fleet.stream import StreamOut
+
+            out = StreamOut(sys.stdout.fileno(), log=_stderr_line)
+            hub.subscribe(out, buffered=False)
         problem = source.check() if isinstance(source, Observer) else None
         if problem is not None:
             print(f"perftop: warning: {problem}", file=sys.stderr)
@@ -72,13 +92,15 @@ class AttachCommand(Command):
             source.inject()
         source.start()
         try:
-            if not args.headless and sys.stdout.isatty() and sys.stdin.isatty():
+            if out is None and not args.headless and sys.stdout.isatty() and sys.stdin.isatty():
                 _tui(hub, source, args)
             else:
-                _wait(source, args.duration)
+                _wait(source, args.duration, out.gone if out is not None else None)
         finally:
             source.stop()
             hub.stop()
+        if out is not None:
+            return 0  # the reader has the session; a summary would only add noise
         snap = hub.session.snapshot(window=None)
         print(summary(snap, args.record), file=sys.stderr)
         for line in _stack_summary(snap):
@@ -106,9 +128,18 @@ def _source(args: argparse.Namespace, hub: Hub) -> Any:
     return Observer(top, hub, args.interval)
 
 
-def _wait(source: Any, duration: float | None) -> None:
+def _stderr_line(line: str) -> None:
+    """With --stream-out, ssh may have closed stderr with stdout: say it if anyone hears."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def _wait(source: Any, duration: float | None, gone: threading.Event | None = None) -> None:
+    """Until the source ends, the duration passes, or the stream's reader is ``gone``."""
     end = None if duration is None else time.monotonic() + duration
-    while not source.ended.is_set():
+    while not source.ended.is_set() and not (gone is not None and gone.is_set()):
         left = None if end is None else end - time.monotonic()
         if left is not None and left <= 0:
             return

@@ -24,17 +24,21 @@ class LsCommand(Command):
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--json", action="store_true", help="machine-readable JSON")
+        parser.add_argument(
+            "--ssh", metavar="[USER@]HOST",
+            help="list HOST's sessions instead, through ssh (PERFTOP_SSH)",
+        )  # fmt: skip
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-        from perftop.monitor.registry import candidates, session_pids, sessions
+        if args.ssh:
+            from perftop.fleet.sshview import remote_ls
 
-        found = sessions()
-        taken: set[int] = set()
-        for s in found:
-            taken |= session_pids(s)
-        cands = candidates(taken)
+            remote = remote_ls(args.ssh)
+            found, cands = remote["sessions"], remote["candidates"]
+        else:
+            found, cands = _local()
         if args.json:
-            out = {"sessions": found, "candidates": [_cand(c) for c in cands]}
+            out = {"sessions": found, "candidates": cands}
             json.dump(out, sys.stdout, indent=2)
             sys.stdout.write("\n")
             return 0
@@ -51,15 +55,31 @@ class LsCommand(Command):
                 ]
                 for s in found
             ]
-            print("perftop sessions (perftop attach PID or SOCKET)")
+            how = f"--ssh {args.ssh} " if args.ssh else ""
+            print(f"perftop sessions (perftop attach {how}PID or SOCKET)")
             print(table(["job", "pids", "started", "steps", "state", "command", "socket"], rows))
         else:
-            print("no perftop sessions on this machine")
+            print(
+                f"no perftop sessions on {args.ssh.rpartition('@')[2] if args.ssh else 'this machine'}"
+            )
         if cands:
-            rows = [[str(c.pid), str(c.children), _when(c.start_t), c.command[:70]] for c in cands]
+            rows = [
+                [str(c["pid"]), str(c["children"]), _when(c["start_t"]), c["command"][:70]]
+                for c in cands
+            ]
             print("\nPython processes with torch loaded (perftop attach PID: observer mode)")
             print(table(["pid", "children", "started", "command"], rows))
         return 0
+
+
+def _local() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    from perftop.monitor.registry import candidates, session_pids, sessions
+
+    found = sessions()
+    taken: set[int] = set()
+    for s in found:
+        taken |= session_pids(s)
+    return found, [_cand(c) for c in candidates(taken)]
 
 
 def _cand(c: Any) -> dict[str, Any]:

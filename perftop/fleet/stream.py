@@ -64,6 +64,7 @@ class StreamOut(Forwarder):
 
     def __init__(self, fd: int, *, log: Callable[[str], None] = lambda s: None) -> None:
         self.fd = fd
+        self.gone = threading.Event()  # the reader went away (ssh closed): nobody to tell
         super().__init__(("stdout", 0), "", host="stdout", log=log)
 
     @property
@@ -72,17 +73,52 @@ class StreamOut(Forwarder):
 
     def _connect(self) -> Any:
         if self.connects:
+            self.gone.set()
             raise OSError("the reader of standard output is gone")
         w = _FdWriter(self.fd)
         w.sendall(MAGIC)
         self.connects += 1
         return w
 
+    def _pump(self, sock: Any) -> None:
+        try:
+            super()._pump(sock)
+        except OSError:
+            self.gone.set()  # before logging: stderr may have gone with stdout
+            raise
+
+
+def remote_perftop(args: str) -> str:
+    """The shell command that runs ``perftop ARGS`` on the remote."""
+    return f"{os.environ.get(ENV_REMOTE, 'perftop')} {args}"
+
 
 def remote_command(command: Sequence[str]) -> str:
-    """The shell command ssh runs on the remote."""
-    perftop = os.environ.get(ENV_REMOTE, "perftop")
-    return f"{perftop} run --headless --stream-out -- {shlex.join(command)}"
+    """The shell command ssh runs on the remote for ``collect --ssh``."""
+    return remote_perftop(f"run --headless --stream-out -- {shlex.join(command)}")
+
+
+def remote_attach(target: str) -> str:
+    """The shell command ssh runs on the remote for ``attach --ssh``."""
+    return remote_perftop(f"attach --stream-out {shlex.quote(target)}")
+
+
+def ssh_argv(host: str, remote: str) -> list[str]:
+    """The local argv: the system ssh (or ``PERFTOP_SSH``), HOST, the remote shell line."""
+    return [*shlex.split(os.environ.get(ENV_SSH, "ssh")), host, remote]
+
+
+def why_failed(rc: int, stderr_lines: Sequence[str]) -> str:
+    """One line on why a remote perftop gave nothing usable, from ssh's exit and stderr."""
+    last = next((x for x in reversed(stderr_lines) if x.strip()), "")
+    if rc == 127 or "not found" in last:
+        return (
+            f"perftop is not installed on the remote (or not on its PATH; set "
+            f"{ENV_REMOTE} to its path): {last or f'exit {rc}'}"
+        )
+    if rc == 255:
+        return f"ssh could not connect: {last or 'exit 255'}"
+    return f"the remote sent no perftop session (exit {rc}): {last}"
 
 
 class SshNode:
@@ -96,16 +132,19 @@ class SshNode:
         submit: Callable[..., None],
         log: Callable[[str], None],
         echo: bool = False,
+        remote: str | None = None,
     ) -> None:
-        """``echo``: also print the remote's output lines (headless)."""
+        """``echo``: also print the remote's output lines (headless). ``remote``: the
+        remote shell line, instead of running ``command`` (e.g. :func:`remote_attach`)."""
         self.echo = echo
         self.host, self.node = host, host.rpartition("@")[2]
-        self.argv = [*shlex.split(os.environ.get(ENV_SSH, "ssh")), host, remote_command(command)]
+        self.argv = ssh_argv(host, remote if remote is not None else remote_command(command))
         self._submit_frame, self._submit, self._log = submit_frame, submit, log
         self.proc: subprocess.Popen[bytes] | None = None
         self.err_tail: deque[str] = deque(maxlen=20)
         self.error = ""
         self.done = False  # the remote stream has ended (or never started)
+        self.ended = threading.Event()  # the same, to wait on
         self.rejected_frames = 0
         self._threads: list[threading.Thread] = []
 
@@ -117,6 +156,7 @@ class SshNode:
         except OSError as exc:
             self._fail(f"cannot run {self.argv[0]}: {exc.strerror}")
             self.done = True
+            self.ended.set()
             return self
         for fn in (self._read, self._stderr):
             t = threading.Thread(target=fn, name=f"perftop-ssh-{self.node}", daemon=True)
@@ -139,6 +179,7 @@ class SshNode:
             self._read_stream()
         finally:
             self.done = True
+            self.ended.set()
 
     def _read_stream(self) -> None:
         if self.proc is None or self.proc.stdout is None:
@@ -163,7 +204,7 @@ class SshNode:
             if rc not in (0, None):
                 self._log(f"perftop: {self.node}: the remote perftop exited with {rc}")
         else:
-            self._fail(self._why(rc))
+            self._fail(why_failed(rc, self.err_tail))
 
     def _deliver(self, frame: Frame) -> bool:
         try:
@@ -183,17 +224,6 @@ class SshNode:
                 encode_node_frame(self.node, frame), [NodeScope(self.node), *events, NodeScope("")]
             )
         return True
-
-    def _why(self, rc: int) -> str:
-        last = next((x for x in reversed(self.err_tail) if x.strip()), "")
-        if rc == 127 or "not found" in last:
-            return (
-                f"perftop is not installed on the remote (or not on its PATH; set "
-                f"{ENV_REMOTE} to its path): {last or f'exit {rc}'}"
-            )
-        if rc == 255:
-            return f"ssh could not connect: {last or 'exit 255'}"
-        return f"the remote sent no perftop session (exit {rc}): {last}"
 
     def _fail(self, why: str) -> None:
         self.error = why
