@@ -26,8 +26,7 @@ def straggler(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
         Hint(
             id="straggler",
             severity="medium",
-            title=f"Straggler: {s.label} makes the other ranks wait "
-            f"{seconds(s.wait_s)} a step",
+            title=f"Straggler: {s.label} makes the other ranks wait {seconds(s.wait_s)} a step",
             evidence=s.evidence(),
             advice=(
                 f"Look at {s.label}: other jobs on its host, thermal throttling, a slower "

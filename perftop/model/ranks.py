@@ -72,9 +72,7 @@ def _usable(ranks: Sequence[StepStats]) -> list[StepStats]:
     ]
 
 
-def find_straggler(
-    ranks: Sequence[StepStats], min_share: float = MIN_SHARE
-) -> Straggler | None:
+def find_straggler(ranks: Sequence[StepStats], min_share: float = MIN_SHARE) -> Straggler | None:
     """The rank whose extra own work the others pay for in backward, or None.
 
     Named only when its extra time outside backward is at least ``min_share`` of the step
