@@ -72,7 +72,7 @@ def _advice(snap: Snapshot, lp: Loop, ev: list[str]) -> list[str]:
             f"({seconds(lp.batch_s)} per batch each, busy {fraction(busy)} of the time); "
             f"the loop would take {rate(want)}/s"
             + (
-                f"; about {need} workers would keep up, given the cores"
+                f"; about {need} workers would keep up, each with a core of its own"
                 if need and need > nw
                 else ""
             )
