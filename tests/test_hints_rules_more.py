@@ -11,6 +11,7 @@ from dataclasses import replace
 from perftop.hints import evaluate
 from perftop.model.snapshot import (
     BetweenRow,
+    GpuProcRow,
     GpuRow,
     HostRow,
     Loader,
@@ -75,9 +76,10 @@ def snap(
     )
 
 
-def nvml(index: int, util: float, used: int = 20 * 2**30) -> GpuRow:
+def nvml(index: int, util: float, used: int = 20 * 2**30, pid: int | None = None) -> GpuRow:
+    procs = () if pid is None else (GpuProcRow(pid, used - 500 * 2**20, util * 0.8),)
     return GpuRow(index, "NVIDIA H100 80GB HBM3", f"GPU-{index}", util, None, util * 0.6,
-                  used, H100_MEM, 310.0, 700.0, 55.0, 1980.0)  # fmt: skip
+                  used, H100_MEM, 310.0, 700.0, 55.0, 1980.0, processes=procs)  # fmt: skip
 
 
 # --- input pipeline -----------------------------------------------------------------
@@ -281,3 +283,20 @@ def test_gpu_imbalance_with_hysteresis() -> None:
     assert fires("gpu-imbalance", s(70.0), shown=True)
     assert not fires("gpu-imbalance", s(76.0), shown=True)
     assert not fires("gpu-imbalance", Snapshot(gpus=(nvml(0, 95.0),)))
+
+
+def test_gpu_rules_look_only_at_the_jobs_gpus() -> None:
+    """NVML lists every GPU of the host: another job's GPUs (their processes are not ours)
+    must not raise an imbalance, hide an input bottleneck, or count as this job's."""
+    other = 4242
+    # this job on GPUs 0 and 1, another job idles GPU 2 and fills GPU 3
+    gpus = (nvml(0, 95.0, pid=PID), nvml(1, 94.0, pid=PID), nvml(2, 3.0, pid=other),
+            nvml(3, 99.0, int(0.99 * H100_MEM), pid=other))  # fmt: skip
+    s = snap(0.03, device="cuda:0", gpus=gpus, pin=True, procs=(ProcRow(PID, 1),))
+    assert not fires("gpu-imbalance", s)
+    assert not fires("gpu-memory-pressure", s)
+    idle_here = replace(s, gpus=(nvml(0, 40.0, pid=PID), gpus[3]))
+    assert fires("input-bound", idle_here)  # GPU 3 is busy, but not with this job
+    assert fires("gpu-imbalance", replace(s, gpus=(*gpus[:1], nvml(1, 40.0, pid=PID))))
+    # no device lists the job's pids (a container's own pid numbers): every device counts
+    assert fires("gpu-imbalance", replace(s, gpus=(nvml(0, 95.0), nvml(1, 40.0))))
