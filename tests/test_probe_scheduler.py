@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -83,3 +87,57 @@ def test_cli_refuses_a_short_interval_in_one_line(python):
     )
     assert out.returncode != 0 and "Traceback" not in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1 and "--interval" in out.stderr
+
+
+CHILD_LATER = """
+import subprocess, sys, time
+time.sleep(0.3)
+c = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+print(c.pid, flush=True)
+time.sleep(30)
+"""
+
+
+def test_a_new_worker_is_sampled_at_once_not_at_the_next_tick() -> None:
+    """A worker the model learns of (LoaderInfo, hello) wakes the process probe: a real
+    process tree, sampled once by schedule, then again as soon as the worker is known."""
+    from perftop.events import ProcSample
+    from perftop.model.snapshot import Loader, ProcRow, Snapshot
+    from perftop.probes.procs import ProcProbe
+    from perftop.probes.scheduler import WorkerWatch
+
+    parent = subprocess.Popen(
+        [sys.executable, "-c", CHILD_LATER], stdout=subprocess.PIPE, text=True
+    )
+    got: list = []
+    src = ProbeSource(lambda *evs: got.extend(evs), [ProcProbe(parent.pid)], 60.0).start()
+    child = 0
+    try:
+        child = int(parent.stdout.readline())
+        watch = WorkerWatch(src)
+        known = (ProcRow(parent.pid),)
+        watch(Snapshot(processes=known))  # no workers yet: nothing to do
+        ld = Loader(parent.pid, 0, 1, 4, False, 2, False, ((0, child),), "D", time.time())
+        with_worker = Snapshot(loaders=(ld,), processes=known)
+        t0 = time.monotonic()
+        watch(with_worker)
+
+        def sampled() -> bool:
+            rows = [r for e in got if isinstance(e, ProcSample) for r in e.rows]
+            return any(r[0] == child for r in rows)
+
+        while not sampled() and time.monotonic() - t0 < 5.0:
+            time.sleep(0.02)
+        assert sampled(), got
+        assert time.monotonic() - t0 < 5.0 and src.ticks == 1 and src.extra_samples == 1
+        assert sum(isinstance(e, ProbeTick) for e in got) == 1  # the schedule's figures only
+        watch(with_worker)  # already known: no second extra sample
+        time.sleep(0.3)
+        assert src.extra_samples == 1
+    finally:
+        src.stop()
+        parent.kill()
+        parent.wait()
+        if child:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGKILL)

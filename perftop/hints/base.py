@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from perftop.model.snapshot import Hint, Loader, ProcRow, Snapshot, StepRow
+from perftop.model.snapshot import GpuRow, Hint, Loader, ProcRow, Snapshot, StepRow
 from perftop.model.workers import WorkerRow
 from perftop.report.fmt import fraction, nbytes, seconds
 
@@ -128,6 +128,15 @@ def worker_procs(snap: Snapshot) -> list[tuple[int, ProcRow]]:
         for r in snap.roles
         if r.role == "worker" and r.pid in rows
     ]
+
+
+def job_gpus(snap: Snapshot) -> tuple[GpuRow, ...]:
+    """The GPUs this job runs on: NVML lists every device of the host, and another job's
+    GPU (idle or busy) says nothing about this one. Where no device lists one of the job's
+    pids (no process figures, or a container's own pid numbers), every device."""
+    pids = {p.pid for p in snap.processes} | {t.pid for t in snap.trainers}
+    mine = tuple(g for g in snap.gpus if any(p.pid in pids for p in g.processes))
+    return mine or snap.gpus
 
 
 def count(n: int, word: str) -> str:

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from perftop.hints.base import fraction, loop, nbytes, seconds, threshold
+from perftop.hints.base import fraction, job_gpus, loop, nbytes, seconds, threshold
 from perftop.hints.sync import where
 from perftop.model.snapshot import GpuRow, Hint, Snapshot
 
@@ -26,7 +26,7 @@ def _util(snap: Snapshot) -> tuple[float | None, str]:
         return min(100.0, 100.0 * s.gpu_p50 / s.p50), (
             f"GPU time per step {seconds(s.gpu_p50)} of a {seconds(s.p50)} step (median)"
         )
-    rows = [g for g in snap.gpus if g.util_percent is not None]
+    rows = [g for g in job_gpus(snap) if g.util_percent is not None]
     if not rows:
         return None, ""
     g = max(rows, key=lambda g: g.util_percent or 0.0)
@@ -72,7 +72,7 @@ def gpu_underutilized(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
 
 def gpu_memory_pressure(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     bar = threshold("gpu-memory-pressure", active, MEM_FULL, MEM_FULL_STAY)
-    full = [g for g in snap.gpus if _mem_share(g) is not None and (_mem_share(g) or 0) >= bar]
+    full = [g for g in job_gpus(snap) if _mem_share(g) is not None and (_mem_share(g) or 0) >= bar]
     if not full:
         return []
     ev = [

@@ -6,7 +6,17 @@ that each make a whole batch too slowly."""
 
 from __future__ import annotations
 
-from perftop.hints.base import Loop, count, fraction, loop, nbytes, rate, seconds, threshold
+from perftop.hints.base import (
+    Loop,
+    count,
+    fraction,
+    job_gpus,
+    loop,
+    nbytes,
+    rate,
+    seconds,
+    threshold,
+)
 from perftop.model.snapshot import Hint, Snapshot
 from perftop.model.stats import median
 
@@ -151,7 +161,7 @@ def _bursts(lp: Loop, num_workers: int) -> str:
 
 
 def _gpu_busy(snap: Snapshot) -> float | None:
-    vals = [g.util_percent for g in snap.gpus if g.util_percent is not None]
+    vals = [g.util_percent for g in job_gpus(snap) if g.util_percent is not None]
     return max(vals) if vals else None
 
 

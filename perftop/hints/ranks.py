@@ -7,7 +7,7 @@ Written against ``Snapshot.ranks`` (one ``StepStats`` per training process) and
 
 from __future__ import annotations
 
-from perftop.hints.base import fraction, seconds, threshold
+from perftop.hints.base import fraction, job_gpus, seconds, threshold
 from perftop.model.ranks import MIN_SHARE, find_straggler
 from perftop.model.snapshot import Hint, Snapshot
 
@@ -46,7 +46,7 @@ def straggler(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
 
 
 def gpu_imbalance(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
-    rows = [g for g in snap.gpus if g.util_percent is not None]
+    rows = [g for g in job_gpus(snap) if g.util_percent is not None]
     if len(rows) < 2:
         return []
     lo = min(rows, key=lambda g: g.util_percent or 0.0)

@@ -3,7 +3,8 @@
 Tick k is due at ``start + k * interval`` (not ``interval`` after the previous tick's work),
 so sampling never drifts; how late each tick started and the CPU time it took are
 recorded as a ``ProbeTick``. A tick that overran a whole interval skips the missed ticks
-instead of bunching them up.
+instead of bunching them up. New DataLoader workers wake the thread for an extra process
+sample (``WorkerWatch``): workers that live shorter than an interval still get figures.
 """
 
 from __future__ import annotations
@@ -46,19 +47,27 @@ class ProbeSource:
         self.probes = list(probes)
         self.interval_s = check_interval(interval_s)
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._failed: set[str] = set()  # failure kinds already noted
         self._failing: set[str] = set()  # probes whose last tick raised
         self.ticks = 0
+        self.extra_samples = 0
 
     def start(self) -> ProbeSource:
         self._stop = threading.Event()
+        self._wake.clear()
         self._thread = threading.Thread(target=self._loop, name="perftop-probes", daemon=True)
         self._thread.start()
         return self
 
+    def wake(self) -> None:
+        """Sample the processes now, between ticks (any thread; the probe thread samples)."""
+        self._wake.set()
+
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout)
         for p in self.probes:
@@ -72,6 +81,7 @@ class ProbeSource:
     def pause(self, timeout: float = 5.0) -> None:
         """Stop sampling, keeping the probes open; ``start()`` goes on (see lifecycle)."""
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout)
 
@@ -82,10 +92,14 @@ class ProbeSource:
         while not self._stop.is_set():
             due = start + k * self.interval_s
             now = time.monotonic()
-            if now < due:
-                if self._stop.wait(due - now):
-                    break
+            while now < due and not self._stop.is_set():
+                if self._wake.wait(due - now):
+                    self._wake.clear()
+                    if not self._stop.is_set():
+                        self.sample_procs()
                 now = time.monotonic()
+            if self._stop.is_set():
+                break
             self.tick(late_s=now - due, missed=missed)
             k += 1
             # skip ticks whose time already passed entirely
@@ -120,6 +134,43 @@ class ProbeSource:
         self.submit(*events)
         return events
 
+    def sample_procs(self) -> list[Event]:
+        """The process probe alone, out of schedule: no ``ProbeTick`` (the tick figures
+        stay those of the schedule); a failure is left for the next tick to report."""
+        t = time.time()
+        events: list[Event] = []
+        for p in self.probes:
+            if getattr(p, "name", "") == "procs":
+                try:
+                    events += p.sample(t)
+                except Exception:
+                    pass
+        if events:
+            self.extra_samples += 1
+            self.submit(*events)
+        return events
+
+
+class WorkerWatch:
+    """A snapshot subscriber that wakes the probes when the model learns of DataLoader
+    workers (a ``LoaderInfo`` or a worker's hello) that the process probe has not sampled."""
+
+    background_ok = True  # cheap, and figures still matter while the TUI is away
+
+    def __init__(self, source: ProbeSource) -> None:
+        self.source = source
+        self.seen: set[int] = set()
+
+    def __call__(self, snap: Any) -> None:
+        pids = {pid for ld in snap.loaders for _, pid in ld.workers}
+        pids |= {r.pid for r in snap.roles if r.role == "worker"}
+        new = pids - self.seen
+        if not new:
+            return
+        self.seen |= new
+        if new - {p.pid for p in snap.processes}:
+            self.source.wake()
+
 
 def make_sources(interval_s: float = 1.0, nvml: Any | None = None, gpu: bool = True):
     """The runner source factory: ``Job(cfg, sources=[make_sources(cfg.interval_s)])``."""
@@ -133,6 +184,8 @@ def make_sources(interval_s: float = 1.0, nvml: Any | None = None, gpu: bool = T
         probes: list[Probe] = [ProcProbe(job.pid), HostProbe()]
         if gpu:
             probes.append(GpuProbe(nvml))
-        return ProbeSource(job.hub.submit, probes, interval_s)
+        src = ProbeSource(job.hub.submit, probes, interval_s)
+        job.hub.snapshot_subscribers.append(WorkerWatch(src))
+        return src
 
     return make

@@ -1,0 +1,62 @@
+"""A replay of a recording raises the same hints at the same moments as the live session:
+the engine runs on event time inside the model, so the live monitor, a straight replay and
+a seeking player all agree."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from perftop.model import Session
+from perftop.recording import read_events
+from perftop.replay.index import ReplayIndex
+from perftop.replay.player import Player
+from tests.helpers import WORKLOADS, perftop
+
+
+def straight(path: Path) -> Session:
+    s = Session()
+    s.apply_all(read_events(path))
+    return s
+
+
+def moments(s: Session) -> list[tuple[str, float | None, float | None]]:
+    return [(h.id, h.since_t, h.until_t) for h in s.snapshot(window=None).hints]
+
+
+def test_replay_gives_the_live_hints_at_the_same_moments(tmp_path: Path) -> None:
+    rec = tmp_path / "r.perftop"
+    live = perftop(
+        "run", "--headless", "--record", str(rec), "--",
+        sys.executable, str(WORKLOADS / "loader_train.py"), "320", cwd=tmp_path,
+    )  # fmt: skip
+    assert live.returncode == 0, live.stderr
+    # the live monitor's own session printed its whole-run hints as the job ended
+    shown = [ln for ln in live.stderr.splitlines() if ln.startswith("perftop: hint [")]
+    assert shown, live.stderr
+
+    replay = straight(rec)
+    snap = replay.snapshot(window=None)
+    assert [f"perftop: hint [{h.severity}] {h.title}" for h in snap.hints] == shown
+    assert snap.hints[0].id == "input-bound" and snap.hints[0].since_t is not None
+    assert moments(straight(rec)) == moments(replay)  # deterministic
+
+    # the hints as a straight replay had them after each event
+    s, seen = Session(), []
+    for ev in read_events(rec):
+        s.apply(ev)
+        seen.append((s.snapshot().hints, moments(s)))
+    first = next(k for k, (_, m) in enumerate(seen) if m)
+    assert seen[first][1][0][1] == snap.hints[0].since_t  # raised once, never re-dated
+
+    ix = ReplayIndex(rec)
+    ix.build()
+    p = Player(ix)
+    total = ix.events
+    assert total == len(seen)
+    before = max(0, first - 5)
+    for k in (total - 1, first, before, (first + total) // 2, total - 2, first + 1):
+        p.seek_event(k + 1)  # k + 1 events applied: as ``seen[k]``
+        assert p.snapshot().hints == seen[k][0], k  # shown now
+        assert moments(p.session) == seen[k][1], k  # shown so far
+    assert not seen[before][1]

@@ -1,0 +1,302 @@
+"""Every rule fires on a snapshot built to trigger it, stays quiet just under its bar, and
+keeps a hint already shown on its looser "stay" bar (hysteresis in the value).
+
+Values are ones a real run produces: GPU rows as NVML reports them (utilization in whole
+percent, memory in bytes of an 80 GiB device), host rows as psutil gives them."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from perftop.hints import evaluate
+from perftop.model.snapshot import (
+    BetweenRow,
+    GpuProcRow,
+    GpuRow,
+    HostRow,
+    Loader,
+    Meta,
+    ProcRow,
+    Snapshot,
+    StepRow,
+    StepStats,
+    SyncSite,
+    Trainer,
+)
+from perftop.model.workers import WorkerRow
+
+T0 = 1_700_000_000.0
+PID = 100
+H100_MEM = 81559 * 2**20  # what NVML reports as total memory of an H100 80GB
+
+
+def fires(hint_id: str, snap: Snapshot, shown: bool = False) -> bool:
+    found, errors = evaluate(snap, frozenset({hint_id}) if shown else frozenset())
+    assert not errors
+    return hint_id in found
+
+
+def worker(i: int, busy: float, batch_s: float = 0.1, cpu: float = 0.95) -> WorkerRow:
+    return WorkerRow(
+        PID + 1 + i, PID, i, 0, T0, T0 + 30, False, 100, 10.0 * busy, 10.0 * busy * cpu,
+        batch_s, busy, cpu, busy / batch_s, 3 * 2**20, 1,
+    )  # fmt: skip
+
+
+def snap(
+    data: float | list[float] = 0.0,
+    compute: float = 0.05,
+    n: int = 40,
+    nw: int = 2,
+    busy: float = 0.5,
+    batch_s: float = 0.1,
+    host: HostRow | None = None,
+    device: str = "cpu",
+    gpus: tuple[GpuRow, ...] = (),
+    pin: bool = False,
+    procs: tuple[ProcRow, ...] = (),
+    threads: int = 4,
+) -> Snapshot:
+    waits = data if isinstance(data, list) else [data] * n
+    rows, t = [], T0
+    for i, d in enumerate(waits):
+        rows.append(StepRow(PID, i + 1, t, t + d + compute, d, 0.4 * compute, 0.1 * compute,
+                            0.5 * compute))  # fmt: skip
+        t += d + compute
+    pids = tuple((i, PID + 1 + i) for i in range(nw))
+    return Snapshot(
+        meta=Meta(start_t=T0, now_t=t),
+        steps=StepStats(pid=PID, count=len(rows), recent=tuple(rows)),
+        trainers=(Trainer(PID, 1, "h", ("train.py",), None, None, None, device, "2.13", threads),),
+        loaders=(Loader(PID, 0, nw, 32, pin, 2, False, pids, "Images", T0),),
+        host=host or HostRow(cpu_count=8, cpu_percent=40.0),
+        workers=tuple(worker(i, busy, batch_s) for i in range(nw)),
+        gpus=gpus,
+        processes=procs,
+    )
+
+
+def nvml(index: int, util: float, used: int = 20 * 2**30, pid: int | None = None) -> GpuRow:
+    procs = () if pid is None else (GpuProcRow(pid, used - 500 * 2**20, util * 0.8),)
+    return GpuRow(index, "NVIDIA H100 80GB HBM3", f"GPU-{index}", util, None, util * 0.6,
+                  used, H100_MEM, 310.0, 700.0, 55.0, 1980.0, processes=procs)  # fmt: skip
+
+
+# --- input pipeline -----------------------------------------------------------------
+
+
+def test_io_bound_on_iowait_with_hysteresis() -> None:
+    def s(iowait: float) -> Snapshot:
+        return snap(0.03, host=HostRow(cpu_count=8, cpu_percent=30.0, iowait_percent=iowait))
+
+    assert fires("io-bound", s(35.0))
+    assert not fires("io-bound", s(19.0))
+    assert fires("io-bound", s(12.0), shown=True)
+    assert not fires("io-bound", s(9.0), shown=True)
+    # IO is high but the loop does not wait for data: not the bottleneck
+    assert not fires("io-bound", replace(s(35.0), steps=snap(0.005).steps))
+
+
+def test_io_bound_on_worker_reads_names_the_rate() -> None:
+    reads = tuple(ProcRow(PID + 1 + i, PID, io_read_bps=15 * 2**20) for i in range(2))
+    found = evaluate(snap(0.03, procs=reads))[0]
+    assert "/s from storage" in " ".join(found["io-bound"].evidence)
+    assert not fires("io-bound", snap(0.03, procs=reads[:1]))  # 15 MiB/s: under 20
+
+
+def test_input_bound_with_idle_workers_points_at_moving_batches() -> None:
+    h = evaluate(snap(0.05, busy=0.3))[0]["input-bound"]
+    assert any("idle 70%" in e for e in h.evidence)
+    assert any("pin_memory=True" in a and "/dev/shm" in a for a in h.advice)
+    h = evaluate(snap(0.05, busy=0.6))[0]["input-bound"]  # neither idle nor saturated
+    assert not any("/dev/shm" in a for a in h.advice)
+
+
+def test_input_bound_bursts_every_num_workers_steps() -> None:
+    waits = [0.2 if i % 4 == 0 else 0.001 for i in range(40)]
+    h = evaluate(snap(waits, nw=4, busy=0.6))[0]["input-bound"]
+    assert any("bursts" in e and "every ~4 steps (4 workers)" in e for e in h.evidence)
+    assert any("cannot keep up" in a for a in h.advice)
+    # the same long waits with no period of num_workers: no burst advice
+    waits = [0.2 if i % 9 == 0 else 0.001 for i in range(40)]
+    h = evaluate(snap(waits, nw=4, busy=0.6))[0].get("input-bound")
+    assert h is None or not any("cannot keep up" in a for a in h.advice)
+
+
+# --- CPU and workers ----------------------------------------------------------------
+
+
+def test_too_many_workers_on_busy_cores() -> None:
+    def s(cpu: float) -> Snapshot:
+        return snap(0.0, nw=12, busy=0.9, host=HostRow(cpu_count=8, cpu_percent=cpu))
+
+    h = evaluate(s(97.0))[0]["too-many-workers"]
+    assert any("at most 7 workers" in a for a in h.advice)
+    assert not fires("too-many-workers", s(89.0))
+    assert not fires("too-many-workers", replace(s(97.0), loaders=snap(nw=8).loaders))
+
+
+def test_too_many_workers_idle_with_hysteresis() -> None:
+    assert fires("too-many-workers", snap(0.0, nw=6, busy=0.1))
+    assert not fires("too-many-workers", snap(0.0, nw=6, busy=0.21))
+    assert fires("too-many-workers", snap(0.0, nw=6, busy=0.25), shown=True)
+    assert not fires("too-many-workers", snap(0.0, nw=6, busy=0.31), shown=True)
+    assert not fires("too-many-workers", snap(0.0, nw=3, busy=0.1))  # few workers: fine
+
+
+def test_cpu_oversubscribed_with_hysteresis() -> None:
+    def s(cpu: float, threads: int = 8) -> Snapshot:
+        procs = (ProcRow(PID, 1, cpu_percent=600.0),) + tuple(
+            ProcRow(PID + 1 + i, PID, cpu_percent=90.0) for i in range(2)
+        )
+        return snap(0.0, host=HostRow(cpu_count=8, cpu_percent=cpu), procs=procs, threads=threads)
+
+    h = evaluate(s(96.0))[0]["cpu-oversubscribed"]
+    assert "10 compute threads on 8 cores" in h.evidence[0]
+    assert any("set_num_threads(6)" in a for a in h.advice)
+    assert not fires("cpu-oversubscribed", s(89.0))
+    assert fires("cpu-oversubscribed", s(85.0), shown=True)
+    assert not fires("cpu-oversubscribed", s(79.0), shown=True)
+    assert not fires("cpu-oversubscribed", s(96.0, threads=6))  # 8 threads on 8 cores
+    # the host is busy, but not with this job
+    idle_job = replace(s(96.0), processes=(ProcRow(PID, 1, cpu_percent=200.0),))
+    assert not fires("cpu-oversubscribed", idle_job)
+
+
+# --- time outside steps -------------------------------------------------------------
+
+
+def test_between_steps_with_hysteresis() -> None:
+    def s(eval_s: float, wall: float = 100.0) -> Snapshot:
+        rows = (
+            BetweenRow("eval", eval_s * 0.8, 4, T0 + 50, T0 + 60),
+            BetweenRow("checkpoint", eval_s * 0.2, 2, T0 + 70, T0 + 72),
+        )
+        return Snapshot(meta=Meta(start_t=T0, now_t=T0 + wall), between=rows)
+
+    h = evaluate(s(30.0))[0]["between-steps"]
+    assert "mostly evaluation" in h.title and h.est_gain == 0.3
+    assert any("inference_mode" in a for a in h.advice)
+    assert any("async_save" in a for a in h.advice)
+    assert not fires("between-steps", s(19.0))
+    assert fires("between-steps", s(17.0), shown=True)
+    assert not fires("between-steps", s(14.0), shown=True)
+    assert not fires("between-steps", s(4.0, wall=10.0))  # 40% but only 4 s: too early
+
+
+# --- GPU ----------------------------------------------------------------------------
+
+
+def test_gpu_underutilized_with_hysteresis() -> None:
+    def s(util: float, data: float = 0.002) -> Snapshot:
+        return snap(data, device="cuda:0", gpus=(nvml(0, util),), pin=True)
+
+    h = evaluate(s(30.0))[0]["gpu-underutilized"]
+    assert "GPU 0 busy 30%" in h.evidence[0] and h.est_gain == 0.7
+    assert not fires("gpu-underutilized", s(50.0))
+    assert fires("gpu-underutilized", s(55.0), shown=True)
+    assert not fires("gpu-underutilized", s(60.0), shown=True)
+    assert not fires("gpu-underutilized", s(30.0, data=0.02))  # the input explains it
+    cpu_job = replace(s(30.0), trainers=snap().trainers)
+    assert not fires("gpu-underutilized", cpu_job)  # another job's GPU
+
+
+def test_gpu_underutilized_prefers_cuda_event_timing() -> None:
+    s = snap(0.002, device="cuda:0", gpus=(nvml(0, 95.0),), pin=True)
+    timed = replace(s, steps=replace(s.steps, gpu_p50=0.02, p50=0.052))
+    h = evaluate(timed)[0]["gpu-underutilized"]
+    assert "GPU time per step" in h.evidence[0]
+    assert not fires("gpu-bound", timed)
+
+
+def test_gpu_memory_pressure_with_hysteresis() -> None:
+    def s(share: float) -> Snapshot:
+        return Snapshot(gpus=(nvml(0, 80.0, int(share * H100_MEM)), nvml(1, 80.0)))
+
+    h = evaluate(s(0.97))[0]["gpu-memory-pressure"]
+    assert len(h.evidence) == 1 and h.evidence[0].startswith("GPU 0 memory")
+    assert not fires("gpu-memory-pressure", s(0.94))
+    assert fires("gpu-memory-pressure", s(0.93), shown=True)
+    assert not fires("gpu-memory-pressure", s(0.91), shown=True)
+    assert not fires("gpu-memory-pressure", Snapshot(gpus=(GpuRow(0),)))  # NVML gave N/A
+
+
+def test_gpu_bound_with_hysteresis() -> None:
+    def s(util: float, data: float = 0.002) -> Snapshot:
+        return snap(data, device="cuda:0", gpus=(nvml(0, util),), pin=True)
+
+    assert evaluate(s(98.0))[0]["gpu-bound"].severity == "info"
+    assert not fires("gpu-bound", s(89.0))
+    assert fires("gpu-bound", s(87.0), shown=True)
+    assert not fires("gpu-bound", s(84.0), shown=True)
+    assert not fires("gpu-bound", s(98.0, data=0.006))  # 10.7% data wait
+    assert not fires("input-bound", s(98.0, data=0.03))  # a saturated GPU is the limit
+
+
+def test_pageable_copy_from_sites_and_unpinned_loaders() -> None:
+    site = SyncSite("pageable_copy", "/x/train.py", 77, "step", "potential", 40, 1.0)
+    cuda = snap(device="cuda:0", gpus=(nvml(0, 60.0),), pin=True)
+    h = evaluate(replace(cuda, sync=(site,)))[0]["pageable-copy"]
+    assert "train.py:77" in h.evidence[0] and h.severity == "medium"
+    assert not fires("pageable-copy", cuda)  # pinned, no pageable copies
+    unpinned = snap(device="cuda:0", gpus=(nvml(0, 60.0),), pin=False)
+    assert evaluate(unpinned)[0]["pageable-copy"].severity == "info"
+    assert not fires("pageable-copy", snap(pin=False))  # CPU training: pinning is moot
+
+
+# --- ranks and GPUs -------------------------------------------------------------------
+
+
+def rank(r: int, own: float, bwd: float) -> StepStats:
+    return StepStats(pid=PID + r, rank=r, count=50, p50=own + bwd, own_p50=own,
+                     phase_p50={"backward": bwd, "data": 0.005})  # fmt: skip
+
+
+def ddp(extra: float) -> Snapshot:
+    """Four DDP ranks: rank 2 does ``extra`` more own work, the others wait for it in
+    backward's all-reduce, so every step takes the same time."""
+    own, bwd = 0.1, 0.08
+    ranks = tuple(
+        rank(r, own + extra, bwd) if r == 2 else rank(r, own, bwd + extra) for r in range(4)
+    )
+    return Snapshot(ranks=ranks)
+
+
+def test_straggler_with_hysteresis() -> None:
+    h = evaluate(ddp(0.03))[0]["straggler"]  # 14% of a 0.21 s step
+    assert "rank 2" in h.title and h.est_gain is not None and 0.1 < h.est_gain < 0.2
+    assert not fires("straggler", ddp(0.019))  # 9.5%
+    assert fires("straggler", ddp(0.019), shown=True)
+    assert not fires("straggler", ddp(0.013), shown=True)  # 6.7%
+    # ranks that differ without waiting for each other (no DDP) are not stragglers
+    free = tuple(rank(r, 0.1 + (0.03 if r == 2 else 0.0), 0.08) for r in range(4))
+    assert not fires("straggler", Snapshot(ranks=free))
+
+
+def test_gpu_imbalance_with_hysteresis() -> None:
+    def s(lo: float) -> Snapshot:
+        return Snapshot(gpus=(nvml(0, 95.0), nvml(1, lo), nvml(2, 94.0)))
+
+    h = evaluate(s(40.0))[0]["gpu-imbalance"]
+    assert "GPU 1 is busy 40%" in h.title and h.est_gain == 0.55
+    assert not fires("gpu-imbalance", s(66.0))
+    assert fires("gpu-imbalance", s(70.0), shown=True)
+    assert not fires("gpu-imbalance", s(76.0), shown=True)
+    assert not fires("gpu-imbalance", Snapshot(gpus=(nvml(0, 95.0),)))
+
+
+def test_gpu_rules_look_only_at_the_jobs_gpus() -> None:
+    """NVML lists every GPU of the host: another job's GPUs (their processes are not ours)
+    must not raise an imbalance, hide an input bottleneck, or count as this job's."""
+    other = 4242
+    # this job on GPUs 0 and 1, another job idles GPU 2 and fills GPU 3
+    gpus = (nvml(0, 95.0, pid=PID), nvml(1, 94.0, pid=PID), nvml(2, 3.0, pid=other),
+            nvml(3, 99.0, int(0.99 * H100_MEM), pid=other))  # fmt: skip
+    s = snap(0.03, device="cuda:0", gpus=gpus, pin=True, procs=(ProcRow(PID, 1),))
+    assert not fires("gpu-imbalance", s)
+    assert not fires("gpu-memory-pressure", s)
+    idle_here = replace(s, gpus=(nvml(0, 40.0, pid=PID), gpus[3]))
+    assert fires("input-bound", idle_here)  # GPU 3 is busy, but not with this job
+    assert fires("gpu-imbalance", replace(s, gpus=(*gpus[:1], nvml(1, 40.0, pid=PID))))
+    # no device lists the job's pids (a container's own pid numbers): every device counts
+    assert fires("gpu-imbalance", replace(s, gpus=(nvml(0, 95.0), nvml(1, 40.0))))
