@@ -33,6 +33,10 @@ HOLD_STEPS = 64
 HOLD_S = 5.0
 LOADER_KEY = "_perftop_loader"  # set on DataLoader iterators: which loader they iterate
 _perf = time.perf_counter
+# The hot path's clock: perf_counter. The compiled build reads perf_counter's clock in C
+# instead (``_now`` is declared in ``_steps_fast.pxd``): no Python call, no float object.
+_now: Callable[[], float]
+globals()["_now"] = _perf
 
 
 def _cap(x: float, dur: float) -> float:
@@ -210,14 +214,14 @@ class StepTracker:
     # torch calls these two directly (global optimizer hooks): one frame each.
     def opt_pre_hook(self, opt: Any, args: Any, kwargs: Any) -> Any:
         try:
-            return self.optimizer_pre(opt, _perf(), args, kwargs)
+            return self.optimizer_pre(opt, _now(), args, kwargs)  # noqa: F821
         except Exception:
             self._error("optimizer pre-hook")
             return None
 
     def opt_post_hook(self, opt: Any, args: Any, kwargs: Any) -> None:
         try:
-            self.optimizer_post(opt, _perf())
+            self.optimizer_post(opt, _now())  # noqa: F821
         except Exception:
             self._error("optimizer post-hook")
 
@@ -264,12 +268,12 @@ class StepTracker:
     # -- wrappers for what torch calls per step: compiled with this file ---------------------
     def wrap_backward(self, orig: Any) -> Any:
         def backward(*args: Any, **kwargs: Any) -> Any:
-            t0 = _perf()
+            t0: float = _now()  # noqa: F821 (a C double when compiled)
             try:
                 return orig(*args, **kwargs)
             finally:
                 try:
-                    self.backward(t0, _perf())
+                    self.backward(t0, _now())  # noqa: F821
                 except Exception:
                     self._error("backward")
 
@@ -279,7 +283,7 @@ class StepTracker:
         key = LOADER_KEY
 
         def __next__(it: Any) -> Any:
-            t0 = _perf()
+            t0: float = _now()  # noqa: F821
             got = False
             try:
                 batch = orig(it)
@@ -287,7 +291,8 @@ class StepTracker:
                 return batch
             finally:
                 try:
-                    self.fetched(t0, _perf(), got, getattr(it, key, None), grad_enabled())
+                    t1: float = _now()  # noqa: F821
+                    self.fetched(t0, t1, got, getattr(it, key, None), grad_enabled())
                 except Exception:
                     self._error("DataLoader.__next__")
 
