@@ -14,7 +14,14 @@ except ImportError:  # no Cython: the plain-Python tracker only
     ext_modules = []
 else:
     ext_modules = cythonize(
-        [Extension("perftop.hook._steps_fast", ["perftop/hook/steps.py"])],
+        [
+            Extension(
+                "perftop.hook._steps_fast",
+                ["perftop/hook/steps.py"],
+                include_dirs=["perftop/hook"],  # _steps_fast.h
+                depends=["perftop/hook/_steps_fast.h", "perftop/hook/_steps_fast.pxd"],
+            )
+        ],
         compiler_directives={"language_level": 3, "binding": True},
         quiet=True,
     )

@@ -5,20 +5,17 @@ cdef int NONE, LOADER, BACKWARD, OPTIMIZER, EXPLICIT  # C ints: compared on ever
 cdef object _perf
 
 # ``_now`` in steps.py is time.perf_counter; compiled, it is perf_counter's own clock read
-# in C (the same values, no Python call and no float object per timestamp).
-cdef extern from *:
-    """
-    static double perftop_now(void) {
-    #if PY_VERSION_HEX >= 0x030D0000
-        PyTime_t t;
-        (void)PyTime_PerfCounterRaw(&t);
-        return PyTime_AsSecondsDouble(t);
-    #else
-        return _PyTime_AsSecondsDouble(_PyTime_GetPerfCounter());
-    #endif
-    }
-    """
+# in C (the same values, no Python call and no float object per timestamp). ``_passthrough``
+# is passthrough.py's function; compiled, the C one that passes arguments on by vectorcall.
+cdef extern from "_steps_fast.h":
     double _now "perftop_now" ()
+    ctypedef void (*done_fn "perftop_done_fn")(object, double, double, bint, object) noexcept
+    object _passthrough "perftop_passthrough" (object orig, object target, done_fn done)
+    ctypedef object (*hook_fn "perftop_hook_fn")(object, object, object, object)
+    object _hook "perftop_hook" (object target, hook_fn fn)
+    bint _grad "perftop_grad" (object fallback) except -1
+    bint _grad_resolve "perftop_grad_resolve" (object path)
+    void _grad_forget "perftop_grad_forget" ()
 
 cdef double _cap(double x, double dur)
 
@@ -26,13 +23,13 @@ cimport cython
 
 @cython.final  # no Python subclass: calls between its methods are direct C calls
 cdef class StepTracker:
-    cdef public object emit, on_close, on_step, on_fetched, on_settle, on_error, on_between, clock
+    cdef public object opt_pre_hook, opt_post_hook, emit, on_close, on_step, on_fetched, on_settle, on_error, on_between, clock
     cdef public int mode, closure_depth
     cdef public long long index, step_hook_at
     cdef public bint running, settled, has_fetch, has_bwd, in_gap, gap_eval, pend, pend_got
     cdef public double start, opt_t0, closure_s, last_end, data, bwd, opt, hole
     cdef public double gap_t0, save_s, save_t0, pend_t0, pend_t1
-    cdef public object primary, mark, in_opt, phases, fetch_loader, pend_loader
+    cdef public object primary, mark, in_opt, phases, fetch_loader, pend_loader, grad_enabled
     cdef public list held
     cdef public set train_loaders
 
@@ -43,3 +40,10 @@ cdef class StepTracker:
     cpdef backward(self, double t0, double t1)
     cpdef object optimizer_pre(self, object opt, double t0, object args=*, object kwargs=*)
     cpdef optimizer_post(self, object opt, double t1)
+
+
+# What the pass-throughs and hooks call, by C function pointer (see _steps_fast.h).
+cdef object _opt_pre(object tr, object opt, object args, object kwargs)
+cdef object _opt_post(object tr, object opt, object args, object kwargs)
+cdef void _backward_done(object tr, double t0, double t1, bint ok, object first) noexcept
+cdef void _next_done(object tr, double t0, double t1, bint ok, object it) noexcept

@@ -25,6 +25,7 @@ from typing import Any
 
 from perftop.hook import gaps
 from perftop.hook import steps_cold as cold
+from perftop.hook.passthrough import hook, passthrough
 from perftop.wire import STEP_SOURCES
 
 NONE, LOADER, BACKWARD, OPTIMIZER, EXPLICIT = 0, 1, 2, 3, 4
@@ -35,8 +36,36 @@ LOADER_KEY = "_perftop_loader"  # set on DataLoader iterators: which loader they
 _perf = time.perf_counter
 # The hot path's clock: perf_counter. The compiled build reads perf_counter's clock in C
 # instead (``_now`` is declared in ``_steps_fast.pxd``): no Python call, no float object.
+# ``_passthrough`` likewise: compiled, a C callable that passes its caller's arguments on
+# by vectorcall (``_steps_fast.h``).
 _now: Callable[[], float]
 globals()["_now"] = _perf
+_passthrough: Callable[[Any, Any, Any], Any]
+globals()["_passthrough"] = passthrough
+# ``_hook(tr, f)``: a callable h(a, b, c) that calls f(tr, a, b, c); compiled, a C object
+# that calls the compiled f directly (no bound method, no argument parsing).
+_hook: Callable[[Any, Any], Any]
+globals()["_hook"] = hook
+# ``_grad(fallback)``: whether grad is on. Plain: fallback() (torch.is_grad_enabled);
+# compiled: c10's own flag read in C once ``fast_grad`` found it.
+_grad: Callable[[Any], bool]
+_grad_resolve: Callable[[str], bool]
+_grad_forget: Callable[[], None]
+
+
+def _grad_on() -> bool:
+    return True
+
+
+def _call(f: Callable[[], Any]) -> Any:
+    return f()
+
+
+def _false(*_: Any) -> bool:
+    return False
+
+
+globals().update(_grad=_call, _grad_resolve=_false, _grad_forget=_false)
 
 
 def _cap(x: float, dur: float) -> float:
@@ -54,7 +83,11 @@ class StepTracker:
         self.on_settle: Callable[[], None] | None = None  # first step out: start the sender
         self.on_error: Callable[[str], None] | None = None
         self.on_between: Callable[[str, float, float], None] | None = None  # kind, t0, length
+        self.grad_enabled: Callable[[], bool] = _grad_on  # torch.is_grad_enabled, once patched
         self.clock = _perf  # for closures (tests give their own)
+        # torch's global optimizer hooks, called as hook(opt, args, kwargs)
+        self.opt_pre_hook = _hook(self, _opt_pre)  # noqa: F821
+        self.opt_post_hook = _hook(self, _opt_post)  # noqa: F821
         self.reset()
 
     def reset(self) -> None:
@@ -211,20 +244,6 @@ class StepTracker:
         else:  # the first optimizer, a new one, or a GAN's second
             cold.other_optimizer(self, opt, t1)
 
-    # torch calls these two directly (global optimizer hooks): one frame each.
-    def opt_pre_hook(self, opt: Any, args: Any, kwargs: Any) -> Any:
-        try:
-            return self.optimizer_pre(opt, _now(), args, kwargs)  # noqa: F821
-        except Exception:
-            self._error("optimizer pre-hook")
-            return None
-
-    def opt_post_hook(self, opt: Any, args: Any, kwargs: Any) -> None:
-        try:
-            self.optimizer_post(opt, _now())  # noqa: F821
-        except Exception:
-            self._error("optimizer post-hook")
-
     def _error(self, where: str) -> None:
         if self.on_error is not None:
             self.on_error(where)
@@ -265,35 +284,57 @@ class StepTracker:
             self.lazy_close(max(self.last_end, self.start))
         cold.release(self)
 
-    # -- wrappers for what torch calls per step: compiled with this file ---------------------
+    # -- what torch calls per step: pass-throughs that call the functions below ----------
     def wrap_backward(self, orig: Any) -> Any:
-        def backward(*args: Any, **kwargs: Any) -> Any:
-            t0: float = _now()  # noqa: F821 (a C double when compiled)
-            try:
-                return orig(*args, **kwargs)
-            finally:
-                try:
-                    self.backward(t0, _now())  # noqa: F821
-                except Exception:
-                    self._error("backward")
-
-        return backward
+        """``torch.autograd.backward``, timed."""
+        return _passthrough(orig, self, _backward_done)  # noqa: F821
 
     def wrap_next(self, orig: Any, grad_enabled: Any) -> Any:
-        key = LOADER_KEY
+        """A DataLoader iterator's ``__next__``, timed; which loader, whether grad is on."""
+        self.grad_enabled = grad_enabled
+        return _passthrough(orig, self, _next_done)  # noqa: F821
 
-        def __next__(it: Any) -> Any:
-            t0: float = _now()  # noqa: F821
-            got = False
-            try:
-                batch = orig(it)
-                got = True
-                return batch
-            finally:
-                try:
-                    t1: float = _now()  # noqa: F821
-                    self.fetched(t0, t1, got, getattr(it, key, None), grad_enabled())
-                except Exception:
-                    self._error("DataLoader.__next__")
+    def fast_grad(self, libc10: str) -> bool:
+        """Read grad mode in C from torch's loaded libc10 (compiled build); the caller
+        checks ``grad()`` against torch and calls ``slow_grad()`` if they differ."""
+        return bool(_grad_resolve(libc10))  # noqa: F821
 
-        return __next__
+    def slow_grad(self) -> None:
+        _grad_forget()  # noqa: F821
+
+    def grad(self) -> bool:
+        return bool(_grad(self.grad_enabled))  # noqa: F821
+
+
+def _backward_done(tr: Any, t0: float, t1: float, ok: bool, first: Any) -> None:
+    t: StepTracker = tr
+    try:
+        t.backward(t0, t1)
+    except Exception:
+        t._error("backward")
+
+
+def _next_done(tr: Any, t0: float, t1: float, ok: bool, it: Any) -> None:
+    t: StepTracker = tr
+    try:
+        t.fetched(t0, t1, ok, getattr(it, LOADER_KEY, None), _grad(t.grad_enabled))  # noqa: F821
+    except Exception:
+        t._error("DataLoader.__next__")
+
+
+def _opt_pre(tr: Any, opt: Any, args: Any, kwargs: Any) -> Any:
+    t: StepTracker = tr
+    try:
+        return t.optimizer_pre(opt, _now(), args, kwargs)  # noqa: F821
+    except Exception:
+        t._error("optimizer pre-hook")
+        return None
+
+
+def _opt_post(tr: Any, opt: Any, args: Any, kwargs: Any) -> Any:
+    t: StepTracker = tr
+    try:
+        t.optimizer_post(opt, _now())  # noqa: F821
+    except Exception:
+        t._error("optimizer post-hook")
+    return None

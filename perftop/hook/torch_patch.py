@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import functools
 import itertools
+import sys
 import time
 import weakref
+from pathlib import Path
 from typing import Any
 
 from perftop.events import LoaderInfo
@@ -44,6 +46,7 @@ def patch_torch(state: HookState) -> None:
         tracker.wrap_next(orig_next, torch.is_grad_enabled), orig_next
     )
     state.undo.append(lambda: setattr(base, "__next__", orig_next))
+    _fast_grad(torch, tracker)
 
     loaders: Any = weakref.WeakKeyDictionary()  # loader -> its number; never an id()
     counter = itertools.count()
@@ -66,6 +69,25 @@ def patch_torch(state: HookState) -> None:
 
     torch.save = save
     state.undo.append(lambda: setattr(torch, "save", orig_save))
+
+
+def _fast_grad(torch: Any, tracker: Any) -> None:
+    """Grad mode read in C per batch instead of a call of torch.is_grad_enabled, where
+    the compiled tracker finds c10's function and it agrees with torch in every mode."""
+    name = "libc10.dylib" if sys.platform == "darwin" else "libc10.so"
+    lib = Path(torch.__file__).parent / "lib" / name
+    if not lib.exists() or not tracker.fast_grad(str(lib)):
+        return
+    try:
+        seen = [tracker.grad() == torch.is_grad_enabled()]
+        for mode in (torch.no_grad, torch.enable_grad, torch.inference_mode):
+            with mode():
+                seen.append(tracker.grad() == torch.is_grad_enabled())
+        agree = all(seen)
+    except Exception:
+        agree = False
+    if not agree:
+        tracker.slow_grad()
 
 
 def _number(loaders: Any, loader: Any, counter: Any) -> int:

@@ -1,0 +1,266 @@
+/* C helpers of the compiled step tracker (perftop.hook._steps_fast). No tracker logic
+ * lives here: that is steps.py, the one source. Two primitives Cython cannot express:
+ *
+ *   perftop_now()              perf_counter's clock read in C (no Python call, no float).
+ *   perftop_passthrough(o, tr, d)  a callable that calls `o` with its caller's arguments
+ *       as they came (vectorcall: no tuple or dict is built, which costs a Python-level
+ *       *args, **kwargs wrapper 2-3 us a step in a real loop), then the C function
+ *       d(tr, t0, t1, ok, first_arg): steps.py's _backward_done or _next_done, compiled,
+ *       called directly. Its plain-Python twin is passthrough.py.
+ *
+ *   perftop_hook(tr, f)  a callable for torch's optimizer hooks, called as h(a, b, c):
+ *       the C function f(tr, a, b, c) directly (steps.py's _opt_pre or _opt_post), with
+ *       no bound method and no argument parsing on the way. Its plain-Python twin is
+ *       functools.partial(f, tr).
+ *
+ *   perftop_grad(fallback)  whether autograd records: c10::GradMode::is_enabled() read
+ *       in C when perftop_grad_resolve(libc10_path) found it (and steps.py checked it
+ *       against torch.is_grad_enabled()), else fallback() (torch.is_grad_enabled), which
+ *       costs as much as the rest of a batch's bookkeeping.
+ *
+ * `d` and `f` catch their own errors; should one be left anyway it is dropped (an interrupt is
+ * passed on): nothing of perftop's may reach the caller, whose result or exception is
+ * returned as it was. */
+#include <Python.h>
+#include <stddef.h>
+#ifndef _WIN32
+#include <dlfcn.h>
+#endif
+
+static double perftop_now(void) {
+#if PY_VERSION_HEX >= 0x030D0000
+    PyTime_t t;
+    (void)PyTime_PerfCounterRaw(&t);
+    return PyTime_AsSecondsDouble(t);
+#else
+    return _PyTime_AsSecondsDouble(_PyTime_GetPerfCounter());
+#endif
+}
+
+typedef void (*perftop_done_fn)(PyObject *target, double t0, double t1, int ok,
+                                PyObject *first);
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *orig;
+    PyObject *target;
+    perftop_done_fn done;
+    PyObject *dict; /* functools.update_wrapper's __name__, __doc__, __wrapped__, ... */
+    vectorcallfunc vectorcall;
+} PerftopPass;
+
+/* 1 when `done` left an interrupt (KeyboardInterrupt, SystemExit) to pass on; any other
+ * error is dropped. */
+static int perftop_pass_done(PerftopPass *p, double t0, double t1, int ok, PyObject *first) {
+    p->done(p->target, t0, t1, ok, first);
+    if (PyErr_Occurred() == NULL)
+        return 0;
+    if (PyErr_ExceptionMatches(PyExc_Exception)) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
+static PyObject *perftop_pass_call(PyObject *self, PyObject *const *args, size_t nargsf,
+                                   PyObject *kwnames) {
+    PerftopPass *p = (PerftopPass *)self;
+    double t0 = perftop_now();
+    PyObject *res = PyObject_Vectorcall(p->orig, args, nargsf, kwnames);
+    double t1 = perftop_now();
+    PyObject *first = PyVectorcall_NARGS(nargsf) > 0 ? args[0] : Py_None;
+    if (res != NULL) {
+        if (perftop_pass_done(p, t0, t1, 1, first)) {
+            Py_DECREF(res);
+            return NULL;
+        }
+    } else {
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        if (perftop_pass_done(p, t0, t1, 0, first))
+            PyErr_Clear(); /* the call's own exception goes first */
+        PyErr_Restore(et, ev, tb);
+    }
+    return res;
+}
+
+/* Set as a class attribute (a DataLoader iterator's __next__) it binds like a function;
+ * the for loop's slot calls it unbound with the iterator first (METHOD_DESCRIPTOR). */
+static PyObject *perftop_pass_get(PyObject *self, PyObject *obj, PyObject *type) {
+    (void)type;
+    if (obj == NULL || obj == Py_None) {
+        Py_INCREF(self);
+        return self;
+    }
+    return PyMethod_New(self, obj);
+}
+
+static PyObject *perftop_pass_repr(PyObject *self) {
+    return PyUnicode_FromFormat("<perftop pass-through of %R>", ((PerftopPass *)self)->orig);
+}
+
+static int perftop_pass_traverse(PyObject *self, visitproc visit, void *arg) {
+    PerftopPass *p = (PerftopPass *)self;
+    Py_VISIT(p->orig);
+    Py_VISIT(p->target);
+    Py_VISIT(p->dict);
+    return 0;
+}
+
+static int perftop_pass_clear(PyObject *self) {
+    PerftopPass *p = (PerftopPass *)self;
+    Py_CLEAR(p->orig);
+    Py_CLEAR(p->target);
+    Py_CLEAR(p->dict);
+    return 0;
+}
+
+static void perftop_pass_dealloc(PyObject *self) {
+    PyObject_GC_UnTrack(self);
+    perftop_pass_clear(self);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyGetSetDef perftop_pass_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject PerftopPassType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "perftop.hook._steps_fast.passthrough",
+    .tp_basicsize = sizeof(PerftopPass),
+    .tp_dealloc = perftop_pass_dealloc,
+    .tp_vectorcall_offset = offsetof(PerftopPass, vectorcall),
+    .tp_repr = perftop_pass_repr,
+    .tp_call = PyVectorcall_Call,
+    .tp_getattro = PyObject_GenericGetAttr,
+    .tp_setattro = PyObject_GenericSetAttr,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL |
+                Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_traverse = perftop_pass_traverse,
+    .tp_clear = perftop_pass_clear,
+    .tp_getset = perftop_pass_getset,
+    .tp_descr_get = perftop_pass_get,
+    .tp_dictoffset = offsetof(PerftopPass, dict),
+    .tp_free = PyObject_GC_Del,
+};
+
+static PyObject *perftop_passthrough(PyObject *orig, PyObject *target, perftop_done_fn done) {
+    if (!(PerftopPassType.tp_flags & Py_TPFLAGS_READY) && PyType_Ready(&PerftopPassType) < 0)
+        return NULL;
+    PerftopPass *p = PyObject_GC_New(PerftopPass, &PerftopPassType);
+    if (p == NULL)
+        return NULL;
+    Py_INCREF(orig);
+    Py_INCREF(target);
+    p->orig = orig;
+    p->target = target;
+    p->done = done;
+    p->dict = NULL;
+    p->vectorcall = perftop_pass_call;
+    PyObject_GC_Track((PyObject *)p);
+    return (PyObject *)p;
+}
+
+/* -- perftop_hook ----------------------------------------------------------------------- */
+typedef PyObject *(*perftop_hook_fn)(PyObject *target, PyObject *a, PyObject *b, PyObject *c);
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *target;
+    perftop_hook_fn fn;
+    vectorcallfunc vectorcall;
+} PerftopHook;
+
+static PyObject *perftop_hook_call(PyObject *self, PyObject *const *args, size_t nargsf,
+                                   PyObject *kwnames) {
+    PerftopHook *h = (PerftopHook *)self;
+    PyObject *res = NULL;
+    if (PyVectorcall_NARGS(nargsf) == 3 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0))
+        res = h->fn(h->target, args[0], args[1], args[2]);
+    if (res == NULL) { /* a call of another shape, or an error left by `fn`: no effect */
+        if (PyErr_Occurred() != NULL && !PyErr_ExceptionMatches(PyExc_Exception))
+            return NULL; /* an interrupt */
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    return res;
+}
+
+static int perftop_hook_traverse(PyObject *self, visitproc visit, void *arg) {
+    Py_VISIT(((PerftopHook *)self)->target);
+    return 0;
+}
+
+static int perftop_hook_clear(PyObject *self) {
+    Py_CLEAR(((PerftopHook *)self)->target);
+    return 0;
+}
+
+static void perftop_hook_dealloc(PyObject *self) {
+    PyObject_GC_UnTrack(self);
+    perftop_hook_clear(self);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyTypeObject PerftopHookType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "perftop.hook._steps_fast.hook",
+    .tp_basicsize = sizeof(PerftopHook),
+    .tp_dealloc = perftop_hook_dealloc,
+    .tp_vectorcall_offset = offsetof(PerftopHook, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_traverse = perftop_hook_traverse,
+    .tp_clear = perftop_hook_clear,
+    .tp_free = PyObject_GC_Del,
+};
+
+static PyObject *perftop_hook(PyObject *target, perftop_hook_fn fn) {
+    if (!(PerftopHookType.tp_flags & Py_TPFLAGS_READY) && PyType_Ready(&PerftopHookType) < 0)
+        return NULL;
+    PerftopHook *h = PyObject_GC_New(PerftopHook, &PerftopHookType);
+    if (h == NULL)
+        return NULL;
+    Py_INCREF(target);
+    h->target = target;
+    h->fn = fn;
+    h->vectorcall = perftop_hook_call;
+    PyObject_GC_Track((PyObject *)h);
+    return (PyObject *)h;
+}
+
+/* -- perftop_grad ----------------------------------------------------------------------- */
+typedef _Bool (*perftop_grad_fn)(void);
+static perftop_grad_fn perftop_grad_c = NULL;
+
+/* Looks the function up in torch's already-loaded libc10 (never loads a library). */
+static int perftop_grad_resolve(PyObject *path) {
+#ifndef _WIN32
+    const char *p = PyUnicode_AsUTF8(path);
+    if (p == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    void *lib = dlopen(p, RTLD_LAZY | RTLD_NOLOAD);
+    if (lib != NULL)
+        perftop_grad_c = (perftop_grad_fn)dlsym(lib, "_ZN3c108GradMode10is_enabledEv");
+#else
+    (void)path;
+#endif
+    return perftop_grad_c != NULL;
+}
+
+static void perftop_grad_forget(void) { perftop_grad_c = NULL; }
+
+static int perftop_grad(PyObject *fallback) {
+    if (perftop_grad_c != NULL)
+        return perftop_grad_c() ? 1 : 0;
+    PyObject *r = PyObject_CallNoArgs(fallback);
+    if (r == NULL)
+        return -1;
+    int v = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    return v;
+}

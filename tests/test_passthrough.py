@@ -1,0 +1,132 @@
+"""What the tracker puts between torch and the user's loop: the pass-through around
+``backward()`` and ``DataLoader.__next__``, the optimizer hooks, and the grad-mode read. In
+both builds (plain Python, and the C helpers of the compiled one) the user's call gets its
+own result and its own exceptions, and nothing of perftop's reaches it."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from perftop.hook import torch_patch
+
+
+class Boom(Exception):
+    pass
+
+
+def _tracker(tracker_cls):
+    out: list = []
+    return tracker_cls(out.append), out
+
+
+def test_backward_passthrough_forwards_arguments_result_and_exceptions(tracker_cls):
+    tr, _ = _tracker(tracker_cls)
+    seen = []
+
+    def orig(*args, **kwargs):
+        seen.append((args, kwargs))
+        if kwargs.get("fail"):
+            raise Boom("from the user's code")
+        return "result"
+
+    w = functools.update_wrapper(tr.wrap_backward(orig), orig)
+    assert w(1, 2, inputs=3) == "result"
+    assert seen[-1] == ((1, 2), {"inputs": 3})
+    assert tr.has_bwd and tr.bwd > 0.0  # timed
+    with pytest.raises(Boom, match="user's code"):
+        w(fail=True)
+    assert w.__wrapped__ is orig and w.__name__ == "orig"
+    assert inspect.signature(w) == inspect.signature(orig)
+
+
+def test_a_broken_tracker_never_reaches_the_users_call(tracker_cls):
+    tr, _ = _tracker(tracker_cls)
+    errors = []
+    tr.on_error = errors.append
+
+    def broken(*_):
+        raise RuntimeError("a perftop bug")
+
+    tr.on_close = broken  # every step end now fails inside the tracker
+    w = tr.wrap_backward(lambda: 7)
+    assert [w(), w(), w()] == [7, 7, 7]  # backward steps close lazily: the 2nd and 3rd fail
+    assert errors == ["backward", "backward"]
+
+
+def test_next_passthrough_binds_as_a_method_and_passes_stop_iteration(tracker_cls):
+    tr, _ = _tracker(tracker_cls)
+
+    class It:
+        def __init__(self):
+            self.left = 2
+
+        def __iter__(self):
+            return self
+
+    def orig(self):
+        if not self.left:
+            raise StopIteration
+        self.left -= 1
+        return self.left
+
+    It.__next__ = tr.wrap_next(orig, torch.is_grad_enabled)
+    it = It()
+    assert it.__next__() == 1  # bound through the descriptor
+    assert list(it) == [0]  # the for loop's slot, then StopIteration
+    assert tr.index == 2  # each batch closed the step before it; the last call too
+
+
+def test_optimizer_hooks_take_torchs_call_and_ignore_other_shapes(tracker_cls):
+    tr, out = _tracker(tracker_cls)
+    opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+    assert tr.opt_pre_hook(opt, (opt,), {}) is None
+    assert tr.opt_post_hook(opt, (opt,), {}) is None
+    assert len(out) == 1 and tr.primary() is opt  # the first optimizer closed a step
+    assert out[0][5] > 0.0  # with its optimizer phase
+    assert tr.opt_pre_hook(opt) is None  # a call of another shape: no effect, no error
+
+
+def test_grad_mode_read_agrees_with_torch_in_every_mode_and_thread(tracker_cls):
+    tr, _ = _tracker(tracker_cls)
+    tr.wrap_next(lambda it: None, torch.is_grad_enabled)
+    torch_patch._fast_grad(torch, tr)  # the compiled build reads c10's flag in C from here
+
+    def modes() -> list[bool]:
+        got = [tr.grad()]
+        for mode in (torch.no_grad, torch.enable_grad, torch.inference_mode):
+            with mode():
+                got.append(tr.grad())
+        with torch.no_grad(), torch.enable_grad():
+            got.append(tr.grad())
+        return got
+
+    assert modes() == [True, False, True, False, True]
+    in_thread: list = []
+    t = threading.Thread(target=lambda: in_thread.extend(modes()))
+    t.start()
+    t.join()
+    assert in_thread == [True, False, True, False, True]
+
+
+def test_evaluation_under_no_grad_is_seen_through_the_c_grad_read(tracker_cls):
+    tr, _ = _tracker(tracker_cls)
+    kinds: list = []
+    tr.on_between = lambda kind, t0, length: kinds.append(kind)
+    tr.wrap_next(lambda it: None, torch.is_grad_enabled)
+    torch_patch._fast_grad(torch, tr)
+    loader = DataLoader(list(range(4)))
+    for _ in range(3):
+        it = iter(loader)
+        tr.fetched(0.0, 0.0, True, 0, tr.grad())
+        tr.backward(0.0, 0.0)
+        with torch.no_grad():
+            tr.fetched(0.0, 0.0, True, 0, tr.grad())
+        del it
+    tr.fetched(1.0, 1.0, True, 0, tr.grad())
+    assert "eval" in kinds
