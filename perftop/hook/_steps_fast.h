@@ -1,5 +1,5 @@
 /* C helpers of the compiled step tracker (perftop.hook._steps_fast). No tracker logic
- * lives here: that is steps.py, the one source. Two primitives Cython cannot express:
+ * lives here: that is steps.py, the one source. Primitives Cython cannot express:
  *
  *   perftop_now()              perf_counter's clock read in C (no Python call, no float).
  *   perftop_passthrough(o, tr, d)  a callable that calls `o` with its caller's arguments
@@ -11,16 +11,16 @@
  *   perftop_hook(tr, f)  a callable for torch's optimizer hooks, called as h(a, b, c):
  *       the C function f(tr, a, b, c) directly (steps.py's _opt_pre or _opt_post), with
  *       no bound method and no argument parsing on the way. Its plain-Python twin is
- *       functools.partial(f, tr).
+ *       passthrough.hook.
  *
  *   perftop_grad(fallback)  whether autograd records: c10::GradMode::is_enabled() read
- *       in C when perftop_grad_resolve(libc10_path) found it (and steps.py checked it
- *       against torch.is_grad_enabled()), else fallback() (torch.is_grad_enabled), which
+ *       in C when perftop_grad_resolve(libc10_path) found it (and torch_patch.py checked
+ *       it against torch.is_grad_enabled()), else fallback() (torch.is_grad_enabled), which
  *       costs as much as the rest of a batch's bookkeeping.
  *
- * `d` and `f` catch their own errors; should one be left anyway it is dropped (an interrupt is
- * passed on): nothing of perftop's may reach the caller, whose result or exception is
- * returned as it was. */
+ * `d` and `f` catch their own errors; should one be left anyway it is dropped (an
+ * interrupt is passed on): nothing of perftop's may reach the caller, whose result or
+ * exception is returned as it was. */
 #include <Python.h>
 #include <stddef.h>
 #ifndef _WIN32
@@ -39,20 +39,23 @@ static double perftop_now(void) {
 
 typedef void (*perftop_done_fn)(PyObject *target, double t0, double t1, int ok,
                                 PyObject *first);
+typedef PyObject *(*perftop_hook_fn)(PyObject *target, PyObject *a, PyObject *b, PyObject *c);
 
+/* One object type for both callables: `orig` and `done` for a pass-through, `hook` for a
+ * hook; the per-object vectorcall says which. */
 typedef struct {
     PyObject_HEAD
     PyObject *orig;
     PyObject *target;
     perftop_done_fn done;
+    perftop_hook_fn hook;
     PyObject *dict; /* functools.update_wrapper's __name__, __doc__, __wrapped__, ... */
     vectorcallfunc vectorcall;
-} PerftopPass;
+} PerftopCall;
 
-/* 1 when `done` left an interrupt (KeyboardInterrupt, SystemExit) to pass on; any other
- * error is dropped. */
-static int perftop_pass_done(PerftopPass *p, double t0, double t1, int ok, PyObject *first) {
-    p->done(p->target, t0, t1, ok, first);
+/* An error left by perftop's function: 1 for an interrupt (KeyboardInterrupt,
+ * SystemExit) to pass on; any other is dropped. */
+static int perftop_interrupted(void) {
     if (PyErr_Occurred() == NULL)
         return 0;
     if (PyErr_ExceptionMatches(PyExc_Exception)) {
@@ -64,29 +67,44 @@ static int perftop_pass_done(PerftopPass *p, double t0, double t1, int ok, PyObj
 
 static PyObject *perftop_pass_call(PyObject *self, PyObject *const *args, size_t nargsf,
                                    PyObject *kwnames) {
-    PerftopPass *p = (PerftopPass *)self;
+    PerftopCall *p = (PerftopCall *)self;
     double t0 = perftop_now();
     PyObject *res = PyObject_Vectorcall(p->orig, args, nargsf, kwnames);
     double t1 = perftop_now();
     PyObject *first = PyVectorcall_NARGS(nargsf) > 0 ? args[0] : Py_None;
     if (res != NULL) {
-        if (perftop_pass_done(p, t0, t1, 1, first)) {
+        p->done(p->target, t0, t1, 1, first);
+        if (perftop_interrupted()) {
             Py_DECREF(res);
             return NULL;
         }
     } else {
         PyObject *et, *ev, *tb;
         PyErr_Fetch(&et, &ev, &tb);
-        if (perftop_pass_done(p, t0, t1, 0, first))
+        p->done(p->target, t0, t1, 0, first);
+        if (perftop_interrupted())
             PyErr_Clear(); /* the call's own exception goes first */
         PyErr_Restore(et, ev, tb);
     }
     return res;
 }
 
+static PyObject *perftop_hook_call(PyObject *self, PyObject *const *args, size_t nargsf,
+                                   PyObject *kwnames) {
+    PerftopCall *h = (PerftopCall *)self;
+    PyObject *res = NULL;
+    if (PyVectorcall_NARGS(nargsf) == 3 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0))
+        res = h->hook(h->target, args[0], args[1], args[2]);
+    if (res != NULL)
+        return res;
+    if (perftop_interrupted()) /* else a call of another shape, or an error: no effect */
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 /* Set as a class attribute (a DataLoader iterator's __next__) it binds like a function;
  * the for loop's slot calls it unbound with the iterator first (METHOD_DESCRIPTOR). */
-static PyObject *perftop_pass_get(PyObject *self, PyObject *obj, PyObject *type) {
+static PyObject *perftop_call_get(PyObject *self, PyObject *obj, PyObject *type) {
     (void)type;
     if (obj == NULL || obj == Py_None) {
         Py_INCREF(self);
@@ -95,140 +113,90 @@ static PyObject *perftop_pass_get(PyObject *self, PyObject *obj, PyObject *type)
     return PyMethod_New(self, obj);
 }
 
-static PyObject *perftop_pass_repr(PyObject *self) {
-    return PyUnicode_FromFormat("<perftop pass-through of %R>", ((PerftopPass *)self)->orig);
+static PyObject *perftop_call_repr(PyObject *self) {
+    PerftopCall *p = (PerftopCall *)self;
+    if (p->orig == NULL)
+        return PyUnicode_FromString("<perftop hook>");
+    return PyUnicode_FromFormat("<perftop pass-through of %R>", p->orig);
 }
 
-static int perftop_pass_traverse(PyObject *self, visitproc visit, void *arg) {
-    PerftopPass *p = (PerftopPass *)self;
+static int perftop_call_traverse(PyObject *self, visitproc visit, void *arg) {
+    PerftopCall *p = (PerftopCall *)self;
     Py_VISIT(p->orig);
     Py_VISIT(p->target);
     Py_VISIT(p->dict);
     return 0;
 }
 
-static int perftop_pass_clear(PyObject *self) {
-    PerftopPass *p = (PerftopPass *)self;
+static int perftop_call_clear(PyObject *self) {
+    PerftopCall *p = (PerftopCall *)self;
     Py_CLEAR(p->orig);
     Py_CLEAR(p->target);
     Py_CLEAR(p->dict);
     return 0;
 }
 
-static void perftop_pass_dealloc(PyObject *self) {
+static void perftop_call_dealloc(PyObject *self) {
     PyObject_GC_UnTrack(self);
-    perftop_pass_clear(self);
+    perftop_call_clear(self);
     Py_TYPE(self)->tp_free(self);
 }
 
-static PyGetSetDef perftop_pass_getset[] = {
+static PyGetSetDef perftop_call_getset[] = {
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyTypeObject PerftopPassType = {
+static PyTypeObject PerftopCallType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "perftop.hook._steps_fast.passthrough",
-    .tp_basicsize = sizeof(PerftopPass),
-    .tp_dealloc = perftop_pass_dealloc,
-    .tp_vectorcall_offset = offsetof(PerftopPass, vectorcall),
-    .tp_repr = perftop_pass_repr,
+    .tp_name = "perftop.hook._steps_fast.call",
+    .tp_basicsize = sizeof(PerftopCall),
+    .tp_dealloc = perftop_call_dealloc,
+    .tp_vectorcall_offset = offsetof(PerftopCall, vectorcall),
+    .tp_repr = perftop_call_repr,
     .tp_call = PyVectorcall_Call,
     .tp_getattro = PyObject_GenericGetAttr,
     .tp_setattro = PyObject_GenericSetAttr,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL |
                 Py_TPFLAGS_METHOD_DESCRIPTOR,
-    .tp_traverse = perftop_pass_traverse,
-    .tp_clear = perftop_pass_clear,
-    .tp_getset = perftop_pass_getset,
-    .tp_descr_get = perftop_pass_get,
-    .tp_dictoffset = offsetof(PerftopPass, dict),
+    .tp_traverse = perftop_call_traverse,
+    .tp_clear = perftop_call_clear,
+    .tp_getset = perftop_call_getset,
+    .tp_descr_get = perftop_call_get,
+    .tp_dictoffset = offsetof(PerftopCall, dict),
     .tp_free = PyObject_GC_Del,
 };
 
-static PyObject *perftop_passthrough(PyObject *orig, PyObject *target, perftop_done_fn done) {
-    if (!(PerftopPassType.tp_flags & Py_TPFLAGS_READY) && PyType_Ready(&PerftopPassType) < 0)
+static PyObject *perftop_call_new(PyObject *orig, PyObject *target, vectorcallfunc call) {
+    if (!(PerftopCallType.tp_flags & Py_TPFLAGS_READY) && PyType_Ready(&PerftopCallType) < 0)
         return NULL;
-    PerftopPass *p = PyObject_GC_New(PerftopPass, &PerftopPassType);
+    PerftopCall *p = PyObject_GC_New(PerftopCall, &PerftopCallType);
     if (p == NULL)
         return NULL;
-    Py_INCREF(orig);
+    Py_XINCREF(orig);
     Py_INCREF(target);
     p->orig = orig;
     p->target = target;
-    p->done = done;
+    p->done = NULL;
+    p->hook = NULL;
     p->dict = NULL;
-    p->vectorcall = perftop_pass_call;
+    p->vectorcall = call;
     PyObject_GC_Track((PyObject *)p);
     return (PyObject *)p;
 }
 
-/* -- perftop_hook ----------------------------------------------------------------------- */
-typedef PyObject *(*perftop_hook_fn)(PyObject *target, PyObject *a, PyObject *b, PyObject *c);
-
-typedef struct {
-    PyObject_HEAD
-    PyObject *target;
-    perftop_hook_fn fn;
-    vectorcallfunc vectorcall;
-} PerftopHook;
-
-static PyObject *perftop_hook_call(PyObject *self, PyObject *const *args, size_t nargsf,
-                                   PyObject *kwnames) {
-    PerftopHook *h = (PerftopHook *)self;
-    PyObject *res = NULL;
-    if (PyVectorcall_NARGS(nargsf) == 3 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0))
-        res = h->fn(h->target, args[0], args[1], args[2]);
-    if (res == NULL) { /* a call of another shape, or an error left by `fn`: no effect */
-        if (PyErr_Occurred() != NULL && !PyErr_ExceptionMatches(PyExc_Exception))
-            return NULL; /* an interrupt */
-        PyErr_Clear();
-        Py_RETURN_NONE;
-    }
-    return res;
+static PyObject *perftop_passthrough(PyObject *orig, PyObject *target, perftop_done_fn done) {
+    PyObject *p = perftop_call_new(orig, target, perftop_pass_call);
+    if (p != NULL)
+        ((PerftopCall *)p)->done = done;
+    return p;
 }
-
-static int perftop_hook_traverse(PyObject *self, visitproc visit, void *arg) {
-    Py_VISIT(((PerftopHook *)self)->target);
-    return 0;
-}
-
-static int perftop_hook_clear(PyObject *self) {
-    Py_CLEAR(((PerftopHook *)self)->target);
-    return 0;
-}
-
-static void perftop_hook_dealloc(PyObject *self) {
-    PyObject_GC_UnTrack(self);
-    perftop_hook_clear(self);
-    Py_TYPE(self)->tp_free(self);
-}
-
-static PyTypeObject PerftopHookType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "perftop.hook._steps_fast.hook",
-    .tp_basicsize = sizeof(PerftopHook),
-    .tp_dealloc = perftop_hook_dealloc,
-    .tp_vectorcall_offset = offsetof(PerftopHook, vectorcall),
-    .tp_call = PyVectorcall_Call,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_traverse = perftop_hook_traverse,
-    .tp_clear = perftop_hook_clear,
-    .tp_free = PyObject_GC_Del,
-};
 
 static PyObject *perftop_hook(PyObject *target, perftop_hook_fn fn) {
-    if (!(PerftopHookType.tp_flags & Py_TPFLAGS_READY) && PyType_Ready(&PerftopHookType) < 0)
-        return NULL;
-    PerftopHook *h = PyObject_GC_New(PerftopHook, &PerftopHookType);
-    if (h == NULL)
-        return NULL;
-    Py_INCREF(target);
-    h->target = target;
-    h->fn = fn;
-    h->vectorcall = perftop_hook_call;
-    PyObject_GC_Track((PyObject *)h);
-    return (PyObject *)h;
+    PyObject *h = perftop_call_new(NULL, target, perftop_hook_call);
+    if (h != NULL)
+        ((PerftopCall *)h)->hook = fn;
+    return h;
 }
 
 /* -- perftop_grad ----------------------------------------------------------------------- */
