@@ -1,10 +1,11 @@
 """The plain-Python builds of ``perftop_passthrough`` and ``perftop_hook``
-(``_steps_fast.h``). ``passthrough``: a callable that
-calls ``orig`` with its caller's arguments, then ``done(target, t0, t1, ok, first_arg)``
-with perf_counter seconds around the call. The compiled tracker uses the C one, which passes the
-arguments on without building a tuple and a dict; this one is for an interpreter the
-extension cannot load into. Nothing of perftop's reaches the caller: ``done`` catches its
-own errors, and anything but an interrupt it raises anyway is dropped."""
+(``_steps_fast.h``), for an interpreter the compiled tracker cannot load into.
+
+``passthrough``: a callable that calls ``orig`` with its caller's arguments, then
+``done(target, t0, t1, ok, first_arg)`` with perf_counter seconds around the call (the C
+one passes the arguments on without building a tuple and a dict). Nothing of perftop's
+reaches the caller: ``done`` catches its own errors, and anything but an interrupt it
+raises anyway is dropped."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """Wiring the step tracker into torch once torch is imported: global optimizer hooks,
-``torch.autograd.backward``, the DataLoader iterators and ``torch.save``. The wrappers
-torch calls every step are the tracker's own (``wrap_backward``, ``wrap_next``), so they
-are compiled with it; each calls the original first-class and swallows its own errors: a
-perftop bug must never surface in user code."""
+``torch.autograd.backward``, the DataLoader iterators and ``torch.save``. What torch calls
+every step comes from the tracker (``wrap_backward``, ``wrap_next``, ``opt_pre_hook``,
+``opt_post_hook``): in the compiled build C pass-throughs and hooks that call its compiled
+functions; each calls the original first and swallows its own errors: a perftop bug must
+never surface in user code."""
 
 from __future__ import annotations
 
