@@ -96,6 +96,8 @@ def test_grad_mode_read_agrees_with_torch_in_every_mode_and_thread(tracker_cls):
     tr, _ = _tracker(tracker_cls)
     tr.wrap_next(lambda it: None, torch.is_grad_enabled)
     torch_patch._fast_grad(torch, tr)  # the compiled build reads c10's flag in C from here
+    compiled = type(tr).__module__ == "perftop.hook._steps_fast"
+    assert tr.fast_grad(str(torch_patch.libc10(torch))) == compiled  # found in a real torch
 
     def modes() -> list[bool]:
         got = [tr.grad()]

@@ -72,11 +72,16 @@ def patch_torch(state: HookState) -> None:
     state.undo.append(lambda: setattr(torch, "save", orig_save))
 
 
+def libc10(torch: Any) -> Path:
+    """Where torch keeps its c10 library (loaded with torch._C)."""
+    name = "libc10.dylib" if sys.platform == "darwin" else "libc10.so"
+    return Path(torch.__file__).parent / "lib" / name
+
+
 def _fast_grad(torch: Any, tracker: Any) -> None:
     """Grad mode read in C per batch instead of a call of torch.is_grad_enabled, where
     the compiled tracker finds c10's function and it agrees with torch in every mode."""
-    name = "libc10.dylib" if sys.platform == "darwin" else "libc10.so"
-    lib = Path(torch.__file__).parent / "lib" / name
+    lib = libc10(torch)
     if not lib.exists() or not tracker.fast_grad(str(lib)):
         return
     try:
