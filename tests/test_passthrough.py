@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
+import time
 
 import pytest
 import torch
@@ -57,6 +58,40 @@ def test_a_broken_tracker_never_reaches_the_users_call(tracker_cls):
     w = tr.wrap_backward(lambda: 7)
     assert [w(), w(), w()] == [7, 7, 7]  # backward steps close lazily: the 2nd and 3rd fail
     assert errors == ["backward", "backward"]
+
+    def orig_next(it):
+        raise StopIteration  # the user's own exception, with perftop's failing behind it
+
+    nxt = tr.wrap_next(orig_next, lambda: True)
+    tr.mode = 1  # steps of the loader: this fetch closes the open step, which fails
+    tr.has_fetch = True
+    with pytest.raises(StopIteration):
+        nxt(object())
+    assert errors[-1] == "DataLoader.__next__"
+
+    opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+    tr.held = [("not a step",)]  # merging held steps into the optimizer's step fails
+    assert tr.opt_pre_hook(opt, (opt,), {}) is None
+    assert tr.opt_post_hook(opt, (opt,), {}) is None  # closes the step: on_close fails
+    assert errors[-2:] == ["optimizer pre-hook", "optimizer post-hook"]
+
+
+def test_an_interrupt_inside_the_tracker_is_passed_on(tracker_cls):
+    """Ctrl-C while perftop's code runs must stop the job as it would have anyway."""
+    tr, _ = _tracker(tracker_cls)
+
+    def interrupted(*_):
+        raise KeyboardInterrupt
+
+    tr.on_close = interrupted
+    w = tr.wrap_backward(lambda: 7)
+    w()
+    with pytest.raises(KeyboardInterrupt):
+        w()
+    opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+    tr.opt_pre_hook(opt, (opt,), {})
+    with pytest.raises(KeyboardInterrupt):
+        tr.opt_post_hook(opt, (opt,), {})
 
 
 def test_next_passthrough_binds_as_a_method_and_passes_stop_iteration(tracker_cls):
@@ -132,3 +167,50 @@ def test_evaluation_under_no_grad_is_seen_through_the_c_grad_read(tracker_cls):
         del it
     tr.fetched(1.0, 1.0, True, 0, tr.grad())
     assert "eval" in kinds
+
+
+def test_each_iterators_loader_is_read_once_and_a_freed_ones_address_is_not_trusted(
+    tracker_cls,
+):
+    tr, _ = _tracker(tracker_cls)
+    reads: list = []
+
+    class It:
+        """An iterator whose loader key counts its reads."""
+
+        def __init__(self, loader: int) -> None:
+            self.loader = loader
+
+        @property
+        def _perftop_loader(self) -> int:
+            reads.append(self.loader)
+            return self.loader
+
+    nxt = tr.wrap_next(lambda it: it.loader, lambda: True)
+    train = It(0)
+    for t in range(5):  # training batches: the loader key is read on the first only
+        assert nxt(train) == 0
+        tr.backward(float(t), float(t))
+    assert reads == [0] and not tr.pend
+    address = id(train)
+    del train  # its memory is free: the next iterator of the same size may take it
+    keep = []
+    other = It(1)
+    while id(other) != address and len(keep) < 10_000:
+        keep.append(other)
+        other = It(1)
+    assert id(other) == address  # a new iterator, of another loader, at the same address
+    nxt(other)
+    assert reads == [0, 1]  # its own loader, not the cached one
+    assert tr.pend  # a loader that never fed training: an evaluation or the next training
+
+
+def test_the_pass_throughs_clock_is_perf_counters(tracker_cls):
+    """The C build reads the clock itself; its stamps must lie on perf_counter's line,
+    which the sender turns into epoch time and closures and torch.save stamp with."""
+    tr, _ = _tracker(tracker_cls)
+    w = tr.wrap_backward(lambda: None)
+    before = time.perf_counter()
+    w()
+    after = time.perf_counter()
+    assert before <= tr.start <= tr.last_end <= after

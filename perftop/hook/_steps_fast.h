@@ -1,34 +1,48 @@
 /* C helpers of the compiled step tracker (perftop.hook._steps_fast). No tracker logic
  * lives here: that is steps.py, the one source. Primitives Cython cannot express:
  *
- *   perftop_now()              perf_counter's clock read in C (no Python call, no float).
- *   perftop_passthrough(o, tr, d)  a callable that calls `o` with its caller's arguments
- *       as they came (vectorcall: no tuple or dict is built, which costs a Python-level
- *       *args, **kwargs wrapper 2-3 us a step in a real loop), then the C function
- *       d(tr, t0, t1, ok, first_arg): steps.py's _backward_done or _next_done, compiled,
- *       called directly. Its plain-Python twin is passthrough.py.
+ *   perftop_now()              perf_counter's clock read in C (no Python call, no float;
+ *       on Linux clock_gettime(CLOCK_MONOTONIC) itself, perf_counter's clock there).
+ *   perftop_passthrough(o, tr, d, where)  a callable that calls `o` with its caller's
+ *       arguments as they came (vectorcall: no tuple or dict is built, which costs a
+ *       Python-level *args, **kwargs wrapper 2-3 us a step in a real loop), then the C
+ *       function d(tr, t0, t1, ok, first_arg): steps.py's _backward_done or _next_done,
+ *       compiled, called directly. Its plain-Python twin is passthrough.py.
  *
- *   perftop_hook(tr, f)  a callable for torch's optimizer hooks, called as h(a, b, c):
- *       the C function f(tr, a, b, c) directly (steps.py's _opt_pre or _opt_post), with
- *       no bound method and no argument parsing on the way. Its plain-Python twin is
- *       passthrough.hook.
+ *   perftop_hook(tr, f, where)  a callable for torch's optimizer hooks, called as
+ *       h(a, b, c): the C function f(tr, a, b, c) directly (steps.py's _opt_pre or
+ *       _opt_post), with no bound method and no argument parsing on the way. Its
+ *       plain-Python twin is passthrough.hook.
+ *
+ *   perftop_refers(ref, obj)  whether the weak reference `ref` (None: no) points at `obj`,
+ *       read without calling it. Its plain-Python twin is passthrough.refers.
  *
  *   perftop_grad(fallback)  whether autograd records: c10::GradMode::is_enabled() read
  *       in C when perftop_grad_resolve(libc10_path) found it (and torch_patch.py checked
  *       it against torch.is_grad_enabled()), else fallback() (torch.is_grad_enabled), which
  *       costs as much as the rest of a batch's bookkeeping.
  *
- * `d` and `f` catch their own errors; should one be left anyway it is dropped (an
- * interrupt is passed on): nothing of perftop's may reach the caller, whose result or
- * exception is returned as it was. */
+ * An error of `d` or `f` is caught here, not in them (a try block in the compiled code
+ * costs on every call): reported with tr._error(where) and dropped, while an interrupt
+ * is passed on. Nothing of perftop's may reach the caller, whose result or exception is
+ * returned as it was. */
 #include <Python.h>
 #include <stddef.h>
 #ifndef _WIN32
 #include <dlfcn.h>
 #endif
+#ifdef __linux__
+#include <time.h>
+#endif
 
 static double perftop_now(void) {
-#if PY_VERSION_HEX >= 0x030D0000
+#if defined(__linux__)
+    /* What _PyTime_GetPerfCounter reads on Linux, in the same units and rounding as
+     * time.perf_counter(), without its overflow checks (~40 instructions a read). */
+    struct timespec ts;
+    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)((long long)ts.tv_sec * 1000000000LL + ts.tv_nsec) / 1e9;
+#elif PY_VERSION_HEX >= 0x030D0000
     PyTime_t t;
     (void)PyTime_PerfCounterRaw(&t);
     return PyTime_AsSecondsDouble(t);
@@ -37,8 +51,8 @@ static double perftop_now(void) {
 #endif
 }
 
-typedef void (*perftop_done_fn)(PyObject *target, double t0, double t1, int ok,
-                                PyObject *first);
+typedef int (*perftop_done_fn)(PyObject *target, double t0, double t1, int ok,
+                               PyObject *first); /* -1 with an error set */
 typedef PyObject *(*perftop_hook_fn)(PyObject *target, PyObject *a, PyObject *b, PyObject *c);
 
 /* One object type for both callables: `orig` and `done` for a pass-through, `hook` for a
@@ -47,22 +61,28 @@ typedef struct {
     PyObject_HEAD
     PyObject *orig;
     PyObject *target;
+    PyObject *where; /* what to tell target._error() */
     perftop_done_fn done;
     perftop_hook_fn hook;
     PyObject *dict; /* functools.update_wrapper's __name__, __doc__, __wrapped__, ... */
     vectorcallfunc vectorcall;
 } PerftopCall;
 
-/* An error left by perftop's function: 1 for an interrupt (KeyboardInterrupt,
- * SystemExit) to pass on; any other is dropped. */
-static int perftop_interrupted(void) {
-    if (PyErr_Occurred() == NULL)
-        return 0;
-    if (PyErr_ExceptionMatches(PyExc_Exception)) {
-        PyErr_Clear();
+/* perftop's function failed: 1 for an interrupt (KeyboardInterrupt, SystemExit), left
+ * set to pass on; any other error is reported with target._error(where) and cleared. */
+static int perftop_failed(PerftopCall *p) {
+    if (!PyErr_ExceptionMatches(PyExc_Exception))
+        return 1;
+    PyErr_Clear();
+    PyObject *r = PyObject_CallMethod(p->target, "_error", "O", p->where);
+    if (r != NULL) {
+        Py_DECREF(r);
         return 0;
     }
-    return 1;
+    if (!PyErr_ExceptionMatches(PyExc_Exception))
+        return 1;
+    PyErr_Clear();
+    return 0;
 }
 
 static PyObject *perftop_pass_call(PyObject *self, PyObject *const *args, size_t nargsf,
@@ -73,16 +93,14 @@ static PyObject *perftop_pass_call(PyObject *self, PyObject *const *args, size_t
     double t1 = perftop_now();
     PyObject *first = PyVectorcall_NARGS(nargsf) > 0 ? args[0] : Py_None;
     if (res != NULL) {
-        p->done(p->target, t0, t1, 1, first);
-        if (perftop_interrupted()) {
+        if (p->done(p->target, t0, t1, 1, first) < 0 && perftop_failed(p)) {
             Py_DECREF(res);
             return NULL;
         }
     } else {
         PyObject *et, *ev, *tb;
         PyErr_Fetch(&et, &ev, &tb);
-        p->done(p->target, t0, t1, 0, first);
-        if (perftop_interrupted())
+        if (p->done(p->target, t0, t1, 0, first) < 0 && perftop_failed(p))
             PyErr_Clear(); /* the call's own exception goes first */
         PyErr_Restore(et, ev, tb);
     }
@@ -92,14 +110,14 @@ static PyObject *perftop_pass_call(PyObject *self, PyObject *const *args, size_t
 static PyObject *perftop_hook_call(PyObject *self, PyObject *const *args, size_t nargsf,
                                    PyObject *kwnames) {
     PerftopCall *h = (PerftopCall *)self;
-    PyObject *res = NULL;
-    if (PyVectorcall_NARGS(nargsf) == 3 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0))
-        res = h->hook(h->target, args[0], args[1], args[2]);
-    if (res != NULL)
-        return res;
-    if (perftop_interrupted()) /* else a call of another shape, or an error: no effect */
-        return NULL;
-    Py_RETURN_NONE;
+    if (PyVectorcall_NARGS(nargsf) == 3 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0)) {
+        PyObject *res = h->hook(h->target, args[0], args[1], args[2]);
+        if (res != NULL)
+            return res;
+        if (perftop_failed(h))
+            return NULL;
+    }
+    Py_RETURN_NONE; /* after an error, or a call of another shape: no effect */
 }
 
 /* Set as a class attribute (a DataLoader iterator's __next__) it binds like a function;
@@ -124,6 +142,7 @@ static int perftop_call_traverse(PyObject *self, visitproc visit, void *arg) {
     PerftopCall *p = (PerftopCall *)self;
     Py_VISIT(p->orig);
     Py_VISIT(p->target);
+    Py_VISIT(p->where);
     Py_VISIT(p->dict);
     return 0;
 }
@@ -132,6 +151,7 @@ static int perftop_call_clear(PyObject *self) {
     PerftopCall *p = (PerftopCall *)self;
     Py_CLEAR(p->orig);
     Py_CLEAR(p->target);
+    Py_CLEAR(p->where);
     Py_CLEAR(p->dict);
     return 0;
 }
@@ -167,7 +187,8 @@ static PyTypeObject PerftopCallType = {
     .tp_free = PyObject_GC_Del,
 };
 
-static PyObject *perftop_call_new(PyObject *orig, PyObject *target, vectorcallfunc call) {
+static PyObject *perftop_call_new(PyObject *orig, PyObject *target, PyObject *where,
+                                   vectorcallfunc call) {
     if (!(PerftopCallType.tp_flags & Py_TPFLAGS_READY) && PyType_Ready(&PerftopCallType) < 0)
         return NULL;
     PerftopCall *p = PyObject_GC_New(PerftopCall, &PerftopCallType);
@@ -175,8 +196,10 @@ static PyObject *perftop_call_new(PyObject *orig, PyObject *target, vectorcallfu
         return NULL;
     Py_XINCREF(orig);
     Py_INCREF(target);
+    Py_INCREF(where);
     p->orig = orig;
     p->target = target;
+    p->where = where;
     p->done = NULL;
     p->hook = NULL;
     p->dict = NULL;
@@ -185,18 +208,42 @@ static PyObject *perftop_call_new(PyObject *orig, PyObject *target, vectorcallfu
     return (PyObject *)p;
 }
 
-static PyObject *perftop_passthrough(PyObject *orig, PyObject *target, perftop_done_fn done) {
-    PyObject *p = perftop_call_new(orig, target, perftop_pass_call);
+static PyObject *perftop_passthrough(PyObject *orig, PyObject *target, perftop_done_fn done,
+                                     PyObject *where) {
+    PyObject *p = perftop_call_new(orig, target, where, perftop_pass_call);
     if (p != NULL)
         ((PerftopCall *)p)->done = done;
     return p;
 }
 
-static PyObject *perftop_hook(PyObject *target, perftop_hook_fn fn) {
-    PyObject *h = perftop_call_new(NULL, target, perftop_hook_call);
+static PyObject *perftop_hook(PyObject *target, perftop_hook_fn fn, PyObject *where) {
+    PyObject *h = perftop_call_new(NULL, target, where, perftop_hook_call);
     if (h != NULL)
         ((PerftopCall *)h)->hook = fn;
     return h;
+}
+
+/* 1: `ref` is a weak reference to `obj` (a reference to a live object); 0: it is None, or
+ * to another or a freed object; -1: calling a reference of another type raised. */
+static int perftop_refers(PyObject *ref, PyObject *obj) {
+    if (ref == Py_None)
+        return 0;
+    if (PyWeakref_CheckRefExact(ref)) {
+#if PY_VERSION_HEX >= 0x030D0000
+        PyObject *o;
+        if (PyWeakref_GetRef(ref, &o) < 0)
+            return -1;
+        Py_XDECREF(o); /* only the address is compared, while the caller holds `obj` */
+        return o == obj;
+#else
+        return PyWeakref_GET_OBJECT(ref) == obj;
+#endif
+    }
+    PyObject *o = PyObject_CallNoArgs(ref);
+    if (o == NULL)
+        return -1;
+    Py_DECREF(o);
+    return o == obj;
 }
 
 /* -- perftop_grad ----------------------------------------------------------------------- */

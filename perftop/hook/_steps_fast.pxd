@@ -2,20 +2,21 @@
 # only; the logic is steps.py's, the one source.
 
 cdef int NONE, LOADER, BACKWARD, OPTIMIZER, EXPLICIT  # C ints: compared on every call
-cdef object _perf
+cdef tuple SOURCES  # a C global: no module-dict lookup per step
 
-# ``_now`` in steps.py is time.perf_counter; compiled, it is perf_counter's own clock read
-# in C (the same values, no Python call and no float object per timestamp). ``_passthrough``
-# is passthrough.py's function; compiled, the C one that passes arguments on by vectorcall.
+# steps.py's ``_now``, ``_passthrough``, ``_hook``, ``_grad*`` and ``_refers`` are the
+# plain twins in passthrough.py; compiled, these C primitives (perf_counter's clock read in
+# C, a vectorcall pass-through, a direct hook, c10's grad flag, a weak reference read).
 cdef extern from "_steps_fast.h":
     double _now "perftop_now" ()
-    ctypedef void (*done_fn "perftop_done_fn")(object, double, double, bint, object) noexcept
-    object _passthrough "perftop_passthrough" (object orig, object target, done_fn done)
+    ctypedef int (*done_fn "perftop_done_fn")(object, double, double, bint, object) except -1
+    object _passthrough "perftop_passthrough" (object orig, object target, done_fn done, object where)
     ctypedef object (*hook_fn "perftop_hook_fn")(object, object, object, object)
-    object _hook "perftop_hook" (object target, hook_fn fn)
+    object _hook "perftop_hook" (object target, hook_fn fn, object where)
     bint _grad "perftop_grad" (object fallback) except -1
     bint _grad_resolve "perftop_grad_resolve" (object path)
     void _grad_forget "perftop_grad_forget" ()
+    bint _refers "perftop_refers" (object ref, object obj) except -1
 
 cdef double _cap(double x, double dur)
 
@@ -30,6 +31,7 @@ cdef class StepTracker:
     cdef public double start, opt_t0, closure_s, last_end, data, bwd, opt, hole
     cdef public double gap_t0, save_s, save_t0, pend_t0, pend_t1
     cdef public object primary, mark, in_opt, phases, fetch_loader, pend_loader, grad_enabled
+    cdef public object last_it, last_loader, train_last
     cdef public list held
     cdef public set train_loaders
 
@@ -42,8 +44,9 @@ cdef class StepTracker:
     cpdef optimizer_post(self, object opt, double t1)
 
 
-# What the pass-throughs and hooks call, by C function pointer (see _steps_fast.h).
+# What the pass-throughs and hooks call, by C function pointer (see _steps_fast.h), which
+# also catch their errors.
 cdef object _opt_pre(object tr, object opt, object args, object kwargs)
 cdef object _opt_post(object tr, object opt, object args, object kwargs)
-cdef void _backward_done(object tr, double t0, double t1, bint ok, object first) noexcept
-cdef void _next_done(object tr, double t0, double t1, bint ok, object it) noexcept
+cdef int _backward_done(object tr, double t0, double t1, bint ok, object first) except -1
+cdef int _next_done(object tr, double t0, double t1, bint ok, object it) except -1

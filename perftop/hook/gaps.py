@@ -30,6 +30,7 @@ EVAL, CHECKPOINT = "eval", "checkpoint"
 
 def reset(tr: Any) -> None:
     tr.train_loaders = set()  # loaders whose batches fed training (keys set on iterators)
+    tr.train_last = None  # the last loader found in it
     tr.fetch_loader = None  # before any training: loaders seen, for training to confirm
     tr.in_gap = False
     tr.gap_t0 = 0.0

@@ -1,11 +1,11 @@
-"""The plain-Python builds of ``perftop_passthrough`` and ``perftop_hook``
-(``_steps_fast.h``), for an interpreter the compiled tracker cannot load into.
+"""The plain-Python builds of the compiled tracker's C primitives (``_steps_fast.h``), for
+an interpreter the extension cannot load into. ``PRIMITIVES`` names them as steps.py does.
 
 ``passthrough``: a callable that calls ``orig`` with its caller's arguments, then
 ``done(target, t0, t1, ok, first_arg)`` with perf_counter seconds around the call (the C
 one passes the arguments on without building a tuple and a dict). Nothing of perftop's
-reaches the caller: ``done`` catches its own errors, and anything but an interrupt it
-raises anyway is dropped."""
+reaches the caller: an error of ``done`` (or of a hook's ``fn``) is reported with
+``target._error(where)`` and dropped."""
 
 from __future__ import annotations
 
@@ -16,8 +16,19 @@ from typing import Any
 _perf = time.perf_counter
 
 
+def failed(target: Any, where: str) -> None:
+    """perftop's function raised: tell the tracker (``target._error``), never the caller."""
+    try:
+        target._error(where)
+    except Exception:  # noqa: S110 - never into the caller's code
+        pass
+
+
 def passthrough(
-    orig: Callable[..., Any], target: Any, done: Callable[[Any, float, float, bool, Any], Any]
+    orig: Callable[..., Any],
+    target: Any,
+    done: Callable[[Any, float, float, bool, Any], Any],
+    where: str,
 ) -> Any:
     def call(*args: Any, **kwargs: Any) -> Any:
         t0 = _perf()
@@ -29,19 +40,49 @@ def passthrough(
         finally:
             try:
                 done(target, t0, _perf(), ok, args[0] if args else None)
-            except Exception:  # noqa: S110 - never into the caller's code
-                pass
+            except Exception:
+                failed(target, where)
 
     return call
 
 
-def hook(target: Any, fn: Callable[..., Any]) -> Any:
+def hook(target: Any, fn: Callable[..., Any], where: str) -> Any:
     """The plain-Python ``perftop_hook``: h(a, b, c) calls fn(target, a, b, c); a call of
     another shape does nothing (torch's optimizer hooks are called with three)."""
 
     def call(*args: Any, **kwargs: Any) -> Any:
         if len(args) != 3 or kwargs:
             return None
-        return fn(target, *args)
+        try:
+            return fn(target, *args)
+        except Exception:
+            failed(target, where)
+            return None
 
     return call
+
+
+def refers(ref: Any, obj: Any) -> bool:
+    """Whether the weak reference ``ref`` (None: no) points at ``obj``."""
+    return ref is not None and ref() is obj
+
+
+def _call(f: Callable[[], Any]) -> Any:
+    return f()
+
+
+def _false(*_: Any) -> bool:
+    return False
+
+
+# steps.py's names for them. Grad mode: torch.is_grad_enabled() (the C build reads c10's
+# flag once ``grad_resolve`` found it; the plain build never does).
+PRIMITIVES: dict[str, Any] = {
+    "_now": _perf,
+    "_passthrough": passthrough,
+    "_hook": hook,
+    "_grad": _call,
+    "_grad_resolve": _false,
+    "_grad_forget": _false,
+    "_refers": refers,
+}

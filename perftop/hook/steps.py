@@ -24,8 +24,8 @@ from collections.abc import Callable
 from typing import Any
 
 from perftop.hook import gaps
+from perftop.hook import passthrough as plain
 from perftop.hook import steps_cold as cold
-from perftop.hook.passthrough import hook, passthrough
 from perftop.wire import STEP_SOURCES
 
 NONE, LOADER, BACKWARD, OPTIMIZER, EXPLICIT = 0, 1, 2, 3, 4
@@ -34,38 +34,23 @@ HOLD_STEPS = 64
 HOLD_S = 5.0
 LOADER_KEY = "_perftop_loader"  # set on DataLoader iterators: which loader they iterate
 _perf = time.perf_counter
-# The hot path's clock: perf_counter. The compiled build reads perf_counter's clock in C
-# instead (``_now`` is declared in ``_steps_fast.pxd``): no Python call, no float object.
-# ``_passthrough`` likewise: compiled, a C callable that passes its caller's arguments on
-# by vectorcall (``_steps_fast.h``).
+# The C primitives of the compiled build (``_steps_fast.h``, declared in the .pxd): the
+# clock, a pass-through that passes its caller's arguments on by vectorcall, a hook that
+# calls a compiled function directly, grad mode from c10's flag, a weak reference read.
+# Here, their plain twins (passthrough.py). Set through globals(): compiled, the names
+# are C functions and these module attributes are never read.
 _now: Callable[[], float]
-globals()["_now"] = _perf
-_passthrough: Callable[[Any, Any, Any], Any]
-globals()["_passthrough"] = passthrough
-# ``_hook(tr, f)``: a callable h(a, b, c) that calls f(tr, a, b, c); compiled, a C object
-# that calls the compiled f directly (no bound method, no argument parsing).
-_hook: Callable[[Any, Any], Any]
-globals()["_hook"] = hook
-# ``_grad(fallback)``: whether grad is on. Plain: fallback() (torch.is_grad_enabled);
-# compiled: c10's own flag read in C once ``fast_grad`` found it.
-_grad: Callable[[Any], bool]
+_passthrough: Callable[[Any, Any, Any, str], Any]
+_hook: Callable[[Any, Any, str], Any]  # _hook(tr, f, where): h(a, b, c) calls f(tr, a, b, c)
+_grad: Callable[[Any], bool]  # _grad(torch.is_grad_enabled)
 _grad_resolve: Callable[[str], bool]
 _grad_forget: Callable[[], None]
+_refers: Callable[[Any, Any], bool]
+globals().update(plain.PRIMITIVES)
 
 
 def _grad_on() -> bool:
     return True
-
-
-def _call(f: Callable[[], Any]) -> Any:
-    return f()
-
-
-def _false(*_: Any) -> bool:
-    return False
-
-
-globals().update(_grad=_call, _grad_resolve=_false, _grad_forget=_false)
 
 
 def _cap(x: float, dur: float) -> float:
@@ -86,8 +71,8 @@ class StepTracker:
         self.grad_enabled: Callable[[], bool] = _grad_on  # torch.is_grad_enabled, once patched
         self.clock = _perf  # for closures (tests give their own)
         # torch's global optimizer hooks, called as hook(opt, args, kwargs)
-        self.opt_pre_hook = _hook(self, _opt_pre)  # noqa: F821
-        self.opt_post_hook = _hook(self, _opt_post)  # noqa: F821
+        self.opt_pre_hook = _hook(self, _opt_pre, "optimizer pre-hook")  # noqa: F821
+        self.opt_post_hook = _hook(self, _opt_post, "optimizer post-hook")  # noqa: F821
         self.reset()
 
     def reset(self) -> None:
@@ -96,6 +81,8 @@ class StepTracker:
         self.running = False  # a step is open, from ``start``
         self.start = 0.0
         self.primary: Any = None  # weakref to the optimizer whose steps close steps
+        self.last_it: Any = None  # weakref to the last DataLoader iterator seen, and its
+        self.last_loader: Any = None  # loader: one attribute lookup per epoch, not batch
         self.mark: Any = None  # (weakref, t, data, bwd, opt, hole): another's last step
         self.in_opt: Any = None  # the optimizer inside its step(), between the hooks
         self.opt_t0 = self.closure_s = 0.0
@@ -160,19 +147,22 @@ class StepTracker:
                 gaps.pending_was_eval(self)
             gaps.enter(self, t0, True)
             return
-        if loader is not None and loader not in self.train_loaders:
-            if self.train_loaders:
+        if loader is not None and loader is not self.train_last:
+            if loader in self.train_loaders:
+                self.train_last = loader  # loaders never leave the set: the same one is in
+            elif self.train_loaders:
                 # A loader that never fed training: an evaluation, or the next training one.
                 if self.pend:
                     gaps.pending_was_eval(self)
                 self.lazy_close(t0)
                 gaps.pend_fetch(self, t0, t1, got_batch, loader)
                 return
-            seen = self.fetch_loader  # before any training: loaders for training to confirm
-            if seen is None:
-                self.fetch_loader = [loader]
-            elif loader not in seen:
-                seen.append(loader)
+            else:  # before any training: loaders for training to confirm
+                seen = self.fetch_loader
+                if seen is None:
+                    self.fetch_loader = [loader]
+                elif loader not in seen:
+                    seen.append(loader)
         if self.in_gap:
             if self.pend:
                 gaps.pending_was_eval(self)
@@ -237,8 +227,7 @@ class StepTracker:
         self.last_end = t1
         if self.mode != OPTIMIZER:
             return
-        ref = self.primary
-        if ref is not None and ref() is opt:
+        if _refers(self.primary, opt):  # noqa: F821
             self.mark = None
             self.close(t1)
         else:  # the first optimizer, a new one, or a GAN's second
@@ -287,12 +276,12 @@ class StepTracker:
     # -- what torch calls per step: pass-throughs that call the functions below ----------
     def wrap_backward(self, orig: Any) -> Any:
         """``torch.autograd.backward``, timed."""
-        return _passthrough(orig, self, _backward_done)  # noqa: F821
+        return _passthrough(orig, self, _backward_done, "backward")  # noqa: F821
 
     def wrap_next(self, orig: Any, grad_enabled: Any) -> Any:
         """A DataLoader iterator's ``__next__``, timed; which loader, whether grad is on."""
         self.grad_enabled = grad_enabled
-        return _passthrough(orig, self, _next_done)  # noqa: F821
+        return _passthrough(orig, self, _next_done, "DataLoader.__next__")  # noqa: F821
 
     def fast_grad(self, libc10: str) -> bool:
         """Read grad mode in C from torch's loaded libc10 (compiled build); the caller
@@ -306,35 +295,31 @@ class StepTracker:
         return bool(_grad(self.grad_enabled))  # noqa: F821
 
 
-def _backward_done(tr: Any, t0: float, t1: float, ok: bool, first: Any) -> None:
+# What torch's calls end in. Their errors are caught by the pass-through or hook that
+# calls them (C or passthrough.py) and reported with ``_error(where)``.
+def _backward_done(tr: Any, t0: float, t1: float, ok: bool, first: Any) -> int:
     t: StepTracker = tr
-    try:
-        t.backward(t0, t1)
-    except Exception:
-        t._error("backward")
+    t.backward(t0, t1)
+    return 0
 
 
-def _next_done(tr: Any, t0: float, t1: float, ok: bool, it: Any) -> None:
+def _next_done(tr: Any, t0: float, t1: float, ok: bool, it: Any) -> int:
     t: StepTracker = tr
-    try:
-        t.fetched(t0, t1, ok, getattr(it, LOADER_KEY, None), _grad(t.grad_enabled))  # noqa: F821
-    except Exception:
-        t._error("DataLoader.__next__")
+    if _refers(t.last_it, it):  # noqa: F821
+        loader = t.last_loader
+    else:  # a new iterator (an epoch, another loader): which loader, from its key
+        loader = getattr(it, LOADER_KEY, None)
+        t.last_it, t.last_loader = cold.weak(it), loader
+    t.fetched(t0, t1, ok, loader, _grad(t.grad_enabled))  # noqa: F821
+    return 0
 
 
 def _opt_pre(tr: Any, opt: Any, args: Any, kwargs: Any) -> Any:
     t: StepTracker = tr
-    try:
-        return t.optimizer_pre(opt, _now(), args, kwargs)  # noqa: F821
-    except Exception:
-        t._error("optimizer pre-hook")
-        return None
+    return t.optimizer_pre(opt, _now(), args, kwargs)  # noqa: F821
 
 
 def _opt_post(tr: Any, opt: Any, args: Any, kwargs: Any) -> Any:
     t: StepTracker = tr
-    try:
-        t.optimizer_post(opt, _now())  # noqa: F821
-    except Exception:
-        t._error("optimizer post-hook")
+    t.optimizer_post(opt, _now())  # noqa: F821
     return None

@@ -8,12 +8,19 @@ import weakref
 from typing import Any
 
 
-def ref(opt: Any) -> Any:
-    """A weak reference: a freed optimizer's address may be reused by the next one."""
+def weak(obj: Any) -> Any:
+    """A weak reference, None where ``obj`` takes none: a freed object's address may be
+    reused by the next one, so identity is never kept as an ``id()``."""
     try:
-        return weakref.ref(opt)
-    except TypeError:  # not weak-referenceable (torch's are): hold it
-        return lambda: opt
+        return weakref.ref(obj)
+    except TypeError:
+        return None
+
+
+def ref(opt: Any) -> Any:
+    """A weak reference to an optimizer; one that takes none (torch's do) is held."""
+    r = weak(opt)
+    return r if r is not None else (lambda: opt)
 
 
 def settle(tr: Any) -> None:
