@@ -4,7 +4,8 @@ A small training job (DataLoader batch, forward, backward, optimizer step) runs 
 and under ``perftop run --headless --no-record``, interleaved, ``runs`` times each; the
 job times its own loop (wall clock, after a warm-up) and its process CPU (all threads: the
 hook's sender included). Best of the runs per arm, added µs per step against the plain
-run. ``others`` adds arms with another checkout's perftop (e.g. a build of main), so two
+run; beside it the median of the runs, which says how far one process's luck (its memory
+layout, the other jobs on the machine) moves a single figure. ``others`` adds arms with another checkout's perftop (e.g. a build of main), so two
 versions are measured side by side in one run.
 
     python benchmarks/e2e_overhead.py [--runs 5] [--steps 3000] [--compare /path/to/checkout]
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -54,8 +56,11 @@ def _run(cmd: list[str], env: dict[str, str], cwd: str) -> tuple[float, float]:
     raise RuntimeError(f"{cmd[:4]} failed: {out.stderr[-500:]}")
 
 
-def measure(runs: int, steps: int, others: dict[str, Path]) -> dict[str, tuple[float, float]]:
-    """Best (wall, CPU) seconds per step of each arm: "plain", "this", and ``others``."""
+Runs = dict[str, list[tuple[float, float]]]
+
+
+def measure(runs: int, steps: int, others: dict[str, Path]) -> Runs:
+    """(wall, CPU) seconds per step of each run of each arm: "plain", "this", ``others``."""
     with tempfile.TemporaryDirectory() as d:
         job = Path(d) / "job.py"
         job.write_text(JOB)
@@ -68,27 +73,31 @@ def measure(runs: int, steps: int, others: dict[str, Path]) -> dict[str, tuple[f
             cmd = [sys.executable, "-m", "perftop", "run", "--headless", "--no-record", "--",
                    sys.executable, str(job), str(steps)]  # fmt: skip
             arms[name] = (cmd, dict(base, PYTHONPATH=str(root)))
-        best: dict[str, list[float]] = {k: [1e9, 1e9] for k in arms}
+        res: Runs = {k: [] for k in arms}
         for i in range(runs):
             order = list(arms) if i % 2 == 0 else list(arms)[::-1]
             for name in order:
                 cmd, env = arms[name]
-                wall, cpu = _run(cmd, env, d)
-                best[name] = [min(best[name][0], wall), min(best[name][1], cpu)]
-    return {k: (v[0], v[1]) for k, v in best.items()}
+                res[name].append(_run(cmd, env, d))
+    return res
 
 
-def report(res: dict[str, tuple[float, float]], runs: int) -> list[str]:
-    plain_wall, plain_cpu = res["plain"]
-    lines = [f"whole process, `perftop run` vs plain (best of {runs} interleaved runs each):",
-             f"  step, plain               : {plain_wall * 1e6:7.1f} µs wall, "
-             f"{plain_cpu * 1e6:6.1f} µs process CPU"]  # fmt: skip
-    for name, (wall, cpu) in res.items():
-        if name != "plain":
-            lines.append(
-                f"  added, {name:<19}: {(wall - plain_wall) * 1e6:+7.2f} µs/step wall, "
-                f"{(cpu - plain_cpu) * 1e6:+6.2f} µs/step process CPU"
-            )
+def report(res: Runs, runs: int) -> list[str]:
+    def stat(name: str, f: int, how: str) -> float:
+        xs = [r[f] for r in res[name]]
+        return min(xs) if how == "best" else statistics.median(xs)
+
+    lines = [f"whole process, `perftop run` vs plain ({runs} interleaved runs each):"]
+    for how in ("best", "median"):
+        wall, cpu = stat("plain", 0, how), stat("plain", 1, how)
+        lines.append(f"  {how} of the runs, plain      : {wall * 1e6:7.1f} µs wall, "
+                     f"{cpu * 1e6:6.1f} µs process CPU")  # fmt: skip
+        for name in res:
+            if name != "plain":
+                lines.append(
+                    f"    added, {name:<19}: {(stat(name, 0, how) - wall) * 1e6:+7.2f} µs/step "
+                    f"wall, {(stat(name, 1, how) - cpu) * 1e6:+6.2f} µs/step process CPU"
+                )
     return lines
 
 
