@@ -31,7 +31,8 @@ cdef class StepTracker:
     cdef public double start, opt_t0, closure_s, last_end, data, bwd, opt, hole
     cdef public double gap_t0, save_s, save_t0, pend_t0, pend_t1
     cdef public object primary, mark, in_opt, phases, fetch_loader, pend_loader, grad_enabled
-    cdef public object last_it, last_loader, train_last
+    cdef public object train_last
+    cdef public tuple last_it
     cdef public list held
     cdef public set train_loaders
 

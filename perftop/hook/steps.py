@@ -81,8 +81,9 @@ class StepTracker:
         self.running = False  # a step is open, from ``start``
         self.start = 0.0
         self.primary: Any = None  # weakref to the optimizer whose steps close steps
-        self.last_it: Any = None  # weakref to the last DataLoader iterator seen, and its
-        self.last_loader: Any = None  # loader: one attribute lookup per epoch, not batch
+        # (weakref to the last DataLoader iterator seen, its loader): one attribute lookup
+        # per iterator, not per batch; one tuple, so that another thread never sees half.
+        self.last_it: tuple[Any, Any] = (None, None)
         self.mark: Any = None  # (weakref, t, data, bwd, opt, hole): another's last step
         self.in_opt: Any = None  # the optimizer inside its step(), between the hooks
         self.opt_t0 = self.closure_s = 0.0
@@ -305,11 +306,12 @@ def _backward_done(tr: Any, t0: float, t1: float, ok: bool, first: Any) -> int:
 
 def _next_done(tr: Any, t0: float, t1: float, ok: bool, it: Any) -> int:
     t: StepTracker = tr
-    if _refers(t.last_it, it):  # noqa: F821
-        loader = t.last_loader
+    last = t.last_it
+    if _refers(last[0], it):  # noqa: F821
+        loader = last[1]
     else:  # a new iterator (an epoch, another loader): which loader, from its key
         loader = getattr(it, LOADER_KEY, None)
-        t.last_it, t.last_loader = cold.weak(it), loader
+        t.last_it = (cold.weak(it), loader)
     t.fetched(t0, t1, ok, loader, _grad(t.grad_enabled))  # noqa: F821
     return 0
 
