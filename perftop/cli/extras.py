@@ -24,6 +24,24 @@ def add_prometheus_option(p: argparse.ArgumentParser) -> None:
         metavar="[HOST:]PORT",
         help="serve OpenMetrics at http://HOST:PORT/metrics (HOST defaults to 127.0.0.1)",
     )
+    p.add_argument(
+        "--prometheus-linger",
+        metavar="SECONDS",
+        type=_seconds,
+        default=None,
+        help="keep the endpoint up this long after the job ends, for a last scrape "
+        "(default: until two scrapes saw the end, at most two scrape intervals)",
+    )
+
+
+def _seconds(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= v <= 3600:
+        raise argparse.ArgumentTypeError(f"must be 0 to 3600 seconds: {text!r}")
+    return v
 
 
 def add_forward_option(p: argparse.ArgumentParser) -> None:
@@ -83,7 +101,7 @@ def build_extras(args: argparse.Namespace, log: Callable[[str], None] = stderr_l
         from perftop.fleet.metrics import MetricsServer
 
         try:
-            server = MetricsServer(prom)
+            server = MetricsServer(prom, getattr(args, "prometheus_linger", None), log)
         except BaseException:
             for s in ex.sinks:
                 s.close()

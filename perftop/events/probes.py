@@ -28,6 +28,7 @@ PROC_FIELDS = (
     "swap",
     "io_read",  # bytes read from storage during dt (None: not permitted)
     "io_write",
+    "cpu_s",  # user + system CPU seconds since the process started (a counter's source)
 )
 
 # One row of GpuSample.devices.

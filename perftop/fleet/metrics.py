@@ -1,28 +1,27 @@
 """`--prometheus`: the latest snapshot as OpenMetrics, for a fleet's Prometheus and Grafana.
 
 A custom collector reads the newest snapshot at scrape time (the ingest thread swaps one
-reference; nothing in a global registry is mutated), so a scrape costs the job nothing and
-always shows one consistent moment. Metric names and labels are a contract (README,
-"Prometheus"); a figure that is not measured has no sample rather than a made-up value.
+reference and updates the endpoint's own small state under a lock; nothing in a global
+registry is mutated), so a scrape costs the job nothing and always shows one consistent
+moment. Metric names and labels are a contract (README, "Prometheus"). When the job ends,
+the endpoint stays up for a last scrape or two (``--prometheus-linger``).
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from perftop.errors import PerftopError, UsageError
 from perftop.fleet.link import parse_addr
+from perftop.fleet.metrics_families import families
+from perftop.fleet.metrics_state import MetricsState
 from perftop.model import Snapshot
-from perftop.model.steps import STEP_BUCKETS
 
-RANK = ("host", "rank")
-PROC = ("host", "rank", "role", "worker", "pid")
-
-
-def _s(x: object) -> str:
-    return "" if x is None else str(x)
+LINGER_MAX_S = 60.0  # the automatic linger never exceeds this
+LINGER_UNKNOWN_S = 30.0  # scraped once only: the interval is not known; wait at most this
 
 
 class SnapshotMetrics:
@@ -30,107 +29,73 @@ class SnapshotMetrics:
 
     def __init__(self) -> None:
         self.snap: Snapshot | None = None
+        self.state = MetricsState()
+        self.lock = threading.Lock()
+        self.scrapes: list[float] = []  # monotonic times of the latest scrapes
+        self.ended_at: float | None = None  # monotonic time the job was first seen ended
+        self.scrapes_after_end = 0
 
     def update(self, snap: Snapshot) -> None:
-        self.snap = snap  # one reference swap: scrapes see a whole snapshot
+        now = snap.meta.now_t if snap.meta.now_t is not None else time.time()
+        with self.lock:
+            self.state.update(snap, now)
+            self.snap = snap  # scrapes see a whole snapshot
+            if snap.meta.ended or snap.meta.exit_code is not None:
+                if self.ended_at is None:
+                    self.ended_at = time.monotonic()
+                self.scrapes_after_end = 0  # count the scrapes that saw this, the latest
 
     def describe(self) -> list[Any]:
         return []  # unchecked collector: families depend on the job
 
     def collect(self) -> Iterator[Any]:
-        from prometheus_client.core import (
-            CounterMetricFamily,
-            GaugeMetricFamily,
-            HistogramMetricFamily,
-        )
+        with self.lock:
+            self.scrapes = [*self.scrapes[-4:], time.monotonic()]
+            if self.ended_at is not None:
+                self.scrapes_after_end += 1
+            snap = self.snap
+            if snap is None:
+                return
+            out = list(families(snap, self.state))
+        yield from out
 
-        snap = self.snap
-        if snap is None:
+    def scrape_interval(self) -> float | None:
+        """The median gap between the latest scrapes (None before two)."""
+        with self.lock:
+            gaps = sorted(b - a for a, b in zip(self.scrapes, self.scrapes[1:]))
+        return gaps[len(gaps) // 2] if gaps else None
+
+    def linger(self, seconds: float | None, log: Callable[[str], None]) -> None:
+        """Stay up after the job ended: ``seconds`` from its end, or by default until two
+        scrapes saw the end (at most two scrape intervals; none when nothing scraped)."""
+        if self.ended_at is None or (not self.scrapes and seconds is None):
             return
-        local = snap.meta.host
-        steps = CounterMetricFamily("perftop_steps", "Training steps completed", labels=RANK)
-        hist = HistogramMetricFamily(
-            "perftop_step_seconds", "Training step duration (whole run)", labels=RANK
-        )
-        wait = GaugeMetricFamily(
-            "perftop_data_wait_ratio",
-            "Share of step time spent waiting for data (recent steps)",
-            labels=RANK,
-        )
-        for r in snap.ranks:
-            lab = [r.host or local, _s(r.rank)]
-            steps.add_metric(lab, r.count)
-            if r.step_hist:
-                acc, buckets = 0, []
-                for bound, n in zip((*STEP_BUCKETS, float("inf")), r.step_hist):
-                    acc += n
-                    buckets.append(("+Inf" if bound == float("inf") else repr(bound), acc))
-                hist.add_metric(lab, buckets, r.step_sum_s)
-            if r.data_wait_fraction is not None:
-                wait.add_metric(lab, r.data_wait_fraction)
-        yield from (steps, hist, wait)
-
-        between = CounterMetricFamily(
-            "perftop_between_steps_seconds",
-            "Time spent outside training steps, by kind (eval, checkpoint, other)",
-            labels=("host", "kind"),
-        )
-        for b in snap.between:
-            between.add_metric([getattr(b, "host", "") or local, b.kind], b.total_s)
-        yield between
-
-        cpu = GaugeMetricFamily("perftop_process_cpu_percent", "Process CPU %", labels=PROC)
-        uss = GaugeMetricFamily("perftop_process_uss_bytes", "Process unique memory", labels=PROC)
-        for p in snap.processes:
-            role = snap.role_of(p.pid, p.host)
-            lab = [
-                p.host or local,
-                _s(role.rank if role else None),
-                role.role if role else "other",
-                _s(role.worker_id if role else None),
-                str(p.pid),
-            ]
-            if p.alive and p.cpu_percent is not None:
-                cpu.add_metric(lab, p.cpu_percent)
-            if p.alive and p.uss_bytes is not None:
-                uss.add_metric(lab, p.uss_bytes)
-        yield from (cpu, uss)
-
-        gpu = GaugeMetricFamily(
-            "perftop_gpu_utilization_percent",
-            "NVML GPU utilization (time a kernel ran)",
-            labels=("host", "gpu"),
-        )
-        for g in snap.gpus:
-            if g.util_percent is not None:
-                gpu.add_metric([g.host or local, str(g.index)], g.util_percent)
-        yield gpu
-
-        syncs: dict[tuple[str, str, str], int] = {}
-        for s in snap.sync:
-            key = (s.host or local, s.op, f"{os.path.basename(s.file)}:{s.line}")
-            syncs[key] = syncs.get(key, 0) + s.count
-        sync = CounterMetricFamily(
-            "perftop_sync_events",
-            "Host-device sync events seen, by op and line of user code",
-            labels=("host", "op", "site"),
-        )
-        for key, n in syncs.items():
-            sync.add_metric(list(key), n)
-        yield sync
-
-        hints = GaugeMetricFamily(
-            "perftop_hint_active", "1 while a bottleneck hint is active", labels=("host", "id")
-        )
-        for h in {(getattr(h, "host", "") or local, h.id) for h in snap.hints}:
-            hints.add_metric(list(h), 1)
-        yield hints
+        if seconds is None:
+            interval = self.scrape_interval()
+            wait = min(LINGER_MAX_S, 2 * interval + 0.5) if interval else LINGER_UNKNOWN_S
+        else:
+            wait = seconds
+        deadline = self.ended_at + wait
+        if deadline - time.monotonic() > 0.5:
+            log(f"perftop: metrics stay up for a last scrape (up to {wait:.0f} s; Ctrl-C ends)")
+        try:
+            while time.monotonic() < deadline:
+                if seconds is None and self.scrapes_after_end >= 2:
+                    return
+                time.sleep(0.05)
+        except KeyboardInterrupt:
+            return
 
 
 class MetricsServer:
     """The HTTP endpoint (``/metrics``) on its own daemon thread."""
 
-    def __init__(self, spec: str) -> None:
+    def __init__(
+        self,
+        spec: str,
+        linger_s: float | None = None,
+        log: Callable[[str], None] = lambda s: None,
+    ) -> None:
         try:
             from prometheus_client import start_http_server
             from prometheus_client.registry import CollectorRegistry
@@ -139,6 +104,7 @@ class MetricsServer:
                 "--prometheus needs the prometheus_client package (pip install prometheus-client)"
             ) from None
         host, port = parse_addr(spec)
+        self.linger_s, self.log = linger_s, log
         self.metrics = SnapshotMetrics()
         registry = CollectorRegistry(auto_describe=False)
         registry.register(self.metrics)  # type: ignore[arg-type]
@@ -154,5 +120,6 @@ class MetricsServer:
         self.metrics.update(snap)
 
     def close(self) -> None:
+        self.metrics.linger(self.linger_s, self.log)
         self._server.shutdown()
         self._server.server_close()

@@ -123,6 +123,7 @@ class ProcessesReducer:
                 pss_bytes_max=_imax(p.pss.max),
                 uss_bytes_first=p.uss_first,
                 uss_bytes_last=r["uss"] if r["uss"] is not None else p.row.uss_bytes_last,
+                cpu_seconds=r["cpu_s"],
             )
         for pid, p in self.procs.items():
             if pid not in seen and p.row.alive:

@@ -188,6 +188,7 @@ class ProcRow:
     uss_bytes_first: int | None = None
     uss_bytes_last: int | None = None
     host: str = ""  # set where a collector merges nodes
+    cpu_seconds: float | None = None  # user + system CPU time since the process started
 
 
 @dataclass(frozen=True, slots=True)

@@ -224,4 +224,5 @@ class ProcProbe:
             swap,
             io_read,
             io_write,
+            round(cpu_s, 3),
         )
