@@ -104,8 +104,10 @@ def test_prometheus_endpoint_while_training(tmp_path):
         steps = re.search(r'perftop_steps_total\{host="([^"]+)",rank=""\} (\d+)', body)
         assert steps and int(steps.group(2)) > 0, body
         assert re.search(r'perftop_step_seconds_bucket\{host="[^"]+",le="\+Inf",rank=""\}', body)
-        assert re.search(r'perftop_process_cpu_percent\{host="[^"]+",pid="\d+",rank="",'
+        assert re.search(r'perftop_process_cpu_percent\{host="[^"]+",rank="",'
                          r'role="main",worker=""\}', body)  # fmt: skip
+        assert re.search(r'perftop_process_info\{host="[^"]+",pid="\d+",rank="",'
+                         r'role="main",worker=""\} 1', body)  # fmt: skip
         assert re.search(r'perftop_sync_events_total\{host="[^"]+",op="[a-z_]+",'
                          r'site="sync_forever\.py:\d+"\}', body)  # fmt: skip
         om = _scrape(m.group(1), openmetrics=True)
@@ -130,3 +132,44 @@ def test_step_histogram_counts_each_step_once():
     b = dict(zip((*STEP_BUCKETS, "inf"), h.step_hist))
     assert (b[0.001], b[0.0025], b[0.025], b[0.25], b["inf"]) == (1, 1, 1, 1, 1)
     assert abs(h.step_sum_s - (0.001 + 0.0011 + 0.2 + 100.0 + 0.02)) < 1e-6
+
+
+def test_metrics_counters_outlive_processes_and_hints_clear_to_zero():
+    """Worker CPU seconds and batches add up across epochs (new pids, same labels); a hint
+    that cleared stays as 0; a process with no role yet has no sample."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from perftop.fleet.metrics import SnapshotMetrics
+    from perftop.model.snapshot import Hint, Meta, ProcessRole, ProcRow, Snapshot, Trainer
+    from perftop.model.workers import WorkerRow
+
+    m = SnapshotMetrics()
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(m)  # type: ignore[arg-type]
+    main = Trainer(1, 0, "h", ("train.py",), None, None, None, "cpu", "2")
+
+    def snap(t: float, worker: int, cpu: float, batches: int, hints=()) -> str:
+        procs = (ProcRow(1, cpu_seconds=10 * t), ProcRow(worker, cpu_seconds=cpu),
+                 ProcRow(999, cpu_seconds=1.0))  # fmt: skip
+        roles = (ProcessRole(1, "main"), ProcessRole(worker, "worker", worker_id=0),
+                 ProcessRole(999, "other"))  # fmt: skip
+        w = WorkerRow(worker, 1, 0, 1, t, t, False, batches, 0.0, 0.0)
+        m.update(Snapshot(meta=Meta(command=("x",), host="h", start_t=0.0, now_t=t, job_pid=1),
+                          trainers=(main,), roles=roles, processes=procs, workers=(w,),
+                          hints=hints))  # fmt: skip
+        return generate_latest(reg).decode()
+
+    hint = Hint("data_starved", "high", "t", host="h")
+    body = snap(1.0, 100, 2.0, 5, (hint,))
+    assert 'perftop_hint_active{host="h",id="data_starved"} 1.0' in body
+    assert 'role="other"' not in body  # 999 may still turn out to be a worker
+    body = snap(2.0, 101, 0.5, 3)  # the next epoch: a new worker pid, same index
+    assert 'perftop_hint_active{host="h",id="data_starved"} 0.0' in body
+    assert (
+        'perftop_process_cpu_seconds_total{host="h",rank="",role="worker",worker="0"} 2.5' in body
+    )
+    assert 'perftop_dataloader_batches_total{host="h",rank="",worker="0"} 8.0' in body
+    assert 'pid="101"' in body and 'pid="100"' not in body
+    assert 'perftop_process_cpu_seconds_total{host="h",rank="",role="other",worker=""}' not in body
+    body = snap(7.0, 101, 0.5, 3)  # 6 s without a role: `other`
+    assert 'perftop_process_cpu_seconds_total{host="h",rank="",role="other",worker=""} 1.0' in body
