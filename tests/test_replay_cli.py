@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import socket
 import time
 from pathlib import Path
 
@@ -79,6 +80,34 @@ def test_export_usage_errors(tmp_path: Path, recordings) -> None:
     assert r.returncode == 2 and "cannot write" in r.stderr and "Traceback" not in r.stderr
 
 
+def check_trace_format(trace: dict) -> None:
+    """The trace-event format's rules for the phases perftop writes."""
+    events = trace["traceEvents"]
+    assert isinstance(events, list) and events
+    named = {e["pid"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    for ev in events:
+        assert ev["ph"] in ("X", "i", "M", "C") and isinstance(ev["pid"], int), ev
+        assert isinstance(ev["name"], str) and ev["name"], ev
+        if ev["ph"] != "C":  # a counter belongs to its process; the others to a thread
+            assert isinstance(ev["tid"], int), ev
+        if ev["ph"] != "M":
+            assert isinstance(ev["ts"], (int, float)) and ev["ts"] >= 0, ev
+            assert ev["pid"] in named, ev  # every track is named
+        if ev["ph"] == "X":
+            assert ev["dur"] >= 0
+        elif ev["ph"] == "i":
+            assert ev["s"] in ("g", "p", "t")
+        elif ev["ph"] == "C":
+            args = ev["args"]
+            assert args and all(isinstance(v, (int, float)) for v in args.values()), ev
+        elif ev["ph"] == "M":
+            assert ev["name"] in ("process_name", "thread_name", "process_sort_index"), ev
+            if ev["name"].endswith("_name"):
+                assert isinstance(ev["args"]["name"], str) and ev["args"]["name"]
+            else:
+                assert isinstance(ev["args"]["sort_index"], int)
+
+
 def test_chrome_trace_structure(tmp_path: Path, recordings) -> None:
     out = tmp_path / "trace.json"
     r = perftop("export", str(recordings["sync"]), "--chrome-trace", str(out), cwd=tmp_path)
@@ -86,13 +115,7 @@ def test_chrome_trace_structure(tmp_path: Path, recordings) -> None:
     trace = json.loads(out.read_text())
     events = trace["traceEvents"]
     rep = json.loads(perftop("report", "--json", str(recordings["sync"]), cwd=tmp_path).stdout)
-    for ev in events:
-        assert ev["ph"] in ("X", "i", "M") and isinstance(ev["pid"], int)
-        assert isinstance(ev["tid"], int) and "name" in ev
-        if ev["ph"] != "M":
-            assert isinstance(ev["ts"], (int, float)) and ev["ts"] >= 0
-        if ev["ph"] == "X":
-            assert ev["dur"] >= 0
+    check_trace_format(trace)
     steps = [e for e in events if e["ph"] == "X" and e["cat"] == "step"]
     assert len(steps) == rep["steps"]["count"]
     for i, ev in enumerate(events):  # a step's phases follow it, inside it, end to end
@@ -106,6 +129,55 @@ def test_chrome_trace_structure(tmp_path: Path, recordings) -> None:
     syncs = [e for e in events if e["ph"] == "i" and e["cat"] == "sync"]
     assert {e["args"]["line"] for e in syncs} == {s["line"] for s in rep["sync_events"]}
     assert any(e["ph"] == "M" and e["name"] == "process_name" for e in events)
+
+
+def test_chrome_trace_names_workers_and_draws_counters(tmp_path: Path, recordings) -> None:
+    out = tmp_path / "trace.json"
+    r = perftop("export", str(recordings["fixed"]), "--chrome-trace", str(out), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    trace = json.loads(out.read_text())
+    check_trace_format(trace)
+    events = trace["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
+    workers = {p for p, n in names.items() if n.startswith("DataLoader worker ")}
+    main = [p for p, n in names.items() if n.startswith("main (pid ")]
+    assert len(workers) >= 2 and len(main) == 1, names
+    for p in workers:  # a worker's track is not empty: its memory and batches
+        kinds = {e["name"] for e in events if e["pid"] == p and e["ph"] == "C"}
+        assert {"memory MiB", "batches"} <= kinds, (names[p], kinds)
+    counters = {e["name"] for e in events if e["ph"] == "C"}
+    assert {"CPU %", "memory MiB", "host CPU %", "host memory MiB", "data wait %"} <= counters
+    waits = [e["args"]["data wait %"] for e in events if e["name"] == "data wait %"]
+    assert all(0 <= w <= 100 for w in waits) and max(waits) > 0
+
+
+def test_chrome_trace_puts_each_nodes_processes_on_their_own_tracks(tmp_path: Path) -> None:
+    """A fleet recording (node scopes, as a collector writes them) with pid 7 on two nodes."""
+    from perftop.events import GpuSample, Hello, NodeScope
+    from perftop.events.probes import GPU_FIELDS
+
+    rec = tmp_path / "fleet.perftop"
+    w = RecordingWriter(rec)
+    gpu = dict.fromkeys(GPU_FIELDS)
+    gpu.update(index=0, name="H100", util_percent=80.0, mem_used=2**30, mem_total=2**34)
+    evs: list = [SessionStart(1.0, ("collect",), "/", "col", 1, "0")]
+    for node in ("a", "b"):
+        evs += [NodeScope(node), Hello(1.5, 7, 1, node, ("t.py",), None, None, None, "cuda", "2"),
+                Step(7, 0, 2.0, 2.5), GpuSample(2.5, (tuple(gpu.values()),)), NodeScope("")]  # fmt: skip
+    w.write_events(evs)
+    w.close()
+    out = tmp_path / "trace.json"
+    r = perftop("export", str(rec), "--chrome-trace", str(out), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    trace = json.loads(out.read_text())
+    check_trace_format(trace)
+    events = trace["traceEvents"]
+    steps = {e["pid"] for e in events if e.get("cat") == "step"}
+    names = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
+    assert sorted(names[p] for p in steps) == ["main (pid 7) @ a", "main (pid 7) @ b"]
+    gpus = [e for e in events if e["ph"] == "C" and e["name"] == "GPU use %"]
+    assert len({e["pid"] for e in gpus}) == 2 and all(e["args"] == {"GPU 0": 80.0} for e in gpus)
+    assert {names[e["pid"]] for e in gpus} == {"host (pid 0) @ a", "host (pid 0) @ b"}
 
 
 def test_csv_export(tmp_path: Path, recordings) -> None:
@@ -132,6 +204,12 @@ def test_csv_export(tmp_path: Path, recordings) -> None:
     assert sampled and sampled == pids  # every process the probe saw, and only those
     with open(out / "host.csv", newline="") as f:
         assert len(list(csv.DictReader(f))) >= 2
+    with open(out / "processes.csv", newline="") as f:
+        header = next(csv.reader(f))
+    assert header[-3:] == ["role", "worker_id", "host"] and header[:3] == ["t_s", "dt_s", "pid"]
+    roles = {(p["role"], p["worker_id"]) for p in procs}
+    assert ("main", "") in roles and {("worker", "0"), ("worker", "1")} <= roles, roles
+    assert {p["host"] for p in procs} == {socket.gethostname()}
 
 
 def test_diff_says_the_fix_helped(tmp_path: Path, recordings) -> None:

@@ -1,5 +1,11 @@
 """A recording as a Chrome trace (``chrome://tracing``, Perfetto): one track per process.
 
+Each process is named for what it is (``main``, ``rank N``, ``DataLoader worker N``, or
+its program name), with the node in a fleet recording: the same pid on two nodes gets two
+tracks (trace pids past ``NODE_PID_BASE`` per node). Counter events (``ph: C``) chart each
+process's CPU and memory, the host's CPU and memory, each GPU's use and memory, the data
+wait of each step and each DataLoader worker's batches (:mod:`perftop.export.counters`).
+
 Each step is a complete event (``ph: X``) on its process, with its phases as nested
 complete events laid end to end in the order a step runs them (data wait, forward and the
 rest, backward, optimizer): the recording holds each phase's duration, not where inside
@@ -16,11 +22,27 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import IO, Any
 
-from perftop.events import Hello, Note, SessionStart, Step, SyncBatch
+from perftop.events import (
+    GpuSample,
+    Hello,
+    HostSample,
+    LoaderInfo,
+    NodeScope,
+    Note,
+    ProcSample,
+    SessionStart,
+    Step,
+    SyncBatch,
+    WorkerStats,
+)
+from perftop.export import counters
 from perftop.recording import ReadStats, read_events
 from perftop.replay.index import GAP_MIN_S
 
 RECENT = 4096  # steps per process remembered to place their sync events
+NODE_PID_BASE = 10_000_000  # node i's pid P is track (i + 1) * NODE_PID_BASE + P
+# how sure a track's name is: a later, surer source renames it
+NAME_PID, NAME_PROGRAM, NAME_ROLE = 0, 1, 2
 
 
 class ChromeTrace:
@@ -28,7 +50,9 @@ class ChromeTrace:
         self.out = out
         self.start: float | None = None
         self.first = True
-        self.named: set[int] = set()
+        self.node = ""  # the node whose events these are ("": the local job)
+        self.nodes: dict[str, int] = {}
+        self.names: dict[int, tuple[int, str]] = {}  # trace pid -> (sureness, name)
         self.last_t1: dict[int, float] = {}
         self.recent: dict[int, OrderedDict[int, float]] = {}
         self.count = 0
@@ -41,30 +65,49 @@ class ChromeTrace:
     def us(self, t: float) -> float:
         return round((t - (self.start or 0.0)) * 1e6, 3)
 
-    def name(self, pid: int, label: str) -> None:
-        if pid not in self.named:
-            self.named.add(pid)
-            self.emit(
-                {"ph": "M", "name": "process_name", "pid": pid, "tid": pid, "args": {"name": label}}
-            )
+    def track(self, pid: int) -> int:
+        """The trace pid of ``pid`` on the current node."""
+        if not self.node:
+            return pid
+        i = self.nodes.setdefault(self.node, len(self.nodes))
+        return (i + 1) * NODE_PID_BASE + pid
+
+    def name(self, pid: int, label: str, sure: int = NAME_PID) -> None:
+        """Name the current node's ``pid``: ``label (pid N)``, `` @ node`` in a fleet."""
+        tp = self.track(pid)
+        old = self.names.get(tp)
+        if old is None or sure > old[0]:
+            where = f" @ {self.node}" if self.node else ""
+            self.names[tp] = (sure, f"{label} (pid {pid}){where}")
+
+    def finish(self) -> None:
+        """Every track's name (metadata may stand anywhere in the array)."""
+        self.emit({"ph": "M", "name": "process_name", "pid": 0, "tid": 0,
+                   "args": {"name": "host, GPUs and notes"}})  # fmt: skip
+        for tp, (_, label) in sorted(self.names.items()):
+            for kind, args in (("process_name", {"name": label}),
+                               ("thread_name", {"name": label.split(" (pid")[0]}),
+                               ("process_sort_index", {"sort_index": tp})):  # fmt: skip
+                self.emit({"ph": "M", "name": kind, "pid": tp, "tid": tp, "args": args})
 
     def step(self, ev: Step) -> None:
-        self.name(ev.pid, f"pid {ev.pid}")
+        self.name(ev.pid, "trainer")
+        pid = self.track(ev.pid)
         dur = ev.t1 - ev.t0
-        prev = self.last_t1.get(ev.pid)
+        prev = self.last_t1.get(pid)
         if prev is not None and ev.t0 - prev >= GAP_MIN_S:
             self.emit(
                 {
                     "ph": "X",
                     "name": "between steps",
                     "cat": "between",
-                    "pid": ev.pid,
-                    "tid": ev.pid,
+                    "pid": pid,
+                    "tid": pid,
                     "ts": self.us(prev),
                     "dur": round((ev.t0 - prev) * 1e6, 3),
                 }
             )
-        self.last_t1[ev.pid] = ev.t1
+        self.last_t1[pid] = ev.t1
         args: dict[str, Any] = {"index": ev.index, "source": ev.source}
         if ev.phases:
             args["phases_s"] = ev.phases
@@ -73,8 +116,8 @@ class ChromeTrace:
                 "ph": "X",
                 "name": "step",
                 "cat": "step",
-                "pid": ev.pid,
-                "tid": ev.pid,
+                "pid": pid,
+                "tid": pid,
                 "ts": self.us(ev.t0),
                 "dur": round(dur * 1e6, 3),
                 "args": args,
@@ -94,20 +137,27 @@ class ChromeTrace:
                         "ph": "X",
                         "name": label,
                         "cat": "phase",
-                        "pid": ev.pid,
-                        "tid": ev.pid,
+                        "pid": pid,
+                        "tid": pid,
                         "ts": self.us(t),
                         "dur": round(d * 1e6, 3),
                     }
                 )
                 t += d
-        recent = self.recent.setdefault(ev.pid, OrderedDict())
+        if dur > 0:
+            self.counter(pid, ev.t1, "data wait %", {"data wait %": round(ev.data / dur * 100, 1)})
+        recent = self.recent.setdefault(pid, OrderedDict())
         recent[ev.index] = ev.t1
         if len(recent) > RECENT:
             recent.popitem(last=False)
 
+    def counter(self, pid: int, t: float, name: str, args: dict[str, float]) -> None:
+        """A counter event: each key of ``args`` is a series on the track ``name``."""
+        self.emit({"ph": "C", "name": name, "pid": pid, "ts": self.us(t), "args": args})
+
     def sync(self, ev: SyncBatch) -> None:
-        t = self.recent.get(ev.pid, {}).get(ev.step)
+        pid = self.track(ev.pid)
+        t = self.recent.get(pid, {}).get(ev.step)
         if t is None:
             return
         for op, file, line, function, kind, count, *rest in ev.sites:
@@ -119,8 +169,8 @@ class ChromeTrace:
                     "s": "t",
                     "name": f"{kind}: {op}",
                     "cat": "sync",
-                    "pid": ev.pid,
-                    "tid": ev.pid,
+                    "pid": pid,
+                    "tid": pid,
                     "ts": self.us(t),
                     "args": {
                         "file": file,
@@ -148,9 +198,26 @@ def export_chrome(path: str | Path, out_path: str | Path, stats: ReadStats) -> i
                 tr.sync(ev)
             elif isinstance(ev, SessionStart) and tr.start is None:
                 tr.start, command = ev.t, list(ev.command)
+            elif isinstance(ev, NodeScope):
+                tr.node = ev.node
             elif isinstance(ev, Hello):
-                label = f"rank {ev.rank}" if ev.rank is not None else "main"
-                tr.name(ev.pid, f"{label} (pid {ev.pid})")
+                if ev.worker_id is not None:
+                    label = f"DataLoader worker {ev.worker_id}"
+                else:
+                    label = f"rank {ev.rank}" if ev.rank is not None else "main"
+                tr.name(ev.pid, label, NAME_ROLE)
+            elif isinstance(ev, LoaderInfo):
+                for worker_id, pid in ev.workers:
+                    tr.name(pid, f"DataLoader worker {worker_id}", NAME_ROLE)
+            elif isinstance(ev, ProcSample):
+                counters.processes(tr, ev)
+            elif isinstance(ev, HostSample):
+                counters.host(tr, ev)
+            elif isinstance(ev, GpuSample):
+                counters.gpus(tr, ev)
+            elif isinstance(ev, WorkerStats):
+                tr.name(ev.pid, f"DataLoader worker {ev.worker_id}", NAME_ROLE)
+                tr.counter(tr.track(ev.pid), ev.t, "batches", {"batches": ev.batches})
             elif isinstance(ev, Note):
                 tr.emit(
                     {
@@ -164,6 +231,7 @@ def export_chrome(path: str | Path, out_path: str | Path, stats: ReadStats) -> i
                         "args": {"level": ev.level, "source": ev.source},
                     }
                 )
+        tr.finish()
         other = {"command": command, "start_t": tr.start, "recording": str(path)}
         out.write('\n],"otherData":' + json.dumps(other) + "}\n")
     return tr.count

@@ -1,6 +1,8 @@
 """A recording as CSV files, one per kind of event, for pandas and spreadsheets.
 
-``steps.csv``, ``processes.csv`` (one row per process per sample), ``host.csv``,
+``steps.csv``, ``processes.csv`` (one row per process per sample, with its role, worker
+index and host as the whole recording names them: a first pass reads the hellos and loader
+reports, so a row sampled before its process said hello has its role too), ``host.csv``,
 ``gpus.csv`` (one row per device per sample) and ``sync_sites.csv`` (the whole run's sites).
 Times are seconds since the session start; an empty cell is a figure that was not
 available (N/A), never a zero.
@@ -12,7 +14,16 @@ import csv
 from pathlib import Path
 from typing import Any
 
-from perftop.events import GpuSample, HostSample, ProcSample, SessionStart, Step
+from perftop.events import (
+    GpuSample,
+    Hello,
+    HostSample,
+    LoaderInfo,
+    NodeScope,
+    ProcSample,
+    SessionStart,
+    Step,
+)
 from perftop.events.probes import GPU_FIELDS, PROC_FIELDS
 from perftop.model import Session
 from perftop.recording import ReadStats, read_events
@@ -69,6 +80,28 @@ def _cell(v: Any) -> Any:
     return v
 
 
+ROLE_COLUMNS = ("role", "worker_id", "host")  # appended after the probe's own columns
+
+
+def roles_by_process(path: str | Path) -> dict[tuple[str, int], tuple[str, int | None]]:
+    """(node, pid) -> (role, worker index) from the hellos and loader reports."""
+    roles: dict[tuple[str, int], tuple[str, int | None]] = {}
+    node = ""
+    for ev in read_events(path, ReadStats()):
+        if isinstance(ev, NodeScope):
+            node = ev.node
+        elif isinstance(ev, Hello):
+            if ev.worker_id is not None:
+                roles[(node, ev.pid)] = ("worker", ev.worker_id)
+            elif (node, ev.pid) not in roles:
+                ranked = ev.rank is not None and (ev.world_size or 0) > 1
+                roles[(node, ev.pid)] = ("rank" if ranked else "main", None)
+        elif isinstance(ev, LoaderInfo):
+            for worker_id, pid in ev.workers:
+                roles[(node, pid)] = ("worker", worker_id)
+    return roles
+
+
 def export_csv(path: str | Path, out_dir: str | Path, stats: ReadStats) -> dict[str, int]:
     """Write the CSV files; returns the rows written per file."""
     out = Path(out_dir)
@@ -83,7 +116,9 @@ def export_csv(path: str | Path, out_dir: str | Path, stats: ReadStats) -> dict[
     try:
         w = {k: csv.writer(f) for k, f in files.items()}
         w["steps"].writerow(STEP_COLUMNS)
-        w["processes"].writerow(("t_s", "dt_s", *PROC_FIELDS))
+        w["processes"].writerow(("t_s", "dt_s", *PROC_FIELDS, *ROLE_COLUMNS))
+        roles = roles_by_process(path)
+        node, local = "", ""
         w["host"].writerow(HOST_COLUMNS)
         w["gpus"].writerow(("t_s", *GPU_FIELDS))
         w["sync_sites"].writerow(SYNC_COLUMNS)
@@ -94,8 +129,10 @@ def export_csv(path: str | Path, out_dir: str | Path, stats: ReadStats) -> dict[
 
         for ev in read_events(path, stats):
             session.apply(ev)
-            if isinstance(ev, SessionStart) and start is None:
-                start = ev.t
+            if isinstance(ev, NodeScope):
+                node = ev.node
+            elif isinstance(ev, SessionStart) and start is None:
+                start, local = ev.t, ev.host
             elif isinstance(ev, Step):
                 if ev.pid not in ranks:
                     sr = steps_reducer(session)
@@ -121,7 +158,9 @@ def export_csv(path: str | Path, out_dir: str | Path, stats: ReadStats) -> dict[
             elif isinstance(ev, ProcSample):
                 for r in ev.rows:
                     cells = [_cell(r[i] if i < len(r) else None) for i in range(len(PROC_FIELDS))]
-                    w["processes"].writerow((rel(ev.t), ev.dt, *cells))
+                    role, worker = roles.get((node, r[0]), ("other", None))
+                    host = node or local
+                    w["processes"].writerow((rel(ev.t), ev.dt, *cells, role, _cell(worker), host))
                     rows["processes"] += 1
             elif isinstance(ev, HostSample):
                 w["host"].writerow(
