@@ -141,15 +141,15 @@ def _processes(snap: Snapshot, state: MetricsState) -> Iterator[Any]:
         "User and system CPU time of the processes under these labels, across their lives",
         labels=PROC,
     )
-    for key, v in state.cpu.totals().items():
-        secs.add_metric(list(key), round(v, 3))  # type: ignore[arg-type]
+    for ckey, v in state.cpu.totals().items():
+        secs.add_metric(list(ckey), round(v, 3))  # type: ignore[call-overload]
     batches = CounterMetricFamily(
         "perftop_dataloader_batches",
         "Batches DataLoader workers produced, per worker index, across epochs",
         labels=("host", "rank", "worker"),
     )
-    for key, v in state.batches.totals().items():
-        batches.add_metric(list(key), v)  # type: ignore[arg-type]
+    for bkey, v in state.batches.totals().items():
+        batches.add_metric(list(bkey), v)  # type: ignore[call-overload]
     yield from (info, cpu, uss, rss, secs, batches)
 
 

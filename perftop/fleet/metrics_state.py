@@ -20,7 +20,6 @@ from perftop.model import Snapshot
 
 ROLE_GRACE_S = 5.0  # seconds a process may stay without a role before it is `other`
 STARTUP_GRACE_S = 60.0  # no trainer said hello by then: roleless processes are `other`
-MAX_IDS = 8192  # pids remembered (first seen, key); the oldest are forgotten first
 
 Key = tuple[str, str, str, str]  # host, rank, role, worker
 
@@ -76,6 +75,8 @@ class MetricsState:
 
     def __init__(self) -> None:
         self.first_seen: dict[tuple[str, int], float] = {}
+        # a role once known stays: the loader of the next epoch lists only its own workers
+        self.known: dict[tuple[str, int], Key] = {}
         self.cpu = Totals()
         self.batches = Totals()
         self.procs: tuple[ProcKey, ...] = ()
@@ -92,23 +93,29 @@ class MetricsState:
                 continue
             host = p.host or local
             ident = (host, p.pid)
-            if ident not in self.first_seen:
-                if len(self.first_seen) >= MAX_IDS:
-                    del self.first_seen[next(iter(self.first_seen))]
-                self.first_seen[ident] = now
+            self.first_seen.setdefault(ident, now)
             role = snap.role_of(p.pid, p.host or None)
             name = role.role if role is not None else "other"
-            if name == "other" and (not settled or now - self.first_seen[ident] < ROLE_GRACE_S):
-                continue  # its role may not be known yet
-            key: Key = (
-                host,
-                _s(role.rank if role else None),
-                name,
-                _s(role.worker_id if role and name == "worker" else None),
-            )
+            key: Key | None = self.known.get(ident)
+            if key is None and name != "other":
+                key = (
+                    host,
+                    _s(role.rank if role else None),
+                    name,
+                    _s(role.worker_id if role and name == "worker" else None),
+                )
+                self.known[ident] = key
+            if key is None:
+                if not settled or now - self.first_seen[ident] < ROLE_GRACE_S:
+                    continue  # its role may not be known yet
+                key = (host, "", "other", "")
             procs.append(ProcKey(host, p.pid, key))
             if p.cpu_seconds is not None:
                 self.cpu.observe(ident, key, p.cpu_seconds)
+        alive = {(p.host or local, p.pid) for p in snap.processes if p.alive}
+        # a pid that is gone may come back as another process: forget what it was
+        self.known = {i: k for i, k in self.known.items() if i in alive}
+        self.first_seen = {i: t for i, t in self.first_seen.items() if i in alive}
         self.cpu.sweep((k.host, k.pid) for k in procs)
         self.procs = tuple(procs)
 
@@ -116,10 +123,10 @@ class MetricsState:
         for w in snap.workers:
             host = getattr(w, "host", "") or local
             role = snap.role_of(w.pid, getattr(w, "host", "") or None)
-            ident = (host, w.pid, w.start_t)
+            wident = (host, w.pid, w.start_t)
             wkey = (host, _s(role.rank if role else None), str(w.worker_id))
-            self.batches.observe(ident, wkey, float(w.batches))
-            live_workers.append(ident)  # an exited worker's row keeps its final count
+            self.batches.observe(wident, wkey, float(w.batches))
+            live_workers.append(wident)  # an exited worker's row keeps its final count
         self.batches.sweep(live_workers)
         for h in snap.hints:
             self.hints_seen.add((h.host or local, h.id))
