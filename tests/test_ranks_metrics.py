@@ -173,3 +173,20 @@ def test_metrics_counters_outlive_processes_and_hints_clear_to_zero():
     assert 'perftop_process_cpu_seconds_total{host="h",rank="",role="other",worker=""}' not in body
     body = snap(7.0, 101, 0.5, 3)  # 6 s without a role: `other`
     assert 'perftop_process_cpu_seconds_total{host="h",rank="",role="other",worker=""} 1.0' in body
+
+
+def test_metrics_job_info_per_node_of_a_collector():
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from perftop.fleet.metrics import SnapshotMetrics
+    from perftop.model.snapshot import Meta, NodeRow, Snapshot
+
+    m = SnapshotMetrics()
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(m)  # type: ignore[arg-type]
+    nodes = (NodeRow("n1", state="exited (2)"), NodeRow("n2", state="running"))
+    m.update(Snapshot(meta=Meta(command=("collect",), host="c"), nodes=nodes))
+    body = generate_latest(reg).decode()
+    assert 'perftop_job_info{command="",exit_code="2",host="n1",state="exited"} 1.0' in body
+    assert 'perftop_job_info{command="",exit_code="",host="n2",state="running"} 1.0' in body
+    assert 'host="c"' not in body

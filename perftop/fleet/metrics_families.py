@@ -8,6 +8,7 @@ measured has no sample rather than a made-up value.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from collections.abc import Iterator
 from typing import Any
@@ -212,9 +213,13 @@ def _job(snap: Snapshot, state: MetricsState) -> Iterator[Any]:
         "The job: its command, state (starting, running, exited, ended) and exit code",
         labels=("host", "command", "state", "exit_code"),
     )
-    if snap.meta.command:
+    if snap.meta.command and not snap.nodes:
         st, code = _job_state(snap)
         job.add_metric([local, shlex.join(snap.meta.command)[:200], st, code], {})
+    for node in snap.nodes:  # a collector: each node's job as its node reports it
+        m = re.fullmatch(r"(\w+)(?: \((-?\d+)\))?.*", node.state or "")
+        if m:
+            job.add_metric([node.name, "", m[1], m[2] or ""], {})
     yield job
 
     hints = GaugeMetricFamily(
