@@ -190,3 +190,11 @@ def test_metrics_job_info_per_node_of_a_collector():
     assert 'perftop_job_info{command="",exit_code="2",host="n1",state="exited"} 1.0' in body
     assert 'perftop_job_info{command="",exit_code="",host="n2",state="running"} 1.0' in body
     assert 'host="c"' not in body
+
+
+def test_prometheus_linger_bad_value_is_one_line(tmp_path):
+    from tests.helpers import perftop
+
+    r = perftop("run", "--prometheus", "0", "--prometheus-linger", "soon", "--", "true",
+                cwd=tmp_path)  # fmt: skip
+    assert r.returncode == 2 and "--prometheus-linger" in r.stderr and "Traceback" not in r.stderr

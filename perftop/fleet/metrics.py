@@ -9,6 +9,7 @@ the endpoint stays up for a last scrape or two (``--prometheus-linger``).
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -78,13 +79,20 @@ class SnapshotMetrics:
         deadline = self.ended_at + wait
         if deadline - time.monotonic() > 0.5:
             log(f"perftop: metrics stay up for a last scrape (up to {wait:.0f} s; Ctrl-C ends)")
+        stop = threading.Event()
+        old: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():  # Ctrl-C, SIGTERM: done
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                old[sig] = signal.signal(sig, lambda s, f: stop.set())
         try:
-            while time.monotonic() < deadline:
+            while time.monotonic() < deadline and not stop.wait(0.05):
                 if seconds is None and self.scrapes_after_end >= 2:
                     return
-                time.sleep(0.05)
         except KeyboardInterrupt:
             return
+        finally:
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
 
 
 class MetricsServer:
