@@ -78,7 +78,8 @@ class ChromeTrace:
         old = self.names.get(tp)
         if old is None or sure > old[0]:
             where = f" @ {self.node}" if self.node else ""
-            self.names[tp] = (sure, f"{label} (pid {pid}){where}")
+            own = f" (pid {pid})" if pid else ""  # pid 0: the host track
+            self.names[tp] = (sure, f"{label}{own}{where}")
 
     def finish(self) -> None:
         """Every track's name (metadata may stand anywhere in the array)."""
