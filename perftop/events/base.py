@@ -11,18 +11,20 @@ of the same major format version). Unknown tags are skipped and counted, not fat
 from __future__ import annotations
 
 import dataclasses
-import sys
 from collections.abc import Callable
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 T = TypeVar("T")
 
-if sys.version_info >= (3, 11):
-    from typing import dataclass_transform
-else:  # Python 3.10: the checker reads 3.11's typing; at run time the marker is a no-op
+if TYPE_CHECKING:  # the checker's stubs; never imported at run time (the hook is stdlib only)
+    from typing_extensions import dataclass_transform
+else:
+    try:
+        from typing import dataclass_transform
+    except ImportError:  # Python 3.10: only a marker for checkers, so a no-op does
 
-    def dataclass_transform(**_: Any) -> Callable[[T], T]:
-        return lambda f: f
+        def dataclass_transform(**_: Any) -> Callable[[T], T]:
+            return lambda f: f
 
 
 FORMAT_VERSION = 1

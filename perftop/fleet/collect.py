@@ -25,7 +25,7 @@ from perftop.model import Snapshot
 from perftop.model.fleet import FleetSession
 from perftop.monitor.hub import Hub
 from perftop.recording import RecordingWriter
-from perftop.report.fmt import seconds
+from perftop.fmt import seconds
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from perftop.model.snapshot import GpuRow, Hint, Loader, ProcRow, Snapshot, StepRow
 from perftop.model.workers import WorkerRow
-from perftop.report.fmt import fraction, nbytes, seconds
+from perftop.fmt import fraction, nbytes, seconds
 
 Rule = Callable[[Snapshot, frozenset[str]], list[Hint]]
 

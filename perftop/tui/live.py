@@ -17,7 +17,7 @@ from typing import Any
 from perftop.model import Snapshot
 from perftop.monitor.lifecycle import tui_signals
 from perftop.monitor.runner import Job, RunConfig, SourceFactory
-from perftop.report.fmt import command as command_line
+from perftop.fmt import command as command_line
 from perftop.tui.app import PerftopApp
 from perftop.tui.messages import JobEnded, SnapshotMessage, TerminalLost
 from perftop.tui.terminal_watch import TerminalWatch

@@ -12,7 +12,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from perftop.model import Snapshot
-from perftop.report.fmt import command as command_line
+from perftop.fmt import command as command_line
 from perftop.tui import fmt
 
 

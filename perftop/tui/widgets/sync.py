@@ -10,7 +10,7 @@ from textual.widgets import Static
 
 from perftop.model import Snapshot
 from perftop.model.snapshot import SyncSite
-from perftop.report.fmt import sync_where
+from perftop.fmt import sync_where
 from perftop.tui import fmt
 from perftop.tui.widgets.difftable import Cell, DiffTable
 from perftop.tui.widgets.panel import Panel
