@@ -21,11 +21,11 @@ import perftop
 from perftop.events import SessionStart
 from perftop.fleet.collector import Collector
 from perftop.fleet.stream import SshNode
+from perftop.fmt import seconds
 from perftop.model import Snapshot
 from perftop.model.fleet import FleetSession
 from perftop.monitor.hub import Hub
 from perftop.recording import RecordingWriter
-from perftop.fmt import seconds
 
 
 @dataclass(frozen=True, slots=True)

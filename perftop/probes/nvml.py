@@ -73,7 +73,9 @@ class Nvml:
             code = getattr(exc, "value", None)
             if code == NOT_FOUND:
                 return None
-            return self._fail(fn, code, (WHY.get(code) if code is not None else None) or _text(exc), device)
+            return self._fail(
+                fn, code, (WHY.get(code) if code is not None else None) or _text(exc), device
+            )
         except Exception as exc:  # a broken binding must not stop the monitor
             return self._fail(fn, None, f"{type(exc).__name__}: {exc}", device)
 

@@ -14,10 +14,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from perftop.fmt import command as command_line
 from perftop.model import Snapshot
 from perftop.monitor.lifecycle import tui_signals
 from perftop.monitor.runner import Job, RunConfig, SourceFactory
-from perftop.fmt import command as command_line
 from perftop.tui.app import PerftopApp
 from perftop.tui.messages import JobEnded, SnapshotMessage, TerminalLost
 from perftop.tui.terminal_watch import TerminalWatch

@@ -11,8 +11,8 @@ import os
 from rich.text import Text
 from textual.widgets import Static
 
-from perftop.model import Snapshot
 from perftop.fmt import command as command_line
+from perftop.model import Snapshot
 from perftop.tui import fmt
 
 

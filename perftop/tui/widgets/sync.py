@@ -8,9 +8,9 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
 
+from perftop.fmt import sync_where
 from perftop.model import Snapshot
 from perftop.model.snapshot import SyncSite
-from perftop.fmt import sync_where
 from perftop.tui import fmt
 from perftop.tui.widgets.difftable import Cell, DiffTable
 from perftop.tui.widgets.panel import Panel
