@@ -62,10 +62,16 @@ def run_collect(
         if on_snapshot is not None:
             on_snapshot(snap)
 
+    nodes: list[SshNode] = []
+
+    def rejected() -> int:
+        here = collector.rejected_frames if collector is not None else 0
+        return here + sum(n.rejected_frames for n in nodes)
+
     hub = Hub(
         session,  # type: ignore[arg-type]  (a FleetSession has Session's apply and snapshot)
         refresh_s=cfg.refresh_s,
-        rejected_frames=lambda: collector.rejected_frames if collector is not None else 0,
+        rejected_frames=rejected,
     )
     if app is not None or on_snapshot is not None:
         hub.snapshot_subscribers.append(snapshot)
@@ -96,7 +102,7 @@ def run_collect(
             record_path=str(cfg.record or ""),
         )
     )
-    nodes = [
+    nodes += [
         SshNode(h, cfg.command, hub.submit_frame, hub.submit, log, echo=app is None).start()
         for h in cfg.ssh
     ]

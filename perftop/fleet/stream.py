@@ -30,11 +30,9 @@ from perftop.events import (
 from perftop.fleet.forwarder import Forwarder
 from perftop.wire import (
     MAGIC,
+    EventReader,
     Frame,
-    FrameError,
-    FrameReader,
     StreamError,
-    decode_frame,
     encode_node_frame,
 )
 
@@ -145,8 +143,13 @@ class SshNode:
         self.error = ""
         self.done = False  # the remote stream has ended (or never started)
         self.ended = threading.Event()  # the same, to wait on
-        self.rejected_frames = 0
+        self.reader = EventReader()
         self._threads: list[threading.Thread] = []
+
+    @property
+    def rejected_frames(self) -> int:
+        """Frames of the remote stream lost on the way (see :class:`EventReader`)."""
+        return self.reader.rejected
 
     def start(self) -> SshNode:
         try:
@@ -184,14 +187,14 @@ class SshNode:
     def _read_stream(self) -> None:
         if self.proc is None or self.proc.stdout is None:
             return
-        reader, fd, seen = FrameReader(), self.proc.stdout.fileno(), False
+        reader, fd, seen = self.reader, self.proc.stdout.fileno(), False
         try:
             while chunk := os.read(fd, 1 << 16):
-                for frame in reader.feed(chunk):
+                for frame, events in reader.feed(chunk):
                     if not seen:
                         seen = True
                         self._submit(NodeLink(time.time(), self.node, True, self.host, self.node))
-                    if not self._deliver(frame):
+                    if not self._deliver(frame, events):
                         self.proc.terminate()
                         return
         except (StreamError, OSError):
@@ -206,12 +209,7 @@ class SshNode:
         else:
             self._fail(why_failed(rc, self.err_tail))
 
-    def _deliver(self, frame: Frame) -> bool:
-        try:
-            events, _ = decode_frame(frame)
-        except FrameError:
-            self.rejected_frames += 1
-            return True
+    def _deliver(self, frame: Frame, events: list[Event]) -> bool:
         for ev in events:
             if isinstance(ev, SessionStart) and ev.version > FORMAT_VERSION:
                 self._fail(

@@ -22,7 +22,7 @@ from perftop.monitor.hub import Hub
 from perftop.monitor.sampler import StackSampler
 from perftop.monitor.server import VIEW_MAGIC, Server
 from perftop.monitor.stall import StallWatch
-from perftop.wire import FrameError, FrameReader, StreamError, decode_frame
+from perftop.wire import EventReader, StreamError
 
 
 class SessionViewer:
@@ -33,6 +33,7 @@ class SessionViewer:
         self.hub = hub
         self.ended = threading.Event()
         self.frames = 0
+        self.reader = EventReader()  # ``reader.rejected``: frames lost on the way here
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self._sock.connect(str(self.path))
@@ -47,14 +48,10 @@ class SessionViewer:
         return self
 
     def _loop(self) -> None:
-        reader = FrameReader()
+        reader = self.reader
         try:
             while data := self._sock.recv(1 << 18):
-                for frame in reader.feed(data):
-                    try:
-                        events, _ = decode_frame(frame)
-                    except FrameError:
-                        continue
+                for frame, events in reader.feed(data):
                     self.frames += 1
                     self.hub.submit_frame(frame, events)
         except (OSError, StreamError):

@@ -26,7 +26,7 @@ class HeaderBar(Static):
     }
     """
 
-    def __init__(self, *, id: str | None = None, mode: str = "") -> None:  # noqa: A002
+    def __init__(self, *, id: str | None = None, mode: str = "") -> None:
         super().__init__("perftop", id=id, markup=False)
         self.mode = mode  # "", "viewer" or "observer" (see PerftopApp)
         self.paused = False
