@@ -37,10 +37,10 @@ def add_forward_option(p: argparse.ArgumentParser) -> None:
 @dataclass
 class Extras:
     sinks: list[Any] = field(default_factory=list)
-    listeners: list[Callable[[Snapshot], None]] = field(default_factory=list)
+    listeners: list[Callable[[Snapshot], object]] = field(default_factory=list)
     closers: list[Callable[[], None]] = field(default_factory=list)
 
-    def on_snapshot(self) -> Callable[[Snapshot], None] | None:
+    def on_snapshot(self) -> Callable[[Snapshot], object] | None:
         if not self.listeners:
             return None
         fns = tuple(self.listeners)
@@ -91,5 +91,5 @@ def build_extras(args: argparse.Namespace, log: Callable[[str], None] = stderr_l
         ex.listeners.append(server.update)
         ex.closers.append(server.close)
         host, port = server.address
-        log(f"perftop: metrics at http://{host}:{port}/metrics")
+        log(f"perftop: metrics at http://{host!s}:{port}/metrics")
     return ex

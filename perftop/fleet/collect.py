@@ -43,7 +43,7 @@ class CollectConfig:
 
 def run_collect(
     cfg: CollectConfig,
-    on_snapshot: Callable[[Snapshot], None] | None = None,
+    on_snapshot: Callable[[Snapshot], object] | None = None,
     log: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True),
 ) -> int:
     session = FleetSession()
@@ -69,7 +69,7 @@ def run_collect(
         return here + sum(n.rejected_frames for n in nodes)
 
     hub = Hub(
-        session,  # type: ignore[arg-type]  (a FleetSession has Session's apply and snapshot)
+        session,
         refresh_s=cfg.refresh_s,
         rejected_frames=rejected,
     )
@@ -87,7 +87,7 @@ def run_collect(
     if rec is not None:
         hub.subscribe(rec, buffered=False)
     where = "{}:{}".format(*collector.address) if collector is not None else ""
-    args = ("--listen", where) if where else ()
+    args: tuple[str, ...] = ("--listen", where) if where else ()
     for h in cfg.ssh:
         args += ("--ssh", h)
     hub.start()

@@ -45,7 +45,7 @@ class Collector:
         self,
         addr: tuple[str, int],
         token: str,
-        submit_frame: Callable[[Frame, list[Event]], None],
+        submit_frame: Callable[[Frame, list[Event]], object],
         submit: Callable[..., None],
         *,
         log: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True),
@@ -89,7 +89,7 @@ class Collector:
             for key, _ in self._sel.select(timeout=0.2):
                 if key.fileobj is self._lsock:
                     self._accept()
-                elif (c := self._conns.get(key.fileobj)) is not None:  # type: ignore[arg-type]
+                elif (c := self._conns.get(key.fileobj)) is not None:  # type: ignore[call-overload]
                     self._read(c)
             now = time.monotonic()
             for c in [c for c in self._conns.values() if not c.node]:

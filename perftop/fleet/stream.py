@@ -126,7 +126,7 @@ class SshNode:
         self,
         host: str,
         command: Sequence[str],
-        submit_frame: Callable[[Frame, list[Event]], None],
+        submit_frame: Callable[[Frame, list[Event]], object],
         submit: Callable[..., None],
         log: Callable[[str], None],
         echo: bool = False,

@@ -23,12 +23,12 @@ from typing import Any
 import psutil
 
 from perftop.events import Event, JobStart, MonitorStats, ObserverStart, SessionStart
-from perftop.model import Session, Snapshot
+from perftop.model import Session, SessionModel, Snapshot
 from perftop.monitor.header import Header, _frame
 from perftop.monitor.sinks import BufferedSink, EventSink
 from perftop.wire import Frame
 
-SnapshotSink = Callable[[Snapshot], None]
+SnapshotSink = Callable[[Snapshot], object]
 MAX_FRAMES = 4096
 MAX_BYTES = 64 * 1024 * 1024
 _HEADER_ONLY = (SessionStart, JobStart, ObserverStart)  # kept in the header, not the history
@@ -37,7 +37,7 @@ _HEADER_ONLY = (SessionStart, JobStart, ObserverStart)  # kept in the header, no
 class Hub:
     def __init__(
         self,
-        session: Session | None = None,
+        session: SessionModel | None = None,
         *,
         refresh_s: float = 0.5,
         rejected_frames: Callable[[], int] = lambda: 0,
@@ -45,7 +45,7 @@ class Hub:
         max_bytes: int = MAX_BYTES,
         header: Header | None = None,
     ) -> None:
-        self.session = session if session is not None else Session()
+        self.session: SessionModel = session if session is not None else Session()
         self.header = header if header is not None else Header()
         self.refresh_s = refresh_s
         self._rejected = rejected_frames

@@ -83,7 +83,7 @@ class Job:
     def __init__(
         self,
         cfg: RunConfig,
-        on_snapshot: Callable[[Snapshot], None] | None = None,
+        on_snapshot: Callable[[Snapshot], object] | None = None,
         sources: Sequence[SourceFactory] = (),
         sinks: Sequence[Any] = (),
     ) -> None:
@@ -177,7 +177,11 @@ class Job:
             "start_t": self.started_t,
             "steps": snap.steps.count if snap is not None else 0,
             "state": snap.meta.state if snap is not None else "starting",
-            "recording": str(self.recorder.path) if self.recording() else "",
+            "recording": (
+                str(self.recorder.path)
+                if self.recorder is not None and not self.recorder.closed
+                else ""
+            ),
             "viewers": self.server.viewers,
         }
 

@@ -43,7 +43,7 @@ def run_live(
     *,
     refresh_s: float | None = None,
     sinks: Sequence[Any] = (),
-    on_snapshot: Callable[[Snapshot], None] | None = None,
+    on_snapshot: Callable[[Snapshot], object] | None = None,
 ) -> int:
     """Run ``cfg.command`` under the TUI; returns the job's exit code (0 when left running).
     ``sinks`` (forwarders) get the stream; ``on_snapshot`` (metrics) each snapshot too."""
