@@ -117,6 +117,11 @@ class Header:
             ]
         return evs
 
+    def described(self) -> list[Event]:
+        """Every event that describes the session, the job's exit last: what a fresh model
+        needs before the live stream (a forwarder's collector after a reconnect)."""
+        return self.events() + ([self.exit[0]] if self.exit is not None else [])
+
     def preamble(self, record_path: str | None = None) -> list[Frame]:
         """What a new subscriber receives before the live stream: header, history, exit."""
         out: list[Frame] = []
