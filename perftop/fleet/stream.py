@@ -129,12 +129,12 @@ def ssh_argv(host: str, remote: str) -> list[str]:
 _FIXES = (
     (
         "host key verification failed",
-        "the host key of {host} is not known or has changed: connect once with "
+        "the host key of {node} is not known or has changed: connect once with "
         "'ssh {host}' to check and accept it",
     ),
     (
         "permission denied",
-        "ssh could not log in to {host}: put your key in its authorized_keys, or load it "
+        "ssh could not log in to {node}: put your key in its authorized_keys, or load it "
         "with ssh-add",
     ),
 )
@@ -152,7 +152,7 @@ def why_failed(rc: int, stderr_lines: Sequence[str], host: str = "HOST") -> str:
         said = " ".join(stderr_lines).lower()
         for words, fix in _FIXES:
             if words in said:
-                return f"{fix.format(host=host)} ({last})"
+                return f"{fix.format(host=host, node=host.rpartition('@')[2])} ({last})"
         return f"ssh could not connect: {last or 'exit 255'}"
     return f"the remote sent no perftop session (exit {rc}): {last}"
 
