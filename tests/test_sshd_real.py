@@ -262,3 +262,7 @@ def test_an_ssh_question_is_asked_before_the_tui(
         finally:
             term.close()
             (sshd.dir / "unknown_hosts").write_text("")  # "yes" wrote the key: forget it
+
+
+def test_ci_installs_openssh_server() -> None:
+    assert "apt-get install -y -qq tmux openssh-server" in (ROOT / ".ci" / "run").read_text()
