@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -125,5 +126,9 @@ def run_headless(cfg: RunConfig, extras: Extras | None = None) -> int:
     job.start()
     install_signal_forwarding(job)
     rc = job.wait()
-    print(summary(job.snapshot(), cfg.record), file=sys.stderr)
+    try:
+        print(summary(job.snapshot(), cfg.record), file=sys.stderr, flush=True)
+    except OSError:  # --stream-out: stderr was ssh's, gone with its reader
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stderr.fileno())  # what is left in its buffer goes nowhere
     return rc

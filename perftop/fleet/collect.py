@@ -20,7 +20,8 @@ from pathlib import Path
 import perftop
 from perftop.events import SessionStart
 from perftop.fleet.collector import Collector
-from perftop.fleet.stream import SshNode
+from perftop.fleet.sshview import SSH_FAILED, connect_first
+from perftop.fleet.stream import SshNode, remote_command
 from perftop.fmt import seconds
 from perftop.model import Snapshot
 from perftop.model.fleet import FleetSession
@@ -39,6 +40,8 @@ class CollectConfig:
     headless: bool = True
     ssh: tuple[str, ...] = ()  # remote hosts to run ``command`` on through ssh
     command: tuple[str, ...] = ()
+    remote_dir: str | None = None  # where ``command`` runs there (default: its $HOME)
+    remote_record: str | None = None  # a recording there too (default: none)
 
 
 def run_collect(
@@ -102,14 +105,20 @@ def run_collect(
             record_path=str(cfg.record or ""),
         )
     )
+    remote = remote_command(cfg.command, cfg.remote_record, cfg.remote_dir)
     nodes += [
-        SshNode(h, cfg.command, hub.submit_frame, hub.submit, log, echo=app is None).start()
+        SshNode(h, (), hub.submit_frame, hub.submit, log, echo=app is None, remote=remote)
         for h in cfg.ssh
     ]
+    for n in nodes if app is None else ():
+        n.start()
     if collector is not None:
         collector.start()
         log(f"perftop: collecting on {where}" + (f", recording to {cfg.record}" if rec else ""))
     try:
+        if app is not None and nodes:  # ssh asks its questions before the TUI starts
+            linked = connect_first([n.start() for n in nodes])
+            app = app if linked or collector is not None else None
         if app is not None:
             if cfg.duration_s is not None:
                 threading.Timer(cfg.duration_s, lambda: app.exit(None)).start()
@@ -127,7 +136,15 @@ def run_collect(
     snap = session.snapshot(window=None)
     for line in summary(snap, cfg.record, collector.refused if collector is not None else 0):
         log(line)
-    return 1 if nodes and all(n.error for n in nodes) else 0
+    return exit_code(nodes)
+
+
+def exit_code(nodes: list[SshNode]) -> int:
+    """``SSH_FAILED`` when ssh failed for a node; else the worst of the remote jobs' exit
+    codes (0 while they still run, or without ssh nodes)."""
+    if any(n.error for n in nodes):
+        return SSH_FAILED
+    return max((n.job_exit or 0 for n in nodes), default=0)
 
 
 def _wait(duration_s: float | None, done: Callable[[], bool] | None = None) -> None:

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import perftop
@@ -22,6 +23,7 @@ from perftop.fleet.stream import SshNode, remote_attach, remote_perftop, ssh_arg
 from perftop.recording import RecordingWriter
 
 LS_TIMEOUT_S = 60.0
+SSH_FAILED = AttachError.exit_code  # one exit code for ssh failures: ls, attach, collect
 
 
 def _stderr(line: str) -> None:
@@ -29,7 +31,8 @@ def _stderr(line: str) -> None:
 
 
 def attach_ssh(args: argparse.Namespace) -> int:
-    """Show a remote session here (TUI, or headless with a summary); 1 when none came."""
+    """Show a remote session here (TUI, or headless with a summary); ``SSH_FAILED`` when
+    none came."""
     from perftop.cli.attach import _tui, _wait
     from perftop.fleet.collect import summary
     from perftop.model.fleet import FleetSession
@@ -62,9 +65,9 @@ def attach_ssh(args: argparse.Namespace) -> int:
         args.ssh, (), hub.submit_frame, hub.submit, log, remote=remote_attach(args.target)
     ).start()
     try:
-        if tui:
+        if tui and connect_first([node]):
             _tui(hub, node, args)
-        else:
+        elif not tui:
             _wait(node, args.duration)
     finally:
         node.stop()
@@ -72,10 +75,20 @@ def attach_ssh(args: argparse.Namespace) -> int:
     for line in held:
         _stderr(line)
     if node.error:
-        return 1
+        return SSH_FAILED
     for line in summary(session.snapshot(window=None), args.record, 0):
         _stderr(line)
     return 0
+
+
+def connect_first(nodes: Sequence[SshNode]) -> bool:
+    """Before a TUI takes the terminal: link each node in turn, so that what ssh asks (an
+    unknown host key, a passphrase, a password) is asked in the terminal, one host at a
+    time. True when at least one is linked."""
+    for n in nodes:
+        _stderr(f"perftop: connecting to {n.node} through ssh...")
+        n.connect()
+    return any(n.linked.is_set() for n in nodes)
 
 
 def remote_ls(host: str) -> dict[str, Any]:
@@ -92,7 +105,7 @@ def remote_ls(host: str) -> dict[str, Any]:
     node = host.rpartition("@")[2]
     if p.returncode != 0:
         err = p.stderr.decode(errors="replace").splitlines()
-        raise AttachError(f"{node}: {why_failed(p.returncode, err)}")
+        raise AttachError(f"{node}: {why_failed(p.returncode, err, host)}")
     try:
         out = json.loads(p.stdout)
         if isinstance(out["sessions"], list) and isinstance(out["candidates"], list):

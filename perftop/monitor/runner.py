@@ -22,7 +22,7 @@ from perftop.events import JobExit, JobStart, SessionStart
 from perftop.hook import ENV_SOCKET
 from perftop.model import Snapshot
 from perftop.monitor.hub import Hub
-from perftop.monitor.output import OutputTail
+from perftop.monitor.output import OutputTail, relay_to
 from perftop.monitor.server import Server
 from perftop.monitor.sinks import SocketSink
 from perftop.monitor.stall import StallWatch
@@ -144,7 +144,11 @@ class Job:
                 start_new_session=True,
             )
         elif self.cfg.job_stdout_to_stderr:
-            kwargs["stdout"] = sys.stderr.fileno()
+            # Our stdout and stderr are ssh's: once its reader goes, a write there would
+            # fail (EPIPE) and kill the job. The job writes to files; we relay them.
+            self.output = OutputTail(self.hub.submit, relay=relay_to(sys.stderr.fileno()))
+            env["PYTHONUNBUFFERED"] = "1"
+            kwargs.update(stdout=self.output.stdout, stderr=self.output.stderr)
         try:
             self.proc = subprocess.Popen([exe, *self.cfg.command[1:]], env=env, **kwargs)
         except OSError as exc:
