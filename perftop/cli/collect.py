@@ -65,7 +65,7 @@ class CollectCommand(Command):
         )
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-        from perftop.fleet.collect import CollectConfig, run_collect
+        from perftop.flows.collect import CollectConfig, run_collect
 
         if args.duration is not None and not args.duration > 0:
             raise UsageError("--duration must be a positive number of seconds")

@@ -8,11 +8,11 @@ one-line error and no job runs.
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from perftop.console import say
 from perftop.errors import UsageError
 from perftop.fleet import link
 from perftop.model import Snapshot
@@ -60,11 +60,7 @@ class Extras:
             s.close()
 
 
-def stderr_line(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
-
-
-def build_extras(args: argparse.Namespace, log: Callable[[str], None] = stderr_line) -> Extras:
+def build_extras(args: argparse.Namespace, log: Callable[[str], None] = say) -> Extras:
     ex = Extras()
     fwd = getattr(args, "forward", None)
     if fwd:

@@ -14,6 +14,7 @@ the header and history, through the same queue, so it misses nothing and sees no
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import deque
@@ -26,6 +27,7 @@ from perftop.events import Event, JobStart, MonitorStats, ObserverStart, Session
 from perftop.model import Session, SessionModel, Snapshot
 from perftop.monitor.header import Header, _frame
 from perftop.monitor.sinks import BufferedSink, EventSink
+from perftop.recording import RecordingWriter, default_path
 from perftop.wire import Frame
 
 SnapshotSink = Callable[[Snapshot], object]
@@ -94,6 +96,23 @@ class Hub:
         handle: Any = BufferedSink(sink) if buffered else sink
         self._put(("sub", handle, record_path))
         return handle
+
+    def record(self, path: os.PathLike[str] | str, *, force: bool = False) -> RecordingWriter:
+        """Record from now on into a new file that begins with the session's header and
+        history, so it reports on its own."""
+        rec = RecordingWriter(path, force=force)
+        self.subscribe(rec, buffered=False, record_path=str(rec.path))
+        return rec
+
+    def toggle_recording(
+        self, current: RecordingWriter | None, path: os.PathLike[str] | str | None = None
+    ) -> RecordingWriter | None:
+        """The ``r`` key: stop ``current`` when it records, else start a new recording
+        (at ``path`` or a fresh default name); returns what records now."""
+        if current is not None and not current.closed:
+            self.unsubscribe(current)
+            return None
+        return self.record(path or default_path())
 
     def unsubscribe(self, handle: BufferedSink | EventSink) -> None:
         """Remove a sink after everything queued before this call, then close it."""

@@ -5,7 +5,6 @@ process (observer mode). Either way a local hub feeds the TUI or the headless su
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import threading
@@ -14,10 +13,10 @@ from pathlib import Path
 
 import psutil
 
-import perftop
 from perftop.errors import AttachError
-from perftop.events import JobStart, Note, ObserverStart, SessionStart
+from perftop.events import JobStart, Note, ObserverStart
 from perftop.monitor import inject, stacks
+from perftop.monitor.header import session_start
 from perftop.monitor.hub import Hub
 from perftop.monitor.sampler import StackSampler
 from perftop.monitor.server import VIEW_MAGIC, Server
@@ -106,11 +105,8 @@ class Observer:
     def start(self) -> Observer:
         v = ".".join(map(str, self.version)) if self.version else ""
         now = time.time()
-        host, me = socket.gethostname(), os.getpid()
         self.hub.submit(
-            SessionStart(
-                self._started, self.command, _cwd(self.pid), host, me, perftop.__version__
-            ),
+            session_start(self._started, self.command, cwd=_cwd(self.pid)),
             JobStart(self._started, self.pid, self.command),
         )
         if self.server is not None:
