@@ -189,3 +189,39 @@ class FrameReader:
     def pending(self) -> int:
         """Bytes held that do not yet make a whole frame (a truncated tail, at EOF)."""
         return len(self._buf)
+
+
+class EventReader:
+    """Bytes of a stream in, ``(frame, events)`` out: the one loop every reader of a live
+    stream shares (the monitor's socket, the collector, a viewer, an ssh stream).
+
+    One rule for what is lost: a frame whose CRC fails or whose payload does not decode is
+    skipped and counted in ``rejected``; a stream that cannot be trusted any more (a wrong
+    magic, an oversized frame) counts one more and raises :class:`StreamError`.
+    """
+
+    __slots__ = ("_frames", "rejected")
+
+    def __init__(self, max_frame: int = MAX_FRAME) -> None:
+        self._frames = FrameReader(max_frame)
+        self.rejected = 0
+
+    def feed(self, data: bytes) -> list[tuple[Frame, list[Event]]]:
+        frames = self._frames
+        try:
+            got = frames.feed(data)
+        except StreamError:
+            self.rejected += frames.bad_frames + 1
+            frames.bad_frames = 0
+            raise
+        out: list[tuple[Frame, list[Event]]] = []
+        for frame in got:
+            try:
+                events, _unknown = decode_frame(frame)
+            except FrameError:
+                self.rejected += 1
+                continue
+            out.append((frame, events))
+        self.rejected += frames.bad_frames
+        frames.bad_frames = 0
+        return out

@@ -95,7 +95,7 @@ def test_attach_stream_out_writes_only_the_stream(tmp_path):
 def test_remote_without_perftop_is_one_line(tmp_path):
     for cmd in (("attach", "--ssh", "gpu1", "123", "--headless"), ("ls", "--ssh", "gpu1")):
         p = _ssh(tmp_path, "/nonexistent/perftop", *cmd)
-        assert p.returncode != 0
+        assert p.returncode == 4
         lines = p.stderr.strip().splitlines()
         assert len(lines) == 1, p.stderr
         assert "perftop is not installed" in lines[0] and "PERFTOP_REMOTE" in lines[0]
@@ -104,7 +104,7 @@ def test_remote_without_perftop_is_one_line(tmp_path):
 def test_remote_with_another_format_is_one_line(tmp_path):
     p = _ssh(tmp_path, f"{sys.executable} {WORKLOADS / 'future_perftop.py'}",
              "attach", "--ssh", "gpu1", "123", "--headless")  # fmt: skip
-    assert p.returncode == 1
+    assert p.returncode == 4  # ssh failures: one exit code across ls, attach, collect
     assert p.stderr.strip().splitlines() == [
         "perftop: gpu1: the remote perftop writes format 99; this one reads up to 1 "
         "(use the same perftop version on both sides)"

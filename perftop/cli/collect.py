@@ -37,6 +37,17 @@ class CollectCommand(Command):
             help="run CMD on HOST under perftop through ssh (PERFTOP_SSH overrides the ssh "
             "program) and collect its session over ssh's own channel; repeatable",
         )
+        parser.add_argument(
+            "--remote-dir",
+            metavar="DIR",
+            help="with --ssh: run CMD in DIR on the remote (default: the remote's $HOME)",
+        )
+        parser.add_argument(
+            "--remote-record",
+            metavar="FILE",
+            help="with --ssh: also record on the remote, to FILE there (default: no "
+            "recording there); the job's output goes on into it after the local side ends",
+        )
         parser.add_argument("--headless", action="store_true", help="no TUI")
         parser.add_argument(
             "--duration", type=float, metavar="SECONDS", help="stop after this long"
@@ -54,7 +65,7 @@ class CollectCommand(Command):
         )
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-        from perftop.fleet.collect import CollectConfig, run_collect
+        from perftop.flows.collect import CollectConfig, run_collect
 
         if args.duration is not None and not args.duration > 0:
             raise UsageError("--duration must be a positive number of seconds")
@@ -69,6 +80,8 @@ class CollectCommand(Command):
                 if args.ssh
                 else f"unexpected arguments: {' '.join(cmd)} (a command goes with --ssh)"
             )
+        if not args.ssh and (args.remote_dir or args.remote_record):
+            raise UsageError("--remote-dir and --remote-record go with --ssh")
         if args.listen is None and not args.ssh:
             args.listen = f"127.0.0.1:{link.DEFAULT_PORT}"
         listen = link.parse_addr(args.listen) if args.listen is not None else None
@@ -93,6 +106,8 @@ class CollectCommand(Command):
             headless=headless,
             ssh=tuple(args.ssh),
             command=tuple(cmd),
+            remote_dir=args.remote_dir,
+            remote_record=args.remote_record,
         )
         extras = build_extras(args)
         try:

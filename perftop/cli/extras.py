@@ -8,11 +8,11 @@ one-line error and no job runs.
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from perftop.console import say
 from perftop.errors import UsageError
 from perftop.fleet import link
 from perftop.model import Snapshot
@@ -55,10 +55,10 @@ def add_forward_option(p: argparse.ArgumentParser) -> None:
 @dataclass
 class Extras:
     sinks: list[Any] = field(default_factory=list)
-    listeners: list[Callable[[Snapshot], None]] = field(default_factory=list)
+    listeners: list[Callable[[Snapshot], object]] = field(default_factory=list)
     closers: list[Callable[[], None]] = field(default_factory=list)
 
-    def on_snapshot(self) -> Callable[[Snapshot], None] | None:
+    def on_snapshot(self) -> Callable[[Snapshot], object] | None:
         if not self.listeners:
             return None
         fns = tuple(self.listeners)
@@ -78,11 +78,7 @@ class Extras:
             s.close()
 
 
-def stderr_line(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
-
-
-def build_extras(args: argparse.Namespace, log: Callable[[str], None] = stderr_line) -> Extras:
+def build_extras(args: argparse.Namespace, log: Callable[[str], None] = say) -> Extras:
     ex = Extras()
     fwd = getattr(args, "forward", None)
     if fwd:
@@ -109,5 +105,5 @@ def build_extras(args: argparse.Namespace, log: Callable[[str], None] = stderr_l
         ex.listeners.append(server.update)
         ex.closers.append(server.close)
         host, port = server.address
-        log(f"perftop: metrics at http://{host}:{port}/metrics")
+        log(f"perftop: metrics at http://{host!s}:{port}/metrics")
     return ex

@@ -8,16 +8,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perftop.cli.extras import (
-    Extras,
-    add_forward_option,
-    add_prometheus_option,
-    build_extras,
-    stderr_line,
-)
+from perftop.cli.extras import add_forward_option, add_prometheus_option, build_extras
+from perftop.console import say
 from perftop.errors import UsageError
 from perftop.recording import default_path
-from perftop.report.text import summary
 
 if TYPE_CHECKING:  # the monitor (psutil, fcntl) loads only when a job runs
     from perftop.monitor.runner import RunConfig
@@ -96,34 +90,25 @@ def launch(args: argparse.Namespace, command: tuple[str, ...]) -> int:
         cfg = replace(cfg, job_stdout_to_stderr=True)
     tui = use_tui(args)
     # In the TUI, the forwarder's news would garble the screen: it goes to the log only.
-    extras = build_extras(args, log=(lambda s: None) if tui else stderr_line)
+    extras = build_extras(args, log=(lambda s: None) if tui else say)
     if stream:
         from perftop.fleet.stream import StreamOut
 
-        extras.sinks.append(StreamOut(sys.stdout.fileno(), log=stderr_line))
+        extras.sinks.append(StreamOut(sys.stdout.fileno(), log=say))
     try:
+        from perftop.flows.run import run_headless, run_live
+
         if tui:
             try:
-                from perftop.tui.live import run_live
+                import perftop.tui.app  # noqa: F401  (Textual may be missing: then headless)
             except ImportError:
                 pass
             else:
                 return run_live(
                     cfg, probe_sources(cfg), sinks=extras.sinks, on_snapshot=extras.on_snapshot()
                 )
-        return run_headless(cfg, extras)
+        return run_headless(
+            cfg, probe_sources(cfg), sinks=extras.sinks, on_snapshot=extras.on_snapshot()
+        )
     finally:
         extras.close()
-
-
-def run_headless(cfg: RunConfig, extras: Extras | None = None) -> int:
-    from perftop.monitor.lifecycle import install_signal_forwarding
-    from perftop.monitor.runner import Job
-
-    extras = extras or Extras()
-    job = Job(cfg, on_snapshot=extras.on_snapshot(), sources=probe_sources(cfg), sinks=extras.sinks)
-    job.start()
-    install_signal_forwarding(job)
-    rc = job.wait()
-    print(summary(job.snapshot(), cfg.record), file=sys.stderr)
-    return rc

@@ -10,8 +10,8 @@ import time
 from typing import Any
 
 from perftop.cli.base import Command
-from perftop.report.fmt import command as command_line
-from perftop.report.fmt import table
+from perftop.fmt import command as command_line
+from perftop.fmt import table
 
 
 def _when(t: float | None) -> str:

@@ -11,11 +11,24 @@ of the same major format version). Unknown tags are skipped and counted, not fat
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+T = TypeVar("T")
+
+if TYPE_CHECKING:  # the checker's stubs; never imported at run time (the hook is stdlib only)
+    from typing_extensions import dataclass_transform
+else:
+    try:
+        from typing import dataclass_transform
+    except ImportError:  # Python 3.10: only a marker for checkers, so a no-op does
+
+        def dataclass_transform(**_: Any) -> Callable[[T], T]:
+            return lambda f: f
+
 
 FORMAT_VERSION = 1
 
-T = TypeVar("T")
 
 _BY_TAG: dict[str, type[Event]] = {}
 
@@ -38,13 +51,17 @@ class Event:
         return [self.TAG, *(getattr(self, name) for name in self._FIELDS)]
 
 
-def event(tag: str):
-    """Class decorator: a frozen, slotted dataclass registered under ``tag``."""
+@dataclass_transform(frozen_default=True)
+def event(tag: str) -> Callable[[type[T]], type[T]]:
+    """Class decorator: a frozen, slotted dataclass registered under ``tag``.
+
+    ``dataclass_transform`` tells type checkers what the decorator makes, so every event's
+    constructor is checked field by field."""
 
     def register(cls: type[T]) -> type[T]:
         if tag in _BY_TAG:
             raise ValueError(f"event tag {tag!r} registered twice")
-        made = dataclasses.dataclass(frozen=True, slots=True)(cls)
+        made: Any = dataclasses.dataclass(frozen=True, slots=True)(cls)
         fields = dataclasses.fields(made)
         made.TAG = tag
         made._FIELDS = tuple(f.name for f in fields)
@@ -60,7 +77,7 @@ def event(tag: str):
         if all(f.default_factory is dataclasses.MISSING for f in fields):
             made._make = staticmethod(_fast_constructor(made, made._FIELDS))
         _BY_TAG[tag] = made
-        return made
+        return made  # type: ignore[no-any-return]  # the dataclass of ``cls``
 
     return register
 

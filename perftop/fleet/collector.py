@@ -22,14 +22,7 @@ from dataclasses import dataclass, field
 from perftop.errors import UsageError
 from perftop.events import Event, NodeLink, NodeScope, Note
 from perftop.fleet import link
-from perftop.wire import (
-    Frame,
-    FrameError,
-    FrameReader,
-    StreamError,
-    decode_frame,
-    encode_node_frame,
-)
+from perftop.wire import EventReader, Frame, StreamError, encode_node_frame
 
 HANDSHAKE_S = 10.0  # a connection that has not proved the token by then is dropped
 
@@ -42,7 +35,7 @@ class _Conn:
     opened: float
     line: bytearray = field(default_factory=bytearray)
     node: str = ""  # set once the token checked
-    reader: FrameReader | None = None
+    reader: EventReader | None = None
 
 
 class Collector:
@@ -52,7 +45,7 @@ class Collector:
         self,
         addr: tuple[str, int],
         token: str,
-        submit_frame: Callable[[Frame, list[Event]], None],
+        submit_frame: Callable[[Frame, list[Event]], object],
         submit: Callable[..., None],
         *,
         log: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True),
@@ -96,7 +89,7 @@ class Collector:
             for key, _ in self._sel.select(timeout=0.2):
                 if key.fileobj is self._lsock:
                     self._accept()
-                elif (c := self._conns.get(key.fileobj)) is not None:  # type: ignore[arg-type]
+                elif (c := self._conns.get(key.fileobj)) is not None:  # type: ignore[call-overload]
                     self._read(c)
             now = time.monotonic()
             for c in [c for c in self._conns.values() if not c.node]:
@@ -135,23 +128,18 @@ class Collector:
         if c.reader is None:  # cannot happen: the handshake sets it
             return
         try:
-            frames = c.reader.feed(data)
+            decoded = c.reader.feed(data)
         except StreamError:
-            self.rejected_frames += 1
             self._drop(c)
             return
-        for frame in frames:
-            try:
-                events, _ = decode_frame(frame)
-            except FrameError:
-                self.rejected_frames += 1
-                continue
+        finally:
+            self.rejected_frames += c.reader.rejected
+            c.reader.rejected = 0
+        for frame, events in decoded:
             if frame.kind not in (0, 1):  # a node frame from a node: not ours to nest
                 self.rejected_frames += 1
                 continue
             self._submit_frame(encode_node_frame(c.node, frame), list(_scoped(c.node, events)))
-        self.rejected_frames += c.reader.bad_frames
-        c.reader.bad_frames = 0
 
     def _handshake(self, c: _Conn, data: bytes) -> bytes:
         """Consume the hello line; what follows it is stream data."""
@@ -169,7 +157,7 @@ class Collector:
             self._refuse(c, str(exc))
             return b""
         c.node = self._name(session, host)
-        c.reader = FrameReader()
+        c.reader = EventReader()
         try:
             c.sock.sendall(b"OK\n")
         except OSError:

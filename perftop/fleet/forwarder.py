@@ -23,15 +23,9 @@ from collections.abc import Callable, Iterable
 from perftop.events import (
     Dropped,
     Event,
-    Hello,
-    JobExit,
-    JobStart,
-    LoaderInfo,
-    SessionStart,
-    SyncInfo,
 )
-from perftop.events.probes import ProcInfo
 from perftop.fleet import link
+from perftop.monitor.header import Header
 from perftop.wire import (
     HEADER,
     KIND_JSON,
@@ -47,15 +41,6 @@ BACKOFF_S = (0.5, 30.0)
 CONNECT_TIMEOUT_S = 5.0
 SEND_TIMEOUT_S = 10.0
 CLOSE_DRAIN_S = 3.0
-STICKY = (SessionStart, JobStart, JobExit, Hello, LoaderInfo, SyncInfo, ProcInfo)
-MAX_STICKY = 4096
-
-
-def _sticky_key(ev: Event) -> tuple[object, ...]:
-    if isinstance(ev, LoaderInfo):
-        return (LoaderInfo, ev.pid, ev.loader_id)
-    pid = getattr(ev, "pid", None)
-    return (type(ev), pid if isinstance(ev, (Hello, SyncInfo, ProcInfo)) else None)
 
 
 class Forwarder:
@@ -79,7 +64,8 @@ class Forwarder:
         self._buf: deque[bytes] = deque()
         self._bytes = 0
         self._cv = threading.Condition()
-        self._sticky: dict[tuple[object, ...], Event] = {}
+        # The events that describe the session, by the hub's own rule (bounded like it).
+        self._sticky = Header(history_bytes=0)
         self.dropped_frames = 0
         self.sent_frames = 0
         self.connects = 0
@@ -98,9 +84,7 @@ class Forwarder:
     def write_events(self, events: Iterable[Event]) -> None:
         events = list(events)
         with self._cv:
-            for ev in events:  # already decoded: cheap to remember
-                if isinstance(ev, STICKY):
-                    self._remember(ev)
+            self._sticky.add(None, events)  # already decoded: cheap to remember
         self._put(encode_frame(events), None)
 
     def tick(self, now: float | None = None) -> None:
@@ -121,10 +105,6 @@ class Forwarder:
                 self._buf.append(b"")  # marker: the frame before is scanned when sent
             self._cv.notify()
 
-    def _remember(self, ev: Event) -> None:
-        if len(self._sticky) < MAX_STICKY or _sticky_key(ev) in self._sticky:
-            self._sticky[_sticky_key(ev)] = ev
-
     def _keep_sticky(self, frame: Frame) -> None:
         if frame.kind != KIND_JSON:
             return
@@ -132,9 +112,7 @@ class Forwarder:
             events, _ = decode_payload(frame.payload)
         except FrameError:
             return
-        for ev in events:
-            if isinstance(ev, STICKY):
-                self._remember(ev)
+        self._sticky.add(None, events)
 
     def close(self) -> None:
         """Send what is buffered (at most ``CLOSE_DRAIN_S``), then stop."""
@@ -210,7 +188,7 @@ class Forwarder:
     def _preamble(self) -> bytes:
         """After a reconnect: what a fresh collector needs, and the drops so far."""
         with self._cv:
-            events: list[Event] = list(self._sticky.values()) if self.connects else []
+            events: list[Event] = self._sticky.described() if self.connects else []
             dropped = self.dropped_frames
         if dropped:
             events.append(Dropped(time.time(), os.getpid(), dropped, "forward"))

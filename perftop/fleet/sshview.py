@@ -1,81 +1,31 @@
-"""`perftop attach --ssh HOST TARGET` and `perftop ls --ssh HOST`: a remote machine's
-sessions through the system ``ssh`` (or ``PERFTOP_SSH``), over ssh's own channel, no port
-opened. The remote runs ``perftop attach --stream-out TARGET`` (or ``perftop ls --json``);
-the stream is read by the same :class:`SshNode` that ``collect --ssh`` uses, as one node.
+"""A remote machine's sessions through the system ``ssh`` (or ``PERFTOP_SSH``), over
+ssh's own channel, no port opened: ``perftop ls --ssh HOST`` runs ``perftop ls --json``
+there, and the flows of ``attach --ssh`` and ``collect --ssh`` link their nodes here first.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import socket
 import subprocess
-import sys
-import time
+from collections.abc import Sequence
 from typing import Any
 
-import perftop
-from perftop.errors import AttachError, UsageError
-from perftop.events import SessionStart
-from perftop.fleet.stream import SshNode, remote_attach, remote_perftop, ssh_argv, why_failed
-from perftop.recording import RecordingWriter
+from perftop.console import say
+from perftop.errors import AttachError
+from perftop.fleet.stream import SshNode, remote_perftop, ssh_argv, why_failed
 
 LS_TIMEOUT_S = 60.0
+SSH_FAILED = AttachError.exit_code  # one exit code for ssh failures: ls, attach, collect
 
 
-def _stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
-def attach_ssh(args: argparse.Namespace) -> int:
-    """Show a remote session here (TUI, or headless with a summary); 1 when none came."""
-    from perftop.cli.attach import _tui, _wait
-    from perftop.fleet.collect import summary
-    from perftop.model.fleet import FleetSession
-    from perftop.monitor.hub import Hub
-
-    if args.inject:
-        raise UsageError("--inject is for a process on this machine, not with --ssh")
-    session = FleetSession()
-    hub = Hub(session, refresh_s=args.refresh)  # type: ignore[arg-type]  (same interface)
-    rec = None
-    if args.record is not None:
-        rec = RecordingWriter(args.record, force=args.force)
-        hub.subscribe(rec, buffered=False, record_path=str(rec.path))
-    tui = not args.headless and sys.stdout.isatty() and sys.stdin.isatty()
-    held: list[str] = []  # in the TUI, lines wait until the screen is given back
-    log = held.append if tui else _stderr
-    hub.start()
-    hub.submit(
-        SessionStart(
-            t=time.time(),
-            command=("perftop", "attach", "--ssh", args.ssh, args.target),
-            cwd=os.getcwd(),
-            host=socket.gethostname(),
-            monitor_pid=os.getpid(),
-            perftop_version=perftop.__version__,
-            record_path=str(rec.path) if rec is not None else "",
-        )
-    )
-    node = SshNode(
-        args.ssh, (), hub.submit_frame, hub.submit, log, remote=remote_attach(args.target)
-    ).start()
-    try:
-        if tui:
-            _tui(hub, node, args)
-        else:
-            _wait(node, args.duration)
-    finally:
-        node.stop()
-        hub.stop()
-    for line in held:
-        _stderr(line)
-    if node.error:
-        return 1
-    for line in summary(session.snapshot(window=None), args.record, 0):
-        _stderr(line)
-    return 0
+def connect_first(nodes: Sequence[SshNode]) -> bool:
+    """Before a TUI takes the terminal: link each node in turn, so that what ssh asks (an
+    unknown host key, a passphrase, a password) is asked in the terminal, one host at a
+    time. True when at least one is linked."""
+    for n in nodes:
+        say(f"perftop: connecting to {n.node} through ssh...")
+        n.connect()
+    return any(n.linked.is_set() for n in nodes)
 
 
 def remote_ls(host: str) -> dict[str, Any]:
@@ -92,7 +42,7 @@ def remote_ls(host: str) -> dict[str, Any]:
     node = host.rpartition("@")[2]
     if p.returncode != 0:
         err = p.stderr.decode(errors="replace").splitlines()
-        raise AttachError(f"{node}: {why_failed(p.returncode, err)}")
+        raise AttachError(f"{node}: {why_failed(p.returncode, err, host)}")
     try:
         out = json.loads(p.stdout)
         if isinstance(out["sessions"], list) and isinstance(out["candidates"], list):

@@ -21,6 +21,7 @@ from typing import Any
 from perftop.events import (
     FORMAT_VERSION,
     Event,
+    JobExit,
     NodeLink,
     NodeScope,
     Note,
@@ -30,11 +31,9 @@ from perftop.events import (
 from perftop.fleet.forwarder import Forwarder
 from perftop.wire import (
     MAGIC,
+    EventReader,
     Frame,
-    FrameError,
-    FrameReader,
     StreamError,
-    decode_frame,
     encode_node_frame,
 )
 
@@ -65,7 +64,18 @@ class StreamOut(Forwarder):
     def __init__(self, fd: int, *, log: Callable[[str], None] = lambda s: None) -> None:
         self.fd = fd
         self.gone = threading.Event()  # the reader went away (ssh closed): nobody to tell
-        super().__init__(("stdout", 0), "", host="stdout", log=log)
+
+        def quiet(line: str) -> None:  # stderr may be ssh's too, gone with stdout
+            try:
+                log(line)
+            except (OSError, ValueError):
+                pass
+
+        super().__init__(("stdout", 0), "", host="stdout", log=quiet)
+
+    def _put(self, data: bytes, frame: Frame | None) -> None:
+        if not self.gone.is_set():  # once gone, nothing is kept for a reader that never comes
+            super()._put(data, frame)
 
     @property
     def _where(self) -> str:
@@ -93,9 +103,14 @@ def remote_perftop(args: str) -> str:
     return f"{os.environ.get(ENV_REMOTE, 'perftop')} {args}"
 
 
-def remote_command(command: Sequence[str]) -> str:
-    """The shell command ssh runs on the remote for ``collect --ssh``."""
-    return remote_perftop(f"run --headless --stream-out -- {shlex.join(command)}")
+def remote_command(
+    command: Sequence[str], record: str | None = None, cwd: str | None = None
+) -> str:
+    """The shell command ssh runs on the remote for ``collect --ssh``: in ``cwd`` (else
+    the remote's login directory, its ``$HOME``), recording there only to ``record``."""
+    rec = f"--record {shlex.quote(record)}" if record else "--no-record"
+    line = remote_perftop(f"run --headless {rec} --stream-out -- {shlex.join(command)}")
+    return f"cd {shlex.quote(cwd)} && {line}" if cwd else line
 
 
 def remote_attach(target: str) -> str:
@@ -108,7 +123,22 @@ def ssh_argv(host: str, remote: str) -> list[str]:
     return [*shlex.split(os.environ.get(ENV_SSH, "ssh")), host, remote]
 
 
-def why_failed(rc: int, stderr_lines: Sequence[str]) -> str:
+# ssh's own words for the failures a user fixes on their side, and the fix.
+_FIXES = (
+    (
+        "host key verification failed",
+        "the host key of {node} is not known or has changed: connect once with "
+        "'ssh {host}' to check and accept it",
+    ),
+    (
+        "permission denied",
+        "ssh could not log in to {node}: put your key in its authorized_keys, or load it "
+        "with ssh-add",
+    ),
+)
+
+
+def why_failed(rc: int, stderr_lines: Sequence[str], host: str = "HOST") -> str:
     """One line on why a remote perftop gave nothing usable, from ssh's exit and stderr."""
     last = next((x for x in reversed(stderr_lines) if x.strip()), "")
     if rc == 127 or "not found" in last:
@@ -117,6 +147,10 @@ def why_failed(rc: int, stderr_lines: Sequence[str]) -> str:
             f"{ENV_REMOTE} to its path): {last or f'exit {rc}'}"
         )
     if rc == 255:
+        said = " ".join(stderr_lines).lower()
+        for words, fix in _FIXES:
+            if words in said:
+                return f"{fix.format(host=host, node=host.rpartition('@')[2])} ({last})"
         return f"ssh could not connect: {last or 'exit 255'}"
     return f"the remote sent no perftop session (exit {rc}): {last}"
 
@@ -128,7 +162,7 @@ class SshNode:
         self,
         host: str,
         command: Sequence[str],
-        submit_frame: Callable[[Frame, list[Event]], None],
+        submit_frame: Callable[[Frame, list[Event]], object],
         submit: Callable[..., None],
         log: Callable[[str], None],
         echo: bool = False,
@@ -145,8 +179,16 @@ class SshNode:
         self.error = ""
         self.done = False  # the remote stream has ended (or never started)
         self.ended = threading.Event()  # the same, to wait on
-        self.rejected_frames = 0
+        self.reader = EventReader()
+        self.linked = threading.Event()  # the first frame came: ssh asks nothing more
+        self.job_exit: int | None = None  # the remote job's exit code, once it has ended
+        self.stopping = False  # we closed ssh: its exit code says nothing about the remote
         self._threads: list[threading.Thread] = []
+
+    @property
+    def rejected_frames(self) -> int:
+        """Frames of the remote stream lost on the way (see :class:`EventReader`)."""
+        return self.reader.rejected
 
     def start(self) -> SshNode:
         try:
@@ -170,7 +212,9 @@ class SshNode:
         for raw in self.proc.stderr:  # the remote job's output and perftop's own lines
             line = raw.decode(errors="replace").rstrip()
             self.err_tail.append(line)
-            self._submit(NodeScope(self.node), Output(time.time(), "stderr", line), NodeScope(""))
+            if line.startswith("perftop"):  # the job's own lines come in the stream too
+                out = Output(time.time(), "stderr", line)
+                self._submit(NodeScope(self.node), out, NodeScope(""))
             if self.echo:
                 self._log(f"[{self.node}] {line}")
 
@@ -184,14 +228,15 @@ class SshNode:
     def _read_stream(self) -> None:
         if self.proc is None or self.proc.stdout is None:
             return
-        reader, fd, seen = FrameReader(), self.proc.stdout.fileno(), False
+        reader, fd, seen = self.reader, self.proc.stdout.fileno(), False
         try:
             while chunk := os.read(fd, 1 << 16):
-                for frame in reader.feed(chunk):
+                for frame, events in reader.feed(chunk):
                     if not seen:
                         seen = True
+                        self.linked.set()
                         self._submit(NodeLink(time.time(), self.node, True, self.host, self.node))
-                    if not self._deliver(frame):
+                    if not self._deliver(frame, events):
                         self.proc.terminate()
                         return
         except (StreamError, OSError):
@@ -201,18 +246,16 @@ class SshNode:
             t.join(timeout=2)
         if seen:
             self._submit(NodeLink(time.time(), self.node, False, self.host))
-            if rc not in (0, None):
-                self._log(f"perftop: {self.node}: the remote perftop exited with {rc}")
-        else:
-            self._fail(why_failed(rc, self.err_tail))
+            if not self.stopping and self.job_exit is None and rc not in (0, None):
+                last = next((x for x in reversed(self.err_tail) if x.strip()), "")
+                self._log(f"perftop: {self.node}: the link ended (exit {rc}) {last}".rstrip())
+        elif not self.stopping:
+            self._fail(why_failed(rc, self.err_tail, self.host))
 
-    def _deliver(self, frame: Frame) -> bool:
-        try:
-            events, _ = decode_frame(frame)
-        except FrameError:
-            self.rejected_frames += 1
-            return True
+    def _deliver(self, frame: Frame, events: list[Event]) -> bool:
         for ev in events:
+            if isinstance(ev, JobExit) and ev.known:
+                self.job_exit = ev.exit_code
             if isinstance(ev, SessionStart) and ev.version > FORMAT_VERSION:
                 self._fail(
                     f"the remote perftop writes format {ev.version}; this one reads up to "
@@ -230,9 +273,19 @@ class SshNode:
         self._log(f"perftop: {self.node}: {why}")
         self._submit(Note(time.time(), "error", "ssh", f"{self.node}: {why}"))
 
+    def connect(self) -> bool:
+        """Wait until the link is up or has failed (before a TUI takes the terminal:
+        ssh's questions, an unknown host key or a passphrase, are asked in the terminal
+        meanwhile); True when it is up."""
+        while not self.linked.wait(0.1):
+            if self.ended.is_set():
+                return self.linked.is_set()
+        return True
+
     def stop(self) -> None:
         """Closing our end of ssh; the remote job goes on (its perftop drops the stream)."""
         if self.proc is not None and self.proc.poll() is None:
+            self.stopping = True
             self.proc.terminate()
             try:
                 self.proc.wait(timeout=5)

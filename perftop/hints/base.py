@@ -12,9 +12,9 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from perftop.fmt import fraction, nbytes, seconds
 from perftop.model.snapshot import GpuRow, Hint, Loader, ProcRow, Snapshot, StepRow
 from perftop.model.workers import WorkerRow
-from perftop.report.fmt import fraction, nbytes, seconds
 
 Rule = Callable[[Snapshot, frozenset[str]], list[Hint]]
 

@@ -23,7 +23,7 @@ def step() -> None:
             st.internal_error("perftop.step")
 
 
-class phase:  # noqa: N801  (used like a function: ``with perftop.phase("fwd"):``)
+class phase:
     """Time a named part of the current step."""
 
     __slots__ = ("name", "t0")

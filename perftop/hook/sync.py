@@ -244,7 +244,7 @@ def compile_guard(state: Any, torch: Any, detector: Any, cuda_debug: bool) -> Ca
     if orig is not None and detector is not None:
 
         @functools.wraps(orig)
-        def compile(*args: Any, **kwargs: Any) -> Any:  # noqa: A001
+        def compile(*args: Any, **kwargs: Any) -> Any:
             try:
                 step_aside("torch.compile is in use")
             except Exception:

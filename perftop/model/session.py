@@ -43,7 +43,9 @@ OUTPUT_LINES = 2000
 
 
 class Reducer(Protocol):
-    handles: tuple[type[Event], ...]
+    @property
+    def handles(self) -> tuple[type[Event], ...]:
+        """The event types this reducer folds in (a read-only view for the checker)."""
 
     def apply(self, ev: Any) -> None: ...
 

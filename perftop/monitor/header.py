@@ -8,11 +8,14 @@ history is the most recent frames, bounded in bytes; the recording is the full s
 
 from __future__ import annotations
 
+import os
+import socket
 from collections import OrderedDict, deque
 from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
+import perftop
 from perftop.events import (
     Dropped,
     Event,
@@ -31,6 +34,21 @@ from perftop.wire import KIND_JSON, KIND_STEPS, Frame, encode_frame
 HISTORY_BYTES = 16 * 1024 * 1024
 MAX_PROC_INFO = 2000
 MAX_NOTES = 50
+
+
+def session_start(
+    t: float, command: tuple[str, ...], *, cwd: str | None = None, record_path: str = ""
+) -> SessionStart:
+    """The first event of every session this process monitors: what runs, here, by whom."""
+    return SessionStart(
+        t=t,
+        command=command,
+        cwd=os.getcwd() if cwd is None else cwd,
+        host=socket.gethostname(),
+        monitor_pid=os.getpid(),
+        perftop_version=perftop.__version__,
+        record_path=record_path,
+    )
 
 
 # The slot each header event occupies; other events are not header events.
@@ -116,6 +134,11 @@ class Header:
                 for e in evs
             ]
         return evs
+
+    def described(self) -> list[Event]:
+        """Every event that describes the session, the job's exit last: what a fresh model
+        needs before the live stream (a forwarder's collector after a reconnect)."""
+        return self.events() + ([self.exit[0]] if self.exit is not None else [])
 
     def preamble(self, record_path: str | None = None) -> list[Frame]:
         """What a new subscriber receives before the live stream: header, history, exit."""

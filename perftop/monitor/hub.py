@@ -14,6 +14,7 @@ the header and history, through the same queue, so it misses nothing and sees no
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import deque
@@ -23,12 +24,13 @@ from typing import Any
 import psutil
 
 from perftop.events import Event, JobStart, MonitorStats, ObserverStart, SessionStart
-from perftop.model import Session, Snapshot
+from perftop.model import Session, SessionModel, Snapshot
 from perftop.monitor.header import Header, _frame
 from perftop.monitor.sinks import BufferedSink, EventSink
+from perftop.recording import RecordingWriter, default_path
 from perftop.wire import Frame
 
-SnapshotSink = Callable[[Snapshot], None]
+SnapshotSink = Callable[[Snapshot], object]
 MAX_FRAMES = 4096
 MAX_BYTES = 64 * 1024 * 1024
 _HEADER_ONLY = (SessionStart, JobStart, ObserverStart)  # kept in the header, not the history
@@ -37,7 +39,7 @@ _HEADER_ONLY = (SessionStart, JobStart, ObserverStart)  # kept in the header, no
 class Hub:
     def __init__(
         self,
-        session: Session | None = None,
+        session: SessionModel | None = None,
         *,
         refresh_s: float = 0.5,
         rejected_frames: Callable[[], int] = lambda: 0,
@@ -45,7 +47,7 @@ class Hub:
         max_bytes: int = MAX_BYTES,
         header: Header | None = None,
     ) -> None:
-        self.session = session if session is not None else Session()
+        self.session: SessionModel = session if session is not None else Session()
         self.header = header if header is not None else Header()
         self.refresh_s = refresh_s
         self._rejected = rejected_frames
@@ -94,6 +96,23 @@ class Hub:
         handle: Any = BufferedSink(sink) if buffered else sink
         self._put(("sub", handle, record_path))
         return handle
+
+    def record(self, path: os.PathLike[str] | str, *, force: bool = False) -> RecordingWriter:
+        """Record from now on into a new file that begins with the session's header and
+        history, so it reports on its own."""
+        rec = RecordingWriter(path, force=force)
+        self.subscribe(rec, buffered=False, record_path=str(rec.path))
+        return rec
+
+    def toggle_recording(
+        self, current: RecordingWriter | None, path: os.PathLike[str] | str | None = None
+    ) -> RecordingWriter | None:
+        """The ``r`` key: stop ``current`` when it records, else start a new recording
+        (at ``path`` or a fresh default name); returns what records now."""
+        if current is not None and not current.closed:
+            self.unsubscribe(current)
+            return None
+        return self.record(path or default_path())
 
     def unsubscribe(self, handle: BufferedSink | EventSink) -> None:
         """Remove a sink after everything queued before this call, then close it."""

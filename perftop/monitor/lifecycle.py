@@ -1,4 +1,4 @@
-"""Signals and "leave it running": the parts of a job's lifecycle outside the Job class.
+"""Signals, and "leave it running" (the Job's :class:`Background` half).
 
 Leaving a job running forks this monitor into the background once its threads are paused:
 the child keeps the very same socket (the hooks stay connected, viewers can attach), the
@@ -21,7 +21,9 @@ from perftop.events import JobExit, Note
 from perftop.probes.alive import alive
 
 if TYPE_CHECKING:
+    from perftop.monitor.hub import Hub
     from perftop.monitor.runner import Job
+    from perftop.monitor.server import Server
 
 POLL_S = 0.5
 
@@ -61,62 +63,79 @@ def _terminal_foreground() -> bool:
         return False
 
 
-def detach(job: Job) -> int | None:
-    """Fork the monitor into the background (see the module doc). In the foreground
-    process: the background pid. The background process never returns."""
-    job.server.pause()
-    job.hub.pause()
-    paused: list[Any] = []
-    for src in [*job.sources, job.output]:
-        if src is None:
-            continue
-        if hasattr(src, "pause"):
-            src.pause()
-            paused.append(src)
-        else:
-            src.stop()
-    job.hub.flush()
-    # No flush of sys.stdout/stderr: the terminal may be gone, with the main thread stuck
-    # writing to it; the child sends what it inherited in those buffers to /dev/null.
-    pid = os.fork()
-    if pid:
-        return pid
-    try:
-        _background(job, paused)
-    finally:
-        os._exit(0)
+class Background:
+    """The Job's "leave it running" half (:class:`~perftop.monitor.runner.Job` inherits it)."""
 
+    server: Server
+    hub: Hub
+    sources: list[Any]
+    output: Any
+    detached: bool
+    if TYPE_CHECKING:  # the Job's own
 
-def _background(job: Job, paused: list[Any]) -> None:
-    os.setsid()
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        with contextlib.suppress(ValueError):  # forked from a thread other than main
-            signal.signal(sig, lambda s, f: stop.set())
-    job.detached = True
-    job.hub.snapshot_subscribers[:] = [
-        fn for fn in job.hub.snapshot_subscribers if getattr(fn, "background_ok", False)
-    ]
-    job.hub.resume()
-    job.server.start()
-    for src in paused:
-        src.start()
-    job.sources = [s for s in job.sources if s in paused]
-    job.hub.submit(
-        Note(
-            time.time(),
-            "info",
-            "background",
-            f"perftop continued in the background (pid {os.getpid()}): still recording "
-            "and attachable; the job's exit code cannot be known from here",
+        @property
+        def pid(self) -> int | None: ...
+
+        def finish(self) -> None: ...
+
+    def leave(self) -> int | None:
+        """Leave the job running: this monitor forks into the background (see the module
+        doc), still serving the session (attachable), recording and probing. Returns the
+        background pid in the foreground process, which should then exit; the background
+        process never returns."""
+        self.server.pause()
+        self.hub.pause()
+        paused: list[Any] = []
+        for src in [*self.sources, self.output]:
+            if src is None:
+                continue
+            if hasattr(src, "pause"):
+                src.pause()
+                paused.append(src)
+            else:
+                src.stop()
+        self.hub.flush()
+        # No flush of sys.stdout/stderr: the terminal may be gone, with the main thread
+        # stuck writing to it; the child sends what it inherited in those buffers to
+        # /dev/null.
+        pid = os.fork()
+        if pid:
+            return pid
+        try:
+            self._carry_on(paused)
+        finally:
+            os._exit(0)
+
+    def _carry_on(self, paused: list[Any]) -> None:
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        stop = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            with contextlib.suppress(ValueError):  # forked from a thread other than main
+                signal.signal(sig, lambda s, f: stop.set())
+        self.detached = True
+        self.hub.snapshot_subscribers[:] = [
+            fn for fn in self.hub.snapshot_subscribers if getattr(fn, "background_ok", False)
+        ]
+        self.hub.resume()
+        self.server.start()
+        for src in paused:
+            src.start()
+        self.sources = [s for s in self.sources if s in paused]
+        self.hub.submit(
+            Note(
+                time.time(),
+                "info",
+                "background",
+                f"perftop continued in the background (pid {os.getpid()}): still recording "
+                "and attachable; the job's exit code cannot be known from here",
+            )
         )
-    )
-    pid = job.pid or 0
-    while alive(pid) and not stop.wait(POLL_S):
-        pass
-    if not alive(pid):
-        job.hub.submit(JobExit(time.time(), pid, 0, known=False))
-    job.finish()
+        pid = self.pid or 0
+        while alive(pid) and not stop.wait(POLL_S):
+            pass
+        if not alive(pid):
+            self.hub.submit(JobExit(time.time(), pid, 0, known=False))
+        self.finish()

@@ -1,8 +1,10 @@
-"""The job's stdout and stderr, when the TUI owns the terminal.
+"""The job's stdout and stderr, when perftop stands between the job and its output: the
+TUI owns the terminal, or ``--stream-out`` (ssh's pipes are our stdout and stderr).
 
 The job writes to ordinary files (not pipes), so it never blocks on a slow reader and never
-dies of a broken pipe if the monitor goes away; a thread tails the files into ``output``
-events.
+dies of a broken pipe if the monitor, its terminal or its ssh link goes away; a thread tails
+the files into ``output`` events (the session, the recording, the stream) and may relay
+them to a file descriptor, which it simply stops doing once that descriptor fails.
 """
 
 from __future__ import annotations
@@ -20,9 +22,31 @@ POLL_S = 0.1
 MAX_LINE = 4096
 
 
+def relay_to(fd: int) -> Callable[[bytes], bool]:
+    """A relay writing to ``fd``; False once it fails (its reader is gone): stop relaying."""
+
+    def write(data: bytes) -> bool:
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(fd, view) :]
+        except OSError:
+            return False
+        return True
+
+    return write
+
+
 class OutputTail:
-    def __init__(self, submit: Callable[..., None], directory: str | None = None) -> None:
+    def __init__(
+        self,
+        submit: Callable[..., None],
+        directory: str | None = None,
+        relay: Callable[[bytes], bool] | None = None,
+    ) -> None:
+        """``relay``: also pass each complete piece of output on (see :func:`relay_to`)."""
         self.submit = submit
+        self.relay = relay
         self.dir = tempfile.mkdtemp(prefix="perftop-out-", dir=directory)
         self.paths = {name: os.path.join(self.dir, f"{name}.log") for name in ("stdout", "stderr")}
         self.stdout: IO[bytes] = open(self.paths["stdout"], "wb")  # noqa: SIM115
@@ -70,6 +94,10 @@ class OutputTail:
             self._partial[name] = tail
             if head:
                 events.append(Output(now, name, head.decode("utf-8", "replace")))
+                if self.relay is not None and not self.relay(
+                    head if head[-1:] == b"\n" else head + b"\n"
+                ):
+                    self.relay = None  # its reader is gone: the job's output goes on here
         if events:
             self.submit(*events)
 

@@ -18,16 +18,18 @@ from typing import Any
 
 import perftop
 from perftop.errors import LaunchError
-from perftop.events import JobExit, JobStart, SessionStart
+from perftop.events import JobExit, JobStart
 from perftop.hook import ENV_SOCKET
 from perftop.model import Snapshot
+from perftop.monitor.header import session_start
 from perftop.monitor.hub import Hub
-from perftop.monitor.output import OutputTail
+from perftop.monitor.lifecycle import Background
+from perftop.monitor.output import OutputTail, relay_to
 from perftop.monitor.server import Server
 from perftop.monitor.sinks import SocketSink
 from perftop.monitor.stall import StallWatch
 from perftop.probes.alive import alive
-from perftop.recording import RecordingWriter, default_path
+from perftop.recording import RecordingWriter
 
 BOOTSTRAP_DIR = Path(perftop.__file__).resolve().parent / "_bootstrap"
 DRAIN_S = 3.0
@@ -75,7 +77,7 @@ def resolve(command: tuple[str, ...]) -> str:
     return found
 
 
-class Job:
+class Job(Background):
     """The one owner of a job's lifecycle: it starts the job and its hub (socket, probes,
     recording), forwards signals, stops it with escalation, leaves it running, and knows
     its exit code. The TUI and the CLI ask it; they hold no job state of their own."""
@@ -83,7 +85,7 @@ class Job:
     def __init__(
         self,
         cfg: RunConfig,
-        on_snapshot: Callable[[Snapshot], None] | None = None,
+        on_snapshot: Callable[[Snapshot], object] | None = None,
         sources: Sequence[SourceFactory] = (),
         sinks: Sequence[Any] = (),
     ) -> None:
@@ -122,15 +124,7 @@ class Job:
         self.server.start()
         self.hub.start()
         self.hub.submit(
-            SessionStart(
-                t=self.started_t,
-                command=self.cfg.command,
-                cwd=os.getcwd(),
-                host=socket.gethostname(),
-                monitor_pid=os.getpid(),
-                perftop_version=perftop.__version__,
-                record_path=str(self.cfg.record or ""),
-            )
+            session_start(self.started_t, self.cfg.command, record_path=str(self.cfg.record or ""))
         )
         env = hook_env(self.server.path)
         kwargs: dict[str, Any] = {}
@@ -144,7 +138,11 @@ class Job:
                 start_new_session=True,
             )
         elif self.cfg.job_stdout_to_stderr:
-            kwargs["stdout"] = sys.stderr.fileno()
+            # Our stdout and stderr are ssh's: once its reader goes, a write there would
+            # fail (EPIPE) and kill the job. The job writes to files; we relay them.
+            self.output = OutputTail(self.hub.submit, relay=relay_to(sys.stderr.fileno()))
+            env["PYTHONUNBUFFERED"] = "1"
+            kwargs.update(stdout=self.output.stdout, stderr=self.output.stderr)
         try:
             self.proc = subprocess.Popen([exe, *self.cfg.command[1:]], env=env, **kwargs)
         except OSError as exc:
@@ -177,7 +175,11 @@ class Job:
             "start_t": self.started_t,
             "steps": snap.steps.count if snap is not None else 0,
             "state": snap.meta.state if snap is not None else "starting",
-            "recording": str(self.recorder.path) if self.recording() else "",
+            "recording": (
+                str(self.recorder.path)
+                if self.recorder is not None and not self.recorder.closed
+                else ""
+            ),
             "viewers": self.server.viewers,
         }
 
@@ -188,14 +190,8 @@ class Job:
     def toggle_recording(self, path: os.PathLike[str] | str | None = None) -> str | None:
         """Stop recording, or start a new recording that begins with the session's header
         and history (so it reports on its own); returns the new path or None."""
-        if self.recorder is not None and not self.recorder.closed:
-            self.hub.unsubscribe(self.recorder)
-            self.recorder = None
-            return None
-        rec = RecordingWriter(path or default_path())
-        self.recorder = rec
-        self.hub.subscribe(rec, buffered=False, record_path=str(rec.path))
-        return str(rec.path)
+        self.recorder = self.hub.toggle_recording(self.recorder, path)
+        return str(self.recorder.path) if self.recorder is not None else None
 
     # -- lifecycle -----------------------------------------------------------------------
     def forward(self, signum: int) -> None:
@@ -271,14 +267,6 @@ class Job:
             self.output.stop()
         self.server.close()
         self.hub.stop()
-
-    def leave(self) -> int | None:
-        """Leave the job running: this monitor goes on in the background, still serving
-        the session (attachable), recording and probing; returns the background pid in
-        the foreground process (which should then exit), None in the background one."""
-        from perftop.monitor.lifecycle import detach
-
-        return detach(self)
 
     def snapshot(self, window: int | None = None) -> Snapshot:
         """Whole-run figures; only after :meth:`wait` (the hub thread owns the session)."""

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from perftop.events import Event
-from perftop.wire import MAGIC, Frame, FrameError, FrameReader, StreamError, decode_frame
+from perftop.wire import MAGIC, EventReader, Frame, StreamError
 
 # Receives (the frame, its decoded events) for every intact frame.
 FrameSink = Callable[[Frame, list[Event]], Any]
@@ -78,7 +78,7 @@ class Server:
         self.connections = 0
         self.viewers = 0
         self._sel = selectors.DefaultSelector()
-        self._readers: dict[socket.socket, FrameReader] = {}
+        self._readers: dict[socket.socket, EventReader] = {}
         self._greeting: dict[socket.socket, bytes] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -135,7 +135,7 @@ class Server:
         del self._greeting[conn]
         kind = buf[: len(MAGIC)]
         if kind == MAGIC:
-            self._readers[conn] = FrameReader()
+            self._readers[conn] = EventReader()
             return buf
         self._unregister(conn)
         if kind == VIEW_MAGIC and self.on_viewer is not None:
@@ -172,22 +172,16 @@ class Server:
             data = rest
         reader = self._readers[conn]
         try:
-            frames = reader.feed(data)
+            decoded = reader.feed(data)
         except StreamError:
-            self.rejected_frames += 1
             self.closed_streams += 1
             self._drop(conn)
             return
-        for frame in frames:
-            try:
-                events, _unknown = decode_frame(frame)
-            except FrameError:
-                self.rejected_frames += 1
-                continue
+        finally:
+            self.rejected_frames += reader.rejected
+            reader.rejected = 0
+        for frame, events in decoded:
             self.sink(frame, events)
-        if reader.bad_frames:
-            self.rejected_frames += reader.bad_frames
-            reader.bad_frames = 0
 
     def _unregister(self, conn: socket.socket) -> None:
         self._readers.pop(conn, None)

@@ -5,7 +5,6 @@ process (observer mode). Either way a local hub feeds the TUI or the headless su
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import threading
@@ -14,15 +13,15 @@ from pathlib import Path
 
 import psutil
 
-import perftop
 from perftop.errors import AttachError
-from perftop.events import JobStart, Note, ObserverStart, SessionStart
+from perftop.events import JobStart, Note, ObserverStart
 from perftop.monitor import inject, stacks
+from perftop.monitor.header import session_start
 from perftop.monitor.hub import Hub
 from perftop.monitor.sampler import StackSampler
 from perftop.monitor.server import VIEW_MAGIC, Server
 from perftop.monitor.stall import StallWatch
-from perftop.wire import FrameError, FrameReader, StreamError, decode_frame
+from perftop.wire import EventReader, StreamError
 
 
 class SessionViewer:
@@ -33,6 +32,7 @@ class SessionViewer:
         self.hub = hub
         self.ended = threading.Event()
         self.frames = 0
+        self.reader = EventReader()  # ``reader.rejected``: frames lost on the way here
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self._sock.connect(str(self.path))
@@ -47,14 +47,10 @@ class SessionViewer:
         return self
 
     def _loop(self) -> None:
-        reader = FrameReader()
+        reader = self.reader
         try:
             while data := self._sock.recv(1 << 18):
-                for frame in reader.feed(data):
-                    try:
-                        events, _ = decode_frame(frame)
-                    except FrameError:
-                        continue
+                for frame, events in reader.feed(data):
                     self.frames += 1
                     self.hub.submit_frame(frame, events)
         except (OSError, StreamError):
@@ -109,11 +105,8 @@ class Observer:
     def start(self) -> Observer:
         v = ".".join(map(str, self.version)) if self.version else ""
         now = time.time()
-        host, me = socket.gethostname(), os.getpid()
         self.hub.submit(
-            SessionStart(
-                self._started, self.command, _cwd(self.pid), host, me, perftop.__version__
-            ),
+            session_start(self._started, self.command, cwd=_cwd(self.pid)),
             JobStart(self._started, self.pid, self.command),
         )
         if self.server is not None:

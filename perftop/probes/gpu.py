@@ -65,7 +65,7 @@ class GpuProbe:
             d.name = _str(nv.call("nvmlDeviceGetName", h, device=i))
             d.uuid = _str(nv.call("nvmlDeviceGetUUID", h, device=i))
             support = nv.call("nvmlGpmQueryDeviceSupport", h, device=i)
-            if support is not None and getattr(support, "isSupportedDevice", 0):
+            if support is not None and getattr(support, "isSupportedDevice", False):
                 a = nv.call("nvmlGpmSampleAlloc", device=i)
                 b = nv.call("nvmlGpmSampleAlloc", device=i)
                 if a is not None and b is not None:

@@ -23,13 +23,14 @@ NOT_FOUND = 6  # e.g. no process-utilization samples in the window: no data, not
 GPU_IS_LOST = 15
 
 
-def load(lib: Any | None = None) -> tuple[Any | None, str]:
+def load(lib: Any = None) -> tuple[Any | None, str]:
     """The NVML module and "" once initialized, or None and why the GPU list is empty."""
     if lib is None:
         try:
-            import pynvml as lib  # noqa: PLC0415  (monitor side only, and optional)
+            import pynvml  # monitor side only, and optional
         except ImportError:
             return None, "nvidia-ml-py is not installed: no GPU figures"
+        lib = pynvml
     try:
         lib.nvmlInit()
     except lib.NVMLError as exc:
@@ -72,11 +73,14 @@ class Nvml:
             code = getattr(exc, "value", None)
             if code == NOT_FOUND:
                 return None
-            return self._fail(fn, code, WHY.get(code) or _text(exc), device)
+            return self._fail(
+                fn, code, (WHY.get(code) if code is not None else None) or _text(exc), device
+            )
         except Exception as exc:  # a broken binding must not stop the monitor
             return self._fail(fn, None, f"{type(exc).__name__}: {exc}", device)
 
-    def _fail(self, fn: str, code: int | None, why: str, device: int | None) -> None:
+    def _fail(self, fn: str, code: int | None, why: str, device: int | None) -> Any | None:
+        """Note the failure once; None, the value of a call NVML could not answer."""
         if code == GPU_IS_LOST and device is not None:
             self.lost.add(device)
         key = (fn, code, device if code == GPU_IS_LOST else None)  # a lost GPU: each one

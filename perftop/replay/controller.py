@@ -80,7 +80,7 @@ class ReplayController:
         self,
         index: ReplayIndex,
         on_update: Callable[[Snapshot, ReplayState], None],
-        on_notice: Callable[[str], None] = lambda _: None,
+        on_notice: Callable[[str], object] = lambda _: None,
         *,
         playing: bool = True,
     ) -> None:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from perftop.fmt import NA, table
 from perftop.model import Session, Snapshot
 from perftop.replay.index import primary_pid, steps_reducer
-from perftop.report.fmt import NA, table
 
 SAME_WITHIN = 0.05
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from perftop.fmt import NA, fraction, seconds, sync_where, table
+from perftop.fmt import command as command_line
 from perftop.model import Snapshot
-from perftop.report.fmt import NA, fraction, seconds, sync_where, table
-from perftop.report.fmt import command as command_line
 from perftop.report.stacks import stack_lines
 from perftop.report.text_probes import gpu_lines, host_lines, processes_table
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from perftop.report.fmt import NA, nbytes, number, percent, table
+from perftop.fmt import NA, nbytes, number, percent, table
 
 
 def processes_table(procs: list[dict[str, Any]]) -> str:

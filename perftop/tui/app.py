@@ -1,7 +1,7 @@
 """The perftop app: wires snapshot messages to the panels, keys to actions.
 
 Rendering lives in the widgets; job control lives behind :class:`Controller` (see
-``perftop.tui.live``), so this module only routes.
+``perftop.flows.run``), so this module only routes.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from perftop.report.fmt import NA, nbytes, seconds
-from perftop.report.fmt import rate as report_rate
+from perftop.fmt import NA, nbytes, seconds
+from perftop.fmt import rate as report_rate
 
 NA_STYLE = "dim"
 

@@ -4,7 +4,7 @@ nothing flickers. Sorting uses raw values kept beside the rendered cells."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.text import Text
@@ -58,11 +58,11 @@ class DiffTable(DataTable):
             self.add_column(label, key=key)
         self._mark_sort()
 
-    def set_rows(self, rows: dict[str, Sequence[Cell]]) -> None:
+    def set_rows(self, rows: Mapping[str, Sequence[Cell]]) -> None:
         """Make the table show exactly ``rows`` (row key -> cells in column order)."""
         keys = [k for k, _ in self._columns]
         changed = False
-        for row_key in [k.value for k in self.rows if k.value not in rows]:
+        for row_key in [k.value for k in self.rows if k.value is not None and k.value not in rows]:
             self.remove_row(row_key)
             changed = True
         for row_key, cells in rows.items():

@@ -11,8 +11,8 @@ import os
 from rich.text import Text
 from textual.widgets import Static
 
+from perftop.fmt import command as command_line
 from perftop.model import Snapshot
-from perftop.report.fmt import command as command_line
 from perftop.tui import fmt
 
 
@@ -26,7 +26,7 @@ class HeaderBar(Static):
     }
     """
 
-    def __init__(self, *, id: str | None = None, mode: str = "") -> None:  # noqa: A002
+    def __init__(self, *, id: str | None = None, mode: str = "") -> None:
         super().__init__("perftop", id=id, markup=False)
         self.mode = mode  # "", "viewer" or "observer" (see PerftopApp)
         self.paused = False

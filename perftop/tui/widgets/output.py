@@ -21,7 +21,7 @@ class OutputPanel(Panel):
     OutputPanel > RichLog { height: 1fr; background: transparent; scrollbar-size-vertical: 1; }
     """
 
-    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002
+    def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.log_view = RichLog(max_lines=MAX_LINES, wrap=False, markup=False, auto_scroll=True)
         self.shown = 0  # output_total already written

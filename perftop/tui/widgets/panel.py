@@ -31,7 +31,7 @@ class Panel(Vertical, can_focus=False):
     }
     """
 
-    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002
+    def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.border_title = self.TITLE
         self.compact = False
@@ -54,7 +54,7 @@ class TextPanel(Panel, can_focus=True):
     TextPanel > Static { width: 1fr; height: auto; }
     """
 
-    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002
+    def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._body = Static("", markup=False)
         self._last: Snapshot | None = None

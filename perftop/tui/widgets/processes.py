@@ -90,7 +90,7 @@ class ProcessesPanel(Panel):
     ProcessesPanel.-compact > DiffTable { scrollbar-size-horizontal: 0; }
     """
 
-    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002
+    def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.table = DiffTable(COLUMNS, sort="role", reverse=False)
 

@@ -71,7 +71,7 @@ def table_rows(snap: Snapshot) -> dict[str, list[Cell]]:
 class RanksPanel(Panel):
     TITLE = "Ranks"
 
-    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002
+    def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.table = DiffTable(COLUMNS, sort="rank", reverse=False)
         self.display = False

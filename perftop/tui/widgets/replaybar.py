@@ -44,7 +44,7 @@ class ReplayBar(Static):
     ReplayBar { height: 1; padding: 0 1; background: $panel; }
     """
 
-    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002
+    def __init__(self, *, id: str | None = None) -> None:
         super().__init__("", id=id, markup=False)
 
     def show_state(self, state: ReplayState) -> None:

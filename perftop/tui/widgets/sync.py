@@ -8,9 +8,9 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
 
+from perftop.fmt import sync_where
 from perftop.model import Snapshot
 from perftop.model.snapshot import SyncSite
-from perftop.report.fmt import sync_where
 from perftop.tui import fmt
 from perftop.tui.widgets.difftable import Cell, DiffTable
 from perftop.tui.widgets.panel import Panel
@@ -77,7 +77,7 @@ class SyncPanel(Panel):
     SyncPanel.-empty > Static, SyncPanel.-compact > Static { display: block; }
     """
 
-    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002
+    def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         # Most frequent first: each sync drains the GPU's queue, so the rate is the cost
         # (the time blocked is measured on an accelerator only; its column is hidden else).

@@ -55,7 +55,7 @@ class TimelineBar(Static):
     TimelineBar { height: 1; padding: 0 1; background: $panel; }
     """
 
-    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002
+    def __init__(self, *, id: str | None = None) -> None:
         super().__init__("", id=id, markup=False)
         self._state: ReplayState | None = None
 

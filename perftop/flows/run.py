@@ -1,4 +1,5 @@
-"""``perftop run`` with the TUI: start the job, show it live, act on the user's quit choice.
+"""``perftop run``: start the job and show it live in the TUI, acting on the user's quit
+choice, or headless, waiting for it and printing a summary.
 
 The job is started before the app takes the terminal (so a launch error is a plain
 message), its snapshots are posted to the app from the hub's thread, and once the app
@@ -8,19 +9,22 @@ background, attachable and recording), or waits for it.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from perftop.console import say
+from perftop.fmt import command as command_line
 from perftop.model import Snapshot
-from perftop.monitor.lifecycle import tui_signals
+from perftop.monitor.lifecycle import install_signal_forwarding, tui_signals
 from perftop.monitor.runner import Job, RunConfig, SourceFactory
-from perftop.report.fmt import command as command_line
-from perftop.tui.app import PerftopApp
-from perftop.tui.messages import JobEnded, SnapshotMessage, TerminalLost
-from perftop.tui.terminal_watch import TerminalWatch
+from perftop.report.text import summary
+
+if TYPE_CHECKING:  # Textual loads only for the TUI: a headless run works without it
+    from perftop.tui.app import PerftopApp
 
 
 class LiveController:
@@ -43,25 +47,28 @@ def run_live(
     *,
     refresh_s: float | None = None,
     sinks: Sequence[Any] = (),
-    on_snapshot: Callable[[Snapshot], None] | None = None,
+    on_snapshot: Callable[[Snapshot], object] | None = None,
 ) -> int:
     """Run ``cfg.command`` under the TUI; returns the job's exit code (0 when left running).
     ``sinks`` (forwarders) get the stream; ``on_snapshot`` (metrics) each snapshot too."""
-    extra = on_snapshot
+    from perftop.tui.app import PerftopApp
+    from perftop.tui.messages import SnapshotMessage, TerminalLost
+    from perftop.tui.terminal_watch import TerminalWatch
+
     cfg = replace(cfg, capture_output=True, refresh_s=refresh_s or cfg.refresh_s)
     app = PerftopApp()
 
-    def on_snapshot(snap: Snapshot) -> None:
+    def post(snap: Snapshot) -> None:
         app.post_message(SnapshotMessage(snap))  # thread-safe; coalesced by the app
-        if extra is not None:
-            extra(snap)
+        if on_snapshot is not None:
+            on_snapshot(snap)
 
     # SIGHUP (the SSH session went away) and a hung-up terminal: see terminal_watch. Watched
     # from before the recording exists, so that no moment of the start-up can lose it.
     tty = TerminalWatch(lambda: app.post_message(TerminalLost()), lambda: _conclude(job, "leave"))
     tty.start()
     try:
-        job = Job(cfg, on_snapshot=on_snapshot, sources=sources, sinks=sinks)
+        job = Job(cfg, on_snapshot=post, sources=sources, sinks=sinks)
         app.controller = LiveController(job)
         job.start()  # a LaunchError propagates before the terminal is taken over
     except BaseException:
@@ -95,20 +102,14 @@ def _conclude(job: Job, choice: str | None) -> int:
     job.finish()
     rec = job.recorder
     where = f"; recording: {rec.path}" if rec is not None else ""
-    _say(f"perftop: {command_line(job.cfg.command)} exited with code {code}{where}")
+    say(f"perftop: {command_line(job.cfg.command)} exited with code {code}{where}")
     return code
-
-
-def _say(line: str) -> None:
-    """One line to the terminal, which may be gone (then nobody is there to read it)."""
-    try:
-        print(line, file=sys.stderr, flush=True)
-    except (OSError, ValueError):
-        pass
 
 
 def _watch(job: Job, app: PerftopApp) -> None:
     """Tell the session and the app when the job ends; the app stays open to read it."""
+    from perftop.tui.messages import JobEnded
+
     app.post_message(JobEnded(job.reap()))
 
 
@@ -119,6 +120,26 @@ def _leave(job: Job) -> int:
     bg = job.leave()
     msg = f"perftop: job {job.pid} keeps running; session {sock} (background monitor pid {bg})"
     msg += f", recording to {path}" if path is not None else ", not recording"
-    _say(msg)
-    _say(f"perftop: see it again with: perftop attach {job.pid}")
+    say(msg)
+    say(f"perftop: see it again with: perftop attach {job.pid}")
     return 0
+
+
+def run_headless(
+    cfg: RunConfig,
+    sources: Sequence[SourceFactory] = (),
+    *,
+    sinks: Sequence[Any] = (),
+    on_snapshot: Callable[[Snapshot], object] | None = None,
+) -> int:
+    """Run ``cfg.command`` without a TUI: signals reach the job, a summary at its end."""
+    job = Job(cfg, on_snapshot=on_snapshot, sources=sources, sinks=sinks)
+    job.start()
+    install_signal_forwarding(job)
+    rc = job.wait()
+    try:
+        print(summary(job.snapshot(), cfg.record), file=sys.stderr, flush=True)
+    except OSError:  # --stream-out: stderr was ssh's, gone with its reader
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stderr.fileno())  # what is left in its buffer goes nowhere
+    return rc

@@ -7,25 +7,22 @@ The collector is a source (a TCP server) feeding its own ingest, whose model is 
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import perftop
-from perftop.events import SessionStart
+from perftop.console import say
 from perftop.fleet.collector import Collector
-from perftop.fleet.stream import SshNode
+from perftop.fleet.sshview import SSH_FAILED, connect_first
+from perftop.fleet.stream import SshNode, remote_command
+from perftop.flows.watch import wait_until
+from perftop.fmt import seconds
 from perftop.model import Snapshot
 from perftop.model.fleet import FleetSession
+from perftop.monitor.header import session_start
 from perftop.monitor.hub import Hub
-from perftop.recording import RecordingWriter
-from perftop.report.fmt import seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,12 +36,14 @@ class CollectConfig:
     headless: bool = True
     ssh: tuple[str, ...] = ()  # remote hosts to run ``command`` on through ssh
     command: tuple[str, ...] = ()
+    remote_dir: str | None = None  # where ``command`` runs there (default: its $HOME)
+    remote_record: str | None = None  # a recording there too (default: none)
 
 
 def run_collect(
     cfg: CollectConfig,
-    on_snapshot: Callable[[Snapshot], None] | None = None,
-    log: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True),
+    on_snapshot: Callable[[Snapshot], object] | None = None,
+    log: Callable[[str], None] = say,
 ) -> int:
     session = FleetSession()
     collector: Collector | None = None
@@ -62,10 +61,16 @@ def run_collect(
         if on_snapshot is not None:
             on_snapshot(snap)
 
+    nodes: list[SshNode] = []
+
+    def rejected() -> int:
+        here = collector.rejected_frames if collector is not None else 0
+        return here + sum(n.rejected_frames for n in nodes)
+
     hub = Hub(
-        session,  # type: ignore[arg-type]  (a FleetSession has Session's apply and snapshot)
+        session,
         refresh_s=cfg.refresh_s,
-        rejected_frames=lambda: collector.rejected_frames if collector is not None else 0,
+        rejected_frames=rejected,
     )
     if app is not None or on_snapshot is not None:
         hub.snapshot_subscribers.append(snapshot)
@@ -73,37 +78,37 @@ def run_collect(
     if cfg.listen is not None:
         collector = Collector(cfg.listen, cfg.token, hub.submit_frame, hub.submit, log=log)
     try:
-        rec = RecordingWriter(cfg.record, force=cfg.force) if cfg.record is not None else None
+        rec = hub.record(cfg.record, force=cfg.force) if cfg.record is not None else None
     except BaseException:
         if collector is not None:
             collector.close()
         raise
-    if rec is not None:
-        hub.subscribe(rec, buffered=False)
     where = "{}:{}".format(*collector.address) if collector is not None else ""
-    args = ("--listen", where) if where else ()
+    args: tuple[str, ...] = ("--listen", where) if where else ()
     for h in cfg.ssh:
         args += ("--ssh", h)
     hub.start()
     hub.submit(
-        SessionStart(
-            t=time.time(),
-            command=("perftop", "collect", *args, *(("--", *cfg.command) if cfg.ssh else ())),
-            cwd=os.getcwd(),
-            host=socket.gethostname(),
-            monitor_pid=os.getpid(),
-            perftop_version=perftop.__version__,
+        session_start(
+            time.time(),
+            ("perftop", "collect", *args, *(("--", *cfg.command) if cfg.ssh else ())),
             record_path=str(cfg.record or ""),
         )
     )
-    nodes = [
-        SshNode(h, cfg.command, hub.submit_frame, hub.submit, log, echo=app is None).start()
+    remote = remote_command(cfg.command, cfg.remote_record, cfg.remote_dir)
+    nodes += [
+        SshNode(h, (), hub.submit_frame, hub.submit, log, echo=app is None, remote=remote)
         for h in cfg.ssh
     ]
+    for n in nodes if app is None else ():
+        n.start()
     if collector is not None:
         collector.start()
         log(f"perftop: collecting on {where}" + (f", recording to {cfg.record}" if rec else ""))
     try:
+        if app is not None and nodes:  # ssh asks its questions before the TUI starts
+            linked = connect_first([n.start() for n in nodes])
+            app = app if linked or collector is not None else None
         if app is not None:
             if cfg.duration_s is not None:
                 threading.Timer(cfg.duration_s, lambda: app.exit(None)).start()
@@ -111,7 +116,7 @@ def run_collect(
         else:
             # Only ssh nodes: done when every remote stream has ended.
             done = (lambda: all(n.done for n in nodes)) if nodes and collector is None else None
-            _wait(cfg.duration_s, done)
+            wait_until(cfg.duration_s, done)
     finally:
         for n in nodes:
             n.stop()
@@ -121,25 +126,15 @@ def run_collect(
     snap = session.snapshot(window=None)
     for line in summary(snap, cfg.record, collector.refused if collector is not None else 0):
         log(line)
-    return 1 if nodes and all(n.error for n in nodes) else 0
+    return exit_code(nodes)
 
 
-def _wait(duration_s: float | None, done: Callable[[], bool] | None = None) -> None:
-    """Until the duration has passed, ``done()`` holds, or a signal asks us to stop."""
-    stop = threading.Event()
-    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    for s in old:
-        signal.signal(s, lambda *_: stop.set())
-    deadline = None if duration_s is None else time.monotonic() + duration_s
-    try:
-        while not stop.wait(0.2):
-            if deadline is not None and time.monotonic() >= deadline:
-                break
-            if done is not None and done():
-                break
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+def exit_code(nodes: list[SshNode]) -> int:
+    """``SSH_FAILED`` when ssh failed for a node; else the worst of the remote jobs' exit
+    codes (0 while they still run, or without ssh nodes)."""
+    if any(n.error for n in nodes):
+        return SSH_FAILED
+    return max((n.job_exit or 0 for n in nodes), default=0)
 
 
 def summary(snap: Snapshot, record: Path | None, refused: int) -> list[str]:

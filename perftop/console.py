@@ -1,0 +1,17 @@
+"""perftop's own lines to the terminal: stderr, which may be gone.
+
+A lost ssh session or a closed pipe must never turn a message into a traceback, and
+``--stream-out`` shares stderr with a reader that can leave at any time.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def say(line: str) -> None:
+    """One line to stderr, flushed; nothing when nobody can read it any more."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError):  # a closed terminal, pipe or file
+        pass

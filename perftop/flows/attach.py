@@ -1,0 +1,137 @@
+"""`perftop attach`: watch a running session or observe a plain process, here or through
+ssh, in the TUI or headless, then print a summary."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from perftop.console import say
+from perftop.errors import AttachError, UsageError
+from perftop.flows.collect import summary as fleet_summary
+from perftop.flows.watch import WatchOptions, record, show, wait, wants_tui
+from perftop.model import Snapshot
+from perftop.monitor.header import session_start
+from perftop.monitor.hub import Hub
+from perftop.report.text import summary
+
+
+def attach(
+    target: str,
+    opts: WatchOptions,
+    *,
+    interval_s: float = 1.0,
+    inject: bool = False,
+    stream_out: bool = False,
+) -> int:
+    """Watch ``target`` (a session, or a pid observed from outside). ``stream_out``: no TUI,
+    the session's framed stream on stdout (what ``attach --ssh`` runs on the remote)."""
+    from perftop.monitor.viewer import Observer
+
+    hub = Hub(refresh_s=opts.refresh_s)
+    source = _source(target, hub, interval_s, inject)
+    record(hub, opts)
+    out = None
+    if stream_out:  # stdout carries only the stream; our lines go to stderr
+        from perftop.fleet.stream import StreamOut
+
+        out = StreamOut(sys.stdout.fileno(), log=say)
+        hub.subscribe(out, buffered=False)
+    problem = source.check() if isinstance(source, Observer) else None
+    if problem is not None:
+        say(f"perftop: warning: {problem}")
+    hub.start()
+    if inject:
+        source.inject()
+    source.start()
+    try:
+        if out is None and wants_tui(opts):
+            show(hub, source, opts, "observer" if isinstance(source, Observer) else "viewer")
+        else:
+            wait(source, opts.duration_s, out.gone if out is not None else None)
+    finally:
+        source.stop()
+        hub.stop()
+    if out is not None:
+        return 0  # the reader has the session; a summary would only add noise
+    snap = hub.session.snapshot(window=None)
+    say(summary(snap, opts.record))
+    for line in stack_summary(snap):
+        say(line)
+    return 0
+
+
+def attach_ssh(host: str, target: str, opts: WatchOptions) -> int:
+    """Show a session of HOST here (TUI, or headless with a summary), read through ssh;
+    the ssh failure's exit code when none came."""
+    from perftop.fleet.sshview import SSH_FAILED, connect_first
+    from perftop.fleet.stream import SshNode, remote_attach
+    from perftop.model.fleet import FleetSession
+
+    session = FleetSession()
+    hub = Hub(session, refresh_s=opts.refresh_s)
+    rec = record(hub, opts)
+    tui = wants_tui(opts)
+    held: list[str] = []  # in the TUI, lines wait until the screen is given back
+    log = held.append if tui else say
+    hub.start()
+    hub.submit(
+        session_start(
+            time.time(),
+            ("perftop", "attach", "--ssh", host, target),
+            record_path=str(rec.path) if rec is not None else "",
+        )
+    )
+    node = SshNode(host, (), hub.submit_frame, hub.submit, log, remote=remote_attach(target))
+    node.start()
+    try:
+        if tui and connect_first([node]):
+            show(hub, node, opts, "viewer")
+        elif not tui:
+            wait(node, opts.duration_s)
+    finally:
+        node.stop()
+        hub.stop()
+    for line in held:
+        say(line)
+    if node.error:
+        return SSH_FAILED
+    for line in fleet_summary(session.snapshot(window=None), opts.record, 0):
+        say(line)
+    return 0
+
+
+def _source(target: str, hub: Hub, interval_s: float, inject: bool) -> Any:
+    from perftop.monitor.registry import find_session, job_top
+    from perftop.monitor.viewer import Observer, SessionViewer
+
+    info = find_session(target)
+    if info is not None:
+        if inject:
+            raise UsageError("--inject is for a process started without perftop")
+        return SessionViewer(info["socket"], hub)
+    if Path(target).suffix == ".sock":
+        raise AttachError(f"{target}: no perftop session answers there (see perftop ls)")
+    if not target.isdigit():
+        raise UsageError(f"{target}: not a session or a pid (see perftop ls)")
+    pid = int(target)
+    top = job_top(pid)
+    if top != pid:
+        say(f"perftop: pid {pid} is a worker of pid {top}: observing {top}")
+    return Observer(top, hub, interval_s)
+
+
+def stack_summary(snap: Snapshot) -> list[str]:
+    """Where the observed processes spent their time, and the last stall, in a few lines."""
+    out = []
+    for r in snap.stacks:
+        top = ", ".join(f"{w} {s:.0%}" for w, s in r.where[:3])
+        out.append(f"perftop: {r.role} {r.pid}: {top} ({r.samples} samples)")
+    if snap.stalls:
+        s = snap.stalls[-1]
+        out.append(
+            f"perftop: {len(snap.stalls)} stall(s); last: step {s.step}, {s.stalled_s:.1f} s"
+        )
+    return out

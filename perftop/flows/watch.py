@@ -1,0 +1,94 @@
+"""What every flow that watches a session shares: its options, the TUI or a headless
+wait, and a viewer's controller (quit detaches, ``r`` records what is seen)."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from perftop.monitor.hub import Hub
+from perftop.recording import RecordingWriter
+
+ViewMode = Literal["viewer", "observer"]  # a session perftop did not start, or a bare process
+
+
+@dataclass(frozen=True, slots=True)
+class WatchOptions:
+    """How a session is watched, whatever its source (a local session, a process, ssh)."""
+
+    headless: bool = False  # no TUI: wait, then print a summary
+    duration_s: float | None = None  # stop watching after this long
+    refresh_s: float = 0.5  # the TUI's refresh interval
+    record: Path | None = None  # record what is seen
+    force: bool = False  # overwrite that recording
+
+
+def wants_tui(opts: WatchOptions) -> bool:
+    """The TUI only on a terminal, and only when not asked to run headless."""
+    return not opts.headless and sys.stdout.isatty() and sys.stdin.isatty()
+
+
+def record(hub: Hub, opts: WatchOptions) -> RecordingWriter | None:
+    """The recording ``opts`` asks for, subscribed to ``hub`` (None: none asked)."""
+    return hub.record(opts.record, force=opts.force) if opts.record is not None else None
+
+
+def show(hub: Hub, source: Any, opts: WatchOptions, mode: ViewMode) -> None:
+    """The TUI over ``hub`` until the user quits (or ``opts.duration_s`` passes)."""
+    from perftop.tui.app import PerftopApp
+    from perftop.tui.messages import SnapshotMessage
+
+    app = PerftopApp(ViewerController(hub), mode=mode)
+    hub.snapshot_subscribers.append(lambda s: app.post_message(SnapshotMessage(s)))
+    if opts.duration_s is not None:
+        threading.Timer(opts.duration_s, lambda: app.call_from_thread(app.exit, None)).start()
+    app.run()
+
+
+def wait(source: Any, duration_s: float | None, gone: threading.Event | None = None) -> None:
+    """Until the source ends, the duration passes, or the stream's reader is ``gone``."""
+    end = None if duration_s is None else time.monotonic() + duration_s
+    while not source.ended.is_set() and not (gone is not None and gone.is_set()):
+        left = None if end is None else end - time.monotonic()
+        if left is not None and left <= 0:
+            return
+        source.ended.wait(0.5 if left is None else min(0.5, left))
+
+
+def wait_until(duration_s: float | None, done: Callable[[], bool] | None = None) -> None:
+    """Until the duration has passed, ``done()`` holds, or SIGINT/SIGTERM asks to stop."""
+    stop = threading.Event()
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for s in old:
+        signal.signal(s, lambda *_: stop.set())
+    deadline = None if duration_s is None else time.monotonic() + duration_s
+    try:
+        while not stop.wait(0.2):
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            if done is not None and done():
+                break
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+class ViewerController:
+    """A viewer never changes the job: quitting detaches; ``r`` records what is seen."""
+
+    def __init__(self, hub: Hub) -> None:
+        self.hub = hub
+        self.rec: RecordingWriter | None = None
+
+    def running(self) -> bool:
+        return False  # nothing to stop: quit simply detaches
+
+    def toggle_recording(self) -> str | None:
+        self.rec = self.hub.toggle_recording(self.rec)
+        return str(self.rec.path) if self.rec is not None else None
