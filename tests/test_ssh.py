@@ -25,11 +25,18 @@ def _collect(tmp_path, remote: str, *args: str) -> subprocess.CompletedProcess[s
 
 def test_remote_job_through_ssh(tmp_path):
     rec = tmp_path / "ssh.perftop"
+    there = tmp_path / "there"
+    there.mkdir()
     p = _collect(tmp_path, f"{sys.executable} -m perftop", "--record", str(rec),
-                 "--ssh", "me@gpu1", "--", sys.executable, str(WORKLOADS / "no_loader.py"))  # fmt: skip
+                 "--ssh", "me@gpu1", "--remote-dir", str(there), "--remote-record", "r.perftop",
+                 "--", sys.executable, str(WORKLOADS / "no_loader.py"))  # fmt: skip
     assert p.returncode == 0, p.stderr
     assert "[gpu1] no loader done" in p.stderr  # the remote job's output reaches us
     assert p.stdout == ""
+    # Recorded on the remote only as asked, in the remote directory, with the job's output.
+    assert sorted(tmp_path.rglob("*.perftop")) == [rec, there / "r.perftop"]
+    remote = json.loads(perftop("report", "--json", str(there / "r.perftop"), cwd=tmp_path).stdout)
+    assert remote["steps"]["count"] == 20
     r = json.loads(perftop("report", "--json", str(rec), cwd=tmp_path).stdout)
     assert [(n["name"], n["state"]) for n in r["nodes"]] == [("gpu1", "exited (0)")]
     assert [(x["host"], x["steps"]) for x in r["ranks"]] == [("gpu1", 20)]
@@ -66,3 +73,18 @@ def test_stream_out_writes_only_the_session_to_stdout(tmp_path):
     out.write_bytes(p.stdout)  # the stream is a recording's bytes
     steps = [e for e in read_events(out) if type(e).__name__ == "Step"]
     assert len(steps) == 10
+
+
+def test_collect_exits_with_the_worst_remote_exit_code(tmp_path):
+    from types import SimpleNamespace
+
+    from perftop.fleet.collect import exit_code
+
+    p = _collect(tmp_path, f"{sys.executable} -m perftop", "--no-record", "--ssh", "gpu1",
+                 "--ssh", "gpu2", "--", sys.executable, "-c", "import sys; sys.exit(2)")  # fmt: skip
+    assert p.returncode == 2, p.stderr
+    assert "exited with" not in p.stderr
+    node = lambda code, error="": SimpleNamespace(job_exit=code, error=error)  # noqa: E731
+    assert exit_code([node(0), node(3), node(None)]) == 3  # None: still running
+    assert exit_code([node(0), node(None, "ssh could not connect")]) == 4
+    assert exit_code([]) == 0

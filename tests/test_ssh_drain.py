@@ -80,14 +80,19 @@ def test_left_running_then_the_monitor_killed_the_job_goes_on(tmp_path):
         "import sys\nfrom perftop.monitor.runner import Job, RunConfig\n"
         "job = Job(RunConfig(tuple(sys.argv[1:]), capture_output=True)).start()\n"
         f"import os, time\nwhile not os.path.exists({str(started)!r}): time.sleep(0.05)\n"
-        "print(job.leave(), flush=True)\n"
+        "print(job.leave(), job.output.dir, job.server.path, flush=True)\n"
     )
     out = subprocess.run([sys.executable, "-c", leave, *cmd], capture_output=True, text=True,
                          timeout=60, cwd=tmp_path)  # fmt: skip
     assert out.returncode == 0, out.stderr
-    bg = int(out.stdout.split()[0])
-    os.kill(bg, signal.SIGKILL)  # and now the background monitor is gone too
-    assert _wait_file(rc) == "3"
+    bg, files, sock = out.stdout.split()
+    os.kill(int(bg), signal.SIGKILL)  # and now the background monitor is gone too
+    try:
+        assert _wait_file(rc) == "3"
+    finally:  # what the killed monitor would have removed
+        shutil.rmtree(files, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            os.unlink(sock)
 
 
 def test_lost_terminal_the_job_goes_on(tmp_path):

@@ -132,7 +132,7 @@ def test_ls_and_attach(sshd: Sshd, job: subprocess.Popen[str], tmp_path: Path) -
     pid = mine[0]["job_pid"]
     rec = tmp_path / "seen.perftop"
     att = _perftop(sshd, tmp_path, "attach", "--ssh", HOST, str(pid), "--headless",
-                   "--duration", "2", "--record", str(rec))  # fmt: skip
+                   "--duration", "4", "--record", str(rec))  # fmt: skip
     assert att.returncode == 0, att.stderr
     assert "exited with" not in att.stderr and "link ended" not in att.stderr, att.stderr
     rep = json.loads(perftop("report", "--json", str(rec), cwd=tmp_path).stdout)
