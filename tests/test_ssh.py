@@ -78,7 +78,7 @@ def test_stream_out_writes_only_the_session_to_stdout(tmp_path):
 def test_collect_exits_with_the_worst_remote_exit_code(tmp_path):
     from types import SimpleNamespace
 
-    from perftop.fleet.collect import exit_code
+    from perftop.flows.collect import exit_code
 
     p = _collect(tmp_path, f"{sys.executable} -m perftop", "--no-record", "--ssh", "gpu1",
                  "--ssh", "gpu2", "--", sys.executable, "-c", "import sys; sys.exit(2)")  # fmt: skip

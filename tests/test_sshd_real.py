@@ -265,4 +265,5 @@ def test_an_ssh_question_is_asked_before_the_tui(
 
 
 def test_ci_installs_openssh_server() -> None:
-    assert "apt-get install -y -qq tmux openssh-server" in (ROOT / ".ci" / "run").read_text()
+    line = re.search(r"apt-get install -y -qq ([^>\n]*)", (ROOT / ".ci" / "run").read_text())
+    assert line is not None and "openssh-server" in line.group(1).split()
