@@ -77,7 +77,7 @@ def event(tag: str) -> Callable[[type[T]], type[T]]:
         if all(f.default_factory is dataclasses.MISSING for f in fields):
             made._make = staticmethod(_fast_constructor(made, made._FIELDS))
         _BY_TAG[tag] = made
-        return made  # type: ignore[no-any-return]  # the dataclass of ``cls``
+        return made  # the dataclass of ``cls``
 
     return register
 

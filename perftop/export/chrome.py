@@ -158,7 +158,8 @@ class ChromeTrace:
 
     def sync(self, ev: SyncBatch) -> None:
         pid = self.track(ev.pid)
-        t = self.recent.get(pid, {}).get(ev.step)
+        steps = self.recent.get(pid)
+        t = steps.get(ev.step) if steps is not None else None
         if t is None:
             return
         for op, file, line, function, kind, count, *rest in ev.sites:

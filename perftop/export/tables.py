@@ -177,8 +177,10 @@ def export_csv(path: str | Path, out_dir: str | Path, stats: ReadStats) -> dict[
                 )
                 rows["host"] += 1
             elif isinstance(ev, GpuSample):
-                for d in ev.devices:
-                    cells = [_cell(d[i] if i < len(d) else None) for i in range(len(GPU_FIELDS))]
+                for dev in ev.devices:
+                    cells = [
+                        _cell(dev[i] if i < len(dev) else None) for i in range(len(GPU_FIELDS))
+                    ]
                     w["gpus"].writerow((rel(ev.t), *cells))
                     rows["gpus"] += 1
         for s in session.snapshot(window=None).sync:

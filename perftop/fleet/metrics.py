@@ -82,7 +82,7 @@ class SnapshotMetrics:
         stop = threading.Event()
         old: dict[int, Any] = {}
         if threading.current_thread() is threading.main_thread():  # Ctrl-C, SIGTERM: done
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            for sig in (int(signal.SIGINT), int(signal.SIGTERM)):
                 old[sig] = signal.signal(sig, lambda s, f: stop.set())
         try:
             while time.monotonic() < deadline and not stop.wait(0.05):
@@ -115,7 +115,7 @@ class MetricsServer:
         self.linger_s, self.log = linger_s, log
         self.metrics = SnapshotMetrics()
         registry = CollectorRegistry(auto_describe=False)
-        registry.register(self.metrics)  # type: ignore[arg-type]
+        registry.register(self.metrics)
         try:
             self._server, self._thread = start_http_server(port, host, registry=registry)
         except OSError as exc:

@@ -166,7 +166,7 @@ class HostReducer:
             cpu_percent=ev.cpu_percent,
             per_core=tuple(ev.per_core),
             iowait_percent=ev.iowait_percent,
-            load=load,  # type: ignore[arg-type]
+            load=load,
             mem_total_bytes=ev.mem_total,
             mem_used_bytes=ev.mem_used,
             mem_available_bytes=ev.mem_available,

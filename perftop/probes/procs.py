@@ -88,7 +88,7 @@ def _start_ticks(p: psutil.Process) -> Any:
     third of this probe's cost; this uses psutil's cached parse when it is there.
     """
     try:
-        return p._proc._parse_stat_file()["create_time"]  # type: ignore[attr-defined]
+        return p._proc._parse_stat_file()["create_time"]  # type: ignore[attr-defined,unused-ignore]
     except (AttributeError, KeyError, TypeError):
         return None  # another psutil: no reuse check beyond (pid, create_time) at start
 
