@@ -8,24 +8,6 @@ never said hello and says why.
 """
 
 
-def _perftop_boot() -> None:
-    import os
-    import sys
-
-    here = os.path.dirname(os.path.abspath(__file__))
-    try:
-        if os.environ.get("PERFTOP_SOCKET") and sys.version_info >= (3, 10):
-            if _perftop_compile_worker():
-                # torch.compile's compile workers (and their pools) get no hook at all.
-                del os.environ["PERFTOP_SOCKET"]
-            else:
-                _perftop_load(here).install_from_env()
-    except Exception as exc:
-        if os.environ.get("PERFTOP_DEBUG"):
-            print(f"perftop: bootstrap failed: {exc!r}", file=sys.stderr)
-    _perftop_chain(here)
-
-
 def _perftop_compile_worker() -> bool:
     """Whether this is torch.compile's compile worker (``.../compile_worker/__main__.py``)."""
     import os
@@ -91,5 +73,22 @@ def _perftop_chain(here: str) -> None:
             sys.path.insert(min(i, len(sys.path)), p)
 
 
+def _perftop_boot() -> None:
+    import os
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        if os.environ.get("PERFTOP_SOCKET") and sys.version_info >= (3, 10):
+            if _perftop_compile_worker():
+                # torch.compile's compile workers (and their pools) get no hook at all.
+                del os.environ["PERFTOP_SOCKET"]
+            else:
+                _perftop_load(here).install_from_env()
+    except Exception as exc:
+        if os.environ.get("PERFTOP_DEBUG"):
+            print(f"perftop: bootstrap failed: {exc!r}", file=sys.stderr)
+    _perftop_chain(here)
+
+
 _perftop_boot()
-del _perftop_boot, _perftop_compile_worker, _perftop_load, _perftop_chain

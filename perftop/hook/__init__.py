@@ -59,8 +59,7 @@ def _on_torch(torch: object) -> None:
     st = _state
     if st is None or st.torch_patched:
         return
-    if not st.sender.probe():
-        debug(f"no monitor answers on {st.sender.path}: the hook stays off")
+    if not st.arm():
         return
     st.torch_patched = True
     try:
