@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-from perftop.monitor.runner import hook_env
+from perftop.hook import frames
+from perftop.monitor.runner import BOOTSTRAP_DIR, hook_env
 from tests.helpers import perftop
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,14 +30,18 @@ for _ in range({steps}):
 print("JOB", os.getpid(), n, flush=True)
 """
 
-# transformers asks importlib for torch (find_spec) long before anything imports it; then
-# bare look-ups, after which the hook must still be unarmed
-HF_FIRST = (
-    "from transformers import AutoConfig  # noqa\n"
+# transformers asks importlib for torch (find_spec) before it imports it
+HF_FIRST = "from transformers import AutoConfig  # noqa\n"
+# bare look-ups, after which the hook must still be unarmed, then a library imports torch
+VIA_LIB = (
     "import importlib.util, sys\n"
     "assert importlib.util.find_spec('torch') is not None\n"
     "assert importlib.util.find_spec('torch') is not None\n"
-    "print('ARMED_BEFORE', sys.modules['perftop.hook'].state().torch_patched, flush=True)\n"
+    "st = sys.modules['perftop.hook'].state()\n"
+    "print('ARMED_BEFORE', 'torch' in sys.modules, st.torch_patched, flush=True)\n"
+    "import appmod, trainlib\n"
+    "assert appmod.VALUE == 7 and trainlib.HAVE_TORCH\n"
+    "trainlib.fit(120)\n"
 )
 # A library that looks torch up, then imports it, from a directory that only the
 # environment's own sitecustomize puts on sys.path (site.addsitedir).
@@ -62,21 +69,34 @@ def _write_env(tmp_path: Path) -> Path:
     lib.write_text(f"LOOP = {LOOP!r}\n" + LIBRARY)
     (env_site / "appended" / "appmod.py").write_text("VALUE = 7\n")
     (tmp_path / "hf_first.py").write_text(HF_FIRST + LOOP.format(steps=120))
-    (tmp_path / "via_lib.py").write_text(
-        "import appmod, trainlib\nassert appmod.VALUE == 7 and trainlib.HAVE_TORCH\n"
-        "trainlib.fit(120)\n"
-    )
+    (tmp_path / "via_lib.py").write_text(VIA_LIB)
     return env_site
 
 
-def test_import_orders_and_a_chained_sitecustomize(tmp_path, monkeypatch):
-    """Two Python processes in one `perftop run`: transformers imported first (then bare
-    find_spec look-ups), and torch imported from inside a library that the environment's
-    own sitecustomize made importable. Each one's step count is the job's own."""
+# Python processes of the job that cannot get the hook, each for its own reason.
+HOOKLESS = {
+    "-I (isolated mode)": f"{sys.executable} -I -c 'import time; time.sleep(2)'",
+    # a broken perftop earlier on the path than perftop's own: the bootstrap fails
+    "bootstrap failed": 'PYTHONPATH="${PYTHONPATH%%:*}:$PWD/shadow" '
+    f"{sys.executable} -c 'import torch, time; time.sleep(2)'",
+}
+OLD_PYTHON = Path(os.environ.get("PYENV_ROOT", "/root/.pyenv")) / "versions/3.9.18/bin/python3.9"
+if OLD_PYTHON.exists():  # where the machine has one (the check itself runs on any Python)
+    HOOKLESS["Python 3.9"] = f"{OLD_PYTHON} -c 'import time; time.sleep(2)'"
+
+
+def test_import_orders_a_chained_sitecustomize_and_hookless_processes(tmp_path, monkeypatch):
+    """One `perftop run`: transformers imported first (then bare find_spec look-ups), and
+    torch imported from inside a library that the environment's own sitecustomize made
+    importable: each one's step count is the job's own. Beside them, processes that cannot
+    get the hook are each noted once, with why; the hooked ones never are."""
     env_site = _write_env(tmp_path)
+    (tmp_path / "shadow" / "perftop").mkdir(parents=True)
+    (tmp_path / "shadow" / "perftop" / "__init__.py").write_text("raise RuntimeError('broken')")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), str(env_site)]))
     py = sys.executable
-    script = f"{py} hf_first.py && {py} via_lib.py"
+    side = " & ".join(HOOKLESS.values())
+    script = f"{side} & {py} hf_first.py && {py} via_lib.py; wait"
     rec = tmp_path / "r.perftop"
     run = perftop("run", "--headless", "--record", str(rec), "--", "sh", "-c", script,
                   cwd=tmp_path, timeout=180)  # fmt: skip
@@ -84,10 +104,38 @@ def test_import_orders_and_a_chained_sitecustomize(tmp_path, monkeypatch):
     own = {int(pid): int(n) for _, pid, n in
            (ln.split() for ln in run.stdout.splitlines() if ln.startswith("JOB "))}  # fmt: skip
     assert len(own) == 2 and set(own.values()) == {120}
-    assert "ARMED_BEFORE False" in run.stdout  # a look-up is not an import
+    assert "ARMED_BEFORE False False" in run.stdout  # a look-up is not an import
     rep = json.loads(perftop("report", "--json", str(rec), cwd=tmp_path).stdout)
     seen = {r["pid"]: r["steps"] for r in rep["ranks"]}
     assert seen == own
+    notes = [n["text"] for n in rep["notes"] if n["source"] == "hook"]
+    assert len(notes) == len(HOOKLESS), notes
+    for why in HOOKLESS:
+        assert sum(why in n for n in notes) == 1, (why, notes)
+    assert not any(f"pid {pid} " in n for n in notes for pid in own)
+
+
+def test_a_failed_by_path_load_leaves_no_half_built_module(tmp_path):
+    """Another interpreter than perftop's loads the hook by path; when that load fails,
+    ``import perftop`` in the job must not find a half-built module."""
+    pkg = tmp_path / "pkg"
+    shutil.copytree(BOOTSTRAP_DIR, pkg / "_bootstrap")
+    (pkg / "__init__.py").write_text("STEP = 1\nraise RuntimeError('half-built')\n")
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(pkg / "_bootstrap"),
+           "PERFTOP_SOCKET": str(tmp_path / "x.sock")}  # fmt: skip
+    base = getattr(sys, "_base_executable", sys.executable)
+    code = "import sys; print('perftop' in sys.modules, sys.modules.get('sitecustomize'))"
+    r = subprocess.run([base, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[0] == "False"
+
+
+def test_generated_code_is_never_a_user_site():
+    """torch.compile's generated files (under /tmp/torchinductor_<user>) are internal."""
+    frames.configure()
+    tmp = tempfile.gettempdir()
+    assert frames.kind_of_path(f"{tmp}/torchinductor_me/ab/cab.py") == frames.INTERNAL
+    assert frames.kind_of_path(f"{tmp}/work/train.py") == frames.USER
 
 
 MONITOR = """
