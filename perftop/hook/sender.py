@@ -36,6 +36,7 @@ SEND_TIMEOUT_S = 2.0
 EXIT_S = 0.1  # the most a process's exit (or a DataLoader worker's) waits for perftop
 PR_SET_PTRACER = 0x59616D61  # Yama (linux/prctl.h)
 MAX_BATCH = 4096
+EXIT_BATCH = 512  # smaller batches under a deadline: the last one overshoots it less
 _SOURCE_CODE = {name: i for i, name in enumerate(STEP_SOURCES)}
 
 
@@ -116,6 +117,8 @@ class Sender:
             return  # the sender thread is stuck in a send: what it holds is lost
         try:
             while self.steps or self.buf or self.dropped != self._dropped_sent:
+                if deadline is None and self.closed:
+                    break  # the exit's own flush takes over: no GIL taken from the exit
                 if not self._send_batch(deadline):
                     break
                 if deadline is not None and time.monotonic() > deadline:
@@ -129,7 +132,7 @@ class Sender:
         timeout = _left(deadline)
         if timeout <= 0:
             return False
-        data, n = self._encode_batch()
+        data, n = self._encode_batch(MAX_BATCH if deadline is None else EXIT_BATCH)
         sock = self._connect(timeout)
         if sock is None:
             self.dropped += n
@@ -149,8 +152,8 @@ class Sender:
             return False
         return True
 
-    def _encode_batch(self) -> tuple[list[bytes], int]:
-        """Up to MAX_BATCH buffered items as frames, in order: runs of plain steps packed
+    def _encode_batch(self, limit: int = MAX_BATCH) -> tuple[list[bytes], int]:
+        """Up to ``limit`` buffered items as frames, in order: runs of plain steps packed
         as binary records, everything else as JSON. Steps come first."""
         frames: list[bytes] = []
         pid, off, pack = self.pid, self.epoch_offset, STEP_RECORD.pack
@@ -158,7 +161,7 @@ class Sender:
         other: list[Any] = []
         n = 0
         for queue in (self.steps, self.buf):
-            while queue and n < MAX_BATCH:
+            while queue and n < limit:
                 item = queue.popleft()
                 n += 1
                 if type(item) is not tuple:
