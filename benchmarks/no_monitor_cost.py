@@ -36,7 +36,7 @@ STATE = """
 import threading
 from torch.optim import optimizer as om
 ours = [t.name for t in threading.enumerate() if t.name.startswith("perftop")]
-patched = torch.autograd.backward.__module__ != "torch.autograd"
+patched = hasattr(torch.autograd.backward, "__wrapped__")
 print("STATE", len(ours), patched, len(om._global_optimizer_pre_hooks))
 """
 EXIT_JOB = """
