@@ -116,18 +116,20 @@ def test_import_orders_a_chained_sitecustomize_and_hookless_processes(tmp_path, 
 
 
 def test_a_failed_by_path_load_leaves_no_half_built_module(tmp_path):
-    """Another interpreter than perftop's loads the hook by path; when that load fails,
-    ``import perftop`` in the job must not find a half-built module."""
+    """``import perftop.hook`` fails (a module of the job's own named perftop), so the hook
+    is loaded by path, and that load fails too: the job's ``sys.modules`` is as it was."""
     pkg = tmp_path / "pkg"
     shutil.copytree(BOOTSTRAP_DIR, pkg / "_bootstrap")
     (pkg / "__init__.py").write_text("STEP = 1\nraise RuntimeError('half-built')\n")
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(pkg / "_bootstrap"),
-           "PERFTOP_SOCKET": str(tmp_path / "x.sock")}  # fmt: skip
-    base = getattr(sys, "_base_executable", sys.executable)
-    code = "import sys; print('perftop' in sys.modules, sys.modules.get('sitecustomize'))"
-    r = subprocess.run([base, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "perftop.py").write_text("MINE = True\n")
+    env = {"PATH": "/usr/bin:/bin", "PERFTOP_SOCKET": str(tmp_path / "x.sock"),
+           "PYTHONPATH": os.pathsep.join([str(pkg / "_bootstrap"), str(tmp_path / "mine")])}  # fmt: skip
+    code = "import sys; m = sys.modules.get('perftop'); print(getattr(m, 'MINE', m))"
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=60)  # fmt: skip
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split()[0] == "False"
+    assert r.stdout.strip() == "True"
 
 
 def test_generated_code_is_never_a_user_site():

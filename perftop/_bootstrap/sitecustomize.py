@@ -31,7 +31,7 @@ def _perftop_load(here: str) -> object:
         return hook
     except ImportError:
         pass
-    before = {k for k in sys.modules if k == "perftop" or k.startswith("perftop.")}
+    before = {k: v for k, v in sys.modules.items() if k == "perftop" or k.startswith("perftop.")}
     pkg = os.path.dirname(here)
     try:
         spec = importlib.util.spec_from_file_location(
@@ -45,8 +45,8 @@ def _perftop_load(here: str) -> object:
         return hook
     except BaseException:
         for k in [k for k in sys.modules if k == "perftop" or k.startswith("perftop.")]:
-            if k not in before:
-                del sys.modules[k]
+            del sys.modules[k]
+        sys.modules.update(before)  # what the job had, as it had it
         raise
 
 
