@@ -160,8 +160,11 @@ class Sender:
         packed: list[bytes] = []
         other: list[Any] = []
         n = 0
+        closing = limit == MAX_BATCH  # the thread's batch, not the exit's own
         for queue in (self.steps, self.buf):
             while queue and n < limit:
+                if closing and self.closed:
+                    break  # the exit took over: the thread must not hold the GIL from it
                 item = queue.popleft()
                 n += 1
                 if type(item) is not tuple:
@@ -277,6 +280,8 @@ class Sender:
                 self._disconnect()
             finally:
                 self._lock.release()
+        self.steps.clear()  # what did not make it is dropped: nothing left to free at exit
+        self.buf.clear()
 
 
 def _left(deadline: float | None) -> float:
