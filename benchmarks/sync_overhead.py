@@ -5,7 +5,8 @@ the hook's own cost is not hidden by the work.
 Whole-run times differ by more than the cost between runs on a busy machine, so the cost
 is also measured directly, within the sampled run: the extra time of the watched steps
 (each against the median unwatched step) plus the per-step callback itself, timed alone.
-The hook's socket points nowhere: the sender drops what it cannot send.
+The hook's socket is a listener that never reads (the hook arms only when a monitor
+answers): the sender drops what it cannot send.
 
     python benchmarks/sync_overhead.py [--steps 20000] [--repeats 5]
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -71,12 +73,26 @@ print(dt / steps * 1e6, extra * 1e6, cb * 1e6, len(watched))
 """
 
 
+_LISTENER: list[socket.socket] = []
+
+
+def _socket_path() -> str:
+    """A listening socket that never reads, kept open for the whole benchmark."""
+    if not _LISTENER:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        path = os.path.join(tempfile.mkdtemp(prefix="perftop-bench-"), "s.sock")
+        s.bind(path)
+        s.listen(64)
+        _LISTENER.append(s)
+    return str(_LISTENER[0].getsockname())
+
+
 def run(mode: str | None, steps: int) -> list[float]:
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env.pop("PERFTOP_SYNC", None)
     if mode is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(BOOTSTRAP), str(ROOT)])
-        env["PERFTOP_SOCKET"] = os.path.join(tempfile.gettempdir(), "perftop-bench-nowhere.sock")
+        env["PERFTOP_SOCKET"] = _socket_path()
         env["PERFTOP_SYNC"] = mode
     out = subprocess.run(
         [sys.executable, "-c", LOOP, str(steps)], env=env, capture_output=True, text=True

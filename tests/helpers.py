@@ -51,3 +51,14 @@ def spawn_slow_job(tmp_path: Path, *record: str, **popen: Any) -> subprocess.Pop
         stdin=subprocess.DEVNULL, **popen)  # fmt: skip
     assert mon.stdout is not None and mon.stdout.readline().strip() == "ready"
     return mon
+
+
+def listening(path: Path) -> Any:
+    """A bound, listening Unix socket at ``path`` that never reads: enough of a monitor for
+    the hook to arm (it arms only when one answers). Close it when done."""
+    import socket
+
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(str(path))
+    s.listen(64)
+    return s

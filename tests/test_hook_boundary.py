@@ -10,6 +10,7 @@ import time
 import pytest
 
 from perftop.monitor.runner import BOOTSTRAP_DIR, hook_env
+from tests.helpers import listening
 
 FORBIDDEN = ["textual", "rich", "psutil", "pynvml", "numpy", "torch"]
 
@@ -35,20 +36,25 @@ def test_hook_imports_only_the_standard_library(tmp_path):
     assert json.loads(r.stdout) == []  # not even torch: it is patched only once the job imports it
 
 
-def test_bootstrap_is_silent_without_a_monitor(tmp_path):
-    """PERFTOP_SOCKET points nowhere: the job runs, prints nothing extra, exits 0."""
+def test_bootstrap_is_silent_and_unarmed_without_a_monitor(tmp_path):
+    """PERFTOP_SOCKET points nowhere (a leaked variable): the job runs, prints nothing
+    extra, exits 0, and the hook armed nothing: torch unpatched, no sender thread."""
     env = hook_env(tmp_path / "nobody-listens.sock")
     code = (
-        "import torch\n"
+        "import threading, torch\n"
+        "bwd = torch.autograd.backward\n"
         "m = torch.nn.Linear(2, 1); o = torch.optim.SGD(m.parameters(), lr=0.1)\n"
         "for _ in range(50):\n"
         "    o.zero_grad(); m(torch.randn(4, 2)).sum().backward(); o.step()\n"
-        "import time; time.sleep(0.5)\n"
-        "import perftop.hook as h; print(h.state().sender.dropped > 0)\n"
+        "import perftop.hook as h; st = h.state()\n"
+        "from torch.optim import optimizer as om\n"
+        "print(st is not None, st.torch_patched, len(om._global_optimizer_pre_hooks),\n"
+        "      bwd.__module__, st.tracker.index, st.sender.started,\n"
+        "      [t.name for t in threading.enumerate() if t.name.startswith('perftop')])\n"
     )
     r = _run(code, env)
     assert r.returncode == 0 and r.stderr == ""
-    assert r.stdout.strip() == "True"  # steps were dropped and counted, not queued forever
+    assert r.stdout.strip() == "True False 0 torch.autograd 0 False []"
 
 
 def test_users_own_sitecustomize_still_runs(tmp_path):
@@ -68,6 +74,7 @@ def test_users_own_sitecustomize_still_runs(tmp_path):
 @pytest.mark.parametrize("pure", ["0", "1"])  # the compiled build, if built, and the plain one
 def test_hook_errors_never_reach_user_code(tmp_path, pure):
     """Break the tracker on purpose: training still runs and ends normally."""
+    mon = listening(tmp_path / "x.sock")
     env = hook_env(tmp_path / "x.sock")
     env["PERFTOP_PURE"] = pure
     code = (
@@ -80,6 +87,7 @@ def test_hook_errors_never_reach_user_code(tmp_path, pure):
         "print('ok', sorted(h.state().errors))\n"
     )
     r = _run(code, env)
+    mon.close()
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "ok ['backward', 'optimizer pre-hook']"
 

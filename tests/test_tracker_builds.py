@@ -16,6 +16,7 @@ from perftop.hook import steps
 from perftop.hook.steps import LOADER_KEY
 from perftop.monitor.runner import hook_env
 from tests.conftest import compiled_steps_module
+from tests.helpers import listening
 
 
 def _hooked(cls: type, undo: list) -> tuple[object, list, list]:
@@ -106,9 +107,10 @@ def test_fork_resets_the_tracker(tmp_path, pure):
     )
     compiled_steps_module()
     env = dict(hook_env(tmp_path / "x.sock"), PERFTOP_PURE=pure)
-    r = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
-    )
+    with listening(tmp_path / "x.sock"):  # the hook arms only when a monitor answers
+        r = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+        )
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == ["child 0 False False None", f"parent 5 {pure == '0'}"]
 

@@ -52,8 +52,14 @@ def install_from_env() -> HookState | None:
 
 
 def _on_torch(torch: object) -> None:
+    """Arm the hook, once torch is imported: only when a monitor answers on the socket. A
+    leaked PERFTOP_SOCKET (a shell started under perftop, a monitor that quit, remote ranks
+    with a copied environment) arms nothing: no patch, no sync debug mode, no detector,
+    no CUDA events, no thread."""
     st = _state
     if st is None or st.torch_patched:
+        return
+    if not st.arm():
         return
     st.torch_patched = True
     try:

@@ -1,6 +1,7 @@
 """The explicit API for loops perftop cannot see: ``perftop.step()`` and ``perftop.phase()``.
 
-Both are no-ops when the job runs without perftop, so code can keep the calls.
+Both are no-ops when the job runs without perftop (or with a PERFTOP_SOCKET no monitor
+answers on), so code can keep the calls.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ def step() -> None:
     from perftop import hook
 
     st = hook.state()
-    if st is not None:
+    if st is not None and (st.armed or (st.armed is None and st.arm())):
         try:
             st.tracker.explicit(_perf())
         except Exception:
@@ -42,7 +43,7 @@ class phase:
         from perftop import hook
 
         st = hook.state()
-        if st is not None:
+        if st is not None and (st.armed or (st.armed is None and st.arm())):
             try:
                 st.tracker.phase(self.name, self.t0, _perf())
             except Exception:

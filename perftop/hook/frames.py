@@ -3,7 +3,8 @@
 Each code object is one of three kinds, by its file:
 
 - *internal*: torch's or perftop's package, the standard library, ``<frozen ...>`` and
-  ``<string>`` modules: never a site;
+  ``<string>`` modules, and code torch.compile generated (``/tmp/torchinductor_*``, or
+  ``$TORCHINDUCTOR_CACHE_DIR``): never a site;
 - *library*: code installed in site-packages (or dist-packages), which may sit inside the
   standard library's folder: transformers, lightning, accelerate...; the user cannot
   change it, so a sync there is reported at the innermost user frame that led to it, with
@@ -24,6 +25,7 @@ import linecache
 import os
 import sys
 import sysconfig
+import tempfile
 from types import CodeType, FrameType
 
 INTERNAL, LIBRARY, USER = 0, 1, 2
@@ -32,6 +34,7 @@ _packages: tuple[str, ...] = ()  # torch and perftop: always internal ...
 _demo: tuple[str, ...] = ()  # ... but perftop's bundled demo is the user's
 _site: tuple[str, ...] = ()  # site-packages: libraries (it may lie inside the stdlib)
 _stdlib: tuple[str, ...] = ()
+_generated: tuple[str, ...] = ()  # torch.compile's generated code: never the user's
 _SITE_DIRS = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
 # torch files that only forward a call to ``__torch_function__`` (not callers of their own)
 _PLUMBING = ("overrides.py", "functional.py", "_jit_internal.py", "_tensor.py")
@@ -52,7 +55,7 @@ def _dir_of(module: str) -> str | None:
 
 def configure() -> None:
     """Compute the path prefixes (after torch is imported)."""
-    global _packages, _demo, _site, _stdlib, _plumbing_files
+    global _packages, _demo, _site, _stdlib, _plumbing_files, _generated
     perftop_dir, torch_dir = _dir_of("perftop"), _dir_of("torch")
     paths = sysconfig.get_paths()
 
@@ -64,6 +67,9 @@ def configure() -> None:
     _site = norm(("purelib", "platlib"))
     _stdlib = norm(("stdlib", "platstdlib"))
     _plumbing_files = frozenset(torch_dir + f for f in _PLUMBING) if torch_dir else frozenset()
+    cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    tmp = os.path.join(os.path.abspath(tempfile.gettempdir()), "torchinductor_")
+    _generated = (tmp, os.path.abspath(cache) + os.sep) if cache else (tmp,)
     _kinds.clear()
 
 
@@ -80,7 +86,7 @@ def kind_of_path(fn: str) -> int:
         return USER if _demo and path.startswith(_demo) else INTERNAL
     if _is_library(path):
         return LIBRARY
-    return INTERNAL if path.startswith(_stdlib) else USER
+    return INTERNAL if path.startswith(_stdlib) or path.startswith(_generated) else USER
 
 
 def package_of(fn: str) -> str | None:

@@ -8,6 +8,12 @@ thread wakes every ``interval`` seconds, encodes what is there into one frame an
 to the monitor's Unix socket. If the monitor is slow, gone or was never there, events are
 dropped and counted; the training never waits. After a fork the child starts empty and
 silent, so DataLoader workers never send their parent's events twice.
+
+:meth:`Sender.probe` asks, without waiting, whether a monitor listens on the socket: the
+hook arms only when one answers. :meth:`Sender.close` runs at exit and in DataLoader
+workers' finalizers under one wall-clock deadline (``EXIT_S``): it never waits for a lock
+the sender thread holds through a slow ``sendall``, and every socket call it makes is
+bounded by what is left of the deadline.
 """
 
 from __future__ import annotations
@@ -27,7 +33,10 @@ from perftop.wire import MAGIC, STEP_RECORD, STEP_SOURCES, encode_frame, encode_
 CAPACITY = 65536
 INTERVAL_S = 0.1
 SEND_TIMEOUT_S = 2.0
+EXIT_S = 0.1  # the most a process's exit (or a DataLoader worker's) waits for perftop
+PR_SET_PTRACER = 0x59616D61  # Yama (linux/prctl.h)
 MAX_BATCH = 4096
+EXIT_BATCH = 512  # smaller batches under a deadline: the last one overshoots it less
 _SOURCE_CODE = {name: i for i, name in enumerate(STEP_SOURCES)}
 
 
@@ -60,6 +69,7 @@ class Sender:
         self.dropped = 0
         self._dropped_sent = 0
         self._sock: socket.socket | None = None
+        self._greeted = False  # the probe's connection says hello with its first batch
         self._next_connect = 0.0
         self._backoff = 0.5
         self._thread: threading.Thread | None = None
@@ -99,20 +109,31 @@ class Sender:
             self.drain()
 
     def drain(self, deadline: float | None = None) -> None:
-        """Send what is buffered; on any failure the batch is dropped and counted."""
-        with self._lock:
-            try:
-                while self.steps or self.buf or self.dropped != self._dropped_sent:
-                    if not self._send_batch():
-                        break
-                    if deadline is not None and time.monotonic() > deadline:
-                        break
-            except Exception:
-                self.errors += 1
+        """Send what is buffered; on any failure the batch is dropped and counted. With a
+        ``deadline`` (monotonic), nothing here waits past it, the lock included."""
+        if deadline is None:
+            self._lock.acquire()
+        elif not self._lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            return  # the sender thread is stuck in a send: what it holds is lost
+        try:
+            while self.steps or self.buf or self.dropped != self._dropped_sent:
+                if deadline is None and self.closed:
+                    break  # the exit's own flush takes over: no GIL taken from the exit
+                if not self._send_batch(deadline):
+                    break
+                if deadline is not None and time.monotonic() > deadline:
+                    break
+        except Exception:
+            self.errors += 1
+        finally:
+            self._lock.release()
 
-    def _send_batch(self) -> bool:
-        data, n = self._encode_batch()
-        sock = self._connect()
+    def _send_batch(self, deadline: float | None = None) -> bool:
+        timeout = _left(deadline)
+        if timeout <= 0:
+            return False
+        data, n = self._encode_batch(MAX_BATCH if deadline is None else EXIT_BATCH)
+        sock = self._connect(timeout)
         if sock is None:
             self.dropped += n
             return False
@@ -120,6 +141,10 @@ class Sender:
             self._dropped_sent = self.dropped
             data.append(encode_frame([Dropped(time.time(), self.pid, self.dropped)]))
         try:
+            timeout = _left(deadline)
+            if timeout <= 0:
+                raise TimeoutError
+            sock.settimeout(timeout)
             sock.sendall(b"".join(data))
         except OSError:
             self._disconnect()
@@ -127,16 +152,19 @@ class Sender:
             return False
         return True
 
-    def _encode_batch(self) -> tuple[list[bytes], int]:
-        """Up to MAX_BATCH buffered items as frames, in order: runs of plain steps packed
+    def _encode_batch(self, limit: int = MAX_BATCH) -> tuple[list[bytes], int]:
+        """Up to ``limit`` buffered items as frames, in order: runs of plain steps packed
         as binary records, everything else as JSON. Steps come first."""
         frames: list[bytes] = []
         pid, off, pack = self.pid, self.epoch_offset, STEP_RECORD.pack
         packed: list[bytes] = []
         other: list[Any] = []
         n = 0
+        closing = limit == MAX_BATCH  # the thread's batch, not the exit's own
         for queue in (self.steps, self.buf):
-            while queue and n < MAX_BATCH:
+            while queue and n < limit:
+                if closing and self.closed:
+                    break  # the exit took over: the thread must not hold the GIL from it
                 item = queue.popleft()
                 n += 1
                 if type(item) is not tuple:
@@ -176,24 +204,53 @@ class Sender:
             frames.append(encode_frame(other))
         return frames, n
 
-    def _connect(self) -> socket.socket | None:
-        if self._sock is not None:
-            return self._sock
-        now = time.monotonic()
-        if now < self._next_connect:
-            return None
+    def probe(self) -> bool:
+        """Whether a monitor listens on the socket, asked without waiting (a non-blocking
+        connect: a missing or dead socket fails at once). The connection is kept; it says
+        hello with the first batch. Lets the monitor read this process's stacks."""
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            s.settimeout(SEND_TIMEOUT_S)
+            s.setblocking(False)
             s.connect(self.path)
-            s.sendall(MAGIC + encode_frame([self._hello()]))
+        except BlockingIOError:  # a monitor whose backlog is full: there, but busy
+            s.close()
+            return True
         except OSError:
             s.close()
-            self._next_connect = now + self._backoff
-            self._backoff = min(self._backoff * 2, 5.0)
-            return None
-        self._sock = s
-        self._backoff = 0.5
+            return False
+        if self._sock is None:
+            self._sock, self._greeted = s, False
+            allow_ptrace(s)
+        else:
+            s.close()
+        return True
+
+    def _connect(self, timeout: float = SEND_TIMEOUT_S) -> socket.socket | None:
+        s = self._sock
+        now = time.monotonic()
+        if s is None:
+            if now < self._next_connect:
+                return None
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                s.settimeout(timeout)
+                s.connect(self.path)
+            except OSError:
+                s.close()
+                self._next_connect = now + self._backoff
+                self._backoff = min(self._backoff * 2, 5.0)
+                return None
+            self._sock, self._greeted = s, False
+            allow_ptrace(s)
+        if not self._greeted:
+            try:
+                s.settimeout(timeout)
+                s.sendall(MAGIC + encode_frame([self._hello()]))
+            except OSError:
+                self._disconnect()
+                return None
+            self._greeted = True
+            self._backoff = 0.5
         return s
 
     def _disconnect(self) -> None:
@@ -209,15 +266,49 @@ class Sender:
     def note(self, level: str, text: str) -> None:
         self.put(Note(time.time(), level, f"hook:{self.pid}", text))
 
-    def close(self, timeout: float = 1.0) -> None:
-        """Final flush at interpreter exit, bounded by ``timeout``."""
+    def close(self, timeout: float = EXIT_S) -> None:
+        """Final flush at interpreter exit (or a worker's), all of it within ``timeout``
+        seconds of wall clock: lock, connect, hello and send included."""
         if self.closed or self.pid != os.getpid():
             return
         self.closed = True
         self._wake.set()
         if self.started:
             self.drain(deadline=time.monotonic() + timeout)
-        self._disconnect()
+        if self._lock.acquire(blocking=False):  # else the sender thread still uses it
+            try:
+                self._disconnect()
+            finally:
+                self._lock.release()
+        self.steps.clear()  # what did not make it is dropped: nothing left to free at exit
+        self.buf.clear()
+
+
+def _left(deadline: float | None) -> float:
+    """Seconds a socket call may take: SEND_TIMEOUT_S, or less to meet ``deadline``."""
+    if deadline is None:
+        return SEND_TIMEOUT_S
+    return min(SEND_TIMEOUT_S, deadline - time.monotonic())
+
+
+def allow_ptrace(sock: socket.socket) -> None:
+    """Let the monitor at the other end of ``sock`` (and py-spy, its child) read this
+    process's stacks under Yama's ``ptrace_scope=1``: ``prctl(PR_SET_PTRACER, pid)``.
+    Linux only; where it cannot work (no Yama, scope 2 or 3, a container without
+    SYS_PTRACE) it does nothing."""
+    if not sys.platform.startswith("linux") or os.environ.get("PERFTOP_NO_PTRACER"):
+        return
+    try:
+        import ctypes
+        import struct
+
+        cred = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+        monitor = struct.unpack("3i", cred)[0]
+        if monitor > 0 and monitor != os.getpid():
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PTRACER, ctypes.c_ulong(monitor), 0, 0, 0)
+    except Exception:
+        pass
 
 
 def debug(msg: str) -> None:

@@ -37,7 +37,20 @@ class HookState:
         self.undo: list[Callable[[], None]] = []
         self.errors: dict[str, int] = {}
         self.torch_patched = False
+        self.armed: bool | None = None  # None: not asked yet; then whether a monitor answered
         os.register_at_fork(after_in_child=self.tracker.reset)
+
+    def arm(self) -> bool:
+        """Whether a monitor answers on the socket, asked once (a non-blocking connect).
+        Until one has, the hook costs nothing: a leaked PERFTOP_SOCKET arms nothing."""
+        if self.armed is None:
+            try:
+                self.armed = self.sender.probe()
+            except Exception:
+                self.armed = False
+            if not self.armed:
+                debug(f"no monitor answers on {self.sender.path}: the hook stays off")
+        return self.armed
 
     def hello(self) -> Hello:
         torch = sys.modules.get("torch")

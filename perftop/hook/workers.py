@@ -94,10 +94,10 @@ class WorkerMeter:
         )
 
     def close(self) -> None:
-        """The worker is exiting: last totals, then a bounded flush."""
+        """The worker is exiting: last totals, then a flush bounded by 100 ms."""
         try:
             self.send(True)
-            self.state.sender.close(timeout=0.5)
+            self.state.sender.close()  # one 100 ms deadline, as at any exit
         except Exception:
             pass
 

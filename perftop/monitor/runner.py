@@ -22,6 +22,7 @@ from perftop.events import JobExit, JobStart
 from perftop.hook import ENV_SOCKET
 from perftop.model import Snapshot
 from perftop.monitor.header import session_start
+from perftop.monitor.hookless import HooklessWatch
 from perftop.monitor.hub import Hub
 from perftop.monitor.lifecycle import Background
 from perftop.monitor.output import OutputTail, relay_to
@@ -109,6 +110,7 @@ class Job(Background):
         self.exit_code: int | None = None
         self.started_t = time.time()
         self.detached = False  # forked into the background: the job is no longer our child
+        self.hookless: HooklessWatch | None = None
         self._exit_lock = threading.Lock()
 
     @property
@@ -150,6 +152,8 @@ class Job(Background):
             raise LaunchError(f"cannot start {self.cfg.command[0]}: {exc.strerror}") from None
         self.hub.submit(JobStart(time.time(), self.proc.pid, self.cfg.command))
         self.hub.snapshot_subscribers.append(StallWatch(self.proc.pid, self.hub.submit))
+        self.hookless = HooklessWatch(self.proc.pid, self.hub.submit, self.server.peer_pids)
+        self.hub.snapshot_subscribers.append(self.hookless)
         if self.output is not None:
             self.output.start()
         for make in self._source_factories:
@@ -255,6 +259,8 @@ class Job(Background):
         deadline = time.monotonic() + DRAIN_S
         while self.server.open_connections and time.monotonic() < deadline:
             time.sleep(0.02)
+        if self.hookless is not None:
+            self.hookless.finish()
         self.close()
 
     def close(self) -> None:

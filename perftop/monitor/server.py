@@ -34,16 +34,16 @@ INFO_MAGIC = b"PTINFO\x00\x00"
 SUFFIX = ".sock"
 
 
-def peer_uid(conn: socket.socket) -> int | None:
-    """The connecting process's user id (Linux SO_PEERCRED); None where unsupported."""
+def peer_cred(conn: socket.socket) -> tuple[int, int] | None:
+    """The connecting process's (pid, user id) (Linux SO_PEERCRED); None where unsupported."""
     opt = getattr(socket, "SO_PEERCRED", None)
     if opt is None:
         return None
     try:
-        _pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, opt, 12))
+        pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, opt, 12))
     except OSError:
         return None
-    return uid
+    return pid, uid
 
 
 def socket_dir() -> Path:
@@ -77,6 +77,9 @@ class Server:
         self.refused_peers = 0
         self.connections = 0
         self.viewers = 0
+        # pids that connected (a hook connects once a torch import arms it, before any
+        # hello): how the monitor tells a process whose hook never started (see hookless)
+        self.peer_pids: set[int] = set()
         self._sel = selectors.DefaultSelector()
         self._readers: dict[socket.socket, EventReader] = {}
         self._greeting: dict[socket.socket, bytes] = {}
@@ -116,11 +119,13 @@ class Server:
             conn, _ = self._lsock.accept()
         except OSError:
             return
-        uid = peer_uid(conn)
-        if uid is not None and uid != os.getuid():
+        cred = peer_cred(conn)
+        if cred is not None and cred[1] != os.getuid():
             self.refused_peers += 1  # another user: the 0700 directory should have stopped it
             conn.close()
             return
+        if cred is not None:
+            self.peer_pids.add(cred[0])
         conn.setblocking(False)
         self._greeting[conn] = b""
         self._sel.register(conn, selectors.EVENT_READ)

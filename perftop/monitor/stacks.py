@@ -109,11 +109,17 @@ def permission_advice(pid: int) -> str:
             "securityContext.capabilities.add: [SYS_PTRACE] (Kubernetes)"
         )
     scope = _ptrace_scope()
-    if scope is not None and scope >= 1:
+    if scope == 1:  # the hook lets its monitor in (PR_SET_PTRACER); this one has none
         return (
-            f"kernel.yama.ptrace_scope is {scope}, which lets a process read only its own "
-            "children: run perftop with sudo, or allow it with "
+            "kernel.yama.ptrace_scope is 1, which lets a process read only its own "
+            "children; processes with perftop's hook allow their monitor themselves, this "
+            "one has no hook: run perftop with sudo, or allow it with "
             "'sudo sysctl kernel.yama.ptrace_scope=0'"
+        )
+    if scope is not None and scope >= 2:
+        return (
+            f"kernel.yama.ptrace_scope is {scope}, which lets only root (2) or no one (3) "
+            "read another process's stacks: run perftop with sudo where it is 2"
         )
     return f"the kernel refused access to pid {pid} (ptrace); try running perftop with sudo"
 

@@ -1,0 +1,187 @@
+"""No silent absence: a Python process of the job that never got perftop's hook, and why.
+
+The hook connects to the monitor as soon as its process imports torch (see
+``perftop.hook._on_torch``), so a process that has torch loaded and never connected has no
+hook. The reason is read from outside, in this order:
+
+- its Python is older than 3.10 (the hook's minimum: the bootstrap stays out);
+- it was started with ``-I``, ``-E`` or ``-S`` (PYTHONPATH ignored, or no site import:
+  the bootstrap never runs);
+- otherwise its bootstrap failed (``PERFTOP_DEBUG=1`` prints why in the job's stderr).
+
+The first two are said as soon as the process is seen; the last once torch has been loaded
+for ``grace_s`` without a connection, or when the process exits. Never said about
+torch.compile's compile workers (no hook by design) or a fork of a hooked process (its
+hook stays silent until it has something to send). A snapshot subscriber of the hub; the
+/proc reads run on a thread of their own, so the hub never waits.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Collection
+from typing import Any
+
+from perftop.events import Note
+from perftop.model import Snapshot
+from perftop.monitor.inject import python_version
+
+MIN_PYTHON = (3, 10)
+GRACE_S = 10.0  # torch loaded this long without a connection: the hook is not coming
+CHECK_EVERY_S = 1.0
+_PYTHON = re.compile(r"python[\d.]*$")
+_FLAGS = {"I": "-I (isolated mode)", "E": "-E (PYTHON* variables ignored)", "S": "-S (no site)"}
+_TORCH = ("libtorch_python", "/torch/_C")
+
+
+def python_flags(argv: list[str]) -> list[str]:
+    """The interpreter options in ``argv`` (the interpreter first) that keep the hook out."""
+    found: list[str] = []
+    args = iter(argv[1:])
+    for a in args:
+        if a in ("-c", "-m") or not a.startswith("-") or a == "-":
+            break
+        if a in ("-W", "-X"):  # their value is the next argument
+            next(args, None)
+            continue
+        if a.startswith("--"):
+            continue
+        for ch in a[1:]:
+            if ch in _FLAGS and _FLAGS[ch] not in found:
+                found.append(_FLAGS[ch])
+            if ch in "cmXW":  # the rest of this argument is that option's value
+                break
+    return found
+
+
+def has_torch(pid: int) -> bool | None:
+    """Whether ``pid`` has torch's C library loaded; None where that cannot be read."""
+    try:
+        with open(f"/proc/{pid}/maps", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    return any(t.encode() in data for t in _TORCH)
+
+
+class HooklessWatch:
+    """``HooklessWatch(root_pid, hub.submit, server.peer_pids)``, appended to
+    ``hub.snapshot_subscribers``."""
+
+    background_ok = True
+
+    def __init__(
+        self,
+        root_pid: int,
+        submit: Callable[..., None],
+        connected: Collection[int],
+        grace_s: float = GRACE_S,
+    ) -> None:
+        self.root = root_pid
+        self.submit = submit
+        self.connected = connected
+        self.grace_s = grace_s
+        self.said: set[int] = set()
+        self.torch_since: dict[int, tuple[float, str]] = {}  # pid -> (first seen, cmdline)
+        self._next = 0.0
+        self._busy = threading.Lock()
+
+    def __call__(self, snap: Snapshot) -> None:
+        now = time.monotonic()
+        if now < self._next or not self._busy.acquire(blocking=False):
+            return
+        self._next = now + CHECK_EVERY_S
+        rows = [(p.pid, p.ppid, p.cmdline, p.name, p.alive) for p in snap.processes]
+        hello = {t.pid for t in snap.trainers} | {r.pid for r in snap.roles if r.role != "other"}
+        threading.Thread(
+            target=self._check, args=(rows, hello), name="perftop-hookless", daemon=True
+        ).start()
+
+    def _check(self, rows: list[tuple[Any, ...]], hello: set[int]) -> None:
+        try:
+            self._scan(rows, hello)
+        except Exception:  # a /proc race must never stop the monitor
+            pass
+        finally:
+            self._busy.release()
+
+    def _scan(self, rows: list[tuple[Any, ...]], hello: set[int]) -> None:
+        hooked = hello | set(self.connected)
+        by_pid = {r[0]: r for r in rows}
+        now = time.monotonic()
+        for pid, _ppid, cmdline, name, alive in rows:
+            if pid in self.said or pid in hooked:
+                continue
+            argv = cmdline.split()
+            exe = os.path.basename(argv[0]) if argv else name
+            if not (_PYTHON.match(exe) or _PYTHON.match(name or "")):
+                continue
+            if _exempt(pid, by_pid, hooked):
+                continue
+            label = f"pid {pid} ({_short(cmdline)})"
+            version = python_version(pid) if alive else None
+            if version is not None and version < MIN_PYTHON:
+                self._say(pid, f"{label} runs Python {version[0]}.{version[1]}: perftop's "
+                          "hook needs Python 3.10 or newer, so it has no hook (no steps "
+                          "from it)")  # fmt: skip
+                continue
+            flags = python_flags(argv)
+            if flags:
+                self._say(pid, f"{label} was started with {', '.join(flags)}: Python never "
+                          "ran perftop's bootstrap, so it has no hook (no steps from it)")  # fmt: skip
+                continue
+            if alive and pid not in self.torch_since and has_torch(pid):
+                self.torch_since[pid] = (now, label)
+        for pid, (since, label) in list(self.torch_since.items()):
+            if pid in hooked:
+                del self.torch_since[pid]
+                continue
+            row = by_pid.get(pid)
+            if now - since >= self.grace_s or row is None or not row[4]:
+                del self.torch_since[pid]
+                self._say(pid, _failed(label))
+
+    def finish(self) -> None:
+        """The job has ended: every process seen with torch and never connected is said
+        now (the last ones may have exited after the last check)."""
+        if not self._busy.acquire(timeout=1.0):
+            return
+        try:
+            hooked = set(self.connected)
+            for pid, (_since, label) in list(self.torch_since.items()):
+                if pid not in hooked:
+                    self._say(pid, _failed(label))
+            self.torch_since.clear()
+        finally:
+            self._busy.release()
+
+    def _say(self, pid: int, text: str) -> None:
+        self.said.add(pid)
+        self.submit(Note(time.time(), "warning", "hook", text))
+
+
+def _exempt(pid: int, by_pid: dict[int, tuple[Any, ...]], hooked: set[int]) -> bool:
+    """torch.compile's compile workers (and their pools), and forks of a hooked process."""
+    row, seen = by_pid.get(pid), 0
+    while row is not None and seen < 64:
+        if "compile_worker" in row[2]:
+            return True
+        parent = by_pid.get(row[1]) if row[1] is not None else None
+        if parent is not None and parent[2] == by_pid[pid][2] and parent[0] in hooked:
+            return True
+        row, seen = parent, seen + 1
+    return False
+
+
+def _failed(label: str) -> str:
+    return (
+        f"{label} imported torch but its hook never said hello: its perftop bootstrap "
+        "failed (run with PERFTOP_DEBUG=1 to see why), so it has no steps"
+    )
+
+
+def _short(cmdline: str, n: int = 60) -> str:
+    return cmdline if len(cmdline) <= n else cmdline[: n - 1] + "…"
