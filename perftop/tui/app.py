@@ -204,6 +204,9 @@ class PerftopApp(App[str | None]):
 
     def action_focus_panel(self, index: int) -> None:
         panel = self.panels[index]
+        if not panel.display:
+            self.notify(f"no {panel.TITLE} panel in this session", timeout=3)
+            return
         target = next(iter(panel.query("DiffTable, RichLog")), panel)
         target = target if target.display else panel
         target.focus()

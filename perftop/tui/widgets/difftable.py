@@ -41,8 +41,13 @@ class DiffTable(DataTable):
         self._default_sort = (sort, reverse)
 
     def on_mount(self) -> None:
+        self._add_columns()
+
+    def _add_columns(self) -> None:
+        """Each column is as wide as its label and a sort arrow from the start: a column
+        whose figures are narrower than that would otherwise cut its arrow off."""
         for key, label in self._columns:
-            self.add_column(label, key=key)
+            self.add_column(label + " ", key=key)
         self._mark_sort()
 
     def set_columns(self, columns: Sequence[tuple[str, str]]) -> None:
@@ -54,9 +59,7 @@ class DiffTable(DataTable):
         if self.sort_column not in [k for k, _ in self._columns]:
             self.sort_column, self.sort_reverse = self._default_sort
         self.clear(columns=True)
-        for key, label in self._columns:
-            self.add_column(label, key=key)
-        self._mark_sort()
+        self._add_columns()
 
     def set_rows(self, rows: dict[str, Sequence[Cell]]) -> None:
         """Make the table show exactly ``rows`` (row key -> cells in column order)."""
