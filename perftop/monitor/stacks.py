@@ -115,6 +115,8 @@ def permission_advice(pid: int) -> str:
             "children: run perftop with sudo, or allow it with "
             "'sudo sysctl kernel.yama.ptrace_scope=0'"
         )
+    if me == 0:  # sudo would change nothing
+        return f"the kernel refused access to pid {pid} (ptrace), even to root"
     return f"the kernel refused access to pid {pid} (ptrace); try running perftop with sudo"
 
 
