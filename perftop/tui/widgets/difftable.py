@@ -44,10 +44,8 @@ class DiffTable(DataTable):
         self._add_columns()
 
     def _add_columns(self) -> None:
-        """Each column is as wide as its label and a sort arrow from the start: a column
-        whose figures are narrower than that would otherwise cut its arrow off."""
         for key, label in self._columns:
-            self.add_column(label + " ", key=key)
+            self.add_column(label, key=key)
         self._mark_sort()
 
     def set_columns(self, columns: Sequence[tuple[str, str]]) -> None:
@@ -107,6 +105,14 @@ class DiffTable(DataTable):
                 continue
             arrow = ("▼" if self.sort_reverse else "▲") if key == self.sort_column else ""
             col.label = Text(label + arrow, style="bold" if arrow else "")
+            if arrow and col.content_width < col.label.cell_len:
+                # A column whose figures are narrower than its label and arrow (CPU%,
+                # read/s) grows to show the arrow: the table measures a label only when
+                # a cell of its column changes, so one is rewritten as it is.
+                col.content_width = col.label.cell_len
+                if self.row_count:
+                    row = next(iter(self.rows))
+                    self.update_cell(row, key, self.get_cell(row, key), update_width=True)
         self.refresh()
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
