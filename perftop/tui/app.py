@@ -143,9 +143,9 @@ class PerftopApp(App[str | None]):
                 severity="warning",
                 timeout=8,
             )
-        if isinstance(self.screen, StacksScreen):
-            self.screen.show(snap)
-        for w in (self.query_one(HeaderBar), *self.panels):
+        screen = self.screen
+        shown = [screen] if isinstance(screen, StacksScreen) else []
+        for w in (*shown, self.query_one(HeaderBar), *self.panels):
             try:
                 w.show(snap)
             except Exception as exc:  # never let a traceback reach the screen

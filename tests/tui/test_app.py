@@ -273,3 +273,17 @@ def test_help_and_readme_list_the_panel_keys_there_are() -> None:
     assert help_line.count(",") + 1 == len(digits)  # one panel named per key
     readme = (Path(__file__).parents[2] / "README.md").read_text()
     assert f"`{digits[0]}`…`{digits[-1]}`" in readme
+
+
+@aio
+async def test_a_snapshot_that_beats_the_stacks_screen_compose_is_no_crash() -> None:
+    from perftop.tui.screens import StacksScreen
+
+    app = PerftopApp()
+    async with app.run_test(size=SIZE) as pilot:
+        app.push_screen(StacksScreen(None))
+        app.show(snapshot())  # before the screen composed its panel
+        await settle(pilot)
+        assert isinstance(app.screen, StacksScreen) and not app._errors
+        app.show(snapshot())
+        assert app.screen.snap is not None
