@@ -144,8 +144,10 @@ class PerftopApp(App[str | None]):
                 timeout=8,
             )
         screen = self.screen
-        shown = [screen] if isinstance(screen, StacksScreen) else []
-        for w in (*shown, self.query_one(HeaderBar), *self.panels):
+        targets: list[StacksScreen | HeaderBar | Panel] = [self.query_one(HeaderBar), *self.panels]
+        if isinstance(screen, StacksScreen):
+            targets.insert(0, screen)
+        for w in targets:
             try:
                 w.show(snap)
             except Exception as exc:  # never let a traceback reach the screen
