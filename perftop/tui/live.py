@@ -49,6 +49,16 @@ class LiveController:
                 self.job.finish()
                 self.finished = True
 
+    def claim(self) -> bool:
+        """Take the session away from :meth:`finish` to leave it running in the background
+        (the watch thread must not close what the background monitor goes on serving);
+        False when it has been finished already."""
+        with self._finish_lock:
+            if self.finished:
+                return False
+            self.finished = True
+            return True
+
 
 def run_live(
     cfg: RunConfig,
@@ -103,7 +113,7 @@ def _conclude(ctl: LiveController, choice: str | None) -> int:
     """After the app: leave a running job to the background monitor, or wait for it and
     close the recording. Also run by the terminal watch when the app never returns."""
     job = ctl.job
-    if choice == "leave" and job.poll() is None:
+    if choice == "leave" and job.poll() is None and ctl.claim():
         return _leave(job)
     code = job.reap()
     ctl.finish()
@@ -125,8 +135,7 @@ def _watch(ctl: LiveController, app: PerftopApp) -> None:
     """When the job ends: record its exit, end the session (the recording closes, its
     last snapshot reaches the app) and tell the app, which stays open to read it."""
     code = ctl.job.reap()
-    if not ctl.job.detached:  # left running: the background monitor owns the session
-        ctl.finish()
+    ctl.finish()  # a no-op once the session was left to the background monitor
     app.post_message(JobEnded(code))
 
 
