@@ -13,6 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from perftop.events import Note
@@ -244,6 +245,8 @@ def test_permission_advice_names_the_cause(monkeypatch):
         monkeypatch.setattr(stacks, "_has_cap_ptrace", lambda: True)
         monkeypatch.setattr(stacks, "_ptrace_scope", lambda: 1)
         assert "ptrace_scope is 1" in stacks.permission_advice(pid)
+        monkeypatch.setattr(stacks, "_ptrace_scope", lambda: 0)
+        assert "sudo" not in stacks.permission_advice(pid)  # root already
     finally:
         if victim is not None:
             victim.kill()
@@ -262,3 +265,29 @@ def test_attaching_to_a_worker_observes_its_training(tmp_path, plain_training):
     assert job_top(worker) == plain_training.pid
     assert job_top(plain_training.pid) == plain_training.pid
     assert job_top(os.getpid()) == os.getpid()  # not a worker of its parent
+
+
+def test_attach_to_a_shell_or_to_perftop_itself_is_one_line(capsys) -> None:
+    """A shell's tree holds the training (and may hold this perftop, which it would end
+    up sampling): named in one line instead of observed; so is perftop's own pid."""
+    from perftop.cli import main
+
+    env = {k: v for k, v in os.environ.items() if k != "PERFTOP_SOCKET"}
+    loader = f"{sys.executable} {WORKLOADS / 'plain_loader.py'} 60"
+    shell = subprocess.Popen(["bash", "-c", f"{loader}; :"], stdout=subprocess.PIPE, env=env)
+    try:
+        assert shell.stdout is not None and shell.stdout.readline().strip() == b"ready"
+        trainer = next(iter(psutil.Process(shell.pid).children()))
+        for target, said in (
+            (shell.pid, f"pid {shell.pid} (bash) is not a Python process"),
+            (shell.pid, f"its training is pid {trainer.pid}"),
+            (os.getpid(), "runs this perftop"),
+        ):
+            assert main(["attach", str(target), "--headless"]) == 4
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and said in err, err
+    finally:
+        for p in psutil.Process(shell.pid).children(recursive=True):
+            p.kill()
+        shell.kill()
+        shell.wait(10)

@@ -247,3 +247,12 @@ def test_report_slices(tmp_path: Path, recordings) -> None:
     r = perftop("report", "--from-step", "100000", rec, cwd=tmp_path)
     assert r.returncode == 2 and "fewer than" in r.stderr
     assert "seconds since the session start" in perftop("report", "--help", cwd=tmp_path).stdout
+
+
+def test_diff_of_one_recording_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from perftop.cli import main
+
+    for args in (["diff", "a.perftop"], ["diff"]):
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "perftop diff A B" in err and "usage" not in err, err

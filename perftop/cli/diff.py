@@ -8,6 +8,7 @@ import sys
 
 from perftop.cli.base import Command
 from perftop.cli.report import add_slice_options, load_session, slice_of
+from perftop.errors import UsageError
 from perftop.recording import ReadStats
 from perftop.report.build import build_report
 from perftop.report.diff import between_steps_s, compare, figures, render
@@ -18,12 +19,16 @@ class DiffCommand(Command):
     help = "compare two recordings: step time, phases, data wait, workers, syncs, hints"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("a", help="the recording before (A)")
-        parser.add_argument("b", help="the recording after (B)")
+        # Optional for argparse so that a missing one is our one-line error, not its usage.
+        parser.add_argument("a", nargs="?", help="the recording before (A)")
+        parser.add_argument("b", nargs="?", help="the recording after (B)")
         parser.add_argument("--json", action="store_true", help="machine-readable JSON")
         add_slice_options(parser)
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+        if args.b is None:
+            given = "one was given" if args.a is not None else "none was given"
+            raise UsageError(f"diff compares two recordings: perftop diff A B ({given})")
         sl = slice_of(args)
         side = []
         for path in (args.a, args.b):

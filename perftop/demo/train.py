@@ -9,13 +9,15 @@ Scenarios:
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import time
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, Sampler
 
 CLASSES = 10
 IGNORE = -1
@@ -48,6 +50,13 @@ def augment(img: torch.Tensor) -> torch.Tensor:
     for k in range(0, flat.numel(), 2):
         flat[k] = math.tanh(float(flat[k]) * 1.1)
     return out
+
+
+class Forever(Sampler[int]):
+    """Sample indices 0, 1, 2, ... without end: the demo runs until it is stopped."""
+
+    def __iter__(self) -> Iterator[int]:
+        return itertools.count()
 
 
 class TinySeg(nn.Module):
@@ -83,7 +92,7 @@ def plain_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--scenario", choices=("mixed", "input", "sync"), default="mixed")
-    p.add_argument("--steps", type=int, default=150)
+    p.add_argument("--steps", type=int, default=None, help="default: until stopped")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--workers", type=int, default=2)
     args = p.parse_args(argv)
@@ -91,19 +100,26 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     slow = args.scenario in ("mixed", "input")
     loss_fn = sync_heavy_loss if args.scenario in ("mixed", "sync") else plain_loss
-    data = Shapes(args.steps * args.batch_size, slow_transform=slow)
-    loader = DataLoader(data, batch_size=args.batch_size, num_workers=args.workers)
+    forever = args.steps is None
+    data = Shapes((args.steps or 1) * args.batch_size, slow_transform=slow)
+    sampler = Forever() if forever else None
+    loader = DataLoader(data, batch_size=args.batch_size, num_workers=args.workers, sampler=sampler)
     model = TinySeg()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     t0 = time.time()
-    for step, (x, y) in enumerate(loader):
-        loss = loss_fn(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        if step % 25 == 0:
-            print(f"step {step:4d}  loss {loss.item():.3f}", flush=True)  # .item(): a sync
-    print(f"done: {args.steps} steps in {time.time() - t0:.1f}s", flush=True)
+    step = -1
+    try:
+        for step, (x, y) in enumerate(loader):
+            loss = loss_fn(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if step % 25 == 0:
+                print(f"step {step:4d}  loss {loss.item():.3f}", flush=True)  # .item(): a sync
+    except KeyboardInterrupt:  # `s` in perftop's quit prompt: a clean end, not a failure
+        print(f"stopped: {step + 1} steps in {time.time() - t0:.1f}s", flush=True)
+        return 0
+    print(f"done: {step + 1} steps in {time.time() - t0:.1f}s", flush=True)
     return 0
 
 

@@ -3,6 +3,7 @@ ssh, in the TUI or headless, then print a summary."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -120,7 +121,49 @@ def _source(target: str, hub: Hub, interval_s: float, inject: bool) -> Any:
     top = job_top(pid)
     if top != pid:
         say(f"perftop: pid {pid} is a worker of pid {top}: observing {top}")
+    _check_observable(top)
     return Observer(top, hub, interval_s)
+
+
+def _check_observable(pid: int) -> None:
+    """Observer mode watches a Python training: refuse, in one line, perftop's own
+    processes (a shell's tree holds this perftop, which it would end up sampling) and a
+    process that is not Python (which would be watched forever with nothing to show)."""
+    import psutil
+
+    from perftop.monitor.inject import python_version
+    from perftop.monitor.registry import has_torch
+
+    try:
+        proc = psutil.Process(pid)
+        name = proc.name()
+        mine = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
+    except psutil.NoSuchProcess:
+        raise AttachError(f"no process with pid {pid}") from None
+    except psutil.Error:
+        return  # the Observer says what it cannot read
+    python = python_version(pid) is not None or name.lower().startswith("python")
+    if pid in mine and (python or pid == os.getpid()):
+        raise AttachError(
+            f"pid {pid} ({name}) runs this perftop: give the pid of a training (see perftop ls)"
+        )
+    if python:
+        return
+    try:
+        found = [
+            c.pid
+            for c in proc.children(recursive=True)
+            if c.pid not in mine and has_torch(c.pid) and not has_torch(c.ppid())
+        ]
+    except psutil.Error:
+        found = []
+    hint = f": its training is pid {found[0]}" if len(found) == 1 else ""
+    more = ", …" if len(found) > 3 else ""
+    if found and not hint:
+        hint = f": its trainings are pids {', '.join(map(str, found[:3]))}{more}"
+    raise AttachError(
+        f"pid {pid} ({name}) is not a Python process perftop can observe{hint} (see perftop ls)"
+    )
 
 
 def stack_summary(snap: Snapshot) -> list[str]:

@@ -33,12 +33,35 @@ class LiveController:
 
     def __init__(self, job: Job) -> None:
         self.job = job
+        self._finish_lock = threading.Lock()
+        self.finished = False
 
     def running(self) -> bool:
         return self.job.poll() is None
 
     def toggle_recording(self) -> str | None:
+        if self.finished:
+            raise RuntimeError("the job has ended: there is nothing more to record")
         return self.job.toggle_recording()
+
+    def finish(self) -> None:
+        """Drain the job's last events and close its recording, once: when the job exits
+        (so the recording's timeline ends with the job, not when the user quits) or when
+        the app returns, whichever comes first."""
+        with self._finish_lock:
+            if not self.finished:
+                self.job.finish()
+                self.finished = True
+
+    def claim(self) -> bool:
+        """Take the session away from :meth:`finish` to leave it running in the background
+        (the watch thread must not close what the background monitor goes on serving);
+        False when it has been finished already."""
+        with self._finish_lock:
+            if self.finished:
+                return False
+            self.finished = True
+            return True
 
 
 def run_live(
@@ -65,16 +88,16 @@ def run_live(
 
     # SIGHUP (the SSH session went away) and a hung-up terminal: see terminal_watch. Watched
     # from before the recording exists, so that no moment of the start-up can lose it.
-    tty = TerminalWatch(lambda: app.post_message(TerminalLost()), lambda: _conclude(job, "leave"))
+    tty = TerminalWatch(lambda: app.post_message(TerminalLost()), lambda: _conclude(ctl, "leave"))
     tty.start()
     try:
         job = Job(cfg, on_snapshot=post, sources=sources, sinks=sinks)
-        app.controller = LiveController(job)
+        app.controller = ctl = LiveController(job)
         job.start()  # a LaunchError propagates before the terminal is taken over
     except BaseException:
         tty.close()
         raise
-    threading.Thread(target=_watch, args=(job, app), name="perftop-watch", daemon=True).start()
+    threading.Thread(target=_watch, args=(ctl, app), name="perftop-watch", daemon=True).start()
     choice: str | None = "stop"
     try:
         with tui_signals(lambda: app.exit("stop")):
@@ -90,27 +113,31 @@ def run_live(
             choice = "leave"  # whatever the dying app said
         if choice != "leave" and job.poll() is None:
             job.stop()  # also when the app itself failed: never orphan a job silently
-    return tty.done(_conclude(job, choice))
+    return tty.done(_conclude(ctl, choice))
 
 
-def _conclude(job: Job, choice: str | None) -> int:
+def _conclude(ctl: LiveController, choice: str | None) -> int:
     """After the app: leave a running job to the background monitor, or wait for it and
     close the recording. Also run by the terminal watch when the app never returns."""
-    if choice == "leave" and job.poll() is None:
+    job = ctl.job
+    if choice == "leave" and job.poll() is None and ctl.claim():
         return _leave(job)
     code = job.reap()
-    job.finish()
+    ctl.finish()
     rec = job.recorder
     where = f"; recording: {rec.path}" if rec is not None else ""
     say(f"perftop: {command_line(job.cfg.command)} exited with code {code}{where}")
     return code
 
 
-def _watch(job: Job, app: PerftopApp) -> None:
-    """Tell the session and the app when the job ends; the app stays open to read it."""
+def _watch(ctl: LiveController, app: PerftopApp) -> None:
+    """When the job ends: record its exit, end the session (the recording closes, its
+    last snapshot reaches the app) and tell the app, which stays open to read it."""
     from perftop.tui.messages import JobEnded
 
-    app.post_message(JobEnded(job.reap()))
+    code = ctl.job.reap()
+    ctl.finish()  # a no-op once the session was left to the background monitor
+    app.post_message(JobEnded(code))
 
 
 def _leave(job: Job) -> int:

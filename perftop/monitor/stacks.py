@@ -116,11 +116,13 @@ def permission_advice(pid: int) -> str:
             "one has no hook: run perftop with sudo, or allow it with "
             "'sudo sysctl kernel.yama.ptrace_scope=0'"
         )
-    if scope is not None and scope >= 2:
+    if scope is not None and scope >= 2 and not (scope == 2 and me == 0):
         return (
             f"kernel.yama.ptrace_scope is {scope}, which lets only root (2) or no one (3) "
             "read another process's stacks: run perftop with sudo where it is 2"
         )
+    if me == 0:  # sudo would change nothing
+        return f"the kernel refused access to pid {pid} (ptrace), even to root"
     return f"the kernel refused access to pid {pid} (ptrace); try running perftop with sudo"
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
+from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Container
@@ -104,19 +105,24 @@ class PerftopApp(App[str | None]):
         self._apply_size(self.size.width, self.size.height)
         self.query_one(StepsPanel).focus()
         # Zoom changes (ours, or the screen's own escape binding) switch detail levels.
-        self.watch(self.screen, "maximized", lambda _: self.on_resize(), init=False)
+        self.watch(self.screen, "maximized", lambda _: self._apply_size(*self.size), init=False)
 
-    def on_resize(self) -> None:
-        self._apply_size(self.size.width, self.size.height)
+    def on_resize(self, event: events.Resize) -> None:
+        # The event's size, not ``self.size``: this handler runs before App's own, which is
+        # the one that records the new size (a layout for the old size lost three panels).
+        self._apply_size(event.size.width, event.size.height)
 
     def _apply_size(self, width: int, height: int) -> None:
-        body = self.query_one("#body")
+        """Set the layout classes a fresh start at this size gets; the main screen's, also
+        while a help or quit screen is on top of it."""
+        main = self.screen_stack[0] if self.screen_stack else self.screen
+        body = main.query_one("#body")
         narrow, short = width < NARROW_BELOW, height < SHORT_BELOW
         body.set_class(narrow, "-narrow")
         body.set_class(short, "-short")
         body.set_class(height >= TALL_FROM, "-tall")
-        zoomed = self.screen.maximized
-        for p in self.panels:
+        zoomed = main.maximized
+        for p in main.query(Panel):
             p.set_compact((narrow or short) and p is not zoomed)
 
     # -- data ----------------------------------------------------------------------------
@@ -137,9 +143,11 @@ class PerftopApp(App[str | None]):
                 severity="warning",
                 timeout=8,
             )
-        if isinstance(self.screen, StacksScreen):
-            self.screen.show(snap)
-        for w in (self.query_one(HeaderBar), *self.panels):
+        screen = self.screen
+        targets: list[StacksScreen | HeaderBar | Panel] = [self.query_one(HeaderBar), *self.panels]
+        if isinstance(screen, StacksScreen):
+            targets.insert(0, screen)
+        for w in targets:
             try:
                 w.show(snap)
             except Exception as exc:  # never let a traceback reach the screen
@@ -198,6 +206,9 @@ class PerftopApp(App[str | None]):
 
     def action_focus_panel(self, index: int) -> None:
         panel = self.panels[index]
+        if not panel.display:
+            self.notify(f"no {panel.TITLE} panel in this session", timeout=3)
+            return
         target = next(iter(panel.query("DiffTable, RichLog")), panel)
         target = target if target.display else panel
         target.focus()

@@ -59,6 +59,7 @@ async def test_snapshot_reaches_every_panel() -> None:
         assert app.query_one("#sync").table.row_count == 4
         assert len(app.query_one(OutputPanel).log_view.lines) == 30
         assert not app._errors
+        assert len(app.panels) == sum(1 for b in PerftopApp.BINDINGS if b.key.isdigit())
 
 
 @aio
@@ -120,6 +121,11 @@ async def test_sort_keys_and_header_click() -> None:
         assert table.sort_column == "cpu"
         cpus = [table.get_row_at(i)[2].plain for i in range(table.row_count)]
         assert cpus[0] == "98%"  # highest CPU first
+        for _ in range(len(table.columns)):  # every column shows its arrow on screen
+            await pilot.press("s")
+            await settle(pilot, 1)
+            label = str(table.columns[table.sort_column].label)  # type: ignore[index]
+            assert label[-1] in "▲▼" and label in table.render_line(0).text, label
 
 
 @aio
@@ -221,12 +227,16 @@ async def test_widget_error_becomes_notification() -> None:
 async def test_output_appends_only_new_lines() -> None:
     app = PerftopApp()
     async with app.run_test(size=SIZE) as pilot:
+        app.post_message(SnapshotMessage(snapshot(output_lines=1)))
+        await settle(pilot)
+        assert app.query_one(OutputPanel).border_subtitle == "1 line"
         app.post_message(SnapshotMessage(snapshot(output_lines=30)))
         await settle(pilot)
         app.post_message(SnapshotMessage(snapshot(output_lines=35)))
         await settle(pilot)
         log = app.query_one(OutputPanel).log_view
         assert len(log.lines) == 35
+        assert app.query_one(OutputPanel).border_subtitle == "35 lines"
 
 
 @aio
@@ -250,3 +260,30 @@ def test_not_available_sorts_last_in_both_directions() -> None:
     down = sorted(cells, key=lambda c: _sort_key(c, True), reverse=True)
     assert [c.value for c in up] == [1.0, 2.0, None]
     assert [c.value for c in down] == [2.0, 1.0, None]
+
+
+def test_help_and_readme_list_the_panel_keys_there_are() -> None:
+    from pathlib import Path
+
+    from perftop.tui.screens.help import KEYS
+
+    digits = sorted(b.key for b in PerftopApp.BINDINGS if b.key.isdigit())
+    listed = f"{digits[0]} … {digits[-1]}"
+    help_line = dict(KEYS)[listed]
+    assert help_line.count(",") + 1 == len(digits)  # one panel named per key
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    assert f"`{digits[0]}`…`{digits[-1]}`" in readme
+
+
+@aio
+async def test_a_snapshot_that_beats_the_stacks_screen_compose_is_no_crash() -> None:
+    from perftop.tui.screens import StacksScreen
+
+    app = PerftopApp()
+    async with app.run_test(size=SIZE) as pilot:
+        app.push_screen(StacksScreen(None))
+        app.show(snapshot())  # before the screen composed its panel
+        await settle(pilot)
+        assert isinstance(app.screen, StacksScreen) and not app._errors
+        app.show(snapshot())
+        assert app.screen.snap is not None

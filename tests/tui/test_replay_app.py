@@ -45,6 +45,10 @@ async def test_seek_pause_play_and_speed(recordings: dict[str, Path]) -> None:
             assert "PAUSED" in text_of(app.query_one(ReplayBar))
             await pilot.press("g")
             await until(pilot, lambda: isinstance(app.screen, SeekScreen))
+            prompt = app.screen.query("Label").first()
+            shown = " ".join(prompt.render_line(y).text for y in range(prompt.size.height))
+            assert "(90s, 1:30, 2h)" in shown  # the whole prompt, not cut short by its box
+            assert prompt.region.right <= prompt.parent.content_region.right
             await pilot.press("2", "0", "enter")
             await until(pilot, lambda: app.replay_state.step == 20)
             await until(pilot, lambda: "steps 20 " in steps_text(app))

@@ -125,10 +125,14 @@ def test_killing_the_terminal_after_the_job_ended(tmp_path: Path) -> None:
                 break
             assert time.monotonic() < deadline, screen
             time.sleep(0.3)
+        seen = time.time()
+        time.sleep(3)  # the app stays open to be read; the recording ended with the job
         _wait_gone(rec, _kill(name))
         assert not _ours(rec, "--append")  # nothing to hand over
         snap = _replay(rec)
         assert snap.meta.ended and snap.meta.exit_code == 0 and snap.steps.count == 30
+        last = max(t for e in read_events(rec) if (t := getattr(e, "t", None)) is not None)
+        assert last < seen, f"recorded {last - seen:.1f} s after the job's end was shown"
     finally:
         subprocess.run([TMUX, "kill-session", "-t", name], capture_output=True)
         _cleanup(rec, None)

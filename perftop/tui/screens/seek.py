@@ -16,9 +16,10 @@ class SeekScreen(ModalScreen[tuple[str, float] | None]):
     DEFAULT_CSS = """
     SeekScreen { align: center middle; }
     SeekScreen > Vertical {
-        width: 64; height: auto; border: round $accent; background: $surface; padding: 0 1;
+        width: 70; max-width: 96%; height: auto;
+        border: round $accent; background: $surface; padding: 0 1;
     }
-    SeekScreen Label { color: $text-muted; }
+    SeekScreen Label { color: $text-muted; width: 1fr; }
     """
     BINDINGS = [("escape", "cancel", "cancel")]
 

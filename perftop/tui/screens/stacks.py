@@ -30,4 +30,6 @@ class StacksScreen(ModalScreen[None]):
 
     def show(self, snap: Snapshot) -> None:
         self.snap = snap
-        self.query_one(StacksPanel).show(snap)
+        panels = self.query(StacksPanel)  # none yet when a snapshot beats the compose
+        if panels:
+            panels.first().show(snap)

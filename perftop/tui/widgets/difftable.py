@@ -41,6 +41,9 @@ class DiffTable(DataTable):
         self._default_sort = (sort, reverse)
 
     def on_mount(self) -> None:
+        self._add_columns()
+
+    def _add_columns(self) -> None:
         for key, label in self._columns:
             self.add_column(label, key=key)
         self._mark_sort()
@@ -54,9 +57,7 @@ class DiffTable(DataTable):
         if self.sort_column not in [k for k, _ in self._columns]:
             self.sort_column, self.sort_reverse = self._default_sort
         self.clear(columns=True)
-        for key, label in self._columns:
-            self.add_column(label, key=key)
-        self._mark_sort()
+        self._add_columns()
 
     def set_rows(self, rows: Mapping[str, Sequence[Cell]]) -> None:
         """Make the table show exactly ``rows`` (row key -> cells in column order)."""
@@ -104,6 +105,14 @@ class DiffTable(DataTable):
                 continue
             arrow = ("▼" if self.sort_reverse else "▲") if key == self.sort_column else ""
             col.label = Text(label + arrow, style="bold" if arrow else "")
+            if arrow and col.content_width < col.label.cell_len:
+                # A column whose figures are narrower than its label and arrow (CPU%,
+                # read/s) grows to show the arrow: the table measures a label only when
+                # a cell of its column changes, so one is rewritten as it is.
+                col.content_width = col.label.cell_len
+                if self.row_count:
+                    row = next(iter(self.rows))
+                    self.update_cell(row, key, self.get_cell(row, key), update_width=True)
         self.refresh()
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:

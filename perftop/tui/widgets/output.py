@@ -38,10 +38,15 @@ class OutputPanel(Panel):
         if new > len(snap.output):
             skipped = new - len(snap.output)
             self.log_view.write(
-                Text(f"… {skipped} lines not shown", style="dim"), scroll_end=follow
+                Text(f"… {skipped:,} {_lines(skipped)} not shown", style="dim"), scroll_end=follow
             )
         for line in lines:
             style = "red" if line.stream == "stderr" else ""
             self.log_view.write(Text(line.text, style=style), scroll_end=follow)
         self.shown = snap.output_total
-        self.border_subtitle = f"{snap.output_total:,} lines"
+        n = snap.output_total
+        self.border_subtitle = f"{n:,} {_lines(n)}"
+
+
+def _lines(n: int) -> str:
+    return "line" if n == 1 else "lines"
