@@ -27,13 +27,36 @@ NOT_DEVICES = frozenset({"cpu", "meta"})  # copies to these never stall the host
 # Calls whose other tensor operands may stay on the host in a GPU run (an index, a copy's
 # source, a conversion's template): they are not marked for sitting beside a device tensor.
 NO_SPREAD = frozenset(
-    {"__getitem__", "__setitem__", "index_put_", "index_put", "to", "copy_", "type_as",
-     "new_tensor", "tensor", "as_tensor"}  # fmt: skip
+    {
+        "__getitem__",
+        "__setitem__",
+        "index_put_",
+        "index_put",
+        "to",
+        "copy_",
+        "type_as",
+        "new_tensor",
+        "tensor",
+        "as_tensor",
+    }  # fmt: skip
 )
 # Calls whose result is on the host whatever their input: a read of device data.
 HOST_OUT = frozenset(
-    {"cpu", "numpy", "tolist", "item", "_local_scalar_dense", "__int__", "__float__",
-     "__bool__", "__index__", "__complex__", "__repr__", "__format__", "__len__"}  # fmt: skip
+    {
+        "cpu",
+        "numpy",
+        "tolist",
+        "item",
+        "_local_scalar_dense",
+        "__int__",
+        "__float__",
+        "__bool__",
+        "__index__",
+        "__complex__",
+        "__repr__",
+        "__format__",
+        "__len__",
+    }  # fmt: skip
 )
 MAX_MARKS = 200_000
 
