@@ -8,7 +8,7 @@ measured side by side in one run:
 
 - ``off``: ``PERFTOP_SYNC=off`` (the baseline);
 - ``aligned``: the default sampling (every rank watches the same steps);
-- ``staggered``: each rank given its own gap (``PERFTOP_SYNC_EVERY`` + 3 x rank), so
+- ``staggered``: each rank given its own gap (``PERFTOP_SYNC_EVERY`` + rank), so
   their samples fall on different steps: what schedules from each rank's own timings did.
 
 Whole-run times are noisy on a shared machine; the direct figure is rank 0's extra time
@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -37,7 +38,7 @@ LOOP = r"""
 import os, sys, time
 rank = int(os.environ["RANK"])
 if os.environ.get("BENCH_STAGGER"):  # a gap of each rank's own, as from its own timings
-    os.environ["PERFTOP_SYNC_EVERY"] = str(int(os.environ["PERFTOP_SYNC_EVERY"]) + 3 * rank)
+    os.environ["PERFTOP_SYNC_EVERY"] = str(int(os.environ["PERFTOP_SYNC_EVERY"]) + rank)
 import torch, torch.distributed as dist
 torch.set_num_threads(1)
 dist.init_process_group("gloo")
@@ -88,10 +89,16 @@ def run(config: str, steps: int, every: int, script: str) -> list[float]:
     env.pop("BENCH_STAGGER", None)
     if config == "staggered":
         env["BENCH_STAGGER"] = "1"
+    with socket.socket() as sock:  # a free port each run: no clash with one in TIME_WAIT
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-           "--master_port", "29533", script, str(steps)]  # fmt: skip
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-    if out.returncode != 0:
+           "--master_port", str(port), script, str(steps)]  # fmt: skip
+    for _ in range(3):  # gloo on a busy 2-core box sometimes aborts at start or teardown
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+        if out.returncode == 0:
+            break
+    else:
         raise SystemExit(out.stderr[-3000:])
     line = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT")][-1]
     return [float(v) for v in line.split()[1:]]
