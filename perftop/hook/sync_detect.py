@@ -207,7 +207,7 @@ def make_detector(torch: Any, collector: Any, state: Any, real: Any = None) -> A
                 out = func(*args, **kwargs)
             if marks.virtual:
                 try:
-                    out = marks.spread(_name(func), args, kwargs, out)
+                    out = marks.spread(getattr(func, "__name__", ""), args, kwargs, out)
                 except Exception:
                     state.internal_error("sync detector (marks)")
             return out

@@ -20,8 +20,8 @@ writes).
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
+from weakref import KeyedRef
 
 NOT_DEVICES = frozenset({"cpu", "meta"})  # copies to these never stall the host
 # Calls whose other tensor operands may stay on the host in a GPU run (an index, a copy's
@@ -59,6 +59,7 @@ HOST_OUT = frozenset(
     }  # fmt: skip
 )
 MAX_MARKS = 200_000
+SENDS = frozenset({"to", "cuda"})  # calls that may name a device without a device= keyword
 
 
 class Marks:
@@ -68,14 +69,19 @@ class Marks:
         self.device_cls = torch.device
         self.ids: dict[int, Any] = {}
         self.virtual = True  # a CPU run: marks stand in for the device (set per sample)
+        ids = self.ids
+
+        def gone(ref: Any) -> None:
+            if ids.get(ref.key) is ref:
+                del ids[ref.key]
+
+        self.gone = gone
 
     def bound(self, t: Any) -> bool:
         """Whether ``t`` is (or in a GPU run would be) an accelerator's tensor."""
-        if t.device.type not in NOT_DEVICES:
+        if self.virtual and (id(t) in self.ids or t.requires_grad or isinstance(t, self.Parameter)):
             return True
-        return self.virtual and (
-            id(t) in self.ids or t.requires_grad or isinstance(t, self.Parameter)
-        )
+        return t.device.type not in NOT_DEVICES
 
     def any_bound(self, args: tuple[Any, ...]) -> bool:
         Tensor = self.Tensor
@@ -88,13 +94,8 @@ class Marks:
             return
         if len(ids) >= MAX_MARKS:
             ids.clear()
-
-        def gone(ref: Any, i: int = i) -> None:
-            if ids.get(i) is ref:
-                del ids[i]
-
         try:
-            ids[i] = weakref.ref(t, gone)
+            ids[i] = KeyedRef(t, self.gone, i)
         except TypeError:  # a tensor subclass without weak references
             pass
 
@@ -120,30 +121,47 @@ class Marks:
         """After a call in a sampled step of a CPU run: mark what it made (and its other
         operands) when it read a device-bound tensor or was sent to a device."""
         Tensor = self.Tensor
+        ids = self.ids
+        Parameter = self.Parameter
         dev = False
-        others: list[Any] = []
-        for a in (*args, *kwargs.values()):
-            if isinstance(a, Tensor):
-                if self.bound(a):
-                    dev = True
-                else:
-                    others.append(a)
-            elif isinstance(a, tuple | list) and a and isinstance(a[0], Tensor):
-                for b in a:
-                    if isinstance(b, Tensor):
-                        if self.bound(b):
-                            dev = True
-                        else:
-                            others.append(b)
-        if not dev:
-            dev = self.sent(name, args, kwargs)
-        if not dev:
+        others: list[Any] | None = None
+        for a in (args, kwargs.values()) if kwargs else (args,):
+            for t in a:
+                if isinstance(t, Tensor):
+                    if (
+                        id(t) in ids
+                        or t.requires_grad
+                        or isinstance(t, Parameter)
+                        or t.device.type not in NOT_DEVICES
+                    ):
+                        dev = True
+                    elif others is None:
+                        others = [t]
+                    else:
+                        others.append(t)
+                elif isinstance(t, tuple | list) and t and isinstance(t[0], Tensor):
+                    for b in t:
+                        if isinstance(b, Tensor):
+                            if self.bound(b):
+                                dev = True
+                            elif others is None:
+                                others = [b]
+                            else:
+                                others.append(b)
+        if not dev and not ((name in SENDS or kwargs) and self.sent(name, args, kwargs)):
             return out
-        if name not in NO_SPREAD:
+        if others and name not in NO_SPREAD:
             for t in others:
                 if t.dim() > 0:
                     self.mark(t)
-        return out if name in HOST_OUT else self.mark_out(out)
+        if name in HOST_OUT:
+            return out
+        if isinstance(out, Tensor):
+            i = id(out)
+            if i not in ids:
+                self.mark(out)
+            return out
+        return self.mark_out(out)
 
     def sent(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """A call that names a device: ``.to(device)``, ``.cuda()``, ``device=`` given."""
