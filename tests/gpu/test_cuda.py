@@ -19,7 +19,7 @@ from perftop.report.build import build_report, session_from_file
 
 HERE = Path(__file__).resolve().parent
 SCRIPT = HERE / "cuda_train.py"
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.timeout(900)]
 
 
 def perftop(tmp_path: Path, *cmd: str, env: dict[str, str] | None = None) -> tuple[dict, dict]:
