@@ -1,21 +1,19 @@
 """The dispatch-level detector: ops that make the host wait when their tensors live on an
-accelerator, caught on any device (CPU included), labelled ``potential``.
+accelerator. On a CPU run, labelled ``potential``, and only on tensors a GPU run would keep
+on the device (``sync_marks``); on CUDA, labelled ``sync`` where the sync debug mode,
+switched on around the call (``sync_cuda``), confirms it.
 
 A ``TorchFunctionMode`` rather than a ``TorchDispatchMode``: it sees the call the user
-wrote (``x[mask]``, ``t.tolist()``, ``t.cpu()``, ``int(t)``), which on CPU never reaches
-the dispatcher, and it sees only the outermost torch call, so torch's own internals (an
-optimizer reading its step counter) are not mistaken for the user's. A call counts only
-when its direct caller is user code. The mode costs every torch call while it is on,
-hence it is pushed only for the steps the sampler picks.
+wrote (``x[mask]``, ``t.tolist()``, ``int(t)``), which on CPU never reaches the dispatcher,
+and only the outermost torch call, so torch's own internals (an optimizer reading its step
+counter) are not the user's. A call counts only when its direct caller is user code. The
+mode costs every torch call while it is on: it is pushed only for the sampled steps, at
+the bottom of the stack, by the training thread.
 
-A non-blocking host-to-device copy from pageable memory is a real stall on an
-accelerator (kind ``sync``); it is caught here too, in the sampled steps. Copies towards
-the CPU count only from an accelerator's tensor: on a CPU run, ``.to(device)`` is a
-host-to-device copy once the job runs on a GPU, not a read of device data.
-
-When a call's tensors live on an accelerator, the host time spent inside the call is the
-time the host waited (the GPU's queue draining, then the copy): it is measured and
-carried as ``blocked_s``. On the CPU there is no device to wait for: nothing is measured.
+A non-blocking host-to-device copy from pageable memory is a real stall on an accelerator
+(kind ``sync``). Copies towards the CPU count only from an accelerator's tensor. On an
+accelerator, the host time inside a syncing call is the wait (the queue draining, then the
+copy): carried as ``blocked_s``. On the CPU nothing is measured.
 """
 
 from __future__ import annotations
@@ -263,7 +261,13 @@ def make_detector(torch: Any, collector: Any, state: Any, real: Any = None) -> A
                 self.real = None
 
         def forget(self) -> None:
-            """In a forked child (a DataLoader worker): no sampling there."""
+            """In a forked child (a DataLoader worker): no sampling there. Forked from the
+            thread that pushed the mode, the child's stack has it: taken out."""
+            try:
+                if self.active and threading.get_ident() == self.thread:
+                    _remove(C, self)
+            except Exception:
+                pass
             self.active = False
             self.off = True
             self.real = None
