@@ -189,7 +189,7 @@ def make_detector(torch: Any, collector: Any, state: Any, real: Any = None) -> A
             if rs is not None:
                 out, n, dt = rs.call(func, args, kwargs)
                 if n:
-                    self.seen(op.lstrip("!") if op else _name(func), dt, "sync", n)
+                    self.seen(op.lstrip("!") if op else func.__name__, dt, "sync", n)
                 elif op is not None and (op[0] == "!" or rs.orig is None):
                     self.seen(op, dt if timed else None)
                 return out
@@ -275,10 +275,6 @@ def make_detector(torch: Any, collector: Any, state: Any, real: Any = None) -> A
 
     detector = Detector()
     return detector
-
-
-def _name(func: Any) -> str:
-    return getattr(func, "__name__", "") or "sync"
 
 
 def _insert_at_bottom(C: Any, mode: Any) -> None:
