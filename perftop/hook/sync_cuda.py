@@ -46,7 +46,7 @@ class RealSyncs:
         self.orig: Any = None
         self.entry: Any = None
         self.mine: Any = None
-        self.quiet = {torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad}
+        self.quiet = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)
 
     def arm(self) -> None:
         """At a sampled step's start: the filter and the wrapper in (nothing of perftop's
@@ -103,22 +103,36 @@ class RealSyncs:
         )
 
     def call(self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """``func(*args, **kwargs)`` with the debug mode on; returns (result, syncs, s)."""
-        C = self.C
-        if self.orig is None or func in self.quiet:
+        """``func(*args, **kwargs)`` with the debug mode on; returns (result, syncs, s).
+        Only ``func``'s own exceptions reach the caller, never perftop's."""
+        try:
+            on = self.ready(func)
+        except Exception:
+            self.state.internal_error("sync debug mode")
+            on = False
+        if not on:
             return func(*args, **kwargs), 0, None
-        if C._cuda_get_sync_debug_mode() != 0:
-            self.step_aside("the job set CUDA's sync debug mode itself")
-            return func(*args, **kwargs), 0, None
-        self.first()
         n0 = self.fired
-        C._cuda_set_sync_debug_mode(1)
         t0 = time.perf_counter()
         try:
             out = func(*args, **kwargs)
         finally:
-            C._cuda_set_sync_debug_mode(0)
+            try:
+                self.C._cuda_set_sync_debug_mode(0)
+            except Exception:
+                self.state.internal_error("sync debug mode")
         return out, self.fired - n0, time.perf_counter() - t0
+
+    def ready(self, func: Any) -> bool:
+        """Switch the mode on for this call, unless it is not ours to switch."""
+        if self.orig is None or func in self.quiet:
+            return False
+        if self.C._cuda_get_sync_debug_mode() != 0:
+            self.step_aside("the job set CUDA's sync debug mode itself")
+            return False
+        self.first()
+        self.C._cuda_set_sync_debug_mode(1)
+        return True
 
     def disarm(self) -> None:
         """At a sampled step's end: take out the filter and the wrapper (the wrapper only

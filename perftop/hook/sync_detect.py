@@ -189,7 +189,9 @@ def make_detector(torch: Any, collector: Any, state: Any, real: Any = None) -> A
             if rs is not None:
                 out, n, dt = rs.call(func, args, kwargs)
                 if n:
-                    self.seen(op.lstrip("!") if op else func.__name__, dt, "sync", n)
+                    self.seen(
+                        op.lstrip("!") if op else getattr(func, "__name__", "sync"), dt, "sync", n
+                    )
                 elif op is not None and (op[0] == "!" or rs.orig is None):
                     self.seen(op, dt if timed else None)
                 return out
@@ -246,8 +248,8 @@ def make_detector(torch: Any, collector: Any, state: Any, real: Any = None) -> A
             self.active = True
 
         def stop(self) -> None:
-            """Take this mode out from wherever it is, on the thread that pushed it; from
-            any other thread only ask it to stop (it passes calls through until then)."""
+            """Out from wherever it is, on the thread that pushed it; another thread only
+            asks (calls pass through until then)."""
             if not self.active:
                 return
             if threading.get_ident() != self.thread:
@@ -261,8 +263,7 @@ def make_detector(torch: Any, collector: Any, state: Any, real: Any = None) -> A
                 self.real = None
 
         def forget(self) -> None:
-            """In a forked child (a DataLoader worker): no sampling there. Forked from the
-            thread that pushed the mode, the child's stack has it: taken out."""
+            """In a forked child (a DataLoader worker): no sampling; off its stack."""
             try:
                 if self.active and threading.get_ident() == self.thread:
                     _remove(C, self)
