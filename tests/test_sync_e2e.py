@@ -96,3 +96,13 @@ def test_only_device_tensors_and_between_step_syncs_per_pass(tmp_path, workloads
     assert pass_site["passes"] == 3 and pass_site["count"] == 12
     assert pass_site["per_pass"] == pytest.approx(4.0)
     assert "per_step" not in pass_site
+
+
+def test_a_jobs_own_mode_around_the_optimizer_step(tmp_path, workloads):
+    """perftop's detector starts and stops inside ``opt.step()``; the job's own mode
+    around it stays on top in its block and is gone after (the job checks: exit 3)."""
+    script = workloads / "sync_user_mode.py"
+    report = run(tmp_path, script, env={"PERFTOP_SYNC": "all"})
+    assert report["steps"]["count"] == 40
+    line = next(iter(sites_marked(script)))
+    assert [(e["line"], e["op"]) for e in report["sync_events"]] == [(line, "item")]
