@@ -1,17 +1,19 @@
-"""The CUDA path against a faithful fake (this machine has no GPU).
+"""The CUDA path against a faithful fake (this machine has no GPU), behind torch's real
+interface: ``torch.version.cuda``, ``torch.cuda.is_initialized()`` and
+``torch._C._cuda_get/set_sync_debug_mode`` are patched in, and a tensor subclass whose
+``device`` is ``cuda`` plays the GPU.
 
-PyTorch's sync debug mode raises, from C++, a ``UserWarning`` with the text below,
-reported at the Python frame running when the op was called. The fake emits exactly
-that: as a C-level call straight from user code (``functools.partial`` of the C
-``warnings.warn``, so no Python frame is pushed, like ``t.item()``), and from a Python
-function whose code lives in torch's package directory (like ``torch.functional``).
+What torch does in debug mode ``warn`` (c10/cuda/CUDAFunctions.cpp,
+torch/csrc/Exceptions.cpp): a syncing op issues a c10 warning; when the op was called from
+Python, the warning becomes a Python ``UserWarning`` with the text below when the call
+returns (an ``error`` filter turns it into an exception out of the op); in a C++ call with
+no Python handler (a NCCL wait, autograd's threads) c10 prints it to stderr. Mode
+``error`` raises. The fake does exactly that.
 """
 
 from __future__ import annotations
 
-import functools
-import os
-import threading
+import sys
 import time
 import types
 import warnings
@@ -21,232 +23,34 @@ import torch
 
 from perftop.hook import frames, sync_cuda, sync_detect
 from perftop.hook.sync import Collector
-from tests import site_lib
 
-TORCH_TEXT = (
-    "called a synchronizing CUDA operation "
-    "(Triggered internally at /pytorch/c10/cuda/CUDAFunctions.cpp:148.)"
-)
-# A C op called directly from user code: warns without a Python frame of its own.
-c_level_op = functools.partial(warnings.warn, TORCH_TEXT, UserWarning)
-
-_src = """
-import warnings
-def torch_internal_op(text):
-    warnings.warn(text, UserWarning, stacklevel=1)
-"""
-_ns: dict = {}
-exec(compile(_src, os.path.join(os.path.dirname(torch.__file__), "_fake_sync_op.py"), "exec"), _ns)
-torch_internal_op = _ns["torch_internal_op"]
+TEXT = "called a synchronizing CUDA operation"
 
 
-class FakeState:
-    def __init__(self) -> None:
-        self.undo: list = []
-        self.errors: list[str] = []
+class Driver:
+    """The sync debug mode as torch's C++ keeps it, and the fake GPU's queue."""
 
-    def internal_error(self, where: str) -> None:
-        self.errors.append(where)
-
-
-def fake_torch(mode: int = 0) -> types.SimpleNamespace:
-    box = {"mode": mode}
-    c = types.SimpleNamespace(
-        _cuda_get_sync_debug_mode=lambda: box["mode"],
-        _cuda_set_sync_debug_mode=lambda m: box.__setitem__("mode", m),
-    )
-    return types.SimpleNamespace(
-        version=types.SimpleNamespace(cuda="12.4", hip=None), _C=c, box=box
-    )
-
-
-@pytest.fixture
-def captured():
-    """A collector wired the way the hook wires it, undone afterwards."""
-    frames.configure()
-    events: list = []
-    col = Collector(events.append, lambda: 1234)
-    st = FakeState()
-    with warnings.catch_warnings():
-        t = fake_torch()
-        w = sync_cuda.attach(t, col, st)
-        assert w is not None and t.box["mode"] == 1
-        yield col, events, w, st
-        for fn in reversed(st.undo):
-            fn()
-        assert t.box["mode"] == 0
-
-
-def line_of(text: str) -> int:
-    """The number of the line of this file that reads ``text``."""
-    with open(__file__) as fh:
-        return fh.read().splitlines().index(text) + 1
-
-
-def helper_that_syncs():
-    return torch_internal_op(TORCH_TEXT)  # helper line
-
-
-def test_counts_attributes_and_hides(captured, capsys):
-    col, events, w, st = captured
-    with warnings.catch_warnings(record=True) as seen:
-        for _ in range(5):
-            c_level_op()  # direct line
-            torch_internal_op(TORCH_TEXT)  # via torch line
-            helper_that_syncs()
-    col.flush(7, False)
-    (batch,) = events
-    assert batch.step == 7 and not batch.sampled
-    lines = {s[2]: s for s in batch.sites}
-    with open(__file__) as fh:
-        here = fh.read().splitlines()
-    direct = here.index("            c_level_op()  # direct line") + 1
-    via = here.index("            torch_internal_op(TORCH_TEXT)  # via torch line") + 1
-    helper = here.index("    return torch_internal_op(TORCH_TEXT)  # helper line") + 1
-    assert set(lines) == {direct, via, helper}
-    for _op, file, _line, _func, kind, count, blocked in lines.values():
-        assert file == __file__ and kind == "sync" and count == 5 and blocked is None
-    assert (
-        lines[direct][0] == "c_level_op" and lines[direct][3] == "test_counts_attributes_and_hides"
-    )
-    assert lines[via][0] == "torch_internal_op"
-    assert lines[helper][3] == "helper_that_syncs"
-    assert seen == []  # the user's own recording never sees perftop's warnings
-    out = capsys.readouterr()
-    assert "synchronizing" not in out.err + out.out
-    assert st.errors == []
-
-
-def test_user_warnings_untouched(captured):
-    col, events, w, st = captured
-    with warnings.catch_warnings(record=True) as seen:
-        warnings.simplefilter("always")
-        warnings.warn("user warning one", UserWarning, stacklevel=1)
-        c_level_op()
-        warnings.warn("user deprecation", DeprecationWarning, stacklevel=1)
-    assert [str(m.message) for m in seen] == ["user warning one", "user deprecation"]
-    shown: list[str] = []
-
-    def my_showwarning(message, category, filename, lineno, file=None, line=None):
-        shown.append(str(message))
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("always")
-        warnings.showwarning = my_showwarning
-        warnings.warn("via user hook", stacklevel=1)
-        c_level_op()
-    assert shown == ["via user hook"]
-    col.flush(0, False)
-    assert sum(s[5] for s in events[0].sites) == 2
-
-
-def test_user_error_filter_cannot_turn_syncs_into_errors(captured):
-    col, events, w, st = captured
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # goes in front of perftop's filter
-        w.keep_first()  # what the hook does at the next step end
-        c_level_op()  # must neither raise nor print
-        with pytest.raises(UserWarning):
-            warnings.warn("the user's own warnings do raise", stacklevel=1)
-    col.flush(0, False)
-    assert events[0].sites[0][5] == 1
-
-
-def test_default_action_would_hide_repeats_but_every_sync_counts(captured):
-    col, events, w, st = captured
-    with warnings.catch_warnings():
-        warnings.simplefilter("default")
-        w.keep_first()
-        for _ in range(100):
-            c_level_op()
-    col.flush(0, False)
-    assert events[0].sites[0][5] == 100
-
-
-def test_a_users_own_debug_mode_is_left_alone():
-    t = fake_torch(mode=2)
-    assert sync_cuda.attach(t, Collector(list().append, lambda: 1), FakeState()) is None
-    assert t.box["mode"] == 2
-    assert warnings._showwarnmsg.__module__ == "warnings"
-
-
-def test_cpu_builds_are_not_touched():
-    class Untouchable:
-        def __getattr__(self, name: str):
-            raise AssertionError(f"a CPU build's torch._C.{name} was touched")
-
-    cpu_torch = types.SimpleNamespace(
-        version=types.SimpleNamespace(cuda=None, hip=None), _C=Untouchable()
-    )
-    filters, show = list(warnings.filters), warnings._showwarnmsg
-    st = FakeState()
-    assert sync_cuda.attach(cpu_torch, Collector(list().append, lambda: 1), st) is None
-    assert warnings.filters == filters and warnings._showwarnmsg is show and st.undo == []
-    if torch.version.cuda is None and torch.version.hip is None:  # this suite's CPU torch
-        assert sync_cuda.attach(torch, Collector(list().append, lambda: 1), st) is None
-        assert warnings.filters == filters and warnings._showwarnmsg is show
-
-
-# -- library code: the user's line leads, the library's line is the detail -------------
-
-
-@pytest.fixture(scope="module")
-def lib(tmp_path_factory):
-    yield from site_lib.installed(tmp_path_factory.mktemp("env"))
-
-
-def test_a_sync_in_a_library_is_the_users_line_with_the_library_line(captured, lib):
-    col, events, w, st = captured
-    for _ in range(3):
-        lib.fit(c_level_op)  # user line into the library
-    col.flush(0, False)
-    (site,) = events[0].sites
-    user_line = line_of("        lib.fit(c_level_op)  # user line into the library")
-    assert site[:6] == (
-        "op",  # named from the library's own line, "op(*args)"
-        __file__,
-        user_line,
-        "test_a_sync_in_a_library_is_the_users_line_with_the_library_line",
-        "sync",
-        3,
-    )
-    assert site[6] is None  # the debug mode warns before the sync: it cannot time it
-    assert site[7:] == (lib.__file__, site_lib.LINE, "inner", "fakelib")
-
-
-def test_a_library_sync_with_no_user_frame_names_the_package(captured, lib):
-    col, events, w, st = captured
-    t = threading.Thread(target=lib.fit, args=(c_level_op,))  # stdlib, then library
-    t.start()
-    t.join()
-    col.flush(0, False)
-    (site,) = events[0].sites
-    assert site[1:3] == (lib.__file__, site_lib.LINE) and site[7:] == (None, None, None, "fakelib")
-
-
-# -- the time blocked, measured by the sampled detector on an accelerator's tensors -------
-
-
-class FakeGpu:
-    """A GPU's queue as the host sees it: kernels return at once and queue up; reading a
-    result back (``.item()``, a copy to the CPU) blocks the host until the queue drains."""
-
+    mode = 0
     busy_until = 0.0
 
     @classmethod
-    def launch(cls, seconds: float) -> None:
-        cls.busy_until = max(cls.busy_until, time.perf_counter()) + seconds
-
-    @classmethod
-    def drain(cls) -> None:
+    def sync(cls, python: bool = True) -> None:
+        """A synchronizing call: the host waits for the queue; then the debug mode."""
         left = cls.busy_until - time.perf_counter()
         if left > 0:
             time.sleep(left)
+        if cls.mode == 2:
+            raise RuntimeError(TEXT)
+        if cls.mode == 1:
+            if python:
+                warnings.warn(TEXT, UserWarning, stacklevel=2)
+            else:  # c10's own handler: no Python frame to warn in
+                sys.stderr.write(f"Warning: {TEXT} (function warn_or_error_on_sync)\n")
 
 
 class CudaTensor(torch.Tensor):
-    """A tensor whose ``device`` is ``cuda`` (metadata only, on this CPU build); its ops
-    run on a CPU tensor inside while the fake queue plays the GPU's timing."""
+    """A tensor whose ``device`` is ``cuda`` (metadata only); its ops run on a CPU tensor
+    inside; a kernel queues 20 ms of GPU work, a read back (item, a copy) syncs."""
 
     @staticmethod
     def __new__(cls, inner: torch.Tensor):
@@ -260,53 +64,202 @@ class CudaTensor(torch.Tensor):
         unwrap = [a.inner if isinstance(a, CudaTensor) else a for a in args]
         name = func.overloadpacket.__name__
         if name == "_local_scalar_dense" or (name == "_to_copy" and kwargs.get("device")):
-            FakeGpu.drain()  # device to host: wait for the queue
+            Driver.sync()
             kwargs = {k: v for k, v in kwargs.items() if k != "device"}
             return func(*unwrap, **kwargs)
-        FakeGpu.launch(0.02)  # a kernel: 20 ms of GPU work, returns at once
+        Driver.busy_until = max(Driver.busy_until, time.perf_counter()) + 0.02
         out = func(*unwrap, **kwargs)
         return CudaTensor(out) if isinstance(out, torch.Tensor) else out
 
 
+class FakeSender:
+    def __init__(self) -> None:
+        self.notes: list[str] = []
+
+    def note(self, level: str, text: str) -> None:
+        self.notes.append(text)
+
+
+class FakeState:
+    def __init__(self) -> None:
+        self.undo: list = []
+        self.errors: list[str] = []
+        self.sender = FakeSender()
+
+    def internal_error(self, where: str) -> None:
+        self.errors.append(where)
+
+
 @pytest.fixture
-def detector():
+def cuda(monkeypatch):
+    """torch as a CUDA build with CUDA initialized, its debug mode the fake driver's."""
+    Driver.mode = 0
+    monkeypatch.setattr(torch.version, "cuda", "12.4")
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch._C, "_cuda_get_sync_debug_mode", lambda: Driver.mode, raising=False)
+    monkeypatch.setattr(
+        torch._C, "_cuda_set_sync_debug_mode", lambda m: setattr(Driver, "mode", m), raising=False
+    )
     frames.configure()
-    col = Collector(list().append, lambda: 1)
     st = FakeState()
-    d = sync_detect.make_detector(torch, col, st)
-    yield d, col
+    col = Collector(list().append, lambda: 1)
+    real = sync_cuda.attach(torch, st)
+    d = sync_detect.make_detector(torch, col, st, real)
+    yield types.SimpleNamespace(d=d, col=col, st=st, real=real)
     d.stop()
+    for fn in reversed(st.undo):
+        fn()
     assert st.errors == []
+    assert Driver.mode == 0
 
 
-def test_the_wait_inside_a_device_sync_is_measured(detector):
-    d, col = detector
+def line_of(text: str) -> int:
+    with open(__file__) as fh:
+        return fh.read().splitlines().index(text) + 1
+
+
+def sites(col: Collector) -> dict[tuple[str, int, str], int]:
+    return {(op, w[1], kind): n for (op, kind, w), n in col.counts.items()}
+
+
+def test_real_syncs_counted_at_the_line_with_the_wait(cuda, capfd):
     x = CudaTensor(torch.randn(64))
-    assert x.device.type == "cuda"
     (x * 2).sum().item()  # warm up the subclass's dispatch
-    d.start()
+    cuda.d.start()
     y = x * 2  # queued: returns at once
-    queued = FakeGpu.busy_until - time.perf_counter()
-    y.sum().item()  # device line: waits for both kernels
-    z = torch.randn(4)
-    z.sum().item()  # cpu line: nothing to wait for, nothing measured
-    d.stop()
-    got = {w[1]: blocked for (op, kind, w), blocked in col.blocked.items()}
-    dev = line_of("    y.sum().item()  # device line: waits for both kernels")
-    cpu = line_of("    z.sum().item()  # cpu line: nothing to wait for, nothing measured")
-    assert queued > 0 and set(got) == {dev}
-    assert queued <= got[dev] < queued + 2.0  # the queue draining, as the host waited
-    assert {w[1] for (op, kind, w) in col.counts} == {dev, cpu}
-    col.flush(1, True)
+    y.sum().item()  # item line
+    y.sum().to("cpu")  # copy line
+    cuda.d.stop()
+    item = line_of("    y.sum().item()  # item line")
+    cp = line_of('    y.sum().to("cpu")  # copy line')
+    assert sites(cuda.col) == {("item", item, "sync"): 1, ("cpu", cp, "sync"): 1}
+    blocked = {w[1]: b for _, (_, _, w), _, b in cuda.col.log}
+    assert 0.01 < blocked[item] < 2.0  # the queue draining, as the host waited
+    out = capfd.readouterr()
+    assert TEXT not in out.err + out.out
+    assert warnings.filters[0][0] != "always" or TEXT not in str(warnings.filters[0][1])
 
 
-def test_device_to_host_copies_count_on_a_device_only(detector):
-    d, col = detector
+@pytest.mark.parametrize("when", ["before", "after", "inside catch_warnings"])
+def test_error_filters_never_turn_a_sync_into_an_exception(cuda, when):
+    """``-W error`` and pytest's filters are installed before perftop; a job's own
+    ``filterwarnings("error")`` may come after; either way a plain run raises nothing."""
     x = CudaTensor(torch.randn(8))
-    d.start()
+    with warnings.catch_warnings():
+        if when == "before":
+            warnings.simplefilter("error")
+        cuda.d.start()
+        if when == "after":
+            warnings.simplefilter("error")
+        if when == "inside catch_warnings":
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                x.sum().item()
+        x.sum().item()
+        if when != "inside catch_warnings":
+            with pytest.raises(UserWarning):  # the job's own warnings still raise
+                warnings.warn("the job's own", UserWarning, stacklevel=1)
+        cuda.d.stop()
+    assert sum(cuda.col.counts.values()) == (2 if when == "inside catch_warnings" else 1)
+
+
+def test_nothing_printed_and_no_mode_outside_the_sampled_calls(cuda, capfd):
+    """A C++ sync with no Python frame (a NCCL wait under ``dist.barrier()``, work on
+    autograd's threads) would print; the mode is never on for it."""
+
+    class SyncsInBackward(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1
+
+        @staticmethod
+        def backward(ctx, g):
+            Driver.sync(python=False)  # on autograd's C++ thread, on a GPU
+            return g
+
+    x = torch.randn(8, requires_grad=True)
+    Driver.sync(python=False)  # between samples
+    cuda.d.start()
+    Driver.sync(python=False)  # in a sampled step, between torch calls
+    SyncsInBackward.apply(x).sum().backward()  # backward runs with the mode off
+    cuda.d.stop()
+    Driver.sync(python=False)
+    out = capfd.readouterr()
+    assert out.err == "" and out.out == ""
+
+
+def test_the_jobs_own_warnings_are_untouched(cuda):
+    x = CudaTensor(torch.randn(8))
+    cuda.d.start()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        warnings.warn("user warning one", UserWarning, stacklevel=1)
+        x.sum().item()
+        warnings.warn("user deprecation", DeprecationWarning, stacklevel=1)
+    cuda.d.stop()
+    assert [str(m.message) for m in seen] == ["user warning one", "user deprecation"]
+    assert sum(cuda.col.counts.values()) == 1
+
+
+def test_a_jobs_own_debug_mode_is_theirs(cuda):
+    """Set mid-run: perftop steps aside for good, says so, and the job sees its own
+    warnings exactly as in a plain run (torch's default: once per line)."""
+    x = CudaTensor(torch.randn(8))
+    cuda.d.start()
+    x.sum().item()
+    Driver.mode = 1  # torch.cuda.set_sync_debug_mode("warn"), by the job
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        x.sum().item()
+        x.sum().item()
+    cuda.d.stop()
+    assert len(seen) == 2 and all(TEXT in str(m.message) for m in seen)
+    assert Driver.mode == 1  # left as the job set it
+    assert cuda.real.aside and any("set CUDA's sync debug mode" in n for n in cuda.st.sender.notes)
+    assert warnings._showwarnmsg.__module__ == "warnings"
+    cuda.d.start()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        x.sum().item()
+    cuda.d.stop()
+    assert len(seen) == 1  # still the job's, after perftop stepped aside
+    Driver.mode = 0
+
+
+def test_a_mode_set_before_perftop_is_left_alone(monkeypatch):
+    Driver.mode = 2
+    monkeypatch.setattr(torch.version, "cuda", "12.4")
+    monkeypatch.setattr(torch._C, "_cuda_get_sync_debug_mode", lambda: Driver.mode, raising=False)
+    monkeypatch.setattr(torch._C, "_cuda_set_sync_debug_mode", lambda m: None, raising=False)
+    st = FakeState()
+    real = sync_cuda.attach(torch, st)
+    assert real is not None and real.aside and st.sender.notes
+    assert Driver.mode == 2 and warnings._showwarnmsg.__module__ == "warnings"
+    Driver.mode = 0
+
+
+def test_cpu_builds_are_not_touched():
+    class Untouchable:
+        def __getattr__(self, name: str):
+            raise AssertionError(f"a CPU build's torch._C.{name} was touched")
+
+    cpu_torch = types.SimpleNamespace(
+        version=types.SimpleNamespace(cuda=None, hip=None), _C=Untouchable()
+    )
+    filters, show = list(warnings.filters), warnings._showwarnmsg
+    st = FakeState()
+    assert sync_cuda.attach(cpu_torch, st) is None
+    if torch.version.cuda is None and torch.version.hip is None:  # this suite's CPU torch
+        assert sync_cuda.attach(torch, st) is None
+    assert warnings.filters == filters and warnings._showwarnmsg is show and st.undo == []
+
+
+def test_host_tensors_on_a_cuda_run_are_no_syncs(cuda):
+    x = CudaTensor(torch.randn(8))
+    cuda.d.start()
+    torch.randn(8).sum().item()  # a host tensor: no sync, on any device
     x.to("cpu")  # device to host: a sync
-    torch.randn(8).to("cpu")  # already on the host: a no-op, not a sync
-    torch.empty(8).copy_(torch.randn(8))  # host to host
-    d.stop()
-    ops = sorted((op, w[1]) for (op, kind, w) in col.counts)
-    assert ops == [("cpu", line_of('    x.to("cpu")  # device to host: a sync'))]
+    cuda.d.stop()
+    assert sites(cuda.col) == {
+        ("cpu", line_of('    x.to("cpu")  # device to host: a sync'), "sync"): 1
+    }

@@ -48,9 +48,12 @@ def ops(col: Collector) -> dict[str, int]:
     return out
 
 
+DEV = "cpu"  # a job's device variable; on a GPU run it would say "cuda"
+
+
 def test_each_sync_op(det):
     d, col = det
-    x = torch.randn(16)
+    x = torch.randn(16).to(DEV)
     m = x > 0
     x[m]
     x[torch.arange(3)]  # integer indexing: no sync
@@ -90,7 +93,7 @@ def test_each_sync_op(det):
 
 def test_line_and_function_are_the_callers(det):
     d, col = det
-    x = torch.randn(4)
+    x = torch.randn(4).to(DEV)
     x.sum().item()
     line = _lineno() - 1
     d.stop()
@@ -146,18 +149,89 @@ def test_pageable_non_blocking_copy_is_a_real_sync(det):
     ]
 
 
-def test_stop_never_pops_a_users_mode(det):
+class UserMode(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+def test_stop_leaves_a_users_mode_in_place(det):
     d, col = det
-
-    class UserMode(TorchFunctionMode):
-        pass
-
-    with UserMode():
-        d.stop()  # not on top: stays, and so does the user's mode
-        assert d.active
-    d.stop()
-    assert not d.active
+    with UserMode() as um:
+        d.stop()  # from under the user's mode: the user's stays on top
+        assert not d.active
+        assert torch._C._len_torch_function_stack() == 1
+        assert torch._C._get_function_stack_at(0) is um
     assert torch._C._len_torch_function_stack() == 0
+
+
+def test_a_users_mode_around_the_optimizer_step(det):
+    """The detector starts and stops inside ``opt.step()`` (at step ends). A user's mode
+    whose ``with`` block holds ``opt.step()`` pops itself on exit, never perftop's, and
+    nothing is left behind step after step."""
+    d, col = det
+    d.stop()
+    p = torch.nn.Parameter(torch.randn(4))
+    opt = torch.optim.SGD([p], lr=0.1)
+    opt.register_step_post_hook(lambda *a: d.stop() if d.active else d.start())
+    for _ in range(6):
+        with UserMode() as um:
+            p.sum().backward()
+            opt.step()
+            assert torch._C._get_function_stack_at(torch._C._len_torch_function_stack() - 1) is um
+        assert torch._C._len_torch_function_stack() == (1 if d.active else 0)
+    d.stop()
+    assert torch._C._len_torch_function_stack() == 0
+
+
+def test_stop_from_another_thread_only_asks(det):
+    import threading
+
+    d, col = det
+    x = torch.randn(4).to(DEV)
+    t = threading.Thread(target=d.stop)
+    t.start()
+    t.join()
+    assert d.active and d.off  # still on this thread's stack, passing calls through
+    x.sum().item()
+    assert col.counts == {}
+    d.stop()
+    assert torch._C._len_torch_function_stack() == 0
+
+
+def test_host_tensors_are_no_syncs(det):
+    """The batch sampler of a well-known script: CPU index tensors from randint, arange
+    and from_numpy with no device, indexing a numpy memmap or a list."""
+    import numpy as np
+
+    d, col = det
+    data = np.arange(1000, dtype=np.uint16)
+    ix = torch.randint(len(data) - 8, (4,))
+    x = torch.stack([torch.from_numpy(data[i : i + 8].astype(np.int64)) for i in ix])
+    order = list(range(10))
+    [order[int(j)] for j in torch.arange(3)]
+    torch.from_numpy(data[:4].astype(np.int64)).tolist()
+    ix.max().item()
+    x = x.to(DEV)  # the batch goes to the device: from here on it counts
+    x.sum().item()
+    line = _lineno() - 1
+    d.stop()
+    assert [(k[0], k[2]) for k in flat(col)] == [("item", line)]
+
+
+def test_what_touches_the_model_is_on_the_device(det):
+    d, col = det
+    model = torch.nn.Linear(4, 2)
+    target = torch.randn(8, 2)  # made before the loop; meets the model's output below
+    scale = torch.tensor(2.0)  # a 0-dim CPU scalar may stay on the host
+    out = model(torch.randn(8, 4))
+    loss = ((out - target) ** 2).mean() * scale
+    loss.item()
+    target.sum().item()
+    scale.item()
+    for w in model.weight:  # iterating a parameter: its rows are on the device
+        w.sum().tolist()
+    d.stop()
+    assert ops(col) == {"item": 2, "tolist": 2}
 
 
 @pytest.fixture(scope="module")
@@ -167,7 +241,7 @@ def lib(tmp_path_factory):
 
 def test_a_library_call_is_the_users_line_with_the_library_line(det, lib):
     d, col = det
-    x = torch.randn(1)
+    x = torch.randn(1).to(DEV)
     lib.fit(torch.Tensor.item, x)  # user line into the library
     line = _lineno() - 1
     x.to("cpu")  # a CPU run: a host-to-host no-op, not a potential sync

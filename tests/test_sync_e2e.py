@@ -77,3 +77,32 @@ def test_off_switch(tmp_path, workloads):
     report = run(tmp_path, workloads / "sync_train.py", env={"PERFTOP_SYNC": "off"})
     assert report["steps"]["count"] == 20
     assert report["sync_events"] == []
+
+
+def test_only_device_tensors_and_between_step_syncs_per_pass(tmp_path, workloads):
+    """Host index tensors (randint into a numpy memmap) are no sync; an evaluation pass's
+    syncs are reported per pass, apart from the steps' own."""
+    script = workloads / "sync_shapes.py"
+    report = run(tmp_path, script, env={"PERFTOP_SYNC": "all"})
+    marks = {name: n for n, name in sites_marked(script).items()}
+    assert report["steps"]["count"] == 30
+    got = [(e["line"], e["op"], e["kind"]) for e in report["sync_events"]]
+    assert got == [(marks["step_item"], "item", "potential")]
+    (step_site,) = report["sync_events"]
+    assert step_site["per_step"] == pytest.approx(1.0, abs=0.05)
+    (pass_site,) = report["sync_between"]
+    assert (pass_site["line"], pass_site["op"]) == (marks["eval_item"], "item")
+    # passes after steps 0, 10 and 20, EVAL_BATCHES (4) reads each
+    assert pass_site["passes"] == 3 and pass_site["count"] == 12
+    assert pass_site["per_pass"] == pytest.approx(4.0)
+    assert "per_step" not in pass_site
+
+
+def test_a_jobs_own_mode_around_the_optimizer_step(tmp_path, workloads):
+    """perftop's detector starts and stops inside ``opt.step()``; the job's own mode
+    around it stays on top in its block and is gone after (the job checks: exit 3)."""
+    script = workloads / "sync_user_mode.py"
+    report = run(tmp_path, script, env={"PERFTOP_SYNC": "all"})
+    assert report["steps"]["count"] == 40
+    line = next(iter(sites_marked(script)))
+    assert [(e["line"], e["op"]) for e in report["sync_events"]] == [(line, "item")]

@@ -78,7 +78,7 @@ def sync_heavy_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     logits = logits[valid]  # boolean mask: the output size depends on the data
     labels = labels[valid]
     present = torch.unique(labels)  # unique: its size depends on the data
-    weights = torch.zeros(CLASSES)
+    weights = torch.zeros(CLASSES, device=labels.device)
     weights[present] = 1.0
     rare = torch.nonzero(torch.bincount(labels, minlength=CLASSES) < 5)  # nonzero
     weights[rare] = 2.0
@@ -104,12 +104,14 @@ def main(argv: list[str] | None = None) -> int:
     data = Shapes((args.steps or 1) * args.batch_size, slow_transform=slow)
     sampler = Forever() if forever else None
     loader = DataLoader(data, batch_size=args.batch_size, num_workers=args.workers, sampler=sampler)
-    model = TinySeg()
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model = TinySeg().to(device)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     t0 = time.time()
     step = -1
     try:
         for step, (x, y) in enumerate(loader):
+            x, y = x.to(device), y.to(device)
             loss = loss_fn(model(x), y)
             opt.zero_grad()
             loss.backward()

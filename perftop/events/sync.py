@@ -33,14 +33,21 @@ class SyncInfo(Event):
     sampled: bool
     early: int = 0
     every: int = 0
+    real: bool = False  # CUDA's sync debug mode confirms the sampled steps' syncs (kind sync)
 
 
 @event("sync")
 class SyncBatch(Event):
     """Sync sites seen in one step. ``sampled`` marks a step the detector watched (sent
-    even when empty, so per-step rates divide by the steps actually observed)."""
+    even when empty, so per-step rates divide by the steps actually observed).
+
+    ``sites`` are the step's own syncs. ``between``: syncs made in that watched stretch
+    but outside training steps (an evaluation or sampling pass the tracker cut out),
+    same layout; ``passes``: how many such passes began and ended in it."""
 
     pid: int
     step: int
     sampled: bool
     sites: tuple[SiteCount, ...] = ()
+    between: tuple[SiteCount, ...] = ()
+    passes: int = 0

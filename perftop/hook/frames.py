@@ -39,6 +39,7 @@ _SITE_DIRS = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.s
 # torch files that only forward a call to ``__torch_function__`` (not callers of their own)
 _PLUMBING = ("overrides.py", "functional.py", "_jit_internal.py", "_tensor.py")
 _plumbing_files: frozenset[str] = frozenset()
+_MODE_HANDLERS = frozenset({"__torch_function__", "__torch_dispatch__"})
 _ops: dict[tuple[CodeType, int], str] = {}
 
 # Where a sync was seen: (file, line, function) of the user's frame, then of the library
@@ -136,7 +137,10 @@ def direct_caller(frame: FrameType | None) -> FrameType | None:
     """The frame that called a torch function, past torch's ``__torch_function__``
     forwarding wrappers; None when that caller is itself internal (torch calling torch,
     such as an optimizer reading its step counter)."""
-    while frame is not None and frame.f_code.co_filename in _plumbing_files:
+    while frame is not None and (
+        frame.f_code.co_filename in _plumbing_files
+        or frame.f_code.co_name in _MODE_HANDLERS
+    ):  # a user's own mode above perftop's forwards the call: its caller is the site
         frame = frame.f_back
     if frame is None or kind_of(frame.f_code) == INTERNAL:
         return None

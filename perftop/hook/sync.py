@@ -1,14 +1,17 @@
-"""Sync sites per step: one collector fed by the CUDA sync debug mode (every step, kind
-``sync``) and by the sampled dispatch-level detector (kind ``potential``; on CUDA too,
-where it also times the wait inside each syncing call). The detector steps aside for good
-once torch.compile is in use (see :func:`compile_guard`).
+"""Sync sites per step, from the sampled dispatch-level detector (``sync_detect``): on a
+CPU run, kind ``potential`` on tensors a GPU run would keep on the device; on CUDA, kind
+``sync`` where CUDA's sync debug mode, switched on around each call of a sampled step
+(``sync_cuda``), confirms it, with the host time blocked. A watched stretch's syncs made
+outside training steps (an evaluation or sampling pass) are kept apart, per pass. The
+detector steps aside for good once torch.compile is in use (see :func:`compile_guard`).
 
 Settings, read from the environment when torch is imported:
 
 - ``PERFTOP_SYNC``: ``sampled`` (default), ``all`` (detector on every step: slow, for
   debugging) or ``off`` (no detection at all, CUDA debug mode included).
 - ``PERFTOP_SYNC_EARLY``: early steps the detector watches (default 3: steps 1-3).
-- ``PERFTOP_SYNC_EVERY``: fewest steps between later samples (default 200).
+- ``PERFTOP_SYNC_EVERY``: fewest steps between later samples (default 200; the gap is
+  jittered by 0.5-1.5x; in a distributed job it is the gap, the same on every rank).
 - ``PERFTOP_SYNC_BUDGET_US``: amortized extra µs per step the detector may cost
   (default 1); the gap between samples grows with the measured cost of a sampled step.
 """
@@ -22,11 +25,10 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from types import FrameType
 from typing import Any
 
 from perftop.events import SyncBatch, SyncInfo
-from perftop.hook.frames import Where, first_outside, op_at, where
+from perftop.hook.frames import Where
 from perftop.hook.state import env_int
 
 # op, kind, then where: (file, line, function, lib_file, lib_line, lib_function, package)
@@ -35,44 +37,64 @@ FRACTION = 0.002  # ... or this fraction of a step, whichever is more
 WARM = 4  # steps before a sample that go through the sampler, to learn the base duration
 
 
-class Sampler:
-    """Which steps the detector watches: ``early`` steps after the first, then one step
-    when the amortized cost of the last sample has been paid for."""
+def jitter(index: int) -> float:
+    """A factor in [0.5, 1.5) drawn from the step index alone: the same on every rank, and
+    a gap that varies, so samples are not in step with a job's periodic work (a log line
+    every 100 steps) and the per-step rates they give are unbiased."""
+    h = ((index + 1) * 2654435761) & 0xFFFFFFFF
+    h ^= h >> 15
+    h = (h * 2246822519) & 0xFFFFFFFF
+    return 0.5 + (h ^ (h >> 13)) / 2**32
 
-    def __init__(self, early: int = 3, every: int = 200, budget_s: float = 1e-6) -> None:
+
+class Sampler:
+    """Which steps the detector watches: steps 1..``early``, then one step whenever the
+    amortized cost of the last sample has been paid for, the gap jittered.
+
+    ``fixed`` (a distributed job: ``WORLD_SIZE`` > 1): the gap comes from the step index
+    alone, never from this rank's timings, so every rank watches the same steps; a
+    sampled step on one rank would otherwise stall every rank at the next collective, and
+    the job would pay about world size times the budget.
+    """
+
+    def __init__(
+        self, early: int = 3, every: int = 200, budget_s: float = 1e-6, fixed: bool = False
+    ) -> None:
         self.early = early
         self.every = max(1, every)
         self.budget_s = budget_s
+        self.fixed = fixed
         self.all = False
-        self.n = 0  # steps closed so far
-        self.prev_t: float | None = None
+        self.prev: tuple[int, float] | None = None  # the last step closed: index, end
         self.base: float | None = None  # EMA of unwatched step durations
-        self.next_at = early + 1 + self.every
-        self.last_gap = self.every
-        # Below this count a step takes the fast path (see attach): nothing to do.
-        self.quiet_until = 0
+        self.next_at = early + 1 + self.spaced(early, self.every)
         # Time spent in the per-step callback since the last sample (its own bookkeeping,
         # and stopping the detector): also paid for out of the budget.
         self.overhead_s = 0.0
 
+    def spaced(self, index: int, gap: int) -> int:
+        return max(1, round(gap * jitter(index)))
+
     def closed(self, index: int, t: float, watched: bool) -> bool:
-        """Step ``index`` ended at ``t``; is the next step watched? Counted from the first
-        step this sampler saw, so a detector attached late still starts with its samples."""
-        n = self.n
-        self.n = n + 1
-        dur = t - self.prev_t if self.prev_t is not None else None
-        self.prev_t = t
-        if dur is not None and n > 0:
-            if watched:
-                if n > self.early:  # the early samples run while torch warms up
-                    self.last_gap = self.gap(dur)
-                    self.next_at = n + 1 + self.last_gap
-            else:
-                b = self.base
-                self.base = dur if b is None else b + 0.1 * (dur - b)
-        nxt = n + 1
-        self.quiet_until = 0 if (self.all or nxt <= self.early) else self.next_at - WARM
+        """Step ``index`` ended at ``t``; is step ``index + 1`` watched?"""
+        prev = self.prev
+        dur = t - prev[1] if prev is not None and prev[0] == index - 1 else None
+        self.prev = (index, t)
+        if watched and index > self.early:  # the early samples run while torch warms up
+            gap = self.every if self.fixed or dur is None else self.gap(dur)
+            self.next_at = index + 1 + self.spaced(index, gap)
+        elif dur is not None and not watched and index > 0:
+            b = self.base
+            self.base = dur if b is None else b + 0.1 * (dur - b)
+        nxt = index + 1
         return self.all or nxt <= self.early or nxt >= self.next_at
+
+    def wake_at(self, index: int) -> int:
+        """The next step whose end needs the callback (it decides the step after it), a
+        few steps earlier to learn the base duration unless the schedule is fixed."""
+        if self.all or index + 1 < self.early:
+            return index + 1
+        return max(index + 1, self.next_at - 1 - (0 if self.fixed else WARM))
 
     def gap(self, watched_dur: float) -> int:
         base = self.base
@@ -85,52 +107,59 @@ class Sampler:
 
 
 class Collector:
-    """Counts (and, on an accelerator, host time blocked) per site within a step; the
-    training thread only touches dicts."""
+    """Syncs seen in a watched stretch (a step, and any time between steps inside it),
+    each with the time it was seen; split at the step end into the step's own and those
+    made between steps (inside the intervals the tracker reported: an evaluation or
+    sampling pass). The training thread only appends to a list."""
 
     def __init__(self, put: Callable[[Any], None], pid: Callable[[], int]) -> None:
         self.put = put
         self.pid = pid
-        self.counts: dict[SiteKey, int] = {}
-        self.blocked: dict[SiteKey, float] = {}
-        self.fast: dict[tuple[Any, int], SiteKey] = {}  # (code, lasti) of a user frame
+        self.log: list[tuple[float, SiteKey, int, float | None]] = []
+        self.gaps: list[tuple[str, float, float]] = []  # kind, t0, t1 (perf_counter)
+        self.since = 0.0  # when the detector started: passes that began before are partial
 
-    def sync_at(self, frame: FrameType | None) -> None:
-        """A real sync reported while ``frame`` ran: count it at the first user frame, with
-        the library frame that made the call as detail."""
-        if frame is None:
-            return
-        key = (frame.f_code, frame.f_lasti)
-        site = self.fast.get(key)
-        if site is None:
-            outside = first_outside(frame)
-            if outside is None:
-                return
-            w = where(outside)
-            site = (op_at(outside), "sync", w)
-            if outside is frame and w[6] is None:  # the user's own frame: same site always
-                if len(self.fast) > 10000:
-                    self.fast.clear()
-                self.fast[key] = site
-        self.counts[site] = self.counts.get(site, 0) + 1
+    @property
+    def counts(self) -> dict[SiteKey, int]:
+        """Every site seen since the last flush, and its count."""
+        out: dict[SiteKey, int] = {}
+        for _, site, n, _ in self.log:
+            out[site] = out.get(site, 0) + n
+        return out
 
-    def add(self, site: SiteKey, blocked_s: float | None = None) -> None:
-        self.counts[site] = self.counts.get(site, 0) + 1
-        if blocked_s is not None:
-            self.blocked[site] = self.blocked.get(site, 0.0) + blocked_s
+    def add(self, site: SiteKey, blocked_s: float | None = None, n: int = 1) -> None:
+        self.log.append((time.perf_counter(), site, n, blocked_s))
+
+    def between(self, kind: str, t0: float, length: float) -> None:
+        """An interval outside training steps, as the tracker reports it."""
+        self.gaps.append((kind, t0, t0 + length))
 
     def flush(self, step: int, sampled: bool) -> None:
-        counts = self.counts
-        if not counts and not sampled:
+        log, gaps = self.log, self.gaps
+        self.gaps = []
+        if not log and not sampled:
             return
-        self.counts = {}
-        blocked, self.blocked = self.blocked, {}
-        sites = []
-        for key, n in counts.items():
-            op, kind, w = key
-            site = (op, w[0], w[1], w[2], kind, n, blocked.get(key))
-            sites.append(site if w[6] is None else (*site, *w[3:]))  # library detail
-        self.put(SyncBatch(self.pid(), step, sampled, tuple(sites)))
+        self.log = []
+        inside: dict[SiteKey, list[Any]] = {}
+        outside: dict[SiteKey, list[Any]] = {}
+        for t, key, n, blocked in log:
+            out = any(g0 <= t <= g1 for _, g0, g1 in gaps)
+            acc = (outside if out else inside).setdefault(key, [0, None])
+            acc[0] += n
+            if blocked is not None:
+                acc[1] = (acc[1] or 0.0) + blocked
+        # passes: intervals other than checkpoints (a gap with both is reported as two)
+        since = self.since
+        passes = len({g0 for k, g0, _ in gaps if k != "checkpoint" and g0 >= since})
+        self.put(SyncBatch(self.pid(), step, sampled, _sites(inside), _sites(outside), passes))
+
+
+def _sites(acc: dict[SiteKey, list[Any]]) -> tuple[Any, ...]:
+    sites = []
+    for (op, kind, w), (n, blocked) in acc.items():
+        site = (op, w[0], w[1], w[2], kind, n, blocked)
+        sites.append(site if w[6] is None else (*site, *w[3:]))  # library detail
+    return tuple(sites)
 
 
 def attach(state: Any, torch: Any) -> Collector | None:
@@ -146,24 +175,38 @@ def attach(state: Any, torch: Any) -> Collector | None:
         env_int("PERFTOP_SYNC_EARLY", 3, minimum=0) or 0,
         env_int("PERFTOP_SYNC_EVERY", 200, minimum=0) or 0,
         (env_int("PERFTOP_SYNC_BUDGET_US", 1, minimum=0) or 0) * 1e-6,
+        fixed=(env_int("WORLD_SIZE", 1) or 1) > 1,
     )
     sampler.all = mode == "all"
-    detector = sync_detect.make_detector(torch, collector, state)
-    warn = sync_cuda.attach(torch, collector, state)
+    real = sync_cuda.attach(torch, state)
+    detector = sync_detect.make_detector(torch, collector, state, real)
+    if detector is None:
+        return None
     info = SyncInfo(
         time.time(),
         state.sender.pid,
-        warn is not None,
-        detector is not None,
+        False,  # no longer every step: real syncs are counted in the sampled steps
+        True,
         sampler.early,
         sampler.every,
+        real is not None and not real.aside,
     )
     told = [False]  # sent at the first step: a process that never trains stays silent
     tracker = state.tracker
-    aside = compile_guard(state, torch, detector, warn is not None)
+    aside = compile_guard(state, torch, detector, real is not None)
 
+    # Intervals outside training steps, for the collector to tell a step's syncs from an
+    # evaluation's; then on to what was there before.
+    prev_between = tracker.on_between
+
+    def on_between(kind: str, t0: float, length: float) -> None:
+        if detector.active:
+            collector.between(kind, t0, length)
+        if prev_between is not None:
+            prev_between(kind, t0, length)
+
+    tracker.on_between = on_between
     perf = time.perf_counter
-    last = [-1]  # the last step index seen: steps skipped in between still count
 
     def on_step(index: int, t: float) -> int:
         """Returns the next step index that needs this callback."""
@@ -175,26 +218,18 @@ def attach(state: Any, torch: Any) -> Collector | None:
 
     def _on_step(index: int, t: float) -> int:
         try:
-            if last[0] >= 0 and index > last[0] + 1:
-                sampler.n += index - last[0] - 1
-                sampler.prev_t = None  # no duration to learn from across skipped steps
-            last[0] = index
             if not told[0]:
                 told[0] = True
                 state.sender.put(replace(info, pid=state.sender.pid))
-            watched = detector is not None and detector.active
+            watched = detector.active
             if watched:
                 detector.stop()
             collector.flush(index, watched)
-            if warn is not None:
-                warn.keep_first()
-            if detector is not None and sampler.closed(index, t, watched) and not aside():
+            if sampler.closed(index, t, watched) and not aside():
+                collector.since = t
                 detector.start()
                 return index + 1
-            if warn is not None:
-                return index + 1  # real syncs are counted every step
-            # Nothing to do until the sampler's quiet stretch ends.
-            return index + max(1, sampler.quiet_until - sampler.n + 1)
+            return sampler.wake_at(index)
         except Exception:
             state.internal_error("sync step")
             return index + 1
@@ -203,12 +238,11 @@ def attach(state: Any, torch: Any) -> Collector | None:
 
     def undo() -> None:
         tracker.on_step = None
-        if detector is not None:
-            detector.forget()
+        tracker.on_between = prev_between
+        detector.stop()
 
     state.undo.append(undo)
-    if detector is not None:
-        os.register_at_fork(after_in_child=detector.forget)
+    os.register_at_fork(after_in_child=detector.forget)
     return collector
 
 

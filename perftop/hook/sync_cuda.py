@@ -1,72 +1,147 @@
-"""Real host-device syncs on CUDA, from PyTorch's sync debug mode.
+"""Real host-device syncs on CUDA, from PyTorch's sync debug mode, without its side effects.
 
-The debug mode is checked in C++, so it catches what no Python-level patch can (an
-``int(t)`` deep in a kernel launcher). It reports each sync as a ``UserWarning`` whose
-text starts with :data:`MESSAGE`. perftop counts those warnings and hides them, and
-leaves every other warning alone:
+The debug mode is checked in C++, so it catches what no Python-level patch can (a sync
+deep inside an op). Left on for a whole run it has side effects a plain run lacks: each
+sync becomes a ``UserWarning`` that an ``error`` filter (``-W error``, pytest) turns into
+an exception out of the op; syncs in C++ calls with no Python frame print to stderr; a
+user's own mode is swallowed; and every sync pays for the warnings machinery.
 
-- an ``always`` filter for that one message sits first in ``warnings.filters`` (the
-  default action would show, and so count, a site only once); it is put back in front at
-  each step end should the user's own filters have been inserted before it;
-- ``warnings._showwarnmsg``, the function the interpreter calls to show any warning, is
-  wrapped: a sync warning is counted and dropped, anything else goes to the original
-  untouched, so the user's ``showwarning`` and ``catch_warnings(record=True)`` still see
-  exactly their own warnings.
+So perftop never leaves it on. In the detector's sampled steps only, and on the training
+thread only, the mode is switched to ``warn`` around each torch call the detector sees
+(one that Python called, so torch turns the C++ warning into a Python one when the call
+returns) and back to 0 right after: :meth:`RealSyncs.call`. Around that call:
 
-The mode is switched on through ``torch._C`` directly: ``torch.cuda.set_sync_debug_mode``
-would initialize CUDA in jobs that never use it. A job that set a mode itself is left as
-it is.
+- an ``always`` filter for the sync message is first in ``warnings.filters`` (checked
+  before each call, put back in front if a user filter went before it), so no ``error``
+  filter can turn the sync into an exception, and repeats are not hidden by ``default``;
+- ``warnings._showwarnmsg`` (what the interpreter calls to show any warning) drops the
+  sync warnings and counts those of the training thread; every other warning goes to the
+  original untouched.
+
+``backward`` and ``autograd.grad`` are called with the mode off: their work runs on
+autograd's C++ threads, where a sync would print. When the job sets a mode itself (seen
+before each call), perftop steps aside for good and says so. The mode is changed through
+``torch._C`` directly: ``torch.cuda.set_sync_debug_mode`` would initialize CUDA.
 """
 
 from __future__ import annotations
 
 import re
-import sys
+import threading
+import time
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 MESSAGE = "called a synchronizing CUDA operation"
 
 
-class SyncWarnings:
-    def __init__(self, collector: Any, state: Any) -> None:
-        self.collector = collector
+class RealSyncs:
+    def __init__(self, torch: Any, state: Any) -> None:
+        self.C = torch._C
         self.state = state
+        self.fired = 0  # sync warnings seen on the training thread
+        self.thread = threading.get_ident()
+        self.aside = False
         self.orig: Any = None
         self.entry: Any = None
+        self.mine: Any = None
+        self.quiet = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)
 
-    def install(self) -> None:
+    def arm(self) -> None:
+        """At a sampled step's start: the filter and the wrapper in (nothing of perftop's
+        is in the warnings module between sampled steps)."""
+        if self.aside or self.orig is not None:
+            return
         orig = self.orig = warnings._showwarnmsg  # type: ignore[attr-defined]
-        sync_at = self.collector.sync_at
+        self.thread = threading.get_ident()  # the detector arms on the training thread
+        get_ident = threading.get_ident
         state = self.state
 
         def _showwarnmsg(msg: Any) -> Any:
             try:
-                if issubclass(msg.category, UserWarning) and str(msg.message).startswith(MESSAGE):
-                    sync_at(sys._getframe(1))
-                    return None
+                if (
+                    self.orig is not None
+                    and issubclass(msg.category, UserWarning)
+                    and str(msg.message).startswith(MESSAGE)
+                ):
+                    if get_ident() == self.thread:
+                        self.fired += 1
+                    return None  # a warning perftop caused: never shown
             except Exception:
                 state.internal_error("sync warning")
             return orig(msg)
 
+        self.mine = _showwarnmsg
         warnings._showwarnmsg = _showwarnmsg  # type: ignore[attr-defined]
-        warnings.filterwarnings("always", message=re.escape(MESSAGE), category=UserWarning)
-        self.entry = warnings.filters[0]
+        if self.entry is None:
+            self.entry = ("always", re.compile(re.escape(MESSAGE), re.I), UserWarning, None, 0)
+        self.first()
 
-    def keep_first(self) -> None:
-        """At a step end: our filter first again, if a user filter went in front of it."""
+    def first(self) -> None:
+        """Our filter first in the list in force now (a user filter may have gone in front
+        of it, or ``catch_warnings`` may have swapped the list)."""
         filters = warnings.filters
-        if filters and filters[0] is not self.entry:
-            try:
-                filters.remove(self.entry)
-            except ValueError:
-                pass
-            filters.insert(0, self.entry)
-            warnings._filters_mutated()  # type: ignore[attr-defined]
+        if filters and filters[0] is self.entry:
+            return
+        try:
+            filters.remove(self.entry)
+        except ValueError:
+            pass
+        filters.insert(0, self.entry)
+        warnings._filters_mutated()  # type: ignore[attr-defined]
 
-    def uninstall(self) -> None:
-        if self.orig is not None:
+    def step_aside(self, why: str) -> None:
+        if self.aside:
+            return
+        self.aside = True
+        self.disarm()
+        self.state.sender.note(
+            "info",
+            f"real sync counting stopped: {why}; perftop leaves CUDA's sync debug mode to "
+            "the job (potential sync sites are still sampled)",
+        )
+
+    def call(self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``func(*args, **kwargs)`` with the debug mode on; returns (result, syncs, s).
+        Only ``func``'s own exceptions reach the caller, never perftop's."""
+        try:
+            on = self.ready(func)
+        except Exception:
+            self.state.internal_error("sync debug mode")
+            on = False
+        if not on:
+            return func(*args, **kwargs), 0, None
+        n0 = self.fired
+        t0 = time.perf_counter()
+        try:
+            out = func(*args, **kwargs)
+        finally:
+            try:
+                self.C._cuda_set_sync_debug_mode(0)
+            except Exception:
+                self.state.internal_error("sync debug mode")
+        return out, self.fired - n0, time.perf_counter() - t0
+
+    def ready(self, func: Any) -> bool:
+        """Switch the mode on for this call, unless it is not ours to switch."""
+        if self.orig is None or func in self.quiet:
+            return False
+        if self.C._cuda_get_sync_debug_mode() != 0:
+            self.step_aside("the job set CUDA's sync debug mode itself")
+            return False
+        self.first()
+        self.C._cuda_set_sync_debug_mode(1)
+        return True
+
+    def disarm(self) -> None:
+        """At a sampled step's end: take out the filter and the wrapper (the wrapper only
+        if nobody wrapped it since; else it stays, passing everything on)."""
+        if self.orig is None:
+            return
+        if warnings._showwarnmsg is self.mine:  # type: ignore[attr-defined]
             warnings._showwarnmsg = self.orig  # type: ignore[attr-defined]
+        self.orig = None
         try:
             warnings.filters.remove(self.entry)
             warnings._filters_mutated()  # type: ignore[attr-defined]
@@ -74,23 +149,17 @@ class SyncWarnings:
             pass
 
 
-def attach(torch: Any, collector: Any, state: Any) -> SyncWarnings | None:
-    """Count real syncs on CUDA (and ROCm) builds; None elsewhere or when unavailable."""
+def attach(torch: Any, state: Any) -> RealSyncs | None:
+    """Real-sync counting for CUDA (and ROCm) builds; None elsewhere or when unavailable.
+    Installs nothing in the job until a sampled step runs with CUDA initialized."""
     version = torch.version
     if getattr(version, "cuda", None) is None and getattr(version, "hip", None) is None:
         return None
     C = torch._C
     if not hasattr(C, "_cuda_set_sync_debug_mode") or not hasattr(warnings, "_showwarnmsg"):
         return None
+    real = RealSyncs(torch, state)
     if C._cuda_get_sync_debug_mode() != 0:
-        return None  # the user asked for warnings (or errors) of their own
-    w = SyncWarnings(collector, state)
-    w.install()
-    C._cuda_set_sync_debug_mode(1)
-
-    def undo() -> None:
-        C._cuda_set_sync_debug_mode(0)
-        w.uninstall()
-
-    state.undo.append(undo)
-    return w
+        real.step_aside("the job set CUDA's sync debug mode itself")
+    state.undo.append(real.disarm)
+    return real

@@ -1,32 +1,32 @@
 """The dispatch-level detector: ops that make the host wait when their tensors live on an
-accelerator, caught on any device (CPU included), labelled ``potential``.
+accelerator. On a CPU run, labelled ``potential``, and only on tensors a GPU run would keep
+on the device (``sync_marks``); on CUDA, labelled ``sync`` where the sync debug mode,
+switched on around the call (``sync_cuda``), confirms it.
 
 A ``TorchFunctionMode`` rather than a ``TorchDispatchMode``: it sees the call the user
-wrote (``x[mask]``, ``t.tolist()``, ``t.cpu()``, ``int(t)``), which on CPU never reaches
-the dispatcher, and it sees only the outermost torch call, so torch's own internals (an
-optimizer reading its step counter) are not mistaken for the user's. A call counts only
-when its direct caller is user code. The mode costs every torch call while it is on,
-hence it is pushed only for the steps the sampler picks.
+wrote (``x[mask]``, ``t.tolist()``, ``int(t)``), which on CPU never reaches the dispatcher,
+and only the outermost torch call, so torch's own internals (an optimizer reading its step
+counter) are not the user's. A call counts only when its direct caller is user code. The
+mode costs every torch call while it is on: it is pushed only for the sampled steps, at
+the bottom of the stack, by the training thread.
 
-A non-blocking host-to-device copy from pageable memory is a real stall on an
-accelerator (kind ``sync``); it is caught here too, in the sampled steps. Copies towards
-the CPU count only from an accelerator's tensor: on a CPU run, ``.to(device)`` is a
-host-to-device copy once the job runs on a GPU, not a read of device data.
-
-When a call's tensors live on an accelerator, the host time spent inside the call is the
-time the host waited (the GPU's queue draining, then the copy): it is measured and
-carried as ``blocked_s``. On the CPU there is no device to wait for: nothing is measured.
+A non-blocking host-to-device copy from pageable memory is a real stall on an accelerator
+(kind ``sync``). Copies towards the CPU count only from an accelerator's tensor. On an
+accelerator, the host time inside a syncing call is the wait (the queue draining, then the
+copy): carried as ``blocked_s``. On the CPU nothing is measured.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-from perftop.hook.frames import direct_caller
+from perftop.hook.frames import direct_caller, first_outside
 from perftop.hook.frames import where as site_of
+from perftop.hook.sync_marks import NOT_DEVICES, Marks
 
 _SIMPLE = {
     "item": "item",
@@ -47,10 +47,9 @@ _SIMPLE = {
     "__format__": "format",
     "__repr__": "repr",
 }
-NOT_DEVICES = frozenset({"cpu", "meta"})  # copies to these never stall the host
 
 
-def make_detector(torch: Any, collector: Any, state: Any) -> Any:
+def make_detector(torch: Any, collector: Any, state: Any, real: Any = None) -> Any:
     """A detector bound to this torch, or None where torch lacks function modes."""
     try:
         from torch.overrides import TorchFunctionMode
@@ -144,12 +143,21 @@ def make_detector(torch: Any, collector: Any, state: Any) -> Any:
             return lambda args, kwargs: op
         return special.get(name)
 
+    marks = Marks(torch)
+    C = torch._C
+    real_ok = getattr(torch.version, "cuda", None) is not None
+
     class Detector(TorchFunctionMode):
         not_devices = NOT_DEVICES
 
         def __init__(self) -> None:
             super().__init__()
             self.active = False
+            self.off = False  # asked to stop from another thread: pass calls through
+            self.thread: int | None = None
+            self.marks = marks
+            self.real: Any = None  # RealSyncs, armed for this sample (CUDA initialized)
+            self.real_syncs = real
 
         def __torch_function__(
             self,
@@ -160,61 +168,133 @@ def make_detector(torch: Any, collector: Any, state: Any) -> Any:
         ) -> Any:
             if kwargs is None:
                 kwargs = {}
+            if self.off:
+                return func(*args, **kwargs)
             try:
                 check = cache[func]
             except KeyError:
                 check = cache[func] = classify(func)
             except TypeError:  # an unhashable callable
                 check = classify(func)
+            op, timed = None, False
             if check is not None:
-                op, timed = None, False
                 try:
                     op = check(args, kwargs)
+                    if op is not None and op[0] != "!" and not marks.any_bound(args):
+                        op = None  # a host tensor: no sync on any device
                     timed = op is not None and (op[0] == "!" or on_device(args))
                 except Exception:
                     state.internal_error("sync detector")
-                if op is not None:
-                    if not timed:
-                        self.seen(op, None)
-                        return func(*args, **kwargs)
+            rs = self.real
+            if rs is not None:
+                out, n, dt = rs.call(func, args, kwargs)
+                if n:
+                    self.seen(
+                        op.lstrip("!") if op else getattr(func, "__name__", "sync"), dt, "sync", n
+                    )
+                elif op is not None and (op[0] == "!" or rs.orig is None):
+                    self.seen(op, dt if timed else None)
+                return out
+            if op is not None:
+                if not timed:
+                    self.seen(op, None)
+                    out = func(*args, **kwargs)
+                else:
                     t0 = perf()
                     out = func(*args, **kwargs)
                     self.seen(op, perf() - t0)
-                    return out
-            return func(*args, **kwargs)
+            else:
+                out = func(*args, **kwargs)
+            if marks.virtual:
+                try:
+                    out = marks.spread(getattr(func, "__name__", ""), args, kwargs, out)
+                except Exception:
+                    state.internal_error("sync detector (marks)")
+            return out
 
-        def seen(self, op: str, blocked_s: float | None) -> None:
+        def seen(self, op: str, blocked_s: float | None, kind: str = "", n: int = 1) -> None:
             try:
-                frame = direct_caller(sys._getframe(2))
+                caller = sys._getframe(2)
+                frame = direct_caller(caller)
                 if frame is None:
-                    return
-                kind = "potential"
-                if op[0] == "!":
-                    op, kind = op[1:], "sync"
-                collector.add((op, kind, site_of(frame)), blocked_s)
+                    if kind != "sync":
+                        return
+                    frame = first_outside(caller)  # a real sync inside torch's own code
+                    if frame is None:
+                        return
+                if not kind:
+                    kind = "potential"
+                    if op[0] == "!":
+                        op, kind = op[1:], "sync"
+                collector.add((op, kind, site_of(frame)), blocked_s, n)
             except Exception:
                 state.internal_error("sync detector")
 
         def start(self) -> None:
+            """Push this mode at the bottom of the stack (above a ``DeviceContext``, which
+            must stay lowest), as torch's ``DeviceContext`` does: a user's mode entered
+            before and left after pops itself, never this one."""
             if self.active:
                 return
-            self.__enter__()
+            self.thread = threading.get_ident()
+            self.off = False
+            virtual = not (real_ok and torch.cuda.is_initialized())
+            marks.virtual = virtual
+            rs = self.real_syncs
+            if rs is not None and not virtual and not rs.aside:
+                rs.arm()
+                self.real = rs
+            _insert_at_bottom(C, self)
             self.active = True
 
         def stop(self) -> None:
-            """Pop this mode, but only from the top: never pop a user's own mode."""
-            n = torch._C._len_torch_function_stack()
-            if n and torch._C._get_function_stack_at(n - 1) is self:
-                self.__exit__(None, None, None)
-                self.active = False
+            """Out from wherever it is, on the thread that pushed it; another thread only
+            asks (calls pass through until then)."""
+            if not self.active:
+                return
+            if threading.get_ident() != self.thread:
+                self.off = True
+                return
+            _remove(C, self)
+            self.active = False
+            self.off = False
+            if self.real is not None:
+                self.real.disarm()
+                self.real = None
 
         def forget(self) -> None:
-            """In a forked child (a DataLoader worker): no sampling there."""
+            """In a forked child (a DataLoader worker): no sampling; off its stack."""
             try:
-                self.stop()
+                if self.active and threading.get_ident() == self.thread:
+                    _remove(C, self)
             except Exception:
                 pass
             self.active = False
+            self.off = True
+            self.real = None
+            marks.ids.clear()
 
     detector = Detector()
     return detector
+
+
+def _insert_at_bottom(C: Any, mode: Any) -> None:
+    above = [C._pop_torch_function_stack() for _ in range(C._len_torch_function_stack())]
+    keep = 0  # a DeviceContext (torch.set_default_device) stays at the very bottom
+    if above and type(above[-1]).__name__ == "DeviceContext":
+        keep = 1
+        C._push_on_torch_function_stack(above[-1])
+    C._push_on_torch_function_stack(mode)
+    for m in reversed(above[: len(above) - keep]):
+        C._push_on_torch_function_stack(m)
+
+
+def _remove(C: Any, mode: Any) -> None:
+    above = []
+    while C._len_torch_function_stack():
+        m = C._pop_torch_function_stack()
+        if m is mode:
+            break
+        above.append(m)
+    for m in reversed(above):
+        C._push_on_torch_function_stack(m)

@@ -283,6 +283,10 @@ class SyncSite:
     lib_function: str | None = None
     package: str | None = None
     host: str = ""  # set where a collector merges nodes
+    # Between-step sites only (``Snapshot.sync_between``): the count per pass, over the
+    # passes watched; ``per_step`` is then 0 (such syncs are no step's).
+    per_pass: float | None = None
+    passes: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -378,6 +382,8 @@ class Snapshot:
     probes_stopped: tuple[tuple[str, str], ...] = ()
     nodes: tuple[NodeRow, ...] = ()  # the nodes a collector hears (empty for a local run)
     workers: tuple[WorkerRow, ...] = ()  # DataLoader workers as they measure themselves
+    # syncs made outside training steps (evaluation or sampling passes), per pass
+    sync_between: tuple[SyncSite, ...] = ()
 
     stacks: tuple[StackRow, ...] = ()  # stack samples per process (observer mode)
     stalls: tuple[StallRow, ...] = ()  # stacks captured during stalled steps, oldest first

@@ -1,7 +1,9 @@
 """Sync sites over a whole session: counts summed across steps and processes.
 
 Rates divide by the steps that were actually watched: sampled steps for what the sampled
-detector saw, every step of a CUDA-debug process for real syncs. A line with a real sync
+detector saw (real syncs too, since CUDA's debug mode is on in those steps only; older
+recordings had it on every step of a process). Syncs made outside training steps in a
+watched stretch (an evaluation or sampling pass) are kept apart, per pass watched. A line with a real sync
 hides the same line's ``potential`` entry (it is the same wait, now measured), and lends
 it the op name the detector knew when the debug mode could only say "sync", and the time
 blocked the detector measured. A site is a user line together with the library line it
@@ -33,15 +35,25 @@ class _Acc:
         self.last_step: int | None = None
         self.sampled = False
 
+    def add(self, step: int, sampled: bool, count: int, blocked: float | None) -> None:
+        self.count += count
+        self.sampled = self.sampled or sampled
+        if blocked is not None:
+            self.blocked = (self.blocked or 0.0) + blocked
+        if self.last_step is None or step > self.last_step:
+            self.last_step = step
+
 
 class SyncReducer:
     handles = (SyncInfo, SyncBatch, Step)
 
     def __init__(self) -> None:
         self.sites: dict[_Key, _Acc] = {}
+        self.between: dict[_Key, _Acc] = {}
         self.debug_pids: set[int] = set()
         self.debug_steps = 0  # steps of processes whose every step the CUDA mode watched
         self.sampled_steps = 0
+        self.passes = 0  # passes outside training steps that a watched stretch held whole
         self._sampled_seen: set[tuple[int, int]] = set()
 
     def apply(self, ev: Any) -> None:
@@ -52,24 +64,48 @@ class SyncReducer:
             if ev.sampled and (ev.pid, ev.step) not in self._sampled_seen:
                 self._sampled_seen.add((ev.pid, ev.step))
                 self.sampled_steps += 1
-            for op, file, line, function, kind, count, *rest in ev.sites:
-                lib = tuple(rest[1:5]) if len(rest) >= 5 else _NO_LIB
-                key = (op, file, line, function, kind, *lib)
-                acc = self.sites.get(key)
-                if acc is None:
-                    acc = self.sites[key] = _Acc()
-                acc.count += count
-                acc.sampled = acc.sampled or ev.sampled
-                blocked = rest[0] if rest else None
-                if blocked is not None:
-                    acc.blocked = (acc.blocked or 0.0) + blocked
-                if acc.last_step is None or ev.step > acc.last_step:
-                    acc.last_step = ev.step
+                self.passes += ev.passes
+            for into, sites in ((self.sites, ev.sites), (self.between, ev.between)):
+                for op, file, line, function, kind, count, *rest in sites:
+                    lib = tuple(rest[1:5]) if len(rest) >= 5 else _NO_LIB
+                    key = (op, file, line, function, kind, *lib)
+                    acc = into.get(key)
+                    if acc is None:
+                        acc = into[key] = _Acc()
+                    acc.add(ev.step, ev.sampled, count, rest[0] if rest else None)
         elif isinstance(ev, SyncInfo) and ev.cuda_debug:
             self.debug_pids.add(ev.pid)
 
     def contribute(self, parts: dict[str, Any], window: int | None) -> None:
         parts["sync"] = self.rows()
+        parts["sync_between"] = self.between_rows()
+
+    def between_rows(self) -> tuple[SyncSite, ...]:
+        """Syncs outside training steps, per pass over the passes watched whole (a site
+        seen in a pass that began before the watch still counts, over at least one)."""
+        out = []
+        passes = self.passes
+        for (op, file, line, function, kind, *lib), acc in self.between.items():
+            n = max(passes, 1)
+            blocked = acc.blocked / n if acc.blocked is not None else None
+            out.append(
+                SyncSite(
+                    op,
+                    file,
+                    line,
+                    function,
+                    kind,
+                    acc.count,
+                    0.0,
+                    blocked,
+                    acc.last_step,
+                    *lib,
+                    per_pass=acc.count / n,
+                    passes=passes,
+                )  # fmt: skip
+            )
+        out.sort(key=lambda r: (-(r.per_pass or 0.0), r.file, r.line, r.op))
+        return tuple(out)
 
     def rows(self) -> tuple[SyncSite, ...]:
         real: list[SyncSite] = []

@@ -53,6 +53,7 @@ def build_report(snap: Snapshot, stats: ReadStats | None = None) -> dict[str, An
         "gpus": _gpus(snap),
         "gpu_note": snap.gpu_note,
         "sync_events": _sync(snap),
+        "sync_between": _sync(snap, between=True),
         "hints": [_hint(h, m.start_t) for h in snap.hints],
         "stacks": stacks_json(snap),
         "stalls": stalls_json(snap),
@@ -233,9 +234,12 @@ def _hint(h: Hint, start_t: float | None) -> dict[str, Any]:
     }
 
 
-def _sync(snap: Snapshot) -> list[dict[str, Any]]:
+def _sync(snap: Snapshot, between: bool = False) -> list[dict[str, Any]]:
     """One entry per site, most costly first; ``per_step`` over the steps watched;
-    ``blocked_s`` per watched step, measured on an accelerator only (else null)."""
+    ``blocked_s`` per watched step, measured on an accelerator only (else null). With
+    ``between``: the syncs made outside training steps, ``per_pass`` (and ``passes``)
+    instead of ``per_step``, ``blocked_s`` per pass."""
+    rows = snap.sync_between if between else snap.sync
     return [
         {
             "op": s.op,
@@ -244,7 +248,11 @@ def _sync(snap: Snapshot) -> list[dict[str, Any]]:
             "function": s.function,
             "kind": s.kind,
             "count": s.count,
-            "per_step": _round(s.per_step, 4),
+            **(
+                {"per_pass": _round(s.per_pass, 4), "passes": s.passes}
+                if between
+                else {"per_step": _round(s.per_step, 4)}
+            ),
             "blocked_s": _round(s.blocked_s),
             "last_step": s.last_step,
             "host": s.host,
@@ -253,5 +261,5 @@ def _sync(snap: Snapshot) -> list[dict[str, Any]]:
             "lib_function": s.lib_function,
             "package": s.package,
         }
-        for s in snap.sync
+        for s in rows
     ]

@@ -112,6 +112,7 @@ def render(r: dict[str, Any]) -> str:
     out.extend(host_lines(r.get("host") or {}))
     out.extend(gpu_lines(r.get("gpus") or [], r.get("gpu_note", "")))
     out.extend(_sync(r["sync_events"]))
+    out.extend(_sync(r.get("sync_between") or [], between=True))
     out.extend(stack_lines(r))
     out.extend(_footer(r))
     return "\n".join(out) + "\n"
@@ -132,13 +133,15 @@ def hint_lines(hints: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def _sync(sites: list[dict[str, Any]]) -> list[str]:
+def _sync(sites: list[dict[str, Any]], between: bool = False) -> list[str]:
     """Lines of code that make (sync) or would make on a GPU (potential) the host wait,
     as ``user line → library line``. The blocked column only where a site has a
-    measurement (a run on an accelerator)."""
+    measurement (a run on an accelerator). ``between``: those made outside training
+    steps (evaluation or sampling passes), per pass."""
     if not sites:
         return []
     blocked = any(e.get("blocked_s") is not None for e in sites)
+    rate = "per_pass" if between else "per_step"
     rows = []
     for e in sites:
         where, via = sync_where(
@@ -146,13 +149,18 @@ def _sync(sites: list[dict[str, Any]]) -> list[str]:
         )
         if via:
             where += f" → {via} {e.get('lib_function') or ''}".rstrip()
-        row = [where, e["op"], e["kind"], e["function"], f"{e['per_step']:.2f}", str(e["count"])]
+        row = [where, e["op"], e["kind"], e["function"], f"{e[rate]:.2f}", str(e["count"])]
         rows.append([*row, seconds(e.get("blocked_s"))] if blocked else row)
-    head = ["where", "op", "kind", "function", "per step", "count"]
+    head = ["where", "op", "kind", "function", "per pass" if between else "per step", "count"]
+    if between:
+        passes = max((e.get("passes") or 0) for e in sites)
+        title = f"Host-device syncs between training steps ({passes} passes watched)"
+    else:
+        title = "Host-device sync sites (potential: would stall on a GPU)"
     return [
         "",
-        "Host-device sync sites (potential: would stall on a GPU)",
-        table([*head, "blocked/step"] if blocked else head, rows),
+        title,
+        table([*head, "blocked/pass" if between else "blocked/step"] if blocked else head, rows),
     ]
 
 

@@ -14,8 +14,9 @@ steps = 20
 torch.manual_seed(0)
 model = torch.nn.Linear(8, 4)
 opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-x = torch.randn(32, 8)
-y = torch.randn(32, 4)
+device = "cpu"  # "cuda" on a GPU machine: the sites below are on the device's tensors
+x = torch.randn(32, 8).to(device)
+y = torch.randn(32, 4).to(device)
 if helpers:
     import sync_helpers
 

@@ -1,0 +1,180 @@
+"""Which CPU tensors would live on the accelerator in a GPU run: a CPU run's stand-in for
+``tensor.device``, so that a CPU run reports a potential sync only where a GPU run would
+have one.
+
+A tensor is *device-bound* when it is on an accelerator, or (on a CPU run) when it went
+through ``.to(device)`` / ``.cuda()`` or a factory given a ``device=``, is a model
+parameter or needs grad (computed from parameters), or was computed from a device-bound
+tensor. A tensor used as an operand beside a device-bound one must be on the device too
+(a GPU run would fail otherwise), except 0-dim CPU scalars and indices: it is marked as
+well, so a target moved with ``.to(device)`` before the loop is learnt at its first use.
+A tensor from ``torch.randint``, ``arange`` or ``from_numpy`` with no device, and what is
+computed from it alone, stays a host tensor: indexing a numpy array or list with it is no
+sync on any device.
+
+The marks are learnt only while the detector's mode is on (its sampled steps): nothing is
+added to the other steps. They live as long as their tensors (a weak reference each),
+keyed by ``id()``, never stored on the tensor (that would change what ``torch.save``
+writes).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from weakref import KeyedRef
+
+NOT_DEVICES = frozenset({"cpu", "meta"})  # copies to these never stall the host
+# Calls whose other tensor operands may stay on the host in a GPU run (an index, a copy's
+# source, a conversion's template): they are not marked for sitting beside a device tensor.
+NO_SPREAD = frozenset(
+    {
+        "__getitem__",
+        "__setitem__",
+        "index_put_",
+        "index_put",
+        "to",
+        "copy_",
+        "type_as",
+        "new_tensor",
+        "tensor",
+        "as_tensor",
+    }  # fmt: skip
+)
+# Calls whose result is on the host whatever their input: a read of device data.
+HOST_OUT = frozenset(
+    {
+        "cpu",
+        "numpy",
+        "tolist",
+        "item",
+        "_local_scalar_dense",
+        "__int__",
+        "__float__",
+        "__bool__",
+        "__index__",
+        "__complex__",
+        "__repr__",
+        "__format__",
+        "__len__",
+    }  # fmt: skip
+)
+MAX_MARKS = 200_000
+SENDS = frozenset({"to", "cuda"})  # calls that may name a device without a device= keyword
+
+
+class Marks:
+    def __init__(self, torch: Any) -> None:
+        self.Tensor = torch.Tensor
+        self.Parameter = torch.nn.Parameter
+        self.device_cls = torch.device
+        self.ids: dict[int, Any] = {}
+        self.virtual = True  # a CPU run: marks stand in for the device (set per sample)
+        ids = self.ids
+
+        def gone(ref: Any) -> None:
+            if ids.get(ref.key) is ref:
+                del ids[ref.key]
+
+        self.gone = gone
+
+    def bound(self, t: Any) -> bool:
+        """Whether ``t`` is (or in a GPU run would be) an accelerator's tensor."""
+        if self.virtual and (id(t) in self.ids or t.requires_grad or isinstance(t, self.Parameter)):
+            return True
+        return t.device.type not in NOT_DEVICES
+
+    def any_bound(self, args: tuple[Any, ...]) -> bool:
+        Tensor = self.Tensor
+        return any(isinstance(a, Tensor) and self.bound(a) for a in args[:2])
+
+    def mark(self, t: Any) -> None:
+        ids = self.ids
+        i = id(t)
+        if i in ids:
+            return
+        if len(ids) >= MAX_MARKS:
+            ids.clear()
+        try:
+            ids[i] = KeyedRef(t, self.gone, i)
+        except TypeError:  # a tensor subclass without weak references
+            pass
+
+    def mark_out(self, out: Any) -> Any:
+        """Mark a call's result; returns it (an iterator over a tensor is rebuilt from the
+        same elements, of the same type, so that each element can be marked)."""
+        Tensor = self.Tensor
+        if isinstance(out, Tensor):
+            self.mark(out)
+        elif isinstance(out, tuple | list):
+            for o in out:
+                if isinstance(o, Tensor):
+                    self.mark(o)
+        elif type(out).__name__ == "tuple_iterator":
+            items = tuple(out)
+            for o in items:
+                if isinstance(o, Tensor):
+                    self.mark(o)
+            return iter(items)
+        return out
+
+    def spread(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Any:
+        """After a call in a sampled step of a CPU run: mark what it made (and its other
+        operands) when it read a device-bound tensor or was sent to a device."""
+        Tensor = self.Tensor
+        ids = self.ids
+        Parameter = self.Parameter
+        dev = False
+        others: list[Any] | None = None
+        for a in (args, kwargs.values()) if kwargs else (args,):
+            for t in a:
+                if isinstance(t, Tensor):
+                    if (
+                        id(t) in ids
+                        or t.requires_grad
+                        or isinstance(t, Parameter)
+                        or t.device.type not in NOT_DEVICES
+                    ):
+                        dev = True
+                    elif others is None:
+                        others = [t]
+                    else:
+                        others.append(t)
+                elif isinstance(t, tuple | list) and t and isinstance(t[0], Tensor):
+                    for b in t:
+                        if isinstance(b, Tensor):
+                            if self.bound(b):
+                                dev = True
+                            elif others is None:
+                                others = [b]
+                            else:
+                                others.append(b)
+        if not dev and not ((name in SENDS or kwargs) and self.sent(name, args, kwargs)):
+            return out
+        if others and name not in NO_SPREAD:
+            for t in others:
+                if t.dim() > 0:
+                    self.mark(t)
+        if name in HOST_OUT:
+            return out
+        if isinstance(out, Tensor):
+            i = id(out)
+            if i not in ids:
+                self.mark(out)
+            return out
+        return self.mark_out(out)
+
+    def sent(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        """A call that names a device: ``.to(device)``, ``.cuda()``, ``device=`` given."""
+        if name == "cuda":
+            return True
+        dev = kwargs.get("device")
+        if dev is None and name == "to":
+            for a in args[1:]:
+                if isinstance(a, str | self.device_cls):
+                    dev = a
+        if dev is None:
+            return False
+        try:
+            return self.device_cls(dev).type != "meta"
+        except Exception:
+            return False
