@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 from perftop.hints.base import fraction, plural, seconds, threshold
-from perftop.model.snapshot import Hint, Snapshot, SyncSite
+from perftop.model.snapshot import Hint, Severity, Snapshot, SyncSite
 
 ENTER, STAY = 1.0, 0.5  # syncs per step, all sites together
 SITE_MIN = 0.1  # a site rarer than this per step is not worth naming
@@ -68,7 +68,7 @@ def host_device_sync(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
         advice.append(f"{lines}: {rewrite(op)}.")
     gain, gain_txt = _gain(snap, real)
     if real:
-        severity = "high" if per_step >= 5 or (gain or 0.0) >= 0.2 else "medium"
+        severity: Severity = "high" if per_step >= 5 or (gain or 0.0) >= 0.2 else "medium"
         title = f"Host-device syncs: the host waits for the GPU {per_step:.1f} times a step"
     else:
         severity = "info"

@@ -138,8 +138,7 @@ def direct_caller(frame: FrameType | None) -> FrameType | None:
     forwarding wrappers; None when that caller is itself internal (torch calling torch,
     such as an optimizer reading its step counter)."""
     while frame is not None and (
-        frame.f_code.co_filename in _plumbing_files
-        or frame.f_code.co_name in _MODE_HANDLERS
+        frame.f_code.co_filename in _plumbing_files or frame.f_code.co_name in _MODE_HANDLERS
     ):  # a user's own mode above perftop's forwards the call: its caller is the site
         frame = frame.f_back
     if frame is None or kind_of(frame.f_code) == INTERNAL:

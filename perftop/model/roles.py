@@ -6,11 +6,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from perftop.model.snapshot import Loader, Meta, ProcessRole, Trainer
+from perftop.model.snapshot import Loader, Meta, ProcessRole, Role, Trainer
 
 # Trainers (one main, or ranks by rank), then DataLoader workers, then every other process:
 # the order of the report's processes and of the Processes panel's role column.
 ROLE_ORDER = {"main": 0, "rank": 0, "worker": 1, "other": 2}
+_ROLES: dict[str, Role] = {"main": "main", "rank": "rank", "worker": "worker", "other": "other"}
+
+
+def as_role(name: str) -> Role:
+    """A role as read off the stream (stack samples name theirs); an unknown one is other."""
+    return _ROLES.get(name, "other")
 
 
 def assign_roles(
@@ -30,7 +36,7 @@ def assign_roles(
     """
     roles: dict[int, ProcessRole] = {}
     for t in trainers:
-        role = "rank" if t.rank is not None and (t.world_size or 0) > 1 else "main"
+        role: Role = "rank" if t.rank is not None and (t.world_size or 0) > 1 else "main"
         roles[t.pid] = ProcessRole(t.pid, role, rank=t.rank, parent_pid=t.ppid)
     for ld in loaders:
         for worker_id, pid in ld.workers:
@@ -43,15 +49,15 @@ def assign_roles(
                     loader_id=ld.loader_id,
                     parent_pid=ld.pid,
                 )
-    for pid, role in (observed or {}).items():
-        if pid not in roles and role in ("main", "worker"):
-            roles[pid] = ProcessRole(pid, role)
+    for pid, seen in (observed or {}).items():
+        if pid not in roles and seen in ("main", "worker"):
+            roles[pid] = ProcessRole(pid, "main" if seen == "main" else "worker")
     if meta.job_pid is not None and meta.job_pid not in roles:
         roles[meta.job_pid] = ProcessRole(meta.job_pid, "other")
     for p in processes:
-        pid = getattr(p, "pid", None)
-        if pid is not None and pid not in roles:
-            roles[pid] = ProcessRole(pid, "other", parent_pid=getattr(p, "ppid", None))
+        other: int | None = getattr(p, "pid", None)
+        if other is not None and other not in roles:
+            roles[other] = ProcessRole(other, "other", parent_pid=getattr(p, "ppid", None))
     return tuple(sorted(roles.values(), key=role_sort_key))
 
 

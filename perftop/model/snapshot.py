@@ -8,8 +8,13 @@ empty so a snapshot is always complete.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from perftop.model.workers import WorkerRow
+
+Role = Literal["main", "rank", "worker", "other"]  # what a process is to the job
+Severity = Literal["high", "medium", "info"]  # a hint's weight, most at stake first
+SyncKind = Literal["sync", "potential"]  # seen by CUDA's debug mode, or by the detector
 
 PHASES = ("data", "forward/other", "backward", "optimizer")
 
@@ -132,7 +137,7 @@ class ProcessRole:
     """What a pid is to the job: ``main``, ``rank``, ``worker`` or ``other``."""
 
     pid: int
-    role: str
+    role: Role
     rank: int | None = None
     worker_id: int | None = None
     loader_id: int | None = None
@@ -267,7 +272,7 @@ class SyncSite:
     file: str
     line: int
     function: str
-    kind: str  # "sync" | "potential"
+    kind: SyncKind
     count: int
     per_step: float
     # Host seconds per watched step spent inside this site's calls, waiting for the device:
@@ -310,7 +315,7 @@ class Hint:
     ``est_gain_text`` says so; ``panel`` names the panel whose figures prove it."""
 
     id: str
-    severity: str  # "high" | "medium" | "info"
+    severity: Severity
     title: str
     evidence: tuple[str, ...] = ()
     advice: tuple[str, ...] = ()
@@ -340,7 +345,7 @@ class StackRow:
     (innermost user frames as (function, file, line)), each with its share of ``samples``."""
 
     pid: int
-    role: str
+    role: Role
     samples: int
     where: tuple[tuple[str, float], ...] = ()
     frames: tuple[tuple[tuple[str, str, int], float], ...] = ()

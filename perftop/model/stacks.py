@@ -13,7 +13,7 @@ from collections import Counter
 from typing import Any
 
 from perftop.events.stacks import StackFrame, StackSample, StallCapture
-from perftop.model.roles import ROLE_ORDER
+from perftop.model.roles import ROLE_ORDER, as_role
 from perftop.model.snapshot import StackRow, StallRow
 
 MAX_STALLS = 50
@@ -110,7 +110,7 @@ class StacksReducer:
             rows.append(
                 StackRow(
                     pid,
-                    p.role,
+                    as_role(p.role),
                     n,
                     tuple((w, c / n) for w, c in p.where.most_common(TOP)),
                     tuple((f, c / n) for f, c in p.frames.most_common(TOP)),

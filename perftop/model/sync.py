@@ -85,24 +85,19 @@ class SyncReducer:
         seen in a pass that began before the watch still counts, over at least one)."""
         out = []
         passes = self.passes
-        for (op, file, line, function, kind, *lib), acc in self.between.items():
+        for key, acc in self.between.items():
             n = max(passes, 1)
             blocked = acc.blocked / n if acc.blocked is not None else None
             out.append(
-                SyncSite(
-                    op,
-                    file,
-                    line,
-                    function,
-                    kind,
+                _site(
+                    key,
                     acc.count,
                     0.0,
                     blocked,
                     acc.last_step,
-                    *lib,
                     per_pass=acc.count / n,
                     passes=passes,
-                )  # fmt: skip
+                )
             )
         out.sort(key=lambda r: (-(r.per_pass or 0.0), r.file, r.line, r.op))
         return tuple(out)
@@ -110,16 +105,14 @@ class SyncReducer:
     def rows(self) -> tuple[SyncSite, ...]:
         real: list[SyncSite] = []
         potential: list[SyncSite] = []
-        for (op, file, line, function, kind, *lib), acc in self.sites.items():
+        for key, acc in self.sites.items():
             steps = self.sampled_steps if acc.sampled else self.debug_steps
             per_step = acc.count / steps if steps else float(acc.count)
             blocked = None
             if acc.blocked is not None and self.sampled_steps:
                 blocked = acc.blocked / self.sampled_steps
-            row = SyncSite(
-                op, file, line, function, kind, acc.count, per_step, blocked, acc.last_step, *lib
-            )
-            (real if kind == "sync" and not acc.sampled else potential).append(row)
+            row = _site(key, acc.count, per_step, blocked, acc.last_step)
+            (real if row.kind == "sync" and not acc.sampled else potential).append(row)
         real_lines = {_place(r) for r in real}
         seen = {_place(r): r for r in potential}
         out = [r for r in potential if _place(r) not in real_lines]
@@ -143,3 +136,21 @@ def _place(r: SyncSite) -> tuple[Any, ...]:
 def _cost(r: SyncSite) -> tuple[Any, ...]:
     """Most costly first: measured waits, then real syncs, then the most frequent."""
     return (-(r.blocked_s or 0.0), r.kind != "sync", -r.per_step, r.file, r.line, r.op)
+
+
+def _site(
+    key: tuple[Any, ...],
+    count: int,
+    per_step: float,
+    blocked: float | None,
+    last_step: int | None,
+    **between: Any,
+) -> SyncSite:
+    """A row from a site's key ``(op, file, line, function, kind, *library detail)``; an
+    older recording's key carries fewer library fields (or none)."""
+    op, file, line, function, kind, *lib = key
+    lib_file, lib_line, lib_function, package = (*lib, None, None, None, None)[:4]
+    return SyncSite(
+        op, file, line, function, kind, count, per_step, blocked, last_step,
+        lib_file, lib_line, lib_function, package, **between,
+    )  # fmt: skip

@@ -51,7 +51,8 @@ def chart(rows: tuple[StepRow, ...], width: int, height: int, p50: float | None)
             grid[0][x0 + i] = (GAP_MARK, GAP_STYLE)
     lines = []
     for cells in grid:  # one span per run of equal style: cheaper to build and to render
-        t, run, run_style = Text(), [], None
+        t, run_style = Text(), None
+        run: list[str] = []
         for ch, style in cells:
             if style != run_style and run:
                 t.append("".join(run), style=run_style or None)
