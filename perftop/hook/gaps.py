@@ -7,7 +7,19 @@ What opens an interval:
 - a batch from a loader that has never fed a training step, unless training (backward,
   an optimizer step) follows it before the next batch (then it is the next training
   loader, as in a second ``fit``);
-- a ``torch.save`` call.
+- a ``torch.save`` call;
+- a ``torch.no_grad()`` region (a ``with`` block, a decorated ``estimate_loss()`` or
+  ``generate()``) entered with grad on where a step has not begun yet: after an optimizer
+  step or ``perftop.step()``, before the next batch or backward. Its ``__enter__`` and
+  ``__exit__`` are the signal: nothing per module call. It closes when the region exits.
+  A region that the last step also began with is that loop's own per-step work (a target
+  network, a teacher's forward) and stays in the step; so is one inside an active step
+  (a manual SGD update after backward), so a backward()-only loop's evaluation without a
+  DataLoader stays in its step.
+
+A ``torch.save`` on another thread than training's (an async checkpoint) cuts nothing:
+before any training, one on another thread than main; it is reported as
+``checkpoint_overlapped`` time, overlapping the steps around it.
 
 It closes at the loop's next training activity: a grad-enabled batch from a training
 loader, ``backward()``, an optimizer step, ``perftop.step()``. The kind: ``checkpoint``
@@ -25,7 +37,7 @@ from typing import Any
 
 from perftop.hook.steps_cold import release
 
-EVAL, CHECKPOINT = "eval", "checkpoint"
+EVAL, CHECKPOINT, OVERLAPPED = "eval", "checkpoint", "checkpoint_overlapped"
 
 
 def reset(tr: Any) -> None:
@@ -40,6 +52,7 @@ def reset(tr: Any) -> None:
     tr.pend_t0 = tr.pend_t1 = 0.0
     tr.pend_got = False
     tr.pend_loader = None
+    tr.region = None
 
 
 def enter(tr: Any, t: float, is_eval: bool) -> None:
@@ -63,6 +76,7 @@ def enter(tr: Any, t: float, is_eval: bool) -> None:
 def end(tr: Any, t: float) -> None:
     """Training resumed at ``t``."""
     tr.in_gap = False
+    tr.region = None
     length = max(0.0, t - tr.gap_t0)
     if tr.running:
         tr.hole += t - max(tr.gap_t0, tr.start)
@@ -125,3 +139,22 @@ def training(tr: Any, t: float) -> bool:
         tr.train_loaders.update(tr.fetch_loader)
         tr.fetch_loader = None
     return ended
+
+
+def region_enter(tr: Any, ctx: Any, t: float) -> None:
+    """A ``no_grad`` region entered with grad on at ``t`` (module docstring)."""
+    if tr.thread == 0 or tr.in_gap or tr.pend or (tr.running and tr.active()):
+        return  # before training (a model's init), or inside a step
+    per_step = tr.ng_prev
+    tr.ng_cur = True
+    if per_step:
+        return
+    enter(tr, t, True)
+    tr.region = ctx
+
+
+def region_exit(tr: Any, t: float) -> None:
+    """The region that opened the interval exited at ``t``: the next step starts there."""
+    if tr.in_gap:
+        end(tr, t)
+    tr.region = None
