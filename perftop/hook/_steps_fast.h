@@ -177,6 +177,19 @@ static void perftop_call_dealloc(PyObject *self) {
     Py_TYPE(self)->tp_free(self);
 }
 
+/* copy.deepcopy() of a config that holds one (dynamo's ignore_logging_functions): itself,
+ * as for a function. */
+static PyObject *perftop_call_self(PyObject *self, PyObject *Py_UNUSED(arg)) {
+    Py_INCREF(self);
+    return self;
+}
+
+static PyMethodDef perftop_call_methods[] = {
+    {"__copy__", perftop_call_self, METH_NOARGS, NULL},
+    {"__deepcopy__", perftop_call_self, METH_O, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyGetSetDef perftop_call_getset[] = {
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -197,6 +210,7 @@ static PyTypeObject PerftopCallType = {
     .tp_traverse = perftop_call_traverse,
     .tp_clear = perftop_call_clear,
     .tp_getset = perftop_call_getset,
+    .tp_methods = perftop_call_methods,
     .tp_descr_get = perftop_call_get,
     .tp_dictoffset = offsetof(PerftopCall, dict),
     .tp_free = PyObject_GC_Del,

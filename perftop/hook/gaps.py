@@ -21,7 +21,8 @@ A ``torch.save`` on another thread than training's (an async checkpoint) cuts no
 before any training, one on another thread than main; it is reported as
 ``checkpoint_overlapped`` time, overlapping the steps around it.
 
-It closes at the loop's next training activity: a grad-enabled batch from a training
+It closes at the loop's next training activity (a ``torch.save`` on its own, once
+training was seen: when it returns): a grad-enabled batch from a training
 loader, ``backward()``, an optimizer step, ``perftop.step()``. The kind: ``checkpoint``
 for the time inside ``torch.save``, ``eval`` for the rest when evaluation batches were
 seen (a gap with only saves is all ``checkpoint``). An interval that starts inside a step
@@ -98,11 +99,16 @@ def saved(tr: Any, t0: float, t1: float) -> None:
     """A ``torch.save`` call from ``t0`` to ``t1``."""
     if tr.pend:
         pending_was_eval(tr)
+    alone = not tr.in_gap
     enter(tr, t0, False)
     if tr.save_s == 0.0:
         tr.save_t0 = t0
     tr.save_s += t1 - t0
     tr.last_end = t1
+    if alone and tr.thread != 0:
+        # A checkpoint on its own is its own time: what follows it (the next batch, the
+        # next forward) is the next step's.
+        end(tr, t1)
 
 
 def pend_fetch(tr: Any, t0: float, t1: float, got: bool, loader: Any) -> None:
