@@ -149,8 +149,10 @@ def training(tr: Any, t: float) -> bool:
 
 def region_enter(tr: Any, ctx: Any, t: float) -> None:
     """A ``no_grad`` region entered with grad on at ``t`` (module docstring)."""
-    if tr.thread == 0 or tr.in_gap or tr.pend or (tr.running and tr.active()):
-        return  # before training (a model's init), or inside a step
+    if tr.thread == 0 or tr.in_gap or tr.pend or tr.in_opt is not None:
+        return  # before training (a model's init), inside an optimizer step (LBFGS's)
+    if tr.running and tr.active():
+        return  # inside a step
     per_step = tr.ng_prev
     tr.ng_cur = True
     if per_step:
