@@ -155,9 +155,7 @@ class StepSeries:
             p95=percentile(sdur, 95),
             max=sdur[-1],
             phase_p50={k: v for k, v in phase_p50.items() if v is not None},
-            data_wait_fraction=(sum(data) / total)
-            if total > 0 and self.unseen_at <= lo
-            else None,
+            data_wait_fraction=(sum(data) / total) if total > 0 and self.unseen_at <= lo else None,
             gpu_p50=percentile(gpus, 50) if gpus else None,
             last_t=self.last_t1,
             recent=tuple(self.recent),
