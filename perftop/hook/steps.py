@@ -113,7 +113,7 @@ class StepTracker:
             dur = t - self.start - self.hole  # a gap inside the step is cut out of it
             # -0.0: the loop's data wait was not seen (it counts as 0.0 everywhere; the
             # model shows the figure as absent)
-            data = -0.0 if self.blind else _cap(self.data, dur)
+            data = -0.0 if self.blind and not self.has_fetch else _cap(self.data, dur)
             step = (self.index, self.start + self.hole, t, data,
                     _cap(self.bwd, dur), _cap(self.opt, dur), self.phases,
                     SOURCES[self.mode])  # fmt: skip
@@ -164,8 +164,13 @@ class StepTracker:
         tid = _thread()  # noqa: F821
         if tid != self.thread:
             if self.thread != 0:
-                return  # fetched on another thread (a producer): prefetched, not waited for
+                # Fetched on another thread (a producer): prefetched, not waited for; what
+                # the loop waits on instead is not seen, until it fetches itself again.
+                self.blind = True
+                return
             self.fetch_thread = tid
+        elif self.blind:
+            self.blind = False
         self.last_end = t1
         if not grad:  # no_grad / inference_mode: not a training batch
             if self.pend:
