@@ -15,7 +15,8 @@ What opens an interval:
   A region that the last step also began with is that loop's own per-step work (a target
   network, a teacher's forward) and stays in the step; so is one inside an active step
   (a manual SGD update after backward), so a backward()-only loop's evaluation without a
-  DataLoader stays in its step.
+  DataLoader stays in its step. A region entered in torch.nn or torch.optim code (a
+  module's ``.to()``/``.cpu()``, weight init) is torch's housekeeping, not a pass.
 
 A ``torch.save`` on another thread than training's (an async checkpoint) cuts nothing:
 before any training, one on another thread than main; it is reported as
@@ -34,10 +35,16 @@ is compiled; the hot checks (``pend``, ``in_gap``) are the tracker's own attribu
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
 from perftop.hook.steps_cold import release
 
+# Where a no_grad region is torch's own housekeeping, not a pass over data: a module's
+# .to()/.cpu() (Module._apply), weight init, an optimizer's or clipping's internals.
+_HOUSEKEEPING = tuple(os.sep + os.path.join("torch", d) + os.sep for d in ("nn", "optim"))
+_OURS = os.sep + os.path.join("perftop", "hook") + os.sep
 EVAL, CHECKPOINT, OVERLAPPED = "eval", "checkpoint", "checkpoint_overlapped"
 
 
@@ -155,7 +162,7 @@ def region_enter(tr: Any, ctx: Any, t: float) -> None:
         return  # inside a step
     per_step = tr.ng_prev
     tr.ng_cur = True
-    if per_step:
+    if per_step or _housekeeping():
         return
     enter(tr, t, True)
     tr.region = ctx
@@ -166,3 +173,17 @@ def region_exit(tr: Any, t: float) -> None:
     if tr.in_gap:
         end(tr, t)
     tr.region = None
+
+
+def _housekeeping() -> bool:
+    """Whether the region was entered in torch.nn or torch.optim code (a module's
+    ``.cpu()`` around a checkpoint, say): the first frame that is not perftop's says."""
+    f: Any = sys._getframe(1)
+    for _ in range(8):
+        if f is None:
+            return False
+        name = f.f_code.co_filename
+        if _OURS not in name:
+            return any(p in name for p in _HOUSEKEEPING)
+        f = f.f_back
+    return False
