@@ -89,7 +89,11 @@ def test_no_grad_evaluation_and_sampling_are_between_steps(tmp_path):
     job = own["sample_s"] + own["eval_s"] - per_eval
     assert 0.7 * job <= ev["total_s"] <= job * 1.3 + 0.05, (ev, own)
     assert ck["count"] == 3 and ck["total_s"] <= own["save_s"] * 1.5 + 0.01
-    assert max(st.duration for st in steps[1:]) < min(own["sample_s"] / own["samples"], per_eval)
+    # The passes are outside the steps, not inside them as well: steps and intervals tile
+    # the run once.
+    covered = steps[-1].t1 - steps[0].t0
+    tiled = sum(st.duration for st in steps) + ev["total_s"] + ck["total_s"]
+    assert 0.9 * covered <= tiled <= covered + 0.01, (tiled, covered)
 
 
 def test_compiled_optimizer_step_compiles_as_without_perftop(tmp_path):
