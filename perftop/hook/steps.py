@@ -2,11 +2,16 @@
 
 What ends a step, strongest first: an explicit ``perftop.step()``; an optimizer step (one
 per ``optimizer.step()``, closure or not; a GAN's second optimizer adds to the step of the
-first); a ``backward()``; a DataLoader batch. Weaker sources close a step lazily, at the
+first); a ``backward()`` (or, in loops without one, ``torch.autograd.grad``; a backward
+inside another, reentrant checkpointing, counts once); a DataLoader batch. Weaker sources close a step lazily, at the
 start of the next activity, so a manual SGD update after ``backward()`` stays in its step.
 Until an optimizer or an explicit step is seen, steps of the weaker sources are held back
 (``HOLD_STEPS`` steps or ``HOLD_S`` seconds) and merged into the optimizer's step if one
 comes, as after the micro-batches of gradient accumulation.
+
+The training thread is the one calling backward, the optimizer or ``perftop.step()``:
+batches fetched on another thread (a producer filling a queue) are prefetched, not
+waited for, and the loop's own wait is then not seen (steps carry ``-0.0`` data).
 
 Time outside training steps (an evaluation pass, a checkpoint) is cut out of the steps and
 reported as its own intervals: see ``gaps.py`` for the signals. The rare paths (held
