@@ -392,7 +392,12 @@ def _grad_done(tr: Any, t0: float, t1: float, ok: bool, first: Any) -> int:
 
 def _enter_done(tr: Any, t0: float, t1: float, ok: bool, ctx: Any) -> int:
     t: StepTracker = tr
-    if ok and ctx.prev:  # grad was on: an outermost region (not a Function's forward)
+    # C checks first: a region inside a step (clip_grad_norm_'s) costs only these.
+    if not ok or t.thread == 0 or t.in_gap or t.in_opt is not None:
+        return 0
+    if t.running and t.active():
+        return 0
+    if ctx.prev:  # grad was on: an outermost region (not a Function's forward)
         t.no_grad(True, ctx, t0)
     return 0
 
