@@ -4,6 +4,7 @@ a large share of the run's wall time (``Snapshot.between``, filled by the step t
 from __future__ import annotations
 
 from perftop.hints.base import count, fraction, seconds, threshold
+from perftop.model.between import OVERLAPPED
 from perftop.model.snapshot import Hint, Snapshot
 
 ENTER, STAY = 0.20, 0.15  # share of the run's wall time
@@ -20,7 +21,7 @@ NAMES = {"eval": "evaluation", "checkpoint": "checkpointing"}
 
 def between_steps(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     wall = snap.meta.elapsed_s
-    rows = [b for b in snap.between if b.total_s > 0]
+    rows = [b for b in snap.between if b.total_s > 0 and b.kind != OVERLAPPED]
     total = sum(b.total_s for b in rows)
     if not wall or total < MIN_S:
         return []

@@ -9,6 +9,12 @@
  *       function d(tr, t0, t1, ok, first_arg): steps.py's _backward_done or _next_done,
  *       compiled, called directly. Its plain-Python twin is passthrough.py.
  *
+ *   perftop_passthrough_outer(...)  the same, whose d runs for the outermost call only
+ *       (one depth for all of them: a backward inside another, reentrant checkpointing,
+ *       is part of the outer one's time). Its plain-Python twin is passthrough_outer.
+ *
+ *   perftop_thread()  the calling thread's identity, as threading.get_ident() gives it.
+ *
  *   perftop_hook(tr, f, where)  a callable for torch's optimizer hooks, called as
  *       h(a, b, c): the C function f(tr, a, b, c) directly (steps.py's _opt_pre or
  *       _opt_post), with no bound method and no argument parsing on the way. Its
@@ -64,6 +70,7 @@ typedef struct {
     PyObject *where; /* what to tell target._error() */
     perftop_done_fn done;
     perftop_hook_fn hook;
+    int outer; /* done for the outermost call only (perftop_depth) */
     PyObject *dict; /* functools.update_wrapper's __name__, __doc__, __wrapped__, ... */
     vectorcallfunc vectorcall;
 } PerftopCall;
@@ -85,12 +92,20 @@ static int perftop_failed(PerftopCall *p) {
     return 0;
 }
 
+static long perftop_depth = 0; /* outermost-only calls in progress (under the GIL) */
+
+static unsigned long perftop_thread(void) { return PyThread_get_thread_ident(); }
+
 static PyObject *perftop_pass_call(PyObject *self, PyObject *const *args, size_t nargsf,
                                    PyObject *kwnames) {
     PerftopCall *p = (PerftopCall *)self;
     double t0 = perftop_now();
+    if (p->outer)
+        perftop_depth++;
     PyObject *res = PyObject_Vectorcall(p->orig, args, nargsf, kwnames);
     double t1 = perftop_now();
+    if (p->outer && --perftop_depth > 0)
+        return res; /* inside another: its time is the outer call's */
     PyObject *first = PyVectorcall_NARGS(nargsf) > 0 ? args[0] : Py_None;
     if (res != NULL) {
         if (p->done(p->target, t0, t1, 1, first) < 0 && perftop_failed(p)) {
@@ -162,6 +177,19 @@ static void perftop_call_dealloc(PyObject *self) {
     Py_TYPE(self)->tp_free(self);
 }
 
+/* copy.deepcopy() of a config that holds one (dynamo's ignore_logging_functions): itself,
+ * as for a function. */
+static PyObject *perftop_call_self(PyObject *self, PyObject *Py_UNUSED(arg)) {
+    Py_INCREF(self);
+    return self;
+}
+
+static PyMethodDef perftop_call_methods[] = {
+    {"__copy__", perftop_call_self, METH_NOARGS, NULL},
+    {"__deepcopy__", perftop_call_self, METH_O, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyGetSetDef perftop_call_getset[] = {
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -182,6 +210,7 @@ static PyTypeObject PerftopCallType = {
     .tp_traverse = perftop_call_traverse,
     .tp_clear = perftop_call_clear,
     .tp_getset = perftop_call_getset,
+    .tp_methods = perftop_call_methods,
     .tp_descr_get = perftop_call_get,
     .tp_dictoffset = offsetof(PerftopCall, dict),
     .tp_free = PyObject_GC_Del,
@@ -202,6 +231,7 @@ static PyObject *perftop_call_new(PyObject *orig, PyObject *target, PyObject *wh
     p->where = where;
     p->done = NULL;
     p->hook = NULL;
+    p->outer = 0;
     p->dict = NULL;
     p->vectorcall = call;
     PyObject_GC_Track((PyObject *)p);
@@ -213,6 +243,14 @@ static PyObject *perftop_passthrough(PyObject *orig, PyObject *target, perftop_d
     PyObject *p = perftop_call_new(orig, target, where, perftop_pass_call);
     if (p != NULL)
         ((PerftopCall *)p)->done = done;
+    return p;
+}
+
+static PyObject *perftop_passthrough_outer(PyObject *orig, PyObject *target,
+                                           perftop_done_fn done, PyObject *where) {
+    PyObject *p = perftop_passthrough(orig, target, done, where);
+    if (p != NULL)
+        ((PerftopCall *)p)->outer = 1;
     return p;
 }
 

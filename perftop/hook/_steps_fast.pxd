@@ -17,6 +17,8 @@ cdef extern from "_steps_fast.h":
     bint _grad_resolve "perftop_grad_resolve" (object path)
     void _grad_forget "perftop_grad_forget" ()
     bint _refers "perftop_refers" (object ref, object obj) except -1
+    unsigned long _thread "perftop_thread" ()
+    object _passthrough_outer "perftop_passthrough_outer" (object orig, object target, done_fn done, object where)
 
 cdef double _cap(double x, double dur)
 
@@ -28,6 +30,9 @@ cdef class StepTracker:
     cdef public int mode, closure_depth
     cdef public long long index, step_hook_at
     cdef public bint running, settled, has_fetch, has_bwd, in_gap, gap_eval, pend, pend_got
+    cdef public bint blind, bwd_seen, ng_cur, ng_prev
+    cdef public unsigned long thread, fetch_thread, main_thread
+    cdef public object region
     cdef public double start, opt_t0, closure_s, last_end, data, bwd, opt, hole
     cdef public double gap_t0, save_s, save_t0, pend_t0, pend_t1
     cdef public object primary, mark, in_opt, phases, fetch_loader, pend_loader, grad_enabled
@@ -41,6 +46,8 @@ cdef class StepTracker:
     cpdef lazy_close(self, double t)
     cpdef fetched(self, double t0, double t1, bint got_batch=*, object loader=*, bint grad=*)
     cpdef backward(self, double t0, double t1)
+    cpdef grads(self, double t0, double t1)
+    cpdef backward_like(self, double t0, double t1)
     cpdef object optimizer_pre(self, object opt, double t0, object args=*, object kwargs=*)
     cpdef optimizer_post(self, object opt, double t1)
 
@@ -50,4 +57,7 @@ cdef class StepTracker:
 cdef object _opt_pre(object tr, object opt, object args, object kwargs)
 cdef object _opt_post(object tr, object opt, object args, object kwargs)
 cdef int _backward_done(object tr, double t0, double t1, bint ok, object first) except -1
+cdef int _grad_done(object tr, double t0, double t1, bint ok, object first) except -1
+cdef int _enter_done(object tr, double t0, double t1, bint ok, object ctx) except -1
+cdef int _exit_done(object tr, double t0, double t1, bint ok, object ctx) except -1
 cdef int _next_done(object tr, double t0, double t1, bint ok, object it) except -1

@@ -7,9 +7,23 @@ What opens an interval:
 - a batch from a loader that has never fed a training step, unless training (backward,
   an optimizer step) follows it before the next batch (then it is the next training
   loader, as in a second ``fit``);
-- a ``torch.save`` call.
+- a ``torch.save`` call;
+- a ``torch.no_grad()`` region (a ``with`` block, a decorated ``estimate_loss()`` or
+  ``generate()``) entered with grad on where a step has not begun yet: after an optimizer
+  step or ``perftop.step()``, before the next batch or backward. Its ``__enter__`` and
+  ``__exit__`` are the signal: nothing per module call. It closes when the region exits.
+  A region that the last step also began with is that loop's own per-step work (a target
+  network, a teacher's forward) and stays in the step; so is one inside an active step
+  (a manual SGD update after backward), so a backward()-only loop's evaluation without a
+  DataLoader stays in its step. A region entered in torch.nn or torch.optim code (a
+  module's ``.to()``/``.cpu()``, weight init) is torch's housekeeping, not a pass.
 
-It closes at the loop's next training activity: a grad-enabled batch from a training
+A ``torch.save`` on another thread than training's (an async checkpoint) cuts nothing:
+before any training, one on another thread than main; it is reported as
+``checkpoint_overlapped`` time, overlapping the steps around it.
+
+It closes at the loop's next training activity (a ``torch.save`` on its own, once
+training was seen: when it returns): a grad-enabled batch from a training
 loader, ``backward()``, an optimizer step, ``perftop.step()``. The kind: ``checkpoint``
 for the time inside ``torch.save``, ``eval`` for the rest when evaluation batches were
 seen (a gap with only saves is all ``checkpoint``). An interval that starts inside a step
@@ -21,11 +35,17 @@ is compiled; the hot checks (``pend``, ``in_gap``) are the tracker's own attribu
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
 from perftop.hook.steps_cold import release
 
-EVAL, CHECKPOINT = "eval", "checkpoint"
+# Where a no_grad region is torch's own housekeeping, not a pass over data: a module's
+# .to()/.cpu() (Module._apply), weight init, an optimizer's or clipping's internals.
+_HOUSEKEEPING = tuple(os.sep + os.path.join("torch", d) + os.sep for d in ("nn", "optim"))
+_OURS = os.sep + os.path.join("perftop", "hook") + os.sep
+EVAL, CHECKPOINT, OVERLAPPED = "eval", "checkpoint", "checkpoint_overlapped"
 
 
 def reset(tr: Any) -> None:
@@ -40,6 +60,7 @@ def reset(tr: Any) -> None:
     tr.pend_t0 = tr.pend_t1 = 0.0
     tr.pend_got = False
     tr.pend_loader = None
+    tr.region = None
 
 
 def enter(tr: Any, t: float, is_eval: bool) -> None:
@@ -63,6 +84,7 @@ def enter(tr: Any, t: float, is_eval: bool) -> None:
 def end(tr: Any, t: float) -> None:
     """Training resumed at ``t``."""
     tr.in_gap = False
+    tr.region = None
     length = max(0.0, t - tr.gap_t0)
     if tr.running:
         tr.hole += t - max(tr.gap_t0, tr.start)
@@ -84,11 +106,16 @@ def saved(tr: Any, t0: float, t1: float) -> None:
     """A ``torch.save`` call from ``t0`` to ``t1``."""
     if tr.pend:
         pending_was_eval(tr)
+    alone = not tr.in_gap
     enter(tr, t0, False)
     if tr.save_s == 0.0:
         tr.save_t0 = t0
     tr.save_s += t1 - t0
     tr.last_end = t1
+    if alone and tr.thread != 0:
+        # A checkpoint on its own is its own time: what follows it (the next batch, the
+        # next forward) is the next step's.
+        end(tr, t1)
 
 
 def pend_fetch(tr: Any, t0: float, t1: float, got: bool, loader: Any) -> None:
@@ -125,3 +152,38 @@ def training(tr: Any, t: float) -> bool:
         tr.train_loaders.update(tr.fetch_loader)
         tr.fetch_loader = None
     return ended
+
+
+def region_enter(tr: Any, ctx: Any, t: float) -> None:
+    """A ``no_grad`` region entered with grad on at ``t`` (module docstring)."""
+    if tr.thread == 0 or tr.in_gap or tr.pend or tr.in_opt is not None:
+        return  # before training (a model's init), inside an optimizer step (LBFGS's)
+    if tr.running and tr.active():
+        return  # inside a step
+    per_step = tr.ng_prev
+    tr.ng_cur = True
+    if per_step or _housekeeping():
+        return
+    enter(tr, t, True)
+    tr.region = ctx
+
+
+def region_exit(tr: Any, t: float) -> None:
+    """The region that opened the interval exited at ``t``: the next step starts there."""
+    if tr.in_gap:
+        end(tr, t)
+    tr.region = None
+
+
+def _housekeeping() -> bool:
+    """Whether the region was entered in torch.nn or torch.optim code (a module's
+    ``.cpu()`` around a checkpoint, say): the first frame that is not perftop's says."""
+    f: Any = sys._getframe(1)
+    for _ in range(8):
+        if f is None:
+            return False
+        name = f.f_code.co_filename
+        if _OURS not in name:
+            return any(p in name for p in _HOUSEKEEPING)
+        f = f.f_back
+    return False

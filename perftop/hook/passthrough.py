@@ -9,6 +9,7 @@ reaches the caller: an error of ``done`` (or of a hook's ``fn``) is reported wit
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -42,6 +43,38 @@ def passthrough(
                 done(target, t0, _perf(), ok, args[0] if args else None)
             except Exception:
                 failed(target, where)
+
+    return call
+
+
+_depth = [0]  # outermost-only pass-throughs in progress (the C build's is a C int)
+
+
+def passthrough_outer(
+    orig: Callable[..., Any],
+    target: Any,
+    done: Callable[[Any, float, float, bool, Any], Any],
+    where: str,
+) -> Any:
+    """A pass-through whose ``done`` runs for the outermost call only: a backward that
+    runs inside another (reentrant checkpointing) is part of the outer one's time. One
+    depth for all of them, so ``autograd.grad`` and ``backward`` nest in each other."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        t0 = _perf()
+        ok = False
+        _depth[0] += 1
+        try:
+            res = orig(*args, **kwargs)
+            ok = True
+            return res
+        finally:
+            _depth[0] -= 1
+            if _depth[0] == 0:
+                try:
+                    done(target, t0, _perf(), ok, args[0] if args else None)
+                except Exception:
+                    failed(target, where)
 
     return call
 
@@ -85,4 +118,6 @@ PRIMITIVES: dict[str, Any] = {
     "_grad_resolve": _false,
     "_grad_forget": _false,
     "_refers": refers,
+    "_thread": threading.get_ident,
+    "_passthrough_outer": passthrough_outer,
 }

@@ -2,11 +2,16 @@
 
 What ends a step, strongest first: an explicit ``perftop.step()``; an optimizer step (one
 per ``optimizer.step()``, closure or not; a GAN's second optimizer adds to the step of the
-first); a ``backward()``; a DataLoader batch. Weaker sources close a step lazily, at the
+first); a ``backward()`` (or, in loops without one, ``torch.autograd.grad``; a backward
+inside another, reentrant checkpointing, counts once); a DataLoader batch. Weaker sources close a step lazily, at the
 start of the next activity, so a manual SGD update after ``backward()`` stays in its step.
 Until an optimizer or an explicit step is seen, steps of the weaker sources are held back
 (``HOLD_STEPS`` steps or ``HOLD_S`` seconds) and merged into the optimizer's step if one
 comes, as after the micro-batches of gradient accumulation.
+
+The training thread is the one calling backward, the optimizer or ``perftop.step()``:
+batches fetched on another thread (a producer filling a queue) are prefetched, not
+waited for, and the loop's own wait is then not seen (steps carry ``-0.0`` data).
 
 Time outside training steps (an evaluation pass, a checkpoint) is cut out of the steps and
 reported as its own intervals: see ``gaps.py`` for the signals. The rare paths (held
@@ -19,6 +24,7 @@ The one implementation: ``setup.py`` also compiles this file with Cython (types 
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -46,6 +52,8 @@ _grad: Callable[[Any], bool]  # _grad(torch.is_grad_enabled)
 _grad_resolve: Callable[[str], bool]
 _grad_forget: Callable[[], None]
 _refers: Callable[[Any, Any], bool]
+_thread: Callable[[], int]  # the calling thread's identity (threading.get_ident)
+_passthrough_outer: Callable[[Any, Any, Any, str], Any]  # done for the outermost call only
 globals().update(plain.PRIMITIVES)
 
 
@@ -96,12 +104,22 @@ class StepTracker:
         self.data = self.bwd = self.opt = self.hole = 0.0
         self.phases: dict[str, float] | None = None
         self.has_fetch = self.has_bwd = False
+        self.thread = 0  # the training thread (its backward, optimizer, perftop.step())
+        self.main_thread = threading.main_thread().ident or 0
+        self.fetch_thread = 0  # the thread of the batches fetched before training was seen
+        self.blind = False  # batches came from another thread: the loop's waits are unseen
+        self.bwd_seen = False  # a backward() was seen: autograd.grad calls add time only
+        self.ng_cur = self.ng_prev = False  # a no_grad region at this / the last step's start
+        self.region = None  # the no_grad context that opened the open interval, if one did
 
     def close(self, t: float) -> None:
         """End the current step at ``t`` and start the next one there."""
         if self.running:
             dur = t - self.start - self.hole  # a gap inside the step is cut out of it
-            step = (self.index, self.start + self.hole, t, _cap(self.data, dur),
+            # -0.0: the loop's data wait was not seen (it counts as 0.0 everywhere; the
+            # model shows the figure as absent)
+            data = -0.0 if self.blind and not self.has_fetch else _cap(self.data, dur)
+            step = (self.index, self.start + self.hole, t, data,
                     _cap(self.bwd, dur), _cap(self.opt, dur), self.phases,
                     SOURCES[self.mode])  # fmt: skip
             if self.settled:
@@ -120,6 +138,8 @@ class StepTracker:
         self.data = self.bwd = self.opt = self.hole = 0.0
         self.phases = None
         self.has_fetch = self.has_bwd = False
+        self.ng_prev = self.ng_cur
+        self.ng_cur = False
 
     def active(self) -> bool:
         """Whether the open step has seen anything yet."""
@@ -133,7 +153,11 @@ class StepTracker:
     def _hold(self, step: tuple[Any, ...], t: float) -> None:
         held = self.held
         held.append(step)
-        if len(held) >= HOLD_STEPS or t - held[0][1] >= HOLD_S:
+        # Batches fetched on another thread than main before any training may be a
+        # producer's, prefetched ahead of the loop: only as many steps end their hold.
+        if len(held) >= HOLD_STEPS or (
+            t - held[0][1] >= HOLD_S and self.fetch_thread in (0, self.main_thread)
+        ):
             cold.release(self)
 
     # -- sources: the hot path -------------------------------------------------------------
@@ -142,6 +166,16 @@ class StepTracker:
     ) -> None:
         """A DataLoader ``__next__`` from ``t0`` to ``t1`` (the call that ends an epoch has
         ``got_batch`` False); ``loader`` says which loader, ``grad`` whether grad was on."""
+        tid = _thread()  # noqa: F821
+        if tid != self.thread:
+            if self.thread != 0:
+                # Fetched on another thread (a producer): prefetched, not waited for; what
+                # the loop waits on instead is not seen, until it fetches itself again.
+                self.blind = True
+                return
+            self.fetch_thread = tid
+        elif self.blind:
+            self.blind = False
         self.last_end = t1
         if not grad:  # no_grad / inference_mode: not a training batch
             if self.pend:
@@ -183,6 +217,23 @@ class StepTracker:
                 self.on_fetched()
 
     def backward(self, t0: float, t1: float) -> None:
+        if _thread() != self.thread:  # noqa: F821
+            cold.train_thread(self, _thread())  # noqa: F821
+        self.bwd_seen = True
+        self.backward_like(t0, t1)
+
+    def grads(self, t0: float, t1: float) -> None:
+        """A ``torch.autograd.grad`` call: a step source as backward() is, in loops without
+        backward() (functional training); in others (a gradient penalty) time only."""
+        if _thread() != self.thread:  # noqa: F821
+            cold.train_thread(self, _thread())  # noqa: F821
+        if not self.bwd_seen:
+            self.backward_like(t0, t1)
+        elif self.running and not self.in_gap:
+            self.bwd += t1 - t0
+            self.last_end = t1
+
+    def backward_like(self, t0: float, t1: float) -> None:
         if self.pend or self.in_gap or self.fetch_loader is not None:
             gaps.training(self, t0)
         if self.in_opt is not None and self.closure_depth == 0:
@@ -203,6 +254,8 @@ class StepTracker:
         """Before ``opt.step()``; returns new (args, kwargs) when a closure is timed."""
         if self.in_opt is not None and self.in_opt is not opt:
             return None  # an optimizer's step calling another's: the outer one counts
+        if _thread() != self.thread:  # noqa: F821
+            cold.train_thread(self, _thread())  # noqa: F821
         self.in_opt = opt
         self.opt_t0 = t0
         self.closure_s = 0.0
@@ -240,6 +293,8 @@ class StepTracker:
 
     def explicit(self, t: float) -> None:
         """``perftop.step()``: the user says where a step ends."""
+        if _thread() != self.thread:  # noqa: F821
+            cold.train_thread(self, _thread())  # noqa: F821
         if (self.pend or self.in_gap or self.fetch_loader is not None) and gaps.training(self, t):
             return  # an interval outside training ended here: the next step starts now
         if self.mode < EXPLICIT:
@@ -260,8 +315,24 @@ class StepTracker:
         self.phases[name] = self.phases.get(name, 0.0) + (t1 - t0)
 
     def saved(self, t0: float, t1: float) -> None:
-        """A ``torch.save`` call: a checkpoint is not training."""
+        """A ``torch.save`` call: a checkpoint is not training; on another thread than
+        training's, it overlaps training steps (an async checkpoint) and cuts none."""
+        tid = _thread()  # noqa: F821
+        if tid != (self.thread or self.main_thread):
+            if self.on_between is not None:
+                self.on_between(gaps.OVERLAPPED, t0, t1 - t0)
+            return
         gaps.saved(self, t0, t1)
+
+    def no_grad(self, entered: bool, ctx: Any, t: float) -> None:
+        """A ``torch.no_grad()`` region entered (or left) at ``t``: at a step's start, an
+        evaluation or sampling pass between steps (see gaps.py)."""
+        if self.thread != 0 and _thread() != self.thread:  # noqa: F821
+            return
+        if entered:
+            gaps.region_enter(self, ctx, t)
+        elif ctx is self.region:
+            gaps.region_exit(self, t)
 
     def flush(self) -> None:
         """At exit: a step left open by a lazy source ends where its last activity did; an
@@ -277,7 +348,16 @@ class StepTracker:
     # -- what torch calls per step: pass-throughs that call the functions below ----------
     def wrap_backward(self, orig: Any) -> Any:
         """``torch.autograd.backward``, timed."""
-        return _passthrough(orig, self, _backward_done, "backward")  # noqa: F821
+        return _passthrough_outer(orig, self, _backward_done, "backward")  # noqa: F821
+
+    def wrap_grad(self, orig: Any) -> Any:
+        """``torch.autograd.grad``, timed."""
+        return _passthrough_outer(orig, self, _grad_done, "autograd.grad")  # noqa: F821
+
+    def wrap_no_grad(self, orig: Any, entered: bool) -> Any:
+        """``torch.no_grad.__enter__`` or ``__exit__``: where a region starts or ends."""
+        done = _enter_done if entered else _exit_done
+        return _passthrough(orig, self, done, "no_grad")  # noqa: F821
 
     def wrap_next(self, orig: Any, grad_enabled: Any) -> Any:
         """A DataLoader iterator's ``__next__``, timed; which loader, whether grad is on."""
@@ -301,6 +381,31 @@ class StepTracker:
 def _backward_done(tr: Any, t0: float, t1: float, ok: bool, first: Any) -> int:
     t: StepTracker = tr
     t.backward(t0, t1)
+    return 0
+
+
+def _grad_done(tr: Any, t0: float, t1: float, ok: bool, first: Any) -> int:
+    t: StepTracker = tr
+    t.grads(t0, t1)
+    return 0
+
+
+def _enter_done(tr: Any, t0: float, t1: float, ok: bool, ctx: Any) -> int:
+    t: StepTracker = tr
+    # C checks first: a region inside a step (clip_grad_norm_'s) costs only these.
+    if not ok or t.thread == 0 or t.in_gap or t.in_opt is not None:
+        return 0
+    if t.running and t.active():
+        return 0
+    if ctx.prev:  # grad was on: an outermost region (not a Function's forward)
+        t.no_grad(True, ctx, t0)
+    return 0
+
+
+def _exit_done(tr: Any, t0: float, t1: float, ok: bool, ctx: Any) -> int:
+    t: StepTracker = tr
+    if t.region is not None:
+        t.no_grad(False, ctx, t1)
     return 0
 
 

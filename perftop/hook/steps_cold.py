@@ -56,6 +56,24 @@ def merge_held(tr: Any) -> None:
             tr.phases[name] = tr.phases.get(name, 0.0) + dt
 
 
+def train_thread(tr: Any, tid: int) -> None:
+    """Training activity on thread ``tid``, another than the last one seen (or the first)."""
+    first = tr.thread == 0
+    tr.thread = tid
+    if not first or tr.fetch_thread in (0, tid):
+        return
+    # The batches so far came from another thread (a producer filling a queue): they
+    # were prefetched, and what the loop waited on is not seen (its data wait is absent).
+    tr.blind = True
+    held, tr.held = tr.held, []
+    if held:
+        tr.index, tr.start, tr.running = held[0][0], held[0][1], True
+    tr.data = 0.0
+    tr.has_fetch = False
+    if tr.mode == 1:  # LOADER: those batches were no steps of this loop
+        tr.mode = 0
+
+
 def other_optimizer(tr: Any, opt: Any, t1: float) -> None:
     """``opt`` stepped and is not the one whose steps close steps."""
     cur = tr.primary() if tr.primary is not None else None

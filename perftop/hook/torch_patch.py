@@ -40,6 +40,24 @@ def patch_torch(state: HookState) -> None:
     )
     state.undo.append(lambda: setattr(torch.autograd, "backward", orig_backward))
 
+    # -- autograd.grad: functional training's backward (torch.func calls it too) ---------
+    orig_grad = torch.autograd.grad
+    torch.autograd.grad = functools.update_wrapper(tracker.wrap_grad(orig_grad), orig_grad)
+    state.undo.append(lambda: setattr(torch.autograd, "grad", orig_grad))
+
+    # -- no_grad regions: an evaluation or sampling pass between steps (gaps.py) ---------
+    ng = torch.autograd.grad_mode.no_grad
+    for name, entered in (("__enter__", True), ("__exit__", False)):
+        orig = ng.__dict__[name]
+        setattr(ng, name, functools.update_wrapper(tracker.wrap_no_grad(orig, entered), orig))
+        state.undo.append(functools.partial(setattr, ng, name, orig))
+
+    # -- dynamo: the optimizer hooks are no-ops in a traced graph (a compiled opt.step()
+    # must compile as it does without perftop: no graph break on perftop's objects) ------
+    from perftop.hook.importwatch import after_import
+
+    after_import("torch._dynamo", lambda _: _dynamo_ignores(tracker))
+
     # -- DataLoader: time blocked in __next__, which loader, whether grad is on -----------
     base = dl._BaseDataLoaderIter
     orig_next = base.__next__
@@ -70,6 +88,15 @@ def patch_torch(state: HookState) -> None:
 
     torch.save = save
     state.undo.append(lambda: setattr(torch, "save", orig_save))
+
+
+def _dynamo_ignores(tracker: Any) -> None:
+    """Dynamo skips the hooks (they return None) instead of breaking the graph at them."""
+    import torch._dynamo.config as config
+
+    ignored = config.ignore_logging_functions
+    ignored.add(tracker.opt_pre_hook)
+    ignored.add(tracker.opt_post_hook)
 
 
 def libc10(torch: Any) -> Path:

@@ -8,7 +8,10 @@ from typing import Any
 from perftop.events import Between
 from perftop.model.snapshot import BetweenRow
 
-KIND_ORDER = ("eval", "checkpoint", "other")
+KIND_ORDER = ("eval", "checkpoint", "other", "checkpoint_overlapped")
+# A torch.save on another thread than training's: it overlaps steps, it is not time
+# outside them (the hint and the time-between figures leave it out).
+OVERLAPPED = "checkpoint_overlapped"
 
 
 class BetweenReducer:

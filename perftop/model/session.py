@@ -29,7 +29,7 @@ from perftop.events import (
     StepGpu,
     SyncBatch,
 )
-from perftop.model.between import BetweenReducer
+from perftop.model.between import OVERLAPPED, BetweenReducer
 from perftop.model.probe_health import ProbeHealthReducer
 from perftop.model.resources import GpusReducer, HostReducer, ProcessesReducer
 from perftop.model.roles import assign_roles
@@ -111,7 +111,7 @@ class StepsReducer:
             s.add(ev)
         elif isinstance(ev, Between):  # the next step of that process comes after it
             s = self.series.get(ev.pid)
-            if s is not None:
+            if s is not None and ev.kind != OVERLAPPED:  # an async save cuts no step
                 s.gap_kind = ev.kind
         elif isinstance(ev, SyncBatch):
             if ev.sites:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left
 from collections import deque
+from math import copysign
 
 from perftop.events import Step, StepGpu
 from perftop.model.snapshot import StepRow, StepStats
@@ -34,6 +35,7 @@ class StepSeries:
         "hist",
         "total",
         "binned",
+        "unseen_at",
     )
 
     def __init__(self, pid: int) -> None:
@@ -50,11 +52,16 @@ class StepSeries:
         self.hist = [0] * (len(STEP_BUCKETS) + 1)
         self.total = 0.0
         self.binned = 0  # durations already counted in hist/total (binned at snapshot time)
+        # One past the last step whose data wait was not seen (its ``data`` is -0.0: the
+        # batches came from another thread); a window holding one shows no data figures.
+        self.unseen_at = 0
 
     def add(self, ev: Step) -> None:
         d = ev.t1 - ev.t0
         self.durations.append(d)
         self.data.append(ev.data)
+        if ev.data == 0.0 and copysign(1.0, ev.data) < 0.0:
+            self.unseen_at = len(self.data)
         self.backward.append(ev.backward)
         self.optimizer.append(ev.optimizer)
         if self.first_t0 is None:
@@ -137,6 +144,8 @@ class StepSeries:
             if self.gpu
             else sorted(r.gpu for r in self.recent if r.gpu is not None)
         )
+        if self.unseen_at > lo:  # not seen: absent, not 0
+            phase_p50.pop("data", None)
         return StepStats(
             pid=self.pid,
             rank=rank,
@@ -146,7 +155,7 @@ class StepSeries:
             p95=percentile(sdur, 95),
             max=sdur[-1],
             phase_p50={k: v for k, v in phase_p50.items() if v is not None},
-            data_wait_fraction=(sum(data) / total) if total > 0 else None,
+            data_wait_fraction=(sum(data) / total) if total > 0 and self.unseen_at <= lo else None,
             gpu_p50=percentile(gpus, 50) if gpus else None,
             last_t=self.last_t1,
             recent=tuple(self.recent),
