@@ -37,6 +37,10 @@ NODE_NAME = struct.Struct(">H")
 # pid, index, t0, t1, data, backward, optimizer (seconds), source code (see STEP_SOURCES)
 STEP_RECORD = struct.Struct("<iqdddddB")
 STEP_SOURCES = ("", "loader", "backward", "optimizer", "explicit")
+# The hook's own step record: the tuple the tracker emits (steps.py) and holds (steps_cold)
+# and the sender packs, by position: (index, t0, t1, data, backward, optimizer, phases or
+# None, source name). A record without phases is packed with STEP_RECORD, else sent as JSON.
+REC_INDEX, REC_T0, REC_T1, REC_DATA, REC_BWD, REC_OPT, REC_PHASES, REC_SOURCE = range(8)
 
 
 class Frame(NamedTuple):

@@ -1,4 +1,4 @@
-"""The compiled tracker's shape matches the plain one's.
+"""The compiled tracker's shape matches the plain one's, and its typed twin (hook/shape.py).
 
 ``steps.py`` is compiled with the C declarations of ``_steps_fast.pxd``: an attribute that the
 plain build sets but the .pxd does not declare works in the plain build and, compiled, raises
@@ -89,3 +89,13 @@ def test_the_check_catches_an_undeclared_attribute(tmp_path: Path) -> None:
     src = tmp_path / "mod.py"
     src.write_text("def f(tr):\n    tr.brand_new_field = 1\n    tr.index += 1\n")
     assert assigned(src) - declared() == {"brand_new_field"}
+
+
+def test_the_typed_shape_names_the_same_attributes_as_the_pxd() -> None:
+    from perftop.hook.shape import Tracker
+
+    typed = set(Tracker.__annotations__)
+    assert typed == declared(), (
+        f"only in shape.py: {sorted(typed - declared())}; "
+        f"only in _steps_fast.pxd: {sorted(declared() - typed)}"
+    )

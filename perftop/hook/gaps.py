@@ -37,9 +37,13 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perftop.hook.steps_cold import release
+
+if TYPE_CHECKING:  # the tracker whose rare paths these are (no import at run time)
+    from perftop.hook.shape import Tracker
+
 
 # Where a no_grad region is torch's own housekeeping, not a pass over data: a module's
 # .to()/.cpu() (Module._apply), weight init, an optimizer's or clipping's internals.
@@ -48,7 +52,7 @@ _OURS = os.sep + os.path.join("perftop", "hook") + os.sep
 EVAL, CHECKPOINT, OVERLAPPED = "eval", "checkpoint", "checkpoint_overlapped"
 
 
-def reset(tr: Any) -> None:
+def reset(tr: Tracker) -> None:
     tr.train_loaders = set()  # loaders whose batches fed training (keys set on iterators)
     tr.train_last = None  # the last loader found in it
     tr.fetch_loader = None  # before any training: loaders seen, for training to confirm
@@ -63,7 +67,7 @@ def reset(tr: Any) -> None:
     tr.region = None
 
 
-def enter(tr: Any, t: float, is_eval: bool) -> None:
+def enter(tr: Tracker, t: float, is_eval: bool) -> None:
     """Something that is not training started at ``t``."""
     if not tr.in_gap:
         tr.lazy_close(t)
@@ -81,7 +85,7 @@ def enter(tr: Any, t: float, is_eval: bool) -> None:
         tr.gap_eval = True
 
 
-def end(tr: Any, t: float) -> None:
+def end(tr: Tracker, t: float) -> None:
     """Training resumed at ``t``."""
     tr.in_gap = False
     tr.region = None
@@ -102,7 +106,7 @@ def end(tr: Any, t: float) -> None:
         cb(CHECKPOINT if save > 0.0 else EVAL, tr.gap_t0, length)
 
 
-def saved(tr: Any, t0: float, t1: float) -> None:
+def saved(tr: Tracker, t0: float, t1: float) -> None:
     """A ``torch.save`` call from ``t0`` to ``t1``."""
     if tr.pend:
         pending_was_eval(tr)
@@ -118,18 +122,18 @@ def saved(tr: Any, t0: float, t1: float) -> None:
         end(tr, t1)
 
 
-def pend_fetch(tr: Any, t0: float, t1: float, got: bool, loader: Any) -> None:
+def pend_fetch(tr: Tracker, t0: float, t1: float, got: bool, loader: Any) -> None:
     tr.pend = True
     tr.pend_t0, tr.pend_t1, tr.pend_got, tr.pend_loader = t0, t1, got, loader
 
 
-def pending_was_eval(tr: Any) -> None:
+def pending_was_eval(tr: Tracker) -> None:
     """Another batch came before any training: the pending one was an evaluation's."""
     tr.pend = False
     enter(tr, tr.pend_t0, True)
 
 
-def training(tr: Any, t: float) -> bool:
+def training(tr: Tracker, t: float) -> bool:
     """Training activity at ``t``; True when it ended an interval right there."""
     ended = False
     if tr.pend:  # the pending batch fed training: its loader is a training loader now
@@ -154,7 +158,7 @@ def training(tr: Any, t: float) -> bool:
     return ended
 
 
-def region_enter(tr: Any, ctx: Any, t: float) -> None:
+def region_enter(tr: Tracker, ctx: Any, t: float) -> None:
     """A ``no_grad`` region entered with grad on at ``t`` (module docstring)."""
     if tr.thread == 0 or tr.in_gap or tr.pend or tr.in_opt is not None:
         return  # before training (a model's init), inside an optimizer step (LBFGS's)
@@ -168,7 +172,7 @@ def region_enter(tr: Any, ctx: Any, t: float) -> None:
     tr.region = ctx
 
 
-def region_exit(tr: Any, t: float) -> None:
+def region_exit(tr: Tracker, t: float) -> None:
     """The region that opened the interval exited at ``t``: the next step starts there."""
     if tr.in_gap:
         end(tr, t)

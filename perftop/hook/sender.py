@@ -28,7 +28,21 @@ from collections.abc import Callable
 from typing import Any
 
 from perftop.events import Dropped, Event, Note
-from perftop.wire import MAGIC, STEP_RECORD, STEP_SOURCES, encode_frame, encode_steps_frame
+from perftop.wire import (
+    MAGIC,
+    REC_BWD,
+    REC_DATA,
+    REC_INDEX,
+    REC_OPT,
+    REC_PHASES,
+    REC_SOURCE,
+    REC_T0,
+    REC_T1,
+    STEP_RECORD,
+    STEP_SOURCES,
+    encode_frame,
+    encode_steps_frame,
+)
 
 CAPACITY = 65536
 INTERVAL_S = 0.1
@@ -173,31 +187,32 @@ class Sender:
                         packed = []
                     other.append(item.encode())
                     continue
-                # a step: (index, t0, t1, data, bwd, opt, phases, source)
-                if item[0] > self._next_index:  # the bounded deque let older steps fall out
-                    self.dropped += item[0] - self._next_index
-                self._next_index = item[0] + 1
-                if item[6] is None:
+                # a step record (wire.REC_*)
+                if item[REC_INDEX] > self._next_index:  # the bounded deque let steps fall out
+                    self.dropped += item[REC_INDEX] - self._next_index
+                self._next_index = item[REC_INDEX] + 1
+                if item[REC_PHASES] is None:
                     if other:
                         frames.append(encode_frame(other))
                         other = []
                     packed.append(
                         pack(
                             pid,
-                            item[0],
-                            item[1] + off,
-                            item[2] + off,
-                            item[3],
-                            item[4],
-                            item[5],
-                            _SOURCE_CODE.get(item[7], 0),
+                            item[REC_INDEX],
+                            item[REC_T0] + off,
+                            item[REC_T1] + off,
+                            item[REC_DATA],
+                            item[REC_BWD],
+                            item[REC_OPT],
+                            _SOURCE_CODE.get(item[REC_SOURCE], 0),
                         )
                     )
                 else:
                     if packed:
                         frames.append(encode_steps_frame(packed))
                         packed = []
-                    other.append(["step", pid, item[0], item[1] + off, item[2] + off, *item[3:]])
+                    index, t0, t1 = item[REC_INDEX], item[REC_T0] + off, item[REC_T1] + off
+                    other.append(["step", pid, index, t0, t1, *item[REC_DATA:]])
         if packed:
             frames.append(encode_steps_frame(packed))
         if other:

@@ -32,7 +32,7 @@ from typing import Any
 from perftop.hook import gaps
 from perftop.hook import passthrough as plain
 from perftop.hook import steps_cold as cold
-from perftop.wire import STEP_SOURCES
+from perftop.wire import REC_T0, STEP_SOURCES
 
 NONE, LOADER, BACKWARD, OPTIMIZER, EXPLICIT = 0, 1, 2, 3, 4
 SOURCES = STEP_SOURCES  # index = mode
@@ -119,7 +119,7 @@ class StepTracker:
             # -0.0: the loop's data wait was not seen (it counts as 0.0 everywhere; the
             # model shows the figure as absent)
             data = -0.0 if self.blind and not self.has_fetch else _cap(self.data, dur)
-            step = (self.index, self.start + self.hole, t, data,
+            step = (self.index, self.start + self.hole, t, data,  # wire.REC_* order
                     _cap(self.bwd, dur), _cap(self.opt, dur), self.phases,
                     SOURCES[self.mode])  # fmt: skip
             if self.settled:
@@ -156,7 +156,7 @@ class StepTracker:
         # Batches fetched on another thread than main before any training may be a
         # producer's, prefetched ahead of the loop: only as many steps end their hold.
         if len(held) >= HOLD_STEPS or (
-            t - held[0][1] >= HOLD_S and self.fetch_thread in (0, self.main_thread)
+            t - held[0][REC_T0] >= HOLD_S and self.fetch_thread in (0, self.main_thread)
         ):
             cold.release(self)
 

@@ -5,7 +5,12 @@ of a closure optimizer or a GAN, not on every batch."""
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from perftop.wire import REC_BWD, REC_DATA, REC_INDEX, REC_OPT, REC_PHASES, REC_T0
+
+if TYPE_CHECKING:  # the tracker whose rare paths these are (no import at run time)
+    from perftop.hook.shape import Tracker
 
 
 def weak(obj: Any) -> Any:
@@ -23,13 +28,13 @@ def ref(opt: Any) -> Any:
     return r if r is not None else (lambda: opt)
 
 
-def settle(tr: Any) -> None:
+def settle(tr: Tracker) -> None:
     tr.settled = True
     if tr.on_settle is not None:
         tr.on_settle()
 
 
-def release(tr: Any) -> None:
+def release(tr: Tracker) -> None:
     """No optimizer showed up in time: the weaker source's steps stand as they are."""
     settle(tr)
     held, tr.held = tr.held, []
@@ -37,26 +42,26 @@ def release(tr: Any) -> None:
         tr.emit(step)
 
 
-def merge_held(tr: Any) -> None:
+def merge_held(tr: Tracker) -> None:
     """A strong source appeared: the held steps were parts of the current step."""
     settle(tr)
     held, tr.held = tr.held, []
     if not held:
         return
-    tr.index = held[0][0]
-    tr.start = held[0][1]
+    tr.index = held[0][REC_INDEX]
+    tr.start = held[0][REC_T0]
     tr.running = True
     for h in held:
-        tr.data += h[3]
-        tr.bwd += h[4]
-        tr.opt += h[5]
-        for name, dt in (h[6] or {}).items():
+        tr.data += h[REC_DATA]
+        tr.bwd += h[REC_BWD]
+        tr.opt += h[REC_OPT]
+        for name, dt in (h[REC_PHASES] or {}).items():
             if tr.phases is None:
                 tr.phases = {}
             tr.phases[name] = tr.phases.get(name, 0.0) + dt
 
 
-def train_thread(tr: Any, tid: int) -> None:
+def train_thread(tr: Tracker, tid: int) -> None:
     """Training activity on thread ``tid``, another than the last one seen (or the first)."""
     first = tr.thread == 0
     tr.thread = tid
@@ -67,14 +72,14 @@ def train_thread(tr: Any, tid: int) -> None:
     tr.blind = True
     held, tr.held = tr.held, []
     if held:
-        tr.index, tr.start, tr.running = held[0][0], held[0][1], True
+        tr.index, tr.start, tr.running = held[0][REC_INDEX], held[0][REC_T0], True
     tr.data = 0.0
     tr.has_fetch = False
     if tr.mode == 1:  # LOADER: those batches were no steps of this loop
         tr.mode = 0
 
 
-def other_optimizer(tr: Any, opt: Any, t1: float) -> None:
+def other_optimizer(tr: Tracker, opt: Any, t1: float) -> None:
     """``opt`` stepped and is not the one whose steps close steps."""
     cur = tr.primary() if tr.primary is not None else None
     if cur is None:  # the first optimizer, or the last one was freed: this one now
@@ -98,7 +103,7 @@ def other_optimizer(tr: Any, opt: Any, t1: float) -> None:
         tr.mark = (ref(opt), t1, tr.data, tr.bwd, tr.opt, tr.hole)
 
 
-def closure_args(tr: Any, args: Any, kwargs: Any) -> Any:
+def closure_args(tr: Tracker, args: Any, kwargs: Any) -> Any:
     """``opt.step(closure)``: the arguments with the closure timed, or None."""
     if len(args) > 1 and args[1] is not None:
         return (args[0], timed_closure(tr, args[1]), *args[2:]), kwargs
@@ -107,7 +112,7 @@ def closure_args(tr: Any, args: Any, kwargs: Any) -> Any:
     return None
 
 
-def timed_closure(tr: Any, closure: Any) -> Any:
+def timed_closure(tr: Tracker, closure: Any) -> Any:
     """The closure's forward and backward are the step's, not the optimizer's: its time
     is taken out of the optimizer phase."""
     clock = tr.clock

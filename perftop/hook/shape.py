@@ -1,0 +1,80 @@
+"""The step tracker's shape, as its rare paths (``steps_cold``, ``gaps``) see it.
+
+``steps.py`` is compiled with the C declarations of ``_steps_fast.pxd``; this protocol names
+the same attributes with their Python types, so the cold paths are type-checked against the
+real tracker. ``tests/test_tracker_shape.py`` checks that the two lists agree and that every
+attribute the tracker's modules set is declared in both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+
+class Tracker(Protocol):
+    # callbacks and hooks (``object`` in the .pxd)
+    opt_pre_hook: Any
+    opt_post_hook: Any
+    emit: Callable[[tuple[Any, ...]], None]
+    on_close: Callable[[int, float], None] | None
+    on_step: Callable[[int, float], int | None] | None
+    on_fetched: Callable[..., None] | None
+    on_settle: Callable[[], None] | None
+    on_error: Callable[[str], None] | None
+    on_between: Callable[[str, float, float], None] | None
+    clock: Callable[[], float]
+    # ints
+    mode: int
+    closure_depth: int
+    index: int
+    step_hook_at: int
+    thread: int
+    fetch_thread: int
+    main_thread: int
+    # flags
+    running: bool
+    settled: bool
+    has_fetch: bool
+    has_bwd: bool
+    in_gap: bool
+    gap_eval: bool
+    pend: bool
+    pend_got: bool
+    blind: bool
+    bwd_seen: bool
+    ng_cur: bool
+    ng_prev: bool
+    # times (seconds)
+    start: float
+    opt_t0: float
+    closure_s: float
+    last_end: float
+    data: float
+    bwd: float
+    opt: float
+    hole: float
+    gap_t0: float
+    save_s: float
+    save_t0: float
+    pend_t0: float
+    pend_t1: float
+    # objects
+    region: Any
+    primary: Any  # a weak reference to the primary optimizer, or None
+    mark: Any
+    in_opt: Any
+    phases: dict[str, float] | None
+    fetch_loader: Any
+    pend_loader: Any
+    grad_enabled: Any
+    train_last: Any
+    last_it: tuple[Any, ...] | None
+    held: list[tuple[Any, ...]]
+    train_loaders: set[Any]
+
+    def close(self, t: float) -> None: ...
+
+    def active(self) -> bool: ...
+
+    def lazy_close(self, t: float) -> None: ...
