@@ -74,15 +74,16 @@ def _write_env(tmp_path: Path) -> Path:
 
 
 # Python processes of the job that cannot get the hook, each for its own reason.
+# Each lives 5 s: long enough for the probes to see it on a loaded machine.
 HOOKLESS = {
-    "-I (isolated mode)": f"{sys.executable} -I -c 'import time; time.sleep(2)'",
+    "-I (isolated mode)": f"{sys.executable} -I -c 'import time; time.sleep(5)'",
     # a broken perftop earlier on the path than perftop's own: the bootstrap fails
     "bootstrap failed": 'PYTHONPATH="${PYTHONPATH%%:*}:$PWD/shadow" '
-    f"{sys.executable} -c 'import torch, time; time.sleep(2)'",
+    f"{sys.executable} -c 'import torch, time; time.sleep(5)'",
 }
 OLD_PYTHON = Path(os.environ.get("PYENV_ROOT", "/root/.pyenv")) / "versions/3.9.18/bin/python3.9"
 if OLD_PYTHON.exists():  # where the machine has one (the check itself runs on any Python)
-    HOOKLESS["Python 3.9"] = f"{OLD_PYTHON} -c 'import time; time.sleep(2)'"
+    HOOKLESS["Python 3.9"] = f"{OLD_PYTHON} -c 'import time; time.sleep(5)'"
 
 
 def test_import_orders_a_chained_sitecustomize_and_hookless_processes(tmp_path, monkeypatch):

@@ -128,3 +128,25 @@ def test_exited_processes_leave_the_live_view_unless_the_job_is_over():
     s.apply(ProcSample(130.0, 1.0, 1, ()))
     (last,) = s.snapshot().processes
     assert last.pid == 1 and not last.alive and last.uss_bytes == 10  # last figures stay
+
+
+def test_a_process_seen_before_its_exec_gets_its_new_command_line():
+    """A shell's child is first seen as a copy of the shell (fork), then runs its program
+    (exec): its command line is read again, so nothing keeps the shell's (the hookless
+    check reads it to tell a Python process started with -I from a shell)."""
+    proc = subprocess.Popen(["sh", "-c", "sleep 0.5; exec sleep 3"])
+    try:
+        probe = ProcProbe(proc.pid)
+        events = probe.sample(time.time())
+        first = [e.cmdline for e in events if isinstance(e, ProcInfo)]
+        assert first == ["sh -c sleep 0.5; exec sleep 3"]
+        time.sleep(1.5)
+        events += probe.sample(time.time())
+        again = [e.cmdline for e in events if isinstance(e, ProcInfo)][1:]
+        assert again == ["sleep 3"]
+        s = Session()
+        s.apply_all(events)
+        assert [p.cmdline for p in s.snapshot().processes] == ["sleep 3"]
+    finally:
+        proc.kill()
+        proc.wait()

@@ -7,6 +7,8 @@ environment already had, so a user's own keeps working, with what it adds to ``s
 never said hello and says why.
 """
 
+import types  # loaded at start-up already (by site): costs nothing
+
 
 def _perftop_compile_worker() -> bool:
     """Whether this is torch.compile's compile worker (``.../compile_worker/__main__.py``)."""
@@ -17,7 +19,7 @@ def _perftop_compile_worker() -> bool:
     return os.path.join("_inductor", "compile_worker", "") in str(argv[0])
 
 
-def _perftop_load(here: str) -> object:
+def _perftop_load(here: str) -> types.ModuleType:
     """``perftop.hook``: imported, or, from another interpreter than perftop's, loaded by
     path (the package is stdlib-only) without putting perftop's site-packages on this
     interpreter's path. A failed load leaves no half-built ``perftop`` module behind."""

@@ -23,7 +23,7 @@ def _load() -> ModuleType:
     if os.environ.get("PERFTOP_PURE", "").strip() not in ("", "0"):
         return steps
     try:
-        from perftop.hook import _steps_fast
+        from perftop.hook import _steps_fast  # type: ignore[attr-defined]  # built by Cython
 
         return _steps_fast
     except Exception:  # not built, built for another Python, broken: the plain module runs

@@ -181,7 +181,7 @@ class Sender:
                     break  # the exit took over: the thread must not hold the GIL from it
                 item = queue.popleft()
                 n += 1
-                if type(item) is not tuple:
+                if not isinstance(item, tuple):
                     if packed:
                         frames.append(encode_steps_frame(packed))
                         packed = []

@@ -81,7 +81,7 @@ class RealSyncs:
     def first(self) -> None:
         """Our filter first in the list in force now (a user filter may have gone in front
         of it, or ``catch_warnings`` may have swapped the list)."""
-        filters = warnings.filters
+        filters: list[Any] = warnings.filters  # type: ignore[assignment]  # a list at run time
         if filters and filters[0] is self.entry:
             return
         try:
@@ -143,7 +143,7 @@ class RealSyncs:
             warnings._showwarnmsg = self.orig  # type: ignore[attr-defined]
         self.orig = None
         try:
-            warnings.filters.remove(self.entry)
+            warnings.filters.remove(self.entry)  # type: ignore[attr-defined]  # a list
             warnings._filters_mutated()  # type: ignore[attr-defined]
         except ValueError:
             pass

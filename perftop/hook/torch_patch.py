@@ -61,7 +61,7 @@ def patch_torch(state: HookState) -> None:
     # -- DataLoader: time blocked in __next__, which loader, whether grad is on -----------
     base = dl._BaseDataLoaderIter
     orig_next = base.__next__
-    base.__next__ = functools.update_wrapper(
+    base.__next__ = functools.update_wrapper(  # type: ignore[method-assign]
         tracker.wrap_next(orig_next, torch.is_grad_enabled), orig_next
     )
     state.undo.append(lambda: setattr(base, "__next__", orig_next))
@@ -134,7 +134,7 @@ def _number(loaders: Any, loader: Any, counter: Any) -> int:
 
 
 def _wrap_init(state: HookState, cls: type, loaders: Any, counter: Any) -> None:
-    orig_init = cls.__init__
+    orig_init = cls.__init__  # type: ignore[misc]  # the class's own, restored on undo
 
     @functools.wraps(orig_init)
     def __init__(self: Any, loader: Any, *args: Any, **kwargs: Any) -> None:
@@ -164,5 +164,5 @@ def _wrap_init(state: HookState, cls: type, loaders: Any, counter: Any) -> None:
         except Exception:
             state.internal_error("DataLoader iterator")
 
-    cls.__init__ = __init__
+    cls.__init__ = __init__  # type: ignore[misc]
     state.undo.append(lambda: setattr(cls, "__init__", orig_init))

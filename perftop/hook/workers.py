@@ -102,7 +102,7 @@ class WorkerMeter:
             pass
 
 
-def tensor_bytes(obj: Any, tensor: type, depth: int) -> int:
+def tensor_bytes(obj: Any, tensor: Any, depth: int) -> int:
     """Bytes of the tensors in a batch (a tensor, or tuples/lists/dicts of them)."""
     if isinstance(obj, tensor):
         return obj.element_size() * obj.numel()
@@ -135,7 +135,7 @@ def attach(state: HookState, torch: Any) -> None:
             state.internal_error("worker fetcher")
         return fetcher
 
-    kind.create_fetcher = staticmethod(create_fetcher)
+    kind.create_fetcher = staticmethod(create_fetcher)  # type: ignore[method-assign]
     state.undo.append(lambda: setattr(kind, "create_fetcher", orig))
 
 

@@ -44,6 +44,7 @@ class _Tracked:
     cmdline: str = ""
     start: Any = None  # start time in clock ticks, as /proc/PID/stat says
     mem: tuple[int | None, int | None, int | None] | None = None  # last (uss, pss, swap)
+    execed: bool = False  # its program changed since it was first seen (a fork, then exec)
 
 
 def descendants(root: int, caps: PlatformCaps | None = None) -> list[int]:
@@ -158,6 +159,9 @@ class ProcProbe:
                     row = self._read(tr, now)
                     if row is None:  # reused once more while we looked: next tick
                         continue
+                if tr.execed:  # first seen between fork and exec: its command line now
+                    tr.execed = False
+                    events.append(ProcInfo(t, pid, tr.key[1], tr.cmdline))
             except GONE:
                 continue
             except psutil.AccessDenied:
@@ -186,6 +190,13 @@ class ProcProbe:
         with p.oneshot():
             if _start_ticks(p) not in (None, tr.start):
                 return None
+            name = p.name()
+            if name != tr.name:  # the same process ran another program (exec)
+                tr.name, tr.execed = name, True
+                try:
+                    tr.cmdline = " ".join(p.cmdline())[:CMDLINE_MAX]
+                except psutil.AccessDenied:
+                    tr.cmdline = ""
             ct = p.cpu_times()
             ppid = p.ppid()
             state = p.status()
