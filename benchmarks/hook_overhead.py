@@ -41,14 +41,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import torch  # noqa: E402
-import torch.optim.optimizer as optim_mod  # noqa: E402
-import torch.utils.data.dataloader as dl  # noqa: E402
-from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
+import torch
+import torch.optim.optimizer as optim_mod
+import torch.utils.data.dataloader as dl
+from torch.utils.data import DataLoader, TensorDataset
 
-import perftop.hook as hook  # noqa: E402
-from benchmarks import e2e_overhead  # noqa: E402
-from perftop.hook import impl  # noqa: E402
+import perftop.hook as hook
+from benchmarks import e2e_overhead
+from perftop.hook import impl
 
 TARGET_US = 5.0
 

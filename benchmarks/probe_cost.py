@@ -17,9 +17,9 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from perftop.probes.gpu import GpuProbe  # noqa: E402
-from perftop.probes.host import HostProbe  # noqa: E402
-from perftop.probes.procs import ProcProbe  # noqa: E402
+from perftop.probes.gpu import GpuProbe
+from perftop.probes.host import HostProbe
+from perftop.probes.procs import ProcProbe
 
 TARGET_MS = 5.0
 MAIN = """

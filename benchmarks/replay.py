@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from perftop.events import (  # noqa: E402
+from perftop.events import (
     Hello,
     HostSample,
     JobExit,
@@ -34,10 +34,10 @@ from perftop.events import (  # noqa: E402
     ProcSample,
     SessionStart,
 )
-from perftop.recording import RecordingWriter  # noqa: E402
-from perftop.replay.index import ReplayIndex  # noqa: E402
-from perftop.replay.player import Player  # noqa: E402
-from perftop.wire import KIND_STEPS, STEP_RECORD, Frame  # noqa: E402
+from perftop.recording import RecordingWriter
+from perftop.replay.index import ReplayIndex
+from perftop.replay.player import Player
+from perftop.wire import KIND_STEPS, STEP_RECORD, Frame
 
 T0 = 1_790_000_000.0
 PC0 = 345_600 * 10**9

@@ -21,12 +21,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from perftop.events import Hello, JobStart, LoaderInfo, SessionStart  # noqa: E402
-from perftop.model import Session  # noqa: E402
-from perftop.monitor.hub import Hub  # noqa: E402
-from perftop.monitor.server import Server  # noqa: E402
-from perftop.recording import RecordingWriter  # noqa: E402
-from perftop.wire import MAGIC, STEP_RECORD, encode_frame, encode_steps_frame  # noqa: E402
+from perftop.events import Hello, JobStart, LoaderInfo, SessionStart
+from perftop.model import Session
+from perftop.monitor.hub import Hub
+from perftop.monitor.server import Server
+from perftop.recording import RecordingWriter
+from perftop.wire import MAGIC, STEP_RECORD, encode_frame, encode_steps_frame
 
 WORKERS = 16
 MAIN_PID = 10_000

@@ -54,7 +54,7 @@ def _on_ci() -> bool:
     return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ANN001
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     """On CI (``CI=true``, as ``.ci/run`` sets) a skipped test is a failure: CI installs
     every tool and builds what the suite needs, so a skip there hides a gap."""
     skipped = terminalreporter.stats.get("skipped", [])
@@ -70,7 +70,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # no
             terminalreporter.write_line(f"{n} x {reason}")
 
 
-def pytest_sessionfinish(session, exitstatus) -> None:  # noqa: ANN001
+def pytest_sessionfinish(session, exitstatus) -> None:
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     skipped = reporter.stats.get("skipped", []) if reporter is not None else []
     if _on_ci() and skipped and exitstatus == pytest.ExitCode.OK:

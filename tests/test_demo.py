@@ -31,6 +31,6 @@ def test_the_demo_trains_until_stopped_and_stops_cleanly() -> None:
         proc.kill()
 
 
-def test_demo_steps_must_be_positive(capsys) -> None:  # noqa: ANN001
+def test_demo_steps_must_be_positive(capsys) -> None:
     assert main(["demo", "--steps", "0", "--headless"]) == 2
     assert capsys.readouterr().err.strip() == "perftop: error: --steps must be at least 1"

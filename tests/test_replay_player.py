@@ -70,7 +70,7 @@ def test_seek_by_step_and_time(long_recording: Path) -> None:
     t = ix.start_t + 200.0
     p.seek_time(t)
     assert p.now <= t
-    nxt = p._peek()  # noqa: SLF001
+    nxt = p._peek()
     assert nxt is None or (event_time(nxt) or 0) > t
 
 
@@ -129,7 +129,7 @@ def test_controller_jumps_and_waits_for_the_index(long_recording: Path) -> None:
 
     states, notices, got = [], [], threading.Event()
 
-    def on_update(snap, state) -> None:  # noqa: ANN001
+    def on_update(snap, state) -> None:
         states.append((snap, state))
         got.set()
 
@@ -139,7 +139,7 @@ def test_controller_jumps_and_waits_for_the_index(long_recording: Path) -> None:
     ctl.start()
     try:
 
-        def after(cmd: tuple, cond) -> tuple:  # noqa: ANN001
+        def after(cmd: tuple, cond) -> tuple:
             ctl.command(*cmd)
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:

@@ -30,7 +30,7 @@ def test_sigint_forwarding_test_passes_under_a_parent_that_ignores_sigint():
     assert "1 passed" in r.stdout
 
 
-def _job_sigint(tmp_path: Path, preexec) -> str:  # noqa: ANN001
+def _job_sigint(tmp_path: Path, preexec) -> str:
     r = subprocess.run(
         [sys.executable, "-m", "perftop", "run", "--headless", "--no-record", sys.executable,
          "-c", SHOW],

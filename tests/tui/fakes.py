@@ -190,7 +190,7 @@ def snapshot(*, steps: int = 120, gpus: bool = True, output_lines: int = 30) -> 
 class FakeSource:
     """Posts snapshots to an app from its own thread, like the ingest thread does."""
 
-    def __init__(self, app, snaps) -> None:  # noqa: ANN001
+    def __init__(self, app, snaps) -> None:
         import threading
 
         self.app, self.snaps = app, list(snaps)

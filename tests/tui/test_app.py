@@ -20,24 +20,24 @@ from tests.tui.fakes import MAIN, WORKERS, FakeController, FakeSource, snapshot
 SIZE = (160, 48)
 
 
-def aio(fn):  # noqa: ANN001, ANN201
+def aio(fn):
     """Run an async test on a fresh loop (no pytest-asyncio needed)."""
 
     @functools.wraps(fn)
-    def run(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    def run(*args, **kwargs):
         asyncio.run(fn(*args, **kwargs))
 
     return run
 
 
-def text_of(widget) -> str:  # noqa: ANN001
+def text_of(widget) -> str:
     """The plain text a Static shows (its Rich renderable, printed without styles)."""
     console = Console(width=200, file=io.StringIO(), record=True)
     console.print(widget.content)
     return console.export_text()
 
 
-async def settle(pilot, n: int = 3) -> None:  # noqa: ANN001
+async def settle(pilot, n: int = 3) -> None:
     for _ in range(n):
         await pilot.pause()
 
@@ -68,7 +68,7 @@ async def test_thread_source_is_coalesced_and_latest_wins() -> None:
     shown: list[int] = []
     real_show = app.show
 
-    def counting_show(snap):  # noqa: ANN001
+    def counting_show(snap):
         shown.append(snap.steps.count)
         real_show(snap)
 
@@ -211,7 +211,7 @@ async def test_record_toggle_goes_to_controller() -> None:
 async def test_widget_error_becomes_notification() -> None:
     app = PerftopApp()
 
-    def boom(snap):  # noqa: ANN001
+    def boom(snap):
         raise ValueError("bad figure")
 
     async with app.run_test(size=SIZE) as pilot:

@@ -19,18 +19,18 @@ from tests.tui.test_app import aio, text_of
 SIZE = (160, 48)
 
 
-async def until(pilot, cond, timeout: float = 15.0) -> None:  # noqa: ANN001
+async def until(pilot, cond, timeout: float = 15.0) -> None:
     deadline = time.monotonic() + timeout
     while not cond():
         assert time.monotonic() < deadline, "timed out"
         await pilot.pause(0.05)
 
 
-def notices(app) -> str:  # noqa: ANN001
-    return "\n".join(n.message for n in app._notifications)  # noqa: SLF001
+def notices(app) -> str:
+    return "\n".join(n.message for n in app._notifications)
 
 
-def steps_text(app) -> str:  # noqa: ANN001
+def steps_text(app) -> str:
     return text_of(app.query_one("#steps Static"))
 
 

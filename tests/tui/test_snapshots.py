@@ -10,8 +10,8 @@ from perftop.tui.messages import SnapshotMessage
 from tests.tui.fakes import snapshot
 
 
-def show(*keys: str):  # noqa: ANN201
-    async def run_before(pilot) -> None:  # noqa: ANN001
+def show(*keys: str):
+    async def run_before(pilot) -> None:
         pilot.app.post_message(SnapshotMessage(snapshot()))
         await pilot.pause()
         await pilot.pause()
@@ -22,23 +22,23 @@ def show(*keys: str):  # noqa: ANN201
     return run_before
 
 
-def test_full_160x48(snap_compare) -> None:  # noqa: ANN001
+def test_full_160x48(snap_compare) -> None:
     assert snap_compare(PerftopApp(), terminal_size=(160, 48), run_before=show())
 
 
-def test_narrow_80x24(snap_compare) -> None:  # noqa: ANN001
+def test_narrow_80x24(snap_compare) -> None:
     assert snap_compare(PerftopApp(), terminal_size=(80, 24), run_before=show())
 
 
-def test_zoomed_processes_80x24(snap_compare) -> None:  # noqa: ANN001
+def test_zoomed_processes_80x24(snap_compare) -> None:
     assert snap_compare(PerftopApp(), terminal_size=(80, 24), run_before=show("4", "z"))
 
 
-def test_help_160x48(snap_compare) -> None:  # noqa: ANN001
+def test_help_160x48(snap_compare) -> None:
     assert snap_compare(PerftopApp(), terminal_size=(160, 48), run_before=show("question_mark"))
 
 
-def _recorded(name: str, *keys: str):  # noqa: ANN202
+def _recorded(name: str, *keys: str):
     """Show a real recording (made with `perftop attach` / `perftop run`), frozen at its
     last event: every figure on screen is one a real run produced."""
     from pathlib import Path
@@ -48,7 +48,7 @@ def _recorded(name: str, *keys: str):  # noqa: ANN202
     path = Path(__file__).parent / "recordings" / name
     snap = session_from_file(str(path)).snapshot()
 
-    async def run_before(pilot) -> None:  # noqa: ANN001
+    async def run_before(pilot) -> None:
         pilot.app.post_message(SnapshotMessage(snap))
         await pilot.pause()
         await pilot.pause()
@@ -59,11 +59,11 @@ def _recorded(name: str, *keys: str):  # noqa: ANN202
     return run_before
 
 
-def test_observer_160x48(snap_compare) -> None:  # noqa: ANN001
+def test_observer_160x48(snap_compare) -> None:
     app = PerftopApp(mode="observer")
     assert snap_compare(app, terminal_size=(160, 48), run_before=_recorded("observer.perftop"))
 
 
-def test_stall_stacks_160x48(snap_compare) -> None:  # noqa: ANN001
+def test_stall_stacks_160x48(snap_compare) -> None:
     run_before = _recorded("stall.perftop", "k")
     assert snap_compare(PerftopApp(), terminal_size=(160, 48), run_before=run_before)

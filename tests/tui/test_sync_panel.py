@@ -12,12 +12,12 @@ from tests.tui.fakes import snapshot
 from tests.tui.test_app import SIZE, aio, settle, text_of
 
 
-def column(table, key: str) -> list[str]:  # noqa: ANN001
+def column(table, key: str) -> list[str]:
     i = [c.key.value for c in table.ordered_columns].index(key)
     return [table.get_row_at(r)[i].plain for r in range(table.row_count)]
 
 
-def cpu_snapshot(counts: tuple[int, ...] = (3, 50, 7, 20)):  # noqa: ANN201
+def cpu_snapshot(counts: tuple[int, ...] = (3, 50, 7, 20)):
     """The fake's sites as a CPU run has them (potential, nothing measured), listed in the
     model's order, which is not the order of their counts."""
     snap = snapshot()

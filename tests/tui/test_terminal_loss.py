@@ -68,7 +68,7 @@ def _wait_gone(rec: Path, since: float) -> float:
     return time.monotonic() - since
 
 
-def _replay(rec: Path):  # noqa: ANN202
+def _replay(rec: Path):
     session = Session()
     session.apply_all(read_events(rec))  # raises on an unreadable recording
     return session.snapshot(window=None)

@@ -9,8 +9,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("WANDB_DISABLED", "true")
 
-import torch  # noqa: E402
-from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments  # noqa: E402
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
 
 out = sys.argv[1] if len(sys.argv) > 1 else "hf-out"
 torch.manual_seed(0)
