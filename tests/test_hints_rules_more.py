@@ -56,6 +56,7 @@ def snap(
     pin: bool = False,
     procs: tuple[ProcRow, ...] = (),
     threads: int = 4,
+    cpu: float = 0.95,
 ) -> Snapshot:
     waits = data if isinstance(data, list) else [data] * n
     rows, t = [], T0
@@ -70,7 +71,7 @@ def snap(
         trainers=(Trainer(PID, 1, "h", ("train.py",), None, None, None, device, "2.13", threads),),
         loaders=(Loader(PID, 0, nw, 32, pin, 2, False, pids, "Images", T0),),
         host=host or HostRow(cpu_count=8, cpu_percent=40.0),
-        workers=tuple(worker(i, busy, batch_s) for i in range(nw)),
+        workers=tuple(worker(i, busy, batch_s, cpu) for i in range(nw)),
         gpus=gpus,
         processes=procs,
     )
@@ -152,7 +153,7 @@ def test_cpu_oversubscribed_with_hysteresis() -> None:
         return snap(0.0, host=HostRow(cpu_count=8, cpu_percent=cpu), procs=procs, threads=threads)
 
     h = evaluate(s(96.0))[0]["cpu-oversubscribed"]
-    assert "10 compute threads on 8 cores" in h.evidence[0]
+    assert "10 busy compute threads on 8 cores" in h.evidence[0]
     assert any("set_num_threads(6)" in a for a in h.advice)
     assert not fires("cpu-oversubscribed", s(89.0))
     assert fires("cpu-oversubscribed", s(85.0), shown=True)
@@ -161,6 +162,28 @@ def test_cpu_oversubscribed_with_hysteresis() -> None:
     # the host is busy, but not with this job
     idle_job = replace(s(96.0), processes=(ProcRow(PID, 1, cpu_percent=200.0),))
     assert not fires("cpu-oversubscribed", idle_job)
+
+
+def test_cpu_oversubscribed_counts_busy_workers_only() -> None:
+    """Two torch threads on two cores beside two DataLoader workers: oversubscribed when
+    the workers make batches on the CPU, not when they sit idle at 4% each."""
+
+    def s(busy: float) -> Snapshot:
+        procs = (ProcRow(PID, 1, cpu_percent=190.0),) + tuple(
+            ProcRow(PID + 1 + i, PID, cpu_percent=100.0 * busy) for i in range(2)
+        )
+        host = HostRow(cpu_count=2, cpu_percent=97.0)
+        return snap(0.0, busy=busy, cpu=1.0, host=host, procs=procs, threads=2)
+
+    h = evaluate(s(0.6))[0]["cpu-oversubscribed"]
+    assert "4 busy compute threads on 2 cores" in h.evidence[0], h.evidence
+    assert not fires("cpu-oversubscribed", s(0.04))  # idle workers: 2 threads on 2 cores
+    assert not fires("cpu-oversubscribed", s(0.24))  # just under a busy worker's bar
+    # workers that have not reported yet count by the process probe's CPU figure
+    unreported = replace(s(0.6), workers=tuple(replace(w, busy_share=None) for w in s(0.6).workers))
+    assert fires("cpu-oversubscribed", unreported)
+    quiet = replace(s(0.04), workers=tuple(replace(w, busy_share=None) for w in s(0.04).workers))
+    assert not fires("cpu-oversubscribed", quiet)
 
 
 # --- time outside steps -------------------------------------------------------------
