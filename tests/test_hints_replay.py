@@ -63,3 +63,11 @@ def test_replay_gives_the_live_hints_at_the_same_moments(tmp_path: Path) -> None
         assert p.snapshot().hints == seen[k][0], k  # shown now
         assert moments(p.session) == seen[k][1], k  # shown so far
     assert not seen[before][1]
+
+    # `h` from the start (notes count as changes too) lands where the first hint shows
+    t, marks = ix.start_t or 0.0, []
+    while (mark := ix.next_hint_change(t)) is not None:
+        t = mark[0]
+        marks.append(mark[1])
+    shows = next(k for k, (hints, _) in enumerate(seen) if hints) + 1  # events applied
+    assert shows in marks, (shows, marks)
