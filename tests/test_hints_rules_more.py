@@ -323,3 +323,19 @@ def test_gpu_rules_look_only_at_the_jobs_gpus() -> None:
     assert fires("gpu-imbalance", replace(s, gpus=(*gpus[:1], nvml(1, 40.0, pid=PID))))
     # no device lists the job's pids (a container's own pid numbers): every device counts
     assert fires("gpu-imbalance", replace(s, gpus=(nvml(0, 95.0), nvml(1, 40.0))))
+
+
+def test_input_bound_estimates_the_advised_workers_gain() -> None:
+    """num_workers=0 on 2 cores: one worker is advised, and it makes a batch as slowly as
+    the loop did, so the step shrinks only by the loop's own compute (not the 89% wait)."""
+    two = snap(0.0068, 0.0008, nw=0, host=HostRow(cpu_count=2, cpu_percent=60.0))
+    h = evaluate(two)[0]["input-bound"]
+    assert any("num_workers=1" in a for a in h.advice)
+    assert h.est_gain is not None and 0.09 < h.est_gain < 0.12, h.est_gain
+    assert h.est_gain_text.startswith("up to 11% of step time with num_workers=1")
+    eight = evaluate(snap(0.0068, 0.0008, nw=0))[0]["input-bound"]  # 7 workers on 8 cores
+    assert eight.est_gain is not None and 0.8 < eight.est_gain < 0.89
+    # no count to advise (the CPU is the limit): the whole data wait, as a bound
+    busy = snap(0.03, busy=0.95, host=HostRow(cpu_count=8, cpu_percent=97.0))
+    h = evaluate(busy)[0]["input-bound"]
+    assert h.est_gain == round(h.est_gain, 4) and "if every batch were ready" in h.est_gain_text

@@ -61,11 +61,12 @@ def input_bound(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
 
 
 def _gain(lp: Loop, workers: int | None) -> tuple[float, str]:
-    """What the advice gains: with ``workers`` advised, a step takes the longer of the
-    loop's own compute and the time the workers need per batch (one batch takes a worker
-    as long as it took the loop, or a worker now, over ``workers`` of them); measured
-    against the real gain in benchmarks/hint_gains.py. Without a setting to advise, the
-    whole data wait, as an upper bound."""
+    """What the advice gains, at most: with ``workers`` advised, a step takes at least the
+    longer of the loop's own compute and the time the workers need per batch (one batch
+    takes a worker as long as it took the loop, or a worker now, over ``workers`` of
+    them). An upper bound: moving batches between processes costs more, untimed
+    (benchmarks/hint_gains.py measures the real gain beside it). Without a setting to
+    advise, the whole data wait."""
     share = lp.data_share
     if workers is None or lp.step_s <= 0:
         return round(share, 4), (
@@ -76,15 +77,11 @@ def _gain(lp: Loop, workers: int | None) -> tuple[float, str]:
     new = max(lp.compute_s, per_batch / workers)
     gain = max(0.0, min(share, 1.0 - new / lp.step_s))
     limit = "the loop's own compute" if new <= lp.compute_s else "the workers' pace"
-    if lp.workers:  # more workers: each batch still crosses processes, at a cost not timed
-        return round(gain, 4), (
-            f"up to {fraction(gain)} of step time with num_workers={workers}, set by {limit}: "
-            "each batch still costs the loop its transfer from a worker, and the added "
-            "workers their own CPU, neither timed apart"
-        )
     return round(gain, 4), (
-        f"about {fraction(gain)} of step time with num_workers={workers}: a step would "
-        f"take {seconds(new)}, set by {limit} (the data wait is {fraction(share)})"
+        f"up to {fraction(gain)} of step time with num_workers={workers}: a step would take "
+        f"at least {seconds(new)}, set by {limit}; each batch's transfer from a worker "
+        "process, and the workers' own CPU, cost more and are not timed apart (the data "
+        f"wait is {fraction(share)})"
     )
 
 
