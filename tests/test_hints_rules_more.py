@@ -339,3 +339,18 @@ def test_input_bound_estimates_the_advised_workers_gain() -> None:
     busy = snap(0.03, busy=0.95, host=HostRow(cpu_count=8, cpu_percent=97.0))
     h = evaluate(busy)[0]["input-bound"]
     assert h.est_gain == round(h.est_gain, 4) and "if every batch were ready" in h.est_gain_text
+
+
+def test_input_bound_raises_waiting_workers_on_a_busy_host_only_when_they_fit() -> None:
+    """Workers that wait off the CPU (storage) gain from more of them even on a busy
+    host; workers that need half a core each would only take turns on busy cores."""
+    host = HostRow(cpu_count=2, cpu_percent=97.0)
+    waiting = evaluate(snap(0.03, busy=0.95, batch_s=0.3, cpu=0.05, host=host))[0]
+    waiting = waiting["input-bound"]  # 7 workers would keep up, 5 more at 5% CPU each
+    assert any("Raise num_workers from 2 to about 7" in a for a in waiting.advice)
+    assert "with num_workers=" in waiting.est_gain_text
+    cpu_bound = evaluate(snap(0.03, busy=0.95, batch_s=0.3, cpu=0.45, host=host))[0]
+    cpu_bound = cpu_bound["input-bound"]  # 5 more at 45% CPU: 2.25 cores, none idle
+    assert not any("Raise num_workers" in a for a in cpu_bound.advice)
+    assert any("The CPU is the limit" in a for a in cpu_bound.advice)
+    assert "if every batch were ready" in cpu_bound.est_gain_text

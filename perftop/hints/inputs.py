@@ -124,7 +124,11 @@ def _advice(snap: Snapshot, lp: Loop, ev: list[str]) -> tuple[list[str], int | N
     off = 1 - lp.workers_cpu if lp.workers_cpu is not None else 0.0
     if busy is not None and busy >= SATURATED:
         idle_cores = None if cores is None or cpu is None else cores * (1 - cpu / 100.0)
-        if need and need > nw and off >= 0.5:  # waiting workers need no core of their own
+        # workers that mostly wait need little CPU: the extra ones must fit in a core or
+        # in the idle cores (else they only take turns on busy ones)
+        extra = (need - nw) * (lp.workers_cpu or 0.0) if need else 0.0
+        free = max(1.0, idle_cores or 0.0)
+        if need and need > nw and off >= 0.5 and extra <= free:
             advised = need
             out.append(
                 f"Raise num_workers from {nw} to about {need}: the workers are busy "

@@ -71,6 +71,10 @@ def detail_lines(h: Hint, room: int, width: int = 10_000) -> list[Text]:
 
 class HintsPanel(TextPanel):
     TITLE = "Hints"
+    # zoomed, every line of every hint is shown: what does not fit scrolls (arrows, wheel)
+    DEFAULT_CSS = """
+    HintsPanel { overflow-y: auto; scrollbar-size-vertical: 1; }
+    """
 
     def show(self, snap: Snapshot) -> None:
         """Like every text panel, but the lines come wrapped already (no ellipsis)."""
