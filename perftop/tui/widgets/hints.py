@@ -39,7 +39,8 @@ def wrap(first: Text, body: str, width: int, indent: int, style: str = "") -> li
 def title_lines(h: Hint, index: int, width: int) -> list[Text]:
     t = Text(f"{index}. ", style="dim")
     t.append(f"{h.severity.upper()} ", style=SEVERITY_STYLES.get(h.severity, "yellow"))
-    title = h.title + (f"  →\u00a0{PANEL_NAMES[h.panel]}" if h.panel in PANEL_NAMES else "")
+    title = h.title + ("" if h.seen_live else "  (whole-run\u00a0verdict)")
+    title += f"  →\u00a0{PANEL_NAMES[h.panel]}" if h.panel in PANEL_NAMES else ""
     lines = wrap(t, title, width, len(f"{index}. "), "bold")
     if h.panel in PANEL_NAMES:  # the panel that proves it, dim, on the last line
         last = lines[-1]
