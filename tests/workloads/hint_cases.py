@@ -3,7 +3,7 @@ hints, and their near-misses: ``hint_cases.py CASE [STEPS]``.
 
 - ``starved``: num_workers=0 and a slow dataset (input-bound), a nonzero() every step
   (host-device-sync).
-- ``near``: the near-misses of both: the loop waits 1 ms of a ~7 ms step for data (in
+- ``near``: the near-misses of both: the loop waits 1 ms of a ~11 ms step for data (in
   the process: workers' IPC on a loaded 2-core box would add its own wait); nonzero() on
   9 steps out of 10 (0.9 per step, under the bar of 1; run it under PERFTOP_SYNC=all).
 - ``producer``: a thread iterates the DataLoader into a queue ahead of the loop, which
@@ -23,14 +23,14 @@ STEPS = int(sys.argv[2]) if len(sys.argv) > 2 else 200
 
 
 class Data(Dataset):
-    def __init__(self, sleep_s: float = 0.0, spin_s: float = 0.0) -> None:
-        self.sleep_s, self.spin_s = sleep_s, spin_s
+    def __init__(self, sleep_s: float = 0.0, spin_s: float = 0.0, every: int = 1) -> None:
+        self.sleep_s, self.spin_s, self.every = sleep_s, spin_s, every
 
     def __len__(self) -> int:
         return STEPS * 4
 
     def __getitem__(self, i: int):
-        if self.sleep_s:
+        if self.sleep_s and (self.every == 1 or i % self.every == 0):
             time.sleep(self.sleep_s)
         end = time.process_time() + self.spin_s
         while time.process_time() < end:  # work on the CPU, as a transform does
@@ -58,9 +58,10 @@ def main() -> None:
         for i, (x, y) in enumerate(loader):
             step(model, opt, x, y, i, 10, 0.0)  # waits 8 ms of a ~9 ms step
     elif CASE == "near":
-        loader = DataLoader(Data(sleep_s=0.00025), batch_size=4)
+        # one sleep a batch and one a step: a busy host's late wake-ups stretch each once
+        loader = DataLoader(Data(sleep_s=0.001, every=4), batch_size=4)
         for i, (x, y) in enumerate(loader):
-            step(model, opt, x, y, i, 9, 0.006)  # waits 1 ms of a ~7 ms step
+            step(model, opt, x, y, i, 9, 0.010)  # waits ~1 ms of a ~11 ms step
     elif CASE == "producer":
         q: queue.Queue = queue.Queue(maxsize=64)
 
