@@ -93,13 +93,13 @@ def _advice(snap: Snapshot, lp: Loop, ev: list[str]) -> tuple[list[str], int | N
     cpu_txt = f"host CPU {cpu:.0f}% busy on {count(cores or 0, 'core')}" if cpu is not None else ""
     if ld is not None and ld.num_workers == 0:
         ev.append(f"num_workers=0: the training process loads every batch itself ({ld.dataset})")
-        need = max(2, round(lp.data_s / lp.compute_s * 1.1 + 0.5)) if lp.compute_s > 0 else 2
+        n = max(2, round(lp.data_s / lp.compute_s * 1.1 + 0.5)) if lp.compute_s > 0 else 2
         if cores:
-            need = min(need, max(1, cores - 1))
+            n = min(n, max(1, cores - 1))
         return [
-            f"Load batches in background processes: DataLoader(..., num_workers={need}) "
+            f"Load batches in background processes: DataLoader(..., num_workers={n}) "
             "overlaps loading with the training step."
-        ], need
+        ], n
     busy, made, want = lp.workers_busy, lp.made_per_s, lp.wanted_per_s
     nw = ld.num_workers if ld is not None else len(lp.workers)
     need = lp.workers_needed()
