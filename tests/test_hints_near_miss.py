@@ -108,3 +108,30 @@ def test_fires_and_its_near_miss_stays_quiet(hint_id: str) -> None:
     # the whole-run verdict reads the same bars
     assert hint_id in {h.id for h in verdict(fire())}
     assert hint_id not in {h.id for h in verdict(near())}
+
+
+def ended(s: Snapshot) -> Snapshot:
+    """``s`` as a finished job leaves it: every process exited, the probes' last samples
+    taken as it shut down (idle), their run averages and peaks kept."""
+    procs = tuple(
+        replace(
+            p,
+            alive=False,
+            cpu_percent=1.0,
+            cpu_percent_avg=p.cpu_percent,
+            uss_bytes=None,
+            uss_bytes_max=p.uss_bytes,
+        )  # fmt: skip
+        for p in s.processes
+    )
+    workers = tuple(replace(w, exited=True) for w in s.workers)
+    host = replace(s.host, cpu_percent=5.0, cpu_percent_avg=s.host.cpu_percent)
+    return replace(s, processes=procs, workers=workers, host=host, meta=replace(s.meta, ended=True))
+
+
+@pytest.mark.parametrize("hint_id", ["cpu-oversubscribed", "worker-memory"])
+def test_the_verdict_reads_a_finished_jobs_processes_as_they_ran(hint_id: str) -> None:
+    fire, near = CASES[hint_id]
+    assert hint_id not in evaluate(ended(fire()))[0]  # the last samples: nothing left
+    assert hint_id in {h.id for h in verdict(ended(fire()))}
+    assert hint_id not in {h.id for h in verdict(ended(near()))}

@@ -16,8 +16,8 @@ from perftop.model.snapshot import Hint, Snapshot
 
 
 def whole_run_view(snap: Snapshot) -> Snapshot:
-    """``snap`` with each probe's latest sample replaced by its run average where one
-    exists (a figure with no average keeps its latest sample)."""
+    """``snap`` with each probe's latest sample replaced by its run average (peak, for
+    memory) where one exists, and the job's processes as they were while it ran."""
     h = snap.host
     host = replace(
         h,
@@ -26,15 +26,26 @@ def whole_run_view(snap: Snapshot) -> Snapshot:
             h.iowait_percent_avg if h.iowait_percent_avg is not None else h.iowait_percent
         ),
     )
+    # The run's processes as they ran: the trainers and each loader's latest workers count
+    # as alive (a finished job's have exited), at their run averages and peak memory.
+    latest = {ld.pid: ld for ld in sorted(snap.loaders, key=lambda ld: ld.t)}
+    current = {pid for ld in latest.values() for _, pid in ld.workers}
+    ran = {t.pid for t in snap.trainers} | current
     procs = tuple(
-        replace(p, cpu_percent=p.cpu_percent_avg) if p.cpu_percent_avg is not None else p
+        replace(
+            p,
+            alive=p.alive or p.pid in ran,
+            cpu_percent=p.cpu_percent_avg if p.cpu_percent_avg is not None else p.cpu_percent,
+            uss_bytes=p.uss_bytes_max if p.uss_bytes_max is not None else p.uss_bytes,
+        )
         for p in snap.processes
     )
+    workers = tuple(replace(w, exited=False) if w.pid in current else w for w in snap.workers)
     gpus = tuple(
         replace(g, util_percent=g.util_percent_avg) if g.util_percent_avg is not None else g
         for g in snap.gpus
     )
-    return replace(snap, host=host, processes=procs, gpus=gpus, hints=())
+    return replace(snap, host=host, processes=procs, gpus=gpus, workers=workers, hints=())
 
 
 def verdict(snap: Snapshot) -> tuple[Hint, ...]:
