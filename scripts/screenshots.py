@@ -36,6 +36,8 @@ SHOTS = (  # name, size, keys pressed before the picture
     ("zoomed-steps-160x48", (160, 48), ("1", "z")),
     ("narrow-80x24", (80, 24), ()),
     ("wide-250x70", (250, 70), ()),
+    ("zoomed-hints-160x48", (160, 48), ("6", "z")),
+    ("zoomed-hints-80x24", (80, 24), ("6", "z")),
 )
 
 

@@ -56,6 +56,7 @@ def snap(
     pin: bool = False,
     procs: tuple[ProcRow, ...] = (),
     threads: int = 4,
+    cpu: float = 0.95,
 ) -> Snapshot:
     waits = data if isinstance(data, list) else [data] * n
     rows, t = [], T0
@@ -70,7 +71,7 @@ def snap(
         trainers=(Trainer(PID, 1, "h", ("train.py",), None, None, None, device, "2.13", threads),),
         loaders=(Loader(PID, 0, nw, 32, pin, 2, False, pids, "Images", T0),),
         host=host or HostRow(cpu_count=8, cpu_percent=40.0),
-        workers=tuple(worker(i, busy, batch_s) for i in range(nw)),
+        workers=tuple(worker(i, busy, batch_s, cpu) for i in range(nw)),
         gpus=gpus,
         processes=procs,
     )
@@ -152,7 +153,7 @@ def test_cpu_oversubscribed_with_hysteresis() -> None:
         return snap(0.0, host=HostRow(cpu_count=8, cpu_percent=cpu), procs=procs, threads=threads)
 
     h = evaluate(s(96.0))[0]["cpu-oversubscribed"]
-    assert "10 compute threads on 8 cores" in h.evidence[0]
+    assert "10 busy compute threads on 8 cores" in h.evidence[0]
     assert any("set_num_threads(6)" in a for a in h.advice)
     assert not fires("cpu-oversubscribed", s(89.0))
     assert fires("cpu-oversubscribed", s(85.0), shown=True)
@@ -161,6 +162,28 @@ def test_cpu_oversubscribed_with_hysteresis() -> None:
     # the host is busy, but not with this job
     idle_job = replace(s(96.0), processes=(ProcRow(PID, 1, cpu_percent=200.0),))
     assert not fires("cpu-oversubscribed", idle_job)
+
+
+def test_cpu_oversubscribed_counts_busy_workers_only() -> None:
+    """Two torch threads on two cores beside two DataLoader workers: oversubscribed when
+    the workers make batches on the CPU, not when they sit idle at 4% each."""
+
+    def s(busy: float) -> Snapshot:
+        procs = (ProcRow(PID, 1, cpu_percent=190.0),) + tuple(
+            ProcRow(PID + 1 + i, PID, cpu_percent=100.0 * busy) for i in range(2)
+        )
+        host = HostRow(cpu_count=2, cpu_percent=97.0)
+        return snap(0.0, busy=busy, cpu=1.0, host=host, procs=procs, threads=2)
+
+    h = evaluate(s(0.6))[0]["cpu-oversubscribed"]
+    assert "4 busy compute threads on 2 cores" in h.evidence[0], h.evidence
+    assert not fires("cpu-oversubscribed", s(0.04))  # idle workers: 2 threads on 2 cores
+    assert not fires("cpu-oversubscribed", s(0.24))  # just under a busy worker's bar
+    # workers that have not reported yet count by the process probe's CPU figure
+    unreported = replace(s(0.6), workers=tuple(replace(w, busy_share=None) for w in s(0.6).workers))
+    assert fires("cpu-oversubscribed", unreported)
+    quiet = replace(s(0.04), workers=tuple(replace(w, busy_share=None) for w in s(0.04).workers))
+    assert not fires("cpu-oversubscribed", quiet)
 
 
 # --- time outside steps -------------------------------------------------------------
@@ -300,3 +323,55 @@ def test_gpu_rules_look_only_at_the_jobs_gpus() -> None:
     assert fires("gpu-imbalance", replace(s, gpus=(*gpus[:1], nvml(1, 40.0, pid=PID))))
     # no device lists the job's pids (a container's own pid numbers): every device counts
     assert fires("gpu-imbalance", replace(s, gpus=(nvml(0, 95.0), nvml(1, 40.0))))
+
+
+def test_input_bound_estimates_the_advised_workers_gain() -> None:
+    """num_workers=0 on 2 cores: one worker is advised, and it makes a batch as slowly as
+    the loop did, so the step shrinks only by the loop's own compute (not the 89% wait)."""
+    two = snap(0.0068, 0.0008, nw=0, host=HostRow(cpu_count=2, cpu_percent=60.0))
+    h = evaluate(two)[0]["input-bound"]
+    assert any("num_workers=1" in a for a in h.advice)
+    assert h.est_gain is not None and 0.09 < h.est_gain < 0.12, h.est_gain
+    assert h.est_gain_text.startswith("up to 11% of step time with num_workers=1")
+    eight = evaluate(snap(0.0068, 0.0008, nw=0))[0]["input-bound"]  # 7 workers on 8 cores
+    assert eight.est_gain is not None and 0.8 < eight.est_gain < 0.89
+    # no count to advise (the CPU is the limit): the whole data wait, as a bound
+    busy = snap(0.03, busy=0.95, host=HostRow(cpu_count=8, cpu_percent=97.0))
+    h = evaluate(busy)[0]["input-bound"]
+    assert h.est_gain == round(h.est_gain, 4) and "if every batch were ready" in h.est_gain_text
+
+
+def test_input_bound_raises_waiting_workers_on_a_busy_host_only_when_they_fit() -> None:
+    """Workers that wait off the CPU (storage) gain from more of them even on a busy
+    host; workers that need half a core each would only take turns on busy cores."""
+    host = HostRow(cpu_count=2, cpu_percent=97.0)
+    waiting = evaluate(snap(0.03, busy=0.95, batch_s=0.3, cpu=0.05, host=host))[0]
+    waiting = waiting["input-bound"]  # 7 workers would keep up, 5 more at 5% CPU each
+    assert any("Raise num_workers from 2 to about 7" in a for a in waiting.advice)
+    assert "with num_workers=" in waiting.est_gain_text
+    cpu_bound = evaluate(snap(0.03, busy=0.95, batch_s=0.3, cpu=0.45, host=host))[0]
+    cpu_bound = cpu_bound["input-bound"]  # 5 more at 45% CPU: 2.25 cores, none idle
+    assert not any("Raise num_workers" in a for a in cpu_bound.advice)
+    assert any("The CPU is the limit" in a for a in cpu_bound.advice)
+    assert "if every batch were ready" in cpu_bound.est_gain_text
+
+
+def test_host_device_sync_counts_in_step_syncs_and_names_between_step_ones_apart() -> None:
+    """A sampling pass between steps that syncs 500 times (3 passes) raises nothing by
+    itself; beside in-step syncs, it is named apart and not counted. The model's sites
+    give ``between_count`` / ``between_per_pass`` where it counts them (issue 18)."""
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True, slots=True)
+    class Site(SyncSite):
+        between_count: int = 0
+        between_per_pass: float | None = None
+
+    sample = Site("item", "/x/sample.py", 12, "sample", "potential", 1500, 0.0,
+                  between_count=1500, between_per_pass=500.0)  # fmt: skip
+    assert not fires("host-device-sync", replace(snap(0.0), sync=(sample,)))
+    step = SyncSite("nonzero", "/x/loss.py", 41, "loss", "potential", 300, 1.2)
+    h = evaluate(replace(snap(0.0), sync=(step, sample)))[0]["host-device-sync"]
+    assert h.evidence[0].startswith("1.2 host-device syncs per step at 1 line")
+    assert any("between steps (not counted above): sample.py:12 item, 1500 syncs, 500 per pass"
+               in e for e in h.evidence), h.evidence  # fmt: skip

@@ -44,7 +44,8 @@ def input_bound(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     ]
     if gpu is not None:
         ev.append(f"the GPU is busy {gpu:.0f}% of the time (NVML)")
-    advice = _advice(snap, lp, ev)
+    advice, workers = _advice(snap, lp, ev)
+    gain, gain_txt = _gain(lp, workers)
     return [
         Hint(
             id="input-bound",
@@ -52,27 +53,53 @@ def input_bound(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
             title=f"Input-bound: the loop waits for data {fraction(share)} of each step",
             evidence=tuple(ev),
             advice=tuple(advice),
-            est_gain=round(share, 4),
-            est_gain_text=f"up to {fraction(share)} of step time, if every batch were ready",
+            est_gain=gain,
+            est_gain_text=gain_txt,
             panel="steps",
         )
     ]
 
 
-def _advice(snap: Snapshot, lp: Loop, ev: list[str]) -> list[str]:
+def _gain(lp: Loop, workers: int | None) -> tuple[float, str]:
+    """What the advice gains, at most: with ``workers`` advised, a step takes at least the
+    longer of the loop's own compute and the time the workers need per batch (one batch
+    takes a worker as long as it took the loop, or a worker now, over ``workers`` of
+    them). An upper bound: moving batches between processes costs more, untimed
+    (benchmarks/hint_gains.py measures the real gain beside it). Without a setting to
+    advise, the whole data wait."""
+    share = lp.data_share
+    if workers is None or lp.step_s <= 0:
+        return round(share, 4), (
+            f"up to {fraction(share)} of step time, if every batch were ready "
+            "(no single setting gets there: see the advice)"
+        )
+    per_batch = lp.data_s if not lp.workers else (lp.batch_s or lp.data_s)
+    new = max(lp.compute_s, per_batch / workers)
+    gain = max(0.0, min(share, 1.0 - new / lp.step_s))
+    limit = "the loop's own compute" if new <= lp.compute_s else "the workers' pace"
+    return round(gain, 4), (
+        f"up to {fraction(gain)} of step time with num_workers={workers}: a step would take "
+        f"at least {seconds(new)}, set by {limit}; each batch's transfer from a worker "
+        "process, and the workers' own CPU, cost more and are not timed apart (the data "
+        f"wait is {fraction(share)})"
+    )
+
+
+def _advice(snap: Snapshot, lp: Loop, ev: list[str]) -> tuple[list[str], int | None]:
+    """What to try, and the workers' count it advises (None: no count to set)."""
     ld, host = lp.loader, snap.host
     cores = host.cpu_count or None
     cpu = host.cpu_percent
     cpu_txt = f"host CPU {cpu:.0f}% busy on {count(cores or 0, 'core')}" if cpu is not None else ""
     if ld is not None and ld.num_workers == 0:
         ev.append(f"num_workers=0: the training process loads every batch itself ({ld.dataset})")
-        need = max(2, round(lp.data_s / lp.compute_s * 1.1 + 0.5)) if lp.compute_s > 0 else 2
+        n = max(2, round(lp.data_s / lp.compute_s * 1.1 + 0.5)) if lp.compute_s > 0 else 2
         if cores:
-            need = min(need, max(1, cores - 1))
+            n = min(n, max(1, cores - 1))
         return [
-            f"Load batches in background processes: DataLoader(..., num_workers={need}) "
+            f"Load batches in background processes: DataLoader(..., num_workers={n}) "
             "overlaps loading with the training step."
-        ]
+        ], n
     busy, made, want = lp.workers_busy, lp.made_per_s, lp.wanted_per_s
     nw = ld.num_workers if ld is not None else len(lp.workers)
     need = lp.workers_needed()
@@ -93,10 +120,25 @@ def _advice(snap: Snapshot, lp: Loop, ev: list[str]) -> list[str]:
     if burst:
         ev.append(burst)
     out: list[str] = []
+    advised: int | None = None
+    off = 1 - lp.workers_cpu if lp.workers_cpu is not None else 0.0
     if busy is not None and busy >= SATURATED:
         idle_cores = None if cores is None or cpu is None else cores * (1 - cpu / 100.0)
-        if cpu is not None and cpu < CPU_BUSY and need and need > nw:
-            more = f"about {need}" if idle_cores is None or need - nw <= idle_cores + 1 else "more"
+        # workers that mostly wait need little CPU: the extra ones must fit in a core or
+        # in the idle cores (else they only take turns on busy ones)
+        extra = (need - nw) * (lp.workers_cpu or 0.0) if need else 0.0
+        free = max(1.0, idle_cores or 0.0)
+        if need and need > nw and off >= 0.5 and extra <= free:
+            advised = need
+            out.append(
+                f"Raise num_workers from {nw} to about {need}: the workers are busy "
+                f"{fraction(busy)} of the time, mostly waiting off the CPU, so more of "
+                "them overlap the waiting."
+            )
+        elif cpu is not None and cpu < CPU_BUSY and need and need > nw:
+            fits = idle_cores is None or need - nw <= idle_cores + 1
+            advised = need if fits else None
+            more = f"about {need}" if fits else "more"
             out.append(
                 f"Raise num_workers from {nw} to {more}: the workers are busy "
                 f"{fraction(busy)} of the time while the host has idle cores."
@@ -107,15 +149,15 @@ def _advice(snap: Snapshot, lp: Loop, ev: list[str]) -> list[str]:
                 "transform whole batches instead of samples, preprocess offline) or move "
                 "augmentation to the GPU; more workers would only compete for the same cores."
             )
-        off = 1 - lp.workers_cpu if lp.workers_cpu is not None else 0.0
-        if off >= 0.5 and cpu is not None and cpu >= CPU_BUSY:
+        if off >= 0.5 and cpu is not None and cpu >= CPU_BUSY and advised is None:
             ev.append(f"the workers wait for a free core {fraction(off)} of each batch's time")
         elif off >= 0.5:
             ev.append(
                 f"the workers spend {fraction(off)} of each batch off the CPU, waiting "
                 "(file reads, sleeps or locks)"
             )
-            out.append("More workers hide that waiting: while one waits, the others work.")
+            if advised is None:
+                out.append("More workers hide that waiting: while one waits, the others work.")
     elif busy is not None and busy < IDLE_WORKERS:
         size = lp.workers[0].batch_bytes if lp.workers else None
         ev.append(
@@ -136,7 +178,7 @@ def _advice(snap: Snapshot, lp: Loop, ev: list[str]) -> list[str]:
         out.append(
             "Make batches cheaper or add workers; the Processes panel shows each worker's CPU."
         )
-    return out
+    return out, advised
 
 
 def _bursts(lp: Loop, num_workers: int) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from perftop.hints.base import count, fraction, loop, nbytes, threshold, worker_procs
 from perftop.model.snapshot import Hint, Snapshot
+from perftop.model.workers import WorkerRow
 
 MIB = 2**20
 USS_LARGE = 512 * MIB  # private memory per worker that is large whatever its cause
@@ -14,6 +15,8 @@ GROWTH = 64 * MIB
 MEM_LOW = 0.10  # host memory available below this share of the total is pressure
 CPU_BUSY = 90.0
 IDLE_WORKERS = 0.2
+BUSY_WORKER = 0.25  # a worker on the CPU this share of the time keeps a core busy
+BUSY_TRAINER = 0.5  # a training process using this many cores runs its torch threads
 
 
 def worker_memory(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
@@ -110,26 +113,52 @@ def too_many_workers(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     ]
 
 
+def busy_workers(snap: Snapshot, trainers: set[int]) -> list[WorkerRow]:
+    """The trainers' live DataLoader workers that keep a core busy: on the CPU at least
+    ``BUSY_WORKER`` of the time, as they measure themselves (busy share x CPU share), or
+    as the process probe saw them where they have not reported yet. An idle worker waits
+    on its index queue and takes no core from anyone."""
+    cpu = {p.pid: p.cpu_percent for p in snap.processes if p.alive}
+    out = []
+    for w in snap.workers:
+        if w.exited or w.ppid not in trainers:
+            continue
+        if w.busy_share is not None and w.cpu_share is not None:
+            on_cpu: float | None = w.busy_share * w.cpu_share
+        else:
+            pct = cpu.get(w.pid)
+            on_cpu = None if pct is None else pct / 100.0
+        if on_cpu is not None and on_cpu >= BUSY_WORKER:
+            out.append(w)
+    return out
+
+
 def cpu_oversubscribed(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
+    """More busy compute threads than cores: the training processes' torch threads (while
+    the process keeps at least a core busy) and the threads of the workers that are busy."""
     h = snap.host
     cores, cpu = h.cpu_count, h.cpu_percent
     if not cores or cpu is None or cpu < threshold("cpu-oversubscribed", active, CPU_BUSY, 80):
         return []
     main = {t.pid: t for t in snap.trainers}
-    threads = sum(t.torch_threads or 0 for t in main.values())
-    workers = [w for w in snap.workers if not w.exited and w.ppid in main]
+    pcpu = {p.pid: p.cpu_percent or 0.0 for p in snap.processes if p.alive}
+    busy_main = [t for t in main.values() if pcpu.get(t.pid, 0.0) >= 100.0 * BUSY_TRAINER]
+    threads = sum(t.torch_threads or 0 for t in busy_main)
+    workers = busy_workers(snap, set(main))
+    idle = sum(1 for w in snap.workers if not w.exited and w.ppid in main) - len(workers)
     wthreads = sum(w.torch_threads or 1 for w in workers)
-    if not main or threads + wthreads <= cores:
+    if not busy_main or threads + wthreads <= cores:
         return []
     job = sum(p.cpu_percent or 0.0 for p in snap.processes if p.alive) / 100.0
     if job < 0.7 * cores:
         return []  # the host is busy with other work, not with this job
     parts = [f"{threads} torch threads in the training process" + ("es" if len(main) > 1 else "")]
     if workers:
-        parts.append(f"{count(len(workers), 'DataLoader worker')} ({wthreads} threads)")
+        parts.append(f"{count(len(workers), 'busy DataLoader worker')} ({wthreads} threads)")
     ev = [
-        f"the job runs {threads + wthreads} compute threads on {count(cores, 'core')}: "
-        + " and ".join(parts),
+        f"the job runs {threads + wthreads} busy compute threads on {count(cores, 'core')}: "
+        + " and ".join(parts)
+        + (f" ({count(idle, 'idle worker')} not counted)" if idle > 0 else ""),
         f"the host CPU is {cpu:.0f}% busy; the job uses {job:.1f} cores",
     ]
     if h.load is not None:
@@ -143,7 +172,7 @@ def cpu_oversubscribed(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
             evidence=tuple(ev),
             advice=(
                 f"torch.set_num_threads({spare}) in the training process leaves a core to "
-                "each worker.",
+                "each busy worker.",
                 "Keep workers single-threaded: torch does; for OpenCV call cv2.setNumThreads(1), "
                 "for numpy set OMP_NUM_THREADS=1.",
             ),

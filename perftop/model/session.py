@@ -33,7 +33,7 @@ from perftop.model.between import OVERLAPPED, BetweenReducer
 from perftop.model.probe_health import ProbeHealthReducer
 from perftop.model.resources import GpusReducer, HostReducer, ProcessesReducer
 from perftop.model.roles import assign_roles
-from perftop.model.snapshot import Loader, Meta, NoteRow, OutputLine, Snapshot, Trainer
+from perftop.model.snapshot import Hint, Loader, Meta, NoteRow, OutputLine, Snapshot, Trainer
 from perftop.model.stacks import StacksReducer
 from perftop.model.steps import LIVE_WINDOW, StepSeries
 from perftop.model.sync import SyncReducer
@@ -225,6 +225,8 @@ class Session:
         from perftop.hints.engine import HintEngine  # the rules import the model
 
         self.hints = HintEngine()
+        self._verdict_at = -1
+        self._verdict_hints: tuple[Hint, ...] = ()
 
     def apply(self, ev: Event) -> None:
         self.events += 1
@@ -245,9 +247,26 @@ class Session:
     def snapshot(self, *, now: float | None = None, window: int | None = LIVE_WINDOW) -> Snapshot:
         """An immutable view; ``window=None`` computes whole-run figures (for reports), and
         its hints are every hint shown during the run instead of those shown now."""
+        from perftop.hints.verdict import merge as merge_hints  # the rules import the model
+
         snap = self._snapshot(now, window)
-        hints = self.hints.active() if window is not None else self.hints.whole_run()
+        if window is None:
+            whole = self._verdict(snap)
+            return replace(snap, hints=merge_hints(self.hints.whole_run(), whole))
+        hints = self.hints.active()
+        if snap.meta.ended:  # the job is over: the whole-run verdict joins what held live
+            hints = merge_hints(hints, self._verdict(None))
         return replace(snap, hints=hints)
+
+    def _verdict(self, whole: Snapshot | None) -> tuple[Hint, ...]:
+        """Every rule over the whole run's figures, once per state of the session."""
+        from perftop.hints.verdict import verdict
+
+        if self._verdict_at != self.events:
+            snap = whole if whole is not None else self._snapshot(None, None)
+            self._verdict_hints = verdict(snap)
+            self._verdict_at = self.events
+        return self._verdict_hints
 
     def _snapshot(self, now: float | None, window: int | None) -> Snapshot:
         parts: dict[str, Any] = {}

@@ -325,6 +325,8 @@ class Hint:
     since_t: float | None = None
     host: str = ""  # set where a collector merges nodes
     until_t: float | None = None  # when it stopped holding (whole-run snapshots only)
+    seen_live: bool = True  # the live engine showed it (held ~3 s over 3 evaluations)
+    whole_run: bool = False  # the whole-run verdict gives it (whole-run snapshots only)
 
 
 @dataclass(frozen=True, slots=True)

@@ -227,7 +227,11 @@ class ReplayController:
     def _jump(self, kind: str) -> None:
         found = self._find(kind)
         if found is None:
-            label = {"stall": "stall", "between": "between-steps interval", "hint": "hint change"}
+            label = {
+                "stall": "slow step",
+                "between": "between-steps interval",
+                "hint": "hint change",
+            }
             more = "" if self.index.done else " yet (still indexing)"
             self.on_notice(f"no later {label[kind]}{more}")
             return

@@ -90,6 +90,8 @@ class ReplayIndex:
         sr = steps_reducer(session)
         primary: int | None = None
         npids, prev_t1, prev_at, p50 = 0, None, 0, None
+        engine_t = session.hints.next_t  # each hint raised or dropped, exactly
+        shown: tuple[str, ...] = ()
         with f:
             for chunk in FrameScanner(p, f, size, self.stats).chunks():
                 if chunk.resumable and session.events - last_cp >= CHECKPOINT_EVERY:
@@ -97,6 +99,12 @@ class ReplayIndex:
                     last_cp = session.events
                 for ev in chunk.events:
                     session.apply(ev)
+                    if session.hints.next_t != engine_t:  # the engine evaluated: compare
+                        engine_t = session.hints.next_t
+                        now = tuple(sorted(h.id for h in session.hints.active()))
+                        if now != shown:
+                            shown = now
+                            self.hint_changes.append((session.last_t or 0.0, session.events))
                     if type(ev) is Step:
                         series = sr.series  # type: ignore[union-attr]
                         if len(series) != npids:
@@ -122,6 +130,9 @@ class ReplayIndex:
                 self.progress = chunk.end / size if size else 1.0
         if self.start_t is None and self.checkpoints:
             self.start_t = self.checkpoints[0].last_t
+        if tuple(sorted(h.id for h in session.snapshot().hints)) != shown:
+            # the job ended: the whole-run verdict joins the live hints
+            self.hint_changes.append((session.last_t or 0.0, session.events))
         self.hint_changes.sort()
         finish_stats(p, self.stats)
         self.progress, self.done = 1.0, True
@@ -133,8 +144,6 @@ class ReplayIndex:
         cp.between = tuple((b.kind, b.count) for b in snap.between)
         if self.checkpoints:
             before = self.checkpoints[-1]
-            if cp.hints != before.hints and cp.last_t is not None:
-                self.hint_changes.append((cp.last_t, cp.events))
             if cp.between != before.between:
                 done = dict(before.between)
                 self.between_marks += [

@@ -213,8 +213,9 @@ def _gpus(snap: Snapshot) -> list[dict[str, Any]]:
 
 
 def _hint(h: Hint, start_t: float | None) -> dict[str, Any]:
-    """One hint shown during the run (most estimated gain first); ``active`` says whether
-    it still held when the recording ended."""
+    """One hint of the run (most estimated gain first): ``seen_live`` when the live engine
+    showed it (``since_s``/``until_s`` its moments), ``whole_run`` when the whole-run
+    verdict gives it; ``active`` says whether it was shown live when the recording ended."""
 
     def since_start(t: float | None) -> float | None:
         return None if t is None or start_t is None else round(t - start_t, 3)
@@ -228,10 +229,20 @@ def _hint(h: Hint, start_t: float | None) -> dict[str, Any]:
         "est_gain": h.est_gain,
         "est_gain_text": h.est_gain_text,
         "panel": h.panel,
-        "active": h.until_t is None,
+        "active": h.seen_live and h.until_t is None,
         "since_s": since_start(h.since_t),
         "until_s": since_start(h.until_t),
+        "seen_live": h.seen_live,
+        "whole_run": h.whole_run,
+        "source": source(h),
     }
+
+
+def source(h: Hint) -> str:
+    """Where a hint comes from: ``live``, ``whole-run`` or ``live+whole-run``."""
+    return (
+        "live+whole-run" if h.seen_live and h.whole_run else "live" if h.seen_live else "whole-run"
+    )
 
 
 def _sync(snap: Snapshot, between: bool = False) -> list[dict[str, Any]]:

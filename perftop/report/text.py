@@ -124,13 +124,23 @@ def hint_lines(hints: list[dict[str, Any]]) -> list[str]:
         return []
     out = ["", "Hints (what slows this job, most at stake first)"]
     for h in hints:
-        when = "" if h.get("active", True) else "  [earlier in the run]"
+        when = _when(h)
         out.append(f"  [{h['severity']}] {h['title']}{when}")
         if h.get("est_gain_text"):
             out.append(f"      at stake: {h['est_gain_text']}")
         out.extend(f"      - {e}" for e in h["evidence"])
         out.extend(f"      try: {a}" for a in h["advice"])
     return out
+
+
+def _when(h: dict[str, Any]) -> str:
+    """Where a hint comes from: shown live (to the end, or earlier) and/or the verdict."""
+    live = h.get("seen_live", True)
+    whole = "whole-run verdict" if h.get("whole_run") else ""
+    if not live:
+        return "  [whole-run verdict; not shown live]"
+    seen = "seen live" if h.get("active", True) else "seen live earlier in the run"
+    return f"  [{seen}" + (f"; {whole}]" if whole else "]")
 
 
 def _sync(sites: list[dict[str, Any]], between: bool = False) -> list[str]:
@@ -193,7 +203,8 @@ def summary(snap: Snapshot, record: Path | None) -> str:
     if snap.meta.dropped_events:
         lines.append(f"perftop: {snap.meta.dropped_events} events dropped")
     for h in snap.hints:
-        lines.append(f"perftop: hint [{h.severity}] {h.title}")
+        src = "" if h.seen_live else " (whole-run verdict)"
+        lines.append(f"perftop: hint [{h.severity}] {h.title}{src}")
     if record is not None:
         lines.append(f"perftop: recorded to {record}  (perftop report {record})")
     return "\n".join(lines)

@@ -29,7 +29,7 @@ REPLAY_KEYS = (
     (",  .", "replay: one event back / forward"),
     ("<  >", "replay: one second back / forward"),
     ("g", "replay: go to a step (1200) or a time since the start (90s, 1:30)"),
-    ("n  b  h", "replay: next stall / between-steps interval / hint change"),
+    ("n  b  h", "replay: next slow step / between-steps interval / hint change"),
 )
 
 
@@ -47,7 +47,7 @@ class ReplayApp(PerftopApp):
         Binding("greater_than_sign", "seconds(1.0)", "+1 s", show=False),
         Binding("less_than_sign", "seconds(-1.0)", "-1 s", show=False),
         Binding("g", "seek", "go to"),
-        Binding("n", "jump('stall')", "next stall"),
+        Binding("n", "jump('stall')", "next slow step"),
         Binding("b", "jump('between')", "next between", show=False),
         Binding("h", "jump('hint')", "next hint", show=False),
     ]

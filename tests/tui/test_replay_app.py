@@ -95,7 +95,7 @@ async def test_timeline_and_jumps(recordings: dict[str, Path]) -> None:
                 await until(pilot, lambda: app.replay_state.event == ix.stalls[0][2])
                 assert "▲" in text_of(app.query_one(TimelineBar))
             else:
-                await until(pilot, lambda: "no later stall" in notices(app))
+                await until(pilot, lambda: "no later slow step" in notices(app))
             await pilot.press("g")
             await until(pilot, lambda: isinstance(app.screen, SeekScreen))
             await pilot.press("x", "enter")  # not a step or a time: the prompt says so

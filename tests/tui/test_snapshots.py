@@ -67,3 +67,12 @@ def test_observer_160x48(snap_compare) -> None:
 def test_stall_stacks_160x48(snap_compare) -> None:
     run_before = _recorded("stall.perftop", "k")
     assert snap_compare(PerftopApp(), terminal_size=(160, 48), run_before=run_before)
+
+
+def test_zoomed_hints_160x48(snap_compare) -> None:  # noqa: ANN001
+    """Zoomed, the hints' evidence and advice read in full: lines wrap, never cut."""
+    assert snap_compare(PerftopApp(), terminal_size=(160, 48), run_before=show("6", "z"))
+
+
+def test_zoomed_hints_80x24(snap_compare) -> None:  # noqa: ANN001
+    assert snap_compare(PerftopApp(), terminal_size=(80, 24), run_before=show("6", "z"))

@@ -53,7 +53,9 @@ class HelpScreen(ModalScreen[None]):
             colours.append("■ ", style=style)
             colours.append(f"{phase}  ")
         colours.append("\n▲ ", style="bold red")
-        colours.append("a stall: a step at least 3× the median   ")
+        colours.append(
+            "a slow step: at least 3× the median (a stall, whose stacks `k` shows: 5× and 2 s)   "
+        )
         colours.append("N/A", style=fmt.NA_STYLE)
         colours.append(" not available (no permission, no device)")
         with VerticalScroll() as v:

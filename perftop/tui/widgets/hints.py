@@ -1,16 +1,19 @@
 """Hints: what perftop thinks slows the job down, most at stake first, each with its
 measured evidence, what to try, and the panel that proves it (``e`` jumps there).
 
-Every hint's title line is shown; the space left goes to the evidence and advice of the
-most important ones first. Warnings about the monitoring itself follow the hints."""
+Every hint's title is shown; the space left goes to the evidence and advice of the most
+important ones first. Lines wrap, with a hanging indent, so what is shown reads in full.
+Warnings about the monitoring itself follow the hints."""
 
 from __future__ import annotations
+
+import textwrap
 
 from rich.console import Group, RenderableType
 from rich.text import Text
 
 from perftop.model import Snapshot
-from perftop.model.snapshot import Hint
+from perftop.model.snapshot import Hint, NoteRow
 from perftop.tui.widgets.panel import TextPanel
 
 LEVEL_STYLES = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -18,49 +21,101 @@ SEVERITY_STYLES = {"high": "bold red", "medium": "yellow", "info": "cyan"}
 PANEL_NAMES = {"steps": "Steps", "gpu": "GPU", "host": "Host", "procs": "Processes", "sync": "Sync"}
 
 
-def title_line(h: Hint, index: int) -> Text:
+def wrap(first: Text, body: str, width: int, indent: int, style: str = "") -> list[Text]:
+    """``first`` then ``body``, wrapped at ``width`` with continuation lines indented by
+    ``indent``: evidence and advice read in full, never cut with an ellipsis."""
+    room = max(10, width - first.cell_len)
+    parts = textwrap.wrap(body, room, break_on_hyphens=False) or [""]
+    out = [first + Text(parts[0], style=style)]
+    rest = " ".join(parts[1:])
+    if rest:
+        for part in textwrap.wrap(rest, max(10, width - indent), break_on_hyphens=False):
+            out.append(Text(" " * indent + part, style=style))
+    for t in out:
+        t.no_wrap, t.overflow = True, "fold"
+    return out
+
+
+def title_lines(h: Hint, index: int, width: int) -> list[Text]:
     t = Text(f"{index}. ", style="dim")
     t.append(f"{h.severity.upper()} ", style=SEVERITY_STYLES.get(h.severity, "yellow"))
-    t.append(h.title, style="bold")
-    if h.panel in PANEL_NAMES:
-        t.append(f"  → {PANEL_NAMES[h.panel]}", style="dim")
-    return t
+    title = h.title + ("" if h.seen_live else "  (whole-run\u00a0verdict)")
+    title += f"  →\u00a0{PANEL_NAMES[h.panel]}" if h.panel in PANEL_NAMES else ""
+    lines = wrap(t, title, width, len(f"{index}. "), "bold")
+    if h.panel in PANEL_NAMES:  # the panel that proves it, dim, on the last line
+        last = lines[-1]
+        cut = last.plain.rfind("→")
+        if cut >= 0:
+            last.stylize("dim", cut)
+    return lines
 
 
-def detail_lines(h: Hint, room: int) -> list[Text]:
-    """Up to ``room`` lines of evidence and advice: when they do not all fit, the first
-    evidence and the first advice come before the rest, shown in reading order."""
-    lines: list[tuple[int, Text]] = []  # (priority, line) in reading order
+def detail_lines(h: Hint, room: int, width: int = 10_000) -> list[Text]:
+    """Up to ``room`` lines of evidence and advice, each wrapped in full: when they do not
+    all fit, the first evidence and the first advice come before the rest, shown in
+    reading order; an item that does not fit whole is left out."""
+    items: list[tuple[int, list[Text]]] = []  # (priority, lines) in reading order
     for i, e in enumerate(h.evidence):
-        lines.append((0 if i == 0 else 2 + i, Text(f"   {e}")))
+        items.append((0 if i == 0 else 2 + i, wrap(Text("   "), e, width, 3)))
     if h.est_gain_text:
-        lines.append((50, Text(f"   at stake: {h.est_gain_text}", style="dim")))
+        gain = wrap(Text("   at stake: ", style="dim"), h.est_gain_text, width, 5, "dim")
+        items.append((50, gain))
     for i, a in enumerate(h.advice):
-        lines.append((1 if i == 0 else 60 + i, Text.assemble(("   try: ", "green"), a)))
-    keep = {p for p, _ in sorted(lines, key=lambda x: x[0])[: max(0, room)]}
-    return [t for p, t in lines if p in keep]
+        items.append((1 if i == 0 else 60 + i, wrap(Text("   try: ", style="green"), a, width, 8)))
+    keep: set[int] = set()
+    for p, lines in sorted(items, key=lambda x: x[0]):
+        if len(lines) <= room:
+            keep.add(p)
+            room -= len(lines)
+    return [t for p, lines in items if p in keep for t in lines]
 
 
 class HintsPanel(TextPanel):
     TITLE = "Hints"
+    # zoomed, every line of every hint is shown: what does not fit scrolls (arrows, wheel)
+    DEFAULT_CSS = """
+    HintsPanel { overflow-y: auto; scrollbar-size-vertical: 1; }
+    """
+
+    def show(self, snap: Snapshot) -> None:
+        """Like every text panel, but the lines come wrapped already (no ellipsis)."""
+        self._last = snap
+        self._body.update(self.render_body(snap))
 
     def render_body(self, snap: Snapshot) -> RenderableType:
         hints = snap.hints
         notes = [n for n in snap.notes if n.level in ("warning", "error")][-5:]
         self.border_subtitle = "e: show the proof" if hints else ""
+        width = self.body_width
         if not hints and not notes:
-            return Text("no hints yet: nothing found that slows this job down", style="dim")
+            return Text(empty_text(snap), style="dim")
+        first = [Text(empty_text(snap), style="dim")] if not hints and snap.meta.observer else []
         height = self.content_region.height if self.is_attached else 0
-        room = 10_000 if self.zoomed or not height else height - len(hints) - len(notes)
-        lines: list[Text] = []
-        for i, h in enumerate(hints):
-            lines.append(title_line(h, i + 1))
-            more = [] if self.compact else detail_lines(h, room)
+        titles = [title_lines(h, i + 1, width) for i, h in enumerate(hints)]
+        note_lines = [note_line(n, width) for n in notes]
+        used = sum(len(t) for t in titles) + sum(len(n) for n in note_lines)
+        room = 10_000 if self.zoomed or not height else height - used
+        lines: list[Text] = first
+        for h, title in zip(hints, titles):
+            lines.extend(title)
+            more = [] if self.compact else detail_lines(h, room, width)
             room -= len(more)
             lines.extend(more)
-        for n in notes:
-            t = Text("! ", style=LEVEL_STYLES.get(n.level, "yellow"))
-            t.append(n.text)
-            t.append(f"  ({n.source})", style="dim")
-            lines.append(t)
+        for n in note_lines:
+            lines.extend(n)
         return Group(*lines)
+
+
+def empty_text(snap: Snapshot) -> str:
+    if snap.meta.observer:
+        return (
+            "no hints in observer mode: hints need the hook's step timings "
+            "(perftop run, or attach to a job started under perftop)"
+        )
+    return "no hints yet: nothing found that slows this job down"
+
+
+def note_line(n: NoteRow, width: int) -> list[Text]:
+    first = Text("! ", style=LEVEL_STYLES.get(n.level, "yellow"))
+    lines = wrap(first, f"{n.text}  ({n.source})", width, 2)
+    return lines

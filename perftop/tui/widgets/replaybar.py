@@ -8,7 +8,7 @@ from textual.widgets import Static
 
 from perftop.replay.controller import ReplayState
 
-KEYS = "space play  [ ] speed  a fastest  , . event  < > 1 s  g go to  n stall  b between  h hint"
+KEYS = "space play  [ ] speed  a fastest  , . event  < > 1 s  g go to  n slow  b between  h hint"
 
 
 def speed_label(state: ReplayState) -> str:

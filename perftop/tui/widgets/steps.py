@@ -10,7 +10,8 @@ from perftop.model.snapshot import PHASES, BetweenRow, StepRow, StepStats
 from perftop.tui import fmt
 from perftop.tui.widgets.panel import TextPanel
 
-STALL_FACTOR = 3.0  # a step this many times the median stands out as a stall
+STALL_FACTOR = 3.0  # a step this many times the median stands out: a "slow step" (a
+# "stall" is the stall capture's: 5x the median and 2 s, perftop/monitor/stall.py)
 EIGHTHS = " ▁▂▃▄▅▆▇█"
 GAP_MARK, GAP_STYLE = "◆", "bold magenta"  # time outside training steps before this step
 
@@ -21,7 +22,7 @@ def _phases(row: StepRow) -> tuple[float, float, float, float]:
 
 def chart(rows: tuple[StepRow, ...], width: int, height: int, p50: float | None) -> list[Text]:
     """Stacked bars, one column per step, newest on the right; phases bottom-up in
-    ``PHASES`` order. Bars above the scale are clipped and a stall gets a red ``▲``."""
+    ``PHASES`` order. Bars above the scale are clipped and a slow step gets a red ``▲``."""
     rows = rows[-width:]
     if not rows or height <= 0:
         return [Text(" " * width) for _ in range(max(0, height))]
@@ -108,7 +109,7 @@ def legend(s: StepStats, gaps: bool = False) -> Text:
         t.append("■", style=fmt.PHASE_STYLES[p])
         t.append(fmt.PHASE_SHORT[p] + " ", style="dim")
     t.append("▲", style="bold red")
-    t.append(f"stall ≥{STALL_FACTOR:g}×p50", style="dim")
+    t.append(f"slow ≥{STALL_FACTOR:g}×p50", style="dim")
     if gaps:
         t.append(" " + GAP_MARK, style=GAP_STYLE)
         t.append("after time between steps", style="dim")

@@ -51,10 +51,14 @@ def site_cells(s: SyncSite, blocked: bool = True) -> list[Cell]:
     return cells
 
 
-def summary(sites: tuple[SyncSite, ...]) -> Group | Text:
-    """One line per site, most costly first, for narrow terminals."""
+OBSERVER = "sync sites need the hook: observer mode (attached without it) cannot see them"
+
+
+def summary(sites: tuple[SyncSite, ...], observer: bool = False) -> Group | Text:
+    """One line per site, most costly first, for narrow terminals; in observer mode, that
+    no site can be seen (an empty list there is no all-clear)."""
     if not sites:
-        return Text("no host↔device syncs seen", style="dim")
+        return Text(OBSERVER if observer else "no host↔device syncs seen", style="dim")
     lines = []
     for s in sites:
         t = Text(s.op, style="bold red" if s.kind == "sync" else "yellow")
@@ -98,7 +102,7 @@ class SyncPanel(Panel):
 
     def show(self, snap: Snapshot) -> None:
         self.set_class(not snap.sync, "-empty")
-        self.summary.update(summary(snap.sync))
+        self.summary.update(summary(snap.sync, snap.meta.observer))
         blocked = any(s.blocked_s is not None for s in snap.sync)
         self.table.set_columns((*COLUMNS, BLOCKED, WHERE) if blocked else (*COLUMNS, WHERE))
         rows = {}

@@ -1,6 +1,6 @@
-"""The replay timeline: the whole recording as one bar, where we are, where stalls were.
+"""The replay timeline: the whole recording as one bar, where we are, where slow steps were.
 
-One cell per slice of session time; a cell with a stall is a red ``▲``, one where an
+One cell per slice of session time; a cell with a slow step (≥3× the median) is a red ``▲``, one where an
 interval between steps began (evaluation, checkpointing) a yellow ``◆``, the played part is
 shaded, the position is a bright block, and the part the index has not read yet is dim.
 """

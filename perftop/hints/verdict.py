@@ -1,0 +1,65 @@
+"""The whole-run verdict: every rule once over the whole run's figures, so a job too short
+for the live engine's persistence (about 3 s and 3 evaluations) still gets its hints in the
+end-of-run summary and in ``perftop report``.
+
+The verdict is a pure function of the session's state, so the same recording always gives
+the same verdict. Probe figures are read as run averages (``*_avg``), not the latest
+sample: the last sample of a finished job is often taken while it shuts down.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from perftop.hints.engine import RULES, evaluate, order
+from perftop.model.snapshot import Hint, Snapshot
+
+
+def whole_run_view(snap: Snapshot) -> Snapshot:
+    """``snap`` with each probe's latest sample replaced by its run average (peak, for
+    memory) where one exists, and the job's processes as they were while it ran."""
+    h = snap.host
+    host = replace(
+        h,
+        cpu_percent=h.cpu_percent_avg if h.cpu_percent_avg is not None else h.cpu_percent,
+        iowait_percent=(
+            h.iowait_percent_avg if h.iowait_percent_avg is not None else h.iowait_percent
+        ),
+    )
+    # The run's processes as they ran: the trainers and each loader's latest workers count
+    # as alive (a finished job's have exited), at their run averages and peak memory.
+    latest = {ld.pid: ld for ld in sorted(snap.loaders, key=lambda ld: ld.t)}
+    current = {pid for ld in latest.values() for _, pid in ld.workers}
+    ran = {t.pid for t in snap.trainers} | current
+    procs = tuple(
+        replace(
+            p,
+            alive=p.alive or p.pid in ran,
+            cpu_percent=p.cpu_percent_avg if p.cpu_percent_avg is not None else p.cpu_percent,
+            uss_bytes=p.uss_bytes_max if p.uss_bytes_max is not None else p.uss_bytes,
+        )
+        for p in snap.processes
+    )
+    workers = tuple(replace(w, exited=False) if w.pid in current else w for w in snap.workers)
+    gpus = tuple(
+        replace(g, util_percent=g.util_percent_avg) if g.util_percent_avg is not None else g
+        for g in snap.gpus
+    )
+    return replace(snap, host=host, processes=procs, gpus=gpus, workers=workers, hints=())
+
+
+def verdict(snap: Snapshot) -> tuple[Hint, ...]:
+    """Every rule once over the whole run (pass a ``window=None`` snapshot), on its
+    entering bar: no hysteresis, nothing was shown before."""
+    found, _ = evaluate(whole_run_view(snap), frozenset(), RULES)
+    return order([replace(h, seen_live=False, whole_run=True) for h in found.values()])
+
+
+def merge(live: tuple[Hint, ...], whole: tuple[Hint, ...]) -> tuple[Hint, ...]:
+    """The hints shown live (their moments kept), each marked when the verdict agrees,
+    then the verdict's own: one entry per id."""
+    ids = {h.id for h in whole}
+    out = [replace(h, seen_live=True, whole_run=h.id in ids) for h in live]
+    shown = {h.id for h in live}
+    out += [h for h in whole if h.id not in shown]
+    return order(out)

@@ -1,0 +1,137 @@
+"""Every rule has a firing case and its near-miss beside it: the same workload's figures
+just under the rule's entering bar. The table must cover every rule the engine runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+import pytest
+
+from perftop.hints import RULES, evaluate
+from perftop.hints.verdict import verdict
+from perftop.model.snapshot import (
+    BetweenRow,
+    HostRow,
+    Meta,
+    ProcessRole,
+    ProcRow,
+    Snapshot,
+    SyncSite,
+)
+from tests.test_hints_rules_more import H100_MEM, PID, T0, ddp, nvml, snap
+
+
+def sync(per_step: float) -> Snapshot:
+    site = SyncSite("nonzero", "/x/loss.py", 41, "loss", "potential", 90, per_step)
+    return replace(snap(0.0), sync=(site,))
+
+
+def iowait(pct: float) -> Snapshot:
+    return snap(0.03, host=HostRow(cpu_count=8, cpu_percent=30.0, iowait_percent=pct))
+
+
+def uss(mib: int) -> Snapshot:
+    procs = tuple(
+        ProcRow(PID + 1 + i, PID, uss_bytes=mib * 2**20, uss_bytes_first=mib * 2**20)
+        for i in range(2)
+    )
+    roles = tuple(ProcessRole(PID + 1 + i, "worker", worker_id=i) for i in range(2))
+    return replace(snap(0.0, procs=procs), roles=roles)
+
+
+def oversub(busy: float) -> Snapshot:
+    """Two torch threads on two cores beside two workers on the CPU ``busy`` of the time."""
+    procs = (ProcRow(PID, 1, cpu_percent=190.0),) + tuple(
+        ProcRow(PID + 1 + i, PID, cpu_percent=100.0 * busy) for i in range(2)
+    )
+    host = HostRow(cpu_count=2, cpu_percent=97.0)
+    return snap(0.0, busy=busy, cpu=1.0, host=host, procs=procs, threads=2)
+
+
+def between(share: float) -> Snapshot:
+    rows = (BetweenRow("eval", 100.0 * share, 4, T0 + 50, T0 + 60),)
+    return Snapshot(meta=Meta(start_t=T0, now_t=T0 + 100.0), between=rows)
+
+
+def cuda(util: float, data: float = 0.002) -> Snapshot:
+    return snap(data, device="cuda:0", gpus=(nvml(0, util),), pin=True)
+
+
+def mem(share: float) -> Snapshot:
+    return Snapshot(gpus=(nvml(0, 80.0, int(share * H100_MEM)),))
+
+
+def pinned(pin: bool) -> Snapshot:
+    return snap(device="cuda:0", gpus=(nvml(0, 60.0),), pin=pin)
+
+
+def imbalance(lo: float) -> Snapshot:
+    return Snapshot(gpus=(nvml(0, 95.0), nvml(1, lo)))
+
+
+# rule id: (the workload's figures that fire it, the same just under the bar)
+CASES: dict[str, tuple[Callable[[], Snapshot], Callable[[], Snapshot]]] = {
+    "input-bound": (lambda: snap(0.022, 0.05), lambda: snap(0.021, 0.05)),  # 30.6% / 29.6%
+    "io-bound": (lambda: iowait(20.0), lambda: iowait(19.0)),
+    "host-device-sync": (lambda: sync(1.0), lambda: sync(0.9)),
+    "worker-memory": (lambda: uss(512), lambda: uss(500)),
+    "too-many-workers": (
+        lambda: snap(0.0, nw=6, busy=0.19),
+        lambda: snap(0.0, nw=6, busy=0.21),
+    ),
+    "cpu-oversubscribed": (lambda: oversub(0.26), lambda: oversub(0.24)),
+    "between-steps": (lambda: between(0.20), lambda: between(0.19)),
+    "gpu-underutilized": (lambda: cuda(49.0), lambda: cuda(50.0)),
+    "gpu-memory-pressure": (lambda: mem(0.951), lambda: mem(0.949)),
+    "gpu-bound": (lambda: cuda(90.0), lambda: cuda(89.0)),
+    "pageable-copy": (lambda: pinned(False), lambda: pinned(True)),
+    "straggler": (lambda: ddp(0.0225), lambda: ddp(0.0195)),
+    "gpu-imbalance": (lambda: imbalance(65.0), lambda: imbalance(66.0)),
+}
+
+
+def test_the_table_covers_every_rule() -> None:
+    fired = set()
+    for fire, _ in CASES.values():
+        fired |= set(evaluate(fire())[0])
+    assert fired >= set(CASES) and len(CASES) == len(RULES)
+
+
+@pytest.mark.parametrize("hint_id", sorted(CASES))
+def test_fires_and_its_near_miss_stays_quiet(hint_id: str) -> None:
+    fire, near = CASES[hint_id]
+    found, errors = evaluate(fire())
+    assert not errors and hint_id in found
+    found, errors = evaluate(near())
+    assert not errors and hint_id not in found, found.get(hint_id)
+    # the whole-run verdict reads the same bars
+    assert hint_id in {h.id for h in verdict(fire())}
+    assert hint_id not in {h.id for h in verdict(near())}
+
+
+def ended(s: Snapshot) -> Snapshot:
+    """``s`` as a finished job leaves it: every process exited, the probes' last samples
+    taken as it shut down (idle), their run averages and peaks kept."""
+    procs = tuple(
+        replace(
+            p,
+            alive=False,
+            cpu_percent=1.0,
+            cpu_percent_avg=p.cpu_percent,
+            uss_bytes=None,
+            uss_bytes_max=p.uss_bytes,
+        )  # fmt: skip
+        for p in s.processes
+    )
+    workers = tuple(replace(w, exited=True) for w in s.workers)
+    host = replace(s.host, cpu_percent=5.0, cpu_percent_avg=s.host.cpu_percent)
+    return replace(s, processes=procs, workers=workers, host=host, meta=replace(s.meta, ended=True))
+
+
+@pytest.mark.parametrize("hint_id", ["cpu-oversubscribed", "worker-memory"])
+def test_the_verdict_reads_a_finished_jobs_processes_as_they_ran(hint_id: str) -> None:
+    fire, near = CASES[hint_id]
+    assert hint_id not in evaluate(ended(fire()))[0]  # the last samples: nothing left
+    assert hint_id in {h.id for h in verdict(ended(fire()))}
+    assert hint_id not in {h.id for h in verdict(ended(near()))}
