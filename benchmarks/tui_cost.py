@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from perftop.events import Hello, JobStart, LoaderInfo, SessionStart
-from perftop.model import Session
+from perftop.hints.session import hinted_session
 from perftop.monitor.hub import Hub
 from perftop.monitor.server import Server
 from perftop.recording import RecordingWriter
@@ -72,7 +72,7 @@ def tui_cpu(seconds: float, refresh_s: float, rate: int) -> float:
     from perftop.tui.messages import SnapshotMessage
 
     app = PerftopApp()
-    session = Session()
+    session = hinted_session()
     ingest = Hub(session, refresh_s=refresh_s)
     ingest.snapshot_subscribers.append(lambda s: app.post_message(SnapshotMessage(s)))
     ingest.start()
@@ -107,7 +107,7 @@ def tui_cpu(seconds: float, refresh_s: float, rate: int) -> float:
 def ingest_rate(n_events: int) -> float:
     """Events per second from a socket client through Server -> Hub (recording to a
     file) -> Session."""
-    session = Session()
+    session = hinted_session()
     tmp = tempfile.TemporaryDirectory()
     ingest = Hub(session)
     ingest.subscribe(RecordingWriter(Path(tmp.name) / "bench.perftop"), buffered=False)

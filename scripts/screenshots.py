@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from perftop.cli.launch import probe_sources  # noqa: E402
-from perftop.model import Session, Snapshot  # noqa: E402
+from perftop.hints.session import hinted_session  # noqa: E402
+from perftop.model import Snapshot  # noqa: E402
 from perftop.monitor.runner import Job, RunConfig  # noqa: E402
 from perftop.recording import read_events  # noqa: E402
 from perftop.tui.app import PerftopApp  # noqa: E402
@@ -51,7 +52,7 @@ def record() -> None:
 
 def replay(path: Path, at: float) -> Snapshot:
     events = list(read_events(path))
-    session = Session()
+    session = hinted_session()
     session.apply_all(events[: max(1, int(len(events) * at))])
     return session.snapshot()
 

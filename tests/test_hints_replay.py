@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from perftop.model import Session
+from perftop.hints import hinted_session
 from perftop.recording import read_events
 from perftop.replay.index import ReplayIndex
 from perftop.replay.player import Player
@@ -15,7 +15,7 @@ from tests.helpers import WORKLOADS, perftop
 
 
 def straight(path: Path) -> Session:
-    s = Session()
+    s = hinted_session()
     s.apply_all(read_events(path))
     return s
 
@@ -45,7 +45,7 @@ def test_replay_gives_the_live_hints_at_the_same_moments(tmp_path: Path) -> None
     assert moments(straight(rec)) == moments(replay)  # deterministic
 
     # the hints as a straight replay had them after each event
-    s, seen = Session(), []
+    s, seen = hinted_session(), []
     for ev in read_events(rec):
         s.apply(ev)
         seen.append((s.snapshot().hints, moments(s)))

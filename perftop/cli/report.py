@@ -8,6 +8,7 @@ import sys
 
 from perftop.cli.base import Command
 from perftop.errors import RecordingError
+from perftop.hints.session import hinted_session
 from perftop.model import Session
 from perftop.model.fleet import FleetSession
 from perftop.recording import ReadStats
@@ -34,7 +35,7 @@ def load_session(path: str, sl: Slice, stats: ReadStats) -> Session | FleetSessi
     """The whole recording, or its slice, applied to a session."""
     if sl.empty:
         return session_from_file(path, stats)
-    session = FleetSession()  # a collector's recording keeps its nodes apart
+    session = FleetSession(hinted_session)  # a collector's recording keeps its nodes apart
     session.apply_all(sliced_events(path, sl, stats))
     if stats.events == 0:
         raise RecordingError(f"{path}: no events in this recording")

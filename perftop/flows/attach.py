@@ -69,9 +69,10 @@ def attach_ssh(host: str, target: str, opts: WatchOptions) -> int:
     the ssh failure's exit code when none came."""
     from perftop.fleet.sshview import SSH_FAILED, connect_first
     from perftop.fleet.stream import SshNode, remote_attach
+    from perftop.hints.session import hinted_session
     from perftop.model.fleet import FleetSession
 
-    session = FleetSession()
+    session = FleetSession(hinted_session)
     hub = Hub(session, refresh_s=opts.refresh_s)
     rec = record(hub, opts)
     tui = wants_tui(opts)

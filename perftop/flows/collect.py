@@ -19,6 +19,7 @@ from perftop.fleet.sshview import SSH_FAILED, connect_first
 from perftop.fleet.stream import SshNode, remote_command
 from perftop.flows.watch import wait_until
 from perftop.fmt import seconds
+from perftop.hints.session import hinted_session
 from perftop.model import Snapshot
 from perftop.model.fleet import FleetSession
 from perftop.monitor.header import session_start
@@ -45,7 +46,7 @@ def run_collect(
     on_snapshot: Callable[[Snapshot], object] | None = None,
     log: Callable[[str], None] = say,
 ) -> int:
-    session = FleetSession()
+    session = FleetSession(hinted_session)
     collector: Collector | None = None
     app = None
     if not cfg.headless:

@@ -2,5 +2,6 @@
 persist (see ``engine.py``). Each rule module documents the ids it gives."""
 
 from perftop.hints.engine import RULES, HintEngine, evaluate, order
+from perftop.hints.session import SessionHints, hinted_session
 
-__all__ = ["RULES", "HintEngine", "evaluate", "order"]
+__all__ = ["RULES", "HintEngine", "SessionHints", "evaluate", "hinted_session", "order"]

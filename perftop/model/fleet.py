@@ -9,7 +9,7 @@ another. Without node markers it is exactly a plain session (a local run's recor
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -22,8 +22,11 @@ from perftop.model.steps import LIVE_WINDOW
 class FleetSession:
     """Same interface as :class:`Session` (``apply``, ``apply_all``, ``snapshot``)."""
 
-    def __init__(self) -> None:
-        self.local = Session()  # the collector's own events
+    def __init__(self, new_session: Callable[[], Session] = Session) -> None:
+        """``new_session`` makes each node's session (``perftop.hints.hinted_session``
+        for one that shows hints)."""
+        self.new_session = new_session
+        self.local = new_session()  # the collector's own events
         self.nodes: dict[str, Session] = {}
         self.links: dict[str, bool] = {}
         self._current = self.local
@@ -52,7 +55,7 @@ class FleetSession:
     def _node(self, name: str) -> Session:
         s = self.nodes.get(name)
         if s is None:
-            s = self.nodes[name] = Session()
+            s = self.nodes[name] = self.new_session()
         return s
 
     def apply_all(self, events: Iterable[Event]) -> None:

@@ -31,9 +31,10 @@ from perftop.events import (
 )
 from perftop.model.between import OVERLAPPED, BetweenReducer
 from perftop.model.probe_health import ProbeHealthReducer
+from perftop.model.protocol import Hinter, NoHints
 from perftop.model.resources import GpusReducer, HostReducer, ProcessesReducer
 from perftop.model.roles import assign_roles
-from perftop.model.snapshot import Hint, Loader, Meta, NoteRow, OutputLine, Snapshot, Trainer
+from perftop.model.snapshot import Loader, Meta, NoteRow, OutputLine, Snapshot, Trainer
 from perftop.model.stacks import StacksReducer
 from perftop.model.steps import LIVE_WINDOW, StepSeries
 from perftop.model.sync import SyncReducer
@@ -213,7 +214,7 @@ def default_reducers() -> list[Reducer]:
 class Session:
     """Applies events in order; :meth:`snapshot` is cheap enough for 2 Hz or more."""
 
-    def __init__(self, reducers: list[Reducer] | None = None) -> None:
+    def __init__(self, reducers: list[Reducer] | None = None, hints: Hinter | None = None) -> None:
         self.reducers = reducers if reducers is not None else default_reducers()
         self._dispatch: dict[type, list[Any]] = {}
         for r in self.reducers:
@@ -222,11 +223,7 @@ class Session:
         self.events = 0
         self.last_t: float | None = None
         # Hints are evaluated on the events' clock, so a replay raises the same ones.
-        from perftop.hints.engine import HintEngine  # the rules import the model
-
-        self.hints = HintEngine()
-        self._verdict_at = -1
-        self._verdict_hints: tuple[Hint, ...] = ()
+        self.hints: Hinter = hints if hints is not None else NoHints()
 
     def apply(self, ev: Event) -> None:
         self.events += 1
@@ -245,28 +242,11 @@ class Session:
             self.apply(ev)
 
     def snapshot(self, *, now: float | None = None, window: int | None = LIVE_WINDOW) -> Snapshot:
-        """An immutable view; ``window=None`` computes whole-run figures (for reports), and
-        its hints are every hint shown during the run instead of those shown now."""
-        from perftop.hints.verdict import merge as merge_hints  # the rules import the model
-
+        """An immutable view; ``window=None`` computes whole-run figures (for reports). Its
+        hints are the hinter's for that view (see :class:`~perftop.model.protocol.Hinter`)."""
         snap = self._snapshot(now, window)
-        if window is None:
-            whole = self._verdict(snap)
-            return replace(snap, hints=merge_hints(self.hints.whole_run(), whole))
-        hints = self.hints.active()
-        if snap.meta.ended:  # the job is over: the whole-run verdict joins what held live
-            hints = merge_hints(hints, self._verdict(None))
-        return replace(snap, hints=hints)
-
-    def _verdict(self, whole: Snapshot | None) -> tuple[Hint, ...]:
-        """Every rule over the whole run's figures, once per state of the session."""
-        from perftop.hints.verdict import verdict
-
-        if self._verdict_at != self.events:
-            snap = whole if whole is not None else self._snapshot(None, None)
-            self._verdict_hints = verdict(snap)
-            self._verdict_at = self.events
-        return self._verdict_hints
+        whole = (lambda: snap) if window is None else (lambda: self._snapshot(None, None))
+        return replace(snap, hints=self.hints.hints(snap, window, whole, self.events))
 
     def _snapshot(self, now: float | None, window: int | None) -> Snapshot:
         parts: dict[str, Any] = {}

@@ -24,7 +24,8 @@ from typing import Any
 import psutil
 
 from perftop.events import Event, JobStart, MonitorStats, ObserverStart, SessionStart
-from perftop.model import Session, SessionModel, Snapshot
+from perftop.hints.session import hinted_session
+from perftop.model import SessionModel, Snapshot
 from perftop.monitor.header import Header, _frame
 from perftop.monitor.sinks import BufferedSink, EventSink
 from perftop.recording import RecordingWriter, default_path
@@ -47,7 +48,7 @@ class Hub:
         max_bytes: int = MAX_BYTES,
         header: Header | None = None,
     ) -> None:
-        self.session: SessionModel = session if session is not None else Session()
+        self.session: SessionModel = session if session is not None else hinted_session()
         self.header = header if header is not None else Header()
         self.refresh_s = refresh_s
         self._rejected = rejected_frames

@@ -15,6 +15,7 @@ from bisect import bisect_right
 from pathlib import Path
 
 from perftop.events import Note, SessionStart, Step
+from perftop.hints.session import SessionHints
 from perftop.model import Session
 from perftop.model.session import StepsReducer
 from perftop.model.stats import percentile
@@ -86,11 +87,12 @@ class ReplayIndex:
 
     def build(self) -> None:
         p, f, size = open_recording(self.path)
-        session, last_cp = Session(), -CHECKPOINT_EVERY
+        hints = SessionHints()
+        session, last_cp = Session(hints=hints), -CHECKPOINT_EVERY
         sr = steps_reducer(session)
         primary: int | None = None
         npids, prev_t1, prev_at, p50 = 0, None, 0, None
-        engine_t = session.hints.next_t  # each hint raised or dropped, exactly
+        engine_t = hints.next_t  # each hint raised or dropped, exactly
         shown: tuple[str, ...] = ()
         with f:
             for chunk in FrameScanner(p, f, size, self.stats).chunks():
@@ -99,9 +101,9 @@ class ReplayIndex:
                     last_cp = session.events
                 for ev in chunk.events:
                     session.apply(ev)
-                    if session.hints.next_t != engine_t:  # the engine evaluated: compare
-                        engine_t = session.hints.next_t
-                        now = tuple(sorted(h.id for h in session.hints.active()))
+                    if hints.next_t != engine_t:  # the engine evaluated: compare
+                        engine_t = hints.next_t
+                        now = tuple(sorted(h.id for h in hints.active()))
                         if now != shown:
                             shown = now
                             self.hint_changes.append((session.last_t or 0.0, session.events))

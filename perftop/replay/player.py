@@ -14,7 +14,8 @@ from collections.abc import Callable
 
 from perftop.errors import RecordingError
 from perftop.events import Event
-from perftop.model import Session, Snapshot
+from perftop.hints.session import hinted_session
+from perftop.model import Snapshot
 from perftop.model.session import MetaReducer
 from perftop.reader import FrameScanner, open_recording
 from perftop.recording import ReadStats
@@ -44,7 +45,7 @@ class Player:
         self._file.close()
 
     def _reset(self, cp: Checkpoint | None) -> None:
-        self.session = cp.restore() if cp is not None else Session()
+        self.session = cp.restore() if cp is not None else hinted_session()
         self._chunks = self._scanner.chunks(cp.offset if cp is not None else len(MAGIC))
         self._buf: deque[Event] = deque()
         self.at_end = False

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from perftop.errors import RecordingError
+from perftop.hints.session import hinted_session
 from perftop.model import Session, Snapshot
 from perftop.model.fleet import FleetSession
 from perftop.model.ranks import find_straggler, slowest
@@ -23,7 +24,7 @@ def session_from_file(path: str, stats: ReadStats | None = None) -> Session | Fl
     """A session replayed from a recording: a plain one for a local run's, one per node
     for a collector's; a recording with no events is an error."""
     stats = stats if stats is not None else ReadStats()
-    session = FleetSession()
+    session = FleetSession(hinted_session)
     session.apply_all(read_events(path, stats))
     if stats.events == 0:
         why = f" ({stats.warnings[0]})" if stats.warnings else ""

@@ -69,10 +69,10 @@ def test_stall_stacks_160x48(snap_compare) -> None:
     assert snap_compare(PerftopApp(), terminal_size=(160, 48), run_before=run_before)
 
 
-def test_zoomed_hints_160x48(snap_compare) -> None:  # noqa: ANN001
+def test_zoomed_hints_160x48(snap_compare) -> None:
     """Zoomed, the hints' evidence and advice read in full: lines wrap, never cut."""
     assert snap_compare(PerftopApp(), terminal_size=(160, 48), run_before=show("6", "z"))
 
 
-def test_zoomed_hints_80x24(snap_compare) -> None:  # noqa: ANN001
+def test_zoomed_hints_80x24(snap_compare) -> None:
     assert snap_compare(PerftopApp(), terminal_size=(80, 24), run_before=show("6", "z"))
