@@ -24,6 +24,6 @@ def recordings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     bound = str(WORKLOADS / "input_bound.py")
     return {
         "starved": record(where, "starved", bound, "40", "0"),
-        "fixed": record(where, "fixed", bound, "40", "2"),
+        "fixed": record(where, "fixed", bound, "120", "2"),  # workers live long enough to sample
         "sync": record(where, "sync", str(WORKLOADS / "sync_train.py")),
     }

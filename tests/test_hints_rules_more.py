@@ -358,20 +358,13 @@ def test_input_bound_raises_waiting_workers_on_a_busy_host_only_when_they_fit() 
 
 def test_host_device_sync_counts_in_step_syncs_and_names_between_step_ones_apart() -> None:
     """A sampling pass between steps that syncs 500 times (3 passes) raises nothing by
-    itself; beside in-step syncs, it is named apart and not counted. The model's sites
-    give ``between_count`` / ``between_per_pass`` where it counts them (issue 18)."""
-    from dataclasses import dataclass
-
-    @dataclass(frozen=True, slots=True)
-    class Site(SyncSite):
-        between_count: int = 0
-        between_per_pass: float | None = None
-
-    sample = Site("item", "/x/sample.py", 12, "sample", "potential", 1500, 0.0,
-                  between_count=1500, between_per_pass=500.0)  # fmt: skip
-    assert not fires("host-device-sync", replace(snap(0.0), sync=(sample,)))
+    itself; beside in-step syncs, it is named apart and not counted. The model keeps such
+    sites apart (``Snapshot.sync_between``, counted per pass)."""
+    sample = SyncSite("item", "/x/sample.py", 12, "sample", "potential", 1500, 0.0,
+                      per_pass=500.0, passes=3)  # fmt: skip
+    assert not fires("host-device-sync", replace(snap(0.0), sync_between=(sample,)))
     step = SyncSite("nonzero", "/x/loss.py", 41, "loss", "potential", 300, 1.2)
-    h = evaluate(replace(snap(0.0), sync=(step, sample)))[0]["host-device-sync"]
+    h = evaluate(replace(snap(0.0), sync=(step,), sync_between=(sample,)))[0]["host-device-sync"]
     assert h.evidence[0].startswith("1.2 host-device syncs per step at 1 line")
     assert any("between steps (not counted above): sample.py:12 item, 1500 syncs, 500 per pass"
                in e for e in h.evidence), h.evidence  # fmt: skip

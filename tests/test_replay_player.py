@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from perftop.hints import hinted_session
 from perftop.model import Session
 from perftop.recording import read_events
 from perftop.replay.index import ReplayIndex
@@ -35,7 +36,7 @@ def long_recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def straight(path: Path, k: int) -> Session:
-    s = Session()
+    s = hinted_session()  # what the player replays into
     for i, ev in enumerate(read_events(path)):
         if i == k:
             break

@@ -46,13 +46,6 @@ def where(s: SyncSite) -> str:
     return f"{os.path.basename(s.file)}:{s.line}"
 
 
-def between_steps(s: SyncSite) -> tuple[int, float | None]:
-    """(syncs, syncs per pass) a site made between training steps (an evaluation or a
-    sampling pass), where the model counts them apart from the steps' own (issue 18)."""
-    n = getattr(s, "between_count", 0) or 0
-    return n, getattr(s, "between_per_pass", None)
-
-
 def host_device_sync(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     """Counts the syncs inside training steps (``per_step``) only; syncs made between
     steps are named apart, since they cost no step time."""
@@ -71,10 +64,9 @@ def host_device_sync(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     for s in top:
         blocked = f", {seconds(s.blocked_s)} blocked a step" if s.blocked_s else ""
         ev.append(f"{where(s)} {s.op} in {s.function}(): {s.per_step:.1f}/step{blocked}")
-    outside = [(s, *between_steps(s)) for s in snap.sync if between_steps(s)[0]]
-    for s, n, per_pass in outside[:2]:
-        rate = f", {per_pass:.0f} per pass" if per_pass else ""
-        ev.append(f"between steps (not counted above): {where(s)} {s.op}, {n} syncs{rate}")
+    for s in snap.sync_between[:2]:  # evaluation or sampling passes: no step's time
+        rate = f", {s.per_pass:.0f} per pass" if s.per_pass else ""
+        ev.append(f"between steps (not counted above): {where(s)} {s.op}, {s.count} syncs{rate}")
     advice = []
     for op in dict.fromkeys(s.op for s in top):
         lines = plural(where(s) for s in top if s.op == op)
