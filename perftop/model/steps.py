@@ -1,5 +1,7 @@
-"""Step history per training process: compact arrays for whole-run figures, a deque of
-recent rows for charts, a bounded window for live percentiles."""
+"""Step history per training process, bounded whatever the run length: a ring of the last
+``LIVE_WINDOW`` steps for live percentiles, a deque of recent rows for charts, and for
+whole-run figures running totals plus quantile sketches (:mod:`perftop.model.sketch`, to
+``RELATIVE_ERROR``; exact while the whole run still fits in the ring)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from bisect import bisect_left
 from collections import deque
 
 from perftop.events import Step, StepGpu
+from perftop.model.sketch import Sketch
 from perftop.model.snapshot import StepRow, StepStats
 from perftop.model.stats import percentile
 
@@ -15,13 +18,16 @@ RECENT_ROWS = 240
 LIVE_WINDOW = 1000
 # Upper bounds (seconds) of the whole-run step-time histogram; a last bucket holds the rest.
 STEP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+SKETCHED = ("step", "data", "forward/other", "backward", "optimizer", "own")
 
 
 class StepSeries:
-    """All steps of one process. Appending is O(1); a snapshot costs O(window)."""
+    """All steps of one process in bounded memory. Appending is O(1); a live snapshot costs
+    O(window), a whole-run one O(window + sketch buckets)."""
 
     __slots__ = (
         "pid",
+        "count",
         "durations",
         "data",
         "backward",
@@ -33,11 +39,16 @@ class StepSeries:
         "gap_kind",
         "hist",
         "total",
+        "data_total",
+        "max",
         "binned",
+        "sketches",
     )
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
+        self.count = 0  # steps in the whole run
+        # Rings of the last LIVE_WINDOW steps: entry i % LIVE_WINDOW holds step i.
         self.durations = array("d")
         self.data = array("d")
         self.backward = array("d")
@@ -48,15 +59,30 @@ class StepSeries:
         self.last_t1: float | None = None
         self.gap_kind = ""  # time outside training steps came before the next step
         self.hist = [0] * (len(STEP_BUCKETS) + 1)
-        self.total = 0.0
-        self.binned = 0  # durations already counted in hist/total (binned at snapshot time)
+        self.total = 0.0  # whole-run sums, maximum and sketches of the binned steps
+        self.data_total = 0.0
+        self.max = 0.0
+        self.binned = 0  # steps already counted in hist/sketches (binned in batches)
+        # step time, data, forward/other, backward, optimizer, own (step - backward)
+        self.sketches = tuple(Sketch() for _ in SKETCHED)
 
     def add(self, ev: Step) -> None:
         d = ev.t1 - ev.t0
-        self.durations.append(d)
-        self.data.append(ev.data)
-        self.backward.append(ev.backward)
-        self.optimizer.append(ev.optimizer)
+        if self.count - self.binned >= LIVE_WINDOW:
+            self._bin()  # the ring is about to overwrite a step not yet binned
+        n = self.count
+        if n < LIVE_WINDOW:
+            self.durations.append(d)
+            self.data.append(ev.data)
+            self.backward.append(ev.backward)
+            self.optimizer.append(ev.optimizer)
+        else:
+            i = n % LIVE_WINDOW
+            self.durations[i] = d
+            self.data[i] = ev.data
+            self.backward[i] = ev.backward
+            self.optimizer[i] = ev.optimizer
+        self.count = n + 1
         if self.first_t0 is None:
             self.first_t0 = ev.t0
         self.last_t1 = ev.t1
@@ -102,56 +128,93 @@ class StepSeries:
             for k in sorted(self.gpu)[:LIVE_WINDOW]:
                 del self.gpu[k]
 
+    def window(self, last: int = LIVE_WINDOW) -> tuple[list[float], ...]:
+        """(durations, data, backward, optimizer) of the last ``last`` steps, oldest first."""
+        n, cols = self.count, (self.durations, self.data, self.backward, self.optimizer)
+        k = min(last, n, LIVE_WINDOW)
+        if n <= LIVE_WINDOW:
+            return tuple(c[n - k :].tolist() for c in cols)
+        i = n % LIVE_WINDOW  # the oldest entry
+        start = (i + LIVE_WINDOW - k) % LIVE_WINDOW
+        if start < i:
+            return tuple(c[start:i].tolist() for c in cols)
+        return tuple(c[start:].tolist() + c[:i].tolist() for c in cols)
+
     def _bin(self) -> None:
-        """Bring the whole-run histogram up to date: each step is binned once, in batches
-        at snapshot time, so adding a step stays as cheap as before."""
-        new = self.durations[self.binned :]
-        hist = self.hist
-        for d in new:
+        """Bring the whole-run histogram, sums and sketches up to date: each step is binned
+        once, in batches (at snapshot time, or before the ring overwrites it), so adding a
+        step stays as cheap as before."""
+        new = self.count - self.binned
+        if new <= 0:
+            return
+        durs, data, bwd, opt = self.window(new)
+        hist, (s_dur, s_data, s_other, s_bwd, s_opt, s_own) = self.hist, self.sketches
+        for d in durs:
             hist[bisect_left(STEP_BUCKETS, d)] += 1  # le semantics: d == bound counts in
-        self.total += sum(new)
-        self.binned += len(new)
+        self.total += sum(durs)
+        self.data_total += sum(data)
+        self.max = max(self.max, max(durs))
+        s_dur.add_all(durs)
+        s_data.add_all(data)
+        s_bwd.add_all(bwd)
+        s_opt.add_all(opt)
+        s_other.add_all([max(0.0, d - a - b - c) for d, a, b, c in zip(durs, data, bwd, opt)])
+        s_own.add_all([d - b for d, b in zip(durs, bwd)])
+        self.binned = self.count
 
     def stats(
         self, rank: int | None, window: int | None = LIVE_WINDOW, host: str = "", syncs: int = 0
     ) -> StepStats:
-        """Figures over the last ``window`` steps (None: the whole run)."""
+        """Figures over the last ``window`` steps (None: the whole run, from the sketches
+        once it no longer fits in the ring)."""
         self._bin()
-        n = len(self.durations)
+        n = self.count
         if n == 0:
             return StepStats(pid=self.pid, rank=rank, host=host, sync_count=syncs)
-        lo = 0 if window is None else max(0, n - window)
-        durs = self.durations[lo:]
-        total = sum(durs)
-        sdur = sorted(durs)
-        data, bwd, opt = self.data[lo:], self.backward[lo:], self.optimizer[lo:]
-        others = [max(0.0, d - a - b - c) for d, a, b, c in zip(durs, data, bwd, opt)]
-        phase_p50 = {
-            "data": percentile(sorted(data), 50),
-            "forward/other": percentile(sorted(others), 50),
-            "backward": percentile(sorted(bwd), 50),
-            "optimizer": percentile(sorted(opt), 50),
-        }
         gpus = (
             sorted(self.gpu.values())
             if self.gpu
             else sorted(r.gpu for r in self.recent if r.gpu is not None)
         )
+        if window is None and n > LIVE_WINDOW:
+            s_dur, s_data, s_other, s_bwd, s_opt, s_own = self.sketches
+            total, data_total = self.total, self.data_total
+            count, p50, p95, top = n, s_dur.percentile(50), s_dur.percentile(95), self.max
+            phase_p50 = {
+                "data": s_data.percentile(50),
+                "forward/other": s_other.percentile(50),
+                "backward": s_bwd.percentile(50),
+                "optimizer": s_opt.percentile(50),
+            }
+            own_p50 = s_own.percentile(50)
+        else:
+            durs, data, bwd, opt = self.window(LIVE_WINDOW if window is None else window)
+            total, data_total, count = sum(durs), sum(data), len(durs)
+            sdur = sorted(durs)
+            others = [max(0.0, d - a - b - c) for d, a, b, c in zip(durs, data, bwd, opt)]
+            p50, p95, top = percentile(sdur, 50), percentile(sdur, 95), sdur[-1]
+            phase_p50 = {
+                "data": percentile(sorted(data), 50),
+                "forward/other": percentile(sorted(others), 50),
+                "backward": percentile(sorted(bwd), 50),
+                "optimizer": percentile(sorted(opt), 50),
+            }
+            own_p50 = percentile(sorted(d - b for d, b in zip(durs, bwd)), 50)
         return StepStats(
             pid=self.pid,
             rank=rank,
             count=n,
-            steps_per_s=(len(durs) / total) if total > 0 else None,
-            p50=percentile(sdur, 50),
-            p95=percentile(sdur, 95),
-            max=sdur[-1],
+            steps_per_s=(count / total) if total > 0 else None,
+            p50=p50,
+            p95=p95,
+            max=top,
             phase_p50={k: v for k, v in phase_p50.items() if v is not None},
-            data_wait_fraction=(sum(data) / total) if total > 0 else None,
+            data_wait_fraction=(data_total / total) if total > 0 else None,
             gpu_p50=percentile(gpus, 50) if gpus else None,
             last_t=self.last_t1,
             recent=tuple(self.recent),
             host=host,
-            own_p50=percentile(sorted(d - b for d, b in zip(durs, bwd)), 50),
+            own_p50=own_p50,
             sync_count=syncs,
             step_hist=tuple(self.hist),
             step_sum_s=self.total,

@@ -1,28 +1,21 @@
-"""Model checkpoints for seeking: a session copied at a point, cheaply.
+"""Model checkpoints for seeking: a session copied at a point.
 
-A session's bulk is its per-process step arrays, which only ever grow. A checkpoint shares
-them with the session it was taken from and remembers their lengths; restoring copies the
-first ``n`` entries (one memcpy each). Everything else is small and deep-copied.
+A session is bounded (rings, sketches, capped deques: see :mod:`perftop.model.steps`), so a
+checkpoint is a plain copy that shares only the immutable rows held in its containers. A
+checkpoint also goes to bytes (pickled, compressed) for the saved index
+(:mod:`perftop.replay.saved`): it is read back only from an index this perftop wrote.
 """
 
 from __future__ import annotations
 
 import copy
-from array import array
+import pickle
+import zlib
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from perftop.model import Session
-
-
-def _arrays(session: Session) -> Iterator[array]:
-    for reducer in session.reducers:
-        for series in getattr(reducer, "series", {}).values():
-            for name in getattr(series, "__slots__", ()):
-                value = getattr(series, name, None)
-                if isinstance(value, array):
-                    yield value
 
 
 @dataclass
@@ -33,26 +26,34 @@ class Checkpoint:
     events: int
     last_t: float | None
     steps: dict[int, int]  # steps per pid so far
-    session: Session
-    arrays: list[tuple[array, int]] = field(default_factory=list)
+    session: Session | None  # None: not loaded yet (a saved index reads it on demand)
     hints: tuple[str, ...] = ()  # hint ids shown at this point
     between: tuple[tuple[str, int], ...] = ()  # (kind, count) of between-steps intervals
 
     @classmethod
     def take(cls, session: Session, offset: int) -> Checkpoint:
-        arrays = [(a, len(a)) for a in _arrays(session)]
-        memo: dict[int, object] = {id(a): a for a, _ in arrays}  # shared, not copied
-        for obj in _frozen_rows(session):
-            memo[id(obj)] = obj
-        saved = copy.deepcopy(session, memo)
-        return cls(offset, session.events, session.last_t, step_counts(session), saved, arrays)
+        saved = copy.deepcopy(session, _shared(session))
+        return cls(offset, session.events, session.last_t, step_counts(session), saved)
 
     def restore(self) -> Session:
         """A fresh session equal to the one checkpointed, free to go on on its own."""
-        memo: dict[int, object] = {id(a): a[:n] for a, n in self.arrays}
-        for obj in _frozen_rows(self.session):
-            memo[id(obj)] = obj
-        return copy.deepcopy(self.session, memo)
+        assert self.session is not None
+        return copy.deepcopy(self.session, _shared(self.session))
+
+
+def session_bytes(session: Session) -> bytes:
+    return zlib.compress(pickle.dumps(session, pickle.HIGHEST_PROTOCOL), 1)
+
+
+def session_from(data: bytes) -> Session:
+    session = pickle.loads(zlib.decompress(data))
+    if not isinstance(session, Session):
+        raise ValueError("not a session")
+    return session
+
+
+def _shared(session: Session) -> dict[int, object]:
+    return {id(obj): obj for obj in _frozen_rows(session)}
 
 
 def _frozen_rows(session: Session) -> Iterator[object]:
@@ -78,5 +79,5 @@ def step_counts(session: Session) -> dict[int, int]:
     out: dict[int, int] = {}
     for reducer in session.reducers:
         for pid, series in getattr(reducer, "series", {}).items():
-            out[pid] = len(series.durations)
+            out[pid] = series.count
     return out

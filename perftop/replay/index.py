@@ -104,10 +104,10 @@ class ReplayIndex:
                             self.primary = primary
                         if ev.pid != primary:
                             continue
-                        durs = series[primary].durations
-                        n = len(durs)
+                        s = series[primary]
+                        n = s.count
                         if n <= MEDIAN_EVERY or n % MEDIAN_EVERY == 0:
-                            p50 = percentile(sorted(durs[-WINDOW:]), 50)
+                            p50 = percentile(sorted(s.window(WINDOW)[0]), 50)
                         if p50 and n > 1 and ev.t1 - ev.t0 >= STALL_FACTOR * p50:
                             self.stalls.append((ev.t1, n, session.events))
                         if prev_t1 is not None and ev.t0 - prev_t1 >= max(GAP_MIN_S, 3 * p50):

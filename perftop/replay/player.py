@@ -90,7 +90,7 @@ class Player:
         pid, sr = self.primary(), steps_reducer(self.session)
         if pid is None or sr is None:
             return 0
-        return len(sr.series[pid].durations)
+        return sr.series[pid].count
 
     def snapshot(self) -> Snapshot:
         return self.session.snapshot()
@@ -146,6 +146,6 @@ class Player:
 
         def before(_: Event) -> bool:
             s = sr.series.get(pid) if sr is not None else None
-            return s is None or len(s.durations) < n
+            return s is None or s.count < n
 
         self._apply_while(before)
