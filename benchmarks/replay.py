@@ -58,7 +58,7 @@ def generate(
     def pc() -> float:  # time.perf_counter() four days after boot
         return (PC0 + ns) / 1e9
 
-    w = RecordingWriter(path, force=True)
+    w = RecordingWriter(path, force=True, index=False)
     wpids = [MAIN + 1 + i for i in range(workers)]
     w.write_events(
         [

@@ -1,18 +1,16 @@
-"""Model checkpoints for seeking: a session copied at a point.
+"""Model checkpoints for seeking: a session kept at a point, as compressed bytes.
 
 A session is bounded (rings, sketches, capped deques: see :mod:`perftop.model.steps`), so a
-checkpoint is a plain copy that shares only the immutable rows held in its containers. A
-checkpoint also goes to bytes (pickled, compressed) for the saved index
-(:mod:`perftop.replay.saved`): it is read back only from an index this perftop wrote.
+checkpoint is its pickle, compressed (tens of kB): what the index keeps in memory and what the
+saved index (:mod:`perftop.replay.saved`) writes. Reading one back only ever builds perftop's
+own classes and a few containers (:class:`_Unpickler`), whatever the bytes say.
 """
 
 from __future__ import annotations
 
-import copy
+import io
 import pickle
 import zlib
-from collections import deque
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from perftop.model import Session
@@ -26,19 +24,31 @@ class Checkpoint:
     events: int
     last_t: float | None
     steps: dict[int, int]  # steps per pid so far
-    session: Session | None  # None: not loaded yet (a saved index reads it on demand)
+    data: bytes | None  # the session's bytes; None: at ``saved`` (sidecar path, offset, size)
     hints: tuple[str, ...] = ()  # hint ids shown at this point
     between: tuple[tuple[str, int], ...] = ()  # (kind, count) of between-steps intervals
+    saved: tuple[str, int, int] | None = None
 
     @classmethod
     def take(cls, session: Session, offset: int) -> Checkpoint:
-        saved = copy.deepcopy(session, _shared(session))
-        return cls(offset, session.events, session.last_t, step_counts(session), saved)
+        data = session_bytes(session)
+        return cls(offset, session.events, session.last_t, step_counts(session), data)
+
+    def blob(self) -> bytes:
+        if self.data is not None:
+            return self.data
+        assert self.saved is not None
+        path, at, size = self.saved
+        with open(path, "rb") as f:
+            f.seek(at)
+            data = f.read(size)
+        if len(data) != size:
+            raise ValueError(f"{path}: saved index cut short")
+        return data
 
     def restore(self) -> Session:
         """A fresh session equal to the one checkpointed, free to go on on its own."""
-        assert self.session is not None
-        return copy.deepcopy(self.session, _shared(self.session))
+        return session_from(self.blob())
 
 
 def session_bytes(session: Session) -> bytes:
@@ -46,33 +56,44 @@ def session_bytes(session: Session) -> bytes:
 
 
 def session_from(data: bytes) -> Session:
-    session = pickle.loads(zlib.decompress(data))
+    try:
+        session = _Unpickler(io.BytesIO(zlib.decompress(data))).load()
+    except (pickle.UnpicklingError, zlib.error, EOFError, AttributeError, ImportError) as exc:
+        raise ValueError(f"damaged checkpoint: {exc}") from None
     if not isinstance(session, Session):
-        raise ValueError("not a session")
+        raise ValueError("damaged checkpoint: not a session")
     return session
 
 
-def _shared(session: Session) -> dict[int, object]:
-    return {id(obj): obj for obj in _frozen_rows(session)}
+_SAFE = {
+    "builtins": {"set", "frozenset", "complex", "range", "slice", "bytearray"},
+    "collections": {"deque", "Counter", "OrderedDict", "defaultdict"},
+    "array": {"array", "_array_reconstructor"},
+    "copyreg": {"_reconstructor"},
+}
 
 
-def _frozen_rows(session: Session) -> Iterator[object]:
-    """Immutable rows held in the reducers' containers (recent steps, output lines):
-    shared between a checkpoint and its session instead of copied."""
-    holders: list[object] = list(session.reducers)
-    for reducer in session.reducers:
-        holders.extend(getattr(reducer, "series", {}).values())
-    for holder in holders:
-        names = getattr(holder, "__slots__", None) or list(getattr(holder, "__dict__", {}))
-        for name in names:
-            value = getattr(holder, name, None)
-            if isinstance(value, (deque, list)) and value and _frozen(value[-1]):
-                yield from value
+_OWN = (["perftop", "model"], ["perftop", "events"], ["perftop", "hints"])
 
 
-def _frozen(obj: object) -> bool:
-    params = getattr(type(obj), "__dataclass_params__", None)
-    return params is not None and params.frozen
+def _rules() -> tuple[object, ...]:
+    """The hint rules a session's engine holds (functions, the only ones allowed)."""
+    from perftop.hints.engine import RULES
+
+    return RULES
+
+
+class _Unpickler(pickle.Unpickler):
+    """Builds classes of perftop's model, events and hints, and plain containers only."""
+
+    def find_class(self, module: str, name: str) -> object:
+        if module in _SAFE and name in _SAFE[module]:
+            return super().find_class(module, name)
+        if module.split(".")[:2] in _OWN:
+            obj = super().find_class(module, name)
+            if isinstance(obj, type) or obj in _rules():
+                return obj
+        raise pickle.UnpicklingError(f"{module}.{name} is not allowed in a checkpoint")
 
 
 def step_counts(session: Session) -> dict[int, int]:

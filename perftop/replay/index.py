@@ -1,4 +1,5 @@
-"""The replay index: built once per file by a background thread, read by seeks.
+"""The replay index: read from its saved sidecar (:mod:`perftop.replay.saved`), else built
+once by a background thread (and then saved), read by seeks.
 
 One pass over the recording applies every event to a session of its own and keeps, every
 ``CHECKPOINT_EVERY`` events (at a point where reading can resume), a model checkpoint. On
@@ -20,6 +21,7 @@ from perftop.model.session import StepsReducer
 from perftop.model.stats import percentile
 from perftop.reader import FrameScanner, open_recording
 from perftop.recording import ReadStats, finish_stats
+from perftop.replay import saved
 from perftop.replay.checkpoint import Checkpoint
 
 CHECKPOINT_EVERY = 400  # events; a seek replays at most about this many
@@ -65,9 +67,14 @@ class ReplayIndex:
         self.progress = 0.0
         self.done = False
         self.error: str | None = None
+        self.loaded = False  # read from the saved index
+        self.saved_to: Path | None = None  # where the built index was saved
         self._thread: threading.Thread | None = None
 
     def start(self) -> ReplayIndex:
+        """Read the saved index, or build it in the background (and save it)."""
+        if saved.load(self):
+            return self
         self._thread = threading.Thread(target=self._run, name="perftop-index", daemon=True)
         self._thread.start()
         return self
@@ -80,6 +87,7 @@ class ReplayIndex:
     def _run(self) -> None:
         try:
             self.build()
+            self.saved_to = saved.save(self)
         except Exception as exc:  # shown by the app as a notice, never a traceback
             self.error = f"{type(exc).__name__}: {exc}"
             self.done = True
