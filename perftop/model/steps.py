@@ -188,7 +188,11 @@ class StepSeries:
             }
             own_p50 = s_own.percentile(50)
         else:
-            durs, data, bwd, opt = self.window(LIVE_WINDOW if window is None else window)
+            last = LIVE_WINDOW if window is None else window
+            if last >= LIVE_WINDOW and n >= LIVE_WINDOW:  # the whole ring; order is moot
+                durs, data, bwd, opt = self.durations, self.data, self.backward, self.optimizer
+            else:
+                durs, data, bwd, opt = self.window(last)
             total, data_total, count = sum(durs), sum(data), len(durs)
             sdur = sorted(durs)
             others = [max(0.0, d - a - b - c) for d, a, b, c in zip(durs, data, bwd, opt)]

@@ -18,7 +18,8 @@ from perftop.model import Session
 
 @dataclass
 class Checkpoint:
-    """A session as it was after ``events`` events, resumable at file ``offset``."""
+    """A session as it was after ``events`` events: reading resumes at file ``offset``,
+    passing over its first ``skip`` events."""
 
     offset: int
     events: int
@@ -28,11 +29,13 @@ class Checkpoint:
     hints: tuple[str, ...] = ()  # hint ids shown at this point
     between: tuple[tuple[str, int], ...] = ()  # (kind, count) of between-steps intervals
     saved: tuple[str, int, int] | None = None
+    skip: int = 0
 
     @classmethod
-    def take(cls, session: Session, offset: int) -> Checkpoint:
+    def take(cls, session: Session, offset: int, skip: int = 0) -> Checkpoint:
         data = session_bytes(session)
-        return cls(offset, session.events, session.last_t, step_counts(session), data)
+        steps = step_counts(session)
+        return cls(offset, session.events, session.last_t, steps, data, skip=skip)
 
     def blob(self) -> bytes:
         if self.data is not None:

@@ -2,7 +2,8 @@
 once by a background thread (and then saved), read by seeks.
 
 One pass over the recording applies every event to a session of its own and keeps, every
-``CHECKPOINT_EVERY`` events (at a point where reading can resume), a model checkpoint. On
+``CHECKPOINT_EVERY`` events, a model checkpoint (with where reading can resume before it,
+and how many events to pass over from there). On
 the way it notes what the timeline and the jump keys need: where the session starts and
 ends, the stalls of the primary process (a step at least ``STALL_FACTOR`` times the median
 of its last ``WINDOW`` steps, the Steps panel's rule), the gaps between its steps, and the
@@ -23,6 +24,7 @@ from perftop.reader import FrameScanner, open_recording
 from perftop.recording import ReadStats, finish_stats
 from perftop.replay import saved
 from perftop.replay.checkpoint import Checkpoint
+from perftop.wire import MAGIC
 
 CHECKPOINT_EVERY = 400  # events; a seek replays at most about this many
 STALL_FACTOR = 3.0
@@ -95,13 +97,16 @@ class ReplayIndex:
     def build(self) -> None:
         p, f, size = open_recording(self.path)
         session, last_cp = Session(), -CHECKPOINT_EVERY
+        seg_offset, seg_events = len(MAGIC), 0  # where reading last could resume
         sr = steps_reducer(session)
         primary: int | None = None
         npids, prev_t1, prev_at, p50 = 0, None, 0, None
         with f:
             for chunk in FrameScanner(p, f, size, self.stats).chunks():
-                if chunk.resumable and session.events - last_cp >= CHECKPOINT_EVERY:
-                    self._checkpoint(session, chunk.offset)
+                if chunk.resumable:
+                    seg_offset, seg_events = chunk.offset, session.events
+                if session.events - last_cp >= CHECKPOINT_EVERY:
+                    self._checkpoint(session, seg_offset, session.events - seg_events)
                     last_cp = session.events
                 for ev in chunk.events:
                     session.apply(ev)
@@ -134,8 +139,8 @@ class ReplayIndex:
         finish_stats(p, self.stats)
         self.progress, self.done = 1.0, True
 
-    def _checkpoint(self, session: Session, offset: int) -> None:
-        cp = Checkpoint.take(session, offset)
+    def _checkpoint(self, session: Session, offset: int, skip: int) -> None:
+        cp = Checkpoint.take(session, offset, skip)
         snap = session.snapshot()
         cp.hints = tuple(sorted(h.id for h in snap.hints))
         cp.between = tuple((b.kind, b.count) for b in snap.between)

@@ -48,6 +48,10 @@ class Player:
         self._chunks = self._scanner.chunks(cp.offset if cp is not None else len(MAGIC))
         self._buf: deque[Event] = deque()
         self.at_end = False
+        skip = cp.skip if cp is not None else 0
+        while skip > 0 and (chunk := next(self._chunks, None)) is not None:
+            self._buf.extend(chunk.events[skip:])
+            skip -= min(skip, len(chunk.events))
 
     def _peek(self) -> Event | None:
         while not self._buf:

@@ -29,7 +29,7 @@ from perftop.replay.checkpoint import Checkpoint
 SUFFIX = ".index"
 MAGIC = b"PERFTOP-INDEX\x00\x01\n"
 TRAILER = struct.Struct("<QQ16s")  # table offset, table length, MAGIC
-VERSION = 1
+VERSION = 2
 PROBE = 1 << 16  # bytes of the recording's head and tail whose CRCs identify it
 INLINE_BYTES = 256 << 10  # a closing recording this small is indexed at once, in process
 
@@ -64,7 +64,7 @@ def save(index: Any) -> Path | None:
                 f.write(blob)
                 rows.append(
                     [cp.offset, cp.events, cp.last_t, sorted(cp.steps.items()), list(cp.hints),
-                     [list(b) for b in cp.between], at, len(blob)]
+                     [list(b) for b in cp.between], at, len(blob), cp.skip]
                 )  # fmt: skip
             st = index.stats
             table = {
@@ -112,8 +112,8 @@ def load(index: Any) -> bool:
             return False
         cps = [
             Checkpoint(off, ev, last_t, {int(p): k for p, k in steps}, None, tuple(hints),
-                       tuple((kind, c) for kind, c in between), saved=(str(path), pos, size))
-            for off, ev, last_t, steps, hints, between, pos, size in table["checkpoints"]
+                       tuple((kind, c) for kind, c in between), (str(path), pos, size), skip)
+            for off, ev, last_t, steps, hints, between, pos, size, skip in table["checkpoints"]
         ]  # fmt: skip
     except (OSError, ValueError, KeyError, TypeError, zlib.error, struct.error):
         return False
