@@ -211,8 +211,10 @@ def _fresh(script: str, *args: str) -> str:
     root = str(Path(__file__).resolve().parent.parent)
     out = subprocess.run(
         [sys.executable, "-c", script, *args],
-        capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": root},
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": root},
     )  # fmt: skip
+    if out.returncode != 0:
+        sys.exit(f"benchmark step failed:\n{out.stderr}")
     return out.stdout.strip().splitlines()[-1]
 
 

@@ -33,19 +33,21 @@ class Sketch:
         self.count = 0
 
     def add(self, x: float) -> None:
-        self.count += 1
-        if x > _TINY:
-            k = math.ceil(math.log(x) / _LOG_GAMMA)
-            self.pos[k] = self.pos.get(k, 0) + 1
-        elif x < -_TINY:
-            k = math.ceil(math.log(-x) / _LOG_GAMMA)
-            self.neg[k] = self.neg.get(k, 0) + 1
-        else:
-            self.zeros += 1
+        self.add_all((x,))
 
     def add_all(self, xs: Iterable[float]) -> None:
+        """As :meth:`add` for each, without a call per value (binning a batch of steps)."""
+        pos, log, ceil, inv = self.pos, math.log, math.ceil, 1.0 / _LOG_GAMMA
         for x in xs:
-            self.add(x)
+            self.count += 1
+            if x > _TINY:
+                k = ceil(log(x) * inv)
+                pos[k] = pos.get(k, 0) + 1
+            elif x < -_TINY:
+                k = ceil(log(-x) * inv)
+                self.neg[k] = self.neg.get(k, 0) + 1
+            else:
+                self.zeros += 1
 
     def buckets(self) -> int:
         return len(self.pos) + len(self.neg) + (1 if self.zeros else 0)

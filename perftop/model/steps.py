@@ -32,6 +32,8 @@ class StepSeries:
         "data",
         "backward",
         "optimizer",
+        "other",
+        "own",
         "recent",
         "gpu",
         "first_t0",
@@ -53,6 +55,8 @@ class StepSeries:
         self.data = array("d")
         self.backward = array("d")
         self.optimizer = array("d")
+        self.other = array("d")  # derived once per step: max(0, step - the phases)
+        self.own = array("d")  # step - backward: the rank's own work
         self.recent: deque[StepRow] = deque(maxlen=RECENT_ROWS)
         self.gpu: dict[int, float] = {}
         self.first_t0: float | None = None
@@ -70,18 +74,22 @@ class StepSeries:
         d = ev.t1 - ev.t0
         if self.count - self.binned >= LIVE_WINDOW:
             self._bin()  # the ring is about to overwrite a step not yet binned
-        n = self.count
+        n, other = self.count, max(0.0, d - ev.data - ev.backward - ev.optimizer)
         if n < LIVE_WINDOW:
             self.durations.append(d)
             self.data.append(ev.data)
             self.backward.append(ev.backward)
             self.optimizer.append(ev.optimizer)
+            self.other.append(other)
+            self.own.append(d - ev.backward)
         else:
             i = n % LIVE_WINDOW
             self.durations[i] = d
             self.data[i] = ev.data
             self.backward[i] = ev.backward
             self.optimizer[i] = ev.optimizer
+            self.other[i] = other
+            self.own[i] = d - ev.backward
         self.count = n + 1
         if self.first_t0 is None:
             self.first_t0 = ev.t0
@@ -95,7 +103,7 @@ class StepSeries:
                 ev.data,
                 ev.backward,
                 ev.optimizer,
-                max(0.0, d - ev.data - ev.backward - ev.optimizer),
+                other,
                 self.gpu.get(ev.index),
                 self.gap_kind,
             )
@@ -128,9 +136,12 @@ class StepSeries:
             for k in sorted(self.gpu)[:LIVE_WINDOW]:
                 del self.gpu[k]
 
+    def columns(self) -> tuple[array, ...]:
+        return (self.durations, self.data, self.other, self.backward, self.optimizer, self.own)
+
     def window(self, last: int = LIVE_WINDOW) -> tuple[list[float], ...]:
-        """(durations, data, backward, optimizer) of the last ``last`` steps, oldest first."""
-        n, cols = self.count, (self.durations, self.data, self.backward, self.optimizer)
+        """The :meth:`columns` of the last ``last`` steps, oldest first."""
+        n, cols = self.count, self.columns()
         k = min(last, n, LIVE_WINDOW)
         if n <= LIVE_WINDOW:
             return tuple(c[n - k :].tolist() for c in cols)
@@ -147,19 +158,15 @@ class StepSeries:
         new = self.count - self.binned
         if new <= 0:
             return
-        durs, data, bwd, opt = self.window(new)
-        hist, (s_dur, s_data, s_other, s_bwd, s_opt, s_own) = self.hist, self.sketches
+        cols = self.window(new)
+        durs, hist = cols[0], self.hist
         for d in durs:
             hist[bisect_left(STEP_BUCKETS, d)] += 1  # le semantics: d == bound counts in
         self.total += sum(durs)
-        self.data_total += sum(data)
+        self.data_total += sum(cols[1])
         self.max = max(self.max, max(durs))
-        s_dur.add_all(durs)
-        s_data.add_all(data)
-        s_bwd.add_all(bwd)
-        s_opt.add_all(opt)
-        s_other.add_all([max(0.0, d - a - b - c) for d, a, b, c in zip(durs, data, bwd, opt)])
-        s_own.add_all([d - b for d, b in zip(durs, bwd)])
+        for sketch, values in zip(self.sketches, cols):
+            sketch.add_all(values)
         self.binned = self.count
 
     def stats(
@@ -190,12 +197,11 @@ class StepSeries:
         else:
             last = LIVE_WINDOW if window is None else window
             if last >= LIVE_WINDOW and n >= LIVE_WINDOW:  # the whole ring; order is moot
-                durs, data, bwd, opt = self.durations, self.data, self.backward, self.optimizer
+                durs, data, others, bwd, opt, own = self.columns()
             else:
-                durs, data, bwd, opt = self.window(last)
+                durs, data, others, bwd, opt, own = self.window(last)
             total, data_total, count = sum(durs), sum(data), len(durs)
             sdur = sorted(durs)
-            others = [max(0.0, d - a - b - c) for d, a, b, c in zip(durs, data, bwd, opt)]
             p50, p95, top = percentile(sdur, 50), percentile(sdur, 95), sdur[-1]
             phase_p50 = {
                 "data": percentile(sorted(data), 50),
@@ -203,7 +209,7 @@ class StepSeries:
                 "backward": percentile(sorted(bwd), 50),
                 "optimizer": percentile(sorted(opt), 50),
             }
-            own_p50 = percentile(sorted(d - b for d, b in zip(durs, bwd)), 50)
+            own_p50 = percentile(sorted(own), 50)
         return StepStats(
             pid=self.pid,
             rank=rank,
