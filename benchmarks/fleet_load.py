@@ -22,6 +22,7 @@ import secrets
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -126,15 +127,19 @@ async def collect(args: argparse.Namespace) -> int:
     samples: list[tuple[float, float, int, int]] = []  # (t, cpu s, rss, events in)
     keys: list[float] = []
     t0 = time.monotonic()
+    done = threading.Event()
+
+    def sample() -> None:  # a thread of its own: the app's loop may be busy
+        while not done.wait(1.0):
+            now = time.monotonic() - t0
+            samples.append((now, time.process_time(), _rss(), hub.hook_events_in))
+
+    threading.Thread(target=sample, daemon=True).start()
     try:
         async with app.run_test(size=(160, 48)) as pilot:
-            next_sample = next_key = t0
+            next_key = t0
             while gen.poll() is None:
                 now = time.monotonic()
-                if now >= next_sample:
-                    cpu = time.process_time()
-                    samples.append((now - t0, cpu, _rss(), hub.hook_events_in))
-                    next_sample += 1.0
                 if now >= next_key and now - t0 > 5:  # once the fleet is connected
                     for key in ("s", "question_mark", "escape", "2"):
                         k0 = time.perf_counter()
@@ -142,7 +147,10 @@ async def collect(args: argparse.Namespace) -> int:
                         keys.append(time.perf_counter() - k0)
                     next_key = now + 2.0
                 await pilot.pause(0.05)
+            hub.snapshot_subscribers.clear()  # the app closes next: no more snapshots to it
+            await pilot.pause(1.0)  # those already posted are shown first
     finally:
+        done.set()
         collector.close()
         hub.stop()
     fleet = json.loads(gen.communicate()[0].strip().splitlines()[-1])

@@ -49,6 +49,18 @@ def fingerprint(path: Path) -> dict[str, int]:
     return {"size": size, "head": zlib.crc32(head), "tail": zlib.crc32(tail)}
 
 
+def model_key() -> int:
+    """What the pickled sessions depend on: the source of perftop's model, events and hints.
+    A sidecar from another perftop is ignored and built again (its sessions may not fit)."""
+    import perftop
+
+    root, crc = Path(perftop.__file__).parent, 0
+    for part in ("model", "events", "hints"):
+        for f in sorted((root / part).glob("*.py")):
+            crc = zlib.crc32(f.read_bytes(), crc)
+    return crc
+
+
 def save(index: Any) -> Path | None:
     """Write ``index`` (a built :class:`~perftop.replay.index.ReplayIndex`) beside its
     recording; None where that folder or file cannot be written (a replay goes on)."""
@@ -69,6 +81,7 @@ def save(index: Any) -> Path | None:
             st = index.stats
             table = {
                 "version": VERSION,
+                "model": model_key(),
                 "recording": fingerprint(index.path),
                 "start_t": index.start_t,
                 "end_t": index.end_t,
@@ -108,7 +121,11 @@ def load(index: Any) -> bool:
                 return False
             f.seek(at)
             table = json.loads(zlib.decompress(f.read(n)))
-        if table.get("version") != VERSION or table["recording"] != fingerprint(index.path):
+        if (
+            table.get("version") != VERSION
+            or table.get("model") != model_key()
+            or table["recording"] != fingerprint(index.path)
+        ):
             return False
         cps = [
             Checkpoint(off, ev, last_t, {int(p): k for p, k in steps}, None, tuple(hints),
