@@ -85,8 +85,11 @@ def nodes(port: int, token: str, n: int, ranks: int, rate: float, seconds: float
                 f.write_events([ProcSample(now, 1.0, base, rows)])
         next_t += TICK_S
         time.sleep(max(0.0, next_t - time.monotonic()))
-    for f in fwds:
-        f.close()
+    closers = [threading.Thread(target=f.close) for f in fwds]  # each drains up to 3 s
+    for c in closers:
+        c.start()
+    for c in closers:
+        c.join()
     out = {
         "steps_per_rank": index,
         "sent_frames": sum(f.sent_frames for f in fwds),
@@ -115,7 +118,8 @@ async def collect(args: argparse.Namespace) -> int:
     session = FleetSession()
     app = PerftopApp()
     hub = Hub(session, refresh_s=0.5)  # type: ignore[arg-type]
-    hub.snapshot_subscribers.append(lambda snap: app.post_message(SnapshotMessage(snap)))
+    if not args.no_tui:
+        hub.snapshot_subscribers.append(lambda snap: app.post_message(SnapshotMessage(snap)))
     collector = Collector(("127.0.0.1", 0), token, hub.submit_frame, hub.submit, log=lambda s: None)
     hub.start()
     collector.start()
@@ -209,6 +213,7 @@ def main() -> int:
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--rate", type=float, default=20.0, help="steps/s of each rank")
     ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--no-tui", action="store_true", help="no snapshots to the app (ingest only)")
     return asyncio.run(collect(ap.parse_args()))
 
 
