@@ -70,6 +70,17 @@ class StepSeries:
         # step time, data, forward/other, backward, optimizer, own (step - backward)
         self.sketches = tuple(Sketch() for _ in SKETCHED)
 
+    def __getstate__(self) -> dict[str, object]:
+        """Pickled (a replay checkpoint) without the two rings derived from the others."""
+        return {k: getattr(self, k) for k in self.__slots__ if k not in ("other", "own")}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        for k, v in state.items():
+            setattr(self, k, v)
+        cols = zip(self.durations, self.data, self.backward, self.optimizer)
+        self.other = array("d", [max(0.0, d - a - b - c) for d, a, b, c in cols])
+        self.own = array("d", [d - b for d, b in zip(self.durations, self.backward)])
+
     def add(self, ev: Step) -> None:
         d = ev.t1 - ev.t0
         if self.count - self.binned >= LIVE_WINDOW:
