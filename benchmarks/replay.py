@@ -1,19 +1,22 @@
-"""Replay at scale: a recording of a long job, its size, first frame and seek times.
+"""Replay at scale: a recording of a long job, its first frame and seek times, without and
+with the saved index, side by side in one run.
 
     python benchmarks/replay.py [--steps 1000000] [--workers 8] [--step-s 0.05]
 
 Writes the recording with the real :class:`RecordingWriter` (flushed every half second of
 the simulated clock, as the monitor does), 1 Hz process samples of the main process and
-its workers, host samples and probe ticks, with stalls and evaluation pauses; then opens
-it as ``perftop replay`` does and seeks to random steps and times once indexed.
+its workers, host samples and probe ticks, with stalls and evaluation pauses. Then, each
+from a fresh interpreter: opens it as ``perftop replay`` does with no saved index (as every
+replay did before: the index is built in the background, then saved) and seeks to random
+steps and times from the first second on; then the same with the index it saved.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
-import resource
 import statistics
 import subprocess
 import sys
@@ -35,8 +38,7 @@ from perftop.events import (
     SessionStart,
 )
 from perftop.recording import RecordingWriter
-from perftop.replay.index import ReplayIndex
-from perftop.replay.player import Player
+from perftop.replay import saved
 from perftop.wire import KIND_STEPS, STEP_RECORD, Frame
 
 T0 = 1_790_000_000.0
@@ -58,7 +60,7 @@ def generate(
     def pc() -> float:  # time.perf_counter() four days after boot
         return (PC0 + ns) / 1e9
 
-    w = RecordingWriter(path, force=True)
+    w = RecordingWriter(path, force=True, index=False)
     wpids = [MAIN + 1 + i for i in range(workers)]
     w.write_events(
         [
@@ -165,15 +167,64 @@ async def main():
 asyncio.run(main())
 """
 
+# From a fresh interpreter: open as `perftop replay` does, show the first second, then seek
+# to random steps and times at once; a seek past what the index has read waits for it.
+SEEKS = """
+import json, random, sys, time
+t0 = time.perf_counter()
+from perftop.replay.index import ReplayIndex
+from perftop.replay.player import Player
+index = ReplayIndex(sys.argv[1]).start()
+player = Player(index)
+player.forward(1)
+player.advance_to((player.now or 0) + 1.0)
+player.snapshot()
+first = time.perf_counter() - t0
+rnd, seeks, n = random.Random(2), [], int(sys.argv[2])
+total_steps = int(sys.argv[3])
+for i in range(n):
+    t = time.perf_counter()
+    if i % 2:
+        step = rnd.randrange(1, total_steps + 1)
+        while not index.done and index.steps < step:
+            time.sleep(0.005)
+        player.seek_step(step)
+    else:
+        frac = rnd.random()
+        while not index.done:
+            time.sleep(0.005)
+        player.seek_time(index.start_t + frac * (index.end_t - index.start_t))
+    player.snapshot()
+    seeks.append(time.perf_counter() - t)
+index.wait()
+t = time.perf_counter()
+player.seek_event(player.events - 1)  # one event back: the worst case of a checkpoint
+player.snapshot()
+seeks.append(time.perf_counter() - t)
+print(json.dumps({"first": first, "seeks": seeks, "loaded": index.loaded,
+                  "indexed": time.perf_counter() - t0, "checkpoints": len(index.checkpoints),
+                  "saved": str(index.saved_to or "")}))
+"""
+
+
+def _fresh(script: str, *args: str) -> str:
+    root = str(Path(__file__).resolve().parent.parent)
+    out = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": root},
+    )  # fmt: skip
+    if out.returncode != 0:
+        sys.exit(f"benchmark step failed:\n{out.stderr}")
+    return out.stdout.strip().splitlines()[-1]
+
 
 def _app_first_frame(path: Path) -> float:
     """Seconds from a fresh interpreter to the replay app showing its first snapshot."""
-    root = str(Path(__file__).resolve().parent.parent)
-    out = subprocess.run(
-        [sys.executable, "-c", FIRST_FRAME, str(path)],
-        capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": root},
-    )  # fmt: skip
-    return float(out.stdout.strip().splitlines()[-1])
+    return float(_fresh(FIRST_FRAME, str(path)))
+
+
+def _seeks(path: Path, seeks: int, steps: int) -> dict:
+    return json.loads(_fresh(SEEKS, str(path), str(seeks), str(steps)))
 
 
 def main() -> int:
@@ -186,64 +237,48 @@ def main() -> int:
     args = ap.parse_args()
     tmp = tempfile.TemporaryDirectory()
     path = Path(args.keep) if args.keep else Path(tmp.name) / "week.perftop"
+    saved.sidecar(path).unlink(missing_ok=True)
     t = time.perf_counter()
     generate(path, args.steps, args.workers, args.step_s)
     gen_s = time.perf_counter() - t
     size = os.path.getsize(path)
-
-    app_first = _app_first_frame(path)
-    t = time.perf_counter()
-    index = ReplayIndex(path).start()
-    player = Player(index)
-    player.advance_to((player.now or 0) + 1.0)
-    player.snapshot()
-    first = time.perf_counter() - t
-    index.wait()
-    indexed = time.perf_counter() - t
-
-    rnd = random.Random(2)
-    times: list[float] = []
-    start, end = index.start_t or 0.0, index.end_t or 0.0
-    for i in range(args.seeks):
-        t = time.perf_counter()
-        if i % 2:
-            player.seek_step(rnd.randrange(1, index.steps + 1))
-        else:
-            player.seek_time(rnd.uniform(start, end))
-        player.snapshot()
-        times.append(time.perf_counter() - t)
-    t = time.perf_counter()
-    player.seek_event(player.events - 1)  # one event back: the worst case of a checkpoint
-    player.snapshot()
-    back = time.perf_counter() - t
-    times.append(back)
-    hours = (end - start) / 3600
+    # 1. No saved index (a recording from an older perftop, or after a crash): as before,
+    # built in the background while the replay runs; then saved beside the recording.
+    cold_app = _app_first_frame(path)
+    saved.sidecar(path).unlink(missing_ok=True)  # the app may have saved one: not this run's
+    cold = _seeks(path, args.seeks, args.steps)
+    # 2. With the index it saved.
+    warm_app = _app_first_frame(path)
+    warm = _seeks(path, args.seeks, args.steps)
+    side = os.path.getsize(saved.sidecar(path)) if saved.sidecar(path).exists() else 0
+    hours = args.steps * args.step_s / 3600
     print(
-        f"recording        : {args.steps:,} steps of ~{args.step_s * 1e3:.0f} ms, "
-        f"{args.workers} workers + main sampled at 1 Hz, {hours:.1f} h "
-        f"(written in {gen_s:.1f} s)"
+        f"recording     : {args.steps:,} steps of ~{args.step_s * 1e3:.0f} ms, "
+        f"{args.workers} workers + main sampled at 1 Hz, ~{hours:.1f} h of training "
+        f"(written in {gen_s:.1f} s); {size / 1e6:.1f} MB = {size / args.steps:.1f} bytes/step"
     )
     print(
-        f"file size        : {size / 1e6:.1f} MB = {size / args.steps:.1f} bytes/step "
-        f"(target < 50) {'met' if size / args.steps < 50 else 'NOT met'}"
+        f"saved index   : {side / 1e6:.1f} MB beside it ({warm['checkpoints']} checkpoints); "
+        f"built and saved by the first replay in {cold['indexed']:.1f} s"
     )
+    print(f"{'':14s}  {'no saved index':>16s}  {'saved index':>12s}  target")
+    _row("first frame (app)", cold_app, warm_app, 1.0, "s")
+    _row("first frame (model)", cold["first"], warm["first"], 1.0, "s")
+    for label, f in (("seek median", statistics.median), ("seek max", max)):
+        _row(label, f(cold["seeks"]), f(warm["seeks"]), 0.1, "s")
     print(
-        f"first frame      : {app_first:.2f} s in the app, from a fresh interpreter "
-        f"(target < 2 s) {'met' if app_first < 2 else 'NOT met'}; "
-        f"{first * 1e3:.0f} ms of it reading the file"
+        f"({len(warm['seeks'])} seeks from the first second on, fresh interpreters: steps and "
+        "times at random, one event back; without a saved index a seek waits for the index)"
     )
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"memory           : {peak:.0f} MB peak RSS (writing, then indexing and seeking)")
-    print(
-        f"index (background): {indexed:.1f} s, {len(index.checkpoints)} checkpoints, "
-        f"{len(index.stalls)} stalls, {len(index.gaps)} gaps"
-    )
-    print(
-        f"seek             : {len(times)} seeks (steps, times, one event back) median "
-        f"{statistics.median(times) * 1e3:.0f} ms, max {max(times) * 1e3:.0f} ms "
-        f"(target < 100) {'met' if max(times) < 0.1 else 'NOT met'}"
-    )
+    if not warm["loaded"]:
+        print("the saved index was NOT used")
+        return 1
     return 0
+
+
+def _row(label: str, old: float, new: float, target: float, unit: str) -> None:
+    ok = "met" if new < target else "NOT met"
+    print(f"{label:20s} {old:10.3f} {unit}  {new:10.3f} {unit}   < {target:g} {unit}: {ok}")
 
 
 if __name__ == "__main__":

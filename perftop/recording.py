@@ -48,9 +48,11 @@ class RecordingWriter:
         force: bool = False,
         append: bool = False,
         compress: bool = True,
+        index: bool = True,
     ) -> None:
         """``append`` continues an existing recording (a background recorder taking over
-        from the TUI); the header is written only when the file is new or empty."""
+        from the TUI); the header is written only when the file is new or empty. ``index``:
+        save the replay index beside the file when it closes (:mod:`perftop.replay.saved`)."""
         self.path = Path(path)
         mode = "ab" if append else "wb" if force else "xb"
         try:
@@ -68,6 +70,7 @@ class RecordingWriter:
         self.bytes_written = len(MAGIC) if fresh else 0
         self.closed = False
         self.compress = compress
+        self.index = index
         self._pending: list[bytes] = []
         self._pending_bytes = 0
         self._deflate: Any = None
@@ -131,6 +134,10 @@ class RecordingWriter:
             self._emit()
             self.closed = True
             self._file.close()
+            if self.index and self.bytes_written > len(MAGIC):
+                from perftop.replay.saved import index_after_recording
+
+                index_after_recording(self.path)
 
 
 @dataclass

@@ -155,6 +155,9 @@ def test_controller_jumps_and_waits_for_the_index(long_recording: Path) -> None:
         t0, _, at = ix.gaps[0]
         _, st = after(("jump", "between"), lambda s: s.event == at)
         assert st.step == 3000  # the evaluation pause follows step 3000
+        deadline = time.monotonic() + 60
+        while ix.next_stall(t0) is None and time.monotonic() < deadline:
+            time.sleep(0.02)  # the index reads on: the next stall may not be found yet
         stall = ix.next_stall(t0)
         snap, st = after(("jump", "stall"), lambda s: s.event == stall[1])
         assert snap.steps.recent[-1].t1 == stall[0]  # the stall is the newest step shown

@@ -216,14 +216,29 @@ class Session:
 
     def __init__(self, reducers: list[Reducer] | None = None, hints: Hinter | None = None) -> None:
         self.reducers = reducers if reducers is not None else default_reducers()
-        self._dispatch: dict[type, list[Any]] = {}
-        for r in self.reducers:
-            for t in r.handles:
-                self._dispatch.setdefault(t, []).append(r.apply)
+        self._dispatch = self._route()
         self.events = 0
         self.last_t: float | None = None
         # Hints are evaluated on the events' clock, so a replay raises the same ones.
         self.hints: Hinter = hints if hints is not None else NoHints()
+
+    def _route(self) -> dict[type, list[Any]]:
+        out: dict[type, list[Any]] = {}
+        for r in self.reducers:
+            for t in r.handles:
+                out.setdefault(t, []).append(r.apply)
+        return out
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without the bound methods of its routing table (a replay checkpoint
+        holds plain data only; see :mod:`perftop.replay.checkpoint`)."""
+        state = dict(self.__dict__)
+        del state["_dispatch"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._dispatch = self._route()
 
     def apply(self, ev: Event) -> None:
         self.events += 1

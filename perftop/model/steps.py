@@ -1,5 +1,7 @@
-"""Step history per training process: compact arrays for whole-run figures, a deque of
-recent rows for charts, a bounded window for live percentiles."""
+"""Step history per training process, bounded whatever the run length: a ring of the last
+``LIVE_WINDOW`` steps for live percentiles, a deque of recent rows for charts, and for
+whole-run figures running totals plus quantile sketches (:mod:`perftop.model.sketch`, to
+``RELATIVE_ERROR``; exact while the whole run still fits in the ring)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from collections import deque
 from math import copysign
 
 from perftop.events import Step, StepGpu
+from perftop.model.sketch import Sketch
 from perftop.model.snapshot import StepRow, StepStats
 from perftop.model.stats import percentile
 
@@ -16,17 +19,22 @@ RECENT_ROWS = 240
 LIVE_WINDOW = 1000
 # Upper bounds (seconds) of the whole-run step-time histogram; a last bucket holds the rest.
 STEP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+SKETCHED = ("step", "data", "forward/other", "backward", "optimizer", "own")
 
 
 class StepSeries:
-    """All steps of one process. Appending is O(1); a snapshot costs O(window)."""
+    """All steps of one process in bounded memory. Appending is O(1); a live snapshot costs
+    O(window), a whole-run one O(window + sketch buckets)."""
 
     __slots__ = (
         "pid",
+        "count",
         "durations",
         "data",
         "backward",
         "optimizer",
+        "other",
+        "own",
         "recent",
         "gpu",
         "first_t0",
@@ -34,36 +42,73 @@ class StepSeries:
         "gap_kind",
         "hist",
         "total",
+        "data_total",
+        "max",
         "binned",
+        "sketches",
         "unseen_at",
     )
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
+        self.count = 0  # steps in the whole run
+        # Rings of the last LIVE_WINDOW steps: entry i % LIVE_WINDOW holds step i.
         self.durations = array("d")
         self.data = array("d")
         self.backward = array("d")
         self.optimizer = array("d")
+        self.other = array("d")  # derived once per step: max(0, step - the phases)
+        self.own = array("d")  # step - backward: the rank's own work
         self.recent: deque[StepRow] = deque(maxlen=RECENT_ROWS)
         self.gpu: dict[int, float] = {}
         self.first_t0: float | None = None
         self.last_t1: float | None = None
         self.gap_kind = ""  # time outside training steps came before the next step
         self.hist = [0] * (len(STEP_BUCKETS) + 1)
-        self.total = 0.0
-        self.binned = 0  # durations already counted in hist/total (binned at snapshot time)
+        self.total = 0.0  # whole-run sums, maximum and sketches of the binned steps
+        self.data_total = 0.0
+        self.max = 0.0
+        self.binned = 0  # steps already counted in hist/sketches (binned in batches)
+        # step time, data, forward/other, backward, optimizer, own (step - backward)
+        self.sketches = tuple(Sketch() for _ in SKETCHED)
         # One past the last step whose data wait was not seen (its ``data`` is -0.0: the
-        # batches came from another thread); a window holding one shows no data figures.
+        # batches came from another thread); figures over steps holding one show no data.
         self.unseen_at = 0
+
+    def __getstate__(self) -> dict[str, object]:
+        """Pickled (a replay checkpoint) without the two rings derived from the others."""
+        return {k: getattr(self, k) for k in self.__slots__ if k not in ("other", "own")}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        for k, v in state.items():
+            setattr(self, k, v)
+        cols = zip(self.durations, self.data, self.backward, self.optimizer)
+        self.other = array("d", [max(0.0, d - a - b - c) for d, a, b, c in cols])
+        self.own = array("d", [d - b for d, b in zip(self.durations, self.backward)])
 
     def add(self, ev: Step) -> None:
         d = ev.t1 - ev.t0
-        self.durations.append(d)
-        self.data.append(ev.data)
+        if self.count - self.binned >= LIVE_WINDOW:
+            self._bin()  # the ring is about to overwrite a step not yet binned
+        n, other = self.count, max(0.0, d - ev.data - ev.backward - ev.optimizer)
         if ev.data == 0.0 and copysign(1.0, ev.data) < 0.0:
-            self.unseen_at = len(self.data)
-        self.backward.append(ev.backward)
-        self.optimizer.append(ev.optimizer)
+            self.unseen_at = n + 1
+        if n < LIVE_WINDOW:
+            self.durations.append(d)
+            self.data.append(ev.data)
+            self.backward.append(ev.backward)
+            self.optimizer.append(ev.optimizer)
+            self.other.append(other)
+            self.own.append(d - ev.backward)
+        else:
+            i = n % LIVE_WINDOW
+            self.durations[i] = d
+            self.data[i] = ev.data
+            self.backward[i] = ev.backward
+            self.optimizer[i] = ev.optimizer
+            self.other[i] = other
+            self.own[i] = d - ev.backward
+        self.count = n + 1
         if self.first_t0 is None:
             self.first_t0 = ev.t0
         self.last_t1 = ev.t1
@@ -76,7 +121,7 @@ class StepSeries:
                 ev.data,
                 ev.backward,
                 ev.optimizer,
-                max(0.0, d - ev.data - ev.backward - ev.optimizer),
+                other,
                 self.gpu.get(ev.index),
                 self.gap_kind,
             )
@@ -109,58 +154,98 @@ class StepSeries:
             for k in sorted(self.gpu)[:LIVE_WINDOW]:
                 del self.gpu[k]
 
+    def columns(self) -> tuple[array, ...]:
+        return (self.durations, self.data, self.other, self.backward, self.optimizer, self.own)
+
+    def window(self, last: int = LIVE_WINDOW) -> tuple[list[float], ...]:
+        """The :meth:`columns` of the last ``last`` steps, oldest first."""
+        n, cols = self.count, self.columns()
+        k = min(last, n, LIVE_WINDOW)
+        if n <= LIVE_WINDOW:
+            return tuple(c[n - k :].tolist() for c in cols)
+        i = n % LIVE_WINDOW  # the oldest entry
+        start = (i + LIVE_WINDOW - k) % LIVE_WINDOW
+        if start < i:
+            return tuple(c[start:i].tolist() for c in cols)
+        return tuple(c[start:].tolist() + c[:i].tolist() for c in cols)
+
     def _bin(self) -> None:
-        """Bring the whole-run histogram up to date: each step is binned once, in batches
-        at snapshot time, so adding a step stays as cheap as before."""
-        new = self.durations[self.binned :]
-        hist = self.hist
-        for d in new:
+        """Bring the whole-run histogram, sums and sketches up to date: each step is binned
+        once, in batches (at snapshot time, or before the ring overwrites it), so adding a
+        step stays as cheap as before."""
+        new = self.count - self.binned
+        if new <= 0:
+            return
+        cols = self.window(new)
+        durs, hist = cols[0], self.hist
+        for d in durs:
             hist[bisect_left(STEP_BUCKETS, d)] += 1  # le semantics: d == bound counts in
-        self.total += sum(new)
-        self.binned += len(new)
+        self.total += sum(durs)
+        self.data_total += sum(cols[1])
+        self.max = max(self.max, max(durs))
+        for sketch, values in zip(self.sketches, cols):
+            sketch.add_all(values)
+        self.binned = self.count
 
     def stats(
         self, rank: int | None, window: int | None = LIVE_WINDOW, host: str = "", syncs: int = 0
     ) -> StepStats:
-        """Figures over the last ``window`` steps (None: the whole run)."""
+        """Figures over the last ``window`` steps (None: the whole run, from the sketches
+        once it no longer fits in the ring)."""
         self._bin()
-        n = len(self.durations)
+        n = self.count
         if n == 0:
             return StepStats(pid=self.pid, rank=rank, host=host, sync_count=syncs)
-        lo = 0 if window is None else max(0, n - window)
-        durs = self.durations[lo:]
-        total = sum(durs)
-        sdur = sorted(durs)
-        data, bwd, opt = self.data[lo:], self.backward[lo:], self.optimizer[lo:]
-        others = [max(0.0, d - a - b - c) for d, a, b, c in zip(durs, data, bwd, opt)]
-        phase_p50 = {
-            "data": percentile(sorted(data), 50),
-            "forward/other": percentile(sorted(others), 50),
-            "backward": percentile(sorted(bwd), 50),
-            "optimizer": percentile(sorted(opt), 50),
-        }
         gpus = (
             sorted(self.gpu.values())
             if self.gpu
             else sorted(r.gpu for r in self.recent if r.gpu is not None)
         )
-        if self.unseen_at > lo:  # not seen: absent, not 0
+        if window is None and n > LIVE_WINDOW:
+            s_dur, s_data, s_other, s_bwd, s_opt, s_own = self.sketches
+            total, data_total = self.total, self.data_total
+            count, p50, p95, top = n, s_dur.percentile(50), s_dur.percentile(95), self.max
+            phase_p50 = {
+                "data": s_data.percentile(50),
+                "forward/other": s_other.percentile(50),
+                "backward": s_bwd.percentile(50),
+                "optimizer": s_opt.percentile(50),
+            }
+            own_p50 = s_own.percentile(50)
+        else:
+            last = LIVE_WINDOW if window is None else window
+            if last >= LIVE_WINDOW and n >= LIVE_WINDOW:  # the whole ring; order is moot
+                durs, data, others, bwd, opt, own = self.columns()
+            else:
+                durs, data, others, bwd, opt, own = self.window(last)
+            total, data_total, count = sum(durs), sum(data), len(durs)
+            sdur = sorted(durs)
+            p50, p95, top = percentile(sdur, 50), percentile(sdur, 95), sdur[-1]
+            phase_p50 = {
+                "data": percentile(sorted(data), 50),
+                "forward/other": percentile(sorted(others), 50),
+                "backward": percentile(sorted(bwd), 50),
+                "optimizer": percentile(sorted(opt), 50),
+            }
+            own_p50 = percentile(sorted(own), 50)
+        seen = self.unseen_at <= n - count  # no step of these lacks its data wait
+        if not seen:  # not seen: absent, not 0
             phase_p50.pop("data", None)
         return StepStats(
             pid=self.pid,
             rank=rank,
             count=n,
-            steps_per_s=(len(durs) / total) if total > 0 else None,
-            p50=percentile(sdur, 50),
-            p95=percentile(sdur, 95),
-            max=sdur[-1],
+            steps_per_s=(count / total) if total > 0 else None,
+            p50=p50,
+            p95=p95,
+            max=top,
             phase_p50={k: v for k, v in phase_p50.items() if v is not None},
-            data_wait_fraction=(sum(data) / total) if total > 0 and self.unseen_at <= lo else None,
+            data_wait_fraction=(data_total / total) if total > 0 and seen else None,
             gpu_p50=percentile(gpus, 50) if gpus else None,
             last_t=self.last_t1,
             recent=tuple(self.recent),
             host=host,
-            own_p50=percentile(sorted(d - b for d, b in zip(durs, bwd)), 50),
+            own_p50=own_p50,
             sync_count=syncs,
             step_hist=tuple(self.hist),
             step_sum_s=self.total,

@@ -1,7 +1,9 @@
-"""The replay index: built once per file by a background thread, read by seeks.
+"""The replay index: read from its saved sidecar (:mod:`perftop.replay.saved`), else built
+once by a background thread (and then saved), read by seeks.
 
 One pass over the recording applies every event to a session of its own and keeps, every
-``CHECKPOINT_EVERY`` events (at a point where reading can resume), a model checkpoint. On
+``CHECKPOINT_EVERY`` events, a model checkpoint (with where reading can resume before it,
+and how many events to pass over from there). On
 the way it notes what the timeline and the jump keys need: where the session starts and
 ends, the stalls of the primary process (a step at least ``STALL_FACTOR`` times the median
 of its last ``WINDOW`` steps, the Steps panel's rule), the gaps between its steps, and the
@@ -21,7 +23,9 @@ from perftop.model.session import StepsReducer
 from perftop.model.stats import percentile
 from perftop.reader import FrameScanner, open_recording
 from perftop.recording import ReadStats, finish_stats
+from perftop.replay import saved
 from perftop.replay.checkpoint import Checkpoint
+from perftop.wire import MAGIC
 
 CHECKPOINT_EVERY = 400  # events; a seek replays at most about this many
 STALL_FACTOR = 3.0
@@ -66,9 +70,14 @@ class ReplayIndex:
         self.progress = 0.0
         self.done = False
         self.error: str | None = None
+        self.loaded = False  # read from the saved index
+        self.saved_to: Path | None = None  # where the built index was saved
         self._thread: threading.Thread | None = None
 
     def start(self) -> ReplayIndex:
+        """Read the saved index, or build it in the background (and save it)."""
+        if saved.load(self):
+            return self
         self._thread = threading.Thread(target=self._run, name="perftop-index", daemon=True)
         self._thread.start()
         return self
@@ -81,6 +90,7 @@ class ReplayIndex:
     def _run(self) -> None:
         try:
             self.build()
+            self.saved_to = saved.save(self)
         except Exception as exc:  # shown by the app as a notice, never a traceback
             self.error = f"{type(exc).__name__}: {exc}"
             self.done = True
@@ -89,6 +99,7 @@ class ReplayIndex:
         p, f, size = open_recording(self.path)
         hints = SessionHints()
         session, last_cp = Session(hints=hints), -CHECKPOINT_EVERY
+        seg_offset, seg_events = len(MAGIC), 0  # where reading last could resume
         sr = steps_reducer(session)
         primary: int | None = None
         npids, prev_t1, prev_at, p50 = 0, None, 0, None
@@ -96,8 +107,10 @@ class ReplayIndex:
         shown: tuple[str, ...] = ()
         with f:
             for chunk in FrameScanner(p, f, size, self.stats).chunks():
-                if chunk.resumable and session.events - last_cp >= CHECKPOINT_EVERY:
-                    self._checkpoint(session, chunk.offset)
+                if chunk.resumable:
+                    seg_offset, seg_events = chunk.offset, session.events
+                if session.events - last_cp >= CHECKPOINT_EVERY:
+                    self._checkpoint(session, seg_offset, session.events - seg_events)
                     last_cp = session.events
                 for ev in chunk.events:
                     session.apply(ev)
@@ -114,10 +127,10 @@ class ReplayIndex:
                             self.primary = primary
                         if ev.pid != primary:
                             continue
-                        durs = series[primary].durations
-                        n = len(durs)
+                        s = series[primary]
+                        n = s.count
                         if n <= MEDIAN_EVERY or n % MEDIAN_EVERY == 0:
-                            p50 = percentile(sorted(durs[-WINDOW:]), 50)
+                            p50 = percentile(sorted(s.window(WINDOW)[0]), 50)
                         if p50 and n > 1 and ev.t1 - ev.t0 >= STALL_FACTOR * p50:
                             self.stalls.append((ev.t1, n, session.events))
                         if prev_t1 is not None and ev.t0 - prev_t1 >= max(GAP_MIN_S, 3 * p50):
@@ -139,8 +152,8 @@ class ReplayIndex:
         finish_stats(p, self.stats)
         self.progress, self.done = 1.0, True
 
-    def _checkpoint(self, session: Session, offset: int) -> None:
-        cp = Checkpoint.take(session, offset)
+    def _checkpoint(self, session: Session, offset: int, skip: int) -> None:
+        cp = Checkpoint.take(session, offset, skip)
         snap = session.snapshot()
         cp.hints = tuple(sorted(h.id for h in snap.hints))
         cp.between = tuple((b.kind, b.count) for b in snap.between)

@@ -49,6 +49,10 @@ class Player:
         self._chunks = self._scanner.chunks(cp.offset if cp is not None else len(MAGIC))
         self._buf: deque[Event] = deque()
         self.at_end = False
+        skip = cp.skip if cp is not None else 0
+        while skip > 0 and (chunk := next(self._chunks, None)) is not None:
+            self._buf.extend(chunk.events[skip:])
+            skip -= min(skip, len(chunk.events))
 
     def _peek(self) -> Event | None:
         while not self._buf:
@@ -91,7 +95,7 @@ class Player:
         pid, sr = self.primary(), steps_reducer(self.session)
         if pid is None or sr is None:
             return 0
-        return len(sr.series[pid].durations)
+        return sr.series[pid].count
 
     def snapshot(self) -> Snapshot:
         return self.session.snapshot()
@@ -147,6 +151,6 @@ class Player:
 
         def before(_: Event) -> bool:
             s = sr.series.get(pid) if sr is not None else None
-            return s is None or len(s.durations) < n
+            return s is None or s.count < n
 
         self._apply_while(before)

@@ -26,7 +26,7 @@ def between_steps_s(session: Session) -> float | None:
     s = sr.series[pid]
     if s.first_t0 is None or s.last_t1 is None:
         return None
-    return max(0.0, (s.last_t1 - s.first_t0) - sum(s.durations))
+    return max(0.0, (s.last_t1 - s.first_t0) - s.stats(None, None).step_sum_s)
 
 
 def figures(snap: Snapshot, report: dict[str, Any], between_s: float | None) -> dict[str, Any]:

@@ -1,0 +1,200 @@
+"""The saved replay index: a sidecar ``FILE.index`` beside the recording.
+
+Indexing a recording of a million steps takes about a minute; a replay that finds a saved
+index opens and seeks at once. The sidecar holds the index's compressed model checkpoints one
+after another, then a JSON table (checkpoint positions, timeline marks, what the reader
+skipped) and a trailer pointing at it. It describes the recording it was built from (size,
+CRCs of its head and tail): a recording that changed since, or a damaged or foreign sidecar,
+is ignored and the index is built again (then saved where the folder is writable). The
+recording itself is never written to, so every reader of the format reads it as before.
+
+Checkpoints are pickled sessions, read back with an unpickler that only builds perftop's
+own model classes and a few containers: a sidecar from elsewhere cannot run code.
+
+    python -m perftop.replay.saved FILE    # build and save FILE's index (after recording)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import sys
+import zlib
+from pathlib import Path
+from typing import Any
+
+from perftop.replay.checkpoint import Checkpoint
+
+SUFFIX = ".index"
+MAGIC = b"PERFTOP-INDEX\x00\x01\n"
+TRAILER = struct.Struct("<QQ16s")  # table offset, table length, MAGIC
+VERSION = 2
+PROBE = 1 << 16  # bytes of the recording's head and tail whose CRCs identify it
+INLINE_BYTES = 256 << 10  # a closing recording this small is indexed at once, in process
+
+
+def sidecar(path: str | os.PathLike[str]) -> Path:
+    p = Path(path)
+    return p.with_name(p.name + SUFFIX)
+
+
+def fingerprint(path: Path) -> dict[str, int]:
+    """What identifies the recording's content cheaply: its size and CRCs of both ends."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        head = f.read(PROBE)
+        f.seek(max(0, size - PROBE))
+        tail = f.read(PROBE)
+    return {"size": size, "head": zlib.crc32(head), "tail": zlib.crc32(tail)}
+
+
+def model_key() -> int:
+    """What the pickled sessions depend on: the source of perftop's model, events and hints.
+    A sidecar from another perftop is ignored and built again (its sessions may not fit)."""
+    import perftop
+
+    root, crc = Path(perftop.__file__).parent, 0
+    for part in ("model", "events", "hints"):
+        for f in sorted((root / part).glob("*.py")):
+            crc = zlib.crc32(f.read_bytes(), crc)
+    return crc
+
+
+def save(index: Any) -> Path | None:
+    """Write ``index`` (a built :class:`~perftop.replay.index.ReplayIndex`) beside its
+    recording; None where that folder or file cannot be written (a replay goes on)."""
+    out = sidecar(index.path)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(MAGIC)
+            rows = []
+            for cp in index.checkpoints:
+                blob = cp.blob()
+                at = f.tell()
+                f.write(blob)
+                rows.append(
+                    [cp.offset, cp.events, cp.last_t, sorted(cp.steps.items()), list(cp.hints),
+                     [list(b) for b in cp.between], at, len(blob), cp.skip]
+                )  # fmt: skip
+            st = index.stats
+            table = {
+                "version": VERSION,
+                "model": model_key(),
+                "recording": fingerprint(index.path),
+                "start_t": index.start_t,
+                "end_t": index.end_t,
+                "events": index.events,
+                "steps": index.steps,
+                "primary": index.primary,
+                "stalls": index.stalls,
+                "gaps": index.gaps,
+                "hint_changes": index.hint_changes,
+                "between_marks": index.between_marks,
+                "stats": [st.frames, st.events, st.bad_frames, st.unknown_events,
+                          st.truncated_bytes, st.warnings],
+                "checkpoints": rows,
+            }  # fmt: skip
+            data = zlib.compress(json.dumps(table, separators=(",", ":")).encode(), 6)
+            at = f.tell()
+            f.write(data)
+            f.write(TRAILER.pack(at, len(data), MAGIC))
+        os.replace(tmp, out)
+        return out
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        return None
+
+
+def load(index: Any) -> bool:
+    """Fill ``index`` from its saved sidecar; False (and ``index`` untouched) when there is
+    none, or it is damaged, from another perftop, or for another state of the recording."""
+    path = sidecar(index.path)
+    try:
+        with open(path, "rb") as f:
+            if f.read(len(MAGIC)) != MAGIC:
+                return False
+            f.seek(-TRAILER.size, os.SEEK_END)
+            at, n, magic = TRAILER.unpack(f.read(TRAILER.size))
+            if magic != MAGIC:
+                return False
+            f.seek(at)
+            table = json.loads(zlib.decompress(f.read(n)))
+        if (
+            table.get("version") != VERSION
+            or table.get("model") != model_key()
+            or table["recording"] != fingerprint(index.path)
+        ):
+            return False
+        cps = [
+            Checkpoint(off, ev, last_t, {int(p): k for p, k in steps}, None, tuple(hints),
+                       tuple((kind, c) for kind, c in between), (str(path), pos, size), skip)
+            for off, ev, last_t, steps, hints, between, pos, size, skip in table["checkpoints"]
+        ]  # fmt: skip
+    except (OSError, ValueError, KeyError, TypeError, zlib.error, struct.error):
+        return False
+    st = index.stats
+    (st.frames, st.events, st.bad_frames, st.unknown_events, st.truncated_bytes) = table["stats"][
+        :5
+    ]
+    st.warnings = list(table["stats"][5])
+    index.checkpoints = cps
+    index.stalls = [tuple(m) for m in table["stalls"]]
+    index.gaps = [tuple(m) for m in table["gaps"]]
+    index.hint_changes = [tuple(m) for m in table["hint_changes"]]
+    index.between_marks = [tuple(m) for m in table["between_marks"]]
+    index.start_t, index.end_t = table["start_t"], table["end_t"]
+    index.events, index.steps, index.primary = table["events"], table["steps"], table["primary"]
+    index.progress, index.done, index.loaded = 1.0, True, True
+    return True
+
+
+def index_after_recording(path: str | os.PathLike[str]) -> None:
+    """Save the index of a recording that just closed: at once when it is small, else by a
+    detached low-priority process, so quitting never waits for a minute of indexing."""
+    import subprocess
+
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+    except OSError:
+        return
+    if size <= INLINE_BYTES:
+        build_and_save(p)
+        return
+    try:
+        subprocess.Popen(
+            [sys.executable, "-m", "perftop.replay.saved", str(p)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True, preexec_fn=lambda: os.nice(10),
+        )  # fmt: skip
+    except OSError:
+        pass  # a replay builds the index itself
+
+
+def build_and_save(path: Path) -> Path | None:
+    from perftop.replay.index import ReplayIndex
+
+    index = ReplayIndex(path)
+    try:
+        index.build()
+        return save(index)
+    except Exception:
+        return None
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m perftop.replay.saved RECORDING", file=sys.stderr)
+        return 2
+    out = build_and_save(Path(argv[0]))
+    if out is None:
+        print(f"perftop: {argv[0]}: index not saved", file=sys.stderr)
+        return 1
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,118 @@
+"""The saved replay index: written when a recording closes, rebuilt and saved by a replay
+when missing or stale, read back at once; a foreign sidecar never runs code."""
+
+from __future__ import annotations
+
+import importlib.util
+import pickle
+import random
+import zlib
+from pathlib import Path
+
+import pytest
+
+from perftop.events import JobExit, JobStart, SessionStart, Step
+from perftop.recording import RecordingWriter
+from perftop.replay import saved
+from perftop.replay.checkpoint import session_from
+from perftop.replay.index import ReplayIndex
+from perftop.replay.player import Player
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_replay", ROOT / "benchmarks/replay.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """6,000 steps with samples, stalls and an evaluation pause, written without an index
+    (as an older perftop, or a crashed recorder, leaves it)."""
+    path = tmp_path_factory.mktemp("saved") / "run.perftop"
+    _bench().generate(path, 6000, 2, 0.05, eval_every=2500)
+    return path
+
+
+def test_closing_a_recording_saves_its_index(tmp_path: Path) -> None:
+    path = tmp_path / "small.perftop"
+    w = RecordingWriter(path)
+    w.write_events(
+        [
+            SessionStart(100.0, ("python", "t.py"), "/w", "h", 1, "0"),
+            JobStart(100.0, 7, ("python",)),
+        ]
+    )
+    w.write_events([Step(7, i, 100.0 + i * 0.1, 100.0 + i * 0.1 + 0.09) for i in range(500)])
+    w.write_events([JobExit(150.0, 7, 0)])
+    w.close()
+    assert saved.sidecar(path).exists()
+    ix = ReplayIndex(path).start()
+    assert ix.loaded and ix.done and ix.steps == 500 and ix.events == 503
+
+
+def test_a_replay_builds_saves_and_then_reads_the_index(recording: Path) -> None:
+    side = saved.sidecar(recording)
+    side.unlink(missing_ok=True)
+    built = ReplayIndex(recording).start()
+    assert not built.loaded and built.wait(120) and built.saved_to == side and side.exists()
+    ix = ReplayIndex(recording).start()
+    assert ix.loaded and ix.done  # at once: no thread
+    for name in ("stalls", "gaps", "hint_changes", "between_marks"):
+        assert getattr(ix, name) == [tuple(m) for m in getattr(built, name)], name
+    assert (ix.start_t, ix.end_t, ix.events, ix.steps, ix.primary) == (
+        built.start_t, built.end_t, built.events, built.steps, built.primary
+    )  # fmt: skip
+    assert ix.stalls and ix.gaps
+    a, b = Player(ix), Player(built)
+    rnd = random.Random(3)
+    for _ in range(4):
+        k = rnd.randrange(ix.events)
+        a.seek_event(k)
+        b.seek_event(k)
+        assert a.events == b.events == k and a.snapshot() == b.snapshot()
+    a.seek_step(4000)
+    assert a.steps() == 4000
+
+
+def test_a_changed_recording_or_damaged_sidecar_is_rebuilt(recording: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "grown.perftop"
+    copy.write_bytes(recording.read_bytes())
+    ReplayIndex(copy).start().wait(120)
+    side = saved.sidecar(copy)
+    assert ReplayIndex(copy).start().loaded
+    with open(copy, "ab") as f:  # the recording grew (a recorder appended to it)
+        f.write(b"\0" * 7)
+    stale = ReplayIndex(copy).start()
+    assert not stale.loaded and stale.wait(120) and stale.saved_to == side
+    assert ReplayIndex(copy).start().loaded  # saved again, for the grown file
+    side.write_bytes(side.read_bytes()[:-5])  # a cut sidecar
+    assert not ReplayIndex(copy).start().loaded
+
+
+def test_unwritable_sidecar_still_replays(recording: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "ro.perftop"
+    copy.write_bytes(recording.read_bytes())
+    saved.sidecar(copy).mkdir()  # in the way: the index cannot be written there
+    ix = ReplayIndex(copy).start()
+    assert ix.wait(120) and ix.saved_to is None and ix.error is None
+    assert not list(tmp_path.glob(".*.tmp"))
+    p = Player(ix)
+    p.seek_step(3000)
+    assert p.steps() == 3000
+
+
+class _Evil:
+    def __reduce__(self):  # what a crafted sidecar could hold
+        import os
+
+        return (os.system, ("touch /tmp/perftop-pwned",))
+
+
+def test_checkpoints_never_run_code() -> None:
+    data = zlib.compress(pickle.dumps(_Evil()))
+    with pytest.raises(ValueError, match="not allowed"):
+        session_from(data)
