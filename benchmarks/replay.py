@@ -60,7 +60,7 @@ def generate(
     def pc() -> float:  # time.perf_counter() four days after boot
         return (PC0 + ns) / 1e9
 
-    w = RecordingWriter(path, force=True, index=False)
+    w = RecordingWriter(path, force=True)
     wpids = [MAIN + 1 + i for i in range(workers)]
     w.write_events(
         [

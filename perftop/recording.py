@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,11 +48,12 @@ class RecordingWriter:
         force: bool = False,
         append: bool = False,
         compress: bool = True,
-        index: bool = True,
+        on_close: Callable[[Path], object] | None = None,
     ) -> None:
         """``append`` continues an existing recording (a background recorder taking over
-        from the TUI); the header is written only when the file is new or empty. ``index``:
-        save the replay index beside the file when it closes (:mod:`perftop.replay.saved`)."""
+        from the TUI); the header is written only when the file is new or empty.
+        ``on_close(path)`` runs once the file is complete: the monitor saves the replay
+        index beside it (:func:`perftop.replay.saved.index_after_recording`)."""
         self.path = Path(path)
         mode = "ab" if append else "wb" if force else "xb"
         try:
@@ -70,7 +71,7 @@ class RecordingWriter:
         self.bytes_written = len(MAGIC) if fresh else 0
         self.closed = False
         self.compress = compress
-        self.index = index
+        self.on_close = on_close
         self._pending: list[bytes] = []
         self._pending_bytes = 0
         self._deflate: Any = None
@@ -134,10 +135,8 @@ class RecordingWriter:
             self._emit()
             self.closed = True
             self._file.close()
-            if self.index and self.bytes_written > len(MAGIC):
-                from perftop.replay.saved import index_after_recording
-
-                index_after_recording(self.path)
+            if self.on_close is not None and self.bytes_written > len(MAGIC):
+                self.on_close(self.path)
 
 
 @dataclass

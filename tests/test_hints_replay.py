@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from perftop.hints import hinted_session
+from perftop.model import Session
 from perftop.recording import read_events
 from perftop.replay.index import ReplayIndex
 from perftop.replay.player import Player

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from perftop.events import JobExit, JobStart, SessionStart, Step
-from perftop.recording import RecordingWriter
+from perftop.monitor.hub import Hub
 from perftop.replay import saved
 from perftop.replay.checkpoint import session_from
 from perftop.replay.index import ReplayIndex
@@ -39,7 +39,8 @@ def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_closing_a_recording_saves_its_index(tmp_path: Path) -> None:
     path = tmp_path / "small.perftop"
-    w = RecordingWriter(path)
+    w = Hub().record(path)  # the monitor's recordings save their index when they close
+    assert w.on_close is saved.index_after_recording
     w.write_events(
         [
             SessionStart(100.0, ("python", "t.py"), "/w", "h", 1, "0"),

@@ -72,8 +72,9 @@ class Marks:
         ids = self.ids
 
         def gone(ref: Any) -> None:
-            if ids.get(ref.key) is ref:
-                del ids[ref.key]
+            key = ref.key
+            if ids.get(key) is ref:
+                del ids[key]
 
         self.gone = gone
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left
 from collections import deque
+from collections.abc import Sequence
 from math import copysign
 
 from perftop.events import Step, StepGpu
@@ -214,10 +215,12 @@ class StepSeries:
             own_p50 = s_own.percentile(50)
         else:
             last = LIVE_WINDOW if window is None else window
-            if last >= LIVE_WINDOW and n >= LIVE_WINDOW:  # the whole ring; order is moot
-                durs, data, others, bwd, opt, own = self.columns()
-            else:
-                durs, data, others, bwd, opt, own = self.window(last)
+            cols: Sequence[Sequence[float]] = (
+                self.columns()  # the whole ring; order is moot
+                if last >= LIVE_WINDOW and n >= LIVE_WINDOW
+                else self.window(last)
+            )
+            durs, data, others, bwd, opt, own = cols
             total, data_total, count = sum(durs), sum(data), len(durs)
             sdur = sorted(durs)
             p50, p95, top = percentile(sdur, 50), percentile(sdur, 95), sdur[-1]

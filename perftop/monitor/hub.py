@@ -29,6 +29,7 @@ from perftop.model import SessionModel, Snapshot
 from perftop.monitor.header import Header, _frame
 from perftop.monitor.sinks import BufferedSink, EventSink
 from perftop.recording import RecordingWriter, default_path
+from perftop.replay.saved import index_after_recording
 from perftop.wire import Frame
 
 SnapshotSink = Callable[[Snapshot], object]
@@ -101,7 +102,7 @@ class Hub:
     def record(self, path: os.PathLike[str] | str, *, force: bool = False) -> RecordingWriter:
         """Record from now on into a new file that begins with the session's header and
         history, so it reports on its own."""
-        rec = RecordingWriter(path, force=force)
+        rec = RecordingWriter(path, force=force, on_close=index_after_recording)
         self.subscribe(rec, buffered=False, record_path=str(rec.path))
         return rec
 

@@ -31,6 +31,7 @@ from perftop.monitor.sinks import SocketSink
 from perftop.monitor.stall import StallWatch
 from perftop.probes.alive import alive
 from perftop.recording import RecordingWriter
+from perftop.replay.saved import index_after_recording
 
 BOOTSTRAP_DIR = Path(perftop.__file__).resolve().parent / "_bootstrap"
 DRAIN_S = 3.0
@@ -99,7 +100,9 @@ class Job(Background):
             self.hub.snapshot_subscribers.append(on_snapshot)
         self.recorder: RecordingWriter | None = None
         if cfg.record is not None:
-            self.recorder = RecordingWriter(cfg.record, force=cfg.force)
+            self.recorder = RecordingWriter(
+                cfg.record, force=cfg.force, on_close=index_after_recording
+            )
             self.hub.subscribe(self.recorder, buffered=False)
         for sink in sinks:  # forwarders and streams buffer on their own: never blocking
             self.hub.subscribe(sink, buffered=False)

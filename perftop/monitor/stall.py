@@ -38,7 +38,7 @@ class StallWatch:
         now = snap.meta.now_t
         if now is None or snap.meta.ended:
             return
-        stalled = []  # (how long, rank stats) of every rank stuck in a new stall
+        stalled = []  # (how long, pid, rank stats) of every rank stuck in a new stall
         for r in snap.ranks:
             if r.count < MIN_STEPS or r.p50 is None or not r.recent or r.pid is None:
                 continue
@@ -46,20 +46,20 @@ class StallWatch:
             if (r.pid, last.index + 1) in self._seen:
                 continue
             if now - last.t1 >= max(FACTOR * r.p50, MIN_STALL_S):
-                stalled.append((now - last.t1, r))
+                stalled.append((now - last.t1, r.pid, r))
         if not stalled or not self._busy.acquire(blocking=False):
             return
         # One dump covers every process: ranks stalled together (a hung collective) make
         # one capture, named after the longest-stalled rank.
-        for _, r in stalled:
-            self._seen.add((r.pid, r.recent[-1].index + 1))
-        _, r = max(stalled, key=lambda x: x[0])
+        for _, pid, r in stalled:
+            self._seen.add((pid, r.recent[-1].index + 1))
+        _, pid, r = max(stalled, key=lambda x: x[0])
         last = r.recent[-1]
-        pids = [(r.pid, _role(snap, r.pid))]
-        pids += [(p.pid, p.role) for p in snap.roles if p.role in DUMP_ROLES and p.pid != r.pid]
+        pids = [(pid, _role(snap, pid))]
+        pids += [(p.pid, p.role) for p in snap.roles if p.role in DUMP_ROLES and p.pid != pid]
         threading.Thread(
             target=self._capture,
-            args=(r.pid, last.index + 1, last.t1, r.p50, pids),
+            args=(pid, last.index + 1, last.t1, r.p50, pids),
             name="perftop-stall",
             daemon=True,
         ).start()

@@ -19,6 +19,7 @@ from pathlib import Path
 from perftop.events import Note, SessionStart, Step
 from perftop.hints.session import SessionHints
 from perftop.model import Session
+from perftop.model.fleet import FleetSession
 from perftop.model.session import StepsReducer
 from perftop.model.stats import percentile
 from perftop.reader import FrameScanner, open_recording
@@ -34,11 +35,11 @@ MEDIAN_EVERY = 256  # steps between two refreshes of that median
 GAP_MIN_S = 0.1  # a gap between steps shorter than this is not a between-steps interval
 
 
-def steps_reducer(session: Session) -> StepsReducer | None:
+def steps_reducer(session: Session | FleetSession) -> StepsReducer | None:
     return next((r for r in session.reducers if isinstance(r, StepsReducer)), None)
 
 
-def primary_pid(session: Session) -> int | None:
+def primary_pid(session: Session | FleetSession) -> int | None:
     """The process the Steps panel shows: lowest rank, else the first that stepped."""
     steps = steps_reducer(session)
     series = steps.series if steps is not None else None
@@ -133,7 +134,8 @@ class ReplayIndex:
                             p50 = percentile(sorted(s.window(WINDOW)[0]), 50)
                         if p50 and n > 1 and ev.t1 - ev.t0 >= STALL_FACTOR * p50:
                             self.stalls.append((ev.t1, n, session.events))
-                        if prev_t1 is not None and ev.t0 - prev_t1 >= max(GAP_MIN_S, 3 * p50):
+                        gap_min = max(GAP_MIN_S, 3 * p50) if p50 else GAP_MIN_S
+                        if prev_t1 is not None and ev.t0 - prev_t1 >= gap_min:
                             self.gaps.append((prev_t1, ev.t0, prev_at))
                         prev_t1, prev_at, self.steps = ev.t1, session.events, n
                     elif isinstance(ev, Note) and ev.source != "background":

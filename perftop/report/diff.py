@@ -12,12 +12,13 @@ from typing import Any
 
 from perftop.fmt import NA, table
 from perftop.model import Session, Snapshot
+from perftop.model.fleet import FleetSession
 from perftop.replay.index import primary_pid, steps_reducer
 
 SAME_WITHIN = 0.05
 
 
-def between_steps_s(session: Session) -> float | None:
+def between_steps_s(session: Session | FleetSession) -> float | None:
     """Time the primary process spent outside its steps, from its first step's start to
     its last step's end (evaluation, checkpoints, logging between steps)."""
     pid, sr = primary_pid(session), steps_reducer(session)
