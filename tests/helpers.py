@@ -62,3 +62,15 @@ def listening(path: Path) -> Any:
     s.bind(str(path))
     s.listen(64)
     return s
+
+
+def replay_bench() -> Any:
+    """``benchmarks/replay.py`` as a module: its generator writes large synthetic recordings."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "replay.py"
+    spec = importlib.util.spec_from_file_location("bench_replay", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import random
 import time
 from pathlib import Path
@@ -15,23 +14,15 @@ from perftop.model import Session
 from perftop.recording import read_events
 from perftop.replay.index import ReplayIndex
 from perftop.replay.player import Player, event_time
+from tests.helpers import replay_bench
 from tests.replay_recordings import recordings  # noqa: F401 (fixture)
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("bench_replay", ROOT / "benchmarks/replay.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @pytest.fixture(scope="module")
 def long_recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """8,000 steps with samples, stalls and an evaluation pause: many checkpoints."""
     path = tmp_path_factory.mktemp("long") / "long.perftop"
-    _bench().generate(path, 8000, 4, 0.05, eval_every=3000)
+    replay_bench().generate(path, 8000, 4, 0.05, eval_every=3000)
     return path
 
 

@@ -3,7 +3,6 @@ when missing or stale, read back at once; a foreign sidecar never runs code."""
 
 from __future__ import annotations
 
-import importlib.util
 import pickle
 import random
 import zlib
@@ -17,15 +16,7 @@ from perftop.replay import saved
 from perftop.replay.checkpoint import session_from
 from perftop.replay.index import ReplayIndex
 from perftop.replay.player import Player
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("bench_replay", ROOT / "benchmarks/replay.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from tests.helpers import replay_bench
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +24,7 @@ def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """6,000 steps with samples, stalls and an evaluation pause, written without an index
     (as an older perftop, or a crashed recorder, leaves it)."""
     path = tmp_path_factory.mktemp("saved") / "run.perftop"
-    _bench().generate(path, 6000, 2, 0.05, eval_every=2500)
+    replay_bench().generate(path, 6000, 2, 0.05, eval_every=2500)
     return path
 
 
