@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, NamedTuple
 
@@ -76,11 +77,23 @@ def inner_frames(data: bytes) -> tuple[list[Frame], int]:
     return out, bad
 
 
+@dataclass
+class ReadStats:
+    """What a reader had to skip; each non-zero figure becomes a warning."""
+
+    frames: int = 0
+    events: int = 0
+    bad_frames: int = 0
+    unknown_events: int = 0
+    truncated_bytes: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
 class FrameScanner:
     """Walks a recording's outer frames from an offset, decoding events; counts damage
-    in ``stats`` (a :class:`perftop.recording.ReadStats`)."""
+    in ``stats``."""
 
-    def __init__(self, path: Path, f: IO[bytes], size: int, stats: object) -> None:
+    def __init__(self, path: Path, f: IO[bytes], size: int, stats: ReadStats) -> None:
         self.path, self.f, self.size, self.stats = path, f, size, stats
         self._inflate: zlib._Decompress | None = None
         self.checked_version = False
@@ -94,11 +107,11 @@ class FrameScanner:
         while pos < end_at:
             head = f.read(HEADER.size)
             if len(head) < HEADER.size:
-                st.truncated_bytes = len(head)  # type: ignore[attr-defined]
+                st.truncated_bytes = len(head)
                 return
             length, crc, kind = HEADER.unpack(head)
             if length > MAX_FRAME:
-                st.warnings.append(  # type: ignore[attr-defined]
+                st.warnings.append(
                     f"{self.path}: stopped reading at a damaged frame "
                     f"(frame of {length} bytes is over the {MAX_FRAME} limit)"
                 )
@@ -107,11 +120,11 @@ class FrameScanner:
             start, pos = pos, pos + HEADER.size + length
             whole = len(payload) == length
             if not whole:
-                st.truncated_bytes = HEADER.size + len(payload)  # type: ignore[attr-defined]
+                st.truncated_bytes = HEADER.size + len(payload)
                 if kind != KIND_ZLIB:
                     return
             if whole and zlib.crc32(payload) != crc:
-                st.bad_frames += 1  # type: ignore[attr-defined]
+                st.bad_frames += 1
                 if kind != KIND_ZLIB:
                     continue
             if kind == KIND_ZLIB:
@@ -138,25 +151,25 @@ class FrameScanner:
             data = _salvage(self._inflate, payload[1:])
             self._inflate = None
         frames, bad = inner_frames(data)
-        st.bad_frames += bad if intact else 0  # type: ignore[attr-defined]
+        st.bad_frames += bad if intact else 0
         return frames
 
     def _decode(self, frames: list[Frame]) -> list[Event]:
         st = self.stats
         out: list[Event] = []
         for frame in frames:
-            st.frames += 1  # type: ignore[attr-defined]
+            st.frames += 1
             try:
                 events, unknown = decode_frame(frame)
             except FrameError:
-                st.bad_frames += 1  # type: ignore[attr-defined]
+                st.bad_frames += 1
                 continue
-            st.unknown_events += unknown  # type: ignore[attr-defined]
+            st.unknown_events += unknown
             if events and not self.checked_version:
                 self.checked_version = True
                 check_version(self.path, events[0])
             out.extend(events)
-        st.events += len(out)  # type: ignore[attr-defined]
+        st.events += len(out)
         return out
 
 

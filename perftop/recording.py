@@ -12,13 +12,12 @@ import os
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from perftop.errors import RecordingError
 from perftop.events import Event
-from perftop.reader import FrameScanner, open_recording
+from perftop.reader import FrameScanner, ReadStats, open_recording
 from perftop.wire import HEADER, KIND_ZLIB, MAGIC, ZLIB_START, Frame, encode_frame
 
 FLUSH_EVERY_S = 0.5
@@ -137,18 +136,6 @@ class RecordingWriter:
             self._file.close()
             if self.on_close is not None and self.bytes_written > len(MAGIC):
                 self.on_close(self.path)
-
-
-@dataclass
-class ReadStats:
-    """What a reader had to skip; each non-zero figure becomes a warning."""
-
-    frames: int = 0
-    events: int = 0
-    bad_frames: int = 0
-    unknown_events: int = 0
-    truncated_bytes: int = 0
-    warnings: list[str] = field(default_factory=list)
 
 
 def read_events(path: str | os.PathLike[str], stats: ReadStats | None = None) -> Iterator[Event]:

@@ -77,7 +77,7 @@ def event(tag: str) -> Callable[[type[T]], type[T]]:
         if all(f.default_factory is dataclasses.MISSING for f in fields):
             made._make = staticmethod(_fast_constructor(made, made._FIELDS))
         _BY_TAG[tag] = made
-        return made  # the dataclass of ``cls``
+        return made  # type: ignore[no-any-return]  # the dataclass of ``cls``
 
     return register
 
@@ -120,7 +120,8 @@ def decode(item: Any) -> Event | None:
             if have < cls._REQUIRED:
                 raise DecodeError(f"bad {item[0]!r} event: {have} of {cls._REQUIRED} fields")
             values.extend(cls._DEFAULTS[have - cls._REQUIRED :])
-        return cls._make(values)
+        made: Event = cls._make(values)
+        return made
     try:
         return cls(*values)
     except TypeError as exc:  # too few values for fields without defaults

@@ -50,7 +50,9 @@ class Straggler:
         return f"{name} on {self.host}" if self.host else name
 
     def evidence(self) -> tuple[str, ...]:
-        ms = lambda x: f"{x * 1e3:.1f}ms"  # noqa: E731
+        def ms(x: float) -> str:
+            return f"{x * 1e3:.1f}ms"
+
         return (
             f"{self.label} spends {ms(self.extra_s)} more per step outside backward than the "
             f"other ranks ({ms(self.own_s)} vs {ms(self.others_own_s)}, medians)",

@@ -155,7 +155,7 @@ class StepSeries:
             for k in sorted(self.gpu)[:LIVE_WINDOW]:
                 del self.gpu[k]
 
-    def columns(self) -> tuple[array, ...]:
+    def columns(self) -> tuple[array[float], ...]:
         return (self.durations, self.data, self.other, self.backward, self.optimizer, self.own)
 
     def window(self, last: int = LIVE_WINDOW) -> tuple[list[float], ...]:

@@ -7,7 +7,7 @@ Rendering lives in the widgets; job control lives behind :class:`Controller` (se
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 from textual import events
 from textual.app import App, ComposeResult
@@ -38,6 +38,10 @@ SHORT_BELOW = 40  # rows
 TALL_FROM = 60
 
 
+# "" a job perftop runs; "viewer" a session attached read-only; "observer" a bare process
+AppMode = Literal["", "viewer", "observer"]
+
+
 class Controller(Protocol):
     """What the app may ask of the job; ``None`` for a replay or a test."""
 
@@ -66,7 +70,7 @@ class PerftopApp(App[str | None]):
         *[Binding(str(i), f"focus_panel({i - 1})", show=False) for i in range(1, 9)],
     ]
 
-    def __init__(self, controller: Controller | None = None, mode: str = "") -> None:
+    def __init__(self, controller: Controller | None = None, mode: AppMode = "") -> None:
         """``mode``: "" (a job perftop runs), "viewer" (attached to a session, read-only)
         or "observer" (a process without a hook: stacks replace the job's output)."""
         super().__init__()

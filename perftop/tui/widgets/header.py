@@ -7,6 +7,7 @@ read while rendering, so the same snapshot always renders the same header.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.widgets import Static
@@ -14,6 +15,9 @@ from textual.widgets import Static
 from perftop.fmt import command as command_line
 from perftop.model import Snapshot
 from perftop.tui import fmt
+
+if TYPE_CHECKING:  # the app imports the widgets
+    from perftop.tui.app import AppMode
 
 
 class HeaderBar(Static):
@@ -26,7 +30,7 @@ class HeaderBar(Static):
     }
     """
 
-    def __init__(self, *, id: str | None = None, mode: str = "") -> None:
+    def __init__(self, *, id: str | None = None, mode: AppMode = "") -> None:
         super().__init__("perftop", id=id, markup=False)
         self.mode = mode  # "", "viewer" or "observer" (see PerftopApp)
         self.paused = False
