@@ -134,19 +134,21 @@ def test_a_process_seen_before_its_exec_gets_its_new_command_line():
     """A shell's child is first seen as a copy of the shell (fork), then runs its program
     (exec): its command line is read again, so nothing keeps the shell's (the hookless
     check reads it to tell a Python process started with -I from a shell)."""
-    proc = subprocess.Popen(["sh", "-c", "sleep 0.5; exec sleep 3"])
+    proc = subprocess.Popen(["sh", "-c", "sleep 0.7; exec sleep 3"])
     try:
+        time.sleep(0.2)  # Popen's child is a copy of this Python until it runs sh
         probe = ProcProbe(proc.pid)
         events = probe.sample(time.time())
-        first = [e.cmdline for e in events if isinstance(e, ProcInfo)]
-        assert first == ["sh -c sleep 0.5; exec sleep 3"]
+        first = {e.cmdline for e in events if isinstance(e, ProcInfo) and e.pid == proc.pid}
+        assert first == {"sh -c sleep 0.7; exec sleep 3"}
         time.sleep(1.5)
-        events += probe.sample(time.time())
-        again = [e.cmdline for e in events if isinstance(e, ProcInfo)][1:]
+        second = probe.sample(time.time())
+        again = [e.cmdline for e in second if isinstance(e, ProcInfo) and e.pid == proc.pid]
         assert again == ["sleep 3"]
+        events += second
         s = Session()
         s.apply_all(events)
-        assert [p.cmdline for p in s.snapshot().processes] == ["sleep 3"]
+        assert [p.cmdline for p in s.snapshot().processes if p.pid == proc.pid] == ["sleep 3"]
     finally:
         proc.kill()
         proc.wait()

@@ -40,7 +40,8 @@ class Checkpoint:
     def blob(self) -> bytes:
         if self.data is not None:
             return self.data
-        assert self.saved is not None
+        if self.saved is None:
+            raise ValueError("a checkpoint with neither its bytes nor where they are saved")
         path, at, size = self.saved
         with open(path, "rb") as f:
             f.seek(at)
