@@ -167,7 +167,7 @@ def index_after_recording(path: str | os.PathLike[str]) -> None:
         subprocess.Popen(
             [sys.executable, "-m", "perftop.replay.saved", str(p)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True, preexec_fn=lambda: os.nice(10),
+            start_new_session=True,
         )  # fmt: skip
     except OSError:
         pass  # a replay builds the index itself
@@ -185,6 +185,8 @@ def build_and_save(path: Path) -> Path | None:
 
 
 def main(argv: list[str]) -> int:
+    if hasattr(os, "nice"):
+        os.nice(10)  # after a recording closed: behind whatever runs next
     if len(argv) != 1:
         print("usage: python -m perftop.replay.saved RECORDING", file=sys.stderr)
         return 2
