@@ -82,7 +82,7 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         job = subprocess.Popen(
             [sys.executable, "-c", LAUNCH, "run", "--headless", "--no-record",
              "--interval", "0.5", "--prometheus", f"127.0.0.1:{perf_port}", "--",
-             sys.executable, str(WORKLOADS / "epochs_train.py"), "3", "120"],
+             sys.executable, str(WORKLOADS / "epochs_train.py"), "4", "120"],
             cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
@@ -124,7 +124,7 @@ def test_every_dashboard_query_returns_data(scraped: dict[str, Any]) -> None:
 def test_the_last_scrape_sees_the_end(scraped: dict[str, Any]) -> None:
     data = _query(scraped, "query", query='perftop_job_info{state="exited",exit_code="0"}[5m]',
                   time=scraped["end"])  # fmt: skip
-    assert data["result"] and data["result"][0]["metric"]["command"].endswith("3 120")
+    assert data["result"] and data["result"][0]["metric"]["command"].endswith("4 120")
     assert "metrics stay up for a last scrape" in scraped["stderr"]
 
 
@@ -138,7 +138,9 @@ def test_process_series_do_not_grow_with_epochs(scraped: dict[str, Any]) -> None
     assert {(s["role"], s.get("worker", "")) for s in procs} == {("main", ""), ("worker", "0"),
                                                         ("worker", "1")}  # fmt: skip
     info = series('perftop_process_info{role="worker"}')
-    assert len({s["pid"] for s in info}) >= 3  # workers of several epochs, new pids each
+    assert (
+        len({s["pid"] for s in info}) >= 3
+    )  # workers of several epochs (4: the probe may miss one), new pids each
 
 
 def test_promtool_check_metrics(scraped: dict[str, Any]) -> None:
