@@ -9,6 +9,11 @@ from __future__ import annotations
 import sys
 
 
+def interactive() -> bool:
+    """A person at a terminal on both ends: only then may a TUI take the screen."""
+    return sys.stdout.isatty() and sys.stdin.isatty()
+
+
 def say(line: str) -> None:
     """One line to stderr, flushed; nothing when nobody can read it any more."""
     try:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from perftop.cli.base import Command
 from perftop.cli.extras import add_prometheus_option, build_extras
+from perftop.console import interactive
 from perftop.errors import UsageError
 from perftop.fleet import link
 from perftop.recording import default_path
@@ -95,7 +96,7 @@ class CollectCommand(Command):
                 file=sys.stderr,
                 flush=True,
             )
-        headless = args.headless or not (sys.stdout.isatty() and sys.stdin.isatty())
+        headless = args.headless or not interactive()
         cfg = CollectConfig(
             listen=listen,
             token=token,

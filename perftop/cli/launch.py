@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perftop.cli.extras import add_forward_option, add_prometheus_option, build_extras
-from perftop.console import say
+from perftop.console import interactive, say
 from perftop.errors import UsageError
 from perftop.recording import default_path
 
@@ -79,7 +79,7 @@ def probe_sources(cfg: RunConfig) -> list[Any]:
 
 
 def use_tui(args: argparse.Namespace) -> bool:
-    return not args.headless and sys.stdout.isatty() and sys.stdin.isatty()
+    return not args.headless and interactive()
 
 
 def launch(args: argparse.Namespace, command: tuple[str, ...]) -> int:

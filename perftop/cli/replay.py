@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from perftop.cli.base import Command
+from perftop.console import interactive
 from perftop.errors import RecordingError, UsageError
 from perftop.recording import SUFFIX
 
@@ -42,7 +43,7 @@ class ReplayCommand(Command):
         from perftop.tui.replay import make_replay
 
         app, ctl = make_replay(path, playing=not args.paused)  # bad files fail here
-        if not (sys.stdout.isatty() and sys.stdin.isatty()):
+        if not interactive():
             ctl.player.close()
             raise UsageError(f"replay needs a terminal; `perftop report {path}` prints a summary")
         ctl.start()

@@ -4,7 +4,6 @@ wait, and a viewer's controller (quit detaches, ``r`` records what is seen)."""
 from __future__ import annotations
 
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -12,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from perftop.console import interactive
 from perftop.monitor.hub import Hub
 from perftop.recording import RecordingWriter
 
@@ -31,7 +31,7 @@ class WatchOptions:
 
 def wants_tui(opts: WatchOptions) -> bool:
     """The TUI only on a terminal, and only when not asked to run headless."""
-    return not opts.headless and sys.stdout.isatty() and sys.stdin.isatty()
+    return not opts.headless and interactive()
 
 
 def record(hub: Hub, opts: WatchOptions) -> RecordingWriter | None:
