@@ -93,7 +93,8 @@ async def test_timeline_and_jumps(recordings: dict[str, Path]) -> None:
             await pilot.press("n")
             if ix.stalls:  # the first steps (worker start-up) are the fixed run's stalls
                 await until(pilot, lambda: app.replay_state.event == ix.stalls[0][2])
-                assert "▲" in text_of(app.query_one(TimelineBar))
+                # the bar is redrawn on the app's next refresh after the jump
+                await until(pilot, lambda: "▲" in text_of(app.query_one(TimelineBar)))
             else:
                 await until(pilot, lambda: "no later slow step" in notices(app))
             await pilot.press("g")
