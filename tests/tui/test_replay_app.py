@@ -12,7 +12,7 @@ from perftop.tui.replay import make_replay
 from perftop.tui.screens.seek import SeekScreen
 from perftop.tui.widgets import HeaderBar
 from perftop.tui.widgets.replaybar import ReplayBar
-from perftop.tui.widgets.timeline import TimelineBar
+from perftop.tui.widgets.timeline import TimelineBar, timeline
 from tests.replay_recordings import recordings  # noqa: F401
 from tests.tui.test_app import aio, text_of
 
@@ -93,8 +93,19 @@ async def test_timeline_and_jumps(recordings: dict[str, Path]) -> None:
             await pilot.press("n")
             if ix.stalls:  # the first steps (worker start-up) are the fixed run's stalls
                 await until(pilot, lambda: app.replay_state.event == ix.stalls[0][2])
-                # the bar is redrawn on the app's next refresh after the jump
-                await until(pilot, lambda: "▲" in text_of(app.query_one(TimelineBar)))
+                # the bar is redrawn on the app's next refresh after the jump: the position
+                # cell sits on the stall's cell, and every other stall's cell is a red ▲
+                tb = app.query_one(TimelineBar)
+                width = max(20, tb.content_region.width or 78)
+                await until(pilot, lambda: text_of(tb) == timeline(app.replay_state, width).plain)
+                st = app.replay_state
+                shown = timeline(st, width).plain
+                left, right = shown.split(" ", 1)[0], shown.rsplit(" ", 1)[1]
+                cells = shown[len(left) + 1 : len(shown) - len(right) - 1]
+                span = (st.end_t - st.start_t) / len(cells)
+                cell = [min(len(cells) - 1, int((s[0] - st.start_t) / span)) for s in ix.stalls]
+                assert cells.index("█") == cell[0]
+                assert all(cells[c] == "▲" for c in cell if c != cell[0])
             else:
                 await until(pilot, lambda: "no later slow step" in notices(app))
             await pilot.press("g")
