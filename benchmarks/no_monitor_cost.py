@@ -8,7 +8,7 @@
 2. **Shutdown.** A job emits steps as fast as it can for 0.5 s, then exits; the time from
    its last line to the process being gone, plainly, with a live monitor, and with a
    monitor that was SIGSTOPped mid-run (its socket full, the hook's sender thread blocked
-   in a send). The hook's exit flush has 100 ms.
+   in a send). The hook's exit handler has 100 ms; it is also timed from inside the job.
 
     python benchmarks/no_monitor_cost.py [--runs 5] [--steps 3000]
 """
@@ -47,6 +47,14 @@ while time.perf_counter() < end:
     for _ in range(1000):
         perftop.step()
 print("DONE", time.time(), flush=True)
+import atexit, perftop.hook as hook
+if hook.state() is not None:  # time the hook's own exit handler, from inside the job
+    def _timed(run=hook._at_exit):
+        t = time.perf_counter()
+        run()
+        print("HOOKEXIT", time.perf_counter() - t, file=sys.stderr, flush=True)
+    atexit.unregister(hook._at_exit)
+    atexit.register(_timed)
 """
 
 
@@ -76,9 +84,13 @@ def _step_cost(job: Path, steps: int, env: dict[str, str], name: str) -> tuple[f
     raise RuntimeError(out.stderr[-800:])
 
 
-def _exit_wait(env: dict[str, str], stop: int | None) -> float:
+HANDLER: dict[str, list[float]] = {}
+
+
+def _exit_wait(env: dict[str, str], stop: int | None, name: str) -> float:
     job = subprocess.Popen([sys.executable, "-c", EXIT_JOB], env=env, text=True,
-                           stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE)  # fmt: skip
     assert job.stdin is not None and job.stdout is not None
     time.sleep(0.3)  # connected (armed at the first perftop.step) before the stop below
     if stop is not None:
@@ -88,7 +100,12 @@ def _exit_wait(env: dict[str, str], stop: int | None) -> float:
         job.stdin.flush()
         done = float(job.stdout.readline().split()[1])
         job.wait(timeout=60)
-        return time.time() - done
+        gone = time.time() - done
+        assert job.stderr is not None
+        for line in job.stderr.read().splitlines():
+            if line.startswith("HOOKEXIT"):
+                HANDLER.setdefault(name, []).append(float(line.split()[1]))
+        return gone
     finally:
         if stop is not None:
             os.kill(stop, signal.SIGCONT)
@@ -118,9 +135,9 @@ def main() -> int:
             for i in range(a.runs):
                 for name in list(arms) if i % 2 == 0 else list(arms)[::-1]:
                     res[name].append(_step_cost(job, a.steps, arms[name], name))
-                exits["plain"].append(_exit_wait(_env(None), None))
-                exits["live monitor"].append(_exit_wait(_env(live), None))
-                exits["stopped monitor"].append(_exit_wait(_env(live), mon.pid))
+                exits["plain"].append(_exit_wait(_env(None), None, "plain"))
+                exits["live monitor"].append(_exit_wait(_env(live), None, "live monitor"))
+                exits["stopped monitor"].append(_exit_wait(_env(live), mon.pid, "stopped monitor"))
         finally:
             mon.kill()
             mon.wait()
@@ -136,6 +153,9 @@ def main() -> int:
         print(f"  {name:<22}: {state}")
     print("exit: last line to process gone (ms, median / max):")
     for name, xs in exits.items():
+        print(f"  {name:<16}: {statistics.median(xs) * 1e3:7.1f} / {max(xs) * 1e3:7.1f}")
+    print("exit: the hook's exit handler, timed inside the job (ms, median / max; budget 100):")
+    for name, xs in HANDLER.items():
         print(f"  {name:<16}: {statistics.median(xs) * 1e3:7.1f} / {max(xs) * 1e3:7.1f}")
     return 0
 

@@ -48,6 +48,9 @@ CAPACITY = 65536
 INTERVAL_S = 0.1
 SEND_TIMEOUT_S = 2.0
 EXIT_S = 0.1  # the most a process's exit (or a DataLoader worker's) waits for perftop
+# Of EXIT_S, what the sends leave for the rest: the last batch's overshoot, the disconnect,
+# and freeing a full buffer (65,536 steps take ~4 ms to free).
+EXIT_RESERVE_S = 0.02
 PR_SET_PTRACER = 0x59616D61  # Yama (linux/prctl.h)
 MAX_BATCH = 4096
 EXIT_BATCH = 512  # smaller batches under a deadline: the last one overshoots it less
@@ -289,7 +292,7 @@ class Sender:
         self.closed = True
         self._wake.set()
         if self.started:
-            self.drain(deadline=time.monotonic() + timeout)
+            self.drain(deadline=time.monotonic() + max(0.0, timeout - EXIT_RESERVE_S))
         if self._lock.acquire(blocking=False):  # else the sender thread still uses it
             try:
                 self._disconnect()
