@@ -136,8 +136,11 @@ class PerftopApp(App[str | None]):
             self.show(message.snapshot)
 
     def show(self, snap: Snapshot) -> None:
-        """Render a snapshot in every panel; a failing panel becomes a notification."""
+        """Render a snapshot in every panel; a failing panel becomes a notification. One
+        that arrives while the app shuts down (its screens gone) is dropped."""
         self.shown = snap
+        if not self.screen_stack:
+            return
         if len(snap.stalls) > self._stalls:
             self._stalls = len(snap.stalls)
             s = snap.stalls[-1]

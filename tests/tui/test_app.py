@@ -287,3 +287,15 @@ async def test_a_snapshot_that_beats_the_stacks_screen_compose_is_no_crash() -> 
         assert isinstance(app.screen, StacksScreen) and not app._errors
         app.show(snapshot())
         assert app.screen.snap is not None
+
+
+@aio
+async def test_a_snapshot_after_shutdown_is_dropped() -> None:
+    """A source thread's last snapshot can land after the app has closed its screens."""
+    app = PerftopApp()
+    async with app.run_test(size=SIZE) as pilot:
+        app.post_message(SnapshotMessage(snapshot()))
+        await settle(pilot)
+    assert not app.screen_stack
+    app.show(snapshot())  # raised ScreenStackError before
+    assert app.shown is not None
