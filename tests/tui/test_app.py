@@ -299,3 +299,19 @@ async def test_a_snapshot_after_shutdown_is_dropped() -> None:
     assert not app.screen_stack
     app.show(snapshot())  # raised ScreenStackError before
     assert app.shown is not None
+
+
+@aio
+async def test_header_says_the_recording_was_saved_once_the_job_ended() -> None:
+    app = PerftopApp()
+    async with app.run_test(size=SIZE) as pilot:
+        snap = snapshot()
+        meta = dataclasses.replace(snap.meta, record_path="/tmp/run.perftop")
+        app.post_message(SnapshotMessage(dataclasses.replace(snap, meta=meta)))
+        await settle(pilot)
+        assert "rec run.perftop" in text_of(app.query_one(HeaderBar))
+        ended = dataclasses.replace(meta, exit_code=0)
+        app.post_message(SnapshotMessage(dataclasses.replace(snap, meta=ended)))
+        await settle(pilot)
+        header = text_of(app.query_one(HeaderBar))
+        assert "saved run.perftop" in header and "rec run.perftop" not in header

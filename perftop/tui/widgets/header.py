@@ -98,7 +98,11 @@ class HeaderBar(Static):
         cpu = m.monitor_cpu_percent
         line2.append(fmt.pct(cpu), style=fmt.NA_STYLE if cpu is None else None)
         rec = self.recording if self.recording is not None else m.record_path
-        line2.append("  rec ", style="dim")
-        line2.append(os.path.basename(rec) if rec else "off", style="red" if rec else "dim")
+        if rec and m.exit_code is not None:  # the recording ended with the job
+            line2.append("  saved ", style="dim")
+            line2.append(os.path.basename(rec), style="green")
+        else:
+            line2.append("  rec ", style="dim")
+            line2.append(os.path.basename(rec) if rec else "off", style="red" if rec else "dim")
         line2.truncate(w)
         return Text("\n").join([line1, line2])
