@@ -13,9 +13,11 @@ from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Container
+from textual.driver import Driver
 from textual.widgets import Footer
 
 from perftop.model import Snapshot
+from perftop.tui.driver import sized
 from perftop.tui.messages import JobEnded, SnapshotMessage, TerminalLost
 from perftop.tui.screens import HelpScreen, QuitScreen, StacksScreen
 from perftop.tui.widgets import (
@@ -69,6 +71,10 @@ class PerftopApp(App[str | None]):
         Binding("k", "stacks", "stacks", show=False),
         *[Binding(str(i), f"focus_panel({i - 1})", show=False) for i in range(1, 9)],
     ]
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's driver, sized by the terminal rather than stale ``COLUMNS``/``LINES``."""
+        return sized(super().get_driver_class())
 
     def __init__(self, controller: Controller | None = None, mode: AppMode = "") -> None:
         """``mode``: "" (a job perftop runs), "viewer" (attached to a session, read-only)

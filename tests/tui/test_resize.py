@@ -61,8 +61,9 @@ def settled(name: str, timeout: float = 30.0, want: tuple | None = None) -> str:
 @pytest.mark.skipif(TMUX is None, reason="tmux not installed")
 def test_resize_in_tmux_matches_fresh_starts() -> None:
     tag = uuid.uuid4().hex[:6]
-    # pytest exports COLUMNS and LINES, which would fix the app's idea of its size.
-    cmd = shlex.join(["env", "-u", "COLUMNS", "-u", "LINES", sys.executable, "-m", "perftop",
+    # A shell that exports COLUMNS and LINES (pytest does too): stale after any resize, and
+    # Textual's own size query prefers them; perftop asks the terminal.
+    cmd = shlex.join(["env", "COLUMNS=100", "LINES=30", sys.executable, "-m", "perftop",
                       "run", "--no-record", "sleep", "90"])  # fmt: skip
     names = {"resized": (f"pt-rs-{tag}-r", SIZES[0])}
     names |= {f"{w}x{h}": (f"pt-rs-{tag}-{w}", (w, h)) for w, h in SIZES}
