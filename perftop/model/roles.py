@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from perftop.model.snapshot import Loader, Meta, ProcessRole, Role, Trainer
+from perftop.model.workers import WorkerRow
 
 # Trainers (one main, or ranks by rank), then DataLoader workers, then every other process:
 # the order of the report's processes and of the Processes panel's role column.
@@ -25,6 +26,7 @@ def assign_roles(
     loaders: Iterable[Loader],
     processes: Iterable[Any] = (),
     observed: dict[int, str] | None = None,
+    workers: Iterable[WorkerRow] = (),
 ) -> tuple[ProcessRole, ...]:
     """Roles for every pid we know of, trainers first, then workers, then the rest.
 
@@ -33,6 +35,8 @@ def assign_roles(
     script, helpers) is ``other``. ``processes`` are probe rows with ``pid`` and ``ppid``.
     ``observed`` are roles read from stack samples of processes without a hook (observer
     mode: the root is ``main``, a process inside DataLoader's worker loop is ``worker``).
+    ``workers`` are the workers' own reports: they keep the workers of earlier epochs (whose
+    loader has since started new ones) workers.
     """
     roles: dict[int, ProcessRole] = {}
     for t in trainers:
@@ -49,6 +53,12 @@ def assign_roles(
                     loader_id=ld.loader_id,
                     parent_pid=ld.pid,
                 )
+    for w in workers:
+        if w.pid not in roles:
+            roles[w.pid] = ProcessRole(
+                w.pid, "worker", rank=_rank(roles, w.ppid), worker_id=w.worker_id,
+                parent_pid=w.ppid,
+            )  # fmt: skip
     for pid, seen in (observed or {}).items():
         if pid not in roles and seen in ("main", "worker"):
             roles[pid] = ProcessRole(pid, "main" if seen == "main" else "worker")

@@ -275,6 +275,7 @@ class Session:
             parts.get("loaders", ()),
             parts.get("processes", ()),
             parts.pop("observed_roles", None),
+            parts.get("workers", ()),
         )
         parts["events"] = self.events
         return Snapshot(**parts)
