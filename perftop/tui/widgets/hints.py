@@ -74,8 +74,14 @@ class HintsPanel(TextPanel):
     TITLE = "Hints"
     # zoomed, every line of every hint is shown: what does not fit scrolls (arrows, wheel)
     DEFAULT_CSS = """
-    HintsPanel { overflow-y: auto; scrollbar-size-vertical: 1; }
+    HintsPanel { overflow-y: auto; scrollbar-size-vertical: 1; scrollbar-gutter: stable; }
     """
+
+    @property
+    def body_width(self) -> int:
+        """The width left of the scrollbar's column (always kept: lines are wrapped before
+        anyone knows whether they will scroll, and the bar would hide their last letter)."""
+        return max(10, self.scrollable_content_region.width or self.size.width or 40)
 
     def show(self, snap: Snapshot) -> None:
         """Like every text panel, but the lines come wrapped already (no ellipsis)."""
