@@ -20,6 +20,8 @@ def record(where: Path, name: str, *cmd: str) -> Path:
 
 @pytest.fixture(scope="session")
 def recordings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Shared by every test that asks (tests/conftest.py defines it once): read them, never
+    write beside them; a test that changes a recording copies it into its own tmp_path."""
     where = tmp_path_factory.mktemp("recordings")
     bound = str(WORKLOADS / "input_bound.py")
     return {

@@ -1,6 +1,5 @@
 """Pilot tests of `perftop replay`: the real app fed from real recordings by the replay
 controller's thread; keys change what the panels show."""
-# ruff: noqa: F811  (the recordings fixture is imported, then requested by name)
 
 from __future__ import annotations
 
@@ -13,7 +12,6 @@ from perftop.tui.screens.seek import SeekScreen
 from perftop.tui.widgets import HeaderBar
 from perftop.tui.widgets.replaybar import ReplayBar
 from perftop.tui.widgets.timeline import TimelineBar, timeline
-from tests.replay_recordings import recordings  # noqa: F401
 from tests.tui.test_app import aio, text_of
 
 SIZE = (160, 48)
