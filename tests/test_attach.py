@@ -22,7 +22,7 @@ from perftop.monitor.hub import Hub
 from perftop.monitor.registry import sessions
 from perftop.monitor.server import VIEW_MAGIC, Server, socket_dir
 from perftop.wire import MAGIC, FrameReader, decode_frame, encode_frame
-from tests.helpers import WORKLOADS, perftop, spawn_slow_job
+from tests.helpers import WORKLOADS, perftop, spawn_slow_job, until_step
 
 
 def _wait(cond, timeout=10.0):
@@ -35,7 +35,7 @@ def _wait(cond, timeout=10.0):
 def test_ls_lists_a_headless_session_and_attach_gets_its_history(tmp_path):
     mon = spawn_slow_job(tmp_path, "--no-record")
     try:
-        time.sleep(2.0)
+        until_step(mon, 50)
         ls = perftop("ls", "--json", cwd=tmp_path, timeout=60)
         assert ls.returncode == 0, ls.stderr
         mine = [s for s in json.loads(ls.stdout)["sessions"] if s["monitor_pid"] == mon.pid]
@@ -52,7 +52,7 @@ def test_ls_lists_a_headless_session_and_attach_gets_its_history(tmp_path):
         assert mon.poll() is None  # the job and its monitor go on undisturbed
         rep = json.loads(perftop("report", "--json", str(rec), cwd=tmp_path).stdout)
         assert rep["command"][-1].endswith("slow_steps.py")
-        # The viewer came 2 s in and stayed 1.5 s: it has the steps from before it came.
+        # The viewer came 50 steps in and stayed 1.5 s: it has the steps from before it came.
         assert rep["steps"]["count"] > s["steps"]
         assert rep["processes"][0]["role"] == "main"
     finally:

@@ -13,7 +13,7 @@ import time
 
 import psutil
 
-from tests.helpers import WORKLOADS, perftop, spawn_slow_job
+from tests.helpers import WORKLOADS, perftop, spawn_slow_job, until_step
 
 FAKE_SSH = str(WORKLOADS / "fake_ssh")
 
@@ -39,7 +39,7 @@ def test_attach_and_ls_over_ssh(tmp_path):
     here = f"{sys.executable} -m perftop"
     mon = spawn_slow_job(tmp_path, "--no-record")
     try:
-        time.sleep(1.5)
+        until_step(mon, 50)
         ls = _ssh(tmp_path, here, "ls", "--ssh", "me@gpu1", "--json")
         assert ls.returncode == 0, ls.stderr
         mine = [s for s in json.loads(ls.stdout)["sessions"] if s["monitor_pid"] == mon.pid]
@@ -76,7 +76,7 @@ def test_attach_stream_out_writes_only_the_stream(tmp_path):
 
     mon = spawn_slow_job(tmp_path, "--no-record")
     try:
-        time.sleep(1.0)
+        until_step(mon, 50)
         p = subprocess.run(
             [sys.executable, "-m", "perftop", "attach", "--stream-out", "--duration", "1",
              str(mon.pid)],
