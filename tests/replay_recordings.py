@@ -45,7 +45,8 @@ class Run:
 @pytest.fixture(scope="session")
 def starved_loader_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     """`loader_train.py 320` (2 slow workers starve the loop) run and recorded once: the
-    live hints test and the replay-gives-the-same-hints test read the same run."""
+    live hints test, the replay-gives-the-same-hints test and the workers-bottleneck test
+    read the same run."""
     where = tmp_path_factory.mktemp("starved_loader")
     proc, rep = run_and_report(where, sys.executable, str(WORKLOADS / "loader_train.py"), "320")
     return Run(proc, where / "r.perftop", rep)

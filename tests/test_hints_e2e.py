@@ -11,7 +11,7 @@ from tests.replay_recordings import Run
 def test_starved_input_pipeline_gives_input_bound_first_with_workers(
     starved_loader_run: Run,
 ) -> None:
-    # `loader_train.py 320`, run once for this test and tests/test_hints_replay.py
+    # `loader_train.py 320`, run once for the session (tests/replay_recordings.py)
     proc, rep = starved_loader_run.proc, starved_loader_run.report
     assert proc.returncode == 0, proc.stderr
     ids = [h["id"] for h in rep["hints"]]

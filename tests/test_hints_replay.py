@@ -25,7 +25,7 @@ def moments(s: Session) -> list[tuple[str, float | None, float | None]]:
 
 
 def test_replay_gives_the_live_hints_at_the_same_moments(starved_loader_run: Run) -> None:
-    # `perftop run --headless --record` of `loader_train.py 320`, shared with test_hints_e2e
+    # `perftop run --headless --record` of `loader_train.py 320`, run once for the session
     rec, live = starved_loader_run.rec, starved_loader_run.proc
     assert live.returncode == 0, live.stderr
     # the live monitor's own session printed its whole-run hints as the job ended
