@@ -95,7 +95,10 @@ async def test_timeline_and_jumps(recordings: dict[str, Path]) -> None:
                 # cell sits on the stall's cell, and every other stall's cell is a red ▲
                 tb = app.query_one(TimelineBar)
                 width = max(20, tb.content_region.width or 78)
-                await until(pilot, lambda: text_of(tb) == timeline(app.replay_state, width).plain)
+                await until(
+                    pilot,
+                    lambda: text_of(tb).rstrip("\n") == timeline(app.replay_state, width).plain,
+                )  # (text_of ends with the console's newline)
                 st = app.replay_state
                 shown = timeline(st, width).plain
                 left, right = shown.split(" ", 1)[0], shown.rsplit(" ", 1)[1]
