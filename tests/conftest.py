@@ -19,6 +19,11 @@ os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.envir
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("PYTHONWARNINGS", "ignore")
 
+# The real recordings and runs (session-scoped, read-only) are defined once here, so every module
+# that asks for them shares one set: a fixture imported into each module would be built
+# again for each.
+from tests.replay_recordings import recordings, starved_loader_run  # noqa: E402, F401
+
 
 @pytest.fixture
 def python() -> str:

@@ -6,6 +6,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,19 @@ def spawn_slow_job(tmp_path: Path, *record: str, **popen: Any) -> subprocess.Pop
         stdin=subprocess.DEVNULL, **popen)  # fmt: skip
     assert mon.stdout is not None and mon.stdout.readline().strip() == "ready"
     return mon
+
+
+def until_step(mon: subprocess.Popen[str], n: int = 50, timeout: float = 60) -> None:
+    """Read a :func:`spawn_slow_job`'s output until its job printed ``step N`` (it prints
+    every 50th step): N steps done, rather than a fixed sleep that may be too short or long."""
+    assert mon.stdout is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = mon.stdout.readline()
+        assert line, f"the job ended before step {n}"
+        if line.split()[:2] == ["step", str(n)]:
+            return
+    raise AssertionError(f"no step {n} within {timeout} s")
 
 
 def listening(path: Path) -> Any:

@@ -1,14 +1,18 @@
 """Real recordings for the replay, export and diff tests, made once per test session:
-a starved input pipeline, the same job fixed with workers, and a job with sync sites."""
+a starved input pipeline, the same job fixed with workers, and a job with sync sites; and
+the starved DataLoader run that the hints tests share."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.helpers import WORKLOADS, perftop
+from tests.helpers import WORKLOADS, perftop, run_and_report
 
 
 def record(where: Path, name: str, *cmd: str) -> Path:
@@ -20,6 +24,8 @@ def record(where: Path, name: str, *cmd: str) -> Path:
 
 @pytest.fixture(scope="session")
 def recordings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Shared by every test that asks (tests/conftest.py defines it once): read them, never
+    write beside them; a test that changes a recording copies it into its own tmp_path."""
     where = tmp_path_factory.mktemp("recordings")
     bound = str(WORKLOADS / "input_bound.py")
     return {
@@ -27,3 +33,20 @@ def recordings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "fixed": record(where, "fixed", bound, "120", "2"),  # workers live long enough to sample
         "sync": record(where, "sync", str(WORKLOADS / "sync_train.py")),
     }
+
+
+@dataclass(frozen=True)
+class Run:
+    proc: subprocess.CompletedProcess[str]  # `perftop run --headless --record`
+    rec: Path
+    report: dict[str, Any]  # `perftop report --json` of ``rec``
+
+
+@pytest.fixture(scope="session")
+def starved_loader_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """`loader_train.py 320` (2 slow workers starve the loop) run and recorded once: the
+    live hints test, the replay-gives-the-same-hints test and the workers-bottleneck test
+    read the same run."""
+    where = tmp_path_factory.mktemp("starved_loader")
+    proc, rep = run_and_report(where, sys.executable, str(WORKLOADS / "loader_train.py"), "320")
+    return Run(proc, where / "r.perftop", rep)

@@ -1,6 +1,5 @@
 """`report`, `replay`, `export` and `diff` run where there is no torch and no Linux: in a
 subprocess whose imports of torch, psutil and Linux-only modules raise ImportError."""
-# ruff: noqa: F811  (the recordings fixture is imported, then requested by name)
 
 from __future__ import annotations
 
@@ -9,8 +8,6 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-
-from tests.replay_recordings import recordings  # noqa: F401
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -22,7 +22,7 @@ from perftop.monitor.hub import Hub
 from perftop.monitor.registry import sessions
 from perftop.monitor.server import VIEW_MAGIC, Server, socket_dir
 from perftop.wire import MAGIC, FrameReader, decode_frame, encode_frame
-from tests.helpers import WORKLOADS, perftop, spawn_slow_job
+from tests.helpers import WORKLOADS, perftop, spawn_slow_job, until_step
 
 
 def _wait(cond, timeout=10.0):
@@ -35,7 +35,7 @@ def _wait(cond, timeout=10.0):
 def test_ls_lists_a_headless_session_and_attach_gets_its_history(tmp_path):
     mon = spawn_slow_job(tmp_path, "--no-record")
     try:
-        time.sleep(2.0)
+        until_step(mon, 50)
         ls = perftop("ls", "--json", cwd=tmp_path, timeout=60)
         assert ls.returncode == 0, ls.stderr
         mine = [s for s in json.loads(ls.stdout)["sessions"] if s["monitor_pid"] == mon.pid]
@@ -52,7 +52,7 @@ def test_ls_lists_a_headless_session_and_attach_gets_its_history(tmp_path):
         assert mon.poll() is None  # the job and its monitor go on undisturbed
         rep = json.loads(perftop("report", "--json", str(rec), cwd=tmp_path).stdout)
         assert rep["command"][-1].endswith("slow_steps.py")
-        # The viewer came 2 s in and stayed 1.5 s: it has the steps from before it came.
+        # The viewer came 50 steps in and stayed 1.5 s: it has the steps from before it came.
         assert rep["steps"]["count"] > s["steps"]
         assert rep["processes"][0]["role"] == "main"
     finally:
@@ -127,63 +127,6 @@ def test_another_user_is_refused(tmp_path):
         d.rmdir()
 
 
-@pytest.fixture
-def plain_training(tmp_path):
-    """`python plain_loader.py` started without perftop: 2 workers busy in `dilate`."""
-    env = {k: v for k, v in os.environ.items() if k != "PERFTOP_SOCKET"}
-    proc = subprocess.Popen(
-        [sys.executable, str(WORKLOADS / "plain_loader.py"), "120"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
-    )  # fmt: skip
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    yield proc
-    proc.kill()
-    proc.wait(10)
-
-
-def test_observer_mode_shows_the_workers_and_where_they_spend_time(tmp_path, plain_training):
-    time.sleep(1.0)
-    ls = json.loads(perftop("ls", "--json", cwd=tmp_path, timeout=60).stdout)
-    cand = [c for c in ls["candidates"] if c["pid"] == plain_training.pid]
-    assert cand and cand[0]["children"] == 2, ls  # its workers are counted, not listed
-    rec = tmp_path / "obs.perftop"
-    att = perftop("attach", str(plain_training.pid), "--headless", "--duration", "6",
-                  "--record", str(rec), cwd=tmp_path, timeout=90)  # fmt: skip
-    assert att.returncode == 0 and "Traceback" not in att.stderr, att.stderr
-    assert "observer mode" in att.stderr and "dilate" in att.stderr
-    rep = json.loads(perftop("report", "--json", str(rec), cwd=tmp_path).stdout)
-    assert rep["observer"] is True
-    roles = {p["pid"]: p["role"] for p in rep["stacks"]}
-    assert roles[plain_training.pid] == "main"
-    workers = [p for p in rep["stacks"] if p["role"] == "worker"]
-    assert len(workers) == 2
-    for w in workers:
-        assert w["top_frames"][0]["function"] == "dilate"
-        assert w["top_frames"][0]["file"].endswith("plain_loader.py")
-        assert 0 < w["top_frames"][0]["share"] <= 1
-    main = next(p for p in rep["stacks"] if p["role"] == "main")
-    # Mostly waiting on the workers' queue; a few samples land on unpacking a batch.
-    assert "DataLoader" in main["where"][0]["what"]
-    assert {p["role"] for p in rep["processes"]} == {"main", "worker"}
-    assert len(rep["processes"]) == 3
-
-
-def test_stacks_refused_without_ptrace_capability_is_explained(tmp_path, plain_training):
-    """A root without CAP_SYS_PTRACE (a container without SYS_PTRACE) cannot read a
-    full-capability process: one clear line, no traceback."""
-    if subprocess.run(["setpriv", "--help"], capture_output=True).returncode != 0:
-        pytest.skip("setpriv (util-linux) is needed to drop a capability")
-    if os.getuid() != 0:
-        pytest.skip("the container case is root without SYS_PTRACE")
-    out = subprocess.run(
-        ["setpriv", "--bounding-set=-sys_ptrace", sys.executable, "-m", "perftop", "attach",
-         str(plain_training.pid), "--headless", "--duration", "1"],
-        capture_output=True, text=True, timeout=60, cwd=tmp_path,
-    )  # fmt: skip
-    assert out.returncode == 0 and "Traceback" not in out.stderr
-    assert "SYS_PTRACE" in out.stderr and f"pid {plain_training.pid}" in out.stderr
-
-
 def test_attach_to_nothing_is_one_clear_line(tmp_path):
     out = perftop("attach", "999999", "--headless", cwd=tmp_path)
     assert (
@@ -253,20 +196,6 @@ def test_permission_advice_names_the_cause(monkeypatch):
             victim.wait()
 
 
-def test_attaching_to_a_worker_observes_its_training(tmp_path, plain_training):
-    import psutil
-
-    from perftop.monitor.registry import job_top
-
-    deadline = time.time() + 20
-    while len(psutil.Process(plain_training.pid).children()) < 2 and time.time() < deadline:
-        time.sleep(0.1)
-    worker = psutil.Process(plain_training.pid).children()[0].pid
-    assert job_top(worker) == plain_training.pid
-    assert job_top(plain_training.pid) == plain_training.pid
-    assert job_top(os.getpid()) == os.getpid()  # not a worker of its parent
-
-
 def test_attach_to_a_shell_or_to_perftop_itself_is_one_line(capsys) -> None:
     """A shell's tree holds the training (and may hold this perftop, which it would end
     up sampling): named in one line instead of observed; so is perftop's own pid."""
@@ -291,3 +220,76 @@ def test_attach_to_a_shell_or_to_perftop_itself_is_one_line(capsys) -> None:
             p.kill()
         shell.kill()
         shell.wait(10)
+
+
+@pytest.fixture(scope="module")
+def plain_training():
+    """`python plain_loader.py` started without perftop: 2 workers busy in `dilate`.
+    Started once for the module: its tests only observe it from outside. They come last
+    in this module, since its busy workers would slow every test that ran beside them."""
+    env = {k: v for k, v in os.environ.items() if k != "PERFTOP_SOCKET"}
+    proc = subprocess.Popen(
+        [sys.executable, str(WORKLOADS / "plain_loader.py"), "120"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    yield proc
+    proc.kill()
+    proc.wait(10)
+
+
+def _workers_up(proc: subprocess.Popen[str], n: int = 2) -> bool:
+    return _wait(lambda: len(psutil.Process(proc.pid).children()) >= n, 20)
+
+
+def test_observer_mode_shows_the_workers_and_where_they_spend_time(tmp_path, plain_training):
+    assert _workers_up(plain_training)
+    ls = json.loads(perftop("ls", "--json", cwd=tmp_path, timeout=60).stdout)
+    cand = [c for c in ls["candidates"] if c["pid"] == plain_training.pid]
+    assert cand and cand[0]["children"] == 2, ls  # its workers are counted, not listed
+    rec = tmp_path / "obs.perftop"
+    att = perftop("attach", str(plain_training.pid), "--headless", "--duration", "6",
+                  "--record", str(rec), cwd=tmp_path, timeout=90)  # fmt: skip
+    assert att.returncode == 0 and "Traceback" not in att.stderr, att.stderr
+    assert "observer mode" in att.stderr and "dilate" in att.stderr
+    rep = json.loads(perftop("report", "--json", str(rec), cwd=tmp_path).stdout)
+    assert rep["observer"] is True
+    roles = {p["pid"]: p["role"] for p in rep["stacks"]}
+    assert roles[plain_training.pid] == "main"
+    workers = [p for p in rep["stacks"] if p["role"] == "worker"]
+    assert len(workers) == 2
+    for w in workers:
+        assert w["top_frames"][0]["function"] == "dilate"
+        assert w["top_frames"][0]["file"].endswith("plain_loader.py")
+        assert 0 < w["top_frames"][0]["share"] <= 1
+    main = next(p for p in rep["stacks"] if p["role"] == "main")
+    # Mostly waiting on the workers' queue; a few samples land on unpacking a batch.
+    assert "DataLoader" in main["where"][0]["what"]
+    assert {p["role"] for p in rep["processes"]} == {"main", "worker"}
+    assert len(rep["processes"]) == 3
+
+
+def test_stacks_refused_without_ptrace_capability_is_explained(tmp_path, plain_training):
+    """A root without CAP_SYS_PTRACE (a container without SYS_PTRACE) cannot read a
+    full-capability process: one clear line, no traceback."""
+    if subprocess.run(["setpriv", "--help"], capture_output=True).returncode != 0:
+        pytest.skip("setpriv (util-linux) is needed to drop a capability")
+    if os.getuid() != 0:
+        pytest.skip("the container case is root without SYS_PTRACE")
+    out = subprocess.run(
+        ["setpriv", "--bounding-set=-sys_ptrace", sys.executable, "-m", "perftop", "attach",
+         str(plain_training.pid), "--headless", "--duration", "1"],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 0 and "Traceback" not in out.stderr
+    assert "SYS_PTRACE" in out.stderr and f"pid {plain_training.pid}" in out.stderr
+
+
+def test_attaching_to_a_worker_observes_its_training(tmp_path, plain_training):
+    from perftop.monitor.registry import job_top
+
+    assert _workers_up(plain_training)
+    worker = psutil.Process(plain_training.pid).children()[0].pid
+    assert job_top(worker) == plain_training.pid
+    assert job_top(plain_training.pid) == plain_training.pid
+    assert job_top(os.getpid()) == os.getpid()  # not a worker of its parent

@@ -9,13 +9,14 @@ import sys
 import time
 
 from perftop.cli import main
+from tests.helpers import default_sigint
 
 
 def test_the_demo_trains_until_stopped_and_stops_cleanly() -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "perftop.demo.train", "--scenario", "sync", "--workers", "0",
          "--batch-size", "1"],
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, text=True, preexec_fn=default_sigint,
     )  # fmt: skip
     try:
         assert proc.stdout is not None

@@ -5,10 +5,14 @@ from __future__ import annotations
 import sys
 
 from tests.helpers import WORKLOADS, run_and_report
+from tests.replay_recordings import Run
 
 
-def test_starved_input_pipeline_gives_input_bound_first_with_workers(tmp_path) -> None:
-    proc, rep = run_and_report(tmp_path, sys.executable, str(WORKLOADS / "loader_train.py"), "320")
+def test_starved_input_pipeline_gives_input_bound_first_with_workers(
+    starved_loader_run: Run,
+) -> None:
+    # `loader_train.py 320`, run once for the session (tests/replay_recordings.py)
+    proc, rep = starved_loader_run.proc, starved_loader_run.report
     assert proc.returncode == 0, proc.stderr
     ids = [h["id"] for h in rep["hints"]]
     assert ids and ids[0] == "input-bound", rep["hints"]

@@ -4,7 +4,6 @@ a seeking player all agree."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from perftop.hints import hinted_session
@@ -12,7 +11,7 @@ from perftop.model import Session
 from perftop.recording import read_events
 from perftop.replay.index import ReplayIndex
 from perftop.replay.player import Player
-from tests.helpers import WORKLOADS, perftop
+from tests.replay_recordings import Run
 
 
 def straight(path: Path) -> Session:
@@ -25,12 +24,9 @@ def moments(s: Session) -> list[tuple[str, float | None, float | None]]:
     return [(h.id, h.since_t, h.until_t) for h in s.snapshot(window=None).hints if h.seen_live]
 
 
-def test_replay_gives_the_live_hints_at_the_same_moments(tmp_path: Path) -> None:
-    rec = tmp_path / "r.perftop"
-    live = perftop(
-        "run", "--headless", "--record", str(rec), "--",
-        sys.executable, str(WORKLOADS / "loader_train.py"), "320", cwd=tmp_path,
-    )  # fmt: skip
+def test_replay_gives_the_live_hints_at_the_same_moments(starved_loader_run: Run) -> None:
+    # `perftop run --headless --record` of `loader_train.py 320`, run once for the session
+    rec, live = starved_loader_run.rec, starved_loader_run.proc
     assert live.returncode == 0, live.stderr
     # the live monitor's own session printed its whole-run hints as the job ended
     shown = [ln for ln in live.stderr.splitlines() if ln.startswith("perftop: hint [")]

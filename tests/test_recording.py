@@ -12,6 +12,7 @@ import pytest
 from perftop.errors import RecordingError
 from perftop.events import Note, SessionStart, Step
 from perftop.recording import ReadStats, RecordingWriter, read_events
+from perftop.wire import HEADER, KIND_ZLIB, MAGIC
 from tests.helpers import perftop, spawn_slow_job
 
 
@@ -81,7 +82,15 @@ def test_damage_in_a_compressed_stream_costs_only_the_rest_of_its_segment(tmp_pa
         w.tick(time.monotonic() + 1.0 + i)
     w.close()
     data = bytearray(p.read_bytes())
-    data[len(data) // 3] ^= 0xFF
+    # The byte in the middle of the compressed frame a third of the way in (a byte of an
+    # outer header would be another damage: a frame length over the limit stops reading).
+    pos, frames = len(MAGIC), []
+    while pos < len(data):
+        length, _crc, kind = HEADER.unpack_from(data, pos)
+        frames.append((pos + HEADER.size, length, kind))
+        pos += HEADER.size + length
+    at, length, _ = next(f for f in frames if f[2] == KIND_ZLIB and sum(f[:2]) > len(data) // 3)
+    data[at + length // 2] ^= 0xFF
     p.write_bytes(bytes(data))
     stats = ReadStats()
     events = list(read_events(p, stats))

@@ -1,5 +1,4 @@
 """`replay`, `export`, `diff` and `report` slices through the real CLI, on real recordings."""
-# ruff: noqa: F811  (the recordings fixture is imported, then requested by name)
 
 from __future__ import annotations
 
@@ -15,7 +14,6 @@ import pytest
 from perftop.events import SessionStart, Step
 from perftop.recording import RecordingWriter
 from tests.helpers import perftop
-from tests.replay_recordings import recordings  # noqa: F401
 
 
 def bad_files(where: Path) -> dict[str, Path]:

@@ -1,5 +1,4 @@
 """The replay's index and player: a seek lands exactly where a straight replay would."""
-# ruff: noqa: F811  (the recordings fixture is imported, then requested by name)
 
 from __future__ import annotations
 
@@ -15,7 +14,6 @@ from perftop.recording import read_events
 from perftop.replay.index import ReplayIndex
 from perftop.replay.player import Player, event_time
 from tests.helpers import replay_bench
-from tests.replay_recordings import recordings  # noqa: F401 (fixture)
 
 
 @pytest.fixture(scope="module")

@@ -9,13 +9,15 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import WORKLOADS, run_and_report
+from tests.replay_recordings import Run
 
 
-def test_dataloader_workers_bottleneck(tmp_path):
-    proc, r = run_and_report(tmp_path, sys.executable, str(WORKLOADS / "loader_train.py"), "12")
+def test_dataloader_workers_bottleneck(starved_loader_run: Run):
+    # `loader_train.py 320`, run once for the session (the hints tests read it too)
+    proc, r = starved_loader_run.proc, starved_loader_run.report
     assert proc.returncode == 0, proc.stderr
-    assert "trained 12" in proc.stdout  # the job's own output reaches the user unchanged
-    assert r["steps"]["count"] == 12
+    assert "trained 320" in proc.stdout  # the job's own output reaches the user unchanged
+    assert r["steps"]["count"] == 320
     assert r["steps"]["data_wait_fraction"] > 0.5  # the workers are the bottleneck
     assert set(r["steps"]["phases_s"]) == {"data", "forward/other", "backward", "optimizer"}
     (loader,) = r["loaders"]

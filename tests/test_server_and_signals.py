@@ -11,7 +11,7 @@ import time
 from perftop.events import Note
 from perftop.monitor.server import Server, socket_dir
 from perftop.wire import MAGIC, encode_frame
-from tests.helpers import perftop, spawn_slow_job
+from tests.helpers import perftop, spawn_slow_job, until_step
 
 
 def _connect(path):
@@ -63,7 +63,7 @@ def test_socket_directory_is_private():
 def test_sigterm_to_perftop_reaches_the_job(tmp_path):
     rec = tmp_path / "r.perftop"
     mon = spawn_slow_job(tmp_path, "--record", str(rec))
-    time.sleep(1.0)
+    until_step(mon, 50)
     mon.send_signal(signal.SIGTERM)
     out, err = mon.communicate(timeout=30)
     assert mon.returncode == 128 + signal.SIGTERM  # the job died of the forwarded SIGTERM

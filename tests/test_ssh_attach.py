@@ -10,10 +10,12 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 
 import psutil
+import pytest
 
-from tests.helpers import WORKLOADS, perftop, spawn_slow_job
+from tests.helpers import WORKLOADS, perftop, spawn_slow_job, until_step
 
 FAKE_SSH = str(WORKLOADS / "fake_ssh")
 
@@ -35,61 +37,62 @@ def _stream_outs(job_pid: int) -> list[psutil.Process]:
     return out
 
 
-def test_attach_and_ls_over_ssh(tmp_path):
-    here = f"{sys.executable} -m perftop"
-    mon = spawn_slow_job(tmp_path, "--no-record")
+@pytest.fixture(scope="module")
+def mon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[subprocess.Popen[str]]:
+    """One headless `perftop run` of a slow training, 50 steps in, for the tests here that
+    only watch it (ls, attach); ended when they are done."""
+    mon = spawn_slow_job(tmp_path_factory.mktemp("job"), "--no-record")
     try:
-        time.sleep(1.5)
-        ls = _ssh(tmp_path, here, "ls", "--ssh", "me@gpu1", "--json")
-        assert ls.returncode == 0, ls.stderr
-        mine = [s for s in json.loads(ls.stdout)["sessions"] if s["monitor_pid"] == mon.pid]
-        assert len(mine) == 1
-        job = mine[0]["job_pid"]
-        table = _ssh(tmp_path, here, "ls", "--ssh", "me@gpu1")
-        assert table.returncode == 0, table.stderr
-        assert "perftop attach --ssh me@gpu1 PID or SOCKET" in table.stdout
-        assert mine[0]["socket"] in table.stdout and str(job) in table.stdout
-        rec = tmp_path / "over-ssh.perftop"
-        att = _ssh(tmp_path, here, "attach", "--ssh", "me@gpu1", str(job), "--headless",
-                   "--duration", "2", "--record", str(rec))  # fmt: skip
-        assert att.returncode == 0, att.stderr
-        assert att.stdout == "" and "Traceback" not in att.stderr
-        assert mon.poll() is None  # the job goes on undisturbed
-        rep = json.loads(perftop("report", "--json", str(rec), cwd=tmp_path).stdout)
-        assert rep["command"][:4] == ["perftop", "attach", "--ssh", "me@gpu1"]
-        ranks = [(r["host"], r["pid"]) for r in rep["ranks"]]
-        assert ranks == [("gpu1", job)]
-        # The stream starts with the session's history: more steps than 2 s of live ones.
-        assert rep["ranks"][0]["steps"] > mine[0]["steps"] > 10
-        # Closing our end of "ssh" ends the remote attach too: nothing is left behind.
-        deadline = time.time() + 15
-        while _stream_outs(job) and time.time() < deadline:
-            time.sleep(0.2)
-        assert _stream_outs(job) == []
+        until_step(mon, 50)
+        yield mon
     finally:
         mon.send_signal(signal.SIGTERM)
         mon.communicate(timeout=30)
 
 
-def test_attach_stream_out_writes_only_the_stream(tmp_path):
+def test_attach_and_ls_over_ssh(tmp_path, mon):
+    here = f"{sys.executable} -m perftop"
+    ls = _ssh(tmp_path, here, "ls", "--ssh", "me@gpu1", "--json")
+    assert ls.returncode == 0, ls.stderr
+    mine = [s for s in json.loads(ls.stdout)["sessions"] if s["monitor_pid"] == mon.pid]
+    assert len(mine) == 1
+    job = mine[0]["job_pid"]
+    table = _ssh(tmp_path, here, "ls", "--ssh", "me@gpu1")
+    assert table.returncode == 0, table.stderr
+    assert "perftop attach --ssh me@gpu1 PID or SOCKET" in table.stdout
+    assert mine[0]["socket"] in table.stdout and str(job) in table.stdout
+    rec = tmp_path / "over-ssh.perftop"
+    att = _ssh(tmp_path, here, "attach", "--ssh", "me@gpu1", str(job), "--headless",
+               "--duration", "2", "--record", str(rec))  # fmt: skip
+    assert att.returncode == 0, att.stderr
+    assert att.stdout == "" and "Traceback" not in att.stderr
+    assert mon.poll() is None  # the job goes on undisturbed
+    rep = json.loads(perftop("report", "--json", str(rec), cwd=tmp_path).stdout)
+    assert rep["command"][:4] == ["perftop", "attach", "--ssh", "me@gpu1"]
+    ranks = [(r["host"], r["pid"]) for r in rep["ranks"]]
+    assert ranks == [("gpu1", job)]
+    # The stream starts with the session's history: more steps than 2 s of live ones.
+    assert rep["ranks"][0]["steps"] > mine[0]["steps"] > 10
+    # Closing our end of "ssh" ends the remote attach too: nothing is left behind.
+    deadline = time.time() + 15
+    while _stream_outs(job) and time.time() < deadline:
+        time.sleep(0.2)
+    assert _stream_outs(job) == []
+
+
+def test_attach_stream_out_writes_only_the_stream(tmp_path, mon):
     from perftop.recording import read_events
 
-    mon = spawn_slow_job(tmp_path, "--no-record")
-    try:
-        time.sleep(1.0)
-        p = subprocess.run(
-            [sys.executable, "-m", "perftop", "attach", "--stream-out", "--duration", "1",
-             str(mon.pid)],
-            cwd=tmp_path, capture_output=True, timeout=60, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-        assert p.returncode == 0, p.stderr
-        out = tmp_path / "stream.perftop"
-        out.write_bytes(p.stdout)  # a recording's bytes
-        steps = [e for e in read_events(out) if type(e).__name__ == "Step"]
-        assert len(steps) > 10
-    finally:
-        mon.send_signal(signal.SIGTERM)
-        mon.communicate(timeout=30)
+    p = subprocess.run(
+        [sys.executable, "-m", "perftop", "attach", "--stream-out", "--duration", "1",
+         str(mon.pid)],
+        cwd=tmp_path, capture_output=True, timeout=60, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    out = tmp_path / "stream.perftop"
+    out.write_bytes(p.stdout)  # a recording's bytes
+    steps = [e for e in read_events(out) if type(e).__name__ == "Step"]
+    assert len(steps) > 10
 
 
 def test_remote_without_perftop_is_one_line(tmp_path):

@@ -40,9 +40,10 @@ def sites_marked(path: Path) -> dict[int, str]:
     return out
 
 
-def test_four_sites_with_exact_lines(tmp_path, workloads):
+def test_four_sites_with_exact_lines(workloads, recordings):
     script = workloads / "sync_train.py"
-    report = run(tmp_path, script)
+    # `perftop run --headless --record` of sync_train.py, made once per session
+    report = build_report(session_from_file(str(recordings["sync"])).snapshot(window=None))
     got = {(e["file"], e["line"]): e for e in report["sync_events"]}
     want = {(str(script), n) for n, name in sites_marked(script).items()}
     assert set(got) == want
