@@ -3,8 +3,13 @@ nodes that share a pid kept apart."""
 
 from __future__ import annotations
 
+import dataclasses
+
+from textual.widgets.data_table import ColumnKey
+
 from perftop.events import Hello, Step
 from perftop.model.fleet import FleetSession
+from perftop.model.snapshot import Snapshot, StepStats
 from perftop.tui.app import PerftopApp
 from perftop.tui.messages import SnapshotMessage
 from perftop.tui.widgets import ProcessesPanel, RanksPanel
@@ -45,3 +50,27 @@ async def test_ranks_table_marks_the_straggler_and_keeps_hosts_apart() -> None:
         procs = app.query_one(ProcessesPanel).table
         assert sorted(k.value for k in procs.rows) == ["n1:100", "n2:100"]
         assert procs.get_cell("n2:100", "role").plain == "n2 rank 1"
+
+
+def many_ranks(scale: int) -> Snapshot:
+    """Three ranks whose step counts are ``scale`` times 1, 2 and 3."""
+    ranks = tuple(
+        StepStats(pid=100 + r, rank=r, count=scale * (r + 1), p50=0.1, host="h") for r in range(3)
+    )
+    return dataclasses.replace(snapshot(), ranks=ranks)
+
+
+@aio
+async def test_ranks_columns_fit_their_widest_cell_as_figures_grow_and_shrink() -> None:
+    """The table sizes a column it patched from its widest cell (the label at least), as
+    Textual's own measuring would, when the figures get wider and when they get narrower."""
+    app = PerftopApp()
+    async with app.run_test(size=(160, 48)) as pilot:
+        table = app.query_one(RanksPanel).table
+        for scale in (5, 1_000_000, 5):
+            app.post_message(SnapshotMessage(many_ranks(scale)))
+            await settle(pilot)
+            col = table.columns[ColumnKey("steps")]
+            cells = [table.get_cell(k, "steps").plain for k in table.rows]
+            assert cells[-1] == f"{scale * 3:,}"
+            assert col.content_width == max(max(map(len, cells)), col.label.cell_len)

@@ -63,20 +63,40 @@ class DiffTable(DataTable):
         """Make the table show exactly ``rows`` (row key -> cells in column order)."""
         keys = [k for k, _ in self._columns]
         changed = False
+        patched: set[str] = set()  # columns with a cell rewritten
         for row_key in [k.value for k in self.rows if k.value is not None and k.value not in rows]:
             self.remove_row(row_key)
             changed = True
         for row_key, cells in rows.items():
             if row_key not in self.rows:
-                self.add_row(*cells, key=row_key)
+                self.add_row(*cells, key=row_key)  # the table measures new rows itself
                 changed = True
                 continue
             for col, cell in zip(keys, cells):
                 if self.get_cell(row_key, col) != cell:
-                    self.update_cell(row_key, col, cell, update_width=True)
-                    changed = True
-        if changed:
+                    self.update_cell(row_key, col, cell)
+                    patched.add(col)
+        if patched:
+            self._fit(patched, rows)
+        if changed or patched:
             self._apply_sort()
+
+    def _fit(self, columns: set[str], rows: Mapping[str, Sequence[Cell]]) -> None:
+        """Size each patched column to its widest cell, one pass over the column. (The
+        table's own ``update_width`` measures the whole column again for every cell that
+        got narrower: with hundreds of rows changing at each refresh, that is quadratic.)"""
+        for i, (key, _) in enumerate(self._columns):
+            col = self.columns.get(key)  # type: ignore[call-overload]
+            if key not in columns or col is None:
+                continue
+            row_key, widest = max(
+                ((k, cells[i]) for k, cells in rows.items()), key=lambda kc: kc[1].cell_len
+            )
+            if col.content_width != max(widest.cell_len, col.label.cell_len):
+                # The table measures one cell as wide as its current width: it takes the
+                # width (or the label's, if wider) and lays itself out again.
+                col.content_width = widest.cell_len
+                self.update_cell(row_key, key, widest, update_width=True)
 
     def _apply_sort(self) -> None:
         rev = self.sort_reverse
