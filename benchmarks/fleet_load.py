@@ -113,6 +113,16 @@ def _rss() -> int:
     return 0
 
 
+def _lag(session: Any) -> float:
+    """How far the model is behind the nodes: now less the newest event time of the node
+    that is furthest behind (the nodes stamp their steps with their wall clock)."""
+    try:
+        last = [s.last_t for s in list(session.nodes.values()) if s.last_t is not None]
+    except RuntimeError:  # a node added meanwhile
+        return 0.0
+    return time.time() - min(last) if last else 0.0
+
+
 class KeyProbe:
     """Presses keys from a thread of its own, as a terminal's input thread does, and times
     each from the press to the first screen update that shows its effect: the app's
@@ -205,14 +215,14 @@ async def collect(args: argparse.Namespace) -> int:
          str(args.nodes), str(args.ranks), str(args.rate), str(args.seconds)],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
-    samples: list[tuple[float, float, int, int]] = []  # (t, cpu s, rss, events applied)
+    samples: list[tuple[float, float, int, int, float]] = []  # t, cpu s, rss, events, lag
     t0 = time.monotonic()
     done = threading.Event()
 
     def sample() -> None:  # a thread of its own: the app's loop may be busy
         while not done.wait(1.0):
             now = time.monotonic() - t0
-            samples.append((now, time.process_time(), _rss(), session.events))
+            samples.append((now, time.process_time(), _rss(), session.events, _lag(session)))
 
     threading.Thread(target=sample, daemon=True).start()
     probe = KeyProbe(app)
@@ -250,7 +260,8 @@ async def collect(args: argparse.Namespace) -> int:
 def report(args, samples, probe, fleet, hub, snap) -> int:  # type: ignore[no-untyped-def]
     # Steady state: from the warm-up (every link up) to the end of sending.
     warm = [s for s in samples if args.warmup <= s[0] <= args.seconds]
-    (ta, ca, ra, ea), (tb, cb, rb, eb) = warm[0], warm[-1]
+    (ta, ca, ra, ea, _), (tb, cb, rb, eb, _) = warm[0], warm[-1]
+    lags = sorted(s[4] for s in warm)
     rate = (eb - ea) / (tb - ta)
     cpu = (cb - ca) / (tb - ta)
     offered = args.nodes * args.ranks * args.rate + args.nodes  # steps, a process sample
@@ -263,7 +274,8 @@ def report(args, samples, probe, fleet, hub, snap) -> int:  # type: ignore[no-un
     print(
         f"events in      : {rate:,.0f} events/s applied to the collector's model from "
         f"{ta:.0f} s to {tb:.0f} s, {rate / offered:.1%} of the {offered:,.0f} offered; "
-        f"{snap.events:,} in all for {sent_steps:,} steps sent"
+        f"{snap.events:,} in all for {sent_steps:,} steps sent; the model behind the nodes "
+        f"by median {statistics.median(lags):.2f} s, max {lags[-1]:.2f} s"
     )
     print(
         f"collector CPU  : {cpu:.2f} CPU-s/s = {cpu * 100 / (rate / 1000):.1f}% of a core per "
