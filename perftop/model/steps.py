@@ -204,11 +204,7 @@ class StepSeries:
         n = self.count
         if n == 0:
             return StepStats(pid=self.pid, rank=rank, host=host, sync_count=syncs)
-        gpus = (
-            sorted(self.gpu.values())
-            if self.gpu
-            else sorted(r.gpu for r in self.recent if r.gpu is not None)
-        )
+        gpus = sorted(self.gpu.values())  # a recent row's GPU time is one of these
         if window is None and n > LIVE_WINDOW:
             s_dur, s_data, s_other, s_bwd, s_opt, s_own = self.sketches
             total, data_total = self.total, self.data_total
