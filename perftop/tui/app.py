@@ -13,7 +13,6 @@ from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Container
-from textual.widgets import Footer
 
 from perftop.model import Snapshot
 from perftop.tui.messages import JobEnded, SnapshotMessage, TerminalLost
@@ -32,6 +31,7 @@ from perftop.tui.widgets import (
     SyncPanel,
 )
 from perftop.tui.widgets.difftable import DiffTable
+from perftop.tui.widgets.footer import KeysFooter
 
 NARROW_BELOW = 120  # columns
 SHORT_BELOW = 40  # rows
@@ -95,7 +95,7 @@ class PerftopApp(App[str | None]):
             yield StacksPanel(id="output") if self.mode == "observer" else OutputPanel(id="output")
             yield RanksPanel(id="ranks")  # shown only for more than one rank
         yield from self.compose_bars()
-        yield Footer()
+        yield KeysFooter()
 
     def compose_bars(self) -> ComposeResult:
         """Lines between the panels and the footer (a replay's timeline and controls)."""
