@@ -6,9 +6,13 @@ forwarders and the real collector on loopback, with the real TUI (headless) refr
 The nodes run in a second process: one real :class:`Forwarder` per node (its own thread and
 TCP link, the token handshake), fed 10 times a second with packed step records (as a hook's
 sender batches them) and a process sample per node a second. This process is the collector
-as ``perftop collect`` wires it (Collector, Hub, FleetSession, PerftopApp under Textual's
-Pilot); it prints its CPU per 1,000 events/s, its RSS over time, the events dropped (by the
-forwarders and by the ingest queue) and how long the TUI takes to answer key presses.
+as ``perftop collect`` wires it (Collector, Hub, a FleetSession of hinted sessions,
+PerftopApp under Textual's test driver); it prints the events its model applied against
+those offered, its CPU-seconds per 1,000 events/s, its RSS over time, the events dropped (by
+the forwarders and by the ingest queue), and how long the TUI takes to answer a key press:
+from a thread of its own, as a terminal's input thread posts them, keys that change what
+the screen shows (focus, sort, zoom, cursor, help) are pressed every ``--key-every``
+seconds after the warm-up, each timed until a rendered screen update shows its effect.
 """
 
 from __future__ import annotations
@@ -24,7 +28,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -107,16 +113,97 @@ def _rss() -> int:
     return 0
 
 
+def _lag(session: Any) -> float:
+    """How far the model is behind the nodes: now less the newest event time of the node
+    that is furthest behind (the nodes stamp their steps with their wall clock)."""
+    try:
+        last = [s.last_t for s in list(session.nodes.values()) if s.last_t is not None]
+    except RuntimeError:  # a node added meanwhile
+        return 0.0
+    return time.time() - min(last) if last else 0.0
+
+
+class KeyProbe:
+    """Presses keys from a thread of its own, as a terminal's input thread does, and times
+    each from the press to the first screen update that shows its effect: the app's
+    ``_display`` (called with the compositor's rendered update) checks the pending key's
+    condition, so a key counts as answered once a rendered frame reflects it."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.pending: tuple[float, Callable[[], bool], threading.Event] | None = None
+        self.latencies: list[float] = []
+        self.by_key: dict[str, list[float]] = {}
+        self.unanswered = 0
+
+    def displayed(self) -> None:  # the app's thread, after each rendered update
+        p = self.pending
+        if p is not None and p[1]():
+            self.pending = None
+            self.latencies.append(time.perf_counter() - p[0])
+            p[2].set()
+
+    def press(self, key: str, check: Callable[[], bool], timeout: float = 10.0) -> None:
+        from textual import events
+
+        done = threading.Event()
+        char = {"question_mark": "?", "escape": None, "down": None}.get(key, key)
+        self.pending = (time.perf_counter(), check, done)
+        self.app.post_message(events.Key(key, char))  # thread-safe, as a driver's input
+        if not done.wait(timeout):
+            self.pending = None
+            self.unanswered += 1
+        elif self.latencies:
+            self.by_key.setdefault(key, []).append(self.latencies[-1])
+
+    def cycle(self, table: Any, main: Any) -> Iterator[tuple[str, Callable[[], bool]]]:
+        """Keys that each change what the screen shows, with how to tell they did: focus
+        the ranks table, sort it by the next column, zoom it, move its cursor, unzoom, open
+        and close the help screen, focus the steps panel."""
+        app = self.app
+        while True:
+            yield "8", lambda: app.focused is table
+            col = table.sort_column
+            yield "s", lambda col=col: table.sort_column != col
+            yield "z", lambda: main.maximized is not None
+            row = table.cursor_row
+            yield "down", lambda row=row: table.cursor_row == row + 1
+            yield "escape", lambda: main.maximized is None
+            yield "question_mark", lambda: app.screen is not main
+            yield "escape", lambda: app.screen is main
+            yield "1", lambda: app.focused is not table
+
+    def run(self, table: Any, main: Any, start: float, stop: float, every: float) -> None:
+        """Press a key every ``every`` seconds from ``start`` to ``stop`` (monotonic)."""
+        time.sleep(max(0.0, start - time.monotonic()))
+        for key, check in self.cycle(table, main):
+            t = time.monotonic()
+            if t >= stop:
+                return
+            self.press(key, check)
+            time.sleep(max(0.0, every - (time.monotonic() - t)))
+
+
 async def collect(args: argparse.Namespace) -> int:
     from perftop.fleet.collector import Collector
+    from perftop.hints.session import hinted_session
     from perftop.model.fleet import FleetSession
     from perftop.monitor.hub import Hub
     from perftop.tui.app import PerftopApp
     from perftop.tui.messages import SnapshotMessage
+    from perftop.tui.widgets import RanksPanel
+
+    class App(PerftopApp):
+        probe: KeyProbe | None = None
+
+        def _display(self, screen: Any, renderable: Any) -> None:  # Textual's own hook
+            super()._display(screen, renderable)
+            if renderable is not None and self.probe is not None:
+                self.probe.displayed()
 
     token = secrets.token_hex(16)
-    session = FleetSession()
-    app = PerftopApp()
+    session = FleetSession(hinted_session)  # as perftop collect has it
+    app = App()
     hub = Hub(session, refresh_s=0.5)  # type: ignore[arg-type]
     if not args.no_tui:
         hub.snapshot_subscribers.append(lambda snap: app.post_message(SnapshotMessage(snap)))
@@ -128,77 +215,104 @@ async def collect(args: argparse.Namespace) -> int:
          str(args.nodes), str(args.ranks), str(args.rate), str(args.seconds)],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
-    samples: list[tuple[float, float, int, int]] = []  # (t, cpu s, rss, events in)
-    keys: list[float] = []
+    samples: list[tuple[float, float, int, int, float]] = []  # t, cpu s, rss, events, lag
     t0 = time.monotonic()
     done = threading.Event()
 
     def sample() -> None:  # a thread of its own: the app's loop may be busy
         while not done.wait(1.0):
             now = time.monotonic() - t0
-            samples.append((now, time.process_time(), _rss(), hub.hook_events_in))
+            samples.append((now, time.process_time(), _rss(), session.events, _lag(session)))
 
     threading.Thread(target=sample, daemon=True).start()
+    probe = KeyProbe(app)
     try:
-        async with app.run_test(size=(160, 48)) as pilot:
-            next_key = t0
+        async with app.run_test(size=(160, 48)):
+            app.probe = probe
+            keys = threading.Thread(  # timed on its own clock: the app's loop may be busy
+                target=probe.run,
+                args=(
+                    app.query_one(RanksPanel).table,
+                    app.screen,
+                    t0 + args.warmup,
+                    t0 + args.seconds,
+                    args.key_every,
+                ),
+                daemon=True,
+            )
+            keys.start()
             while gen.poll() is None:
-                now = time.monotonic()
-                if now >= next_key and now - t0 > 5:  # once the fleet is connected
-                    for key in ("s", "question_mark", "escape", "2"):
-                        k0 = time.perf_counter()
-                        await pilot.press(key)
-                        keys.append(time.perf_counter() - k0)
-                    next_key = now + 2.0
-                await pilot.pause(0.05)
+                await asyncio.sleep(0.1)
+            keys.join()
             hub.snapshot_subscribers.clear()  # the app closes next: no more snapshots to it
-            await pilot.pause(1.0)  # those already posted are shown first
+            await asyncio.sleep(1.0)  # those already posted are shown first
     finally:
         done.set()
         collector.close()
         hub.stop()
     fleet = json.loads(gen.communicate()[0].strip().splitlines()[-1])
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    fleet["cpu_s"] = children.ru_utime + children.ru_stime
     snap = session.snapshot()
-    return report(args, samples, keys, fleet, hub.dropped_events, snap)
+    return report(args, samples, probe, fleet, hub, snap)
 
 
-def report(args, samples, keys, fleet, hub_dropped, snap) -> int:
-    warm = [s for s in samples if s[0] >= 10]  # after every link is up and warmed up
-    (ta, ca, ra, ea), (tb, cb, rb, eb) = warm[0], warm[-1]
+def report(args, samples, probe, fleet, hub, snap) -> int:  # type: ignore[no-untyped-def]
+    # Steady state: from the warm-up (every link up) to the end of sending.
+    warm = [s for s in samples if args.warmup <= s[0] <= args.seconds]
+    (ta, ca, ra, ea, _), (tb, cb, rb, eb, _) = warm[0], warm[-1]
+    lags = sorted(s[4] for s in warm)
     rate = (eb - ea) / (tb - ta)
     cpu = (cb - ca) / (tb - ta)
-    offered = args.nodes * args.ranks * args.rate
+    offered = args.nodes * args.ranks * args.rate + args.nodes  # steps, a process sample
+    sent_steps = fleet["steps_per_rank"] * args.nodes * args.ranks
     print(
         f"fleet          : {args.nodes} nodes x {args.ranks} ranks x {args.rate:g} steps/s = "
-        f"{offered:,.0f} steps/s offered, for {args.seconds:g} s; {len(snap.nodes)} nodes and "
+        f"{args.nodes * args.ranks * args.rate:,.0f} steps/s offered, for {args.seconds:g} s; {len(snap.nodes)} nodes and "
         f"{len(snap.ranks)} ranks in the collector's model"
     )
-    print(f"events in      : {rate:,.0f} events/s through the collector (steady state)")
     print(
-        f"collector CPU  : {cpu * 100:.0f}% of one core = {cpu * 100 / (rate / 1000):.1f}% "
-        f"per 1,000 events/s (collector, ingest, model, TUI at 2 Hz: one process)"
+        f"events in      : {rate:,.0f} events/s applied to the collector's model from "
+        f"{ta:.0f} s to {tb:.0f} s, {rate / offered:.1%} of the {offered:,.0f} offered; "
+        f"{snap.events:,} in all for {sent_steps:,} steps sent; the model behind the nodes "
+        f"by median {statistics.median(lags):.2f} s, max {lags[-1]:.2f} s"
+    )
+    print(
+        f"collector CPU  : {cpu:.2f} CPU-s/s = {cpu * 100 / (rate / 1000):.1f}% of a core per "
+        f"1,000 events/s (collector, ingest, model, hints, TUI at 2 Hz: one process); the "
+        f"nodes' process {fleet['cpu_s']:.1f} CPU-s in all"
     )
     series = ", ".join(
-        f"{s[0]:.0f}s {s[2] / 2**20:.0f}" for s in samples[:: max(1, len(samples) // 8)]
+        f"{s[0]:.0f}s {s[2] / 2**20:.0f}" for s in samples[:: max(1, len(samples) // 10)]
     )
     print(
         f"collector RSS  : {series} MB; {ra / 2**20:.0f} MB at {ta:.0f} s -> {rb / 2**20:.0f} MB "
         f"at {tb:.0f} s ({(rb - ra) / 2**20:+.1f} MB)"
     )
-    dropped = fleet["dropped_frames"]
     print(
-        f"dropped        : {dropped} frames by the forwarders, {hub_dropped} events by the "
-        f"collector's ingest queue; {fleet['sent_frames']:,} frames sent, "
-        f"{fleet['connects']} links"
+        f"dropped        : {fleet['dropped_frames']} frames by the forwarders, "
+        f"{hub.dropped_events} events by the collector's ingest queue; "
+        f"{fleet['sent_frames']:,} frames sent, {fleet['connects']} links"
     )
-    if keys:
+    lat = sorted(probe.latencies)
+    if lat:
+        p95 = lat[min(len(lat) - 1, round(0.95 * (len(lat) - 1)))]
         print(
-            f"key press      : {len(keys)} presses (s, ?, escape, 2) answered in median "
-            f"{statistics.median(keys) * 1e3:.0f} ms, max {max(keys) * 1e3:.0f} ms (target < 200)"
+            f"key press      : {len(lat)} presses (8 s z down escape ? escape 1) answered on "
+            f"screen in median {statistics.median(lat) * 1e3:.0f} ms, p95 {p95 * 1e3:.0f} ms, "
+            f"max {lat[-1] * 1e3:.0f} ms; {probe.unanswered} unanswered in 10 s (target < 200)"
         )
+        each = ", ".join(
+            f"{k} {statistics.median(v) * 1e3:.0f}/{max(v) * 1e3:.0f}"
+            for k, v in probe.by_key.items()
+        )
+        print(f"  by key       : median/max ms: {each}")
+    else:
+        print(f"key press      : none answered; {probe.unanswered} unanswered in 10 s")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
-        f"conditions     : {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}; peak RSS {peak:.0f} MB"
+        f"conditions     : {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f} at the end; "
+        f"peak RSS {peak:.0f} MB"
     )
     return 0
 
@@ -213,6 +327,8 @@ def main() -> int:
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--rate", type=float, default=20.0, help="steps/s of each rank")
     ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--warmup", type=float, default=10.0, help="seconds before measuring")
+    ap.add_argument("--key-every", type=float, default=1.1, help="seconds between key presses")
     ap.add_argument("--no-tui", action="store_true", help="no snapshots to the app (ingest only)")
     return asyncio.run(collect(ap.parse_args()))
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import struct
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from perftop.events.base import DecodeError, Event, decode
@@ -80,18 +80,52 @@ def encode_node_frame(node: str, frame: Frame) -> Frame:
     return Frame(KIND_NODE, NODE_NAME.pack(len(name)) + name + frame.encode())
 
 
-def decode_frame(frame: Frame) -> tuple[list[Event], int]:
+StepRecord = tuple[int, int, float, float, float, float, float, int]  # STEP_RECORD's fields
+
+
+class StepBatch(Event):
+    """The steps of one packed frame, not made into :class:`Step` events one by one: what
+    a live stream's reader hands the ingest, which folds the records into the model in one
+    loop (``Session.apply``), the same figures as the steps one at a time. Never encoded:
+    the frame it came in is what is recorded and forwarded."""
+
+    __slots__ = ("count", "payload")
+
+    def __init__(self, payload: bytes) -> None:
+        if len(payload) % STEP_RECORD.size:
+            raise FrameError("step frame is not a whole number of records")
+        self.payload = payload
+        self.count = len(payload) // STEP_RECORD.size  # steps in the batch
+
+    def records(self) -> Iterator[StepRecord]:
+        return STEP_RECORD.iter_unpack(self.payload)
+
+    def steps(self) -> list[Event]:
+        """The batch as :class:`Step` events."""
+        return decode_steps(self.payload)
+
+    def __repr__(self) -> str:
+        return f"StepBatch({self.count} steps)"
+
+
+def event_count(events: Sequence[Event]) -> int:
+    """How many events ``events`` stand for (a :class:`StepBatch` counts its steps)."""
+    return sum(e.count if type(e) is StepBatch else 1 for e in events)
+
+
+def decode_frame(frame: Frame, *, batch: bool = False) -> tuple[list[Event], int]:
     """The events in a frame and how many this reader had to skip as unknown. A node
-    frame's events come between :class:`NodeScope` markers."""
+    frame's events come between :class:`NodeScope` markers. ``batch``: a frame of packed
+    steps as one :class:`StepBatch` (the live ingest's form) rather than :class:`Step`s."""
     if frame.kind == KIND_JSON:
         return decode_payload(frame.payload)
     if frame.kind == KIND_STEPS:
-        return decode_steps(frame.payload), 0
+        return ([StepBatch(frame.payload)] if batch else decode_steps(frame.payload)), 0
     if frame.kind == KIND_NODE:
         node, inner = _unwrap_node(frame.payload)
         if inner.kind == KIND_NODE:
             raise FrameError("a node frame inside a node frame")
-        events, unknown = decode_frame(inner)
+        events, unknown = decode_frame(inner, batch=batch)
         return [NodeScope(node), *events, NodeScope("")], unknown
     return [], 1
 
@@ -197,7 +231,8 @@ class FrameReader:
 
 class EventReader:
     """Bytes of a stream in, ``(frame, events)`` out: the one loop every reader of a live
-    stream shares (the monitor's socket, the collector, a viewer, an ssh stream).
+    stream shares (the monitor's socket, the collector, a viewer, an ssh stream). A frame
+    of packed steps comes out as one :class:`StepBatch`, for the ingest to fold whole.
 
     One rule for what is lost: a frame whose CRC fails or whose payload does not decode is
     skipped and counted in ``rejected``; a stream that cannot be trusted any more (a wrong
@@ -221,7 +256,7 @@ class EventReader:
         out: list[tuple[Frame, list[Event]]] = []
         for frame in got:
             try:
-                events, _unknown = decode_frame(frame)
+                events, _unknown = decode_frame(frame, batch=True)
             except FrameError:
                 self.rejected += 1
                 continue

@@ -21,7 +21,7 @@ from perftop.monitor import inject, stacks
 from perftop.monitor.hub import Hub
 from perftop.monitor.registry import sessions
 from perftop.monitor.server import VIEW_MAGIC, Server, socket_dir
-from perftop.wire import MAGIC, FrameReader, decode_frame, encode_frame
+from perftop.wire import MAGIC, FrameReader, decode_frame, encode_frame, event_count
 from tests.helpers import WORKLOADS, perftop, spawn_slow_job, until_step
 
 
@@ -146,6 +146,9 @@ def test_injection_offer_follows_the_python_version(tmp_path):
     assert inject.can_inject((3, 15))[0] and not inject.can_inject(None)[0]
 
 
+STEPS = ("Step", "StepBatch")  # a live reader hands a frame of packed steps whole
+
+
 def test_the_injected_script_installs_a_working_hook(tmp_path):
     """What sys.remote_exec would run, run by hand in a plain process: the hook connects
     to a real monitor socket and introduces itself."""
@@ -163,7 +166,7 @@ def test_the_injected_script_installs_a_working_hook(tmp_path):
         script = train + inject.hook_script(str(srv.path)) + "for _ in range(20): step()\n"
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PERFTOP_SOCKET")}
         subprocess.run([sys.executable, "-c", script], env=env, timeout=30, check=True)
-        assert _wait(lambda: sum(type(e).__name__ == "Step" for e in got) >= 10, 5)
+        assert _wait(lambda: event_count([e for e in got if type(e).__name__ in STEPS]) >= 10, 5)
         assert any(type(e).__name__ == "Hello" for e in got)
     finally:
         srv.close()

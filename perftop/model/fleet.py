@@ -17,6 +17,7 @@ from perftop.events import Event, NodeLink, NodeScope
 from perftop.model.session import Session
 from perftop.model.snapshot import Meta, NodeRow, NoteRow, Snapshot
 from perftop.model.steps import LIVE_WINDOW
+from perftop.wire import StepBatch
 
 
 class FleetSession:
@@ -30,6 +31,7 @@ class FleetSession:
         self.nodes: dict[str, Session] = {}
         self.links: dict[str, bool] = {}
         self._current = self.local
+        self._tags: dict[str, _Tags] = {}  # per node: its rows tagged at the last snapshot
         self.events = 0
         self.last_t: float | None = None
 
@@ -40,7 +42,7 @@ class FleetSession:
         if isinstance(ev, NodeLink):
             self._node(ev.node)
             self.links[ev.node] = ev.connected
-        self.events += 1
+        self.events += ev.count if type(ev) is StepBatch else 1
         self._current.apply(ev)
         lt = self._current.last_t
         if lt is not None and (self.last_t is None or lt > self.last_t):
@@ -68,15 +70,42 @@ class FleetSession:
         if not self.nodes:
             return local
         nodes = {n: s.snapshot(now=now, window=window) for n, s in self.nodes.items()}
-        return merge(local, nodes, self.links, self.events)
+        tags = {n: self._tags.setdefault(n, _Tags()) for n in nodes}
+        return merge(local, nodes, self.links, self.events, tags)
 
 
-def _tag(rows: Iterable[Any], host: str) -> list[Any]:
-    return [replace(r, host=host) for r in rows]
+class _Tags:
+    """A node's rows tagged with its name. A row already naming it is kept as it is; a
+    row that is the same object as at the last snapshot (a process sample between two
+    probe ticks) keeps its tagged copy, so a snapshot copies only what changed."""
+
+    def __init__(self) -> None:
+        self.last: dict[int, tuple[Any, Any]] = {}  # id(row) -> (row, its tagged copy)
+        self.now: dict[int, tuple[Any, Any]] = {}
+
+    def __call__(self, rows: Iterable[Any], host: str) -> list[Any]:
+        out = []
+        for r in rows:
+            if r.host == host:
+                out.append(r)
+                continue
+            hit = self.last.get(id(r))
+            if hit is None or hit[0] is not r:
+                hit = (r, replace(r, host=host))
+            self.now[id(r)] = hit
+            out.append(hit[1])
+        return out
+
+    def done(self) -> None:
+        self.last, self.now = self.now, {}
 
 
 def merge(
-    local: Snapshot, nodes: dict[str, Snapshot], links: dict[str, bool], events: int
+    local: Snapshot,
+    nodes: dict[str, Snapshot],
+    links: dict[str, bool],
+    events: int,
+    tags: dict[str, _Tags] | None = None,
 ) -> Snapshot:
     """One view of every node: per-process rows tagged with their node, ranks in rank
     order, the collector's own notes first. Host and GPU panels show the first node's host
@@ -90,8 +119,10 @@ def merge(
     output = list(local.output)
     rows: list[NodeRow] = []
     for name, s in nodes.items():
+        tag = tags[name] if tags is not None and name in tags else _Tags()
         for key in parts:
-            parts[key].extend(_tag(getattr(s, key), name))
+            parts[key].extend(tag(getattr(s, key), name))
+        tag.done()
         notes.extend(replace(n, source=f"{name}/{n.source}") for n in s.notes)
         output.extend(s.output)
         rows.append(

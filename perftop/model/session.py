@@ -8,7 +8,7 @@ Not thread-safe by design: one ingest thread owns a session.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -39,6 +39,7 @@ from perftop.model.stacks import StacksReducer
 from perftop.model.steps import LIVE_WINDOW, StepSeries
 from perftop.model.sync import SyncReducer
 from perftop.model.workers import WorkersReducer
+from perftop.wire import STEP_SOURCES, StepBatch, StepRecord
 
 OUTPUT_LINES = 2000
 
@@ -148,6 +149,15 @@ class StepsReducer:
                 ev.t,
             )
 
+    def apply_steps(self, records: Sequence[StepRecord]) -> None:
+        """Packed step records, in order: as :meth:`apply` of each one's :class:`Step`."""
+        series = self.series
+        for pid, index, t0, t1, data, bwd, opt, _source in records:
+            s = series.get(pid)
+            if s is None:
+                s = series[pid] = StepSeries(pid)
+            s.add_record(index, t0, t1, data, bwd, opt)
+
     def rank_of(self, pid: int) -> int | None:
         t = self.trainers.get(pid)
         return t.rank if t is not None else None
@@ -216,31 +226,39 @@ class Session:
 
     def __init__(self, reducers: list[Reducer] | None = None, hints: Hinter | None = None) -> None:
         self.reducers = reducers if reducers is not None else default_reducers()
-        self._dispatch = self._route()
+        self._dispatch, self._batch = self._route()
         self.events = 0
         self.last_t: float | None = None
         # Hints are evaluated on the events' clock, so a replay raises the same ones.
         self.hints: Hinter = hints if hints is not None else NoHints()
 
-    def _route(self) -> dict[type, list[Any]]:
+    def _route(self) -> tuple[dict[type, list[Any]], list[Callable[[list[StepRecord]], None]]]:
+        """Who takes each event type; and who takes a batch of step records: a reducer's
+        own ``apply_steps``, or its ``apply`` of each record made a :class:`Step`."""
         out: dict[type, list[Any]] = {}
+        batch: list[Callable[[list[StepRecord]], None]] = []
         for r in self.reducers:
             for t in r.handles:
                 out.setdefault(t, []).append(r.apply)
-        return out
+            if Step in r.handles:
+                batch.append(getattr(r, "apply_steps", None) or _each_step(r.apply))
+        return out, batch
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled without the bound methods of its routing table (a replay checkpoint
         holds plain data only; see :mod:`perftop.replay.checkpoint`)."""
         state = dict(self.__dict__)
-        del state["_dispatch"]
+        del state["_dispatch"], state["_batch"]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._dispatch = self._route()
+        self._dispatch, self._batch = self._route()
 
     def apply(self, ev: Event) -> None:
+        if type(ev) is StepBatch:
+            self._apply_batch(ev)
+            return
         self.events += 1
         t = getattr(ev, "t", None)
         if t is None:
@@ -251,6 +269,28 @@ class Session:
             self.last_t = t
             if self.hints.due(t):
                 self.hints.update(self._snapshot(t, LIVE_WINDOW))
+
+    def _apply_batch(self, batch: StepBatch) -> None:
+        """A frame of steps folded whole, to the same state as :meth:`apply` of each step:
+        the batch is cut only where the hints fall due, so they see the same steps."""
+        records = list(batch.records())
+        last, due, start = self.last_t, self.hints.due, 0
+        for i, rec in enumerate(records):
+            t = rec[3]  # t1, a step's time
+            if last is None or t > last:
+                last = t
+                if due(t):
+                    self._fold(records[start : i + 1], t)
+                    self.hints.update(self._snapshot(t, LIVE_WINDOW))
+                    start = i + 1
+        self._fold(records[start:], last)
+
+    def _fold(self, records: list[StepRecord], last_t: float | None) -> None:
+        if records:
+            self.events += len(records)
+            for fn in self._batch:
+                fn(records)
+        self.last_t = last_t
 
     def apply_all(self, events: Iterable[Event]) -> None:
         for ev in events:
@@ -279,6 +319,17 @@ class Session:
         )
         parts["events"] = self.events
         return Snapshot(**parts)
+
+
+def _each_step(apply: Callable[[Any], None]) -> Callable[[list[StepRecord]], None]:
+    """A reducer without ``apply_steps`` gets each record as a :class:`Step`."""
+
+    def each(records: list[StepRecord]) -> None:
+        for pid, index, t0, t1, data, bwd, opt, src in records:
+            source = STEP_SOURCES[src] if src < len(STEP_SOURCES) else ""
+            apply(Step(pid, index, t0, t1, data, bwd, opt, None, source))
+
+    return each
 
 
 _replace = replace

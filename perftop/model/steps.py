@@ -88,42 +88,49 @@ class StepSeries:
         self.own = array("d", [d - b for d, b in zip(self.durations, self.backward)])
 
     def add(self, ev: Step) -> None:
-        d = ev.t1 - ev.t0
+        self.add_record(ev.index, ev.t0, ev.t1, ev.data, ev.backward, ev.optimizer)
+
+    def add_record(
+        self, index: int, t0: float, t1: float, data: float, backward: float, optimizer: float
+    ) -> None:
+        """One step of this process from its fields (a :class:`Step`'s, or a packed
+        record's: the ingest folds a frame of records without making an event of each)."""
+        d = t1 - t0
         if self.count - self.binned >= LIVE_WINDOW:
             self._bin()  # the ring is about to overwrite a step not yet binned
-        n, other = self.count, max(0.0, d - ev.data - ev.backward - ev.optimizer)
-        if ev.data == 0.0 and copysign(1.0, ev.data) < 0.0:
+        n, other = self.count, max(0.0, d - data - backward - optimizer)
+        if data == 0.0 and copysign(1.0, data) < 0.0:
             self.unseen_at = n + 1
         if n < LIVE_WINDOW:
             self.durations.append(d)
-            self.data.append(ev.data)
-            self.backward.append(ev.backward)
-            self.optimizer.append(ev.optimizer)
+            self.data.append(data)
+            self.backward.append(backward)
+            self.optimizer.append(optimizer)
             self.other.append(other)
-            self.own.append(d - ev.backward)
+            self.own.append(d - backward)
         else:
             i = n % LIVE_WINDOW
             self.durations[i] = d
-            self.data[i] = ev.data
-            self.backward[i] = ev.backward
-            self.optimizer[i] = ev.optimizer
+            self.data[i] = data
+            self.backward[i] = backward
+            self.optimizer[i] = optimizer
             self.other[i] = other
-            self.own[i] = d - ev.backward
+            self.own[i] = d - backward
         self.count = n + 1
         if self.first_t0 is None:
-            self.first_t0 = ev.t0
-        self.last_t1 = ev.t1
+            self.first_t0 = t0
+        self.last_t1 = t1
         self.recent.append(
             StepRow(
-                ev.pid,
-                ev.index,
-                ev.t0,
-                ev.t1,
-                ev.data,
-                ev.backward,
-                ev.optimizer,
+                self.pid,
+                index,
+                t0,
+                t1,
+                data,
+                backward,
+                optimizer,
                 other,
-                self.gpu.get(ev.index),
+                self.gpu.get(index),
                 self.gap_kind,
             )
         )
@@ -197,11 +204,7 @@ class StepSeries:
         n = self.count
         if n == 0:
             return StepStats(pid=self.pid, rank=rank, host=host, sync_count=syncs)
-        gpus = (
-            sorted(self.gpu.values())
-            if self.gpu
-            else sorted(r.gpu for r in self.recent if r.gpu is not None)
-        )
+        gpus = sorted(self.gpu.values())  # a recent row's GPU time is one of these
         if window is None and n > LIVE_WINDOW:
             s_dur, s_data, s_other, s_bwd, s_opt, s_own = self.sketches
             total, data_total = self.total, self.data_total

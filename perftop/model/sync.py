@@ -15,11 +15,13 @@ sampled steps (on an accelerator only), divided by the sampled steps.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 from perftop.events import Step, SyncBatch, SyncInfo
 from perftop.model.snapshot import SyncSite
+from perftop.wire import StepRecord
 
 # op, file, line, function, kind, lib_file, lib_line, lib_function, package
 _Key = tuple[str, str, int, str, str, str | None, int | None, str | None, str | None]
@@ -75,6 +77,11 @@ class SyncReducer:
                     acc.add(ev.step, ev.sampled, count, rest[0] if rest else None)
         elif isinstance(ev, SyncInfo) and ev.cuda_debug:
             self.debug_pids.add(ev.pid)
+
+    def apply_steps(self, records: Sequence[StepRecord]) -> None:
+        """Packed step records: as :meth:`apply` of each one's :class:`Step`."""
+        if self.debug_pids:
+            self.debug_steps += sum(1 for r in records if r[0] in self.debug_pids)
 
     def contribute(self, parts: dict[str, Any], window: int | None) -> None:
         parts["sync"] = self.rows()

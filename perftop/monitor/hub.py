@@ -30,7 +30,7 @@ from perftop.monitor.header import Header, _frame
 from perftop.monitor.sinks import BufferedSink, EventSink
 from perftop.recording import RecordingWriter, default_path
 from perftop.replay.saved import index_after_recording
-from perftop.wire import Frame
+from perftop.wire import Frame, event_count
 
 SnapshotSink = Callable[[Snapshot], object]
 MAX_FRAMES = 4096
@@ -77,7 +77,7 @@ class Hub:
                 or self._queued_bytes + len(frame.payload) > self.max_bytes
             ):
                 self.dropped_frames += 1
-                self.dropped_events += len(events)
+                self.dropped_events += event_count(events)
                 return False
             self._queued_frames += 1
             self._queued_bytes += len(frame.payload)
@@ -197,18 +197,16 @@ class Hub:
             hist_frame = frame if len(hist) == len(events) else (_frame(hist) if hist else None)
         else:
             hist_frame = frame
-            self.hook_events_in += len(events)
+            self.hook_events_in += event_count(events)
         for rec in self._direct:
             rec.write_frame(frame)
         for b in self._buffered:
             b.put(frame)
         self.header.add(hist_frame, events, _HEADER_ONLY)
         apply = self.session.apply
-        n = 0
         for ev in events:
             apply(ev)
-            n += 1
-        self.events_in += n
+        self.events_in += event_count(events)
 
     def _add(self, handle: Any, record_path: str | None) -> None:
         pre = self.header.preamble(record_path)

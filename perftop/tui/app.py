@@ -14,7 +14,6 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Container
 from textual.driver import Driver
-from textual.widgets import Footer
 
 from perftop.model import Snapshot
 from perftop.tui.driver import sized
@@ -34,6 +33,7 @@ from perftop.tui.widgets import (
     SyncPanel,
 )
 from perftop.tui.widgets.difftable import DiffTable
+from perftop.tui.widgets.footer import KeysFooter
 
 NARROW_BELOW = 120  # columns
 SHORT_BELOW = 40  # rows
@@ -101,7 +101,7 @@ class PerftopApp(App[str | None]):
             yield StacksPanel(id="output") if self.mode == "observer" else OutputPanel(id="output")
             yield RanksPanel(id="ranks")  # shown only for more than one rank
         yield from self.compose_bars()
-        yield Footer()
+        yield KeysFooter()
 
     def compose_bars(self) -> ComposeResult:
         """Lines between the panels and the footer (a replay's timeline and controls)."""

@@ -3,14 +3,21 @@ nodes that share a pid kept apart."""
 
 from __future__ import annotations
 
+import dataclasses
+
+from textual.widgets.data_table import ColumnKey
+
 from perftop.events import Hello, Step
 from perftop.model.fleet import FleetSession
+from perftop.model.snapshot import ProcessRole, ProcRow, Snapshot, StepStats
+from perftop.tui import fmt
 from perftop.tui.app import PerftopApp
 from perftop.tui.messages import SnapshotMessage
-from perftop.tui.widgets import ProcessesPanel, RanksPanel
+from perftop.tui.widgets import ProcessesPanel, RanksPanel, processes, ranks
+from perftop.tui.widgets.difftable import DiffTable
 from perftop.wire import HEADER, Frame, decode_frame, encode_frame, encode_node_frame
 from tests.tui.fakes import snapshot
-from tests.tui.test_app import aio, settle
+from tests.tui.test_app import aio, settle, text_of
 
 
 def two_nodes_same_pid():
@@ -45,3 +52,75 @@ async def test_ranks_table_marks_the_straggler_and_keeps_hosts_apart() -> None:
         procs = app.query_one(ProcessesPanel).table
         assert sorted(k.value for k in procs.rows) == ["n1:100", "n2:100"]
         assert procs.get_cell("n2:100", "role").plain == "n2 rank 1"
+
+
+def many_ranks(scale: int) -> Snapshot:
+    """Three ranks whose step counts are ``scale`` times 1, 2 and 3."""
+    ranks = tuple(
+        StepStats(pid=100 + r, rank=r, count=scale * (r + 1), p50=0.1, host="h") for r in range(3)
+    )
+    return dataclasses.replace(snapshot(), ranks=ranks)
+
+
+@aio
+async def test_ranks_columns_fit_their_widest_cell_as_figures_grow_and_shrink() -> None:
+    """The table sizes a column it patched from its widest cell (the label at least), as
+    Textual's own measuring would, when the figures get wider and when they get narrower."""
+    app = PerftopApp()
+    async with app.run_test(size=(160, 48)) as pilot:
+        table = app.query_one(RanksPanel).table
+        for scale in (5, 1_000_000, 5):
+            app.post_message(SnapshotMessage(many_ranks(scale)))
+            await settle(pilot)
+            col = table.columns[ColumnKey("steps")]
+            cells = [table.get_cell(k, "steps").plain for k in table.rows]
+            assert cells[-1] == f"{scale * 3:,}"
+            assert col.content_width == max(max(map(len, cells)), col.label.cell_len)
+
+
+def a_fleet(n: int = 100, slow: int = 90) -> Snapshot:
+    """``n`` ranks on hosts of 8, each process sampled; rank ``slow`` is the slowest and
+    the higher ranks use more CPU."""
+    ranks = tuple(
+        StepStats(pid=1000 + r, rank=r, count=50, p50=0.2 if r == slow else 0.1 + 1e-4 * r,
+                  host=f"n{r // 8}")
+        for r in range(n)
+    )  # fmt: skip
+    roles = tuple(ProcessRole(1000 + r, "rank", rank=r, host=f"n{r // 8}") for r in range(n))
+    procs = tuple(
+        ProcRow(1000 + r, name="python", cpu_percent=float(r), host=f"n{r // 8}") for r in range(n)
+    )
+    return dataclasses.replace(snapshot(), ranks=ranks, roles=roles, processes=procs)
+
+
+def shown(table: DiffTable, column: str) -> set:
+    return {table.get_cell(k, column).value for k in table.rows}
+
+
+@aio
+async def test_a_fleets_tables_list_the_first_rows_of_their_order_and_sum_up_the_rest():
+    """Hundreds of ranks: the table renders the first rows of its order (and the slowest
+    rank wherever it sorts), a line sums up the others, and sorting picks from all."""
+    app = PerftopApp()
+    async with app.run_test(size=(160, 48)) as pilot:
+        app.post_message(SnapshotMessage(a_fleet()))
+        await settle(pilot)
+        panel = app.query_one(RanksPanel)
+        table = panel.table
+        assert shown(table, "rank") == set(range(ranks.FIRST)) | {90}
+        assert table.get_cell("n11:1090", "rank").plain == "90 ◀ slowest"
+        rest = text_of(panel.rest)
+        assert panel.has_class("-cut") and f"{100 - ranks.FIRST - 1} more ranks" in rest
+        lo, hi = fmt.secs(0.1 + 1e-4 * ranks.FIRST), fmt.secs(0.1 + 1e-4 * 99)
+        assert f"step p50 {lo}–{hi}" in rest, rest
+        await pilot.press("8", "s", "i")  # the ranks table, by step time, slowest first
+        await settle(pilot)
+        assert (table.sort_column, table.sort_reverse) == ("step", True)
+        assert shown(table, "rank") == set(range(100 - ranks.FIRST, 100))  # 90 among them
+        assert table.ordered_rows[0].key.value == "n11:1090"
+        procs = app.query_one(ProcessesPanel)
+        assert len(procs.table.rows) == processes.FIRST and "(s sorts)" in procs.border_subtitle
+        await pilot.press("4", "s", "s", "i")  # the processes by CPU%, busiest first
+        await settle(pilot)
+        assert (procs.table.sort_column, procs.table.sort_reverse) == ("cpu", True)
+        assert shown(procs.table, "cpu") == {float(r) for r in range(100 - processes.FIRST, 100)}

@@ -1,11 +1,17 @@
 """A DataTable updated by diff: changed cells are patched, new rows added, gone rows
 removed. Rows are never cleared and rebuilt, so the cursor and scroll stay put and
-nothing flickers. Sorting uses raw values kept beside the rendered cells."""
+nothing flickers. Sorting uses raw values kept beside the rendered cells.
+
+A table of a fleet (hundreds of ranks, thousands of processes) shows the first rows of its
+order only (:meth:`DiffTable.set_first`): rows are picked by their raw values and only
+those shown are rendered, so a refresh costs the same for 8 ranks or 4,096; sorting by
+another column picks again from all of them."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+import heapq
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Generic, TypeVar
 
 from rich.text import Text
 from textual.widgets import DataTable
@@ -30,6 +36,45 @@ def _sort_key(value: Any, reverse: bool = False) -> tuple[int, Any]:
     return (0, v) if isinstance(v, (int, float)) else (0, str(v))
 
 
+T = TypeVar("T")
+FIRST_ROWS = 50  # what a fleet's table lists at most: more than a zoomed panel shows
+
+
+class First(Generic[T]):
+    """What :meth:`DiffTable.set_first` shows: ``items`` by row key, their raw values in
+    column order (what the cells show, for picking), their cells, and how many at most."""
+
+    __slots__ = ("cells", "items", "limit", "pinned", "values")
+
+    def __init__(
+        self,
+        items: Mapping[str, T],
+        values: Callable[[T], Sequence[Any]],
+        cells: Callable[[str, T], Sequence[Cell]],
+        limit: int,
+        pinned: Sequence[str] = (),
+    ) -> None:
+        self.items, self.values, self.cells = items, values, cells
+        self.limit, self.pinned = limit, pinned
+
+    def pick(self, column: int, reverse: bool) -> list[str]:
+        """The row keys the table shows: the first ``limit`` in its order (N/A last,
+        ties in ``items`` order), then the ``pinned`` ones not among them."""
+        if len(self.items) <= self.limit:
+            return list(self.items)
+        values = self.values
+        first = heapq.nlargest if reverse else heapq.nsmallest
+        keys = [
+            k
+            for k, _ in first(
+                self.limit,
+                self.items.items(),
+                key=lambda kv: _sort_key(values(kv[1])[column], reverse),
+            )
+        ]
+        return keys + [k for k in self.pinned if k in self.items and k not in keys]
+
+
 class DiffTable(DataTable):
     DEFAULT_CSS = "DiffTable { height: 1fr; }"
 
@@ -39,6 +84,8 @@ class DiffTable(DataTable):
         self.sort_column = sort
         self.sort_reverse = reverse
         self._default_sort = (sort, reverse)
+        self._first: First[Any] | None = None
+        self.left_out = 0  # rows of the last set_first not shown
 
     def on_mount(self) -> None:
         self._add_columns()
@@ -63,20 +110,55 @@ class DiffTable(DataTable):
         """Make the table show exactly ``rows`` (row key -> cells in column order)."""
         keys = [k for k, _ in self._columns]
         changed = False
+        patched: set[str] = set()  # columns with a cell rewritten
         for row_key in [k.value for k in self.rows if k.value is not None and k.value not in rows]:
             self.remove_row(row_key)
             changed = True
         for row_key, cells in rows.items():
             if row_key not in self.rows:
-                self.add_row(*cells, key=row_key)
+                self.add_row(*cells, key=row_key)  # the table measures new rows itself
                 changed = True
                 continue
             for col, cell in zip(keys, cells):
                 if self.get_cell(row_key, col) != cell:
-                    self.update_cell(row_key, col, cell, update_width=True)
-                    changed = True
-        if changed:
+                    self.update_cell(row_key, col, cell)
+                    patched.add(col)
+        if patched:
+            self._fit(patched, rows)
+        if changed or patched:
             self._apply_sort()
+
+    def set_first(self, first: First[Any]) -> None:
+        """Show the first ``first.limit`` rows in the table's order (and the pinned ones):
+        only those are rendered. Sorting by another column picks again."""
+        self._first = first
+        self._pick()
+
+    def _pick(self) -> None:
+        first = self._first
+        if first is None:
+            return
+        column = [k for k, _ in self._columns].index(self.sort_column)
+        keys = first.pick(column, self.sort_reverse)
+        self.left_out = len(first.items) - len(keys)
+        self.set_rows({k: first.cells(k, first.items[k]) for k in keys})
+
+    def _fit(self, columns: set[str], rows: Mapping[str, Sequence[Cell]]) -> None:
+        """Size each patched column to its widest cell, one pass over the column. (The
+        table's own ``update_width`` measures the whole column again for every cell that
+        got narrower: with hundreds of rows changing at each refresh, that is quadratic.)"""
+        for i, (key, _) in enumerate(self._columns):
+            col = self.columns.get(key)  # type: ignore[call-overload]
+            if key not in columns or col is None:
+                continue
+            row_key, widest = max(
+                ((k, cells[i]) for k, cells in rows.items()), key=lambda kc: kc[1].cell_len
+            )
+            if col.content_width != max(widest.cell_len, col.label.cell_len):
+                # The table measures one cell as wide as its current width: it takes the
+                # width (or the label's, if wider) and lays itself out again.
+                col.content_width = widest.cell_len
+                self.update_cell(row_key, key, widest, update_width=True)
 
     def _apply_sort(self) -> None:
         rev = self.sort_reverse
@@ -87,6 +169,7 @@ class DiffTable(DataTable):
             reverse = not self.sort_reverse if column == self.sort_column else True
         self.sort_column, self.sort_reverse = column, reverse
         self._mark_sort()
+        self._pick()  # a table of the first rows: the first of the new order
         self._apply_sort()
 
     def next_sort(self) -> None:

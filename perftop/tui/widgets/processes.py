@@ -6,13 +6,15 @@ their index even before the first probe sample (figures N/A until then).
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.app import ComposeResult
 
 from perftop.model import Snapshot
 from perftop.model.roles import role_sort_key
 from perftop.model.snapshot import ProcessRole, ProcRow
 from perftop.tui import fmt
-from perftop.tui.widgets.difftable import Cell, DiffTable
+from perftop.tui.widgets.difftable import FIRST_ROWS, Cell, DiffTable, First
 from perftop.tui.widgets.panel import Panel
 
 COLUMNS = (
@@ -41,8 +43,32 @@ def role_label(pid: int, role: ProcessRole | None) -> tuple[str, tuple[int, ...]
     return role.role, role_sort_key(role)
 
 
-def row_cells(pid: int, p: ProcRow | None, role: ProcessRole | None) -> list[Cell]:
-    label, key = role_label(pid, role)
+Proc = tuple[str, int, ProcRow | None, ProcessRole | None]  # host, pid, sample, role
+FIRST = FIRST_ROWS  # a fleet's thousands of processes: the first of the table's order
+
+
+def row_values(proc: Proc) -> tuple[Any, ...]:
+    """The raw figures of the row, in column order: what its cells show and sort by."""
+    host, pid, p, role = proc
+    key = role_label(pid, role)[1]
+    if p is None:
+        return ((host, key) if host else key, pid, *[None] * 6, "")
+    return (
+        (host, key) if host else key,
+        pid,
+        p.cpu_percent,
+        p.rss_bytes,
+        p.uss_bytes,
+        p.pss_bytes,
+        p.io_read_bps,
+        p.io_write_bps,
+        p.name or p.cmdline,
+    )
+
+
+def row_cells(pid: int, p: ProcRow | None, role: ProcessRole | None, host: str = "") -> list[Cell]:
+    label, _ = role_label(pid, role)
+    key, _, cpu, rss, uss, pss, read, write, name = row_values((host, pid, p, role))
     dead = p is not None and not p.alive
     base = "dim strike" if dead else ""
 
@@ -50,38 +76,52 @@ def row_cells(pid: int, p: ProcRow | None, role: ProcessRole | None) -> list[Cel
         st = fmt.NA_STYLE if value is None else style
         return Cell(text, value, style=f"{base} {st}".strip())
 
-    cpu = None if p is None else p.cpu_percent
     cpu_style = "" if cpu is None else "bold red" if cpu >= 95 else "yellow" if cpu >= 60 else ""
     role_style = {"main": "bold", "rank": "bold", "worker": "cyan"}.get(
         role.role if role else "", ""
     )
-    name = "" if p is None else (p.name or p.cmdline)
+    if host:  # a collector's merged nodes: the role names the host too
+        role_cell = Cell(f"{host} {label}", key, justify="left")
+    else:
+        role_cell = Cell(label, key, style=f"{base} {role_style}".strip(), justify="left")
     return [
-        Cell(label, key, style=f"{base} {role_style}".strip(), justify="left"),
+        role_cell,
         c(str(pid), pid),
         c(fmt.pct(cpu), cpu, cpu_style),
-        c(fmt.bytes_(None if p is None else p.rss_bytes), None if p is None else p.rss_bytes),
-        c(fmt.bytes_(None if p is None else p.uss_bytes), None if p is None else p.uss_bytes),
-        c(fmt.bytes_(None if p is None else p.pss_bytes), None if p is None else p.pss_bytes),
-        c(fmt.rate(None if p is None else p.io_read_bps), None if p is None else p.io_read_bps),
-        c(fmt.rate(None if p is None else p.io_write_bps), None if p is None else p.io_write_bps),
+        c(fmt.bytes_(rss), rss),
+        c(fmt.bytes_(uss), uss),
+        c(fmt.bytes_(pss), pss),
+        c(fmt.rate(read), read),
+        c(fmt.rate(write), write),
         Cell(name[:40], name, style=base or "dim", justify="left"),
     ]
 
 
-def table_rows(snap: Snapshot) -> dict[str, list[Cell]]:
+def procs(snap: Snapshot) -> dict[str, Proc]:
     """Rows keyed by pid, or ``host:pid`` where a collector merged nodes (pids repeat
-    across hosts); the role then names the host too."""
-    procs = {(p.host, p.pid): p for p in snap.processes}
+    across hosts)."""
+    samples = {(p.host, p.pid): p for p in snap.processes}
     roles = {(r.host, r.pid): r for r in snap.roles}
-    keys = list(roles) + [k for k in procs if k not in roles]
-    rows = {}
-    for host, pid in keys:
-        cells = row_cells(pid, procs.get((host, pid)), roles.get((host, pid)))
-        if host:
-            cells[0] = Cell(f"{host} {cells[0].plain}", (host, cells[0].value), justify="left")
-        rows[f"{host}:{pid}" if host else str(pid)] = cells
-    return rows
+    keys = list(roles) + [k for k in samples if k not in roles]
+    return {
+        f"{host}:{pid}" if host else str(pid): (
+            host,
+            pid,
+            samples.get((host, pid)),
+            roles.get((host, pid)),
+        )
+        for host, pid in keys
+    }
+
+
+def _cells(key: str, proc: Proc) -> list[Cell]:
+    host, pid, p, role = proc
+    return row_cells(pid, p, role, host)
+
+
+def table_rows(snap: Snapshot) -> dict[str, list[Cell]]:
+    """Every process's row (the table itself shows the first :data:`FIRST`)."""
+    return {k: _cells(k, proc) for k, proc in procs(snap).items()}
 
 
 class ProcessesPanel(Panel):
@@ -102,10 +142,12 @@ class ProcessesPanel(Panel):
         self.set_class(compact, "-compact")
 
     def show(self, snap: Snapshot) -> None:
-        self.table.set_rows(table_rows(snap))
+        self.table.set_first(First(procs(snap), row_values, _cells, FIRST))
         n = len(snap.roles)
         workers = sum(1 for r in snap.roles if r.role == "worker")
         self.border_subtitle = f"{n} procs · {workers} workers" if n else "no processes yet"
+        if self.table.left_out:
+            self.border_subtitle += f" · the first {FIRST} listed (s sorts)"
         stopped = snap.probe_stopped("procs")
         if stopped:
             self.border_subtitle = f"probe stopped: {stopped}"

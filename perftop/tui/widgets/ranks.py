@@ -8,13 +8,16 @@ wait for the gradient all-reduce. The rank the others wait for is marked (see
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.app import ComposeResult
+from textual.widgets import Static
 
 from perftop.model import Snapshot
-from perftop.model.ranks import find_straggler, slowest
+from perftop.model.ranks import Straggler, find_straggler, slowest
 from perftop.model.snapshot import StepStats
 from perftop.tui import fmt
-from perftop.tui.widgets.difftable import Cell, DiffTable
+from perftop.tui.widgets.difftable import FIRST_ROWS, Cell, DiffTable, First
 from perftop.tui.widgets.panel import Panel
 
 COLUMNS = (  # what tells ranks apart first: a narrow terminal scrolls to the rest
@@ -31,53 +34,97 @@ COLUMNS = (  # what tells ranks apart first: a narrow terminal scrolls to the re
 )
 
 
+FIRST = FIRST_ROWS  # a fleet's other ranks are summed up under the table
+
+
 def row_key(r: StepStats) -> str:
     return f"{r.host}:{r.pid}"
 
 
+def rank_values(r: StepStats) -> tuple[Any, ...]:
+    """The raw figures of the row, in column order: what its cells show and sort by."""
+    return (
+        r.rank,
+        r.p50,
+        r.phase_p50.get("data"),
+        r.own_p50,
+        r.phase_p50.get("backward"),
+        r.gpu_p50,
+        r.sync_count,
+        r.count,
+        r.host,
+        r.pid,
+    )
+
+
 def rank_cells(r: StepStats, mark: str) -> list[Cell]:
+    rank, p50, data, own, bwd, gpu, syncs, count, host, pid = rank_values(r)
+
     def t(v: float | None) -> Cell:
         return Cell(fmt.secs(v), v, style=fmt.NA_STYLE if v is None else "")
 
-    rank = "-" if r.rank is None else str(r.rank)
+    label = "-" if rank is None else str(rank)
     if mark:
-        rank += f" ◀ {mark}"
+        label += f" ◀ {mark}"
     return [
-        Cell(rank, r.rank, style="bold red" if mark else "bold", justify="left"),
-        t(r.p50),
-        t(r.phase_p50.get("data")),
-        t(r.own_p50),
-        t(r.phase_p50.get("backward")),
-        t(r.gpu_p50),
-        Cell(f"{r.sync_count:,}", r.sync_count),
-        Cell(f"{r.count:,}", r.count),
-        Cell(r.host or "-", r.host, justify="left"),
-        Cell(str(r.pid), r.pid),
+        Cell(label, rank, style="bold red" if mark else "bold", justify="left"),
+        t(p50),
+        t(data),
+        t(own),
+        t(bwd),
+        t(gpu),
+        Cell(f"{syncs:,}", syncs),
+        Cell(f"{count:,}", count),
+        Cell(host or "-", host, justify="left"),
+        Cell(str(pid), pid),
     ]
 
 
-def table_rows(snap: Snapshot) -> dict[str, list[Cell]]:
+def first_rows(snap: Snapshot, straggler: Straggler | None, limit: int = FIRST) -> First[StepStats]:
+    """The ranks the table shows: the first ``limit`` of its order, and the marked one
+    (the straggler, or else the slowest) wherever it sorts."""
     slow = slowest(snap.ranks)
-    strag = find_straggler(snap.ranks)
-    rows = {}
-    for r in snap.ranks:
-        mark = ""
-        if slow is not None and r is slow:
-            mark = "straggler" if strag is not None else "slowest"
-        rows[row_key(r)] = rank_cells(r, mark)
-    return rows
+    mark = "straggler" if straggler is not None else "slowest"
+    items = {row_key(r): r for r in snap.ranks}
+    return First(
+        items,
+        rank_values,
+        lambda k, r: rank_cells(r, mark if r is slow else ""),
+        limit,
+        pinned=(row_key(slow),) if slow is not None else (),
+    )
+
+
+def others(snap: Snapshot, shown: set[str]) -> str:
+    """One line on the ranks the table leaves out: how many, and the spread of their
+    figures, so a rank far from the others shows even when it is not listed."""
+    rest = [r for r in snap.ranks if row_key(r) not in shown]
+    if not rest:
+        return ""
+    parts = [f"{len(rest):,} more ranks"]
+    for label, i in (("step p50", 1), ("data", 2), ("own", 3), ("backward", 4)):
+        vs = [v for r in rest if (v := rank_values(r)[i]) is not None]
+        if vs:
+            parts.append(f"{label} {fmt.secs(min(vs))}–{fmt.secs(max(vs))}")
+    return " · ".join(parts) + f" · s sorts: the first {FIRST} of each order are listed"
 
 
 class RanksPanel(Panel):
     TITLE = "Ranks"
+    DEFAULT_CSS = """
+    RanksPanel > Static { height: 1; color: $text-muted; display: none; }
+    RanksPanel.-cut > Static { display: block; }
+    """
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.table = DiffTable(COLUMNS, sort="rank", reverse=False)
+        self.rest = Static("", markup=False)
         self.display = False
 
     def compose(self) -> ComposeResult:
         yield self.table
+        yield self.rest
 
     def show(self, snap: Snapshot) -> None:
         many = len(snap.ranks) > 1
@@ -87,8 +134,12 @@ class RanksPanel(Panel):
                 self.parent.set_class(many, "-ranks")
         if not many:
             return
-        self.table.set_rows(table_rows(snap))
         s = find_straggler(snap.ranks)
+        self.table.set_first(first_rows(snap, s))
+        cut = self.table.left_out > 0
+        self.set_class(cut, "-cut")
+        if cut:
+            self.rest.update(others(snap, {str(k.value) for k in self.table.rows}))
         hosts = len({r.host for r in snap.ranks})
         sub = f"{len(snap.ranks)} ranks" + (f" on {hosts} hosts" if hosts > 1 else "")
         if s is not None:
