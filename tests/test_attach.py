@@ -36,11 +36,21 @@ def test_ls_lists_a_headless_session_and_attach_gets_its_history(tmp_path):
     mon = spawn_slow_job(tmp_path, "--no-record")
     try:
         until_step(mon, 50)
-        ls = perftop("ls", "--json", cwd=tmp_path, timeout=60)
-        assert ls.returncode == 0, ls.stderr
-        mine = [s for s in json.loads(ls.stdout)["sessions"] if s["monitor_pid"] == mon.pid]
-        assert len(mine) == 1
-        s = mine[0]
+
+        def listed() -> dict:
+            ls = perftop("ls", "--json", cwd=tmp_path, timeout=60)
+            assert ls.returncode == 0, ls.stderr
+            mine = [s for s in json.loads(ls.stdout)["sessions"] if s["monitor_pid"] == mon.pid]
+            assert len(mine) == 1
+            return mine[0]
+
+        # ls answers from the monitor's last snapshot (refreshed every 0.5 s): under load it
+        # may be a second behind the job's own count, so ask again until it has the steps.
+        s = listed()
+        deadline = time.monotonic() + 20
+        while s["steps"] <= 10 and time.monotonic() < deadline:
+            time.sleep(0.3)
+            s = listed()
         assert s["command"][-1].endswith("slow_steps.py") and s["steps"] > 10
         assert s["job_pid"] in s["pids"] and os.path.exists(s["socket"])
         text = perftop("ls", cwd=tmp_path, timeout=60).stdout
