@@ -57,3 +57,17 @@ def test_no_interval_no_key():
     s.apply(Step(7, 0, 1.0, 1.1, 0.0, 0.0, 0.0, None, "optimizer"))
     r = build_report(s.snapshot(window=None))
     assert r["steps"]["between_s"] == {} and "between steps" not in render(r)
+
+
+def test_a_save_on_another_thread_is_not_called_time_between_steps():
+    """An async checkpoint overlaps the steps (it cuts none): the report and the Steps
+    panel name it as such, apart from the time no step was running."""
+    s = _session()
+    s.apply(Between(7, "checkpoint_overlapped", 100.2, 0.25))
+    snap = s.snapshot(window=None)
+    r = build_report(snap)
+    assert r["steps"]["between_s"]["checkpoint_overlapped"] == {"total_s": 0.25, "count": 1}
+    text = render(r)
+    assert "between steps (not in any step): eval 3.00s (2×), checkpoint 500ms (1×)\n" in text
+    assert "checkpoints on another thread, overlapping steps: 250ms (1×)" in text
+    assert between_line(snap.between).plain.endswith("checkpoint overlapping steps 250ms (1×)")

@@ -8,6 +8,7 @@ from typing import Any
 from perftop.fmt import NA, fraction, seconds, sync_where, table
 from perftop.fmt import command as command_line
 from perftop.model import Snapshot
+from perftop.model.between import OVERLAPPED
 from perftop.report.stacks import stack_lines
 from perftop.report.text_probes import gpu_lines, host_lines, processes_table
 
@@ -44,9 +45,16 @@ def render(r: dict[str, Any]) -> str:
             out.append(table(["phase (median)", *phases], [["", *map(seconds, phases.values())]]))
         if s["gpu_time_s"]["p50"] is not None:
             out.append(f"  GPU time per step p50 {seconds(s['gpu_time_s']['p50'])}")
-    if s.get("between_s"):
-        parts = [f"{k} {seconds(v['total_s'])} ({v['count']}×)" for k, v in s["between_s"].items()]
+    between = {k: v for k, v in (s.get("between_s") or {}).items() if k != OVERLAPPED}
+    if between:
+        parts = [f"{k} {seconds(v['total_s'])} ({v['count']}×)" for k, v in between.items()]
         out.append(f"  between steps (not in any step): {', '.join(parts)}")
+    if OVERLAPPED in (s.get("between_s") or {}):
+        v = s["between_s"][OVERLAPPED]  # a save on another thread: the steps went on
+        out.append(
+            f"  checkpoints on another thread, overlapping steps: "
+            f"{seconds(v['total_s'])} ({v['count']}×)"
+        )
     if len(r["ranks"]) > 1:
         out.append("")
         out.append("Ranks")

@@ -6,6 +6,7 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from perftop.model import Snapshot
+from perftop.model.between import OVERLAPPED
 from perftop.model.snapshot import PHASES, BetweenRow, StepRow, StepStats
 from perftop.tui import fmt
 from perftop.tui.widgets.panel import TextPanel
@@ -124,7 +125,7 @@ def between_line(rows: tuple[BetweenRow, ...]) -> Text:
     for i, r in enumerate(rows):
         if i:
             t.append(", ")
-        t.append(f"{r.kind} ")
+        t.append("checkpoint overlapping steps " if r.kind == OVERLAPPED else f"{r.kind} ")
         t.append(fmt.secs(r.total_s), style="bold")
         t.append(f" ({r.count}×)", style="dim")
     return t
