@@ -14,16 +14,27 @@ from tests.helpers import WORKLOADS, perftop
 CASES = str(WORKLOADS / "hint_cases.py")
 
 
-def record(tmp_path: Path, case: str, *env: str) -> tuple[Path, dict[str, Any]]:
+def record(
+    tmp_path: Path, case: str, *env: str, steps: int | None = None
+) -> tuple[Path, dict[str, Any]]:
+    rec, rep, _ = record_run(tmp_path, case, *env, steps=steps)
+    return rec, rep
+
+
+def record_run(
+    tmp_path: Path, case: str, *env: str, steps: int | None = None
+) -> tuple[Path, dict[str, Any], str]:
+    """Run a case under `perftop run --headless`: its recording, report and own output."""
     rec = tmp_path / f"{case}.perftop"
+    n = () if steps is None else (str(steps),)
     run = perftop(
         "run", "--headless", "--record", str(rec), "--", "env", *env, sys.executable, CASES,
-        case, cwd=tmp_path,
+        case, *n, cwd=tmp_path,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     rep = perftop("report", "--json", str(rec), cwd=tmp_path)
     assert rep.returncode == 0, rep.stderr
-    return rec, json.loads(rep.stdout)
+    return rec, json.loads(rep.stdout), run.stdout
 
 
 def test_short_starved_run_gets_its_hints_from_the_whole_run_verdict(tmp_path: Path) -> None:
@@ -64,3 +75,20 @@ def test_a_producer_threads_waiting_gives_no_input_bound(tmp_path: Path) -> None
     _, rep = record(tmp_path, "producer")
     ids = {h["id"] for h in rep["hints"]}
     assert "input-bound" not in ids, rep["hints"]
+
+
+def test_evaluation_between_steps_gives_between_steps_with_the_jobs_own_time(
+    tmp_path: Path,
+) -> None:
+    """A no_grad evaluation over in-memory tensors, 6 passes of 1.1 s among 96 steps of
+    20 ms: the report's eval time is the job's own timer's, and between-steps names it."""
+    _, rep, out = record_run(tmp_path, "between", steps=96)
+    own = next(line.split() for line in out.splitlines() if line.startswith("own evals"))
+    evals, spent = int(own[2]), float(own[3])
+    assert rep["steps"]["count"] == 96
+    ev = rep["steps"]["between_s"]["eval"]
+    assert ev["count"] == evals == 6
+    assert abs(ev["total_s"] - spent) < 0.1 * spent, (ev, spent)
+    hints = {h["id"]: h for h in rep["hints"]}
+    assert "between-steps" in hints, rep["hints"]
+    assert any("evaluation" in e and "6 intervals" in e for e in hints["between-steps"]["evidence"])

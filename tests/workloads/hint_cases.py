@@ -8,6 +8,8 @@ hints, and their near-misses: ``hint_cases.py CASE [STEPS]``.
   9 steps out of 10 (0.9 per step, under the bar of 1; run it under PERFTOP_SYNC=all).
 - ``producer``: a thread iterates the DataLoader into a queue ahead of the loop, which
   itself waits for its batches under 1% of the time (no input-bound).
+- ``between``: a no_grad evaluation over in-memory tensors (1.1 s) every 16 steps, more
+  than half of the run (between-steps; run it with 96 steps).
 """
 
 import queue
@@ -82,6 +84,19 @@ def main() -> None:
             step(model, opt, *b, i, 0, 0.005)
             i += 1
         print(f"own data wait {waited / (time.perf_counter() - t0):.3f}")
+    elif CASE == "between":
+        x, y = torch.randn(64, 8), torch.randn(64, 1)
+        evals, spent = 0, 0.0
+        for i in range(STEPS):
+            step(model, opt, x, y, i, 0, 0.02)
+            if i % 16 == 15:
+                t = time.perf_counter()
+                with torch.no_grad():  # an estimate_loss() of nanoGPT's kind
+                    for _ in range(10):
+                        model(x)
+                        time.sleep(0.11)
+                evals, spent = evals + 1, spent + time.perf_counter() - t
+        print(f"own evals {evals} {spent:.3f}")
     print("done", CASE)
 
 
