@@ -368,3 +368,17 @@ def test_host_device_sync_counts_in_step_syncs_and_names_between_step_ones_apart
     assert h.evidence[0].startswith("1.2 host-device syncs per step at 1 line")
     assert any("between steps (not counted above): sample.py:12 item, 1500 syncs, 500 per pass"
                in e for e in h.evidence), h.evidence  # fmt: skip
+
+
+def test_cpu_oversubscribed_by_torch_threads_alone_advises_a_thread_a_core() -> None:
+    """4 torch threads in a process busy on 2 cores, its 2 workers idle: the advice is a
+    thread a core, with nothing said of busy workers it did not count."""
+    procs = (ProcRow(PID, 1, cpu_percent=190.0),) + tuple(
+        ProcRow(PID + 1 + i, PID, cpu_percent=4.0) for i in range(2)
+    )
+    s = snap(0.0, busy=0.04, host=HostRow(cpu_count=2, cpu_percent=97.0), procs=procs, threads=4)
+    h = evaluate(s)[0]["cpu-oversubscribed"]
+    assert "4 busy compute threads on 2 cores" in h.evidence[0], h.evidence
+    assert h.advice == (
+        "torch.set_num_threads(2) in the training process: one compute thread a core.",
+    )

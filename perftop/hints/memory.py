@@ -16,6 +16,10 @@ MEM_LOW = 0.10  # host memory available below this share of the total is pressur
 CPU_BUSY = 90.0
 IDLE_WORKERS = 0.2
 BUSY_WORKER = 0.25  # a worker on the CPU this share of the time keeps a core busy
+WORKER_THREADS = (
+    "Keep workers single-threaded: torch does; for OpenCV call cv2.setNumThreads(1), for numpy "
+    "set OMP_NUM_THREADS=1."
+)
 BUSY_TRAINER = 0.5  # a training process using this many cores runs its torch threads
 
 
@@ -163,19 +167,19 @@ def cpu_oversubscribed(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     ]
     if h.load is not None:
         ev.append(f"load average {h.load[0]:.1f}")
-    spare = max(1, cores - len(workers))
+    spare = max(1, cores - len(workers))  # a torch thread a core the busy workers leave
+    threads_advice = (
+        f"torch.set_num_threads({spare}) in the training process leaves a core to each busy worker."
+        if workers
+        else f"torch.set_num_threads({cores}) in the training process: one compute thread a core."
+    )
     return [
         Hint(
             id="cpu-oversubscribed",
             severity="medium",
             title=f"CPU oversubscribed: {threads + wthreads} busy threads on {cores} cores",
             evidence=tuple(ev),
-            advice=(
-                f"torch.set_num_threads({spare}) in the training process leaves a core to "
-                "each busy worker.",
-                "Keep workers single-threaded: torch does; for OpenCV call cv2.setNumThreads(1), "
-                "for numpy set OMP_NUM_THREADS=1.",
-            ),
+            advice=(threads_advice, WORKER_THREADS) if workers else (threads_advice,),
             est_gain=None,
             est_gain_text="not measurable: threads that take turns slow each other down",
             panel="host",
