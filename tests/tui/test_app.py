@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import io
@@ -42,12 +43,20 @@ async def settle(pilot, n: int = 3) -> None:
         await pilot.pause()
 
 
+@contextlib.asynccontextmanager
+async def showing(snap, size=SIZE):
+    """A fresh app at ``size`` once it has shown ``snap``, as a source's first snapshot
+    leaves it: ``(app, pilot)``."""
+    app = PerftopApp()
+    async with app.run_test(size=size) as pilot:
+        app.post_message(SnapshotMessage(snap))
+        await settle(pilot)
+        yield app, pilot
+
+
 @aio
 async def test_snapshot_reaches_every_panel() -> None:
-    app = PerftopApp()
-    async with app.run_test(size=SIZE) as pilot:
-        app.post_message(SnapshotMessage(snapshot()))
-        await settle(pilot)
+    async with showing(snapshot()) as (app, pilot):
         header = text_of(app.query_one(HeaderBar))
         assert "python train.py --epochs 3" in header
         assert "running" in header and "0:01:23" in header
@@ -83,10 +92,7 @@ async def test_thread_source_is_coalesced_and_latest_wins() -> None:
 
 @aio
 async def test_processes_update_by_diff_without_rebuild() -> None:
-    app = PerftopApp()
-    async with app.run_test(size=SIZE) as pilot:
-        app.post_message(SnapshotMessage(snapshot()))
-        await settle(pilot)
+    async with showing(snapshot()) as (app, pilot):
         table = app.query_one(ProcessesPanel).table
         table.clear = lambda *a, **k: pytest.fail("table rebuilt")  # type: ignore[method-assign]
         table.move_cursor(row=2)
@@ -105,10 +111,7 @@ async def test_processes_update_by_diff_without_rebuild() -> None:
 
 @aio
 async def test_sort_keys_and_header_click() -> None:
-    app = PerftopApp()
-    async with app.run_test(size=SIZE) as pilot:
-        app.post_message(SnapshotMessage(snapshot()))
-        await settle(pilot)
+    async with showing(snapshot()) as (app, pilot):
         await pilot.press("4", "s")  # focus processes, sort by the next column (pid)
         table = app.query_one(ProcessesPanel).table
         assert table.sort_column == "pid"
@@ -130,10 +133,7 @@ async def test_sort_keys_and_header_click() -> None:
 
 @aio
 async def test_zoom_and_back() -> None:
-    app = PerftopApp()
-    async with app.run_test(size=(80, 24)) as pilot:
-        app.post_message(SnapshotMessage(snapshot()))
-        await settle(pilot)
+    async with showing(snapshot(), size=(80, 24)) as (app, pilot):
         await pilot.press("5", "z")
         assert app.screen.maximized is app.query_one("#sync")
         assert not app.query_one("#sync").compact  # zoomed panels show full detail
@@ -144,10 +144,7 @@ async def test_zoom_and_back() -> None:
 
 @aio
 async def test_pause_holds_the_display() -> None:
-    app = PerftopApp()
-    async with app.run_test(size=SIZE) as pilot:
-        app.post_message(SnapshotMessage(snapshot(steps=10)))
-        await settle(pilot)
+    async with showing(snapshot(steps=10)) as (app, pilot):
         await pilot.press("p")
         assert "PAUSED" in text_of(app.query_one(HeaderBar))
         app.post_message(SnapshotMessage(snapshot(steps=20)))
@@ -225,10 +222,7 @@ async def test_widget_error_becomes_notification() -> None:
 
 @aio
 async def test_output_appends_only_new_lines() -> None:
-    app = PerftopApp()
-    async with app.run_test(size=SIZE) as pilot:
-        app.post_message(SnapshotMessage(snapshot(output_lines=1)))
-        await settle(pilot)
+    async with showing(snapshot(output_lines=1)) as (app, pilot):
         assert app.query_one(OutputPanel).border_subtitle == "1 line"
         app.post_message(SnapshotMessage(snapshot(output_lines=30)))
         await settle(pilot)
@@ -292,10 +286,8 @@ async def test_a_snapshot_that_beats_the_stacks_screen_compose_is_no_crash() -> 
 @aio
 async def test_a_snapshot_after_shutdown_is_dropped() -> None:
     """A source thread's last snapshot can land after the app has closed its screens."""
-    app = PerftopApp()
-    async with app.run_test(size=SIZE) as pilot:
-        app.post_message(SnapshotMessage(snapshot()))
-        await settle(pilot)
+    async with showing(snapshot()) as (app, _pilot):
+        assert app.screen_stack
     assert not app.screen_stack
     app.show(snapshot())  # raised ScreenStackError before
     assert app.shown is not None

@@ -5,19 +5,14 @@ from __future__ import annotations
 
 from textual.widgets._footer import FooterKey
 
-from perftop.tui.app import PerftopApp
-from perftop.tui.messages import SnapshotMessage
 from perftop.tui.widgets.footer import KeysFooter
 from tests.tui.fakes import snapshot
-from tests.tui.test_app import aio, settle
+from tests.tui.test_app import aio, settle, showing
 
 
 @aio
 async def test_focus_changes_leave_the_footer_bound_to_its_own_keys_only() -> None:
-    app = PerftopApp()
-    async with app.run_test(size=(160, 48)) as pilot:
-        app.post_message(SnapshotMessage(snapshot()))
-        await settle(pilot)
+    async with showing(snapshot()) as (app, pilot):
         footer = app.query_one(KeysFooter)
         for _ in range(10):
             await pilot.press("4", "1")  # processes, steps: the bindings change twice

@@ -17,7 +17,7 @@ from perftop.tui.widgets import ProcessesPanel, RanksPanel, processes, ranks
 from perftop.tui.widgets.difftable import DiffTable
 from perftop.wire import HEADER, Frame, decode_frame, encode_frame, encode_node_frame
 from tests.tui.fakes import snapshot
-from tests.tui.test_app import aio, settle, text_of
+from tests.tui.test_app import aio, settle, showing, text_of
 
 
 def two_nodes_same_pid():
@@ -35,10 +35,7 @@ def two_nodes_same_pid():
 
 @aio
 async def test_ranks_table_marks_the_straggler_and_keeps_hosts_apart() -> None:
-    app = PerftopApp()
-    async with app.run_test(size=(160, 48)) as pilot:
-        app.post_message(SnapshotMessage(snapshot()))
-        await settle(pilot)
+    async with showing(snapshot()) as (app, pilot):
         panel = app.query_one(RanksPanel)
         assert not panel.display  # one process: no ranks table
         app.post_message(SnapshotMessage(two_nodes_same_pid()))
@@ -101,10 +98,7 @@ def shown(table: DiffTable, column: str) -> set:
 async def test_a_fleets_tables_list_the_first_rows_of_their_order_and_sum_up_the_rest():
     """Hundreds of ranks: the table renders the first rows of its order (and the slowest
     rank wherever it sorts), a line sums up the others, and sorting picks from all."""
-    app = PerftopApp()
-    async with app.run_test(size=(160, 48)) as pilot:
-        app.post_message(SnapshotMessage(a_fleet()))
-        await settle(pilot)
+    async with showing(a_fleet()) as (app, pilot):
         panel = app.query_one(RanksPanel)
         table = panel.table
         assert shown(table, "rank") == set(range(ranks.FIRST)) | {90}

@@ -9,7 +9,7 @@ from perftop.model.snapshot import SyncSite
 from perftop.tui.app import PerftopApp
 from perftop.tui.messages import SnapshotMessage
 from tests.tui.fakes import snapshot
-from tests.tui.test_app import SIZE, aio, settle, text_of
+from tests.tui.test_app import SIZE, aio, settle, showing, text_of
 
 
 def column(table, key: str) -> list[str]:
@@ -30,10 +30,7 @@ def cpu_snapshot(counts: tuple[int, ...] = (3, 50, 7, 20)):
 
 @aio
 async def test_sort_by_total_sorts_by_the_count() -> None:
-    app = PerftopApp()
-    async with app.run_test(size=SIZE) as pilot:
-        app.post_message(SnapshotMessage(cpu_snapshot()))
-        await settle(pilot)
+    async with showing(cpu_snapshot()) as (app, pilot):
         table = app.query_one("#sync").table
         table.sort_by("count", reverse=True)
         await settle(pilot)
@@ -64,10 +61,7 @@ async def test_blocked_column_on_cuda_runs_only() -> None:
 
 @aio
 async def test_a_library_site_names_the_users_line_then_the_library() -> None:
-    app = PerftopApp()
-    async with app.run_test(size=SIZE) as pilot:
-        app.post_message(SnapshotMessage(snapshot()))
-        await settle(pilot)
+    async with showing(snapshot()) as (app, pilot):
         where = column(app.query_one("#sync").table, "where")
         assert "train.py:52 → transformers/trainer.py:1911" in where
         lone = SyncSite("item", "/v/site-packages/lightning/loop.py", 7, "run", "potential", 3, 1.0)
