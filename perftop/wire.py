@@ -108,9 +108,14 @@ class StepBatch(Event):
         return f"StepBatch({self.count} steps)"
 
 
+def counts_as(ev: Event) -> int:
+    """How many events ``ev`` stands for: a :class:`StepBatch` its steps, any other one."""
+    return ev.count if type(ev) is StepBatch else 1
+
+
 def event_count(events: Sequence[Event]) -> int:
     """How many events ``events`` stand for (a :class:`StepBatch` counts its steps)."""
-    return sum(e.count if type(e) is StepBatch else 1 for e in events)
+    return sum(map(counts_as, events))
 
 
 def decode_frame(frame: Frame, *, batch: bool = False) -> tuple[list[Event], int]:

@@ -17,7 +17,7 @@ from perftop.events import Event, NodeLink, NodeScope
 from perftop.model.session import Session
 from perftop.model.snapshot import Meta, NodeRow, NoteRow, Snapshot
 from perftop.model.steps import LIVE_WINDOW
-from perftop.wire import StepBatch
+from perftop.wire import counts_as
 
 
 class FleetSession:
@@ -42,7 +42,7 @@ class FleetSession:
         if isinstance(ev, NodeLink):
             self._node(ev.node)
             self.links[ev.node] = ev.connected
-        self.events += ev.count if type(ev) is StepBatch else 1
+        self.events += counts_as(ev)
         self._current.apply(ev)
         lt = self._current.last_t
         if lt is not None and (self.last_t is None or lt > self.last_t):

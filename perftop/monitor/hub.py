@@ -191,13 +191,14 @@ class Hub:
             self._remove(item[1])
             return
         frame, events = item
+        n = event_count(events)
         if frame is None:
             hist = [e for e in events if not isinstance(e, _HEADER_ONLY)]
             frame = _frame(list(events))
             hist_frame = frame if len(hist) == len(events) else (_frame(hist) if hist else None)
         else:
             hist_frame = frame
-            self.hook_events_in += event_count(events)
+            self.hook_events_in += n
         for rec in self._direct:
             rec.write_frame(frame)
         for b in self._buffered:
@@ -206,7 +207,7 @@ class Hub:
         apply = self.session.apply
         for ev in events:
             apply(ev)
-        self.events_in += event_count(events)
+        self.events_in += n
 
     def _add(self, handle: Any, record_path: str | None) -> None:
         pre = self.header.preamble(record_path)

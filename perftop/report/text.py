@@ -45,15 +45,15 @@ def render(r: dict[str, Any]) -> str:
             out.append(table(["phase (median)", *phases], [["", *map(seconds, phases.values())]]))
         if s["gpu_time_s"]["p50"] is not None:
             out.append(f"  GPU time per step p50 {seconds(s['gpu_time_s']['p50'])}")
-    between = {k: v for k, v in (s.get("between_s") or {}).items() if k != OVERLAPPED}
+    between = dict(s.get("between_s") or {})
+    overlapped = between.pop(OVERLAPPED, None)  # a save on another thread: the steps went on
     if between:
         parts = [f"{k} {seconds(v['total_s'])} ({v['count']}×)" for k, v in between.items()]
         out.append(f"  between steps (not in any step): {', '.join(parts)}")
-    if OVERLAPPED in (s.get("between_s") or {}):
-        v = s["between_s"][OVERLAPPED]  # a save on another thread: the steps went on
+    if overlapped is not None:
         out.append(
             f"  checkpoints on another thread, overlapping steps: "
-            f"{seconds(v['total_s'])} ({v['count']}×)"
+            f"{seconds(overlapped['total_s'])} ({overlapped['count']}×)"
         )
     if len(r["ranks"]) > 1:
         out.append("")

@@ -98,12 +98,12 @@ def first_rows(snap: Snapshot, straggler: Straggler | None, limit: int = FIRST) 
 def others(snap: Snapshot, shown: set[str]) -> str:
     """One line on the ranks the table leaves out: how many, and the spread of their
     figures, so a rank far from the others shows even when it is not listed."""
-    rest = [r for r in snap.ranks if row_key(r) not in shown]
+    rest = [rank_values(r) for r in snap.ranks if row_key(r) not in shown]
     if not rest:
         return ""
     parts = [f"{len(rest):,} more ranks"]
     for label, i in (("step p50", 1), ("data", 2), ("own", 3), ("backward", 4)):
-        vs = [v for r in rest if (v := rank_values(r)[i]) is not None]
+        vs = [v for values in rest if (v := values[i]) is not None]
         if vs:
             parts.append(f"{label} {fmt.secs(min(vs))}–{fmt.secs(max(vs))}")
     return " · ".join(parts) + f" · s sorts: the first {FIRST} of each order are listed"
