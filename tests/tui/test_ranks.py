@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey
 
 from perftop.events import Hello, Step
@@ -118,3 +119,53 @@ async def test_a_fleets_tables_list_the_first_rows_of_their_order_and_sum_up_the
         await settle(pilot)
         assert (procs.table.sort_column, procs.table.sort_reverse) == ("cpu", True)
         assert shown(procs.table, "cpu") == {float(r) for r in range(100 - processes.FIRST, 100)}
+
+
+def row_text(table: DiffTable, key: str) -> str:
+    """What the screen shows of a row: its line as the table renders it."""
+    y = table.get_row_index(key) + 1  # under the header
+    return table.render_line(y - int(table.scroll_y)).text
+
+
+@aio
+async def test_a_tables_cells_are_drawn_anew_when_they_change_and_only_then() -> None:
+    """Cells are rendered once for what they show where and how: a changed figure is
+    drawn anew, the cursor's row in the cursor's style, and a zoom or a refresh that
+    changes nothing draws no cell again."""
+    async with showing(a_fleet(20)) as (app, pilot):
+        table = app.query_one(RanksPanel).table
+        await pilot.press("8")  # focus the ranks table: its cursor on the first row
+        await settle(pilot)
+        first = table.ordered_rows[0].key.value
+        assert "50" in row_text(table, first)
+        grown = a_fleet(20)
+        grown = dataclasses.replace(
+            grown, ranks=tuple(dataclasses.replace(r, count=77_777) for r in grown.ranks)
+        )
+        app.post_message(SnapshotMessage(grown))
+        await settle(pilot)
+        assert "77,777" in row_text(table, first) and " 50 " not in row_text(table, first)
+        rendered = []
+        real = DataTable._render_cell
+
+        def counting(self, *args, **kwargs):  # Textual's renderer under the cache
+            rendered.append(args[:2])
+            return real(self, *args, **kwargs)
+
+        await pilot.press("z", "escape")  # every row drawn once, zoomed
+        await settle(pilot)
+        DataTable._render_cell = counting
+        try:
+            app.post_message(SnapshotMessage(grown))  # the same figures again
+            await settle(pilot)
+            await pilot.press("z", "escape")  # zoom, and back: the same cells, same places
+            await settle(pilot)
+            assert [rc for rc in rendered if rc[0] >= 0] == []
+            await pilot.press("down")  # the cursor moves: two rows in a new style
+            await settle(pilot)
+            assert {r for r, _ in rendered if r >= 0} <= {0, 1}
+        finally:
+            DataTable._render_cell = real
+        strip = table.render_line(2)  # the second row, under the cursor now
+        plain = table.render_line(3)
+        assert strip.text != plain.text or list(strip)[0].style != list(plain)[0].style

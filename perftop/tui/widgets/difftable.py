@@ -13,6 +13,7 @@ import heapq
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
+from rich.style import Style
 from rich.text import Text
 from textual.widgets import DataTable
 
@@ -38,6 +39,7 @@ def _sort_key(value: Any, reverse: bool = False) -> tuple[int, Any]:
 
 T = TypeVar("T")
 FIRST_ROWS = 50  # what a fleet's table lists at most: more than a zoomed panel shows
+RENDERED_CELLS = 4096  # rendered cells kept: every cell of a zoomed table, in two styles
 
 
 class First(Generic[T]):
@@ -86,9 +88,50 @@ class DiffTable(DataTable):
         self._default_sort = (sort, reverse)
         self._first: First[Any] | None = None
         self.left_out = 0  # rows of the last set_first not shown
+        self._rendered: dict[tuple[Any, ...], Any] = {}  # see _render_cell
 
     def on_mount(self) -> None:
         self._add_columns()
+
+    def _render_cell(
+        self,
+        row_index: int,
+        column_index: int,
+        base_style: Style,
+        width: int,
+        cursor: bool = False,
+        hover: bool = False,
+    ) -> Any:
+        """Textual's own, cached by what the cell shows and how. Textual keys its cache
+        by the table's update count, so one changed cell has every visible cell rendered
+        again (at each refresh, and at each zoom or focus after it); here an unchanged
+        cell at the same place in the same style costs a lookup."""
+        args = (row_index, column_index, base_style, width, cursor, hover)
+        if row_index < 0 or column_index < 0:  # the header, a row label
+            return super()._render_cell(*args)
+        try:
+            row_key: Any = self._row_locations.get_key(row_index)
+            cell = self.get_cell(row_key, self._column_locations.get_key(column_index))  # type: ignore[arg-type]
+            key = (
+                *args,
+                cell.plain,
+                cell.style,
+                tuple(cell.spans),
+                cell.justify,
+                self.rows[row_key].height,
+                self.show_cursor,
+                self._show_hover_cursor,
+                self._pseudo_class_state,
+                self.cell_padding,
+            )
+        except Exception:  # a Textual without these
+            return super()._render_cell(*args)
+        lines = self._rendered.get(key)
+        if lines is None:
+            if len(self._rendered) >= RENDERED_CELLS:
+                self._rendered.clear()
+            lines = self._rendered[key] = super()._render_cell(*args)
+        return lines
 
     def _add_columns(self) -> None:
         for key, label in self._columns:

@@ -72,6 +72,8 @@ class TextPanel(Panel, can_focus=True):
         self._body.update(body)
 
     def set_compact(self, compact: bool) -> None:
+        if compact == self.compact:
+            return  # a zoom sets every panel's state again: re-rendering each costs a key
         super().set_compact(compact)
         if self._last is not None:
             self.show(self._last)
