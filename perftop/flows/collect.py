@@ -7,7 +7,7 @@ The collector is a source (a TCP server) feeding its own ingest, whose model is 
 
 from __future__ import annotations
 
-import threading
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,13 +17,14 @@ from perftop.console import say
 from perftop.fleet.collector import Collector
 from perftop.fleet.sshview import SSH_FAILED, connect_first
 from perftop.fleet.stream import SshNode, remote_command
-from perftop.flows.watch import wait_until
+from perftop.flows.watch import STOP_SIGNALS, wait_until
 from perftop.fmt import seconds
 from perftop.hints.session import hinted_session
 from perftop.model import Snapshot
 from perftop.model.fleet import FleetSession
 from perftop.monitor.header import session_start
 from perftop.monitor.hub import Hub
+from perftop.tui.process import TuiProcess
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,17 +49,19 @@ def run_collect(
 ) -> int:
     session = FleetSession(hinted_session)
     collector: Collector | None = None
-    app = None
-    if not cfg.headless:
-        from perftop.tui.app import PerftopApp
+    want_tui = not cfg.headless
+    tui: TuiProcess | None = None  # the TUI's own process (see perftop.tui.process)
+    held: list[str] = []  # lines said while the TUI has the terminal: said after it
 
-        app = PerftopApp()
+    def say_(line: str) -> None:
+        if tui is not None:
+            held.append(line)
+        else:
+            log(line)
 
     def snapshot(snap: Snapshot) -> None:
-        if app is not None:
-            from perftop.tui.messages import SnapshotMessage
-
-            app.post_message(SnapshotMessage(snap))
+        if tui is not None:
+            tui.post(snap)
         if on_snapshot is not None:
             on_snapshot(snap)
 
@@ -73,11 +76,11 @@ def run_collect(
         refresh_s=cfg.refresh_s,
         rejected_frames=rejected,
     )
-    if app is not None or on_snapshot is not None:
+    if want_tui or on_snapshot is not None:
         hub.snapshot_subscribers.append(snapshot)
     # Bind first: a busy port must not leave an empty recording behind.
     if cfg.listen is not None:
-        collector = Collector(cfg.listen, cfg.token, hub.submit_frame, hub.submit, log=log)
+        collector = Collector(cfg.listen, cfg.token, hub.submit_frame, hub.submit, log=say_)
     try:
         rec = hub.record(cfg.record, force=cfg.force) if cfg.record is not None else None
     except BaseException:
@@ -98,27 +101,34 @@ def run_collect(
     )
     remote = remote_command(cfg.command, cfg.remote_record, cfg.remote_dir)
     nodes += [
-        SshNode(h, (), hub.submit_frame, hub.submit, log, echo=app is None, remote=remote)
+        SshNode(h, (), hub.submit_frame, hub.submit, say_, echo=not want_tui, remote=remote)
         for h in cfg.ssh
     ]
-    for n in nodes if app is None else ():
+    for n in nodes if not want_tui else ():
         n.start()
     if collector is not None:
         collector.start()
         log(f"perftop: collecting on {where}" + (f", recording to {cfg.record}" if rec else ""))
     try:
-        if app is not None and nodes:  # ssh asks its questions before the TUI starts
+        if want_tui and nodes:  # ssh asks its questions before the TUI starts
             linked = connect_first([n.start() for n in nodes])
-            app = app if linked or collector is not None else None
-        if app is not None:
-            if cfg.duration_s is not None:
-                threading.Timer(cfg.duration_s, lambda: app.exit(None)).start()
-            app.run()
+            want_tui = linked or collector is not None
+        if want_tui:
+            tui = TuiProcess()
+            running = tui.running
+            wait_until(cfg.duration_s, lambda: not running(), (*STOP_SIGNALS, signal.SIGHUP))
         else:
             # Only ssh nodes: done when every remote stream has ended.
             done = (lambda: all(n.done for n in nodes)) if nodes and collector is None else None
             wait_until(cfg.duration_s, done)
     finally:
+        if tui is not None:
+            rc = tui.close()
+            tui = None
+            for line in held:
+                log(line)
+            if rc:  # its own traceback, if any, is on the terminal above
+                log(f"perftop: the TUI's process ended with code {rc}")
         for n in nodes:
             n.stop()
         if collector is not None:

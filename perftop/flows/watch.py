@@ -15,6 +15,7 @@ from perftop.console import interactive
 from perftop.monitor.hub import Hub
 from perftop.recording import RecordingWriter
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 ViewMode = Literal["viewer", "observer"]  # a session perftop did not start, or a bare process
 
 
@@ -61,10 +62,16 @@ def wait(source: Any, duration_s: float | None, gone: threading.Event | None = N
         source.ended.wait(0.5 if left is None else min(0.5, left))
 
 
-def wait_until(duration_s: float | None, done: Callable[[], bool] | None = None) -> None:
-    """Until the duration has passed, ``done()`` holds, or SIGINT/SIGTERM asks to stop."""
+def wait_until(
+    duration_s: float | None,
+    done: Callable[[], bool] | None = None,
+    signals: tuple[signal.Signals, ...] = STOP_SIGNALS,
+) -> None:
+    """Until the duration has passed, ``done()`` holds, or one of ``signals`` asks to stop
+    (one the process ignores, as under ``nohup``, stays ignored)."""
     stop = threading.Event()
-    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    old = {s: signal.getsignal(s) for s in signals}
+    old = {s: h for s, h in old.items() if h is not signal.SIG_IGN}
     for s in old:
         signal.signal(s, lambda *_: stop.set())
     deadline = None if duration_s is None else time.monotonic() + duration_s

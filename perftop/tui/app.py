@@ -17,7 +17,7 @@ from textual.driver import Driver
 
 from perftop.model import Snapshot
 from perftop.tui.driver import sized
-from perftop.tui.messages import JobEnded, SnapshotMessage, TerminalLost
+from perftop.tui.messages import JobEnded, SnapshotMessage, StreamEnded, TerminalLost
 from perftop.tui.screens import HelpScreen, QuitScreen, StacksScreen
 from perftop.tui.widgets import (
     GpuPanel,
@@ -171,6 +171,9 @@ class PerftopApp(App[str | None]):
 
     def on_job_ended(self, message: JobEnded) -> None:
         self.notify(f"the job exited with code {message.exit_code}; q quits", timeout=8)
+
+    def on_stream_ended(self, message: StreamEnded) -> None:
+        self.exit(None)
 
     def on_terminal_lost(self, message: TerminalLost) -> None:
         self.exit("leave")  # nobody is left to ask: a running job goes on

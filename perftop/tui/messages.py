@@ -55,3 +55,8 @@ class NoticeMessage(Message):
         super().__init__()
         self.text = text
         self.severity = severity
+
+
+class StreamEnded(Message):
+    """The snapshots' source closed (a collector that stopped): the TUI has nothing left
+    to show, so it quits."""
