@@ -2,13 +2,15 @@
 forwarders and the real collector on loopback, with the real TUI (headless) refreshing.
 
     python benchmarks/fleet_load.py [--nodes 64] [--ranks 8] [--rate 20] [--seconds 60]
+                                    [--tui process|same|none] [--compare]
 
 The nodes run in a second process: one real :class:`Forwarder` per node (its own thread and
 TCP link, the token handshake), fed 10 times a second with packed step records (as a hook's
 sender batches them) and a process sample per node a second. This process is the collector
-as ``perftop collect`` wires it (Collector, Hub, a FleetSession of hinted sessions,
-PerftopApp under Textual's test driver); it prints the events its model applied against
-those offered, its CPU-seconds per 1,000 events/s, its RSS over time, the events dropped (by
+as ``perftop collect`` wires it (Collector, Hub, a FleetSession of hinted sessions, and
+the TUI in a process of its own fed through a pipe: PerftopApp under Textual's test driver
+there; ``--tui same`` runs it in the collector's process, as before). It prints the events
+its model applied against those offered, its CPU-seconds per 1,000 events/s, its RSS over time, the events dropped (by
 the forwarders and by the ingest queue), and how long the TUI takes to answer a key press:
 from a thread of its own, as a terminal's input thread posts them, keys that change what
 the screen shows (focus, sort, zoom, cursor, help) are pressed every ``--key-every``
@@ -184,14 +186,9 @@ class KeyProbe:
             time.sleep(max(0.0, every - (time.monotonic() - t)))
 
 
-async def collect(args: argparse.Namespace) -> int:
-    from perftop.fleet.collector import Collector
-    from perftop.hints.session import hinted_session
-    from perftop.model.fleet import FleetSession
-    from perftop.monitor.hub import Hub
+def probed_app() -> Any:
+    """perftop's app, telling its :class:`KeyProbe` of each rendered update."""
     from perftop.tui.app import PerftopApp
-    from perftop.tui.messages import SnapshotMessage
-    from perftop.tui.widgets import RanksPanel
 
     class App(PerftopApp):
         probe: KeyProbe | None = None
@@ -201,22 +198,74 @@ async def collect(args: argparse.Namespace) -> int:
             if renderable is not None and self.probe is not None:
                 self.probe.displayed()
 
+    return App()
+
+
+async def drive(
+    app: Any, args: argparse.Namespace, t0: float, until: Callable[[], bool]
+) -> KeyProbe:
+    """Run ``app`` headless at 160x48 and press keys from warm-up to the end of sending,
+    until ``until()`` holds."""
+    from perftop.tui.widgets import RanksPanel
+
+    probe = KeyProbe(app)
+    async with app.run_test(size=(160, 48)):
+        app.probe = probe
+        keys = threading.Thread(  # timed on its own clock: the app's loop may be busy
+            target=probe.run,
+            args=(app.query_one(RanksPanel).table, app.screen, t0 + args.warmup,
+                  t0 + args.seconds, args.key_every),
+            daemon=True,
+        )  # fmt: skip
+        keys.start()
+        while not until():
+            await asyncio.sleep(0.1)
+        keys.join()
+    return probe
+
+
+async def tui_process(args: argparse.Namespace, fd: int) -> int:
+    """The TUI in a process of its own, as ``perftop collect`` runs it: fed by the pipe
+    (:func:`perftop.tui.process.feed`); prints what its key probe measured as JSON."""
+    from perftop.tui.process import feed
+
+    t0 = time.monotonic()
+    app = probed_app()
+    feeder = feed(app, fd)
+    probe = await drive(app, args, t0, lambda: not feeder.is_alive())
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    print(json.dumps({"latencies": probe.latencies, "by_key": probe.by_key,
+                      "unanswered": probe.unanswered, "cpu_s": usage.ru_utime + usage.ru_stime,
+                      "peak_rss": usage.ru_maxrss * 1024}))  # fmt: skip
+    return 0
+
+
+async def collect(args: argparse.Namespace) -> int:
+    from perftop.fleet.collector import Collector
+    from perftop.hints.session import hinted_session
+    from perftop.model.fleet import FleetSession
+    from perftop.monitor.hub import Hub
+    from perftop.tui.messages import SnapshotMessage
+    from perftop.tui.process import TuiProcess
+
     token = secrets.token_hex(16)
     session = FleetSession(hinted_session)  # as perftop collect has it
-    app = App()
     hub = Hub(session, refresh_s=0.5)  # type: ignore[arg-type]
-    if not args.no_tui:
-        hub.snapshot_subscribers.append(lambda snap: app.post_message(SnapshotMessage(snap)))
     collector = Collector(("127.0.0.1", 0), token, hub.submit_frame, hub.submit, log=lambda s: None)
     hub.start()
     collector.start()
+    t0 = time.monotonic()
     gen = subprocess.Popen(
         [sys.executable, __file__, "--nodes-process", str(collector.address[1]), token,
          str(args.nodes), str(args.ranks), str(args.rate), str(args.seconds)],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
+    tui: Any = None
+    if args.tui == "process":  # as perftop collect runs it
+        tui = TuiProcess([sys.executable, __file__, *sys.argv[1:], "--tui-process"],
+                         stdout=subprocess.PIPE, text=True)  # fmt: skip
+        hub.snapshot_subscribers.append(tui.post)
     samples: list[tuple[float, float, int, int, float]] = []  # t, cpu s, rss, events, lag
-    t0 = time.monotonic()
     done = threading.Event()
 
     def sample() -> None:  # a thread of its own: the app's loop may be busy
@@ -225,34 +274,28 @@ async def collect(args: argparse.Namespace) -> int:
             samples.append((now, time.process_time(), _rss(), session.events, _lag(session)))
 
     threading.Thread(target=sample, daemon=True).start()
-    probe = KeyProbe(app)
     try:
-        async with app.run_test(size=(160, 48)):
-            app.probe = probe
-            keys = threading.Thread(  # timed on its own clock: the app's loop may be busy
-                target=probe.run,
-                args=(
-                    app.query_one(RanksPanel).table,
-                    app.screen,
-                    t0 + args.warmup,
-                    t0 + args.seconds,
-                    args.key_every,
-                ),
-                daemon=True,
-            )
-            keys.start()
+        if tui is not None:
             while gen.poll() is None:
                 await asyncio.sleep(0.1)
-            keys.join()
-            hub.snapshot_subscribers.clear()  # the app closes next: no more snapshots to it
-            await asyncio.sleep(1.0)  # those already posted are shown first
+            tui.close()  # after the last snapshot the TUI's process prints its figures
+            probe: Any = json.loads(tui.proc.stdout.read().strip().splitlines()[-1])
+        elif args.tui == "same":  # the TUI in the collector's process: the design before
+            app = probed_app()
+            hub.snapshot_subscribers.append(lambda snap: app.post_message(SnapshotMessage(snap)))
+            kp = await drive(app, args, t0, lambda: gen.poll() is not None)
+            hub.snapshot_subscribers.clear()
+            probe = {"latencies": kp.latencies, "by_key": kp.by_key, "unanswered": kp.unanswered}
+        else:
+            gen.wait()
+            probe = {"latencies": [], "by_key": {}, "unanswered": 0}
     finally:
         done.set()
         collector.close()
         hub.stop()
     fleet = json.loads(gen.communicate()[0].strip().splitlines()[-1])
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    fleet["cpu_s"] = children.ru_utime + children.ru_stime
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    fleet["cpu_s"] = usage.ru_utime + usage.ru_stime - probe.get("cpu_s", 0.0)
     snap = session.snapshot()
     return report(args, samples, probe, fleet, hub, snap)
 
@@ -277,11 +320,20 @@ def report(args, samples, probe, fleet, hub, snap) -> int:  # type: ignore[no-un
         f"{snap.events:,} in all for {sent_steps:,} steps sent; the model behind the nodes "
         f"by median {statistics.median(lags):.2f} s, max {lags[-1]:.2f} s"
     )
+    where = {
+        "process": "collector, ingest, model, hints, snapshots to the TUI's pipe",
+        "same": "collector, ingest, model, hints, TUI at 2 Hz: one process",
+        "none": "collector, ingest, model, hints; no TUI",
+    }[args.tui]
     print(
         f"collector CPU  : {cpu:.2f} CPU-s/s = {cpu * 100 / (rate / 1000):.1f}% of a core per "
-        f"1,000 events/s (collector, ingest, model, hints, TUI at 2 Hz: one process); the "
-        f"nodes' process {fleet['cpu_s']:.1f} CPU-s in all"
+        f"1,000 events/s ({where}); the nodes' process {fleet['cpu_s']:.1f} CPU-s in all"
     )
+    if "cpu_s" in probe:
+        print(
+            f"TUI process    : {probe['cpu_s'] / args.seconds:.2f} CPU-s/s, peak RSS "
+            f"{probe['peak_rss'] / 2**20:.0f} MB"
+        )
     series = ", ".join(
         f"{s[0]:.0f}s {s[2] / 2**20:.0f}" for s in samples[:: max(1, len(samples) // 10)]
     )
@@ -294,26 +346,38 @@ def report(args, samples, probe, fleet, hub, snap) -> int:  # type: ignore[no-un
         f"{hub.dropped_events} events by the collector's ingest queue; "
         f"{fleet['sent_frames']:,} frames sent, {fleet['connects']} links"
     )
-    lat = sorted(probe.latencies)
+    lat = sorted(probe["latencies"])
     if lat:
         p95 = lat[min(len(lat) - 1, round(0.95 * (len(lat) - 1)))]
         print(
             f"key press      : {len(lat)} presses (8 s z down escape ? escape 1) answered on "
             f"screen in median {statistics.median(lat) * 1e3:.0f} ms, p95 {p95 * 1e3:.0f} ms, "
-            f"max {lat[-1] * 1e3:.0f} ms; {probe.unanswered} unanswered in 10 s (target < 200)"
+            f"max {lat[-1] * 1e3:.0f} ms; {probe['unanswered']} unanswered in 10 s (target < 200)"
         )
         each = ", ".join(
             f"{k} {statistics.median(v) * 1e3:.0f}/{max(v) * 1e3:.0f}"
-            for k, v in probe.by_key.items()
+            for k, v in probe["by_key"].items()
         )
         print(f"  by key       : median/max ms: {each}")
     else:
-        print(f"key press      : none answered; {probe.unanswered} unanswered in 10 s")
+        print(f"key press      : none answered; {probe['unanswered']} unanswered in 10 s")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
         f"conditions     : {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f} at the end; "
-        f"peak RSS {peak:.0f} MB"
+        f"the collector's peak RSS {peak:.0f} MB"
     )
+    return 0
+
+
+def compare(argv: list[str]) -> int:
+    """Both designs one after the other, each in a fresh interpreter: the TUI in the
+    collector's process (as before), then in its own (as perftop collect runs it now)."""
+    for tui, title in (("same", "TUI in the collector's process"),
+                       ("process", "TUI in a process of its own")):  # fmt: skip
+        print(f"--- {title} (--tui {tui})", flush=True)
+        rc = subprocess.run([sys.executable, __file__, *argv, "--tui", tui]).returncode
+        if rc:
+            return rc
     return 0
 
 
@@ -329,8 +393,21 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--warmup", type=float, default=10.0, help="seconds before measuring")
     ap.add_argument("--key-every", type=float, default=1.1, help="seconds between key presses")
-    ap.add_argument("--no-tui", action="store_true", help="no snapshots to the app (ingest only)")
-    return asyncio.run(collect(ap.parse_args()))
+    ap.add_argument(
+        "--tui",
+        choices=("process", "same", "none"),
+        default="process",
+        help="the TUI in a process of its own (as perftop collect), in the collector's, or none",
+    )
+    ap.add_argument("--compare", action="store_true", help="--tui same, then --tui process")
+    ap.add_argument("--tui-process", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("fd", nargs="?", type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.compare:
+        return compare([a for a in sys.argv[1:] if a != "--compare"])
+    if args.tui_process:
+        return asyncio.run(tui_process(args, args.fd))
+    return asyncio.run(collect(args))
 
 
 if __name__ == "__main__":
