@@ -21,6 +21,15 @@ def a_fleet_snapshot():
     return dataclasses.replace(snap, ranks=ranks, steps=ranks[0])
 
 
+def reading() -> tuple[SnapshotSender, list, threading.Thread]:
+    """A sender on a real pipe, and a thread reading the other end into a list."""
+    r, w = os.pipe()
+    got: list = []
+    reader = threading.Thread(target=lambda: got.extend(read_snapshots(r)))
+    reader.start()
+    return SnapshotSender(w), got, reader
+
+
 def test_lean_keeps_what_the_tui_draws_and_drops_each_ranks_window() -> None:
     snap = a_fleet_snapshot()
     out = lean(snap)
@@ -34,11 +43,7 @@ def test_lean_keeps_what_the_tui_draws_and_drops_each_ranks_window() -> None:
 
 
 def test_snapshots_cross_a_real_pipe_and_the_reader_sees_the_end() -> None:
-    r, w = os.pipe()
-    sender = SnapshotSender(w)
-    got = []
-    reader = threading.Thread(target=lambda: got.extend(read_snapshots(r)))
-    reader.start()
+    sender, got, reader = reading()
     snaps = [dataclasses.replace(a_fleet_snapshot(), events=i) for i in range(3)]
     for s in snaps:
         sender.send(s)
@@ -101,11 +106,7 @@ def test_a_child_reads_them_as_the_tui_process_does() -> None:
 
 
 def test_a_snapshot_that_cannot_be_pickled_is_skipped_and_the_next_one_goes() -> None:
-    r, w = os.pipe()
-    sender = SnapshotSender(w)
-    got = []
-    reader = threading.Thread(target=lambda: got.extend(read_snapshots(r)))
-    reader.start()
+    sender, got, reader = reading()
     bad = dataclasses.replace(snapshot(), output=(lambda: None,))  # type: ignore[arg-type]
     sender.send(bad)
     time.sleep(0.3)

@@ -45,19 +45,35 @@ def tui_children(collect_pid: int) -> list[psutil.Process]:
     return []
 
 
+def start(name: str, cmd: list[str], done: Path, width: int, height: int) -> None:
+    """``cmd`` in a new tmux session; its exit status goes to ``done`` as ``EXIT N``."""
+    shell = (
+        f"PERFTOP_TOKEN={TOKEN} {shlex.join(cmd)}; echo EXIT $? > {shlex.quote(str(done))}; "
+        "sleep 60"
+    )
+    subprocess.run(
+        [TMUX, "new-session", "-d", "-s", name, "-x", str(width), "-y", str(height), shell],
+        check=True,
+    )
+
+
+def exited(name: str, done: Path) -> str:
+    """The screen once the command exited 0 (within 30 s)."""
+    deadline = time.monotonic() + 30
+    while not done.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert done.exists(), capture(name)
+    assert done.read_text().strip() == "EXIT 0"
+    return capture(name)
+
+
 def test_collect_draws_in_its_own_process_resizes_and_quits_on_q(tmp_path: Path) -> None:
     rec, done = tmp_path / "fleet.perftop", tmp_path / "rc"
     port = free_port()
     name = f"perftop-collect-{uuid.uuid4().hex[:6]}"
     cmd = [sys.executable, "-m", "perftop", "collect", "--listen", f"127.0.0.1:{port}",
            "--record", str(rec)]  # fmt: skip
-    shell = (
-        f"PERFTOP_TOKEN={TOKEN} {shlex.join(cmd)}; echo EXIT $? > {shlex.quote(str(done))}; "
-        "sleep 60"
-    )
-    subprocess.run(
-        [TMUX, "new-session", "-d", "-s", name, "-x", "160", "-y", "48", shell], check=True
-    )
+    start(name, cmd, done, 160, 48)
     nodes: list[subprocess.Popen[bytes]] = []
     try:
         wait_for(name, r"perftop collect --listen")  # the TUI is up
@@ -76,12 +92,7 @@ def test_collect_draws_in_its_own_process_resizes_and_quits_on_q(tmp_path: Path)
         wait_for(name, r"─ Steps ─[\s\S]*─ Output ─")  # the child got SIGWINCH and laid out
         assert max(len(line) for line in capture(name).splitlines()) <= 80
         subprocess.run([TMUX, "send-keys", "-t", name, "q"], check=True)
-        deadline = time.monotonic() + 30
-        while not done.exists() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert done.exists(), capture(name)
-        assert done.read_text().strip() == "EXIT 0"
-        after = capture(name)
+        after = exited(name, done)
         # Lines said while the TUI had the terminal come after it, with the summary.
         assert "perftop: refused a forwarder from 127.0.0.1: wrong token" in after
         assert "perftop: 1 node(s), 1 training process(es)" in after
@@ -105,21 +116,10 @@ def test_collect_duration_ends_its_tui_process_and_gives_the_terminal_back(tmp_p
     name = f"perftop-collect-{uuid.uuid4().hex[:6]}"
     cmd = [sys.executable, "-m", "perftop", "collect", "--listen", f"127.0.0.1:{free_port()}",
            "--no-record", "--duration", "4"]  # fmt: skip
-    shell = (
-        f"PERFTOP_TOKEN={TOKEN} {shlex.join(cmd)}; echo EXIT $? > {shlex.quote(str(done))}; "
-        "sleep 60"
-    )
-    subprocess.run(
-        [TMUX, "new-session", "-d", "-s", name, "-x", "120", "-y", "40", shell], check=True
-    )
+    start(name, cmd, done, 120, 40)
     try:
         wait_for(name, r"perftop collect --listen")  # the TUI is up
-        deadline = time.monotonic() + 30
-        while not done.exists() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert done.exists(), capture(name)
-        assert done.read_text().strip() == "EXIT 0"
-        after = capture(name)
+        after = exited(name, done)
         assert "perftop: 0 node(s)" in after and "collected for 4" in after
         assert "─ Steps ─" not in after  # the TUI left the screen
     finally:
