@@ -100,10 +100,6 @@ class StepBatch(Event):
     def records(self) -> Iterator[StepRecord]:
         return STEP_RECORD.iter_unpack(self.payload)
 
-    def steps(self) -> list[Event]:
-        """The batch as :class:`Step` events."""
-        return decode_steps(self.payload)
-
     def __repr__(self) -> str:
         return f"StepBatch({self.count} steps)"
 
@@ -152,10 +148,15 @@ def _unwrap_node(payload: bytes) -> tuple[str, Frame]:
 def decode_steps(payload: bytes) -> list[Event]:
     if len(payload) % STEP_RECORD.size:
         raise FrameError("step frame is not a whole number of records")
+    return steps_of(STEP_RECORD.iter_unpack(payload))
+
+
+def steps_of(records: Iterable[StepRecord]) -> list[Event]:
+    """Packed step records as :class:`Step` events (an unknown source code: no source)."""
     sources, make, nsrc = STEP_SOURCES, Step._make, len(STEP_SOURCES)
     return [
         make((pid, index, t0, t1, data, bwd, opt, None, sources[src] if src < nsrc else ""))
-        for pid, index, t0, t1, data, bwd, opt, src in STEP_RECORD.iter_unpack(payload)
+        for pid, index, t0, t1, data, bwd, opt, src in records
     ]
 
 

@@ -39,7 +39,7 @@ from perftop.model.stacks import StacksReducer
 from perftop.model.steps import LIVE_WINDOW, StepSeries
 from perftop.model.sync import SyncReducer
 from perftop.model.workers import WorkersReducer
-from perftop.wire import STEP_SOURCES, StepBatch, StepRecord
+from perftop.wire import StepBatch, StepRecord, steps_of
 
 OUTPUT_LINES = 2000
 
@@ -325,9 +325,8 @@ def _each_step(apply: Callable[[Any], None]) -> Callable[[list[StepRecord]], Non
     """A reducer without ``apply_steps`` gets each record as a :class:`Step`."""
 
     def each(records: list[StepRecord]) -> None:
-        for pid, index, t0, t1, data, bwd, opt, src in records:
-            source = STEP_SOURCES[src] if src < len(STEP_SOURCES) else ""
-            apply(Step(pid, index, t0, t1, data, bwd, opt, None, source))
+        for step in steps_of(records):
+            apply(step)
 
     return each
 
