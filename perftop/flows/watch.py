@@ -70,8 +70,7 @@ def wait_until(
     """Until the duration has passed, ``done()`` holds, or one of ``signals`` asks to stop
     (one the process ignores, as under ``nohup``, stays ignored)."""
     stop = threading.Event()
-    old = {s: signal.getsignal(s) for s in signals}
-    old = {s: h for s, h in old.items() if h is not signal.SIG_IGN}
+    old = {s: h for s in signals if (h := signal.getsignal(s)) is not signal.SIG_IGN}
     for s in old:
         signal.signal(s, lambda *_: stop.set())
     deadline = None if duration_s is None else time.monotonic() + duration_s

@@ -167,19 +167,24 @@ def cpu_oversubscribed(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     ]
     if h.load is not None:
         ev.append(f"load average {h.load[0]:.1f}")
-    spare = max(1, cores - len(workers))  # a torch thread a core the busy workers leave
-    threads_advice = (
-        f"torch.set_num_threads({spare}) in the training process leaves a core to each busy worker."
-        if workers
-        else f"torch.set_num_threads({cores}) in the training process: one compute thread a core."
-    )
+    if workers:  # a torch thread a core the busy workers leave
+        spare = max(1, cores - len(workers))
+        advice: tuple[str, ...] = (
+            f"torch.set_num_threads({spare}) in the training process leaves a core to each "
+            "busy worker.",
+            WORKER_THREADS,
+        )
+    else:
+        advice = (
+            f"torch.set_num_threads({cores}) in the training process: one compute thread a core.",
+        )
     return [
         Hint(
             id="cpu-oversubscribed",
             severity="medium",
             title=f"CPU oversubscribed: {threads + wthreads} busy threads on {cores} cores",
             evidence=tuple(ev),
-            advice=(threads_advice, WORKER_THREADS) if workers else (threads_advice,),
+            advice=advice,
             est_gain=None,
             est_gain_text="not measurable: threads that take turns slow each other down",
             panel="host",

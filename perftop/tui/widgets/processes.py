@@ -51,11 +51,14 @@ def row_values(proc: Proc) -> tuple[Any, ...]:
     """The raw figures of the row, in column order: what its cells show and sort by."""
     host, pid, p, role = proc
     key = role_label(pid, role)[1]
+    return ((host, key) if host else key, pid, *_figures(p))
+
+
+def _figures(p: ProcRow | None) -> tuple[Any, ...]:
+    """The sample's figures, in column order from CPU% on (N/A before the first sample)."""
     if p is None:
-        return ((host, key) if host else key, pid, *[None] * 6, "")
+        return (*[None] * 6, "")
     return (
-        (host, key) if host else key,
-        pid,
         p.cpu_percent,
         p.rss_bytes,
         p.uss_bytes,
@@ -67,8 +70,8 @@ def row_values(proc: Proc) -> tuple[Any, ...]:
 
 
 def row_cells(pid: int, p: ProcRow | None, role: ProcessRole | None, host: str = "") -> list[Cell]:
-    label, _ = role_label(pid, role)
-    key, _, cpu, rss, uss, pss, read, write, name = row_values((host, pid, p, role))
+    label, key = role_label(pid, role)
+    cpu, rss, uss, pss, read, write, name = _figures(p)
     dead = p is not None and not p.alive
     base = "dim strike" if dead else ""
 
@@ -81,7 +84,7 @@ def row_cells(pid: int, p: ProcRow | None, role: ProcessRole | None, host: str =
         role.role if role else "", ""
     )
     if host:  # a collector's merged nodes: the role names the host too
-        role_cell = Cell(f"{host} {label}", key, justify="left")
+        role_cell = Cell(f"{host} {label}", (host, key), justify="left")
     else:
         role_cell = Cell(label, key, style=f"{base} {role_style}".strip(), justify="left")
     return [
