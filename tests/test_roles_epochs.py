@@ -18,3 +18,6 @@ def test_workers_of_earlier_epochs_keep_their_role(tmp_path: Path) -> None:
     workers = [w for role, w in roles if role == "worker"]
     assert sorted(workers) == [0, 0, 0, 1, 1, 1], roles  # 2 workers x 3 epochs
     assert [r for r, _ in roles].count("main") == 1 and "other" not in [r for r, _ in roles]
+    # every epoch's workers keep their loader (only the newest iterator's were named)
+    loaders = {p["loader_id"] for p in report["processes"] if p["role"] == "worker"}
+    assert None not in loaders and len(loaders) == 1, report["processes"]

@@ -30,6 +30,7 @@ def install(socket_path: str) -> HookState:
         return _state
     _state = HookState(socket_path)
     atexit.register(_at_exit)
+    os.register_at_fork(after_in_child=_in_forked_child)
     if "torch" in sys.modules and hasattr(sys.modules["torch"], "optim"):
         _on_torch(sys.modules["torch"])
     else:
@@ -82,6 +83,27 @@ def _on_torch(torch: object) -> None:
         workers.attach(st, torch)
     except Exception:
         st.internal_error("worker figures")
+
+
+def _in_forked_child() -> None:
+    """A ``multiprocessing`` child (fork or forkserver: a hogwild trainer, a pool worker)
+    ends with ``os._exit``, which runs no ``atexit`` handler: its last steps would be lost.
+    Such a child runs multiprocessing's own exit finalizers, so the exit flush is added to
+    them, the way ``atexit`` would run it. Registered through ``register_after_fork``,
+    which multiprocessing calls in the child after it clears the finalizers it inherited."""
+    mp_util = sys.modules.get("multiprocessing.util")
+    if mp_util is None or _state is None:
+        return
+    try:
+        mp_util.register_after_fork(_state, _finalize_at_mp_exit)
+    except Exception:
+        pass
+
+
+def _finalize_at_mp_exit(_st: object) -> None:
+    mp_util = sys.modules.get("multiprocessing.util")
+    if mp_util is not None:
+        mp_util.Finalize(None, _at_exit, exitpriority=-100)  # after the job's own
 
 
 def _at_exit() -> None:

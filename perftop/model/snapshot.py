@@ -402,6 +402,16 @@ class Snapshot:
                 return r
         return None
 
+    def independent_trainers(self) -> tuple[StepStats, ...]:
+        """The training processes when a job has several that train apart, without ranks
+        (hogwild: ``torch.multiprocessing`` processes on one shared model): each one's steps
+        are its own, so the job's total is their sum. Empty for one trainer or ranks (a
+        distributed step is one step, taken by every rank)."""
+        trainers = [r for r in self.ranks if r.count]
+        if len(trainers) < 2 or any(r.rank is not None for r in trainers):
+            return ()
+        return tuple(trainers)
+
     def probe_stopped(self, probe: str) -> str:
         """Why ``probe`` stopped ("" while it works): its panel says so."""
         return next((why for name, why in self.probes_stopped if name == probe), "")

@@ -29,7 +29,7 @@ from perftop.replay.checkpoint import Checkpoint
 SUFFIX = ".index"
 MAGIC = b"PERFTOP-INDEX\x00\x01\n"
 TRAILER = struct.Struct("<QQ16s")  # table offset, table length, MAGIC
-VERSION = 2
+VERSION = 3  # 3: the steps reducer keeps each worker's loader (pickled model state)
 PROBE = 1 << 16  # bytes of the recording's head and tail whose CRCs identify it
 INLINE_BYTES = 256 << 10  # a closing recording this small is indexed at once, in process
 

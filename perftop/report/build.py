@@ -46,7 +46,7 @@ def build_report(snap: Snapshot, stats: ReadStats | None = None) -> dict[str, An
         "ended": m.ended,
         "duration_s": _round(m.elapsed_s),
         "record_path": m.record_path,
-        "steps": {**_steps(snap.steps), "between_s": _between(snap)},
+        "steps": {**_steps(snap.steps), "between_s": _between(snap), **_trainers(snap)},
         "ranks": _ranks(snap.ranks),
         "processes": [_process(snap, r) for r in snap.roles],
         "loaders": [_loader(ld) for ld in snap.loaders],
@@ -92,6 +92,20 @@ def _steps(s: StepStats) -> dict[str, Any]:
         "phases_s": {k: _round(v) for k, v in s.phase_p50.items()},
         "data_wait_fraction": _round(s.data_wait_fraction, 4),
         "gpu_time_s": {"p50": _round(s.gpu_p50)},
+    }
+
+
+def _trainers(snap: Snapshot) -> dict[str, Any]:
+    """Several trainers without ranks (hogwild): the job's total over all of them, beside
+    the primary one's figures (``count`` and the rest stay the first trainer's)."""
+    ts = snap.independent_trainers()
+    if not ts:
+        return {}
+    rates = [t.steps_per_s for t in ts]
+    return {
+        "trainers": len(ts),
+        "total_count": sum(t.count for t in ts),
+        "total_steps_per_s": None if None in rates else _round(sum(r or 0.0 for r in rates), 3),
     }
 
 

@@ -34,8 +34,14 @@ def render(r: dict[str, Any]) -> str:
     else:
         st = s["step_time_s"]
         sps = s["steps_per_s"]
+        if s.get("trainers"):
+            tps = s["total_steps_per_s"]
+            out.append(
+                f"  {s['total_count']} steps in {s['trainers']} trainers without ranks, "
+                f"{tps if tps is not None else NA} steps/s together (each under Ranks)"
+            )
         out.append(
-            f"  {s['count']} steps, {sps if sps is not None else NA} steps/s, "
+            f"  {'first trainer: ' if s.get('trainers') else ''}{s['count']} steps, {sps if sps is not None else NA} steps/s, "
             f"step time p50 {seconds(st['p50'])}  p95 {seconds(st['p95'])}  "
             f"max {seconds(st['max'])}"
         )
@@ -199,9 +205,16 @@ def summary(snap: Snapshot, record: Path | None) -> str:
     """The few lines `perftop run --headless` prints when the job ends."""
     s = snap.steps
     lines = ["", f"perftop: {snap.meta.state}, {seconds(snap.meta.elapsed_s)}"]
+    trainers = snap.independent_trainers()
+    if trainers:
+        counts = " + ".join(str(t.count) for t in trainers)
+        lines.append(
+            f"perftop: {sum(t.count for t in trainers)} steps in {len(trainers)} trainers "
+            f"({counts})"
+        )
     if s.count:
         lines.append(
-            f"perftop: {s.count} steps, p50 {seconds(s.p50)}, p95 {seconds(s.p95)}, "
+            f"perftop: {s.count} steps{' (first trainer)' if trainers else ''}, p50 {seconds(s.p50)}, p95 {seconds(s.p95)}, "
             f"data wait {fraction(s.data_wait_fraction)} of step time"
         )
     elif snap.meta.observer:
