@@ -186,6 +186,23 @@ def test_cpu_oversubscribed_counts_busy_workers_only() -> None:
     assert not fires("cpu-oversubscribed", quiet)
 
 
+def test_cpu_oversubscribed_shares_the_cores_among_trainers() -> None:
+    """Two hogwild trainers with 2 torch threads each on 2 cores: one thread each fits, and
+    set_num_threads(2), which each already has, would change nothing."""
+    one = snap(0.0, nw=0, host=HostRow(cpu_count=2, cpu_percent=98.0), threads=2)
+    t0 = one.trainers[0]
+    two = replace(
+        one,
+        trainers=(t0, replace(t0, pid=PID + 5)),
+        processes=(ProcRow(PID, 1, cpu_percent=100.0), ProcRow(PID + 5, 1, cpu_percent=98.0)),
+    )
+    h = evaluate(two)[0]["cpu-oversubscribed"]
+    assert "4 busy compute threads on 2 cores" in h.evidence[0], h.evidence
+    assert h.advice == (
+        "torch.set_num_threads(1) in each of the 2 training processes: one compute thread a core.",
+    )
+
+
 # --- time outside steps -------------------------------------------------------------
 
 

@@ -167,17 +167,18 @@ def cpu_oversubscribed(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     ]
     if h.load is not None:
         ev.append(f"load average {h.load[0]:.1f}")
-    if workers:  # a torch thread a core the busy workers leave
-        spare = max(1, cores - len(workers))
+    # A torch thread a core, the cores the busy workers leave shared among the busy trainers
+    # (hogwild processes, or several jobs' worth of trainers on one host).
+    n = len(busy_main)
+    each = max(1, (cores - len(workers)) // n)
+    where = "the training process" if n == 1 else f"each of the {n} training processes"
+    if workers:
         advice: tuple[str, ...] = (
-            f"torch.set_num_threads({spare}) in the training process leaves a core to each "
-            "busy worker.",
+            f"torch.set_num_threads({each}) in {where} leaves a core to each busy worker.",
             WORKER_THREADS,
         )
     else:
-        advice = (
-            f"torch.set_num_threads({cores}) in the training process: one compute thread a core.",
-        )
+        advice = (f"torch.set_num_threads({each}) in {where}: one compute thread a core.",)
     return [
         Hint(
             id="cpu-oversubscribed",
