@@ -52,7 +52,7 @@ class RecordingWriter:
         """``append`` continues an existing recording (a background recorder taking over
         from the TUI); the header is written only when the file is new or empty.
         ``on_close(path)`` runs once the file is complete: the monitor saves the replay
-        index beside it (:func:`perftop.replay.saved.index_after_recording`)."""
+        index beside it (:func:`perftop.replay.autosave.index_after_recording`)."""
         self.path = Path(path)
         mode = "ab" if append else "wb" if force else "xb"
         try:

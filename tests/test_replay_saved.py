@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pickle
 import random
+import time
 import zlib
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 
 from perftop.events import JobExit, JobStart, SessionStart, Step
 from perftop.monitor.hub import Hub
-from perftop.replay import saved
+from perftop.replay import autosave, saved
 from perftop.replay.checkpoint import session_from
 from perftop.replay.index import ReplayIndex
 from perftop.replay.player import Player
@@ -31,7 +32,7 @@ def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_closing_a_recording_saves_its_index(tmp_path: Path) -> None:
     path = tmp_path / "small.perftop"
     w = Hub().record(path)  # the monitor's recordings save their index when they close
-    assert w.on_close is saved.index_after_recording
+    assert w.on_close is autosave.index_after_recording
     w.write_events(
         [
             SessionStart(100.0, ("python", "t.py"), "/w", "h", 1, "0"),
@@ -68,6 +69,22 @@ def test_a_replay_builds_saves_and_then_reads_the_index(recording: Path) -> None
         assert a.events == b.events == k and a.snapshot() == b.snapshot()
     a.seek_step(4000)
     assert a.steps() == 4000
+
+
+def test_a_large_recording_is_indexed_by_a_detached_process(
+    recording: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past INLINE_BYTES the closing recorder starts ``python -m perftop.replay.autosave``
+    and returns at once; that process saves the sidecar."""
+    copy = tmp_path / "large.perftop"
+    copy.write_bytes(recording.read_bytes())
+    monkeypatch.setattr(autosave, "INLINE_BYTES", 1024)  # this recording counts as large
+    autosave.index_after_recording(copy)
+    side = saved.sidecar(copy)
+    deadline = time.monotonic() + 120
+    while not side.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert ReplayIndex(copy).start().loaded
 
 
 def test_a_changed_recording_or_damaged_sidecar_is_rebuilt(recording: Path, tmp_path: Path) -> None:

@@ -31,16 +31,37 @@ COMMANDS: tuple[type[Command], ...] = (
     AttachCommand,
 )
 
+# Each subcommand's page of the documentation (docs/ in perftop's source tree, built into a
+# site by `mkdocs build`): its --help names it.
+DOCS_PAGES: dict[str, str] = {
+    "run": "docs/getting-started.md",
+    "report": "docs/recordings.md",
+    "replay": "docs/recordings.md",
+    "export": "docs/recordings.md",
+    "diff": "docs/recordings.md",
+    "demo": "docs/getting-started.md",
+    "collect": "docs/distributed.md",
+    "ls": "docs/attach.md",
+    "attach": "docs/attach.md",
+}
+DOCS_NOTE = "(perftop's source tree; `mkdocs serve` there shows the site)"
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="perftop",
         description="htop for PyTorch training: where each step's time goes, live.",
+        epilog=f"Documentation: docs/index.md {DOCS_NOTE}; each command's --help names its page.",
     )
     parser.add_argument("--version", action="version", version=f"perftop {perftop.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for cls in COMMANDS:
-        p = sub.add_parser(cls.name, help=cls.help, description=cls.description or cls.help)
+        p = sub.add_parser(
+            cls.name,
+            help=cls.help,
+            description=cls.description or cls.help,
+            epilog=f"More: {DOCS_PAGES[cls.name]} {DOCS_NOTE}",
+        )
         cmd = cls()
         cmd.add_arguments(p)
         p.set_defaults(handler=cmd)

@@ -36,13 +36,12 @@ from perftop.events import (
     WorkerStats,
 )
 from perftop.export import counters
+from perftop.export.names import NAME_PID, NAME_ROLE
 from perftop.recording import ReadStats, read_events
 from perftop.replay.index import GAP_MIN_S
 
 RECENT = 4096  # steps per process remembered to place their sync events
 NODE_PID_BASE = 10_000_000  # node i's pid P is track (i + 1) * NODE_PID_BASE + P
-# how sure a track's name is: a later, surer source renames it
-NAME_PID, NAME_PROGRAM, NAME_ROLE = 0, 1, 2
 
 
 class ChromeTrace:

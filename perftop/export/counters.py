@@ -7,13 +7,24 @@ figure that was not sampled is left out of its event, never written as 0.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from perftop.events import GpuSample, HostSample, ProcSample
 from perftop.events.probes import gpu_row, proc_row
+from perftop.export.names import NAME_PROGRAM, NAME_ROLE
 
-if TYPE_CHECKING:
-    from perftop.export.chrome import ChromeTrace
+
+class Tracks(Protocol):
+    """What the counters need of :class:`perftop.export.chrome.ChromeTrace`."""
+
+    node: str
+
+    def name(self, pid: int, label: str, sure: int = ...) -> None: ...
+
+    def track(self, pid: int) -> int: ...
+
+    def counter(self, pid: int, t: float, name: str, args: dict[str, float]) -> None: ...
+
 
 MIB = 1024 * 1024
 
@@ -26,9 +37,7 @@ def _mib(v: int | None) -> float | None:
     return None if v is None else round(v / MIB, 1)
 
 
-def processes(tr: ChromeTrace, ev: ProcSample) -> None:
-    from perftop.export.chrome import NAME_PROGRAM
-
+def processes(tr: Tracks, ev: ProcSample) -> None:
     for raw in ev.rows:
         r = proc_row(raw)
         pid = r["pid"]
@@ -41,15 +50,13 @@ def processes(tr: ChromeTrace, ev: ProcSample) -> None:
             tr.counter(tp, ev.t, "memory MiB", mem)
 
 
-def _host_track(tr: ChromeTrace) -> int:
-    from perftop.export.chrome import NAME_ROLE
-
+def _host_track(tr: Tracks) -> int:
     if tr.node:
         tr.name(0, "host", NAME_ROLE)
     return tr.track(0)
 
 
-def host(tr: ChromeTrace, ev: HostSample) -> None:
+def host(tr: Tracks, ev: HostSample) -> None:
     tp = _host_track(tr)
     if ev.cpu_percent is not None:
         tr.counter(tp, ev.t, "host CPU %", {"CPU %": ev.cpu_percent})
@@ -58,7 +65,7 @@ def host(tr: ChromeTrace, ev: HostSample) -> None:
         tr.counter(tp, ev.t, "host memory MiB", mem)
 
 
-def gpus(tr: ChromeTrace, ev: GpuSample) -> None:
+def gpus(tr: Tracks, ev: GpuSample) -> None:
     if not ev.devices:
         return
     tp = _host_track(tr)

@@ -29,7 +29,7 @@ from perftop.model import SessionModel, Snapshot
 from perftop.monitor.header import Header, _frame
 from perftop.monitor.sinks import BufferedSink, EventSink
 from perftop.recording import RecordingWriter, default_path
-from perftop.replay.saved import index_after_recording
+from perftop.replay.autosave import index_after_recording
 from perftop.wire import Frame, event_count
 
 SnapshotSink = Callable[[Snapshot], object]

@@ -15,20 +15,33 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from perftop.events import JobExit, Note
 from perftop.probes.alive import alive
 
 if TYPE_CHECKING:
     from perftop.monitor.hub import Hub
-    from perftop.monitor.runner import Job
     from perftop.monitor.server import Server
 
 POLL_S = 0.5
 
 
-def install_signal_forwarding(job: Job) -> None:
+class _Captures(Protocol):
+    @property
+    def capture_output(self) -> bool: ...
+
+
+class SignalTarget(Protocol):
+    """What the signal forwarding needs of :class:`~perftop.monitor.runner.Job`."""
+
+    @property
+    def cfg(self) -> _Captures: ...
+
+    def forward(self, signum: int) -> None: ...
+
+
+def install_signal_forwarding(job: SignalTarget) -> None:
     """SIGTERM/SIGHUP go to the job. SIGINT from the terminal already reached a job that
     shares our process group, so it is forwarded only when it cannot have (no terminal)."""
 

@@ -31,7 +31,7 @@ from perftop.monitor.sinks import SocketSink
 from perftop.monitor.stall import StallWatch
 from perftop.probes.alive import alive
 from perftop.recording import RecordingWriter
-from perftop.replay.saved import index_after_recording
+from perftop.replay.autosave import index_after_recording
 
 BOOTSTRAP_DIR = Path(perftop.__file__).resolve().parent / "_bootstrap"
 DRAIN_S = 3.0

@@ -10,8 +10,7 @@ recording itself is never written to, so every reader of the format reads it as 
 
 Checkpoints are pickled sessions, read back with an unpickler that only builds perftop's
 own model classes and a few containers: a sidecar from elsewhere cannot run code.
-
-    python -m perftop.replay.saved FILE    # build and save FILE's index (after recording)
+Building and saving one after a recording closes is :mod:`perftop.replay.autosave`'s.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import struct
-import sys
 import zlib
 from pathlib import Path
 from typing import Any
@@ -31,7 +29,6 @@ MAGIC = b"PERFTOP-INDEX\x00\x01\n"
 TRAILER = struct.Struct("<QQ16s")  # table offset, table length, MAGIC
 VERSION = 3  # 3: the steps reducer keeps each worker's loader (pickled model state)
 PROBE = 1 << 16  # bytes of the recording's head and tail whose CRCs identify it
-INLINE_BYTES = 256 << 10  # a closing recording this small is indexed at once, in process
 
 
 def sidecar(path: str | os.PathLike[str]) -> Path:
@@ -148,55 +145,3 @@ def load(index: Any) -> bool:
     index.events, index.steps, index.primary = table["events"], table["steps"], table["primary"]
     index.progress, index.done, index.loaded = 1.0, True, True
     return True
-
-
-def index_after_recording(path: str | os.PathLike[str]) -> None:
-    """Save the index of a recording that just closed: at once when it is small, else by a
-    detached low-priority process, so quitting never waits for a minute of indexing."""
-    import subprocess
-
-    p = Path(path)
-    try:
-        size = p.stat().st_size
-    except OSError:
-        return
-    if size <= INLINE_BYTES:
-        build_and_save(p)
-        return
-    try:
-        subprocess.Popen(
-            [sys.executable, "-m", "perftop.replay.saved", str(p)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )  # fmt: skip
-    except OSError:
-        pass  # a replay builds the index itself
-
-
-def build_and_save(path: Path) -> Path | None:
-    from perftop.replay.index import ReplayIndex
-
-    index = ReplayIndex(path)
-    try:
-        index.build()
-        return save(index)
-    except Exception:
-        return None
-
-
-def main(argv: list[str]) -> int:
-    if hasattr(os, "nice"):
-        os.nice(10)  # after a recording closed: behind whatever runs next
-    if len(argv) != 1:
-        print("usage: python -m perftop.replay.saved RECORDING", file=sys.stderr)
-        return 2
-    out = build_and_save(Path(argv[0]))
-    if out is None:
-        print(f"perftop: {argv[0]}: index not saved", file=sys.stderr)
-        return 1
-    print(out)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

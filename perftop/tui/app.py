@@ -7,7 +7,7 @@ Rendering lives in the widgets; job control lives behind :class:`Controller` (se
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Protocol
 
 from textual import events
 from textual.app import App, ComposeResult
@@ -18,6 +18,7 @@ from textual.driver import Driver
 from perftop.model import Snapshot
 from perftop.tui.driver import sized
 from perftop.tui.messages import JobEnded, SnapshotMessage, StreamEnded, TerminalLost
+from perftop.tui.mode import AppMode
 from perftop.tui.screens import HelpScreen, QuitScreen, StacksScreen
 from perftop.tui.widgets import (
     GpuPanel,
@@ -38,10 +39,6 @@ from perftop.tui.widgets.footer import KeysFooter
 NARROW_BELOW = 120  # columns
 SHORT_BELOW = 40  # rows
 TALL_FROM = 60
-
-
-# "" a job perftop runs; "viewer" a session attached read-only; "observer" a bare process
-AppMode = Literal["", "viewer", "observer"]
 
 
 class Controller(Protocol):

@@ -256,7 +256,7 @@ def test_not_available_sorts_last_in_both_directions() -> None:
     assert [c.value for c in down] == [2.0, 1.0, None]
 
 
-def test_help_and_readme_list_the_panel_keys_there_are() -> None:
+def test_help_and_the_docs_list_the_panel_keys_there_are() -> None:
     from pathlib import Path
 
     from perftop.tui.screens.help import KEYS
@@ -265,8 +265,8 @@ def test_help_and_readme_list_the_panel_keys_there_are() -> None:
     listed = f"{digits[0]} … {digits[-1]}"
     help_line = dict(KEYS)[listed]
     assert help_line.count(",") + 1 == len(digits)  # one panel named per key
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    assert f"`{digits[0]}`…`{digits[-1]}`" in readme
+    keys_page = (Path(__file__).parents[2] / "docs" / "screen.md").read_text()
+    assert f"`{digits[0]}`…`{digits[-1]}`" in keys_page
 
 
 @aio

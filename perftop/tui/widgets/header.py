@@ -7,7 +7,6 @@ read while rendering, so the same snapshot always renders the same header.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.widgets import Static
@@ -15,9 +14,7 @@ from textual.widgets import Static
 from perftop.fmt import command as command_line
 from perftop.model import Snapshot
 from perftop.tui import fmt
-
-if TYPE_CHECKING:  # the app imports the widgets
-    from perftop.tui.app import AppMode
+from perftop.tui.mode import AppMode
 
 
 class HeaderBar(Static):
