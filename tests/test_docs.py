@@ -11,6 +11,9 @@ fails the check, so a new one is either run or says why it cannot be.
 
 from __future__ import annotations
 
+import ast
+import importlib
+import inspect
 import json
 import re
 import shlex
@@ -23,6 +26,8 @@ from pathlib import Path
 import pytest
 
 from perftop.cli import DOCS_PAGES, build_parser
+from perftop.hints import RULES
+from perftop.hints.base import Rule
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -183,3 +188,66 @@ def test_every_key_of_the_json_report_is_documented(ran: tuple[Path, list[Ran]])
         assert set(report) <= set(rows), sorted(set(report) - set(rows))
         steps_doc = set(re.findall(r"`(\w+)`", rows["steps"]))
         assert set(report["steps"]) <= steps_doc, sorted(set(report["steps"]) - steps_doc)
+
+
+# What each hint's section of docs/hints.md says (bold labels).
+HINT_PARTS = ("What it reads.", "When it fires.", "What it advises", "Estimated gain.",
+              "Measured gain.", "Near miss.")  # fmt: skip
+
+
+def sections(path: Path) -> dict[str, str]:
+    """A page's ``##`` sections: heading (backticks dropped) to body."""
+    parts = re.split(r"^## (.+)$", path.read_text(), flags=re.M)
+    return {h.replace("`", "").strip(): body for h, body in zip(parts[1::2], parts[2::2])}
+
+
+def hint_ids(rule: Rule) -> set[str]:
+    """The ids a rule can give: the ``id=`` of each ``Hint(...)`` it builds, from its code."""
+    ids = set()
+    for node in ast.walk(ast.parse(inspect.getsource(rule))):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Hint":
+            v = next((k.value for k in node.keywords if k.arg == "id"), None)
+            assert isinstance(v, ast.Constant) and isinstance(v.value, str), rule.__name__
+            ids.add(v.value)
+    return ids
+
+
+def test_every_hint_id_the_engine_gives_has_its_section() -> None:
+    """Each id a rule of the engine can give has its own section in docs/hints.md, naming
+    the rule and saying what it reads, when it fires, its advice, gains and near miss; the
+    README links input-bound's section, and the page's table links every section."""
+    page = sections(DOCS / "hints.md")
+    text = (DOCS / "hints.md").read_text()
+    found: set[str] = set()
+    for rule in RULES:
+        ids = hint_ids(rule)
+        assert ids, f"{rule.__name__}: no Hint(id=...) in its code"
+        for hid in ids:
+            assert hid in page, f"docs/hints.md has no section for {hid}"
+            body = page[hid]
+            assert f"`{rule.__name__}`" in body, f"{hid}: its section does not name its rule"
+            missing = [p for p in HINT_PARTS if f"**{p}" not in body]
+            assert not missing, f"{hid}: its section lacks {missing}"
+            assert f"](#{hid})" in text, f"the hints table does not link {hid}"
+        found |= ids
+    assert len(found) >= len(RULES)
+    assert "](docs/hints.md#input-bound)" in (ROOT / "README.md").read_text()
+
+
+def test_the_hints_page_gives_the_codes_thresholds() -> None:
+    """Each `NAME = value` a section of docs/hints.md gives (spaced: `OMP_NUM_THREADS=1` is
+    no constant) is NAME's value in the first module the section names (`perftop/....py`
+    in backticks) that has it: the page cannot drift from the rules' thresholds."""
+    checked = 0
+    for head, body in sections(DOCS / "hints.md").items():
+        mods = [importlib.import_module("perftop." + m.replace("/", "."))
+                for m in re.findall(r"`perftop/([\w/]+)\.py`", body)]  # fmt: skip
+        for name, value in re.findall(r"`([A-Z][A-Z0-9_]*)\s+=\s+([^`]+)`", body):
+            mod = next((m for m in mods if hasattr(m, name)), None)
+            assert mod is not None, f"{head}: {name} is in none of {[m.__name__ for m in mods]}"
+            said = eval(value, {"__builtins__": {}, **vars(mod)})  # the page's own text
+            assert getattr(mod, name) == said, (
+                f"{head}: {name} is {getattr(mod, name)}, not {value}"
+            )
+            checked += 1
+    assert checked >= 30
