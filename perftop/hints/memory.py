@@ -5,13 +5,17 @@ the copy-on-write pattern of a dataset held as Python objects), ``too-many-worke
 from __future__ import annotations
 
 from perftop.hints.base import count, fraction, loop, nbytes, threshold, worker_procs
-from perftop.model.snapshot import Hint, Snapshot
+from perftop.model.snapshot import Hint, ProcRow, Snapshot
 from perftop.model.workers import WorkerRow
 
 MIB = 2**20
 USS_LARGE = 512 * MIB  # private memory per worker that is large whatever its cause
 USS_GROWN = 128 * MIB  # ... or this much, after growing by GROWTH since it started
 GROWTH = 64 * MIB
+# ... or, growing steadily by at least this much a second (every worker), with this much
+# still to copy before it holds its whole RSS: the growth is projected to its end
+GROW_RATE = 0.5 * MIB
+GROW_LEFT = 64 * MIB
 MEM_LOW = 0.10  # host memory available below this share of the total is pressure
 CPU_BUSY = 90.0
 IDLE_WORKERS = 0.2
@@ -32,7 +36,8 @@ def worker_memory(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     uss = sum(p.uss_bytes or 0 for p in procs) / n
     first = [p.uss_bytes_first for p in procs if p.uss_bytes_first is not None]
     grown = uss - sum(first) / len(first) if len(first) == n else 0.0
-    if not (uss >= k * USS_LARGE or (uss >= k * USS_GROWN and grown >= k * GROWTH)):
+    growing = _growth(procs, k)
+    if not (uss >= k * USS_LARGE or (uss >= k * USS_GROWN and grown >= k * GROWTH) or growing):
         return []
     total = sum(p.uss_bytes or 0 for p in procs)
     ev = [
@@ -40,13 +45,26 @@ def worker_memory(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
         f"{nbytes(uss)} each"
         + (f", up {nbytes(grown)} since they started" if grown >= GROWTH / 2 else "")
     ]
-    if grown >= GROWTH / 2:
+    h = snap.host
+    if growing is not None:
+        rate, rss, eta = growing
+        ev.append(
+            f"each grows steadily by {nbytes(rate)}/s; at this pace it reaches its RSS, "
+            f"{nbytes(rss)} (every page it shares with the training process copied: the "
+            f"most it can hold), in about {_duration(eta)}; {nbytes(rss * n)} for the "
+            f"{count(n, 'worker')}"
+            + (
+                ", more than the host has available"
+                if h.mem_available_bytes is not None and (rss - uss) * n > h.mem_available_bytes
+                else ""
+            )
+        )
+    if grown >= GROWTH / 2 or growing is not None:
         ev.append(
             "private memory that grows as workers read the dataset is the copy-on-write "
             "pattern: touching Python objects (their reference counts) copies the pages "
             "they share with the training process"
         )
-    h = snap.host
     low = False
     if h.mem_total_bytes and h.mem_available_bytes is not None:
         low = h.mem_available_bytes < MEM_LOW * h.mem_total_bytes
@@ -62,7 +80,8 @@ def worker_memory(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
         Hint(
             id="worker-memory",
             severity="high" if low or (h.swap_used_bytes or 0) > 0 else "medium",
-            title=f"Worker memory: each DataLoader worker holds {nbytes(uss)} of its own",
+            title=f"Worker memory: each DataLoader worker holds {nbytes(uss)} of its own"
+            + (", and growing" if growing is not None else ""),
             evidence=tuple(ev),
             advice=(
                 f"Store the dataset{what} as numpy arrays or tensors (a few large objects) "
@@ -76,6 +95,30 @@ def worker_memory(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
             panel="procs",
         )
     ]
+
+
+def _growth(procs: list[ProcRow], k: float) -> tuple[float, float, float] | None:
+    """(bytes/s, RSS, seconds left) when every worker's private memory grows steadily (the
+    model's fit, ``ProcRow.uss_growth_bps``) by ``GROW_RATE`` or more and has at least
+    ``GROW_LEFT`` of its RSS still shared: the copy-on-write growth, projected to the time
+    each worker holds all of it. The slowest worker's pace, the largest RSS."""
+    rates = [p.uss_growth_bps for p in procs]
+    if any(r is None or r < k * GROW_RATE for r in rates):
+        return None
+    rate = min(r for r in rates if r is not None)
+    rss = max(p.rss_bytes or 0 for p in procs)
+    left = max(rss - (p.uss_bytes or 0) for p in procs)
+    if left < k * GROW_LEFT:
+        return None
+    return rate, float(rss), left / rate
+
+
+def _duration(s: float) -> str:
+    if s < 90:
+        return f"{s:.0f} s"
+    if s < 5400:
+        return f"{s / 60:.0f} min"
+    return f"{s / 3600:.1f} h"
 
 
 def too_many_workers(snap: Snapshot, active: frozenset[str]) -> list[Hint]:

@@ -194,6 +194,9 @@ class ProcRow:
     uss_bytes_last: int | None = None
     host: str = ""  # set where a collector merges nodes
     cpu_seconds: float | None = None  # user + system CPU time since the process started
+    # bytes/s by which private memory (USS) grows, where it grows steadily (a straight line
+    # fits its last ~15 s of samples); None when flat, jumpy or too few samples
+    uss_growth_bps: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
