@@ -5,6 +5,24 @@ from __future__ import annotations
 NA = "N/A"
 
 
+WHAT_HANGS = {"eval": "evaluation", "checkpoint": "checkpoint"}
+
+
+def stall_words(
+    step: int, pid: int, stalled_s: float, median_s: float, during: str
+) -> tuple[str, str]:
+    """(what, how long) of a stall capture, for the report and the Stacks panel: a step
+    stalled, or (``during``) an evaluation or checkpoint between steps that hangs."""
+    if not during:
+        return (
+            f"step {step} of pid {pid}",
+            f"stalled {stalled_s:.1f} s when captured (median step {median_s:.3f} s)",
+        )
+    what = WHAT_HANGS.get(during, during)
+    usual = f"earlier ones took {median_s:.3f} s on average" if median_s else "the first one"
+    return f"{what} before step {step} of pid {pid}", f"hung {stalled_s:.1f} s ({usual})"
+
+
 def seconds(x: float | None) -> str:
     """A duration: 850µs, 12.3ms, 123ms, 1.25s, 2m05s, 1h02m05s."""
     if x is None:

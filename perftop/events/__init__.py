@@ -7,6 +7,7 @@ from perftop.events import core, fleet, probes, stacks, sync, workers  # noqa: F
 from perftop.events.base import FORMAT_VERSION, DecodeError, Event, decode, event, registered
 from perftop.events.core import (
     Between,
+    BetweenOpen,
     Dropped,
     Hello,
     JobExit,
@@ -35,6 +36,7 @@ from perftop.events.workers import WorkerStats
 __all__ = [
     "FORMAT_VERSION",
     "Between",
+    "BetweenOpen",
     "DecodeError",
     "Dropped",
     "Event",

@@ -81,6 +81,17 @@ class Between(Event):
     length: float
 
 
+@event("between_open")
+class BetweenOpen(Event):
+    """An interval outside training steps began at ``t0``: ``kind`` as far as it is known
+    then (``eval``, or ``checkpoint`` for a ``torch.save``). Its ``Between`` follows when
+    training resumes. It lets the monitor tell an evaluation in progress from a stalled step."""
+
+    pid: int
+    kind: str
+    t0: float
+
+
 @event("gpu_time")
 class StepGpu(Event):
     """GPU time of an earlier step, from CUDA events resolved without synchronizing."""

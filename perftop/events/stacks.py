@@ -32,7 +32,10 @@ class StackSample(Event):
 @event("stall")
 class StallCapture(Event):
     """A step of ``pid`` ran ``stalled_s`` seconds (median ``median_s``) when the stacks
-    of the job's processes were dumped; ``stacks`` holds ``(pid, role, frames)``."""
+    of the job's processes were dumped; ``stacks`` holds ``(pid, role, frames)``. With
+    ``during`` (``eval``, ``checkpoint``) it is no step but an interval outside training steps
+    that hangs: ``stalled_s`` long, ``median_s`` the mean of that kind's earlier ones (0:
+    none before)."""
 
     t: float
     pid: int
@@ -41,6 +44,7 @@ class StallCapture(Event):
     median_s: float
     stacks: tuple[tuple[int, str, tuple[StackFrame, ...]], ...] = ()
     note: str = ""  # why some stacks are missing (no permission, py-spy absent)
+    during: str = ""  # appended: an evaluation or checkpoint that hangs, not a step
 
 
 @event("observer")

@@ -26,7 +26,7 @@ cimport cython
 
 @cython.final  # no Python subclass: calls between its methods are direct C calls
 cdef class StepTracker:
-    cdef public object opt_pre_hook, opt_post_hook, emit, on_close, on_step, on_fetched, on_settle, on_error, on_between, clock
+    cdef public object opt_pre_hook, opt_post_hook, emit, on_close, on_step, on_fetched, on_settle, on_error, on_between, on_open, clock
     cdef public int mode, closure_depth
     cdef public long long index, step_hook_at
     cdef public bint running, settled, has_fetch, has_bwd, in_gap, gap_eval, pend, pend_got

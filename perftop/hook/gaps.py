@@ -81,6 +81,9 @@ def enter(tr: Tracker, t: float, is_eval: bool) -> None:
         else:
             tr.gap_t0 = tr.start if tr.running else t
             tr.running = False  # the next step starts where the interval ends
+        cb = tr.on_open
+        if cb is not None:
+            cb(EVAL if is_eval else CHECKPOINT, tr.gap_t0)
     if is_eval:
         tr.gap_eval = True
 

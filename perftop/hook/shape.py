@@ -23,6 +23,7 @@ class Tracker(Protocol):
     on_settle: Callable[[], None] | None
     on_error: Callable[[str], None] | None
     on_between: Callable[[str, float, float], None] | None
+    on_open: Callable[[str, float], None] | None
     clock: Callable[[], float]
     # ints
     mode: int

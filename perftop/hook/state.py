@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from perftop.events import Between, Hello
+from perftop.events import Between, BetweenOpen, Hello
 from perftop.hook import impl
 from perftop.hook.sender import Sender, debug
 
@@ -33,6 +33,7 @@ class HookState:
         self.tracker.on_settle = self.sender.start
         self.tracker.on_error = self.internal_error
         self.tracker.on_between = self.between
+        self.tracker.on_open = self.opened
         self.handles: list[Any] = []  # torch hook handles (have .remove())
         self.undo: list[Callable[[], None]] = []
         self.errors: dict[str, int] = {}
@@ -84,6 +85,11 @@ class HookState:
         """An interval outside training steps, from the tracker (perf_counter time)."""
         s = self.sender
         s.put(Between(s.pid, kind, t0 + s.epoch_offset, length))
+
+    def opened(self, kind: str, t0: float) -> None:
+        """An interval outside training steps began (the tracker's ``on_open``)."""
+        s = self.sender
+        s.put(BetweenOpen(s.pid, kind, t0 + s.epoch_offset))
 
     def internal_error(self, where: str) -> None:
         """Count a perftop bug; tell the monitor once per place; never raise."""

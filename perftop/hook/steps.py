@@ -76,6 +76,7 @@ class StepTracker:
         self.on_settle: Callable[[], None] | None = None  # first step out: start the sender
         self.on_error: Callable[[str], None] | None = None
         self.on_between: Callable[[str, float, float], None] | None = None  # kind, t0, length
+        self.on_open: Callable[[str, float], None] | None = None  # kind, t0: one began
         self.grad_enabled: Callable[[], bool] = _grad_on  # torch.is_grad_enabled, once patched
         self.clock = _perf  # for closures (tests give their own)
         # torch's global optimizer hooks, called as hook(opt, args, kwargs)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from perftop.events import Between
+from perftop.events import Between, BetweenOpen
 from perftop.model.snapshot import BetweenRow
 
 KIND_ORDER = ("eval", "checkpoint", "other", "checkpoint_overlapped")
@@ -15,12 +15,25 @@ OVERLAPPED = "checkpoint_overlapped"
 
 
 class BetweenReducer:
-    handles = (Between,)
+    handles = (Between, BetweenOpen)
 
     def __init__(self) -> None:
         self.rows: dict[int, dict[str, BetweenRow]] = {}
+        # each process's latest interval: (kind, t0, t1), t1 None while it runs
+        self.latest: dict[int, tuple[str, float, float | None]] = {}
 
     def apply(self, ev: Any) -> None:
+        if isinstance(ev, BetweenOpen):
+            self.latest[ev.pid] = (ev.kind, ev.t0, None)
+            return
+        last, end = self.latest.get(ev.pid), ev.t0 + ev.length
+        if ev.kind == OVERLAPPED:  # a save on another thread: the steps went on
+            pass
+        elif last is not None and last[1] - 1e-6 <= ev.t0 and (last[2] is None or ev.t0 <= last[2]):
+            # the latest interval's end (an eval and a checkpoint in one come as two)
+            self.latest[ev.pid] = (last[0], last[1], max(end, last[2] or end))
+        elif last is None or ev.t0 > last[1]:  # one whose start was not seen
+            self.latest[ev.pid] = (ev.kind, ev.t0, end)
         rows = self.rows.setdefault(ev.pid, {})
         r = rows.get(ev.kind) or BetweenRow(ev.kind)
         rows[ev.kind] = BetweenRow(
@@ -34,6 +47,7 @@ class BetweenReducer:
             pid = next(iter(self.rows), None)
         rows = self.rows.get(pid, {}) if pid is not None else {}
         parts["between"] = tuple(sorted(rows.values(), key=_order))
+        parts["between_latest"] = tuple((p, *v) for p, v in self.latest.items())
 
 
 def _order(r: BetweenRow) -> tuple[int, str]:

@@ -367,6 +367,7 @@ class StallRow:
     median_s: float
     stacks: tuple[tuple[int, str, tuple[tuple[str, str, int], ...]], ...] = ()
     note: str = ""
+    during: str = ""  # "eval" or "checkpoint": an interval between steps that hangs
 
 
 @dataclass(frozen=True, slots=True)
@@ -394,6 +395,10 @@ class Snapshot:
     workers: tuple[WorkerRow, ...] = ()  # DataLoader workers as they measure themselves
     # syncs made outside training steps (evaluation or sampling passes), per pass
     sync_between: tuple[SyncSite, ...] = ()
+
+    # each process's latest interval outside training steps: (pid, kind, t0, t1), t1 None
+    # while it runs (an evaluation in progress is not a stalled step)
+    between_latest: tuple[tuple[int, str, float, float | None], ...] = ()
 
     stacks: tuple[StackRow, ...] = ()  # stack samples per process (observer mode)
     stalls: tuple[StallRow, ...] = ()  # stacks captured during stalled steps, oldest first

@@ -99,7 +99,9 @@ class StacksReducer:
             if f is not None:
                 p.frames[f] += 1
         else:
-            row = StallRow(ev.t, ev.pid, ev.step, ev.stalled_s, ev.median_s, ev.stacks, ev.note)
+            row = StallRow(
+                ev.t, ev.pid, ev.step, ev.stalled_s, ev.median_s, ev.stacks, ev.note, ev.during
+            )
             self.stalls.append(row)
             del self.stalls[:-MAX_STALLS]
 

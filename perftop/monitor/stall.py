@@ -19,6 +19,10 @@ from perftop.monitor import stacks
 FACTOR = 5.0  # a step stalls when it has run this many times the median ...
 MIN_STALL_S = 2.0  # ... and at least this long
 MIN_STEPS = 5  # a median needs a few steps behind it
+# An evaluation or checkpoint in progress is no stalled step. It hangs when it has run this
+# many times as long as that kind's earlier ones took on average (at least MIN_STALL_S), or
+# HANG_FIRST_S when it is the first of its kind.
+HANG_FIRST_S = 120.0
 DUMP_ROLES = ("main", "rank", "worker")
 
 
@@ -30,7 +34,7 @@ class StallWatch:
     def __init__(self, root_pid: int, submit: Callable[..., None]) -> None:
         self.root = root_pid
         self.submit = submit
-        self._seen: set[tuple[int, int]] = set()
+        self._seen: set[tuple[int, int] | tuple[int, int, str]] = set()
         self._busy = threading.Lock()
         self.captures = 0
 
@@ -38,34 +42,58 @@ class StallWatch:
         now = snap.meta.now_t
         if now is None or snap.meta.ended:
             return
-        stalled = []  # (how long, pid, rank stats) of every rank stuck in a new stall
+        stalled = []  # (how long, pid, rank stats, during) of every rank stuck anew
+        latest = {pid: (kind, t0, t1) for pid, kind, t0, t1 in snap.between_latest}
         for r in snap.ranks:
             if r.count < MIN_STEPS or r.p50 is None or not r.recent or r.pid is None:
                 continue
             last = r.recent[-1]
+            since, during = last.t1, ""
+            gap = latest.get(r.pid)
+            if gap is not None and gap[1] >= last.t1 - 1e-3:  # since its last step
+                if gap[2] is None:  # running: a hang only far past its kind's usual length
+                    during, since = gap[0], gap[1]
+                    if now - since >= _hang_after(snap, r.pid, during):
+                        key: tuple[int, int] | tuple[int, int, str] = (
+                            r.pid,
+                            last.index + 1,
+                            during,
+                        )
+                        if key not in self._seen:
+                            stalled.append((now - since, r.pid, r, during))
+                    continue
+                since = max(since, gap[2])  # the next step began when it ended
             if (r.pid, last.index + 1) in self._seen:
                 continue
-            if now - last.t1 >= max(FACTOR * r.p50, MIN_STALL_S):
-                stalled.append((now - last.t1, r.pid, r))
+            if now - since >= max(FACTOR * r.p50, MIN_STALL_S):
+                stalled.append((now - since, r.pid, r, during))
         if not stalled or not self._busy.acquire(blocking=False):
             return
         # One dump covers every process: ranks stalled together (a hung collective) make
         # one capture, named after the longest-stalled rank.
-        for _, pid, r in stalled:
-            self._seen.add((pid, r.recent[-1].index + 1))
-        _, pid, r = max(stalled, key=lambda x: x[0])
+        for _, pid, r, during in stalled:
+            step = r.recent[-1].index + 1
+            self._seen.add((pid, step, during) if during else (pid, step))
+        stuck, pid, r, during = max(stalled, key=lambda x: x[0])
         last = r.recent[-1]
+        typical = _typical(snap, pid, during) if during else r.p50
         pids = [(pid, _role(snap, pid))]
         pids += [(p.pid, p.role) for p in snap.roles if p.role in DUMP_ROLES and p.pid != pid]
         threading.Thread(
             target=self._capture,
-            args=(pid, last.index + 1, last.t1, r.p50, pids),
+            args=(pid, last.index + 1, now - stuck, typical or 0.0, pids, during),
             name="perftop-stall",
             daemon=True,
         ).start()
 
     def _capture(
-        self, pid: int, step: int, since: float, median: float, pids: list[tuple[int, str]]
+        self,
+        pid: int,
+        step: int,
+        since: float,
+        median: float,
+        pids: list[tuple[int, str]],
+        during: str = "",
     ) -> None:
         try:
             got: list[Any] = []
@@ -88,10 +116,26 @@ class StallWatch:
             t = time.time()
             self.captures += 1
             self.submit(
-                StallCapture(t, pid, step, round(t - since, 3), median, tuple(got), "; ".join(why))
+                StallCapture(
+                    t, pid, step, round(t - since, 3), median, tuple(got), "; ".join(why), during
+                )
             )
         finally:
             self._busy.release()
+
+
+def _typical(snap: Snapshot, pid: int, kind: str) -> float | None:
+    """The mean length of the earlier intervals of ``kind`` (the primary process's), or
+    None where there were none."""
+    if snap.steps.pid != pid:
+        return None
+    row = next((b for b in snap.between if b.kind == kind and b.count), None)
+    return row.total_s / row.count if row is not None else None
+
+
+def _hang_after(snap: Snapshot, pid: int, kind: str) -> float:
+    typical = _typical(snap, pid, kind)
+    return HANG_FIRST_S if typical is None else max(FACTOR * typical, MIN_STALL_S)
 
 
 def _role(snap: Snapshot, pid: int) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from perftop.fmt import stall_words
 from perftop.model import Snapshot
 from perftop.model.stacks import where
 
@@ -42,6 +43,7 @@ def stalls_json(snap: Snapshot) -> list[dict[str, Any]]:
                 for pid, role, frames in s.stacks
             ],
             "note": s.note,
+            "during": s.during,
         }
         for s in snap.stalls
     ]
@@ -58,10 +60,10 @@ def stack_lines(r: dict[str, Any]) -> list[str]:
     if r.get("stalls"):
         out += ["", "Stalled steps (stacks captured while stalled)"]
         for s in r["stalls"]:
-            out.append(
-                f"  step {s['step']} of pid {s['pid']}: stalled {s['stalled_s']:.1f} s "
-                f"(median step {s['median_s']:.3f} s)"
+            what, how = stall_words(
+                s["step"], s["pid"], s["stalled_s"], s["median_s"], s.get("during", "")
             )
+            out.append(f"  {what}: {how}")
             for p in s["processes"]:
                 frames = tuple((f["function"], f["file"], f["line"]) for f in p["frames"])
                 out.append(f"    {p['role']:<7} {p['pid']:>7}  {where(frames)}")

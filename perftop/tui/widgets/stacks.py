@@ -6,6 +6,7 @@ from __future__ import annotations
 from rich.console import Group, RenderableType
 from rich.text import Text
 
+from perftop.fmt import stall_words
 from perftop.model import Snapshot
 from perftop.model.stacks import is_library, short, where
 from perftop.tui import fmt
@@ -42,10 +43,10 @@ class StacksPanel(TextPanel):
 
     def _stall(self, snap: Snapshot) -> list[Text]:
         s = snap.stalls[-1]
-        title = Text(f"stall: step {s.step} of pid {s.pid} ", style="bold red")
+        what, how = stall_words(s.step, s.pid, s.stalled_s, s.median_s, s.during)
+        title = Text(f"{'hang' if s.during else 'stall'}: {what} ", style="bold red")
         title.append(
-            f"stalled {s.stalled_s:.1f} s when captured (median step {s.median_s:.3f} s)"
-            + (f"  · {len(snap.stalls)} stalls" if len(snap.stalls) > 1 else ""),
+            how + (f"  · {len(snap.stalls)} stalls" if len(snap.stalls) > 1 else ""),
             style="red",
         )
         out = [title]
