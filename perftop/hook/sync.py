@@ -182,6 +182,7 @@ def attach(state: Any, torch: Any) -> Collector | None:
     detector = sync_detect.make_detector(torch, collector, state, real)
     if detector is None:
         return None
+    slot = detector.slot
     info = SyncInfo(
         time.time(),
         state.sender.pid,
@@ -202,6 +203,11 @@ def attach(state: Any, torch: Any) -> Collector | None:
     def on_between(kind: str, t0: float, length: float) -> None:
         if detector.active:
             collector.between(kind, t0, length)
+        if slot.busy:  # a safe point for a removal that waits
+            try:
+                slot.settle()
+            except Exception:
+                state.internal_error("sync step")
         if prev_between is not None:
             prev_between(kind, t0, length)
 
@@ -228,6 +234,8 @@ def attach(state: Any, torch: Any) -> Collector | None:
             if sampler.closed(index, t, watched) and not aside():
                 collector.since = t
                 detector.start()
+            slot.check(index)  # perftop's modes on the stack: the ones it pushed, or a Note
+            if slot.busy:  # the mode is on or was: the next step end checks again
                 return index + 1
             return sampler.wake_at(index)
         except Exception:
@@ -240,6 +248,7 @@ def attach(state: Any, torch: Any) -> Collector | None:
         tracker.on_step = None
         tracker.on_between = prev_between
         detector.stop()
+        slot.disarm()
 
     state.undo.append(undo)
     os.register_at_fork(after_in_child=detector.forget)

@@ -1,0 +1,36 @@
+"""Loop shapes that the sync detector got wrong (issue 29), each in a real job under
+``perftop run --headless``, read back with ``perftop report --json``."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from tests.helpers import WORKLOADS, run_and_report
+from tests.test_sync_e2e import sites_marked
+
+
+def job_json(out: str) -> dict:
+    """The job's own account: its one JSON line on stdout."""
+    return json.loads(next(ln for ln in out.splitlines() if ln.startswith("{")))
+
+
+@pytest.mark.parametrize("update", ["--data", "--no-grad"])
+def test_a_manual_update_leaves_no_mode_in_the_job(tmp_path, update):
+    """backward() then a hand-written update: the step ends inside the dispatch of
+    ``Tensor.backward`` to perftop's mode. The mode is on the stack in the watched steps
+    only (and the one after, passing calls through), never twice, and gone at the end."""
+    script = WORKLOADS / "sync_manual.py"
+    proc, rep = run_and_report(tmp_path, sys.executable, str(script), update)
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # exit 3: a mode stayed
+    job = job_json(proc.stdout)
+    assert job["end"] == 0  # as in a plain run
+    assert max(job["depths"]) <= 1
+    assert job["depths"][10:] == [0] * 30  # early samples over: nothing of perftop's left
+    assert rep["steps"]["count"] == 40
+    (line,) = sites_marked(script)
+    (site,) = rep["sync_events"]
+    assert (site["line"], site["op"]) == (line, "item")
+    assert site["per_step"] == pytest.approx(1.0)  # one copy counting, not several
