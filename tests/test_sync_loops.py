@@ -34,3 +34,35 @@ def test_a_manual_update_leaves_no_mode_in_the_job(tmp_path, update):
     (site,) = rep["sync_events"]
     assert (site["line"], site["op"]) == (line, "item")
     assert site["per_step"] == pytest.approx(1.0)  # one copy counting, not several
+
+
+def sites(rep: dict) -> dict[tuple[int, str], float]:
+    return {(e["line"], e["op"]): e["per_step"] for e in rep["sync_events"]}
+
+
+def test_a_transform_on_host_samples_is_no_site(tmp_path, monkeypatch):
+    """``Normalize``'s ``device=tensor.device`` follows a host sample: its ``bool()`` is
+    no sync on any device, 8 times a batch; the loss's ``.item()`` is."""
+    monkeypatch.setenv("PERFTOP_SYNC", "all")
+    script = WORKLOADS / "sync_transform.py"
+    proc, rep = run_and_report(tmp_path, sys.executable, str(script))
+    assert proc.returncode == 0, proc.stderr
+    (line,) = sites_marked(script)
+    assert sites(rep) == {(line, "item"): pytest.approx(1.0)}
+
+
+def test_data_sent_to_the_device_before_the_loop_is_device_data(tmp_path, monkeypatch):
+    """A data set moved with ``.to(device)`` before the loop, and a meter sent there
+    before the watched steps: ``unique`` and ``format`` on them are sites."""
+    monkeypatch.setenv("PERFTOP_SYNC", "all")
+    script = WORKLOADS / "sync_preloaded.py"
+    proc, rep = run_and_report(tmp_path, sys.executable, str(script))
+    assert proc.returncode == 0, proc.stderr
+    marks = {name: n for n, name in sites_marked(script).items()}
+    assert rep["steps"]["count"] == 30
+    # watched: steps 1-29; the meter is read at the end of iterations 0, 5, ..., 25,
+    # each in the step after the optimizer's (6 of 29)
+    assert sites(rep) == {
+        (marks["unique"], "unique"): pytest.approx(1.0),
+        (marks["meter"], "format"): pytest.approx(6 / 29, abs=0.01),
+    }

@@ -167,7 +167,7 @@ def attach(state: Any, torch: Any) -> Collector | None:
     mode = os.environ.get("PERFTOP_SYNC", "sampled").strip().lower()
     if mode in ("off", "0", "no", "false"):
         return None
-    from perftop.hook import frames, sync_cuda, sync_detect
+    from perftop.hook import frames, sync_cuda, sync_detect, sync_marks
 
     frames.configure()
     collector = Collector(state.sender.put, lambda: state.sender.pid)
@@ -183,6 +183,7 @@ def attach(state: Any, torch: Any) -> Collector | None:
     if detector is None:
         return None
     slot = detector.slot
+    sync_marks.wrap_sends(torch, detector.marks, lambda: detector.active, state)
     info = SyncInfo(
         time.time(),
         state.sender.pid,
