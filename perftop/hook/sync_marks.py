@@ -75,6 +75,7 @@ class Marks:
         self.device_cls = torch.device
         self.ids: dict[int, Any] = {}
         self.followed: dict[int, tuple[Any, bool]] = {}  # id(x.device) -> (it, x bound)
+        self.named: dict[str, bool] = {}  # "cuda:0" -> whether it names a device
         self.virtual = True  # a CPU run: marks stand in for the device (set per sample)
         ids = self.ids
 
@@ -175,21 +176,33 @@ class Marks:
         return self.mark_out(out)
 
     def sent(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-        """A call that names a device: ``.to(device)``, ``.cuda()``, ``device=`` given."""
+        """A call that names a device: ``.to(device)``, ``.cuda()``, ``device=`` given.
+        A few hundred ns (``Tensor.to`` asks on every call): names are looked up once."""
         if name == "cuda":
             return True
-        dev = kwargs.get("device")
+        dev = kwargs.get("device") if kwargs else None
+        device_cls = self.device_cls
         if dev is None and name == "to":
             for a in args[1:]:
-                if isinstance(a, str | self.device_cls):
+                if type(a) is str or isinstance(a, device_cls):
                     dev = a
         if dev is None:
             return False
+        if type(dev) is str:
+            known = self.named.get(dev)
+            if known is None:
+                known = self.named[dev] = self._names_a_device(dev)
+            return known
         got = self.followed.get(id(dev))
         if got is not None and got[0] is dev:  # another tensor's ``.device``: as that one
             return got[1]
+        if isinstance(dev, device_cls):
+            return bool(dev.type != "meta")
+        return self._names_a_device(dev)
+
+    def _names_a_device(self, dev: Any) -> bool:
         try:
-            return self.device_cls(dev).type != "meta"
+            return bool(self.device_cls(dev).type != "meta")
         except Exception:
             return False
 
@@ -221,14 +234,21 @@ def wrap_sends(torch: Any, marks: Marks, watching: Any, state: Any) -> None:
 
 
 def _sender(orig: Any, name: str, Tensor: Any, marks: Marks, watching: Any, state: Any) -> Any:
+    named, ids, mark, sent = marks.named, marks.ids, marks.mark, marks.sent
+
     def send(self: Any, *args: Any, **kwargs: Any) -> Any:
         out = orig(self, *args, **kwargs)
-        if not watching():
-            try:
-                if isinstance(out, Tensor) and marks.sent(name, (self, *args), kwargs):
-                    marks.mark(out)
-            except Exception:
-                state.internal_error("sync marks")
+        try:
+            if not kwargs and len(args) == 1 and type(args[0]) is str:  # x.to("cuda")
+                ok = named.get(args[0])
+                if ok is None:
+                    ok = sent(name, (self, *args), kwargs)
+            else:
+                ok = sent(name, (self, *args), kwargs)
+            if ok and id(out) not in ids and isinstance(out, Tensor) and not watching():
+                mark(out)
+        except Exception:
+            state.internal_error("sync marks")
         return out
 
     return send
