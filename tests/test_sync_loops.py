@@ -66,3 +66,18 @@ def test_data_sent_to_the_device_before_the_loop_is_device_data(tmp_path, monkey
         (marks["unique"], "unique"): pytest.approx(1.0),
         (marks["meter"], "format"): pytest.approx(6 / 29, abs=0.01),
     }
+
+
+def test_advice_for_an_item_does_not_assume_a_loss(tmp_path):
+    """``action.item()`` feeds an environment: the hint names the call, its line and
+    rate, and says what to do for either use instead of calling it a loss."""
+    script = WORKLOADS / "sync_policy.py"
+    proc, rep = run_and_report(tmp_path, sys.executable, str(script))
+    assert proc.returncode == 0, proc.stderr
+    (line,) = sites_marked(script)
+    hint = next(h for h in rep["hints"] if h["id"] == "host-device-sync")
+    assert any(f"sync_policy.py:{line} item" in e and "1.0/step" in e for e in hint["evidence"])
+    (advice,) = hint["advice"]
+    assert advice.startswith(f"sync_policy.py:{line}: item()")
+    assert "loss" not in advice.split("if it is logged")[0]  # no guess that it is a loss
+    assert "cannot tell" in advice and "every step" in advice and "every N steps" in advice
