@@ -1,6 +1,7 @@
 """What sync detection costs per step: the hook with ``PERFTOP_SYNC=sampled`` (default)
 against ``PERFTOP_SYNC=off``, on a tiny CPU loop whose steps take a few hundred µs, so
-the hook's own cost is not hidden by the work.
+the hook's own cost is not hidden by the work. The step sends its batch with ``.to``,
+which the hook wraps to mark device data: its extra cost per call is measured alone too.
 
 Whole-run times differ by more than the cost between runs on a busy machine, so the cost
 is also measured directly, within the sampled run: the extra time of the watched steps
@@ -35,7 +36,8 @@ opt = torch.optim.SGD(model.parameters(), lr=1e-3)
 x, y = torch.randn(8, 16), torch.randn(8, 1)
 def step():
     opt.zero_grad()
-    loss = ((model(x) - y) ** 2).mean()
+    xb = x.to("cpu")                    # the batch sent to the device (wrapped: a mark)
+    loss = ((model(xb) - y) ** 2).mean()
     sel = x[x > 0]                      # a sync site, so the detector has work to do
     loss = loss + 0.0 * sel.sum()
     loss.backward()
@@ -54,6 +56,15 @@ extra = 0.0
 if watched:
     base = sorted(unwatched)[len(unwatched) // 2]
     extra = sum(max(0.0, d - base) for d in watched) / steps
+def per_call(n=20000):
+    best = 1.0
+    for _ in range(7):
+        c0 = perf()
+        for _ in range(n):
+            x.to("cpu")
+        best = min(best, (perf() - c0) / n)
+    return best
+send = per_call()  # x.to() as the job calls it (under the hook: perftop's wrapper)
 cb = 0.0
 try:
     from perftop import hook
@@ -69,7 +80,7 @@ try:
         cb = (c1 - c0 - (perf() - c1)) / n
 except Exception:
     pass
-print(dt / steps * 1e6, extra * 1e6, cb * 1e6, len(watched))
+print(dt / steps * 1e6, extra * 1e6, cb * 1e6, len(watched), send * 1e6)
 """
 
 
@@ -110,11 +121,13 @@ def main() -> None:
     configs = {"no hook": None, "hook, sync off": "off", "hook, sync sampled": "sampled"}
     times: dict[str, list[float]] = {k: [] for k in configs}
     direct: list[float] = []
+    sends: dict[str, list[float]] = {k: [] for k in configs}
     parts: list[tuple[float, float]] = []
     watched = 0.0
     for _ in range(args.repeats):
         for name, mode in configs.items():
-            per_step, extra, callback, n_watched = run(mode, args.steps)
+            per_step, extra, callback, n_watched, send = run(mode, args.steps)
+            sends[name].append(send)
             times[name].append(per_step)
             if mode == "sampled":
                 direct.append(extra + callback)
@@ -128,6 +141,9 @@ def main() -> None:
         "sync_detection_us_per_step": round(statistics.median(direct), 3),
         "watched_steps_us_per_step": [round(e, 3) for e, _ in parts],
         "callback_us_per_step": [round(c, 3) for _, c in parts],
+        # one x.to("cpu") call, best of 7x20000, median over repeats: the hook wraps it to
+        # mark device data outside sampled steps (compare with "no hook")
+        "to_us_per_call": {k: round(statistics.median(v), 3) for k, v in sends.items()},
         # best-of-N whole-run times: the least disturbed runs; noisy on a shared machine
         "us_per_step_min": {k: round(min(v), 2) for k, v in times.items()},
         "runs": {k: [round(x, 1) for x in v] for k, v in times.items()},

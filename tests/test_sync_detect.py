@@ -191,11 +191,54 @@ def test_stop_from_another_thread_only_asks(det):
     t = threading.Thread(target=d.stop)
     t.start()
     t.join()
-    assert d.active and d.off  # still on this thread's stack, passing calls through
+    assert not d.active and d.off  # not watching: calls pass straight through
+    assert torch._C._len_torch_function_stack() == 1  # still on this thread's stack
     x.sum().item()
     assert col.counts == {}
-    d.stop()
+    d.slot.check(0)  # a step end on the training thread: a safe point
     assert torch._C._len_torch_function_stack() == 0
+
+
+def test_a_step_end_inside_the_modes_own_dispatch_leaves_no_mode(det, monkeypatch):
+    """``loss.backward()`` dispatches ``Tensor.backward`` to the mode, popped meanwhile;
+    perftop's ``torch.autograd.backward`` wrapper, called inside, ends the step there. The
+    detector stopped (or started) there must not lose or double the mode."""
+    d, col = det
+    notes: list[str] = []
+    d.slot.note = notes.append
+    w = torch.nn.Parameter(torch.randn(4))
+    orig, orig_autograd = torch.Tensor.backward, torch.autograd.backward
+    flip = [True]
+
+    def backward(*args, **kwargs):  # the step tracker's close, as perftop wraps it
+        d.stop() if flip[0] else d.start()
+        return orig_autograd(*args, **kwargs)
+
+    monkeypatch.setattr(torch.autograd, "backward", backward)
+    depths = []
+    for _ in range(9):
+        flip[0] = d.active
+        (w * 2).sum().backward()  # stop (or start) from inside the dispatch
+        depths.append(torch._C._len_torch_function_stack())
+    assert depths == [1] * 9  # on, or waiting for a safe point: never 2
+    # the wait ends at the next Tensor.backward, from outside the dispatch
+    assert not d.active and torch.Tensor.backward is not orig
+    (w * 2).sum().backward()
+    assert torch._C._len_torch_function_stack() == 0
+    assert torch.Tensor.backward is orig  # the trap is gone with the wait
+    d.slot.check(9)
+    assert notes == []
+
+
+def test_a_doubled_mode_is_repaired_at_the_step_end_and_told(det):
+    d, col = det
+    notes: list[str] = []
+    d.slot.note = notes.append
+    torch._C._push_on_torch_function_stack(d)  # whatever did it: a second copy
+    d.slot.check(5)
+    assert torch._C._len_torch_function_stack() == 1
+    (msg,) = notes
+    assert "2 times" in msg and "step 5" in msg
 
 
 def test_host_tensors_are_no_syncs(det):

@@ -25,20 +25,30 @@ REWRITES = {
     ".sum(), or sort and count the steps",
     "unique_consecutive": "count changes on the device: (x[1:] != x[:-1]).sum() + 1",
     "repeat_interleave": "pass output_size= to repeat_interleave",
-    "item": "keep the loss on the device: accumulate loss.detach() and call .item() every "
-    "N steps, for logging",
     "pageable_copy": "pin the source (pin_memory=True, tensor.pin_memory()) before a "
     "non_blocking copy",
 }
 _TO_HOST = ("int", "float", "bool", "index", "tolist", "numpy", "cpu", "format", "repr")
 
 
+# What a value read on the host is for cannot be told from its call: a loss or a metric
+# being logged, or a number the host needs every step. The advice says so, and what to
+# do in each case, instead of guessing.
+_BY_USE = (
+    "perftop cannot tell what the value is for: if the host needs it every step (an "
+    "action for an environment, an early-stopping test), it leaves the step only by "
+    "restructuring (decide on the device, or for several steps at once); if it is logged "
+    "(a loss, a statistic), reduce it on the device (x.detach() into a running tensor) "
+    "and read it every N steps"
+)
+
+
 def rewrite(op: str) -> str:
     op = op.strip(".()").removeprefix("torch.").removeprefix("Tensor.")
     if op in REWRITES:
         return REWRITES[op]
-    if op in _TO_HOST:
-        return f"{op}() reads a device value on the host: do it every N steps, or keep it a tensor"
+    if op == "item" or op in _TO_HOST:
+        return f"{op}() copies a device value to the host and waits for it; {_BY_USE}"
     return f"{op}: look for a way to keep this on the device"
 
 

@@ -40,6 +40,14 @@ _SITE_DIRS = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.s
 _PLUMBING = ("overrides.py", "functional.py", "_jit_internal.py", "_tensor.py")
 _plumbing_files: frozenset[str] = frozenset()
 _MODE_HANDLERS = frozenset({"__torch_function__", "__torch_dispatch__"})
+_forwarders: set[CodeType] = set()  # perftop's own wrappers of torch calls (sync_marks)
+
+
+def forwarder(code: CodeType) -> None:
+    """Frames of ``code`` forward a torch call: the site is their caller's line."""
+    _forwarders.add(code)
+
+
 _ops: dict[tuple[CodeType, int], str] = {}
 
 # Where a sync was seen: (file, line, function) of the user's frame, then of the library
@@ -138,7 +146,9 @@ def direct_caller(frame: FrameType | None) -> FrameType | None:
     forwarding wrappers; None when that caller is itself internal (torch calling torch,
     such as an optimizer reading its step counter)."""
     while frame is not None and (
-        frame.f_code.co_filename in _plumbing_files or frame.f_code.co_name in _MODE_HANDLERS
+        frame.f_code.co_filename in _plumbing_files
+        or frame.f_code.co_name in _MODE_HANDLERS
+        or frame.f_code in _forwarders
     ):  # a user's own mode above perftop's forwards the call: its caller is the site
         frame = frame.f_back
     if frame is None or kind_of(frame.f_code) == INTERNAL:

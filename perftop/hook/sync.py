@@ -167,7 +167,7 @@ def attach(state: Any, torch: Any) -> Collector | None:
     mode = os.environ.get("PERFTOP_SYNC", "sampled").strip().lower()
     if mode in ("off", "0", "no", "false"):
         return None
-    from perftop.hook import frames, sync_cuda, sync_detect
+    from perftop.hook import frames, sync_cuda, sync_detect, sync_marks
 
     frames.configure()
     collector = Collector(state.sender.put, lambda: state.sender.pid)
@@ -182,6 +182,8 @@ def attach(state: Any, torch: Any) -> Collector | None:
     detector = sync_detect.make_detector(torch, collector, state, real)
     if detector is None:
         return None
+    slot = detector.slot
+    sync_marks.wrap_sends(torch, detector.marks, lambda: detector.active, state)
     info = SyncInfo(
         time.time(),
         state.sender.pid,
@@ -202,6 +204,11 @@ def attach(state: Any, torch: Any) -> Collector | None:
     def on_between(kind: str, t0: float, length: float) -> None:
         if detector.active:
             collector.between(kind, t0, length)
+        if slot.busy:  # a safe point for a removal that waits
+            try:
+                slot.settle()
+            except Exception:
+                state.internal_error("sync step")
         if prev_between is not None:
             prev_between(kind, t0, length)
 
@@ -228,6 +235,8 @@ def attach(state: Any, torch: Any) -> Collector | None:
             if sampler.closed(index, t, watched) and not aside():
                 collector.since = t
                 detector.start()
+            slot.check(index)  # perftop's modes on the stack: the ones it pushed, or a Note
+            if slot.busy:  # the mode is on or was: the next step end checks again
                 return index + 1
             return sampler.wake_at(index)
         except Exception:
@@ -240,6 +249,7 @@ def attach(state: Any, torch: Any) -> Collector | None:
         tracker.on_step = None
         tracker.on_between = prev_between
         detector.stop()
+        slot.disarm()
 
     state.undo.append(undo)
     os.register_at_fork(after_in_child=detector.forget)

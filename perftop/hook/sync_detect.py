@@ -8,7 +8,8 @@ wrote (``x[mask]``, ``t.tolist()``, ``int(t)``), which on CPU never reaches the 
 and only the outermost torch call, so torch's own internals (an optimizer reading its step
 counter) are not the user's. A call counts only when its direct caller is user code. The
 mode costs every torch call while it is on: it is pushed only for the sampled steps, at
-the bottom of the stack, by the training thread.
+the bottom of the stack, by the training thread, and never stays: ``sync_stack`` owns its
+place on the stack (each push has exactly one pop, on every path).
 
 A non-blocking host-to-device copy from pageable memory is a real stall on an accelerator
 (kind ``sync``). Copies towards the CPU count only from an accelerator's tensor. On an
@@ -19,14 +20,15 @@ copy): carried as ``blocked_s``. On the CPU nothing is measured.
 from __future__ import annotations
 
 import sys
-import threading
 import time
 from collections.abc import Callable
+from threading import get_ident
 from typing import Any
 
 from perftop.hook.frames import direct_caller, first_outside
 from perftop.hook.frames import where as site_of
 from perftop.hook.sync_marks import NOT_DEVICES, Marks
+from perftop.hook.sync_stack import Slot
 
 _SIMPLE = {
     "item": "item",
@@ -144,17 +146,17 @@ def make_detector(torch: Any, collector: Any, state: Any, real: Any = None) -> A
         return special.get(name)
 
     marks = Marks(torch)
-    C = torch._C
     real_ok = getattr(torch.version, "cuda", None) is not None
 
     class Detector(TorchFunctionMode):
         not_devices = NOT_DEVICES
+        _perftop_sync_mode = True  # sync_stack.MARK: how the step-end check finds it
 
         def __init__(self) -> None:
             super().__init__()
-            self.active = False
-            self.off = False  # asked to stop from another thread: pass calls through
-            self.thread: int | None = None
+            self.active = False  # watching (the stack follows at the next safe point)
+            self.off = True  # not watching: calls pass straight through
+            self.slot: Slot
             self.marks = marks
             self.real: Any = None  # RealSyncs, armed for this sample (CUDA initialized)
             self.real_syncs = real
@@ -168,49 +170,60 @@ def make_detector(torch: Any, collector: Any, state: Any, real: Any = None) -> A
         ) -> Any:
             if kwargs is None:
                 kwargs = {}
-            if self.off:
-                return func(*args, **kwargs)
+            slot = self.slot
+            mine = get_ident() == slot.thread
+            if mine:
+                slot.depth += 1
             try:
-                check = cache[func]
-            except KeyError:
-                check = cache[func] = classify(func)
-            except TypeError:  # an unhashable callable
-                check = classify(func)
-            op, timed = None, False
-            if check is not None:
+                if self.off:
+                    return func(*args, **kwargs)
                 try:
-                    op = check(args, kwargs)
-                    if op is not None and op[0] != "!" and not marks.any_bound(args):
-                        op = None  # a host tensor: no sync on any device
-                    timed = op is not None and (op[0] == "!" or on_device(args))
-                except Exception:
-                    state.internal_error("sync detector")
-            rs = self.real
-            if rs is not None:
-                out, n, dt = rs.call(func, args, kwargs)
-                if n:
-                    self.seen(
-                        op.lstrip("!") if op else getattr(func, "__name__", "sync"), dt, "sync", n
-                    )
-                elif op is not None and (op[0] == "!" or rs.orig is None):
-                    self.seen(op, dt if timed else None)
-                return out
-            if op is not None:
-                if not timed:
-                    self.seen(op, None)
-                    out = func(*args, **kwargs)
+                    check = cache[func]
+                except KeyError:
+                    check = cache[func] = classify(func)
+                except TypeError:  # an unhashable callable
+                    check = classify(func)
+                op, timed = None, False
+                if check is not None:
+                    try:
+                        op = check(args, kwargs)
+                        if op is not None and op[0] != "!" and not marks.any_bound(args):
+                            op = None  # a host tensor: no sync on any device
+                        timed = op is not None and (op[0] == "!" or on_device(args))
+                    except Exception:
+                        state.internal_error("sync detector")
+                rs = self.real
+                if rs is not None:
+                    out, n, dt = rs.call(func, args, kwargs)
+                    if n:
+                        self.seen(
+                            op.lstrip("!") if op else getattr(func, "__name__", "sync"),
+                            dt,
+                            "sync",
+                            n,
+                        )
+                    elif op is not None and (op[0] == "!" or rs.orig is None):
+                        self.seen(op, dt if timed else None)
+                    return out
+                if op is not None:
+                    if not timed:
+                        self.seen(op, None)
+                        out = func(*args, **kwargs)
+                    else:
+                        t0 = perf()
+                        out = func(*args, **kwargs)
+                        self.seen(op, perf() - t0)
                 else:
-                    t0 = perf()
                     out = func(*args, **kwargs)
-                    self.seen(op, perf() - t0)
-            else:
-                out = func(*args, **kwargs)
-            if marks.virtual:
-                try:
-                    out = marks.spread(getattr(func, "__name__", ""), args, kwargs, out)
-                except Exception:
-                    state.internal_error("sync detector (marks)")
-            return out
+                if marks.virtual:
+                    try:
+                        out = marks.spread(getattr(func, "__name__", ""), args, kwargs, out)
+                    except Exception:
+                        state.internal_error("sync detector (marks)")
+                return out
+            finally:
+                if mine:
+                    slot.depth -= 1
 
         def seen(self, op: str, blocked_s: float | None, kind: str = "", n: int = 1) -> None:
             try:
@@ -231,70 +244,47 @@ def make_detector(torch: Any, collector: Any, state: Any, real: Any = None) -> A
                 state.internal_error("sync detector")
 
         def start(self) -> None:
-            """Push this mode at the bottom of the stack (above a ``DeviceContext``, which
-            must stay lowest), as torch's ``DeviceContext`` does: a user's mode entered
-            before and left after pops itself, never this one."""
+            """Watch from here: the mode goes at the bottom of the stack (``sync_stack``),
+            now where that is safe, else at the next safe point."""
             if self.active:
                 return
-            self.thread = threading.get_ident()
-            self.off = False
             virtual = not (real_ok and torch.cuda.is_initialized())
             marks.virtual = virtual
             rs = self.real_syncs
             if rs is not None and not virtual and not rs.aside:
                 rs.arm()
                 self.real = rs
-            _insert_at_bottom(C, self)
             self.active = True
+            self.slot.request(True)
 
         def stop(self) -> None:
-            """Out from wherever it is, on the thread that pushed it; another thread only
-            asks (calls pass through until then)."""
+            """Stop watching: calls pass straight through at once; the mode leaves the
+            stack now where that is safe, else at the next safe point (``sync_stack``)."""
             if not self.active:
                 return
-            if threading.get_ident() != self.thread:
-                self.off = True
-                return
-            _remove(C, self)
             self.active = False
-            self.off = False
             if self.real is not None:
                 self.real.disarm()
                 self.real = None
+            self.slot.request(False)
 
         def forget(self) -> None:
             """In a forked child (a DataLoader worker): no sampling; off its stack."""
-            try:
-                if self.active and threading.get_ident() == self.thread:
-                    _remove(C, self)
-            except Exception:
-                pass
             self.active = False
-            self.off = True
             self.real = None
             marks.ids.clear()
+            try:
+                self.slot.forget()
+            except Exception:
+                pass
 
     detector = Detector()
+    detector.slot = Slot(torch, detector, lambda msg: _note(state, msg))
     return detector
 
 
-def _insert_at_bottom(C: Any, mode: Any) -> None:
-    above = [C._pop_torch_function_stack() for _ in range(C._len_torch_function_stack())]
-    keep = 0  # a DeviceContext (torch.set_default_device) stays at the very bottom
-    if above and type(above[-1]).__name__ == "DeviceContext":
-        keep = 1
-        C._push_on_torch_function_stack(above[-1])
-    C._push_on_torch_function_stack(mode)
-    for m in reversed(above[: len(above) - keep]):
-        C._push_on_torch_function_stack(m)
-
-
-def _remove(C: Any, mode: Any) -> None:
-    above = []
-    while C._len_torch_function_stack():
-        m = C._pop_torch_function_stack()
-        if m is mode:
-            break
-        above.append(m)
-    for m in reversed(above):
-        C._push_on_torch_function_stack(m)
+def _note(state: Any, msg: str) -> None:
+    try:
+        state.sender.note("warning", msg)
+    except Exception:
+        state.internal_error(msg)

@@ -10,16 +10,21 @@ tensor. A tensor used as an operand beside a device-bound one must be on the dev
 well, so a target moved with ``.to(device)`` before the loop is learnt at its first use.
 A tensor from ``torch.randint``, ``arange`` or ``from_numpy`` with no device, and what is
 computed from it alone, stays a host tensor: indexing a numpy array or list with it is no
-sync on any device.
+sync on any device. Following another tensor's device is no move to the accelerator: a
+tensor made or sent with ``device=x.device`` (torchvision's ``Normalize``) is device-bound
+only if ``x`` is (the mode sees the ``.device`` read).
 
-The marks are learnt only while the detector's mode is on (its sampled steps): nothing is
-added to the other steps. They live as long as their tensors (a weak reference each),
+The marks are learnt while the detector's mode is on (its sampled steps), and outside
+them from ``Tensor.to`` and ``Tensor.cuda`` only (:func:`wrap_sends`: a data set moved to
+the device before the loop). Factories given ``device=`` are seen in sampled steps only:
+wrapping ``torch.zeros`` and its kind would break ``torch.jit.script``. They live as long as their tensors (a weak reference each),
 keyed by ``id()``, never stored on the tensor (that would change what ``torch.save``
 writes).
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 from weakref import KeyedRef
 
@@ -59,6 +64,7 @@ HOST_OUT = frozenset(
     }  # fmt: skip
 )
 MAX_MARKS = 200_000
+MAX_FOLLOWED = 256
 SENDS = frozenset({"to", "cuda"})  # calls that may name a device without a device= keyword
 
 
@@ -68,6 +74,8 @@ class Marks:
         self.Parameter = torch.nn.Parameter
         self.device_cls = torch.device
         self.ids: dict[int, Any] = {}
+        self.followed: dict[int, tuple[Any, bool]] = {}  # id(x.device) -> (it, x bound)
+        self.named: dict[str, bool] = {}  # "cuda:0" -> whether it names a device
         self.virtual = True  # a CPU run: marks stand in for the device (set per sample)
         ids = self.ids
 
@@ -149,6 +157,9 @@ class Marks:
                                 others = [b]
                             else:
                                 others.append(b)
+        if name == "__get__" and isinstance(out, self.device_cls):
+            self.follow(out, dev)  # ``x.device``: bound as ``x`` is
+            return out
         if not dev and not ((name in SENDS or kwargs) and self.sent(name, args, kwargs)):
             return out
         if others and name not in NO_SPREAD:
@@ -165,17 +176,87 @@ class Marks:
         return self.mark_out(out)
 
     def sent(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-        """A call that names a device: ``.to(device)``, ``.cuda()``, ``device=`` given."""
+        """A call that names a device: ``.to(device)``, ``.cuda()``, ``device=`` given.
+        A few hundred ns (``Tensor.to`` asks on every call): names are looked up once."""
         if name == "cuda":
             return True
-        dev = kwargs.get("device")
+        dev = kwargs.get("device") if kwargs else None
+        device_cls = self.device_cls
         if dev is None and name == "to":
             for a in args[1:]:
-                if isinstance(a, str | self.device_cls):
+                if type(a) is str or isinstance(a, device_cls):
                     dev = a
         if dev is None:
             return False
+        if type(dev) is str:
+            known = self.named.get(dev)
+            if known is None:
+                known = self.named[dev] = self._names_a_device(dev)
+            return known
+        got = self.followed.get(id(dev))
+        if got is not None and got[0] is dev:  # another tensor's ``.device``: as that one
+            return got[1]
+        if isinstance(dev, device_cls):
+            return bool(dev.type != "meta")
+        return self._names_a_device(dev)
+
+    def _names_a_device(self, dev: Any) -> bool:
         try:
-            return self.device_cls(dev).type != "meta"
+            return bool(self.device_cls(dev).type != "meta")
         except Exception:
             return False
+
+    def follow(self, device: Any, bound: bool) -> None:
+        """``device`` was read from a tensor (``x.device``), bound or not: a tensor made
+        or sent there follows ``x``, not the job's choice of device. Kept for the last
+        reads only (each read makes a new object; the entry holds it, so its id stays)."""
+        followed = self.followed
+        if len(followed) >= MAX_FOLLOWED:
+            followed.clear()
+        followed[id(device)] = (device, bound)
+
+
+def wrap_sends(torch: Any, marks: Marks, watching: Any, state: Any) -> None:
+    """``Tensor.to`` and ``Tensor.cuda`` mark what they send to a device whenever they run
+    (a data set moved before the loop, a metric made between samples); in sampled steps
+    (``watching()``) the mode marks instead. One call and a dict insert per send."""
+    from perftop.hook.frames import forwarder
+
+    Tensor = torch.Tensor
+    for name in sorted(SENDS):
+        own = Tensor.__dict__.get(name)  # else inherited from torch._C.TensorBase
+        orig = getattr(Tensor, name, None)
+        if orig is not None:
+            send = _sender(orig, name, Tensor, marks, watching, state)
+            forwarder(send.__code__)
+            setattr(Tensor, name, functools.update_wrapper(send, orig))
+            state.undo.append(functools.partial(_put_back, Tensor, name, send, own))
+
+
+def _sender(orig: Any, name: str, Tensor: Any, marks: Marks, watching: Any, state: Any) -> Any:
+    named, ids, mark, sent = marks.named, marks.ids, marks.mark, marks.sent
+
+    def send(self: Any, *args: Any, **kwargs: Any) -> Any:
+        out = orig(self, *args, **kwargs)
+        try:
+            if not kwargs and len(args) == 1 and type(args[0]) is str:  # x.to("cuda")
+                ok = named.get(args[0])
+                if ok is None:
+                    ok = sent(name, (self, *args), kwargs)
+            else:
+                ok = sent(name, (self, *args), kwargs)
+            if ok and id(out) not in ids and isinstance(out, Tensor) and not watching():
+                mark(out)
+        except Exception:
+            state.internal_error("sync marks")
+        return out
+
+    return send
+
+
+def _put_back(cls: Any, name: str, mine: Any, own: Any) -> None:
+    if cls.__dict__.get(name) is mine:
+        if own is None:
+            delattr(cls, name)
+        else:
+            setattr(cls, name, own)

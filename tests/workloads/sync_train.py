@@ -44,3 +44,7 @@ for _ in range(steps):
     if not clean:
         total += loss.item()  # SITE item
 print("done", total)
+# A plain run ends with no function mode on torch's stack: perftop must leave none behind.
+depth = torch._C._len_torch_function_stack()
+print("function-mode stack depth at the end:", depth)
+sys.exit(0 if depth == 0 else 3)

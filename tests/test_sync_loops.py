@@ -1,0 +1,83 @@
+"""Loop shapes that the sync detector got wrong (issue 29), each in a real job under
+``perftop run --headless``, read back with ``perftop report --json``."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from tests.helpers import WORKLOADS, run_and_report
+from tests.test_sync_e2e import sites_marked
+
+
+def job_json(out: str) -> dict:
+    """The job's own account: its one JSON line on stdout."""
+    return json.loads(next(ln for ln in out.splitlines() if ln.startswith("{")))
+
+
+@pytest.mark.parametrize("update", ["--data", "--no-grad"])
+def test_a_manual_update_leaves_no_mode_in_the_job(tmp_path, update):
+    """backward() then a hand-written update: the step ends inside the dispatch of
+    ``Tensor.backward`` to perftop's mode. The mode is on the stack in the watched steps
+    only (and the one after, passing calls through), never twice, and gone at the end."""
+    script = WORKLOADS / "sync_manual.py"
+    proc, rep = run_and_report(tmp_path, sys.executable, str(script), update)
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # exit 3: a mode stayed
+    job = job_json(proc.stdout)
+    assert job["end"] == 0  # as in a plain run
+    assert max(job["depths"]) <= 1
+    assert job["depths"][10:] == [0] * 30  # early samples over: nothing of perftop's left
+    assert rep["steps"]["count"] == 40
+    (line,) = sites_marked(script)
+    (site,) = rep["sync_events"]
+    assert (site["line"], site["op"]) == (line, "item")
+    assert site["per_step"] == pytest.approx(1.0)  # one copy counting, not several
+
+
+def sites(rep: dict) -> dict[tuple[int, str], float]:
+    return {(e["line"], e["op"]): e["per_step"] for e in rep["sync_events"]}
+
+
+def test_a_transform_on_host_samples_is_no_site(tmp_path, monkeypatch):
+    """``Normalize``'s ``device=tensor.device`` follows a host sample: its ``bool()`` is
+    no sync on any device, 8 times a batch; the loss's ``.item()`` is."""
+    monkeypatch.setenv("PERFTOP_SYNC", "all")
+    script = WORKLOADS / "sync_transform.py"
+    proc, rep = run_and_report(tmp_path, sys.executable, str(script))
+    assert proc.returncode == 0, proc.stderr
+    (line,) = sites_marked(script)
+    assert sites(rep) == {(line, "item"): pytest.approx(1.0)}
+
+
+def test_data_sent_to_the_device_before_the_loop_is_device_data(tmp_path, monkeypatch):
+    """A data set moved with ``.to(device)`` before the loop, and a meter sent there
+    before the watched steps: ``unique`` and ``format`` on them are sites."""
+    monkeypatch.setenv("PERFTOP_SYNC", "all")
+    script = WORKLOADS / "sync_preloaded.py"
+    proc, rep = run_and_report(tmp_path, sys.executable, str(script))
+    assert proc.returncode == 0, proc.stderr
+    marks = {name: n for n, name in sites_marked(script).items()}
+    assert rep["steps"]["count"] == 30
+    # watched: steps 1-29; the meter is read at the end of iterations 0, 5, ..., 25,
+    # each in the step after the optimizer's (6 of 29)
+    assert sites(rep) == {
+        (marks["unique"], "unique"): pytest.approx(1.0),
+        (marks["meter"], "format"): pytest.approx(6 / 29, abs=0.01),
+    }
+
+
+def test_advice_for_an_item_does_not_assume_a_loss(tmp_path):
+    """``action.item()`` feeds an environment: the hint names the call, its line and
+    rate, and says what to do for either use instead of calling it a loss."""
+    script = WORKLOADS / "sync_policy.py"
+    proc, rep = run_and_report(tmp_path, sys.executable, str(script))
+    assert proc.returncode == 0, proc.stderr
+    (line,) = sites_marked(script)
+    hint = next(h for h in rep["hints"] if h["id"] == "host-device-sync")
+    assert any(f"sync_policy.py:{line} item" in e and "1.0/step" in e for e in hint["evidence"])
+    (advice,) = hint["advice"]
+    assert advice.startswith(f"sync_policy.py:{line}: item()")
+    assert "loss" not in advice.split("if it is logged")[0]  # no guess that it is a loss
+    assert "cannot tell" in advice and "every step" in advice and "every N steps" in advice
