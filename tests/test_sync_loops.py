@@ -81,3 +81,17 @@ def test_advice_for_an_item_does_not_assume_a_loss(tmp_path):
     assert advice.startswith(f"sync_policy.py:{line}: item()")
     assert "loss" not in advice.split("if it is logged")[0]  # no guess that it is a loss
     assert "cannot tell" in advice and "every step" in advice and "every N steps" in advice
+
+
+def test_a_gans_first_watched_step_holds_no_part_of_step_0(tmp_path):
+    """The DCGAN shape: two backward() calls before the first optimizer step. A sample
+    that began before the steps settled held part of step 0: D_G_z1's line, once an
+    iteration, read 1.33/step."""
+    script = WORKLOADS / "sync_gan.py"
+    proc, rep = run_and_report(tmp_path, sys.executable, str(script), "1")
+    assert proc.returncode == 0, proc.stderr
+    assert rep["steps"]["count"] == 40
+    lines = {n: text for n, text in enumerate(script.read_text().splitlines(), 1)}
+    items = {e["line"]: e["per_step"] for e in rep["sync_events"] if e["op"] == "item"}
+    named = {lines[n].split("# ")[-1].split(":")[0]: v for n, v in items.items()}
+    assert named == {"D_x": 1.0, "D_G_z1": 1.0, "D_G_z2": 1.0}, (named, rep["sync_events"])

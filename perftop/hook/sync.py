@@ -231,6 +231,14 @@ def attach(state: Any, torch: Any) -> Collector | None:
             watched = detector.active
             if watched:
                 detector.stop()
+            if not tracker.settled:
+                # Before the first optimizer step, steps may yet merge into one (a GAN's
+                # two backward() calls, accumulation's micro-batches): a sample there would
+                # hold part of a step. Sampling starts once the steps are settled.
+                collector.log.clear()
+                collector.gaps.clear()
+                slot.check(index)
+                return index + 1
             collector.flush(index, watched)
             if sampler.closed(index, t, watched) and not aside():
                 collector.since = t
