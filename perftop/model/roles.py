@@ -27,6 +27,7 @@ def assign_roles(
     processes: Iterable[Any] = (),
     observed: dict[int, str] | None = None,
     workers: Iterable[WorkerRow] = (),
+    worker_loader: dict[int, int] | None = None,
 ) -> tuple[ProcessRole, ...]:
     """Roles for every pid we know of, trainers first, then workers, then the rest.
 
@@ -36,7 +37,8 @@ def assign_roles(
     ``observed`` are roles read from stack samples of processes without a hook (observer
     mode: the root is ``main``, a process inside DataLoader's worker loop is ``worker``).
     ``workers`` are the workers' own reports: they keep the workers of earlier epochs (whose
-    loader has since started new ones) workers.
+    loader has since started new ones) workers, and ``worker_loader`` (worker pid to loader
+    id, from every report of each loader) keeps their loader.
     """
     roles: dict[int, ProcessRole] = {}
     for t in trainers:
@@ -57,7 +59,7 @@ def assign_roles(
         if w.pid not in roles:
             roles[w.pid] = ProcessRole(
                 w.pid, "worker", rank=_rank(roles, w.ppid), worker_id=w.worker_id,
-                parent_pid=w.ppid,
+                loader_id=(worker_loader or {}).get(w.pid), parent_pid=w.ppid,
             )  # fmt: skip
     for pid, seen in (observed or {}).items():
         if pid not in roles and seen in ("main", "worker"):

@@ -104,6 +104,9 @@ class StepsReducer:
         self.syncs: dict[int, int] = {}  # sync events per process, for the ranks table
         self.trainers: dict[int, Trainer] = {}
         self.loaders: dict[tuple[int, int], Loader] = {}
+        # worker pid -> its loader's id, for every iterator's workers: a loader's report
+        # names only its newest workers (each epoch's iterator replaces the last)
+        self.worker_loader: dict[int, int] = {}
 
     def apply(self, ev: Any) -> None:
         if isinstance(ev, Step):
@@ -136,6 +139,8 @@ class StepsReducer:
                 ev.torch_threads,
             )
         elif isinstance(ev, LoaderInfo):
+            for _worker_id, pid in ev.workers:
+                self.worker_loader[pid] = ev.loader_id
             self.loaders[(ev.pid, ev.loader_id)] = Loader(
                 ev.pid,
                 ev.loader_id,
@@ -178,6 +183,7 @@ class StepsReducer:
             parts["steps"] = ranks[0]
         parts["trainers"] = tuple(self.trainers.values())
         parts["loaders"] = tuple(self.loaders.values())
+        parts["worker_loader"] = dict(self.worker_loader)
 
 
 class LogReducer:
@@ -316,6 +322,7 @@ class Session:
             parts.get("processes", ()),
             parts.pop("observed_roles", None),
             parts.get("workers", ()),
+            parts.pop("worker_loader", None),
         )
         parts["events"] = self.events
         return Snapshot(**parts)
