@@ -14,6 +14,7 @@ the header and history, through the same queue, so it misses nothing and sees no
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 import time
@@ -23,7 +24,7 @@ from typing import Any
 
 import psutil
 
-from perftop.events import Event, JobStart, MonitorStats, ObserverStart, SessionStart
+from perftop.events import Event, JobStart, MonitorStats, Note, ObserverStart, SessionStart
 from perftop.hints.session import hinted_session
 from perftop.model import SessionModel, Snapshot
 from perftop.monitor.header import Header, _frame
@@ -48,6 +49,7 @@ class Hub:
         max_frames: int = MAX_FRAMES,
         max_bytes: int = MAX_BYTES,
         header: Header | None = None,
+        on_problem: Callable[[str], object] | None = None,
     ) -> None:
         self.session: SessionModel = session if session is not None else hinted_session()
         self.header = header if header is not None else Header()
@@ -67,6 +69,8 @@ class Hub:
         self.dropped_events = 0  # hook events the bounded queue had to drop
         self.dropped_frames = 0
         self.latest: Snapshot | None = None  # read by the socket's info requests
+        self.problems: list[str] = []  # one line per sink cut off after a failure
+        self.on_problem = on_problem
 
     # -- producers (any thread) ----------------------------------------------------------
     def submit_frame(self, frame: Frame, events: list[Event]) -> bool:
@@ -166,9 +170,9 @@ class Hub:
                     self.dropped_events,
                 )
                 self._handle((None, (stats,)))
-            for rec in self._direct:
-                rec.tick(now)
-            self._buffered = [b for b in self._buffered if b.failed is None]
+            for rec in list(self._direct):
+                self._guard(rec, rec.tick, now)
+            self._let_go_failed()
             if now >= next_snap:
                 next_snap = now + self.refresh_s
                 self._snapshot()
@@ -179,8 +183,10 @@ class Hub:
         for fn in list(self.snapshot_subscribers):
             try:
                 fn(snap)
-            except Exception:  # a subscriber's bug must not stop ingest
-                pass
+            except Exception as exc:  # a subscriber's bug must not stop ingest: cut it off
+                if fn in self.snapshot_subscribers:
+                    self.snapshot_subscribers.remove(fn)
+                self._problem(f"{_name(fn)} failed ({_why(exc)}) and was cut off")
 
     def _handle(self, item: Any) -> None:
         head = item[0]
@@ -199,8 +205,11 @@ class Hub:
         else:
             hist_frame = frame
             self.hook_events_in += n
-        for rec in self._direct:
-            rec.write_frame(frame)
+        for rec in list(self._direct):
+            try:
+                rec.write_frame(frame)
+            except Exception as exc:
+                self._cut(rec, exc)
         for b in self._buffered:
             b.put(frame)
         self.header.add(hist_frame, events, _HEADER_ONLY)
@@ -216,25 +225,71 @@ class Hub:
                 handle.put(f, force=True)
             self._buffered.append(handle)
         else:
-            for f in pre:
-                handle.write_frame(f)
             self._direct.append(handle)
+            for f in pre:
+                if not self._guard(handle, handle.write_frame, f):
+                    break
 
     def _remove(self, handle: Any) -> None:
         if handle in self._direct:
-            self._direct.remove(handle)
-            handle.close()
+            self._guard(handle, handle.close)
+            if handle in self._direct:
+                self._direct.remove(handle)
         elif handle in self._buffered:
             self._buffered.remove(handle)
             handle.close()
 
     def _finish(self) -> None:
         self._snapshot()
-        for rec in self._direct:
-            rec.close()
+        for rec in list(self._direct):
+            self._guard(rec, rec.close)
         for b in self._buffered:
             b.close()
         self._direct, self._buffered = [], []
+
+    # -- a sink that fails is cut off, with one line; the session goes on -----------------
+    def _guard(self, sink: Any, fn: Callable[..., object], *args: Any) -> bool:
+        """``fn(*args)`` of a direct sink; False when it raised and the sink was cut off."""
+        try:
+            fn(*args)
+            return True
+        except Exception as exc:
+            self._cut(sink, exc)
+            return False
+
+    def _cut(self, sink: Any, exc: BaseException) -> None:
+        if sink in self._direct:
+            self._direct.remove(sink)
+        try:
+            sink.close()
+        except Exception:
+            pass
+        steps = self.session.snapshot(now=time.time()).steps.count
+        if isinstance(sink, RecordingWriter):
+            why = "disk full" if sink.error == os.strerror(errno.ENOSPC) else sink.error
+            self._problem(
+                f"recording stopped at step {steps} ({why or _why(exc)}): {sink.path} "
+                "keeps what was written; the session goes on unrecorded"
+            )
+        else:
+            self._problem(f"{_name(sink)} failed at step {steps} ({_why(exc)}) and was cut off")
+
+    def _let_go_failed(self) -> None:
+        for b in [b for b in self._buffered if b.failed is not None]:
+            self._buffered.remove(b)
+            if not isinstance(b.failed, (ConnectionError, TimeoutError)):  # a viewer left
+                self._problem(f"{_name(b.sink)} failed ({_why(b.failed)}) and was cut off")
+
+    def _problem(self, text: str) -> None:
+        """One line for a failure the session survives: kept (``problems``), shown as a
+        note (the TUI, viewers, the report) and handed to ``on_problem`` (headless: stderr)."""
+        self.problems.append(text)
+        self._put((None, (Note(time.time(), "error", "monitor", text),)))
+        if self.on_problem is not None:
+            try:
+                self.on_problem(text)
+            except Exception:
+                pass
 
     def stop(self, timeout: float = 5.0) -> None:
         """Apply and deliver everything queued, then close every sink."""
@@ -253,10 +308,10 @@ class Hub:
             b.pause()
 
     def flush(self) -> None:
-        for rec in self._direct:
+        for rec in list(self._direct):
             flush = getattr(rec, "flush", None)
             if flush is not None:
-                flush()
+                self._guard(rec, flush)
 
     def resume(self) -> None:
         for b in self._buffered:
@@ -269,6 +324,14 @@ class Hub:
 
     def queued(self) -> int:
         return self._queued_frames
+
+
+def _name(obj: Any) -> str:
+    return getattr(obj, "__qualname__", None) or type(obj).__name__
+
+
+def _why(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def _rss() -> int:
