@@ -2,8 +2,8 @@
 
 The file holds the socket's frames (see :mod:`perftop.wire`), compressed, so a replay is
 just another source of the same events. A crash of the writer loses at most the unflushed
-half second; a reader (:mod:`perftop.reader`) skips a truncated tail or a damaged frame
-with a warning.
+half second; a reader (:mod:`perftop.reader`) skips a truncated tail, or a damaged frame
+and reads on at the next good one, with a warning.
 """
 
 from __future__ import annotations
@@ -181,6 +181,11 @@ def finish_stats(p: Path, stats: ReadStats) -> None:
         stats.warnings.append(
             f"{p}: skipped a truncated tail of {stats.truncated_bytes} bytes "
             "(the recorder stopped mid-write)"
+        )
+    if stats.damaged:
+        stats.warnings.append(
+            f"{p}: skipped {stats.skipped_bytes} damaged bytes at {stats.damaged} place(s), "
+            f"{stats.skipped_steps} steps with them; read on after each"
         )
     if stats.bad_frames:
         stats.warnings.append(f"{p}: skipped {stats.bad_frames} damaged frame(s)")
