@@ -18,7 +18,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, NamedTuple
+from typing import IO, NamedTuple
 
 from perftop.errors import RecordingError
 from perftop.events import FORMAT_VERSION, Event, SessionStart, Step
@@ -204,7 +204,7 @@ class FrameScanner:
         self._gap_from = dict(self._last_step)
         self._after_damage = True
 
-    def _stepped(self, first: Any, last: Any) -> None:
+    def _stepped(self, first: Step, last: Step) -> None:
         """Steps ``first`` to ``last`` of one process read (in order): past a damage, the
         steps missing before ``first`` are counted (before a process's first step read,
         from step number 0)."""
@@ -228,12 +228,14 @@ class FrameScanner:
                 self.checked_version = True
                 check_version(self.path, events[0])
             out.extend(events)
-            if frame.kind == KIND_STEPS and events and events[0].pid == events[-1].pid:
-                self._stepped(events[0], events[-1])  # one process's steps: its ends tell
-            else:
-                for ev in events:
-                    if type(ev) is Step:
-                        self._stepped(ev, ev)
+            first, last = (events[0], events[-1]) if events else (None, None)
+            steps = frame.kind == KIND_STEPS and type(first) is Step and type(last) is Step
+            if steps and first.pid == last.pid:  # type: ignore[union-attr]
+                self._stepped(first, last)  # type: ignore[arg-type]  # one process's: its ends
+                continue
+            for ev in events:
+                if type(ev) is Step:
+                    self._stepped(ev, ev)
         st.events += len(out)
         return out
 

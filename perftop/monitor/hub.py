@@ -275,7 +275,9 @@ class Hub:
             self._problem(f"{_name(sink)} failed at step {steps} ({_why(exc)}) and was cut off")
 
     def _let_go_failed(self) -> None:
-        for b in [b for b in self._buffered if b.failed is not None]:
+        for b in list(self._buffered):
+            if b.failed is None:
+                continue
             self._buffered.remove(b)
             if not isinstance(b.failed, (ConnectionError, TimeoutError)):  # a viewer left
                 self._problem(f"{_name(b.sink)} failed ({_why(b.failed)}) and was cut off")
