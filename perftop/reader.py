@@ -229,9 +229,13 @@ class FrameScanner:
                 check_version(self.path, events[0])
             out.extend(events)
             first, last = (events[0], events[-1]) if events else (None, None)
-            steps = frame.kind == KIND_STEPS and type(first) is Step and type(last) is Step
-            if steps and first.pid == last.pid:  # type: ignore[union-attr]
-                self._stepped(first, last)  # type: ignore[arg-type]  # one process's: its ends
+            if (
+                frame.kind == KIND_STEPS
+                and isinstance(first, Step)
+                and isinstance(last, Step)
+                and first.pid == last.pid
+            ):
+                self._stepped(first, last)  # one process's steps: their ends tell
                 continue
             for ev in events:
                 if type(ev) is Step:
