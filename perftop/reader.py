@@ -95,6 +95,7 @@ class ReadStats:
     damaged: int = 0  # places where reading lost its frame and resumed at the next good one
     skipped_bytes: int = 0  # bytes at those places (and in the broken streams they cut)
     skipped_steps: int = 0  # steps missing there, from each process's step numbers
+    steps_uncounted: bool = False  # damage after a process's last step read: more may be lost
     warnings: list[str] = field(default_factory=list)
 
 
@@ -109,11 +110,17 @@ class FrameScanner:
         self._last_step: dict[int, int] = {}  # each process's last step index read
         self._gap_from: dict[int, int] = {}  # the same, as it was before the last damage
         self._after_damage = False
+        self._salvaging = False  # decoding what inflated before a damage: every gap counts
 
     def chunks(self, offset: int = len(MAGIC), stop: int | None = None) -> Iterator[Chunk]:
         """Outer frames from ``offset`` (a resumable one) up to ``stop`` or the end. Past a
         damaged frame (a bad length, kind or CRC) reading resumes at the next frame whose
         CRC checks; what lay between is counted in ``stats``."""
+        yield from self._chunks(offset, stop)
+        if self._gap_from:  # a process never stepped again after a damage: its lost
+            self.stats.steps_uncounted = True  # steps after its last one read are unknown
+
+    def _chunks(self, offset: int, stop: int | None) -> Iterator[Chunk]:
         f, st, end_at = self.f, self.stats, self.size if stop is None else stop
         self._inflate = None
         pos = offset
@@ -144,7 +151,10 @@ class FrameScanner:
             st.damaged += 1
             st.skipped_bytes += (nxt if nxt is not None else self.size) - pos
             frames = self._salvaged(payload) if kind == KIND_ZLIB and whole else []
+            self._lost_steps()  # also inside what was salvaged: a bad inner frame is a gap
+            self._salvaging = True
             events = self._decode(frames)
+            self._salvaging = False
             self._lost_steps()
             yield Chunk(pos, nxt or self.size, False, events)
             if nxt is None:
@@ -208,8 +218,11 @@ class FrameScanner:
         """Steps ``first`` to ``last`` of one process read (in order): past a damage, the
         steps missing before ``first`` are counted (before a process's first step read,
         from step number 0)."""
-        if self._after_damage and (first.pid in self._gap_from or first.pid not in self._last_step):
-            before = self._gap_from.pop(first.pid, -1)
+        pid, gap_from = first.pid, self._gap_from
+        if self._salvaging or (
+            self._after_damage and (pid in gap_from or pid not in self._last_step)
+        ):
+            before = gap_from.pop(pid, self._last_step.get(pid, -1))
             self.stats.skipped_steps += max(0, first.index - before - 1)
         self._last_step[first.pid] = last.index
 

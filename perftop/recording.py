@@ -185,7 +185,8 @@ def finish_stats(p: Path, stats: ReadStats) -> None:
     if stats.damaged:
         stats.warnings.append(
             f"{p}: skipped {stats.skipped_bytes} damaged bytes at {stats.damaged} place(s), "
-            f"{stats.skipped_steps} steps with them; read on after each"
+            f"{'at least ' if stats.steps_uncounted else ''}{stats.skipped_steps} steps with "
+            "them; read on after each"
         )
     if stats.bad_frames:
         stats.warnings.append(f"{p}: skipped {stats.bad_frames} damaged frame(s)")
