@@ -54,6 +54,11 @@ class RecordingWriter:
         ``on_close(path)`` runs once the file is complete: the monitor saves the replay
         index beside it (:func:`perftop.replay.saved.index_after_recording`)."""
         self.path = Path(path)
+        if self.path.is_dir():  # --force could not help: say what would
+            raise RecordingError(
+                f"{self.path}: is a directory; name a file to record to, "
+                f"e.g. {self.path / ('run' + SUFFIX)}"
+            )
         mode = "ab" if append else "wb" if force else "xb"
         try:
             self._file = open(self.path, mode)  # noqa: SIM115 (closed in close())

@@ -66,6 +66,19 @@ def test_the_report_reads_what_the_full_disk_kept(full_disk_run):
     assert 0 < steps < STEPS
 
 
+@pytest.mark.parametrize("what", ["--chrome-trace", "--csv"])
+def test_an_export_onto_a_full_disk_names_the_file_and_leaves_nothing(full_disk_run, what):
+    _, rec, cwd = full_disk_run
+    out = rec.parent / ("t.json" if what == "--chrome-trace" else "csv")
+    before = sorted(p.name for p in rec.parent.iterdir())
+    r = perftop("export", str(rec), what, str(out), cwd=cwd)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    err = [ln for ln in r.stderr.splitlines() if "error" in ln]
+    assert len(err) == 1 and "No space left on device" in err[0], r.stderr
+    assert err[0].startswith(f"perftop: error: {out}")  # the file it could not write
+    assert sorted(p.name for p in rec.parent.iterdir()) == before  # no partial output
+
+
 def _hub_with_steps(n: int) -> Hub:
     hub = Hub(refresh_s=0.05).start()
     hub.submit(SessionStart(1.0, ("x",), "/", "h", 1, "0"), Hello(1.0, 7, 1, "h", ("x",)))

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import perftop
 from perftop.cli.attach import AttachCommand
-from perftop.cli.base import Command
+from perftop.cli.base import Command, Parser
 from perftop.cli.collect import CollectCommand
 from perftop.cli.demo import DemoCommand
 from perftop.cli.diff import DiffCommand
@@ -33,7 +33,7 @@ COMMANDS: tuple[type[Command], ...] = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="perftop",
         description="htop for PyTorch training: where each step's time goes, live.",
     )

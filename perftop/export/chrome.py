@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from perftop.events import (
     GpuSample,
@@ -36,6 +36,7 @@ from perftop.events import (
     WorkerStats,
 )
 from perftop.export import counters
+from perftop.export.output import OutFile, outputs
 from perftop.recording import ReadStats, read_events
 from perftop.replay.index import GAP_MIN_S
 
@@ -46,7 +47,7 @@ NAME_PID, NAME_PROGRAM, NAME_ROLE = 0, 1, 2
 
 
 class ChromeTrace:
-    def __init__(self, out: IO[str]) -> None:
+    def __init__(self, out: OutFile) -> None:
         self.out = out
         self.start: float | None = None
         self.first = True
@@ -189,7 +190,7 @@ class ChromeTrace:
 
 def export_chrome(path: str | Path, out_path: str | Path, stats: ReadStats) -> int:
     """Write the trace; returns how many trace events it holds."""
-    with open(out_path, "w", encoding="utf-8") as out:
+    with outputs([Path(out_path)]) as (out,):
         out.write('{"displayTimeUnit":"ms","traceEvents":[')
         tr = ChromeTrace(out)
         command: list[str] = []

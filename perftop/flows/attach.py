@@ -150,13 +150,17 @@ def _check_observable(pid: int) -> None:
         )
     if python:
         return
-    try:
+    try:  # its trainings: in its own session (a wrapper's), not any below it (init's)
+        sid = os.getsid(pid)
         found = [
             c.pid
             for c in proc.children(recursive=True)
-            if c.pid not in mine and has_torch(c.pid) and not has_torch(c.ppid())
+            if c.pid not in mine
+            and _sid(c.pid) == sid
+            and has_torch(c.pid)
+            and not has_torch(c.ppid())
         ]
-    except psutil.Error:
+    except (psutil.Error, OSError):
         found = []
     hint = f": its training is pid {found[0]}" if len(found) == 1 else ""
     more = ", …" if len(found) > 3 else ""
@@ -165,6 +169,13 @@ def _check_observable(pid: int) -> None:
     raise AttachError(
         f"pid {pid} ({name}) is not a Python process perftop can observe{hint} (see perftop ls)"
     )
+
+
+def _sid(pid: int) -> int | None:
+    try:
+        return os.getsid(pid)
+    except OSError:
+        return None
 
 
 def stack_summary(snap: Snapshot) -> list[str]:

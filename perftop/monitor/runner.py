@@ -71,6 +71,8 @@ def resolve(command: tuple[str, ...]) -> str:
     exe = command[0]
     found = shutil.which(exe)
     if found is None:
+        if os.path.isdir(exe):
+            raise LaunchError(f"{exe}: is a directory, not a command")
         hint = f" (try: perftop run python {exe})" if exe.endswith(".py") else ""
         if os.sep in exe and os.path.isfile(exe):
             raise LaunchError(
