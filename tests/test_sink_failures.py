@@ -13,6 +13,7 @@ import pytest
 
 from perftop.events import Hello, Note, SessionStart, Step
 from perftop.monitor.hub import Hub
+from perftop.recording import RecordingWriter
 from tests.helpers import WORKLOADS, perftop
 
 STEPS = 20000
@@ -79,11 +80,31 @@ def test_an_export_onto_a_full_disk_names_the_file_and_leaves_nothing(full_disk_
     assert sorted(p.name for p in rec.parent.iterdir()) == before  # no partial output
 
 
-def _hub_with_steps(n: int) -> Hub:
-    hub = Hub(refresh_s=0.05).start()
-    hub.submit(SessionStart(1.0, ("x",), "/", "h", 1, "0"), Hello(1.0, 7, 1, "h", ("x",)))
+def _hub_with_steps(n: int, on_problem) -> Hub:
+    hub = Hub(refresh_s=0.05, on_problem=on_problem).start()
+    start = SessionStart(1.0, ("x",), "/", "h", 1, "0", record_path="x.perftop")
+    hub.submit(start, Hello(1.0, 7, 1, "h", ("x",)))
     hub.submit(*[Step(7, i, 1.0 + i, 1.5 + i, 0.0) for i in range(n)])
     return hub
+
+
+def test_a_recording_cut_off_says_so_once_and_turns_rec_off(full_disk_run):
+    _, rec, _ = full_disk_run  # its disk is full
+    lines: list[str] = []
+    hub = _hub_with_steps(3, lines.append)
+    w = RecordingWriter(rec.parent / "second.perftop")
+    hub.subscribe(w, buffered=False, record_path=str(w.path))
+    deadline = time.monotonic() + 20
+    k = 0
+    while not lines and time.monotonic() < deadline:
+        hub.submit(Step(7, 3 + k, 10.0 + k, 10.5 + k, 0.0))
+        k += 1
+        time.sleep(0.05)
+    hub.stop()
+    assert len(lines) == 1 and lines[0].startswith("recording stopped at step "), lines
+    assert f"(disk full): {w.path}" in lines[0] and w.closed and w.error
+    meta = hub.session.snapshot(window=None).meta
+    assert meta.record_path == ""  # the header's `rec` goes off
 
 
 class Raising:
@@ -109,8 +130,7 @@ class Raising:
 @pytest.mark.parametrize("buffered", [False, True])
 def test_a_sink_that_raises_is_cut_off_with_one_line(buffered):
     lines: list[str] = []
-    hub = _hub_with_steps(5)
-    hub.on_problem = lines.append
+    hub = _hub_with_steps(5, lines.append)
     bad = Raising()
     hub.subscribe(bad, buffered=buffered)
     for k in range(20):

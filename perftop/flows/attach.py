@@ -31,9 +31,11 @@ def attach(
     the session's framed stream on stdout (what ``attach --ssh`` runs on the remote)."""
     from perftop.monitor.viewer import Observer
 
-    hub = Hub(refresh_s=opts.refresh_s)
+    tui = not stream_out and wants_tui(opts)
+    # a sink cut off (a full disk): one line now, or a notice in the TUI and a line after it
+    hub = Hub(refresh_s=opts.refresh_s, on_problem=None if tui else _say_problem)
     source = _source(target, hub, interval_s, inject)
-    record(hub, opts)
+    rec = record(hub, opts)
     out = None
     if stream_out:  # stdout carries only the stream; our lines go to stderr
         from perftop.fleet.stream import StreamOut
@@ -48,20 +50,27 @@ def attach(
         source.inject()
     source.start()
     try:
-        if out is None and wants_tui(opts):
+        if tui:
             show(hub, source, opts, "observer" if isinstance(source, Observer) else "viewer")
         else:
             wait(source, opts.duration_s, out.gone if out is not None else None)
     finally:
         source.stop()
         hub.stop()
+    if tui:
+        for line in hub.cutoffs.problems:
+            _say_problem(line)
     if out is not None:
         return 0  # the reader has the session; a summary would only add noise
     snap = hub.session.snapshot(window=None)
-    say(summary(snap, opts.record))
+    say(summary(snap, opts.record, rec.error if rec is not None else None))
     for line in stack_summary(snap):
         say(line)
     return 0
+
+
+def _say_problem(text: str) -> None:
+    say(f"perftop: {text}")
 
 
 def attach_ssh(host: str, target: str, opts: WatchOptions) -> int:

@@ -124,7 +124,7 @@ def _conclude(ctl: LiveController, choice: str | None) -> int:
         return _leave(job)
     code = job.reap()
     ctl.finish()
-    for line in job.hub.problems:  # shown as notices in the app, now gone: one line each
+    for line in job.hub.cutoffs.problems:  # shown as notices in the app, now gone: one line each
         say(f"perftop: {line}")
     rec = job.recorder
     where = f"; recording: {rec.path}" if rec is not None else ""

@@ -14,7 +14,6 @@ the header and history, through the same queue, so it misses nothing and sees no
 
 from __future__ import annotations
 
-import errno
 import os
 import threading
 import time
@@ -24,9 +23,10 @@ from typing import Any
 
 import psutil
 
-from perftop.events import Event, JobStart, MonitorStats, Note, ObserverStart, SessionStart
+from perftop.events import Event, JobStart, MonitorStats, ObserverStart, SessionStart
 from perftop.hints.session import hinted_session
 from perftop.model import SessionModel, Snapshot
+from perftop.monitor.cutoff import CutOffs
 from perftop.monitor.header import Header, _frame
 from perftop.monitor.sinks import BufferedSink, EventSink
 from perftop.recording import RecordingWriter, default_path
@@ -69,8 +69,11 @@ class Hub:
         self.dropped_events = 0  # hook events the bounded queue had to drop
         self.dropped_frames = 0
         self.latest: Snapshot | None = None  # read by the socket's info requests
-        self.problems: list[str] = []  # one line per sink cut off after a failure
-        self.on_problem = on_problem
+        self.cutoffs = CutOffs(
+            lambda note: self.submit(note),
+            on_problem,
+            lambda: self.session.snapshot(now=time.time()).steps.count,
+        )
 
     # -- producers (any thread) ----------------------------------------------------------
     def submit_frame(self, frame: Frame, events: list[Event]) -> bool:
@@ -172,7 +175,7 @@ class Hub:
                 self._handle((None, (stats,)))
             for rec in list(self._direct):
                 self._guard(rec, rec.tick, now)
-            self._let_go_failed()
+            self.cutoffs.let_go(self._buffered)
             if now >= next_snap:
                 next_snap = now + self.refresh_s
                 self._snapshot()
@@ -186,7 +189,7 @@ class Hub:
             except Exception as exc:  # a subscriber's bug must not stop ingest: cut it off
                 if fn in self.snapshot_subscribers:
                     self.snapshot_subscribers.remove(fn)
-                self._problem(f"{_name(fn)} failed ({_why(exc)}) and was cut off")
+                self.cutoffs.subscriber(fn, exc)
 
     def _handle(self, item: Any) -> None:
         head = item[0]
@@ -206,10 +209,7 @@ class Hub:
             hist_frame = frame
             self.hook_events_in += n
         for rec in list(self._direct):
-            try:
-                rec.write_frame(frame)
-            except Exception as exc:
-                self._cut(rec, exc)
+            self._guard(rec, rec.write_frame, frame)
         for b in self._buffered:
             b.put(frame)
         self.header.add(hist_frame, events, _HEADER_ONLY)
@@ -249,49 +249,8 @@ class Hub:
 
     # -- a sink that fails is cut off, with one line; the session goes on -----------------
     def _guard(self, sink: Any, fn: Callable[..., object], *args: Any) -> bool:
-        """``fn(*args)`` of a direct sink; False when it raised and the sink was cut off."""
-        try:
-            fn(*args)
-            return True
-        except Exception as exc:
-            self._cut(sink, exc)
-            return False
-
-    def _cut(self, sink: Any, exc: BaseException) -> None:
-        if sink in self._direct:
-            self._direct.remove(sink)
-        try:
-            sink.close()
-        except Exception:
-            pass
-        steps = self.session.snapshot(now=time.time()).steps.count
-        if isinstance(sink, RecordingWriter):
-            why = "disk full" if sink.error == os.strerror(errno.ENOSPC) else sink.error
-            self._problem(
-                f"recording stopped at step {steps} ({why or _why(exc)}): {sink.path} "
-                "keeps what was written; the session goes on unrecorded"
-            )
-        else:
-            self._problem(f"{_name(sink)} failed at step {steps} ({_why(exc)}) and was cut off")
-
-    def _let_go_failed(self) -> None:
-        for b in list(self._buffered):
-            if b.failed is None:
-                continue
-            self._buffered.remove(b)
-            if not isinstance(b.failed, (ConnectionError, TimeoutError)):  # a viewer left
-                self._problem(f"{_name(b.sink)} failed ({_why(b.failed)}) and was cut off")
-
-    def _problem(self, text: str) -> None:
-        """One line for a failure the session survives: kept (``problems``), shown as a
-        note (the TUI, viewers, the report) and handed to ``on_problem`` (headless: stderr)."""
-        self.problems.append(text)
-        self._put((None, (Note(time.time(), "error", "monitor", text),)))
-        if self.on_problem is not None:
-            try:
-                self.on_problem(text)
-            except Exception:
-                pass
+        """``fn(*args)`` of a direct sink; False when it raised and was cut off."""
+        return self.cutoffs.call(self._direct, sink, fn, *args)
 
     def stop(self, timeout: float = 5.0) -> None:
         """Apply and deliver everything queued, then close every sink."""
@@ -326,14 +285,6 @@ class Hub:
 
     def queued(self) -> int:
         return self._queued_frames
-
-
-def _name(obj: Any) -> str:
-    return getattr(obj, "__qualname__", None) or type(obj).__name__
-
-
-def _why(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def _rss() -> int:
