@@ -82,11 +82,11 @@ def attach_ssh(host: str, target: str, opts: WatchOptions) -> int:
     from perftop.model.fleet import FleetSession
 
     session = FleetSession(hinted_session)
-    hub = Hub(session, refresh_s=opts.refresh_s)
-    rec = record(hub, opts)
     tui = wants_tui(opts)
     held: list[str] = []  # in the TUI, lines wait until the screen is given back
     log = held.append if tui else say
+    hub = Hub(session, refresh_s=opts.refresh_s, on_problem=lambda t: log(f"perftop: {t}"))
+    rec = record(hub, opts)
     hub.start()
     hub.submit(
         session_start(
@@ -109,7 +109,8 @@ def attach_ssh(host: str, target: str, opts: WatchOptions) -> int:
         say(line)
     if node.error:
         return SSH_FAILED
-    for line in fleet_summary(session.snapshot(window=None), opts.record, 0):
+    err = rec.error if rec is not None else None
+    for line in fleet_summary(session.snapshot(window=None), opts.record, 0, err):
         say(line)
     return 0
 
