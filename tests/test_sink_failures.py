@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -55,7 +56,11 @@ def test_a_full_recording_disk_leaves_the_job_and_the_session_running(full_disk_
     assert "(disk full)" in stopped[0] and str(rec) in stopped[0]
     # the session went on: the job's exit and every step are in the summary
     assert "perftop: exited (0)" in proc.stderr
-    assert f"perftop: {STEPS} steps" in proc.stderr
+    at = int(re.search(r"recording stopped at step (\d+)", stopped[0]).group(1))
+    counted = int(re.search(r"perftop: (\d+) steps", proc.stderr).group(1))
+    assert at < counted
+    if "events dropped" not in proc.stderr:  # a hook under a loaded host may drop, counted
+        assert counted == STEPS
     assert f"recorded to {rec} until it stopped" in proc.stderr
 
 
