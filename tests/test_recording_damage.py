@@ -57,7 +57,7 @@ def test_flipped_bytes_in_three_places_lose_only_what_they_touch(recording, tmp_
     frames = _frames(data)
     assert len(frames) >= 8, "too few frames to damage apart"
     whole, stats0 = _steps(recording)
-    assert len(whole) == STEPS and not stats0.warnings
+    assert len(whole) > STEPS // 2 and not stats0.warnings  # a loaded host's hook may drop
     data[len(MAGIC) + 1] ^= 0x40  # the first frame's length: over the limit
     at, _ = frames[len(frames) // 3]
     data[at + 2] ^= 0x01  # a length field in the middle: plausible, and wrong
@@ -67,8 +67,8 @@ def test_flipped_bytes_in_three_places_lose_only_what_they_touch(recording, tmp_
     bad.write_bytes(bytes(data))
 
     steps, stats = _steps(bad)
-    lost = STEPS - len(steps)
-    assert 0 < lost < STEPS // 2
+    lost = len(whole) - len(steps)
+    assert 0 < lost < len(whole) // 2
     assert steps[-1].index == whole[-1].index  # read on to the end after each damage
     assert stats.damaged == 3 and stats.skipped_steps == lost
     rep, err = _report(bad)
@@ -89,7 +89,7 @@ def test_noise_between_frames_is_skipped_to_the_byte(recording, tmp_path):
     bad = tmp_path / "noise.perftop"
     bad.write_bytes(data[:at] + noise + data[at:])
     steps, stats = _steps(bad)
-    assert len(steps) == STEPS
+    assert len(steps) == len(_steps(recording)[0])
     assert stats.damaged == 1 and stats.skipped_bytes == len(noise) and stats.skipped_steps == 0
 
 
@@ -98,6 +98,7 @@ def test_random_flipped_bits_are_counted_to_the_step(recording, tmp_path):
     skipped are the steps missing; "at least" where damage came after a process's last
     step read (nothing later tells how many it lost)."""
     data = recording.read_bytes()
+    total = len({s.index for s in _steps(recording)[0]})
     rng = random.Random(28)
     bad = tmp_path / "flips.perftop"
     for _ in range(40):
@@ -106,7 +107,7 @@ def test_random_flipped_bits_are_counted_to_the_step(recording, tmp_path):
             d[rng.randrange(len(MAGIC), len(d))] ^= 1 << rng.randrange(8)
         bad.write_bytes(bytes(d))
         steps, stats = _steps(bad)
-        lost = STEPS - len({s.index for s in steps})
+        lost = total - len({s.index for s in steps})
         if stats.steps_uncounted:
             assert stats.skipped_steps <= lost and any("at least" in w for w in stats.warnings)
         else:
