@@ -47,7 +47,7 @@ def test_python_object_dataset_with_workers_gives_worker_memory(tmp_path) -> Non
 
 def test_workers_reading_storage_give_io_bound_naming_the_rate(tmp_path) -> None:
     proc, rep = run_and_report(
-        tmp_path, sys.executable, str(WORKLOADS / "io_reader.py"), "workers", str(tmp_path), "4"
+        tmp_path, sys.executable, str(WORKLOADS / "io_reader.py"), "workers", str(tmp_path), "8"
     )
     assert proc.returncode == 0, proc.stderr
     h = next((h for h in rep["hints"] if h["id"] == "io-bound"), None)
@@ -59,7 +59,7 @@ def test_the_main_process_reading_beside_its_workers_is_not_io_bound(tmp_path) -
     """Its reads (as a start-up's imports, a logger's or a checkpoint's) are not the
     loader's: the loop waits for workers that read nothing."""
     proc, rep = run_and_report(
-        tmp_path, sys.executable, str(WORKLOADS / "io_reader.py"), "main", str(tmp_path), "4"
+        tmp_path, sys.executable, str(WORKLOADS / "io_reader.py"), "main", str(tmp_path), "8"
     )
     assert proc.returncode == 0, proc.stderr
     main = next(p for p in rep["processes"] if p["role"] == "main")
