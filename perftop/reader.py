@@ -4,14 +4,16 @@ A recording is ``MAGIC`` and frames (see :mod:`perftop.wire`). Frames of kind
 :data:`~perftop.wire.KIND_ZLIB` carry a deflate stream that the writer sync-flushes every
 half second; the stream restarts (flag ``ZLIB_START``) every ``SEGMENT_BYTES`` of input, and
 those restarts, like plain frames, are where a reader may begin (``resumable``): a replay's
-index seeks there. Damage costs what it touches: a bad frame is skipped, a broken stream
-resumes at its next restart, a cut tail gives up what decompresses whole. Reading never
-writes to the file.
+index seeks there. Damage costs what it touches: past a bad frame (a flipped bit in its
+length, kind, CRC or payload, or noise) reading resumes at the next frame whose CRC checks,
+a broken stream resumes at its next restart, a cut tail gives up what decompresses whole;
+the bytes and steps skipped are counted. Reading never writes to the file.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -19,9 +21,10 @@ from pathlib import Path
 from typing import IO, NamedTuple
 
 from perftop.errors import RecordingError
-from perftop.events import FORMAT_VERSION, Event, SessionStart
+from perftop.events import FORMAT_VERSION, Event, SessionStart, Step
 from perftop.wire import (
     HEADER,
+    KIND_STEPS,
     KIND_ZLIB,
     MAGIC,
     MAX_FRAME,
@@ -30,6 +33,9 @@ from perftop.wire import (
     FrameError,
     decode_frame,
 )
+
+RESYNC_BLOCK = 1 << 20  # bytes searched at a time for the next good frame
+_KIND_FIELD = re.compile(rb"(?=\x00\x00\x00[\x00-\x03])")  # a known kind (0-3), big-endian
 
 
 class Chunk(NamedTuple):
@@ -86,6 +92,10 @@ class ReadStats:
     bad_frames: int = 0
     unknown_events: int = 0
     truncated_bytes: int = 0
+    damaged: int = 0  # places where reading lost its frame and resumed at the next good one
+    skipped_bytes: int = 0  # bytes at those places (and in the broken streams they cut)
+    skipped_steps: int = 0  # steps missing there, from each process's step numbers
+    steps_uncounted: bool = False  # damage after a process's last step read: more may be lost
     warnings: list[str] = field(default_factory=list)
 
 
@@ -97,62 +107,124 @@ class FrameScanner:
         self.path, self.f, self.size, self.stats = path, f, size, stats
         self._inflate: zlib._Decompress | None = None
         self.checked_version = False
+        self._last_step: dict[int, int] = {}  # each process's last step index read
+        self._gap_from: dict[int, int] = {}  # the same, as it was before the last damage
+        self._after_damage = False
+        self._salvaging = False  # decoding what inflated before a damage: every gap counts
 
     def chunks(self, offset: int = len(MAGIC), stop: int | None = None) -> Iterator[Chunk]:
-        """Outer frames from ``offset`` (a resumable one) up to ``stop`` or the end."""
+        """Outer frames from ``offset`` (a resumable one) up to ``stop`` or the end. Past a
+        damaged frame (a bad length, kind or CRC) reading resumes at the next frame whose
+        CRC checks; what lay between is counted in ``stats``."""
+        yield from self._chunks(offset, stop)
+        if self._gap_from:  # a process never stepped again after a damage: its lost
+            self.stats.steps_uncounted = True  # steps after its last one read are unknown
+
+    def _chunks(self, offset: int, stop: int | None) -> Iterator[Chunk]:
         f, st, end_at = self.f, self.stats, self.size if stop is None else stop
-        f.seek(offset)
         self._inflate = None
         pos = offset
         while pos < end_at:
+            f.seek(pos)
             head = f.read(HEADER.size)
             if len(head) < HEADER.size:
                 st.truncated_bytes = len(head)
                 return
             length, crc, kind = HEADER.unpack(head)
-            if length > MAX_FRAME:
-                st.warnings.append(
-                    f"{self.path}: stopped reading at a damaged frame "
-                    f"(frame of {length} bytes is over the {MAX_FRAME} limit)"
-                )
+            payload = f.read(length) if length <= MAX_FRAME else b""
+            whole = length <= MAX_FRAME and len(payload) == length
+            if whole and zlib.crc32(payload) == crc:
+                start, pos = pos, pos + HEADER.size + length
+                if kind == KIND_ZLIB:
+                    resumable = bool(payload[:1]) and payload[0] & ZLIB_START != 0
+                    frames = self._inflated(payload, resumable, True)
+                else:
+                    resumable, frames = True, [Frame(kind, payload)]
+                yield Chunk(start, pos, resumable, self._decode(frames))
+                continue
+            nxt = self.resync(pos + 1)
+            if nxt is None and not whole:  # nothing readable after: a cut last write
+                st.truncated_bytes = self.size - pos
+                if kind == KIND_ZLIB and payload:
+                    yield Chunk(pos, self.size, False, self._decode(self._salvaged(payload)))
                 return
-            payload = f.read(length)
-            start, pos = pos, pos + HEADER.size + length
-            whole = len(payload) == length
-            if not whole:
-                st.truncated_bytes = HEADER.size + len(payload)
-                if kind != KIND_ZLIB:
-                    return
-            if whole and zlib.crc32(payload) != crc:
-                st.bad_frames += 1
-                if kind != KIND_ZLIB:
+            st.damaged += 1
+            st.skipped_bytes += (nxt if nxt is not None else self.size) - pos
+            frames = self._salvaged(payload) if kind == KIND_ZLIB and whole else []
+            self._lost_steps()  # also inside what was salvaged: a bad inner frame is a gap
+            self._salvaging = True
+            events = self._decode(frames)
+            self._salvaging = False
+            self._lost_steps()
+            yield Chunk(pos, nxt or self.size, False, events)
+            if nxt is None:
+                return
+            pos = nxt
+
+    def resync(self, start: int) -> int | None:
+        """The first offset from ``start`` where a whole frame of a known kind with a
+        matching CRC lies: a random byte string passes with odds of about 2**-32."""
+        f, size, at = self.f, self.size, start
+        while at + HEADER.size <= size:
+            f.seek(at)
+            buf = f.read(RESYNC_BLOCK + HEADER.size)
+            for m in _KIND_FIELD.finditer(buf, 8, RESYNC_BLOCK + 8):
+                c = m.start() - 8
+                length, crc, _kind = HEADER.unpack_from(buf, c)
+                if not 0 < length <= MAX_FRAME or at + c + HEADER.size + length > size:
                     continue
-            if kind == KIND_ZLIB:
-                resumable = bool(payload[:1]) and payload[0] & ZLIB_START != 0
-                frames = self._inflated(payload, resumable, whole and zlib.crc32(payload) == crc)
-            else:
-                resumable, frames = True, [Frame(kind, payload)]
-            yield Chunk(start, pos, resumable, self._decode(frames))
-            if not whole:
-                return
+                f.seek(at + c + HEADER.size)
+                if zlib.crc32(f.read(length)) == crc:
+                    return at + c
+            at += RESYNC_BLOCK
+        return None
+
+    def _salvaged(self, payload: bytes) -> list[Frame]:
+        """The inner frames that inflate before the damage in a broken compressed frame;
+        the stream ends there (reading waits for its next restart)."""
+        if payload[:1] and payload[0] & ZLIB_START:
+            self._inflate = zlib.decompressobj(-15)
+        if self._inflate is None:
+            return []
+        data = _salvage(self._inflate, payload[1:])
+        self._inflate = None
+        return inner_frames(data)[0]
 
     def _inflated(self, payload: bytes, start: bool, intact: bool) -> list[Frame]:
         st = self.stats
         if start:
             self._inflate = zlib.decompressobj(-15)
         if self._inflate is None:  # the stream broke earlier: wait for its next restart
+            st.skipped_bytes += HEADER.size + len(payload)
             return []
-        if intact:
-            try:
-                data = self._inflate.decompress(payload[1:])
-            except zlib.error:
-                self._inflate, data = None, b""
-        else:  # salvage what inflates before the damage; the stream ends here
-            data = _salvage(self._inflate, payload[1:])
-            self._inflate = None
+        try:
+            data = self._inflate.decompress(payload[1:])
+        except zlib.error:
+            self._inflate, data = None, b""
+            st.damaged += 1
+            st.skipped_bytes += HEADER.size + len(payload)
+            self._lost_steps()
         frames, bad = inner_frames(data)
         st.bad_frames += bad if intact else 0
         return frames
+
+    def _lost_steps(self) -> None:
+        """Reading lost its place here: the steps missing before each process's next step
+        read are counted from the step numbers (a process's first step is number 0)."""
+        self._gap_from = dict(self._last_step)
+        self._after_damage = True
+
+    def _stepped(self, first: Step, last: Step) -> None:
+        """Steps ``first`` to ``last`` of one process read (in order): past a damage, the
+        steps missing before ``first`` are counted (before a process's first step read,
+        from step number 0)."""
+        pid, gap_from = first.pid, self._gap_from
+        if self._salvaging or (
+            self._after_damage and (pid in gap_from or pid not in self._last_step)
+        ):
+            before = gap_from.pop(pid, self._last_step.get(pid, -1))
+            self.stats.skipped_steps += max(0, first.index - before - 1)
+        self._last_step[first.pid] = last.index
 
     def _decode(self, frames: list[Frame]) -> list[Event]:
         st = self.stats
@@ -169,6 +241,18 @@ class FrameScanner:
                 self.checked_version = True
                 check_version(self.path, events[0])
             out.extend(events)
+            first, last = (events[0], events[-1]) if events else (None, None)
+            if (
+                frame.kind == KIND_STEPS
+                and isinstance(first, Step)
+                and isinstance(last, Step)
+                and first.pid == last.pid
+            ):
+                self._stepped(first, last)  # one process's steps: their ends tell
+                continue
+            for ev in events:
+                if type(ev) is Step:
+                    self._stepped(ev, ev)
         st.events += len(out)
         return out
 

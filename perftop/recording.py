@@ -2,8 +2,8 @@
 
 The file holds the socket's frames (see :mod:`perftop.wire`), compressed, so a replay is
 just another source of the same events. A crash of the writer loses at most the unflushed
-half second; a reader (:mod:`perftop.reader`) skips a truncated tail or a damaged frame
-with a warning.
+half second; a reader (:mod:`perftop.reader`) skips a truncated tail, or a damaged frame
+and reads on at the next good one, with a warning.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from perftop.errors import RecordingError
 from perftop.events import Event
@@ -54,6 +54,11 @@ class RecordingWriter:
         ``on_close(path)`` runs once the file is complete: the monitor saves the replay
         index beside it (:func:`perftop.replay.autosave.index_after_recording`)."""
         self.path = Path(path)
+        if self.path.is_dir():  # --force could not help: say what would
+            raise RecordingError(
+                f"{self.path}: is a directory; name a file to record to, "
+                f"e.g. {self.path / ('run' + SUFFIX)}"
+            )
         mode = "ab" if append else "wb" if force else "xb"
         try:
             self._file = open(self.path, mode)  # noqa: SIM115 (closed in close())
@@ -75,6 +80,19 @@ class RecordingWriter:
         self._pending_bytes = 0
         self._deflate: Any = None
         self._segment = 0
+        self.error: str | None = None  # why writing stopped before close (a full disk)
+
+    def _fail(self, exc: OSError) -> NoReturn:
+        """A write failed: stop writing for good (what is in the file stays readable) and
+        raise one :class:`RecordingError` naming the file; the hub cuts the recording off."""
+        self.error = exc.strerror or str(exc)
+        self.closed = True
+        self._pending.clear()
+        try:
+            self._file.close()
+        except OSError:  # its buffer cannot reach the disk either
+            pass
+        raise RecordingError(f"{self.path}: cannot write: {self.error}") from None
 
     def write_events(self, events: Iterable[Event]) -> None:
         self._write(encode_frame(events))
@@ -87,7 +105,10 @@ class RecordingWriter:
         if self.closed:
             return
         if not self.compress:
-            self._file.write(frame)
+            try:
+                self._file.write(frame)
+            except OSError as exc:
+                self._fail(exc)
             self.bytes_written += len(frame)
             return
         self._pending.append(frame)
@@ -110,7 +131,10 @@ class RecordingWriter:
         body = self._deflate.compress(data) + self._deflate.flush(zlib.Z_SYNC_FLUSH)
         payload = bytes((flag,)) + body
         out = HEADER.pack(len(payload), zlib.crc32(payload), KIND_ZLIB) + payload
-        self._file.write(out)
+        try:
+            self._file.write(out)
+        except OSError as exc:
+            self._fail(exc)
         self.bytes_written += len(out)
 
     def tick(self, now: float | None = None) -> None:
@@ -118,20 +142,27 @@ class RecordingWriter:
         now = time.monotonic() if now is None else now
         if not self.closed and now - self._last_flush >= FLUSH_EVERY_S:
             self._emit()
-            self._file.flush()
+            self._flush_file()
             self._last_flush = now
+
+    def _flush_file(self) -> None:
+        try:
+            self._file.flush()
+        except OSError as exc:
+            self._fail(exc)
 
     def flush(self) -> None:
         """Everything held written to the OS now (before the monitor forks: see
         ``monitor.lifecycle.detach``, so neither process writes it twice)."""
         if not self.closed:
             self._emit()
-            self._file.flush()
+            self._flush_file()
             self._last_flush = time.monotonic()
 
     def close(self) -> None:
         if not self.closed:
             self._emit()
+            self._flush_file()
             self.closed = True
             self._file.close()
             if self.on_close is not None and self.bytes_written > len(MAGIC):
@@ -155,6 +186,12 @@ def finish_stats(p: Path, stats: ReadStats) -> None:
         stats.warnings.append(
             f"{p}: skipped a truncated tail of {stats.truncated_bytes} bytes "
             "(the recorder stopped mid-write)"
+        )
+    if stats.damaged:
+        stats.warnings.append(
+            f"{p}: skipped {stats.skipped_bytes} damaged bytes at {stats.damaged} place(s), "
+            f"{'at least ' if stats.steps_uncounted else ''}{stats.skipped_steps} steps with "
+            "them; read on after each"
         )
     if stats.bad_frames:
         stats.warnings.append(f"{p}: skipped {stats.bad_frames} damaged frame(s)")

@@ -235,6 +235,27 @@ def test_attach_to_a_shell_or_to_perftop_itself_is_one_line(capsys) -> None:
         shell.wait(10)
 
 
+def test_attach_to_an_ancestor_never_names_a_training_of_another_session(capsys) -> None:
+    """Init, or any process a training merely descends from (started in a session of its
+    own: another terminal, a daemon), is not that training's wrapper: not named as such."""
+    from perftop.cli import main
+
+    env = {k: v for k, v in os.environ.items() if k != "PERFTOP_SOCKET"}
+    loader = f"{sys.executable} {WORKLOADS / 'plain_loader.py'} 60"
+    shell = subprocess.Popen(["bash", "-c", f"setsid {loader}; :"], stdout=subprocess.PIPE, env=env)
+    try:
+        assert shell.stdout is not None and shell.stdout.readline().strip() == b"ready"
+        assert main(["attach", str(shell.pid), "--headless"]) == 4
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "is not a Python process" in err, err
+        assert "training" not in err, err
+    finally:
+        for p in psutil.Process(shell.pid).children(recursive=True):
+            p.kill()
+        shell.kill()
+        shell.wait(10)
+
+
 @pytest.fixture(scope="module")
 def plain_training():
     """`python plain_loader.py` started without perftop: 2 workers busy in `dilate`.

@@ -21,6 +21,12 @@ from tests.helpers import perftop
             "cannot write",
         ),
         (["report", "{tmp}"], 3, "cannot open"),
+        (["run", "--headless", "--record", "{tmp}", "true"], 3, "is a directory; name a file"),
+        (["run", "--headless", "--no-record", "--", "{tmp}"], 127, "is a directory, not a command"),
+        (["run", "--headless", "--interval", "inf", "true"], 2, "finite number of seconds"),
+        (["run", "--headless", "--refresh", "nan", "true"], 2, "finite number of seconds"),
+        (["attach", "1", "--duration", "inf"], 2, "finite number of seconds"),
+        (["collect", "--duration", "nan"], 2, "finite number of seconds"),
     ],
 )
 def test_bad_input_is_one_clear_line(tmp_path, args, code, says):
@@ -29,6 +35,24 @@ def test_bad_input_is_one_clear_line(tmp_path, args, code, says):
     assert r.returncode == code, r.stderr
     assert says in r.stderr and "Traceback" not in r.stderr
     assert r.stderr.strip().count("\n") == 0
+    assert "--force" not in r.stderr  # never advised where it cannot help
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--from-step", "0"], "--from-step 0: steps count from 1"),
+        (["--to-step", "0"], "--to-step 0: steps count from 1"),
+        (["--from-time", "100000"], "--from-time 100000 is past the end of the recording"),
+        (["--from-time", "nan"], "finite number of seconds"),
+        (["--to-time", "inf"], "finite number of seconds"),
+    ],
+)
+def test_a_bad_slice_is_one_clear_line(recordings, args, says):
+    rec = recordings["sync"]
+    r = perftop("report", str(rec), *args, cwd=rec.parent)
+    assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.strip().count("\n") == 0 and r.stdout == ""
 
 
 def test_existing_recording_is_not_overwritten(tmp_path):

@@ -43,3 +43,27 @@ def test_python_object_dataset_with_workers_gives_worker_memory(tmp_path) -> Non
     assert proc.returncode == 0, proc.stderr
     h = next(h for h in rep["hints"] if h["id"] == "worker-memory")
     assert any("private memory (USS)" in e for e in h["evidence"])
+
+
+def test_workers_reading_storage_give_io_bound_naming_the_rate(tmp_path) -> None:
+    proc, rep = run_and_report(
+        tmp_path, sys.executable, str(WORKLOADS / "io_reader.py"), "workers", str(tmp_path), "8"
+    )
+    assert proc.returncode == 0, proc.stderr
+    h = next((h for h in rep["hints"] if h["id"] == "io-bound"), None)
+    assert h is not None, rep["hints"]
+    assert any("the loader reads" in e and "/s from storage" in e for e in h["evidence"]), h
+
+
+def test_the_main_process_reading_beside_its_workers_is_not_io_bound(tmp_path) -> None:
+    """Its reads (as a start-up's imports, a logger's or a checkpoint's) are not the
+    loader's: the loop waits for workers that read nothing."""
+    proc, rep = run_and_report(
+        tmp_path, sys.executable, str(WORKLOADS / "io_reader.py"), "main", str(tmp_path), "8"
+    )
+    assert proc.returncode == 0, proc.stderr
+    main = next(p for p in rep["processes"] if p["role"] == "main")
+    assert main["io_read_bytes"] > 20 * 2**20  # it did read from storage, during the steps
+    ids = [h["id"] for h in rep["hints"]]
+    assert "input-bound" in ids and "io-bound" not in ids, rep["hints"]
+    assert "IO-bound" not in proc.stderr  # nor live

@@ -39,7 +39,7 @@ def fires(hint_id: str, snap: Snapshot, shown: bool = False) -> bool:
 def worker(i: int, busy: float, batch_s: float = 0.1, cpu: float = 0.95) -> WorkerRow:
     return WorkerRow(
         PID + 1 + i, PID, i, 0, T0, T0 + 30, False, 100, 10.0 * busy, 10.0 * busy * cpu,
-        batch_s, busy, cpu, busy / batch_s, 3 * 2**20, 1,
+        batch_s, busy, cpu, busy / batch_s, 3 * 2**20, 1, T0 + 0.5,
     )  # fmt: skip
 
 
@@ -99,10 +99,23 @@ def test_io_bound_on_iowait_with_hysteresis() -> None:
 
 
 def test_io_bound_on_worker_reads_names_the_rate() -> None:
-    reads = tuple(ProcRow(PID + 1 + i, PID, io_read_bps=15 * 2**20) for i in range(2))
+    t = T0 + 1.0  # a probe interval that began within the steps (they start at T0)
+    reads = tuple(ProcRow(PID + 1 + i, PID, io_read_bps=15 * 2**20, io_since_t=t) for i in range(2))
     found = evaluate(snap(0.03, procs=reads))[0]
     assert "/s from storage" in " ".join(found["io-bound"].evidence)
     assert not fires("io-bound", snap(0.03, procs=reads[:1]))  # 15 MiB/s: under 20
+
+
+def test_io_bound_counts_only_the_loaders_reads_after_start_up() -> None:
+    """The main process's reads beside its workers, and reads from before the steps
+    (importing torch), are not the loader's; with no workers the main process's are."""
+    main = ProcRow(PID, 1, io_read_bps=40 * 2**20, io_since_t=T0 + 1.0)
+    assert not fires("io-bound", snap(0.03, procs=(main,)))  # 2 workers: it does not fetch
+    assert fires("io-bound", snap(0.03, nw=0, procs=(main,)))  # no workers: its fetches
+    early = replace(main, io_since_t=T0 - 1.0)  # began before the first step: start-up
+    assert not fires("io-bound", snap(0.03, nw=0, procs=(early,)))
+    w = tuple(ProcRow(PID + 1 + i, PID, io_read_bps=15 * 2**20, io_since_t=T0) for i in range(2))
+    assert not fires("io-bound", snap(0.03, procs=w))  # before the workers made a batch
 
 
 def test_input_bound_with_idle_workers_points_at_moving_batches() -> None:

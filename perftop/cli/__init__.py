@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import perftop
 from perftop.cli.attach import AttachCommand
-from perftop.cli.base import Command
+from perftop.cli.base import Command, Parser
 from perftop.cli.collect import CollectCommand
 from perftop.cli.demo import DemoCommand
 from perftop.cli.diff import DiffCommand
@@ -48,7 +48,7 @@ DOCS_NOTE = "(perftop's source tree; `mkdocs serve` there shows the site)"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="perftop",
         description="htop for PyTorch training: where each step's time goes, live.",
         epilog=f"Documentation: docs/index.md {DOCS_NOTE}; each command's --help names its page.",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from perftop.cli.base import Command
+from perftop.cli.base import Command, seconds
 from perftop.errors import UsageError
 
 
@@ -23,7 +23,7 @@ class AttachCommand(Command):
         parser.add_argument("target", metavar="TARGET", help="session socket, or a pid")
         parser.add_argument("--headless", action="store_true", help="no TUI: print a summary")
         parser.add_argument(
-            "--duration", type=float, metavar="SECONDS", help="stop watching after this long"
+            "--duration", type=seconds, metavar="SECONDS", help="stop watching after this long"
         )
         parser.add_argument("--record", type=Path, metavar="FILE", help="record what is seen")
         parser.add_argument("--force", action="store_true", help="overwrite the recording")
@@ -32,11 +32,11 @@ class AttachCommand(Command):
             help="observer mode, Python 3.14+: load the full hook into the process",
         )  # fmt: skip
         parser.add_argument(
-            "--interval", type=float, default=1.0, metavar="SECONDS",
+            "--interval", type=seconds, default=1.0, metavar="SECONDS",
             help="observer mode: probe sampling interval (default 1.0)",
         )  # fmt: skip
         parser.add_argument(
-            "--refresh", type=float, default=0.5, metavar="SECONDS",
+            "--refresh", type=seconds, default=0.5, metavar="SECONDS",
             help="TUI refresh interval (default 0.5)",
         )  # fmt: skip
         parser.add_argument(

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from perftop.cli.base import Command
+from perftop.cli.base import Command, seconds
 from perftop.cli.extras import add_prometheus_option, build_extras
 from perftop.console import interactive
 from perftop.errors import UsageError
@@ -51,14 +51,14 @@ class CollectCommand(Command):
         )
         parser.add_argument("--headless", action="store_true", help="no TUI")
         parser.add_argument(
-            "--duration", type=float, metavar="SECONDS", help="stop after this long"
+            "--duration", type=seconds, metavar="SECONDS", help="stop after this long"
         )
         rec = parser.add_mutually_exclusive_group()
         rec.add_argument("--record", metavar="FILE", type=Path, help="recording file")
         rec.add_argument("--no-record", action="store_true", help="do not record")
         parser.add_argument("--force", action="store_true", help="overwrite the recording")
         parser.add_argument(
-            "--refresh", type=float, default=0.5, metavar="SECONDS", help="TUI refresh interval"
+            "--refresh", type=seconds, default=0.5, metavar="SECONDS", help="TUI refresh interval"
         )
         add_prometheus_option(parser)
         parser.add_argument(

@@ -52,7 +52,10 @@ class ExportCommand(Command):
                 what = ", ".join(f"{k}.csv {v:,} rows" for k, v in rows.items())
                 print(f"perftop: {args.csv}: {what}", file=sys.stderr)
         except OSError as exc:
-            raise UsageError(f"{exc.filename}: cannot write: {exc.strerror}") from None
+            where = exc.filename or (args.csv if args.csv else args.chrome_trace)
+            raise UsageError(
+                f"{where}: cannot write: {exc.strerror} (the partial export is removed)"
+            ) from None
         for w in stats.warnings:
             print(f"perftop: warning: {w}", file=sys.stderr)
         return 0

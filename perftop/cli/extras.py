@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from perftop.cli.base import seconds
 from perftop.console import say
 from perftop.errors import UsageError
 from perftop.fleet import link
@@ -35,11 +36,8 @@ def add_prometheus_option(p: argparse.ArgumentParser) -> None:
 
 
 def _seconds(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not 0 <= v <= 3600:
+    v = seconds(text)
+    if v > 3600:
         raise argparse.ArgumentTypeError(f"must be 0 to 3600 seconds: {text!r}")
     return v
 

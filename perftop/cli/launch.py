@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from perftop.cli.base import seconds
 from perftop.cli.extras import add_forward_option, add_prometheus_option, build_extras
 from perftop.console import interactive, say
 from perftop.errors import UsageError
@@ -32,14 +33,14 @@ def add_launch_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true", help="overwrite an existing recording")
     p.add_argument(
         "--interval",
-        type=float,
+        type=seconds,
         default=1.0,
         metavar="SECONDS",
         help="probe sampling interval (default 1.0, at least 0.2)",
     )
     p.add_argument(
         "--refresh",
-        type=float,
+        type=seconds,
         default=0.5,
         metavar="SECONDS",
         help="TUI refresh interval (default 0.5 = 2 Hz)",

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from perftop.cli.base import Command
+from perftop.cli.base import Command, seconds
 from perftop.errors import RecordingError
 from perftop.hints.session import hinted_session
 from perftop.model import Session
@@ -22,9 +22,9 @@ def add_slice_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--from-step", type=int, metavar="N", help="from the N-th step (1 = first)")
     g.add_argument("--to-step", type=int, metavar="N", help="up to the N-th step, included")
     g.add_argument(
-        "--from-time", type=float, metavar="S", help="from S seconds after the session start"
+        "--from-time", type=seconds, metavar="S", help="from S seconds after the session start"
     )
-    g.add_argument("--to-time", type=float, metavar="S", help="up to S seconds after the start")
+    g.add_argument("--to-time", type=seconds, metavar="S", help="up to S seconds after the start")
 
 
 def slice_of(args: argparse.Namespace) -> Slice:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from perftop.events import (
     GpuSample,
@@ -37,6 +37,7 @@ from perftop.events import (
 )
 from perftop.export import counters
 from perftop.export.names import NAME_PID, NAME_ROLE
+from perftop.export.output import OutFile, outputs
 from perftop.recording import ReadStats, read_events
 from perftop.replay.index import GAP_MIN_S
 
@@ -45,7 +46,7 @@ NODE_PID_BASE = 10_000_000  # node i's pid P is track (i + 1) * NODE_PID_BASE + 
 
 
 class ChromeTrace:
-    def __init__(self, out: IO[str]) -> None:
+    def __init__(self, out: OutFile) -> None:
         self.out = out
         self.start: float | None = None
         self.first = True
@@ -188,7 +189,7 @@ class ChromeTrace:
 
 def export_chrome(path: str | Path, out_path: str | Path, stats: ReadStats) -> int:
     """Write the trace; returns how many trace events it holds."""
-    with open(out_path, "w", encoding="utf-8") as out:
+    with outputs([Path(out_path)]) as (out,):
         out.write('{"displayTimeUnit":"ms","traceEvents":[')
         tr = ChromeTrace(out)
         command: list[str] = []

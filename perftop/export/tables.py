@@ -10,6 +10,7 @@ available (N/A), never a zero.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from perftop.events import (
     Step,
 )
 from perftop.events.probes import GPU_FIELDS, PROC_FIELDS
+from perftop.export.output import outputs
 from perftop.model import Session
 from perftop.recording import ReadStats, read_events
 from perftop.replay.index import steps_reducer
@@ -105,16 +107,24 @@ def roles_by_process(path: str | Path) -> dict[tuple[str, int], tuple[str, int |
 def export_csv(path: str | Path, out_dir: str | Path, stats: ReadStats) -> dict[str, int]:
     """Write the CSV files; returns the rows written per file."""
     out = Path(out_dir)
+    made = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
+    try:
+        return _write_csv(path, out, stats)
+    except OSError:
+        if made:  # a folder this export made, left empty by the removal of its files
+            with contextlib.suppress(OSError):
+                out.rmdir()
+        raise
+
+
+def _write_csv(path: str | Path, out: Path, stats: ReadStats) -> dict[str, int]:
     session = Session()  # for ranks and the whole-run sync sites
     start: float | None = None
-    files = {
-        k: open(out / f"{k}.csv", "w", newline="", encoding="utf-8")  # noqa: SIM115
-        for k in ("steps", "processes", "host", "gpus", "sync_sites")
-    }
-    rows = dict.fromkeys(files, 0)
-    try:
-        w = {k: csv.writer(f) for k, f in files.items()}
+    kinds = ("steps", "processes", "host", "gpus", "sync_sites")
+    rows = dict.fromkeys(kinds, 0)
+    with outputs([out / f"{k}.csv" for k in kinds]) as files:
+        w = {k: csv.writer(f) for k, f in zip(kinds, files, strict=True)}
         w["steps"].writerow(STEP_COLUMNS)
         w["processes"].writerow(("t_s", "dt_s", *PROC_FIELDS, *ROLE_COLUMNS))
         roles = roles_by_process(path)
@@ -201,7 +211,4 @@ def export_csv(path: str | Path, out_dir: str | Path, stats: ReadStats) -> dict[
                 )
             )
             rows["sync_sites"] += 1
-    finally:
-        for f in files.values():
-            f.close()
     return rows

@@ -31,9 +31,11 @@ def attach(
     the session's framed stream on stdout (what ``attach --ssh`` runs on the remote)."""
     from perftop.monitor.viewer import Observer
 
-    hub = Hub(refresh_s=opts.refresh_s)
+    tui = not stream_out and wants_tui(opts)
+    # a sink cut off (a full disk): one line now, or a notice in the TUI and a line after it
+    hub = Hub(refresh_s=opts.refresh_s, on_problem=None if tui else _say_problem)
     source = _source(target, hub, interval_s, inject)
-    record(hub, opts)
+    rec = record(hub, opts)
     out = None
     if stream_out:  # stdout carries only the stream; our lines go to stderr
         from perftop.fleet.stream import StreamOut
@@ -48,20 +50,27 @@ def attach(
         source.inject()
     source.start()
     try:
-        if out is None and wants_tui(opts):
+        if tui:
             show(hub, source, opts, "observer" if isinstance(source, Observer) else "viewer")
         else:
             wait(source, opts.duration_s, out.gone if out is not None else None)
     finally:
         source.stop()
         hub.stop()
+    if tui:
+        for line in hub.cutoffs.problems:
+            _say_problem(line)
     if out is not None:
         return 0  # the reader has the session; a summary would only add noise
     snap = hub.session.snapshot(window=None)
-    say(summary(snap, opts.record))
+    say(summary(snap, opts.record, rec.error if rec is not None else None))
     for line in stack_summary(snap):
         say(line)
     return 0
+
+
+def _say_problem(text: str) -> None:
+    say(f"perftop: {text}")
 
 
 def attach_ssh(host: str, target: str, opts: WatchOptions) -> int:
@@ -73,11 +82,11 @@ def attach_ssh(host: str, target: str, opts: WatchOptions) -> int:
     from perftop.model.fleet import FleetSession
 
     session = FleetSession(hinted_session)
-    hub = Hub(session, refresh_s=opts.refresh_s)
-    rec = record(hub, opts)
     tui = wants_tui(opts)
     held: list[str] = []  # in the TUI, lines wait until the screen is given back
     log = held.append if tui else say
+    hub = Hub(session, refresh_s=opts.refresh_s, on_problem=lambda t: log(f"perftop: {t}"))
+    rec = record(hub, opts)
     hub.start()
     hub.submit(
         session_start(
@@ -100,7 +109,8 @@ def attach_ssh(host: str, target: str, opts: WatchOptions) -> int:
         say(line)
     if node.error:
         return SSH_FAILED
-    for line in fleet_summary(session.snapshot(window=None), opts.record, 0):
+    err = rec.error if rec is not None else None
+    for line in fleet_summary(session.snapshot(window=None), opts.record, 0, err):
         say(line)
     return 0
 
@@ -150,13 +160,17 @@ def _check_observable(pid: int) -> None:
         )
     if python:
         return
-    try:
+    try:  # its trainings: in its own session (a wrapper's), not any below it (init's)
+        sid = os.getsid(pid)
         found = [
             c.pid
             for c in proc.children(recursive=True)
-            if c.pid not in mine and has_torch(c.pid) and not has_torch(c.ppid())
+            if c.pid not in mine
+            and _sid(c.pid) == sid
+            and has_torch(c.pid)
+            and not has_torch(c.ppid())
         ]
-    except psutil.Error:
+    except (psutil.Error, OSError):
         found = []
     hint = f": its training is pid {found[0]}" if len(found) == 1 else ""
     more = ", …" if len(found) > 3 else ""
@@ -165,6 +179,13 @@ def _check_observable(pid: int) -> None:
     raise AttachError(
         f"pid {pid} ({name}) is not a Python process perftop can observe{hint} (see perftop ls)"
     )
+
+
+def _sid(pid: int) -> int | None:
+    try:
+        return os.getsid(pid)
+    except OSError:
+        return None
 
 
 def stack_summary(snap: Snapshot) -> list[str]:

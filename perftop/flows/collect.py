@@ -75,6 +75,7 @@ def run_collect(
         session,
         refresh_s=cfg.refresh_s,
         rejected_frames=rejected,
+        on_problem=lambda text: say_(f"perftop: {text}"),  # a sink cut off (a full disk)
     )
     if want_tui or on_snapshot is not None:
         hub.snapshot_subscribers.append(snapshot)
@@ -135,7 +136,8 @@ def run_collect(
             collector.close()
         hub.stop()
     snap = session.snapshot(window=None)
-    for line in summary(snap, cfg.record, collector.refused if collector is not None else 0):
+    refused = collector.refused if collector is not None else 0
+    for line in summary(snap, cfg.record, refused, rec.error if rec is not None else None):
         log(line)
     return exit_code(nodes)
 
@@ -148,7 +150,9 @@ def exit_code(nodes: list[SshNode]) -> int:
     return max((n.job_exit or 0 for n in nodes), default=0)
 
 
-def summary(snap: Snapshot, record: Path | None, refused: int) -> list[str]:
+def summary(
+    snap: Snapshot, record: Path | None, refused: int, error: str | None = None
+) -> list[str]:
     lines = [f"perftop: {len(snap.nodes)} node(s), {len(snap.ranks)} training process(es)"]
     for n in snap.nodes:
         ranks = [r for r in snap.ranks if r.host == n.name]
@@ -159,5 +163,6 @@ def summary(snap: Snapshot, record: Path | None, refused: int) -> list[str]:
     if snap.meta.elapsed_s is not None:
         lines.append(f"perftop: collected for {seconds(snap.meta.elapsed_s)}")
     if record is not None:
-        lines.append(f"perftop: recorded to {record}  (perftop report {record})")
+        until = f" until it stopped ({error})" if error else ""
+        lines.append(f"perftop: recorded to {record}{until}  (perftop report {record})")
     return lines

@@ -124,6 +124,8 @@ def _conclude(ctl: LiveController, choice: str | None) -> int:
         return _leave(job)
     code = job.reap()
     ctl.finish()
+    for line in job.hub.cutoffs.problems:  # shown as notices in the app, now gone: one line each
+        say(f"perftop: {line}")
     rec = job.recorder
     where = f"; recording: {rec.path}" if rec is not None else ""
     say(f"perftop: {command_line(job.cfg.command)} exited with code {code}{where}")
@@ -165,7 +167,8 @@ def run_headless(
     install_signal_forwarding(job)
     rc = job.wait()
     try:
-        print(summary(job.snapshot(), cfg.record), file=sys.stderr, flush=True)
+        err = job.recorder.error if job.recorder is not None else None
+        print(summary(job.snapshot(), cfg.record, err), file=sys.stderr, flush=True)
     except OSError:  # --stream-out: stderr was ssh's, gone with its reader
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, sys.stderr.fileno())  # what is left in its buffer goes nowhere

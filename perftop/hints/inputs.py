@@ -207,6 +207,26 @@ def _gpu_busy(snap: Snapshot) -> float | None:
     return max(vals) if vals else None
 
 
+def loader_reads(snap: Snapshot, lp: Loop) -> float:
+    """Bytes a second the input pipeline reads from storage, after start-up: its workers'
+    reads once each has made a batch, or (no workers) the training process's, which then
+    fetches the batches itself; only over probe intervals that began within the steps the
+    data wait is measured on. A start-up's reads (importing torch) and the main process's
+    reads beside its workers (checkpoints, logs) are not the loader's."""
+    since = lp.rows[0].t0
+    if lp.workers:
+        start = {w.pid: max(since, w.ready_t) for w in lp.workers if w.ready_t is not None}
+    elif lp.loader is not None and lp.loader.num_workers == 0:
+        start = {lp.pid: since}
+    else:
+        return 0.0
+    return sum(
+        p.io_read_bps or 0.0
+        for p in snap.processes
+        if p.pid in start and p.io_since_t is not None and p.io_since_t >= start[p.pid]
+    )
+
+
 def io_bound(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     lp = loop(snap)
     if lp is None or lp.data_share < threshold("io-bound", active, 0.15, 0.10):
@@ -220,8 +240,7 @@ def io_bound(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
         ev.append(
             f"the disks are {h.disk_busy_percent:.0f}% busy, reading {nbytes(h.disk_read_bps)}/s"
         )
-    pids = {w.pid for w in lp.workers} | {lp.pid}
-    reads = sum(p.io_read_bps or 0.0 for p in snap.processes if p.pid in pids)
+    reads = loader_reads(snap, lp)
     if reads >= WORKER_READ_BPS:
         ev.append(f"the loader reads {nbytes(reads)}/s from storage")
     if not ev:

@@ -128,6 +128,7 @@ class ProcessesReducer:
                 swap_bytes=r["swap"],
                 io_read_bps=_rate(r["io_read"], ev.dt),
                 io_write_bps=_rate(r["io_write"], ev.dt),
+                io_since_t=ev.t - ev.dt if ev.dt else None,
                 io_read_bytes=p.io_r,
                 io_write_bytes=p.io_w,
                 cpu_percent_avg=p.cpu.avg,

@@ -55,7 +55,7 @@ class Reducer(Protocol):
 
 
 class MetaReducer:
-    handles = (SessionStart, JobStart, JobExit, Dropped, MonitorStats, ObserverStart)
+    handles = (SessionStart, JobStart, JobExit, Dropped, MonitorStats, ObserverStart, Note)
 
     def __init__(self) -> None:
         self.meta = Meta()
@@ -91,6 +91,8 @@ class MetaReducer:
             )
         elif isinstance(ev, ObserverStart):
             self.meta = _replace(m, observer=True, observer_python=ev.python)
+        elif isinstance(ev, Note) and ev.source == "recording" and ev.level == "error":
+            self.meta = _replace(m, record_path="")  # the recording stopped (a full disk)
 
     def contribute(self, parts: dict[str, Any], window: int | None) -> None:
         parts["meta"] = self.meta

@@ -183,6 +183,7 @@ class ProcRow:
     swap_bytes: int | None = None
     io_read_bps: float | None = None
     io_write_bps: float | None = None
+    io_since_t: float | None = None  # when the interval of io_read_bps / io_write_bps began
     io_read_bytes: int | None = None  # since the process was first seen
     io_write_bytes: int | None = None
     cpu_percent_avg: float | None = None

@@ -40,18 +40,22 @@ class WorkerRow:
     batches_per_s: float | None = None  # what it produced (recent)
     batch_bytes: int | None = None  # tensor bytes per batch (average)
     torch_threads: int | None = None
+    ready_t: float | None = None  # its first report of a batch made: its start-up is over
 
 
 class _Worker:
-    __slots__ = ("last", "history")
+    __slots__ = ("last", "history", "ready_t")
 
     def __init__(self, ev: WorkerStats) -> None:
         self.last = ev
         self.history: deque[WorkerStats] = deque()
+        self.ready_t: float | None = None
 
     def add(self, ev: WorkerStats) -> None:
         if ev.batches < self.last.batches:  # out of order (a late flush): keep the newest
             return
+        if ev.batches and self.ready_t is None:
+            self.ready_t = ev.t
         self.last = ev
         self.history.append(ev)
         while len(self.history) > 2 and self.history[0].t < ev.t - RATE_WINDOW_S:
@@ -85,6 +89,7 @@ class _Worker:
                 ev.batch_bytes // ev.batches if ev.batch_bytes is not None and ev.batches else None
             ),
             torch_threads=ev.torch_threads,
+            ready_t=self.ready_t,
         )
 
 

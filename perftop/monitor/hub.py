@@ -26,6 +26,7 @@ import psutil
 from perftop.events import Event, JobStart, MonitorStats, ObserverStart, SessionStart
 from perftop.hints.session import hinted_session
 from perftop.model import SessionModel, Snapshot
+from perftop.monitor.cutoff import CutOffs
 from perftop.monitor.header import Header, _frame
 from perftop.monitor.sinks import BufferedSink, EventSink
 from perftop.recording import RecordingWriter, default_path
@@ -48,6 +49,7 @@ class Hub:
         max_frames: int = MAX_FRAMES,
         max_bytes: int = MAX_BYTES,
         header: Header | None = None,
+        on_problem: Callable[[str], object] | None = None,
     ) -> None:
         self.session: SessionModel = session if session is not None else hinted_session()
         self.header = header if header is not None else Header()
@@ -67,6 +69,11 @@ class Hub:
         self.dropped_events = 0  # hook events the bounded queue had to drop
         self.dropped_frames = 0
         self.latest: Snapshot | None = None  # read by the socket's info requests
+        self.cutoffs = CutOffs(
+            lambda note: self.submit(note),
+            on_problem,
+            lambda: self.session.snapshot(now=time.time()).steps.count,
+        )
 
     # -- producers (any thread) ----------------------------------------------------------
     def submit_frame(self, frame: Frame, events: list[Event]) -> bool:
@@ -166,9 +173,9 @@ class Hub:
                     self.dropped_events,
                 )
                 self._handle((None, (stats,)))
-            for rec in self._direct:
-                rec.tick(now)
-            self._buffered = [b for b in self._buffered if b.failed is None]
+            for rec in list(self._direct):
+                self._guard(rec, rec.tick, now)
+            self.cutoffs.let_go(self._buffered)
             if now >= next_snap:
                 next_snap = now + self.refresh_s
                 self._snapshot()
@@ -179,8 +186,10 @@ class Hub:
         for fn in list(self.snapshot_subscribers):
             try:
                 fn(snap)
-            except Exception:  # a subscriber's bug must not stop ingest
-                pass
+            except Exception as exc:  # a subscriber's bug must not stop ingest: cut it off
+                if fn in self.snapshot_subscribers:
+                    self.snapshot_subscribers.remove(fn)
+                self.cutoffs.subscriber(fn, exc)
 
     def _handle(self, item: Any) -> None:
         head = item[0]
@@ -199,8 +208,8 @@ class Hub:
         else:
             hist_frame = frame
             self.hook_events_in += n
-        for rec in self._direct:
-            rec.write_frame(frame)
+        for rec in list(self._direct):
+            self._guard(rec, rec.write_frame, frame)
         for b in self._buffered:
             b.put(frame)
         self.header.add(hist_frame, events, _HEADER_ONLY)
@@ -216,25 +225,32 @@ class Hub:
                 handle.put(f, force=True)
             self._buffered.append(handle)
         else:
-            for f in pre:
-                handle.write_frame(f)
             self._direct.append(handle)
+            for f in pre:
+                if not self._guard(handle, handle.write_frame, f):
+                    break
 
     def _remove(self, handle: Any) -> None:
         if handle in self._direct:
-            self._direct.remove(handle)
-            handle.close()
+            self._guard(handle, handle.close)
+            if handle in self._direct:
+                self._direct.remove(handle)
         elif handle in self._buffered:
             self._buffered.remove(handle)
             handle.close()
 
     def _finish(self) -> None:
         self._snapshot()
-        for rec in self._direct:
-            rec.close()
+        for rec in list(self._direct):
+            self._guard(rec, rec.close)
         for b in self._buffered:
             b.close()
         self._direct, self._buffered = [], []
+
+    # -- a sink that fails is cut off, with one line; the session goes on -----------------
+    def _guard(self, sink: Any, fn: Callable[..., object], *args: Any) -> bool:
+        """``fn(*args)`` of a direct sink; False when it raised and was cut off."""
+        return self.cutoffs.call(self._direct, sink, fn, *args)
 
     def stop(self, timeout: float = 5.0) -> None:
         """Apply and deliver everything queued, then close every sink."""
@@ -253,10 +269,10 @@ class Hub:
             b.pause()
 
     def flush(self) -> None:
-        for rec in self._direct:
+        for rec in list(self._direct):
             flush = getattr(rec, "flush", None)
             if flush is not None:
-                flush()
+                self._guard(rec, flush)
 
     def resume(self) -> None:
         for b in self._buffered:

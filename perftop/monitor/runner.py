@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import perftop
+from perftop.console import say
 from perftop.errors import LaunchError
 from perftop.events import JobExit, JobStart
 from perftop.hook import ENV_SOCKET
@@ -70,6 +71,8 @@ def resolve(command: tuple[str, ...]) -> str:
     exe = command[0]
     found = shutil.which(exe)
     if found is None:
+        if os.path.isdir(exe):
+            raise LaunchError(f"{exe}: is a directory, not a command")
         hint = f" (try: perftop run python {exe})" if exe.endswith(".py") else ""
         if os.sep in exe and os.path.isfile(exe):
             raise LaunchError(
@@ -94,7 +97,12 @@ class Job(Background):
         """``sinks`` get the stream as the recording does (forwarders)."""
         self.cfg = cfg
         self._source_factories = tuple(sources)
-        self.hub = Hub(refresh_s=cfg.refresh_s, rejected_frames=lambda: self.server.rejected_frames)
+        self.hub = Hub(
+            refresh_s=cfg.refresh_s,
+            rejected_frames=lambda: self.server.rejected_frames,
+            # headless: the line at once; under the TUI it is a notice, then a line at the end
+            on_problem=None if cfg.capture_output else lambda text: say(f"perftop: {text}"),
+        )
         self.session = self.hub.session
         if on_snapshot is not None:
             self.hub.snapshot_subscribers.append(on_snapshot)

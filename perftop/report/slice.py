@@ -43,6 +43,9 @@ class Slice:
         return all(v is None for v in (self.from_step, self.to_step, self.from_time, self.to_time))
 
     def check(self) -> Slice:
+        for n, opt in ((self.from_step, "--from-step"), (self.to_step, "--to-step")):
+            if n is not None and n < 1:
+                raise UsageError(f"{opt} {n}: steps count from 1 (the first step)")
         for lo, hi, what in (
             (self.from_step, self.to_step, "step"),
             (self.from_time, self.to_time, "time"),
@@ -61,10 +64,13 @@ def _window(path: Path, sl: Slice) -> tuple[float, float, float]:
     counts: dict[int, int] = {}
     primary: int | None = None
     by_step = sl.from_step is not None or sl.to_step is not None
+    last_t = float("-inf")  # read to the end only to place a --from-time
     for ev in read_events(path, ReadStats()):
+        if sl.from_time is not None:
+            last_t = max(last_t, getattr(ev, "t", None) or getattr(ev, "t1", None) or last_t)
         if isinstance(ev, SessionStart) and start is None:
             start = ev.t
-            if not by_step:
+            if not by_step and sl.from_time is None:
                 break
         elif isinstance(ev, Step) and by_step:
             primary = ev.pid if primary is None else primary
@@ -75,7 +81,8 @@ def _window(path: Path, sl: Slice) -> tuple[float, float, float]:
                 lo = ev.t0
             if sl.to_step is not None and n == sl.to_step:
                 hi = ev.t1
-                break
+                if sl.from_time is None:
+                    break
     if start is None:
         start = 0.0
     if sl.from_time is not None:
@@ -84,6 +91,11 @@ def _window(path: Path, sl: Slice) -> tuple[float, float, float]:
         hi = min(hi, start + sl.to_time)
     if sl.from_step is not None and lo == float("-inf"):
         raise UsageError(f"{path}: the recording has fewer than {sl.from_step} steps")
+    if sl.from_time is not None and start + sl.from_time > last_t:
+        raise UsageError(
+            f"{path}: --from-time {sl.from_time:g} is past the end of the recording "
+            f"(it ends {max(0.0, last_t - start):.1f} s after the session start)"
+        )
     return start, lo, hi
 
 

@@ -201,8 +201,9 @@ def _footer(r: dict[str, Any]) -> list[str]:
     return (["", "Notes", *out]) if out else []
 
 
-def summary(snap: Snapshot, record: Path | None) -> str:
-    """The few lines `perftop run --headless` prints when the job ends."""
+def summary(snap: Snapshot, record: Path | None, record_error: str | None = None) -> str:
+    """The few lines `perftop run --headless` prints when the job ends; ``record_error``:
+    why the recording stopped early (said when it happened: here only where it ends)."""
     s = snap.steps
     lines = ["", f"perftop: {snap.meta.state}, {seconds(snap.meta.elapsed_s)}"]
     trainers = snap.independent_trainers()
@@ -226,7 +227,12 @@ def summary(snap: Snapshot, record: Path | None) -> str:
     for h in snap.hints:
         src = "" if h.seen_live else " (whole-run verdict)"
         lines.append(f"perftop: hint [{h.severity}] {h.title}{src}")
-    if record is not None:
+    if record is not None and record_error is not None:
+        lines.append(
+            f"perftop: recorded to {record} until it stopped ({record_error})  "
+            f"(perftop report {record})"
+        )
+    elif record is not None:
         lines.append(f"perftop: recorded to {record}  (perftop report {record})")
     return "\n".join(lines)
 

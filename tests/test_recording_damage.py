@@ -1,0 +1,114 @@
+"""A damaged byte costs what it touches: readers resynchronise at the next frame whose CRC
+checks and say how many bytes and steps they skipped (a real recording, real damage)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+
+import pytest
+
+from perftop.reader import ReadStats
+from perftop.recording import read_events
+from perftop.replay.index import ReplayIndex
+from perftop.wire import HEADER, MAGIC
+from tests.helpers import WORKLOADS, perftop
+
+STEPS = 8000
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory):
+    where = tmp_path_factory.mktemp("damage")
+    rec = where / "r.perftop"
+    r = perftop(
+        "run", "--headless", "--record", str(rec), "--",
+        sys.executable, str(WORKLOADS / "many_steps.py"), str(STEPS), cwd=where, timeout=240,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    return rec
+
+
+def _frames(data: bytes) -> list[tuple[int, int]]:
+    """(offset, payload length) of each outer frame."""
+    pos, out = len(MAGIC), []
+    while pos < len(data):
+        length, _crc, _kind = HEADER.unpack_from(data, pos)
+        out.append((pos, length))
+        pos += HEADER.size + length
+    return out
+
+
+def _steps(path) -> tuple[list, ReadStats]:
+    stats = ReadStats()
+    return [e for e in read_events(path, stats) if type(e).__name__ == "Step"], stats
+
+
+def _report(path) -> tuple[dict, str]:
+    r = perftop("report", "--json", str(path), cwd=path.parent)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    return json.loads(r.stdout), r.stderr
+
+
+def test_flipped_bytes_in_three_places_lose_only_what_they_touch(recording, tmp_path):
+    data = bytearray(recording.read_bytes())
+    frames = _frames(data)
+    assert len(frames) >= 8, "too few frames to damage apart"
+    whole, stats0 = _steps(recording)
+    assert len(whole) > STEPS // 2 and not stats0.warnings  # a loaded host's hook may drop
+    data[len(MAGIC) + 1] ^= 0x40  # the first frame's length: over the limit
+    at, _ = frames[len(frames) // 3]
+    data[at + 2] ^= 0x01  # a length field in the middle: plausible, and wrong
+    at, length = frames[2 * len(frames) // 3]
+    data[at + HEADER.size + length // 2] ^= 0xFF  # inside a compressed payload
+    bad = tmp_path / "bad.perftop"
+    bad.write_bytes(bytes(data))
+
+    steps, stats = _steps(bad)
+    lost = len(whole) - len(steps)
+    assert 0 < lost < len(whole) // 2
+    assert steps[-1].index == whole[-1].index  # read on to the end after each damage
+    assert stats.damaged == 3 and stats.skipped_steps == lost
+    rep, err = _report(bad)
+    assert rep["steps"]["count"] == len(steps)
+    said = [w for w in rep["warnings"] if "damaged bytes" in w]
+    assert len(said) == 1 and "at 3 place(s)" in said[0] and f"{lost} steps" in said[0], said
+    assert f"skipped {stats.skipped_bytes} damaged bytes" in err  # the text report says it too
+
+    index = ReplayIndex(bad)  # what `perftop replay` reads and shows
+    index.build()
+    assert index.steps == len(steps) and index.warnings() == stats.warnings
+
+
+def test_noise_between_frames_is_skipped_to_the_byte(recording, tmp_path):
+    data = recording.read_bytes()
+    at, _ = _frames(data)[4]
+    noise = os.urandom(1000)
+    bad = tmp_path / "noise.perftop"
+    bad.write_bytes(data[:at] + noise + data[at:])
+    steps, stats = _steps(bad)
+    assert len(steps) == len(_steps(recording)[0])
+    assert stats.damaged == 1 and stats.skipped_bytes == len(noise) and stats.skipped_steps == 0
+
+
+def test_random_flipped_bits_are_counted_to_the_step(recording, tmp_path):
+    """Wherever bits flip (headers, compressed data, inner frames), the steps said to be
+    skipped are the steps missing; "at least" where damage came after a process's last
+    step read (nothing later tells how many it lost)."""
+    data = recording.read_bytes()
+    total = len({s.index for s in _steps(recording)[0]})
+    rng = random.Random(28)
+    bad = tmp_path / "flips.perftop"
+    for _ in range(40):
+        d = bytearray(data)
+        for _ in range(rng.choice((1, 2, 3))):
+            d[rng.randrange(len(MAGIC), len(d))] ^= 1 << rng.randrange(8)
+        bad.write_bytes(bytes(d))
+        steps, stats = _steps(bad)
+        lost = total - len({s.index for s in steps})
+        if stats.steps_uncounted:
+            assert stats.skipped_steps <= lost and any("at least" in w for w in stats.warnings)
+        else:
+            assert stats.skipped_steps == lost, stats.warnings

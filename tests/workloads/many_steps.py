@@ -1,0 +1,15 @@
+"""Many quick optimizer steps (argv[1], default 20000), then "steps N": enough records
+to fill a small disk while the job itself writes nothing."""
+
+import sys
+
+import torch
+
+N = int(sys.argv[1]) if len(sys.argv) > 1 else 20000
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for _ in range(N):
+    opt.zero_grad()
+    model(torch.randn(2, 4)).sum().backward()
+    opt.step()
+print("steps", N, flush=True)
