@@ -17,6 +17,7 @@ from textual.driver import Driver
 
 from perftop.model import Snapshot
 from perftop.tui.driver import sized
+from perftop.tui.failure import TuiFailure, failure_of
 from perftop.tui.messages import JobEnded, SnapshotMessage, StreamEnded, TerminalLost
 from perftop.tui.screens import HelpScreen, QuitScreen, StacksScreen
 from perftop.tui.widgets import (
@@ -88,6 +89,16 @@ class PerftopApp(App[str | None]):
         self.shown: Snapshot | None = None
         self._errors: dict[str, str] = {}
         self._proof = -1  # which hint `e` showed last
+        self.failure: TuiFailure | None = None  # set when the app itself failed
+
+    def _handle_exception(self, error: Exception) -> None:
+        """Any exception in the app: Textual exits the app (tests still see ``error``),
+        but the traceback goes to a file, not the screen; the flow says so in one line
+        and fails open (see :mod:`perftop.tui.failure`)."""
+        if self.failure is None:
+            self.failure = failure_of(error)
+        super()._handle_exception(error)
+        self._exit_renderables.clear()
 
     def compose(self) -> ComposeResult:
         yield HeaderBar(id="header", mode=self.mode)

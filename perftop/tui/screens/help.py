@@ -7,10 +7,10 @@ from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from perftop.tui import fmt
+from perftop.tui.screens.modal import OnceModal
 
 KEYS = (
     ("?", "this help (any key closes it)"),
@@ -28,7 +28,7 @@ KEYS = (
 )
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(OnceModal[None]):
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
     HelpScreen > VerticalScroll {
