@@ -1,0 +1,103 @@
+"""The Output panel follows the job's newest line unless the user scrolled up, and after any
+resize: once, 160x48 -> 80x24 -> 160x48 left it on an old line for good."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+
+import psutil
+import pytest
+
+from perftop.model.snapshot import OutputLine
+from perftop.tui.app import PerftopApp
+from perftop.tui.messages import SnapshotMessage
+from perftop.tui.widgets import OutputPanel
+from tests.tui.fakes import snapshot
+from tests.tui.test_app import aio, settle
+from tests.tui.test_resize import ROOT
+
+TMUX = shutil.which("tmux")
+BASE = snapshot()
+
+
+def lines(n: int):
+    out = tuple(OutputLine(0.0, "stdout", f"tick {i}") for i in range(max(0, n - 200), n))
+    return dataclasses.replace(BASE, output=out, output_total=n)
+
+
+@aio
+async def test_follows_after_resizes_until_the_user_scrolls_up() -> None:
+    app = PerftopApp()
+    n = 0
+    async with app.run_test(size=(160, 48)) as pilot:
+        log = app.query_one(OutputPanel).log_view
+
+        async def more() -> None:
+            nonlocal n
+            for _ in range(6):
+                n += 5
+                app.post_message(SnapshotMessage(lines(n)))
+                await settle(pilot, 2)
+
+        for size in ((80, 24), (160, 48), (200, 50), (80, 24)):
+            await pilot.resize_terminal(*size)
+            await more()
+            assert log.max_scroll_y > 0 and log.scroll_y == log.max_scroll_y, size
+        log.focus()
+        await pilot.press("pageup")
+        await more()
+        held = log.scroll_y
+        assert held < log.max_scroll_y  # the user reads: new lines do not move the view
+        await pilot.resize_terminal(160, 48)
+        await more()
+        assert log.scroll_y < log.max_scroll_y
+        await pilot.press("end")
+        await more()
+        assert log.scroll_y == log.max_scroll_y  # follows again
+
+
+@pytest.mark.skipif(TMUX is None, reason="tmux not installed")
+def test_output_follows_after_a_live_resize_in_tmux() -> None:
+    name = f"pt-follow-{uuid.uuid4().hex[:6]}"
+    ticker = "import itertools, time\nfor i in itertools.count():\n print('tick', i, flush=True); time.sleep(0.2)"
+    cmd = shlex.join([sys.executable, "-m", "perftop", "run", "--no-record", "--refresh", "0.25",
+                      sys.executable, "-c", ticker])  # fmt: skip
+
+    def newest(timeout: float = 30.0, above: int = -1) -> int:
+        deadline = time.monotonic() + timeout
+        seen = -1
+        while time.monotonic() < deadline:
+            screen = subprocess.run([TMUX or "tmux", "capture-pane", "-p", "-t", f"={name}:"],
+                                    capture_output=True, text=True).stdout  # fmt: skip
+            seen = max((int(t) for t in re.findall(r"tick (\d+)", screen)), default=-1)
+            if seen > above:
+                return seen
+            time.sleep(0.3)
+        raise AssertionError(f"the Output panel stayed at tick {seen} (wanted past {above})")
+
+    subprocess.run([TMUX or "tmux", "new-session", "-d", "-s", name, "-x", "160", "-y", "48",
+                    "-c", ROOT, cmd], check=True)  # fmt: skip
+    pane = int(subprocess.run([TMUX or "tmux", "display", "-p", "-t", f"={name}:", "#{pane_pid}"],
+                              capture_output=True, text=True).stdout.strip() or 0)  # fmt: skip
+    try:
+        newest(60.0, above=40)  # more lines than the panel holds
+        for w, h in ((80, 24), (160, 48)):
+            subprocess.run([TMUX or "tmux", "resize-window", "-t", f"={name}:", "-x", str(w),
+                            "-y", str(h)], check=True)  # fmt: skip
+            time.sleep(1.0)  # let the resize land before reading what it shows
+            # following: 10 ticks (2 s) later, a newer tick is on screen
+            now = newest()
+            newest(above=now + 10)
+    finally:
+        with contextlib.suppress(psutil.Error):
+            for p in psutil.Process(pane).children(recursive=True):
+                p.kill()
+        subprocess.run([TMUX or "tmux", "kill-session", "-t", f"={name}"], capture_output=True)
