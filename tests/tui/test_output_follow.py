@@ -101,3 +101,33 @@ def test_output_follows_after_a_live_resize_in_tmux() -> None:
             for p in psutil.Process(pane).children(recursive=True):
                 p.kill()
         subprocess.run([TMUX or "tmux", "kill-session", "-t", f"={name}"], capture_output=True)
+
+
+@aio
+async def test_a_flood_is_counted_not_rendered() -> None:
+    """A job printing 50,000 lines/s: each snapshot brings 25,000 new lines, of which the
+    model keeps 2,000; the panel renders the newest few and counts the rest, so that the
+    app's loop (and every key) never waits on thousands of lines."""
+    from perftop.tui.widgets.output import RENDER_LINES
+
+    app = PerftopApp()
+    async with app.run_test(size=(160, 48)) as pilot:
+        panel = app.query_one(OutputPanel)
+        log = panel.log_view
+        n = 0
+        for _ in range(3):
+            before = len(log.lines)
+            n += 25_000
+            flood = dataclasses.replace(
+                BASE,
+                output=tuple(OutputLine(0.0, "stdout", f"tick {i}") for i in range(n - 2000, n)),
+                output_total=n,
+            )
+            app.post_message(SnapshotMessage(flood))
+            await settle(pilot)
+            assert len(log.lines) - before <= RENDER_LINES + 1  # the newest, and one count
+        assert log.lines[-1].text == f"tick {n - 1}"  # the newest line is there, followed
+        assert log.scroll_y == log.max_scroll_y
+        hidden = 3 * 25_000 - 3 * RENDER_LINES
+        assert f"{n:,} lines ({hidden:,} not shown)" in str(panel.border_subtitle)
+        assert any(f"{25_000 - RENDER_LINES:,} lines not shown" in s.text for s in log.lines)

@@ -19,6 +19,7 @@ from perftop.model import Snapshot
 from perftop.tui.widgets.panel import Panel
 
 MAX_LINES = 5000
+RENDER_LINES = 100  # at most this many new lines rendered per snapshot; the rest counted
 
 
 class FollowLog(RichLog):
@@ -87,6 +88,7 @@ class OutputPanel(Panel):
         super().__init__(id=id)
         self.log_view = FollowLog(max_lines=MAX_LINES, wrap=False, markup=False, auto_scroll=True)
         self.shown = 0  # output_total already written
+        self.not_shown = 0  # lines counted but not rendered
 
     def compose(self) -> ComposeResult:
         yield self.log_view
@@ -95,19 +97,28 @@ class OutputPanel(Panel):
         new = snap.output_total - self.shown
         if new <= 0:
             return
-        lines = snap.output[-new:] if new <= len(snap.output) else snap.output
+        # Lines beyond what a screen can show are counted, not rendered: a job printing
+        # 50,000 lines/s once made each snapshot render 2,000 lines and keys wait seconds.
+        lines = snap.output[-min(new, len(snap.output), RENDER_LINES) :]
         follow = self.log_view.following
-        if new > len(snap.output):
-            skipped = new - len(snap.output)
+        skipped = new - len(lines)
+        if skipped:
+            self.not_shown += skipped
             self.log_view.write(
                 Text(f"… {skipped:,} {_lines(skipped)} not shown", style="dim"), scroll_end=follow
             )
-        for line in lines:
-            style = "red" if line.stream == "stderr" else ""
-            self.log_view.write(Text(line.text, style=style), scroll_end=follow)
+        # One write for them all: RichLog measures, renders and scrolls once per write.
+        text = Text()
+        for i, line in enumerate(lines):
+            text.append(line.text, style="red" if line.stream == "stderr" else "")
+            if i < len(lines) - 1:
+                text.append("\n")
+        if lines:
+            self.log_view.write(text, scroll_end=follow)
         self.shown = snap.output_total
         n = snap.output_total
-        self.border_subtitle = f"{n:,} {_lines(n)}"
+        hidden = f" ({self.not_shown:,} not shown)" if self.not_shown else ""
+        self.border_subtitle = f"{n:,} {_lines(n)}{hidden}"
 
 
 def _lines(n: int) -> str:
