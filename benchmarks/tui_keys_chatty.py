@@ -14,6 +14,7 @@ Target: every key answered within 200 ms whatever the job prints.
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import shutil
 import statistics
@@ -114,8 +115,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as d:
         quiet = measure(10, args, Path(d))
         chatty = measure(args.rate, args, Path(d))
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"key latency of perftop run{' --no-record' if args.no_record else ''} at 160x48, "
-          f"{args.presses * 2} keys per job (ms):")  # fmt: skip
+          f"{args.presses * 2} keys per job (ms); {os.cpu_count()} CPUs, load {load}:")  # fmt: skip
     print(f"  {'job':<22} {'median':>7} {'p95':>7} {'max':>7}  missed  Output panel")
     figures = {}
     for label, r in (("quiet (10 lines/s)", quiet), (f"chatty ({args.rate:,.0f} lines/s)", chatty)):
