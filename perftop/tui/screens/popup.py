@@ -1,17 +1,39 @@
-"""A box over the screen that fits it or scrolls, saying so: the help and a hint's evidence.
+"""perftop's modal screens' bases: :class:`OnceModal`, dismissed once, and
+:class:`ScrollPopup`, a box that fits the screen or scrolls saying so (the help, a hint's
+evidence).
 
-Its content scrolls with the scroll keys (↑ ↓ pgup pgdn home end, the wheel); any other key
-or a click closes it, and the key it closed with is its result. When the content is taller
-than the box, the box's bottom edge says how to see the rest.
+OnceModal: two keys in one burst (a paste, a key held down, a TUI that lags behind a chatty
+job) reach a screen before its first dismissal has taken effect; a second ``dismiss`` would
+pop the screen under it (Textual: ``ScreenStackError: Can't pop screen``) or run the result
+callback twice. Here the second one does nothing.
+
+ScrollPopup: its content scrolls with the scroll keys (↑ ↓ pgup pgdn home end, the wheel);
+any other key or a click closes it, and the key it closed with is its result. When the
+content is taller than the box, the box's bottom edge says how to see the rest.
 """
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from textual import events
 from textual.app import ComposeResult
+from textual.await_complete import AwaitComplete
 from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
 
-from perftop.tui.screens.modal import OnceModal
+ResultT = TypeVar("ResultT")
+
+
+class OnceModal(ModalScreen[ResultT]):
+    _dismissed = False
+
+    def dismiss(self, result: ResultT | None = None) -> AwaitComplete:
+        if self._dismissed or not self.is_active:
+            return AwaitComplete.nothing()
+        self._dismissed = True
+        return super().dismiss(result)
+
 
 SCROLL_KEYS = {
     "up": "scroll_up",

@@ -8,7 +8,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Static
 
-from perftop.tui.screens.modal import OnceModal
+from perftop.tui.screens.popup import OnceModal
 
 
 class QuitScreen(OnceModal[str | None]):

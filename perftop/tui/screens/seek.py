@@ -7,7 +7,7 @@ from textual.containers import Vertical
 from textual.widgets import Input, Label
 
 from perftop.replay.controller import parse_target
-from perftop.tui.screens.modal import OnceModal
+from perftop.tui.screens.popup import OnceModal
 
 
 class SeekScreen(OnceModal[tuple[str, float] | None]):

@@ -6,7 +6,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 
 from perftop.model import Snapshot
-from perftop.tui.screens.modal import OnceModal
+from perftop.tui.screens.popup import OnceModal
 from perftop.tui.widgets.stacks import StacksPanel
 
 
