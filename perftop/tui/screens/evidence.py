@@ -3,6 +3,9 @@ that proves it, which ``e`` has focused underneath. ``e`` again: the next hint."
 
 from __future__ import annotations
 
+from rich.console import Group
+from rich.padding import Padding
+from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
@@ -20,15 +23,18 @@ class EvidenceScreen(ScrollPopup):
 
     def body(self) -> ComposeResult:
         h = self.hint
-        text = Text()
-        text.append(f"{self.index + 1}/{self.total} ", style="dim")
-        text.append(f"[{h.severity}] {h.title}\n", style="bold")
+        head = Text()
+        head.append(f"{self.index + 1}/{self.total} ", style="dim")
+        head.append(f"[{h.severity}] {h.title}", style="bold")
+        lines = Table.grid(padding=(0, 1))  # wrapped lines hang under their text
+        lines.add_column(no_wrap=True)
+        lines.add_column()
         for line in h.evidence:
-            text.append(f"  • {line}\n")
+            lines.add_row("•", line)
         for line in h.advice:
-            text.append(f"  → {line}\n", style="cyan")
+            lines.add_row(Text("→", style="cyan"), Text(line, style="cyan"))
         if h.est_gain_text:
-            text.append(f"  {h.est_gain_text}\n", style="dim")
+            lines.add_row("", Text(h.est_gain_text, style="dim"))
         where = f"proof: the {self.panel} panel (focused)" if self.panel else "no panel proves it"
-        text.append(f"\n{where} · e: the next hint · any other key closes", style="dim")
-        yield Static(text)
+        tail = Text(f"{where} · e: the next hint · any other key closes", style="dim")
+        yield Static(Group(head, Padding(lines, (0, 0, 0, 1)), Text(), tail))
