@@ -110,8 +110,8 @@ def run_live(
             app.failure = failure_of(exc)
     finally:
         tty.release()  # never returns when the watch concluded in the app's place
-        if tty.lost or app.failure is not None:
-            choice = "leave"  # whatever the dying app said: the job goes on
+        if tty.lost or (app.failure is not None and app.return_value != "stop"):
+            choice = "leave"  # whatever the dying app said (unless "stop"): the job goes on
         if choice != "leave" and job.poll() is None:
             job.stop()
     if app.failure is not None:
