@@ -65,13 +65,22 @@ async def test_follows_after_resizes_until_the_user_scrolls_up() -> None:
 
 
 @pytest.mark.skipif(TMUX is None, reason="tmux not installed")
-def test_output_follows_after_a_live_resize_in_tmux() -> None:
+def test_output_follows_after_a_live_resize_in_tmux(tmp_path) -> None:
+    """60 lines (more than the panel holds), then nothing until the terminal is 80x24 and
+    laid out, then a line every 0.1 s: the first lines written after the shrink once found
+    the view "scrolled up" and it stayed there, also back at 160x48."""
     name = f"pt-follow-{uuid.uuid4().hex[:6]}"
-    ticker = "import itertools, time\nfor i in itertools.count():\n print('tick', i, flush=True); time.sleep(0.2)"
+    go = tmp_path / "go"
+    ticker = (
+        "import itertools, os, sys, time\n"
+        "for i in range(60): print('tick', i, flush=True)\n"
+        "while not os.path.exists(sys.argv[1]): time.sleep(0.05)\n"
+        "for i in itertools.count(60):\n print('tick', i, flush=True); time.sleep(0.1)"
+    )
     cmd = shlex.join([sys.executable, "-m", "perftop", "run", "--no-record", "--refresh", "0.25",
-                      sys.executable, "-c", ticker])  # fmt: skip
+                      sys.executable, "-c", ticker, str(go)])  # fmt: skip
 
-    def newest(timeout: float = 30.0, above: int = -1) -> int:
+    def newest(above: int, timeout: float = 30.0) -> int:
         deadline = time.monotonic() + timeout
         seen = -1
         while time.monotonic() < deadline:
@@ -83,19 +92,23 @@ def test_output_follows_after_a_live_resize_in_tmux() -> None:
             time.sleep(0.3)
         raise AssertionError(f"the Output panel stayed at tick {seen} (wanted past {above})")
 
+    def resize(w: int, h: int) -> None:
+        subprocess.run([TMUX or "tmux", "resize-window", "-t", f"={name}:", "-x", str(w),
+                        "-y", str(h)], check=True)  # fmt: skip
+
     subprocess.run([TMUX or "tmux", "new-session", "-d", "-s", name, "-x", "160", "-y", "48",
                     "-c", ROOT, cmd], check=True)  # fmt: skip
     pane = int(subprocess.run([TMUX or "tmux", "display", "-p", "-t", f"={name}:", "#{pane_pid}"],
                               capture_output=True, text=True).stdout.strip() or 0)  # fmt: skip
     try:
-        newest(60.0, above=40)  # more lines than the panel holds
-        for w, h in ((80, 24), (160, 48)):
-            subprocess.run([TMUX or "tmux", "resize-window", "-t", f"={name}:", "-x", str(w),
-                            "-y", str(h)], check=True)  # fmt: skip
-            time.sleep(1.0)  # let the resize land before reading what it shows
-            # following: 10 ticks (2 s) later, a newer tick is on screen
-            now = newest()
-            newest(above=now + 10)
+        newest(58, timeout=60.0)  # all 60 shown: followed to the end
+        resize(80, 24)
+        time.sleep(1.5)  # laid out at the new size before the next line comes
+        go.touch()
+        newest(80)  # at 80x24: the new lines are followed
+        resize(160, 48)
+        now = newest(80)
+        newest(now + 20)  # and back at 160x48
     finally:
         with contextlib.suppress(psutil.Error):
             for p in psutil.Process(pane).children(recursive=True):
