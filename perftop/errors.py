@@ -37,3 +37,9 @@ class AttachError(PerftopError):
     """The target cannot be attached to: gone, another user's, or not reachable."""
 
     exit_code = 4
+
+
+class ScreenFailed(PerftopError):
+    """The TUI of a viewer (replay, attach) failed; its traceback was saved to a file."""
+
+    exit_code = 1

@@ -46,9 +46,11 @@ class ReplayCommand(Command):
         if not interactive():
             ctl.player.close()
             raise UsageError(f"replay needs a terminal; `perftop report {path}` prints a summary")
+        from perftop.flows.watch import run_viewer
+
         ctl.start()
         try:
-            app.run()
+            run_viewer(app)
         finally:
             ctl.stop()
         for w in ctl.index.warnings():

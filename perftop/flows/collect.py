@@ -128,7 +128,7 @@ def run_collect(
             tui = None
             for line in held:
                 log(line)
-            if rc:  # its own traceback, if any, is on the terminal above
+            if rc:  # its own line, if it failed, is on the terminal above
                 log(f"perftop: the TUI's process ended with code {rc}")
         for n in nodes:
             n.stop()

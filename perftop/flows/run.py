@@ -75,6 +75,7 @@ def run_live(
     """Run ``cfg.command`` under the TUI; returns the job's exit code (0 when left running).
     ``sinks`` (forwarders) get the stream; ``on_snapshot`` (metrics) each snapshot too."""
     from perftop.tui.app import PerftopApp
+    from perftop.tui.failure import failure_of
     from perftop.tui.messages import SnapshotMessage, TerminalLost
     from perftop.tui.terminal_watch import TerminalWatch
 
@@ -103,16 +104,18 @@ def run_live(
         with tui_signals(lambda: app.exit("stop")):
             if not tty.lost:  # gone already: no app to show
                 choice = app.run()
-    except Exception:
-        if not tty.check():
-            raise
-        # the app died with its terminal: conclude as for any lost terminal
+    except Exception as exc:
+        # the app died with its terminal (concluded as for any lost terminal), or failed
+        if not tty.check() and app.failure is None:
+            app.failure = failure_of(exc)
     finally:
         tty.release()  # never returns when the watch concluded in the app's place
-        if tty.lost:
-            choice = "leave"  # whatever the dying app said
+        if tty.lost or (app.failure is not None and app.return_value != "stop"):
+            choice = "leave"  # whatever the dying app said (unless "stop"): the job goes on
         if choice != "leave" and job.poll() is None:
-            job.stop()  # also when the app itself failed: never orphan a job silently
+            job.stop()
+    if app.failure is not None:
+        say(app.failure.line)
     return tty.done(_conclude(ctl, choice))
 
 

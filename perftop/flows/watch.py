@@ -49,7 +49,21 @@ def show(hub: Hub, source: Any, opts: WatchOptions, mode: ViewMode) -> None:
     hub.snapshot_subscribers.append(lambda s: app.post_message(SnapshotMessage(s)))
     if opts.duration_s is not None:
         threading.Timer(opts.duration_s, lambda: app.call_from_thread(app.exit, None)).start()
-    app.run()
+    run_viewer(app)
+
+
+def run_viewer(app: Any) -> None:
+    """Run a viewer's app (:class:`perftop.tui.app.PerftopApp`); a failure of its own
+    raises :class:`perftop.errors.ScreenFailed` (one line, a non-zero exit)."""
+    from perftop.tui.failure import failure_of
+
+    try:
+        app.run()
+    except Exception as exc:
+        if app.failure is None:
+            app.failure = failure_of(exc)
+    if app.failure is not None:
+        raise app.failure.error()
 
 
 def wait(source: Any, duration_s: float | None, gone: threading.Event | None = None) -> None:

@@ -17,9 +17,11 @@ from textual.driver import Driver
 
 from perftop.model import Snapshot
 from perftop.tui.driver import sized
+from perftop.tui.failure import TuiFailure, failure_of
 from perftop.tui.messages import JobEnded, SnapshotMessage, StreamEnded, TerminalLost
 from perftop.tui.mode import AppMode
 from perftop.tui.screens import HelpScreen, QuitScreen, StacksScreen
+from perftop.tui.screens.evidence import EvidenceScreen
 from perftop.tui.widgets import (
     GpuPanel,
     HeaderBar,
@@ -85,6 +87,16 @@ class PerftopApp(App[str | None]):
         self.shown: Snapshot | None = None
         self._errors: dict[str, str] = {}
         self._proof = -1  # which hint `e` showed last
+        self.failure: TuiFailure | None = None  # set when the app itself failed
+
+    def _handle_exception(self, error: Exception) -> None:
+        """Any exception in the app: Textual exits the app (tests still see ``error``),
+        but the traceback goes to a file, not the screen; the flow says so in one line
+        and fails open (see :mod:`perftop.tui.failure`)."""
+        if self.failure is None:
+            self.failure = failure_of(error)
+        super()._handle_exception(error)
+        self._exit_renderables.clear()
 
     def compose(self) -> ComposeResult:
         yield HeaderBar(id="header", mode=self.mode)
@@ -229,7 +241,8 @@ class PerftopApp(App[str | None]):
             self.screen.maximize(panel, container=False)
 
     def action_goto_proof(self) -> None:
-        """Focus the panel whose figures prove a hint: the top one, then the next."""
+        """Focus the panel whose figures prove a hint (the top one, then the next) and show
+        the hint whole over it; ``e`` there goes on to the next hint."""
         hints = self.shown.hints if self.shown is not None else ()
         if not hints:
             self.notify("no hints yet", timeout=3)
@@ -237,9 +250,17 @@ class PerftopApp(App[str | None]):
         self._proof = (self._proof + 1) % len(hints)
         h = hints[self._proof]
         ids = [p.id for p in self.panels]
+        title = ""
         if h.panel in ids:
+            panel = self.panels[ids.index(h.panel)]
             self.action_focus_panel(ids.index(h.panel))
-        self.notify(f"{self._proof + 1}. {h.title}", timeout=4)
+            title = panel.TITLE if panel.display else ""
+
+        def closed(key: str | None) -> None:
+            if key == "e":
+                self.action_goto_proof()
+
+        self.push_screen(EvidenceScreen(h, self._proof, len(hints), title), closed)
 
     def _table(self) -> DiffTable | None:
         panel = self._focused_panel()

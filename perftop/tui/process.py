@@ -93,6 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     app = PerftopApp()
     feed(app, fd)
     app.run()
+    if app.failure is not None:  # one line, its traceback in a file; the collector goes on
+        from perftop.console import say
+
+        say(app.failure.line)
+        return 1
     return 0
 
 

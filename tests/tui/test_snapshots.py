@@ -76,3 +76,15 @@ def test_zoomed_hints_160x48(snap_compare) -> None:
 
 def test_zoomed_hints_80x24(snap_compare) -> None:
     assert snap_compare(PerftopApp(), terminal_size=(80, 24), run_before=show("6", "z"))
+
+
+def test_help_80x24_says_it_scrolls(snap_compare) -> None:
+    assert snap_compare(PerftopApp(), terminal_size=(80, 24), run_before=show("question_mark"))
+
+
+def test_evidence_80x24(snap_compare) -> None:
+    assert snap_compare(PerftopApp(), terminal_size=(80, 24), run_before=show("e"))
+
+
+def test_evidence_160x48(snap_compare) -> None:
+    assert snap_compare(PerftopApp(), terminal_size=(160, 48), run_before=show("e"))

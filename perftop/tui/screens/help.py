@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from rich.table import Table
 from rich.text import Text
-from textual import events
 from textual.app import ComposeResult
-from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from perftop.tui import fmt
+from perftop.tui.screens.popup import ScrollPopup
 
 KEYS = (
-    ("?", "this help (any key closes it)"),
+    ("?", "this help (↑ ↓ pgup pgdn scroll it; any other key closes it)"),
     ("q  ctrl+c", "quit; if the job still runs: stop it, or leave it running"),
     ("p", "pause / resume the display (the job and recording go on)"),
     ("z  enter", "zoom the focused panel to full screen and back (esc: back)"),
@@ -28,21 +26,15 @@ KEYS = (
 )
 
 
-class HelpScreen(ModalScreen[None]):
-    DEFAULT_CSS = """
-    HelpScreen { align: center middle; }
-    HelpScreen > VerticalScroll {
-        width: 84; max-width: 96%; height: auto; max-height: 96%;
-        border: round $accent; background: $surface; padding: 0 1;
-    }
-    """
+class HelpScreen(ScrollPopup):
+    TITLE = "perftop help"
 
     def __init__(self, extra: tuple[tuple[str, str], ...] = ()) -> None:
         """``extra``: keys of a mode (a replay's), listed after the common ones."""
         super().__init__()
         self.extra = extra
 
-    def compose(self) -> ComposeResult:
+    def body(self) -> ComposeResult:
         keys = Table.grid(padding=(0, 2))
         keys.add_column(style="bold cyan", no_wrap=True)
         keys.add_column()
@@ -58,14 +50,5 @@ class HelpScreen(ModalScreen[None]):
         )
         colours.append("N/A", style=fmt.NA_STYLE)
         colours.append(" not available (no permission, no device)")
-        with VerticalScroll() as v:
-            v.border_title = "perftop help"
-            yield Static(keys)
-            yield Static(Text("\nStep phases, bottom to top:\n") + colours)
-
-    def on_key(self, event: events.Key) -> None:
-        event.stop()
-        self.dismiss()
-
-    def on_click(self) -> None:
-        self.dismiss()
+        yield Static(keys)
+        yield Static(Text("\nStep phases, bottom to top:\n") + colours)

@@ -6,11 +6,12 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+from perftop.tui.screens.popup import OnceModal
 
-class QuitScreen(ModalScreen[str | None]):
+
+class QuitScreen(OnceModal[str | None]):
     """Dismisses with ``"stop"``, ``"leave"`` or ``None`` (cancel)."""
 
     DEFAULT_CSS = """

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Input, Label
 
 from perftop.replay.controller import parse_target
+from perftop.tui.screens.popup import OnceModal
 
 
-class SeekScreen(ModalScreen[tuple[str, float] | None]):
+class SeekScreen(OnceModal[tuple[str, float] | None]):
     """Dismisses with ``("step", n)`` or ``("time", seconds)``; esc cancels."""
 
     DEFAULT_CSS = """

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.screen import ModalScreen
 
 from perftop.model import Snapshot
+from perftop.tui.screens.popup import OnceModal
 from perftop.tui.widgets.stacks import StacksPanel
 
 
-class StacksScreen(ModalScreen[None]):
+class StacksScreen(OnceModal[None]):
     DEFAULT_CSS = """
     StacksScreen { align: center middle; }
     StacksScreen > StacksPanel { width: 96%; height: 90%; background: $surface; }
