@@ -48,6 +48,7 @@ def merge_held(tr: Tracker) -> None:
     held, tr.held = tr.held, []
     if not held:
         return
+    tr.step_hook_at = 0  # the step callback hears this index again: it was renumbered
     tr.index = held[0][REC_INDEX]
     tr.start = held[0][REC_T0]
     tr.running = True

@@ -194,6 +194,7 @@ def attach(state: Any, torch: Any) -> Collector | None:
         real is not None and not real.aside,
     )
     told = [False]  # sent at the first step: a process that never trains stays silent
+    last = [-1]  # the last step index closed: the tracker numbers merged steps again
     tracker = state.tracker
     aside = compile_guard(state, torch, detector, real is not None)
 
@@ -231,14 +232,14 @@ def attach(state: Any, torch: Any) -> Collector | None:
             watched = detector.active
             if watched:
                 detector.stop()
-            if not tracker.settled:
-                # Before the first optimizer step, steps may yet merge into one (a GAN's
-                # two backward() calls, accumulation's micro-batches): a sample there would
-                # hold part of a step. Sampling starts once the steps are settled.
+            if index <= last[0] and watched:
+                # The tracker folded held steps into this one (the first optimizer step
+                # after a GAN's two backward() calls, or accumulation's micro-batches): a
+                # stretch watched from among them holds part of a step, not a whole one.
                 collector.log.clear()
                 collector.gaps.clear()
-                slot.check(index)
-                return index + 1
+                watched = False
+            last[0] = index
             collector.flush(index, watched)
             if sampler.closed(index, t, watched) and not aside():
                 collector.since = t
