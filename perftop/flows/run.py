@@ -165,7 +165,8 @@ def run_headless(
     install_signal_forwarding(job)
     rc = job.wait()
     try:
-        print(summary(job.snapshot(), cfg.record), file=sys.stderr, flush=True)
+        rec = job.recorder.path if job.recorder is not None else None
+        print(summary(job.snapshot(), rec), file=sys.stderr, flush=True)
     except OSError:  # --stream-out: stderr was ssh's, gone with its reader
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, sys.stderr.fileno())  # what is left in its buffer goes nowhere

@@ -129,7 +129,11 @@ class Job(Background):
         self.server.start()
         self.hub.start()
         self.hub.submit(
-            session_start(self.started_t, self.cfg.command, record_path=str(self.cfg.record or ""))
+            session_start(
+                self.started_t,
+                self.cfg.command,
+                record_path=str(self.recorder.path) if self.recorder is not None else "",
+            )
         )
         env = hook_env(self.server.path)
         kwargs: dict[str, Any] = {}
