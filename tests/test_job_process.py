@@ -216,3 +216,50 @@ def test_old_interpreters_stay_silent(tmp_path, python):
     r = subprocess.run([str(python), "-c", "import os; print(os.environ.get('CHAINED'))"],
                        env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
     assert (r.returncode, r.stdout.strip(), r.stderr) == (0, "yes", "")
+
+
+# -- a wrapper killed under its training (item 6) ----------------------------------------
+
+TRAIN = """
+import os, sys, torch
+m = torch.nn.Linear(4, 1); opt = torch.optim.SGD(m.parameters(), lr=0.1)
+n = 0
+while not os.path.exists("stop") or n < 40:
+    opt.zero_grad(); m(torch.randn(8, 4)).sum().backward(); opt.step()
+    n += 1
+    if n == 20:
+        print("ready", os.getpid(), flush=True)
+print("STEPS", n, flush=True)
+sys.exit(3)
+"""
+
+
+def test_a_killed_wrapper_leaves_the_session_following_the_training(tmp_path):
+    """`perftop run -- sh -c "python train.py; ..."` and a kill -9 of the shell: the
+    training goes on, and so does the session, to the training's own exit code (3), with
+    one line saying what happened; the recording has every step."""
+    (tmp_path / "train.py").write_text(TRAIN)
+    rec = tmp_path / "r.perftop"
+    mon = subprocess.Popen(
+        [sys.executable, "-m", "perftop", "run", "--headless", "--record", str(rec), "--",
+         "sh", "-c", f"{sys.executable} train.py; echo after"],
+        cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert mon.stdout is not None
+    word, pid = mon.stdout.readline().split()
+    assert word == "ready"
+    shell = psutil.Process(int(pid)).parent()
+    assert shell is not None and shell.name() == "sh"
+    shell.kill()
+    shell.wait(timeout=30)
+    (tmp_path / "stop").touch()
+    out, err = mon.communicate(timeout=120)
+    assert mon.returncode == 3, err
+    steps = int(out.split()[-1])
+    lines = [ln for ln in err.splitlines() if "killed by SIGKILL" in ln]
+    assert len(lines) == 1 and f"training (pid {pid}) went on" in lines[0]
+    assert "exited with code 3" in lines[0]
+    rep = json.loads(perftop("report", "--json", str(rec), cwd=tmp_path).stdout)
+    assert rep["exit_code"] == 3
+    assert {r["pid"]: r["steps"] for r in rep["ranks"]} == {int(pid): steps}

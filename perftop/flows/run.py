@@ -124,6 +124,9 @@ def _conclude(ctl: LiveController, choice: str | None) -> int:
         return _leave(job)
     code = job.reap()
     ctl.finish()
+    line = job.outlived_line()
+    if line:
+        say(line)
     rec = job.recorder
     where = f"; recording: {rec.path}" if rec is not None else ""
     say(f"perftop: {command_line(job.cfg.command)} exited with code {code}{where}")
@@ -165,6 +168,9 @@ def run_headless(
     install_signal_forwarding(job)
     rc = job.wait()
     try:
+        line = job.outlived_line()
+        if line:
+            say(line)
         rec = job.recorder.path if job.recorder is not None else None
         print(summary(job.snapshot(), rec), file=sys.stderr, flush=True)
     except OSError:  # --stream-out: stderr was ssh's, gone with its reader
