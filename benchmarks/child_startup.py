@@ -5,7 +5,9 @@ Under ``perftop run`` every Python process of the job runs the bootstrap
 by side and interleaved: ``python -c pass`` and ``python -c "import torch"``, each run
 plainly and with the environment ``perftop run`` gives its job (the bootstrap first on
 PYTHONPATH, ``PERFTOP_SOCKET`` naming a live monitor's socket, so a torch import arms the
-hook). Wall time from ``fork`` to exit, best and median of the runs, and the difference.
+hook). Wall time from ``fork`` to exit, best and median of the runs, and the difference;
+then the bootstrap's own time inside ``python -c pass`` (``-X importtime``), which a busy
+machine's noise on the whole process's time cannot hide.
 
     python benchmarks/child_startup.py [--runs 20] [--torch-runs 5]
 """
@@ -36,6 +38,17 @@ def once(code: str, env: dict[str, str]) -> float:
     return time.perf_counter() - t
 
 
+def bootstrap_ms(env: dict[str, str]) -> float:
+    """The bootstrap's own time in ``python -c pass`` (``-X importtime``: sitecustomize,
+    with what it imports), without the process start-up's noise around it."""
+    r = subprocess.run([sys.executable, "-X", "importtime", "-c", "pass"], env=env,
+                       capture_output=True, text=True, check=True)  # fmt: skip
+    for ln in r.stderr.splitlines():
+        if ln.split("|")[-1].strip() == "sitecustomize":
+            return int(ln.split("|")[1]) / 1e3
+    return 0.0
+
+
 def measure(runs: int, torch_runs: int) -> list[tuple[str, str, list[float]]]:
     plain = dict(os.environ)
     with tempfile.TemporaryDirectory() as d:
@@ -52,6 +65,8 @@ def measure(runs: int, torch_runs: int) -> list[tuple[str, str, list[float]]]:
                     times["plain"].append(once(code, plain))
                     times["perftop"].append(once(code, under))
                 rows += [(label, how, ts) for how, ts in times.items()]
+            boot = [bootstrap_ms(under) / 1e3 for _ in range(runs)]
+            rows.append(("the bootstrap itself", "perftop", boot))
         finally:
             server.close()
     return rows
@@ -67,8 +82,9 @@ def main() -> None:
     base: dict[str, float] = {}
     for label, how, ts in rows:
         med = statistics.median(ts) * 1e3
-        base.setdefault(label, med)
-        extra = "" if how == "plain" else f"{med - base[label]:+9.1f}"
+        if how == "plain":
+            base[label] = med
+        extra = f"{med - base[label]:+9.1f}" if how != "plain" and label in base else ""
         print(f"{label:28} {how:8} {min(ts) * 1e3:9.1f} {med:10.1f} {extra:>9}")
 
 
