@@ -90,11 +90,11 @@ def _under_perftop(tmpdir: Path, code: str, **popen: Any) -> subprocess.Popen[st
 
 
 def test_output_files_stay_small_on_a_small_disk(tmp_path):
-    """20 MB of output through a 4 MB TMPDIR: every line arrives, the job exits 0 (it
-    died of its own print's ENOSPC when the files kept everything)."""
-    with small_tmpfs(tmp_path / "t", "4m") as tmpdir:
+    """20 MB of output (at up to 5 MB/s) through an 8 MB TMPDIR: every line arrives, the
+    job exits 0 (it died of its own print's ENOSPC when the files kept everything)."""
+    with small_tmpfs(tmp_path / "t", "8m") as tmpdir:
         out = tmp_path / "relayed.txt"
-        code = "for i in range(200000): print('x' * 99)"
+        code = "import time\nfor i in range(200):\n    print(('x' * 99 + '\\n') * 999 + 'x' * 99)\n    time.sleep(0.02)"
         with out.open("w") as f:
             mon = _under_perftop(tmpdir, code, stderr=f)
             assert mon.wait(timeout=300) == 0
@@ -103,8 +103,37 @@ def test_output_files_stay_small_on_a_small_disk(tmp_path):
         assert not list(tmpdir.glob("perftop-out-*"))  # removed at the end
 
 
+def test_a_disk_filled_by_someone_else_does_not_fail_the_jobs_writes(tmp_path):
+    """Another program fills TMPDIR to the last byte while the job runs: the job's next
+    400 kB of output still land in space perftop reserved ahead, and every line arrives."""
+    go = tmp_path / "go"
+    code = (
+        "import os, time\n"
+        "print('first', flush=True)\n"
+        f"while not os.path.exists({str(go)!r}):\n"
+        "    time.sleep(0.01)\n"
+        "for i in range(4000):\n"
+        "    print('z' * 99)\n"
+    )
+    with small_tmpfs(tmp_path / "t", "4m") as tmpdir:
+        mon = _under_perftop(tmpdir, code, stderr=subprocess.PIPE)
+        assert mon.stderr is not None
+        while mon.stderr.readline().strip() != "first":
+            pass
+        fd = os.open(tmpdir / "filler", os.O_WRONLY | os.O_CREAT)
+        for block in (1 << 16, 4096, 1):  # to the last byte
+            with contextlib.suppress(OSError):
+                while os.write(fd, b"\0" * block):
+                    pass
+        os.close(fd)
+        go.touch()
+        err = mon.communicate(timeout=120)[1]
+        assert mon.returncode == 0, err[-2000:]
+        assert err.splitlines().count("z" * 99) == 4000
+
+
 def test_a_killed_monitor_never_fills_the_disk_under_the_job(tmp_path):
-    """kill -9 of the monitor: the job writes 24 MB more into an 8 MB TMPDIR and finishes;
+    """kill -9 of the monitor: the job writes 24 MB more into a 16 MB TMPDIR and finishes;
     the keeper punches out what it writes and removes the files once the job is gone."""
     marker = tmp_path / "end"
     code = (
@@ -115,7 +144,7 @@ def test_a_killed_monitor_never_fills_the_disk_under_the_job(tmp_path):
         "    time.sleep(0.015)\n"
         f"open({str(marker)!r}, 'w').write('ok')\n"
     )
-    with small_tmpfs(tmp_path / "t", "8m") as tmpdir:
+    with small_tmpfs(tmp_path / "t", "16m") as tmpdir:
         mon = _under_perftop(tmpdir, code, stderr=subprocess.PIPE)
         assert mon.stderr is not None
         while mon.stderr.readline().strip() != "first":
