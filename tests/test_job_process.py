@@ -57,7 +57,7 @@ def test_force_never_shares_a_live_recording(tmp_path):
         mon.send_signal(signal.SIGTERM)
         mon.communicate(timeout=60)
     rep = json.loads(perftop("report", "--json", str(rec), cwd=tmp_path).stdout)
-    assert rep["steps"]["count"] >= 100
+    assert rep["steps"]["count"] >= 50  # whole: the last batch may die with the job
     r = perftop("run", "--headless", "--force", "--record", str(rec), "true", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
 
