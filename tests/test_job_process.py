@@ -1,4 +1,6 @@
-"""The job's process under perftop (issue 28): recording names two runs cannot share."""
+"""The job's process under perftop (issue 28): recording names two runs cannot share, output
+files that never fail or fill a disk under the job, a killed wrapper that does not end the
+session, and a bootstrap that costs a Python child nothing until it imports torch."""
 
 from __future__ import annotations
 

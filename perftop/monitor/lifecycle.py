@@ -97,7 +97,7 @@ class Background:
                             f"the job's top process ({command}, pid {top}) ended (code {code}) "
                             f"while its training (pid {', '.join(map(str, left))}) goes on: "
                             "the session follows it until it exits",
-                        )  # fmt: skip
+                        )
                     )
                 o.wait(self.server.peer_pids)
                 self.outlived = o
