@@ -8,6 +8,7 @@ and reads on at the next good one, with a warning.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import time
 import zlib
@@ -26,10 +27,49 @@ SEGMENT_BYTES = 32 << 10  # input per deflate stream: a damaged byte costs at mo
 SUFFIX = ".perftop"
 
 
+class DefaultPath(type(Path())):  # type: ignore[misc]
+    """A name perftop chose (not the user): the writer takes the first free one of
+    ``NAME.perftop``, ``NAME-2.perftop``, ... and never overwrites, ``--force`` or not."""
+
+
 def default_path(now: float | None = None) -> Path:
-    """A timestamped recording name in the current directory."""
+    """A timestamped recording name in the current directory (see :class:`DefaultPath`)."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
-    return Path(f"perftop-{stamp}{SUFFIX}")
+    return DefaultPath(f"perftop-{stamp}{SUFFIX}")
+
+
+def _create(path: Path, force: bool, append: bool) -> tuple[Path, int]:
+    """Open ``path`` for writing, exclusively created unless ``force`` or ``append``; a
+    :class:`DefaultPath` moves on to the next free name instead of failing."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC
+    unique = isinstance(path, DefaultPath)
+    if unique or not (force or append):
+        flags |= os.O_EXCL
+    if append:
+        flags |= os.O_APPEND
+    candidate, n = Path(path), 1
+    while True:
+        try:
+            return candidate, os.open(candidate, flags, 0o644)
+        except FileExistsError:
+            if not unique:
+                raise
+            n += 1
+            candidate = path.with_name(f"{path.name.removesuffix(SUFFIX)}-{n}{SUFFIX}")
+
+
+def _lock(path: Path, fd: int) -> None:
+    """Hold the recording's lock while this writer (or its forked background monitor)
+    lives: no second live session writes into the same file, ``--force`` or not."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise RecordingError(
+            f"{path}: a live perftop session is recording to it (choose another --record FILE)"
+        ) from None
+    except OSError:  # a filesystem without locks: record unlocked
+        pass
 
 
 class RecordingWriter:
@@ -53,21 +93,21 @@ class RecordingWriter:
         from the TUI); the header is written only when the file is new or empty.
         ``on_close(path)`` runs once the file is complete: the monitor saves the replay
         index beside it (:func:`perftop.replay.autosave.index_after_recording`)."""
-        self.path = Path(path)
-        if self.path.is_dir():  # --force could not help: say what would
+        if Path(path).is_dir():  # --force could not help: say what would
             raise RecordingError(
-                f"{self.path}: is a directory; name a file to record to, "
-                f"e.g. {self.path / ('run' + SUFFIX)}"
+                f"{path}: is a directory; name a file to record to, "
+                f"e.g. {Path(path) / ('run' + SUFFIX)}"
             )
-        mode = "ab" if append else "wb" if force else "xb"
         try:
-            self._file = open(self.path, mode)  # noqa: SIM115 (closed in close())
+            self.path, fd = _create(path if isinstance(path, Path) else Path(path), force, append)
         except FileExistsError:
-            raise RecordingError(
-                f"{self.path}: already exists (pass --force to overwrite)"
-            ) from None
+            raise RecordingError(f"{path}: already exists (pass --force to overwrite)") from None
         except OSError as exc:
-            raise RecordingError(f"{self.path}: cannot write: {exc.strerror}") from None
+            raise RecordingError(f"{path}: cannot write: {exc.strerror}") from None
+        _lock(self.path, fd)
+        if force and not append:
+            os.ftruncate(fd, 0)  # only once the lock says no live session writes here
+        self._file = os.fdopen(fd, "ab" if append else "wb")  # closed in close()
         fresh = not append or self._file.tell() == 0
         if fresh:
             self._file.write(MAGIC)

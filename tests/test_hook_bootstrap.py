@@ -37,8 +37,8 @@ VIA_LIB = (
     "import importlib.util, sys\n"
     "assert importlib.util.find_spec('torch') is not None\n"
     "assert importlib.util.find_spec('torch') is not None\n"
-    "st = sys.modules['perftop.hook'].state()\n"
-    "print('ARMED_BEFORE', 'torch' in sys.modules, st.torch_patched, flush=True)\n"
+    "hook = sys.modules.get('perftop.hook')  # loads only with torch\n"
+    "print('ARMED_BEFORE', 'torch' in sys.modules, hook is not None, flush=True)\n"
     "import appmod, trainlib\n"
     "assert appmod.VALUE == 7 and trainlib.HAVE_TORCH\n"
     "trainlib.fit(120)\n"
@@ -118,17 +118,21 @@ def test_import_orders_a_chained_sitecustomize_and_hookless_processes(tmp_path, 
 
 def test_a_failed_by_path_load_leaves_no_half_built_module(tmp_path):
     """``import perftop.hook`` fails (a module of the job's own named perftop), so the hook
-    is loaded by path, and that load fails too: the job's ``sys.modules`` is as it was."""
+    is loaded by path once torch is imported (here the job's own stand-in), and that load
+    fails too: the job's ``sys.modules`` is as it was."""
     pkg = tmp_path / "pkg"
     shutil.copytree(BOOTSTRAP_DIR, pkg / "_bootstrap")
+    (pkg / "hook").mkdir()
+    shutil.copy(BOOTSTRAP_DIR.parent / "hook" / "importwatch.py", pkg / "hook")
     (pkg / "__init__.py").write_text("STEP = 1\nraise RuntimeError('half-built')\n")
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "perftop.py").write_text("MINE = True\n")
+    (tmp_path / "mine" / "torch.py").write_text("")
     env = {"PATH": "/usr/bin:/bin", "PERFTOP_SOCKET": str(tmp_path / "x.sock"),
            "PYTHONPATH": os.pathsep.join([str(pkg / "_bootstrap"), str(tmp_path / "mine")])}  # fmt: skip
-    code = "import sys; m = sys.modules.get('perftop'); print(getattr(m, 'MINE', m))"
+    code = "import sys, torch; m = sys.modules.get('perftop'); print(getattr(m, 'MINE', m))"
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                       timeout=60)  # fmt: skip
+                       timeout=60, cwd=tmp_path)  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "True"
 

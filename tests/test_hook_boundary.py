@@ -59,10 +59,11 @@ def test_bootstrap_is_silent_and_unarmed_without_a_monitor(tmp_path):
 
 def test_users_own_sitecustomize_still_runs(tmp_path):
     (tmp_path / "sitecustomize.py").write_text("import os; os.environ['USER_SITE_RAN'] = '1'\n")
+    (tmp_path / "torch.py").write_text("")  # the hook loads once torch is imported
     env = hook_env(tmp_path / "x.sock")
     env["PYTHONPATH"] = env["PYTHONPATH"] + ":" + str(tmp_path)
     r = _run(
-        "import os, perftop.hook as h; print(os.environ.get('USER_SITE_RAN'), "
+        "import os, torch, perftop.hook as h; print(os.environ.get('USER_SITE_RAN'), "
         "h.state() is not None)",
         env,
     )
@@ -113,11 +114,12 @@ def test_hook_loads_by_path_in_an_interpreter_without_perftop(tmp_path):
     )
     if probe.returncode == 0:
         pytest.skip("perftop is installed in the base interpreter too")
+    (tmp_path / "torch.py").write_text("")  # the hook loads once torch is imported
     r = subprocess.run(
         [
             base,
             "-c",
-            "import sys, perftop, perftop.hook as h; "
+            "import sys, torch, perftop, perftop.hook as h; "
             "print(h.state() is not None, 'textual' in sys.modules, perftop.__file__)",
         ],
         capture_output=True,

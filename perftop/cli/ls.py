@@ -73,8 +73,15 @@ class LsCommand(Command):
 
 
 def _local() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    import tempfile
+
+    from perftop.monitor.outfiles import clean_left_behind
     from perftop.monitor.registry import candidates, session_pids, sessions
 
+    cleaned = clean_left_behind(tempfile.gettempdir())
+    if cleaned:
+        print(f"perftop: cleaned {cleaned} job output file(s) a killed monitor left behind "
+              f"in {tempfile.gettempdir()}", file=sys.stderr)  # fmt: skip
     found = sessions()
     taken: set[int] = set()
     for s in found:

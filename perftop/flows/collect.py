@@ -97,7 +97,7 @@ def run_collect(
         session_start(
             time.time(),
             ("perftop", "collect", *args, *(("--", *cfg.command) if cfg.ssh else ())),
-            record_path=str(cfg.record or ""),
+            record_path=str(rec.path) if rec is not None else "",
         )
     )
     remote = remote_command(cfg.command, cfg.remote_record, cfg.remote_dir)
@@ -109,7 +109,7 @@ def run_collect(
         n.start()
     if collector is not None:
         collector.start()
-        log(f"perftop: collecting on {where}" + (f", recording to {cfg.record}" if rec else ""))
+        log(f"perftop: collecting on {where}" + (f", recording to {rec.path}" if rec else ""))
     try:
         if want_tui and nodes:  # ssh asks its questions before the TUI starts
             linked = connect_first([n.start() for n in nodes])
@@ -137,7 +137,12 @@ def run_collect(
         hub.stop()
     snap = session.snapshot(window=None)
     refused = collector.refused if collector is not None else 0
-    for line in summary(snap, cfg.record, refused, rec.error if rec is not None else None):
+    for line in summary(
+        snap,
+        rec.path if rec is not None else None,
+        refused,
+        rec.error if rec is not None else None,
+    ):
         log(line)
     return exit_code(nodes)
 

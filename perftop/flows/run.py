@@ -129,6 +129,9 @@ def _conclude(ctl: LiveController, choice: str | None) -> int:
     ctl.finish()
     for line in job.hub.cutoffs.problems:  # shown as notices in the app, now gone: one line each
         say(f"perftop: {line}")
+    line = job.outlived_line()
+    if line:
+        say(line)
     rec = job.recorder
     where = f"; recording: {rec.path}" if rec is not None else ""
     say(f"perftop: {command_line(job.cfg.command)} exited with code {code}{where}")
@@ -170,8 +173,12 @@ def run_headless(
     install_signal_forwarding(job)
     rc = job.wait()
     try:
+        line = job.outlived_line()
+        if line:
+            say(line)
         err = job.recorder.error if job.recorder is not None else None
-        print(summary(job.snapshot(), cfg.record, err), file=sys.stderr, flush=True)
+        rec = job.recorder.path if job.recorder is not None else None
+        print(summary(job.snapshot(), rec, err), file=sys.stderr, flush=True)
     except OSError:  # --stream-out: stderr was ssh's, gone with its reader
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, sys.stderr.fileno())  # what is left in its buffer goes nowhere

@@ -8,25 +8,32 @@ Libraries ask whether torch exists before importing it (``importlib.util.find_sp
 in transformers, datasets, accelerate): a look-up is not an import, so the watcher stays
 on ``sys.meta_path`` through any number of them and leaves only once the module has really
 executed (it stays too when that import fails, for the job's next try).
+
+Every Python process of a job loads this file at start-up (the bootstrap loads it by path,
+as ``_perftop_importwatch``): it imports nothing that start-up has not loaded already.
 """
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
+import _thread
 import sys
-import threading
-from collections.abc import Callable
-from types import ModuleType
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # what start-up has not loaded costs every process of the job
+    from collections.abc import Callable
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
+    from typing import Any
 
 
-class _Loader(importlib.abc.Loader):
+class _Loader:
+    """The real loader, and a call back once it has executed the module."""
+
     def __init__(self, inner: Any, watcher: _Watcher) -> None:
         self.inner = inner
         self.watcher = watcher
 
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
         return self.inner.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
@@ -43,17 +50,20 @@ class _Loader(importlib.abc.Loader):
         return getattr(self.inner, name)
 
 
-class _Watcher(importlib.abc.MetaPathFinder):
+class _Watcher:
+    """A finder first on ``sys.meta_path`` that finds nothing itself."""
+
     def __init__(self, name: str, callback: Callable[[ModuleType], None]) -> None:
         self.name = name
         self.callback = callback
         self.done = False
-        self._busy = threading.local()  # our own look-up below must not find ourselves
+        self._busy: set[int] = set()  # threads in our own look-up: it must not find us
 
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        if fullname != self.name or self.done or getattr(self._busy, "on", False):
+        me = _thread.get_ident()
+        if fullname != self.name or self.done or me in self._busy:
             return None
-        self._busy.on = True
+        self._busy.add(me)
         try:
             for finder in list(sys.meta_path):
                 if finder is self:
@@ -68,7 +78,7 @@ class _Watcher(importlib.abc.MetaPathFinder):
                     return spec
             return None
         finally:
-            self._busy.on = False
+            self._busy.discard(me)
 
     def imported(self, module: ModuleType) -> None:
         """The module has executed (a real import, not a look-up): call back once, leave."""

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from perftop.events import JobExit, Note
+from perftop.monitor.outlive import Outlived, survivors
 from perftop.probes.alive import alive
 
 if TYPE_CHECKING:
@@ -84,12 +85,41 @@ class Background:
     sources: list[Any]
     output: Any
     detached: bool
+    outlived: Outlived | None  # None until the job's top process has ended
+    _outlive_lock: threading.Lock
     if TYPE_CHECKING:  # the Job's own
 
         @property
         def pid(self) -> int | None: ...
 
         def finish(self) -> None: ...
+
+    def _outlive(self, command: str, top: int, code: int) -> int:
+        """The top process ended with ``code``: the session lasts while any hooked process
+        of the job lives (see :mod:`perftop.monitor.outlive`); returns the job's code."""
+        with self._outlive_lock:
+            if self.outlived is None:
+                o = Outlived(command, top, code)
+                left = survivors(self.server.peer_pids, top)
+                if left:
+                    self.hub.submit(
+                        Note(
+                            time.time(),
+                            "warning",
+                            "job",
+                            f"the job's top process ({command}, pid {top}) ended (code {code}) "
+                            f"while its training (pid {', '.join(map(str, left))}) goes on: "
+                            "the session follows it until it exits",
+                        )
+                    )
+                o.wait(self.server.peer_pids)
+                self.outlived = o
+            return self.outlived.final
+
+    def outlived_line(self) -> str | None:
+        """One line when the session followed the training past its top process's end."""
+        o = self.outlived
+        return o.line() if o is not None and o.followed else None
 
     def leave(self) -> int | None:
         """Leave the job running: this monitor forks into the background (see the module
@@ -147,7 +177,7 @@ class Background:
             )
         )
         pid = self.pid or 0
-        while alive(pid) and not stop.wait(POLL_S):
+        while (alive(pid) or survivors(self.server.peer_pids, pid)) and not stop.wait(POLL_S):
             pass
         if not alive(pid):
             self.hub.submit(JobExit(time.time(), pid, 0, known=False))

@@ -4,12 +4,17 @@ TUI owns the terminal, or ``--stream-out`` (ssh's pipes are our stdout and stder
 The job writes to ordinary files (not pipes), so it never blocks on a slow reader and never
 dies of a broken pipe if the monitor, its terminal or its ssh link goes away; a thread tails
 the files into ``output`` events (the session, the recording, the stream) and may relay
-them to a file descriptor, which it simply stops doing once that descriptor fails.
+them to a file descriptor, which it simply stops doing once that descriptor fails. What it
+has read is punched out of the files, with space reserved ahead, and a keeper process takes
+over if the monitor dies (see :mod:`perftop.monitor.outfiles`): their disk use stays small
+however long the job writes.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -17,9 +22,11 @@ from collections.abc import Callable
 from typing import IO
 
 from perftop.events import Event, Output
+from perftop.monitor import outfiles
 
 POLL_S = 0.1
 MAX_LINE = 4096
+KEEPER_WAIT_S = 2.0
 
 
 def relay_to(fd: int) -> Callable[[bytes], bool]:
@@ -47,12 +54,20 @@ class OutputTail:
         """``relay``: also pass each complete piece of output on (see :func:`relay_to`)."""
         self.submit = submit
         self.relay = relay
-        self.dir = tempfile.mkdtemp(prefix="perftop-out-", dir=directory)
+        self.dir = tempfile.mkdtemp(prefix=outfiles.PREFIX, dir=directory)
+        self._lock = outfiles.hold(self.dir)  # an owner lives: `perftop ls` leaves it alone
         self.paths = {name: os.path.join(self.dir, f"{name}.log") for name in ("stdout", "stderr")}
         self.stdout: IO[bytes] = open(self.paths["stdout"], "wb")  # noqa: SIM115
         self.stderr: IO[bytes] = open(self.paths["stderr"], "wb")  # noqa: SIM115
         self._readers = {name: open(p, "rb") for name, p in self.paths.items()}  # noqa: SIM115
         self._partial = {name: b"" for name in self.paths}
+        # our own write ends, for fallocate (the job's may be closed here)
+        self._wfds = {n: os.open(p, os.O_WRONLY | os.O_CLOEXEC) for n, p in self.paths.items()}
+        self._punched = dict.fromkeys(self.paths, 0)
+        self._reserved = dict.fromkeys(self.paths, 0)
+        for name in self.paths:
+            self._bound(name)
+        self._keeper, self._lifeline = _start_keeper(self.dir)
         self._stop = threading.Event()
         self._paused = False
         self._thread = threading.Thread(target=self._loop, name="perftop-output", daemon=True)
@@ -84,6 +99,7 @@ class OutputTail:
         now = time.time()
         for name, f in self._readers.items():
             data = self._partial[name] + f.read()
+            self._bound(name)
             if not data:
                 continue
             head, sep, tail = data.rpartition(b"\n")
@@ -101,18 +117,47 @@ class OutputTail:
         if events:
             self.submit(*events)
 
+    def _bound(self, name: str) -> None:
+        """Punch out what was read; keep space reserved ahead of the job's writes."""
+        fd = self._wfds[name]
+        self._punched[name] = outfiles.punch(fd, self._punched[name], self._readers[name].tell())
+        self._reserved[name] = outfiles.reserve(fd, os.fstat(fd).st_size, self._reserved[name])
+
     def stop(self) -> None:
+        """The last output read; the files are then the keeper's, which removes them once
+        no process of the job holds them (at once, usually)."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=2)
         for f in self._readers.values():
             f.close()
-        for p in self.paths.values():
-            try:
-                os.unlink(p)
-            except OSError:
-                pass
+        for fd in self._wfds.values():
+            os.close(fd)
+        os.close(self._lock)
+        if self._keeper is None:
+            outfiles.remove(self.dir)
+            return
+        os.close(self._lifeline)
         try:
-            os.rmdir(self.dir)
-        except OSError:
-            pass
+            self._keeper.wait(timeout=KEEPER_WAIT_S)
+        except subprocess.TimeoutExpired:
+            pass  # the job's processes still write there: the keeper goes on alone
+
+
+def _start_keeper(directory: str) -> tuple[subprocess.Popen[bytes] | None, int]:
+    """The keeper (see :mod:`perftop.monitor.outfiles`) and our end of its lifeline."""
+    r, w = os.pipe()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", outfiles.__file__, directory, str(r)],
+            pass_fds=(r,),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except OSError:
+        os.close(w)
+        proc = None
+    os.close(r)
+    return proc, w

@@ -26,6 +26,7 @@ from perftop.monitor.header import session_start
 from perftop.monitor.hookless import HooklessWatch
 from perftop.monitor.hub import Hub
 from perftop.monitor.lifecycle import Background
+from perftop.monitor.outlive import become_subreaper, survivors
 from perftop.monitor.output import OutputTail, relay_to
 from perftop.monitor.server import Server
 from perftop.monitor.sinks import SocketSink
@@ -123,6 +124,8 @@ class Job(Background):
         self.detached = False  # forked into the background: the job is no longer our child
         self.hookless: HooklessWatch | None = None
         self._exit_lock = threading.Lock()
+        self._outlive_lock = threading.Lock()
+        self.outlived = None
 
     @property
     def ingest(self) -> Hub:  # the name the probes' factories used
@@ -137,7 +140,11 @@ class Job(Background):
         self.server.start()
         self.hub.start()
         self.hub.submit(
-            session_start(self.started_t, self.cfg.command, record_path=str(self.cfg.record or ""))
+            session_start(
+                self.started_t,
+                self.cfg.command,
+                record_path=str(self.recorder.path) if self.recorder is not None else "",
+            )
         )
         env = hook_env(self.server.path)
         kwargs: dict[str, Any] = {}
@@ -156,6 +163,7 @@ class Job(Background):
             self.output = OutputTail(self.hub.submit, relay=relay_to(sys.stderr.fileno()))
             env["PYTHONUNBUFFERED"] = "1"
             kwargs.update(stdout=self.output.stdout, stderr=self.output.stderr)
+        become_subreaper()  # the training outliving a wrapper stays ours: its exit code too
         try:
             self.proc = subprocess.Popen([exe, *self.cfg.command[1:]], env=env, **kwargs)
         except OSError as exc:
@@ -216,8 +224,11 @@ class Job(Background):
         try:
             if self.cfg.capture_output:
                 os.killpg(self.proc.pid, signum)
-            else:
+            elif self.proc.returncode is None:
                 self.proc.send_signal(signum)
+            else:  # its wrapper is gone: the training that outlived it
+                for pid in survivors(self.server.peer_pids, self.proc.pid):
+                    os.kill(pid, signum)
         except (ProcessLookupError, PermissionError):
             pass
 
@@ -226,7 +237,11 @@ class Job(Background):
             return None
         if self.detached:  # no longer our child: alive or not is all we can know
             return None if alive(self.proc.pid) else -1
-        return self.proc.poll()
+        rc = self.proc.poll()
+        if rc is None or self.exit_code is not None:
+            return rc
+        # the training outlives its wrapper: the job goes on
+        return None if survivors(self.server.peer_pids, self.proc.pid) else rc
 
     def reap(self) -> int:
         """Wait for the job's top process and record its exit, once, whoever asks first
@@ -234,9 +249,10 @@ class Job(Background):
         if self.proc is None:
             raise RuntimeError("Job.reap() before Job.start()")
         rc = self.proc.wait()
+        code = self._outlive(self.cfg.command[0], self.proc.pid, rc if rc >= 0 else 128 - rc)
         with self._exit_lock:
             if self.exit_code is None:
-                self.exit_code = rc if rc >= 0 else 128 - rc
+                self.exit_code = code
                 self.hub.submit(JobExit(time.time(), self.proc.pid, self.exit_code))
         return self.exit_code
 

@@ -79,7 +79,8 @@ class Server:
         self.viewers = 0
         # pids that connected (a hook connects once a torch import arms it, before any
         # hello): how the monitor tells a process whose hook never started (see hookless)
-        self.peer_pids: set[int] = set()
+        self.peer_pids: set[int] = set()  # the job's processes that connected (not viewers)
+        self._pid_of: dict[socket.socket, int] = {}
         self._sel = selectors.DefaultSelector()
         self._readers: dict[socket.socket, EventReader] = {}
         self._greeting: dict[socket.socket, bytes] = {}
@@ -126,6 +127,7 @@ class Server:
             return
         if cred is not None:
             self.peer_pids.add(cred[0])
+            self._pid_of[conn] = cred[0]
         conn.setblocking(False)
         self._greeting[conn] = b""
         self._sel.register(conn, selectors.EVENT_READ)
@@ -139,9 +141,12 @@ class Server:
             return None
         del self._greeting[conn]
         kind = buf[: len(MAGIC)]
+        pid = self._pid_of.pop(conn, None)
         if kind == MAGIC:
             self._readers[conn] = EventReader()
             return buf
+        if pid is not None:  # a viewer or `perftop ls`: not one of the job's processes
+            self.peer_pids.discard(pid)
         self._unregister(conn)
         if kind == VIEW_MAGIC and self.on_viewer is not None:
             self.viewers += 1
@@ -191,6 +196,7 @@ class Server:
     def _unregister(self, conn: socket.socket) -> None:
         self._readers.pop(conn, None)
         self._greeting.pop(conn, None)
+        self._pid_of.pop(conn, None)
         try:
             self._sel.unregister(conn)
         except (KeyError, ValueError):

@@ -1,0 +1,96 @@
+"""When the job's top process is a wrapper (``sh -c``, a launcher script) that ends before
+its training: the session lasts while any hooked process of the job lives.
+
+The monitor makes itself a child subreaper (Linux ``PR_SET_CHILD_SUBREAPER``) before it
+starts the job, so the wrapper's orphans become its children: it can wait for them and
+know their exit status, rather than only seeing them gone. Where that is not possible (no
+prctl, a background monitor that is not their parent) it watches them go, exit unknown.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import time
+from collections.abc import Collection
+
+from perftop.probes.alive import alive
+
+PR_SET_CHILD_SUBREAPER = 36
+POLL_S = 0.1
+
+
+def become_subreaper() -> bool:
+    """Adopt this process's orphaned descendants (cleared in forked children)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
+def survivors(peers: Collection[int], top: int) -> list[int]:
+    """The hooked processes of the job still alive, but its top process."""
+    return [p for p in list(peers) if p != top and alive(p)]
+
+
+def _reap(pid: int) -> int | None:
+    """``pid``'s exit code (128+N for signal N) if it was our child and has ended."""
+    try:
+        done, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return None
+    if done != pid:
+        return None
+    return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
+
+
+class Outlived:
+    """What happened after the wrapper ended: computed once (:meth:`wait`), read by all."""
+
+    def __init__(self, command: str, top: int, top_code: int) -> None:
+        self.command = command
+        self.top = top
+        self.top_code = top_code
+        self.followed: list[int] = []  # the survivors perftop followed to their end
+        self.code: int | None = None  # the training's own exit code, where it was ours
+        self.final = top_code  # the session's exit code, once :meth:`wait` returned
+
+    def wait(self, peers: Collection[int]) -> int:
+        """Until no hooked process of the job lives; the job's exit code as best known:
+        the wrapper's own when it exited by itself, else the training's when known."""
+        codes: dict[int, int] = {}
+        while True:
+            left = survivors(peers, self.top)
+            for p in left:
+                if p not in self.followed:
+                    self.followed.append(p)
+            for p in self.followed:
+                if p not in codes:
+                    code = _reap(p)
+                    if code is not None:
+                        codes[p] = code
+            if not [p for p in left if p not in codes]:
+                break
+            time.sleep(POLL_S)
+        mine = [codes[p] for p in self.followed if p in codes]
+        if mine:
+            self.code = next((c for c in mine if c), 0)
+        if self.top_code >= 128 and self.code is not None:
+            self.final = self.code
+        return self.final
+
+    def line(self) -> str:
+        """The one line that says what happened."""
+        how = (
+            f"was killed by {signal.Signals(self.top_code - 128).name}"
+            if 128 < self.top_code < 128 + 65
+            else f"exited with code {self.top_code}"
+        )
+        pids = ", ".join(str(p) for p in self.followed)
+        end = f"code {self.code}" if self.code is not None else "an exit code perftop cannot know"
+        return (
+            f"perftop: the job's top process ({self.command}, pid {self.top}) {how}; its "
+            f"training (pid {pids}) went on, followed until it exited with {end}"
+        )
