@@ -127,11 +127,11 @@ def _conclude(ctl: LiveController, choice: str | None) -> int:
         return _leave(job)
     code = job.reap()
     ctl.finish()
-    for line in job.hub.cutoffs.problems:  # shown as notices in the app, now gone: one line each
-        say(f"perftop: {line}")
-    line = job.outlived_line()
-    if line:
-        say(line)
+    for problem in job.hub.cutoffs.problems:  # shown as notices in the app, now gone
+        say(f"perftop: {problem}")
+    outlived = job.outlived_line()
+    if outlived:
+        say(outlived)
     rec = job.recorder
     where = f"; recording: {rec.path}" if rec is not None else ""
     say(f"perftop: {command_line(job.cfg.command)} exited with code {code}{where}")
