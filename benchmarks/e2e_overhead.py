@@ -4,8 +4,8 @@ plain job and against the last release, in one run.
 A small training job (DataLoader batch, two Linear layers, backward, SGD step, one torch
 thread: 0.14-0.4 ms a step, by machine) runs plainly and under ``perftop run --headless
 --no-record``, interleaved (A B C, then C B A, ...), ``runs`` times each; the job times its
-own loop (wall clock, after a warm-up) and its process CPU (all threads: the hook's sender
-included). Per arm: the median over rounds of (this round's run - this round's plain run),
+own loop (wall clock, after a warm-up), its process CPU (all threads: the hook's sender
+included) and the sender thread's own CPU. Per arm: the median over rounds of (this round's run - this round's plain run),
 µs per step, with the spread of those differences (quartiles), and the best of the runs
 against the best plain run; then the ratio of each to plain. Pairing each run with the
 plain run of its own round cancels the slow drifts of a shared machine.
@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 JOB = """
-import os, sys, time
+import os, sys, threading, time
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 torch.manual_seed(0); torch.set_num_threads(1)
@@ -48,10 +48,13 @@ def epoch(n):
         torch.nn.functional.mse_loss(model(x), y).backward()
         opt.step()
 epoch(200)  # warm-up
-t0, c0 = time.perf_counter(), time.process_time()
+def sender_cpu():  # the hook's sender thread's CPU seconds, 0 without perftop
+    ts = [t for t in threading.enumerate() if t.name == "perftop-sender"]
+    return time.clock_gettime(time.pthread_getcpuclockid(ts[0].ident)) if ts else 0.0
+t0, c0, s0 = time.perf_counter(), time.process_time(), sender_cpu()
 epoch(steps)
-t1, c1 = time.perf_counter(), time.process_time()
-print("RESULT", (t1 - t0) / steps, (c1 - c0) / steps)
+t1, c1, s1 = time.perf_counter(), time.process_time(), sender_cpu()
+print("RESULT", (t1 - t0) / steps, (c1 - c0) / steps, (s1 - s0) / steps)
 """
 
 
@@ -59,12 +62,12 @@ RELEASE = "ecda10e"
 HOT_PATH = "from perftop.hook import impl; print(impl.NAME)"
 
 
-def _run(cmd: list[str], env: dict[str, str], cwd: str) -> tuple[float, float]:
+def _run(cmd: list[str], env: dict[str, str], cwd: str) -> tuple[float, float, float]:
     out = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=600)
     for line in out.stdout.splitlines():
         if line.startswith("RESULT"):
-            _, wall, cpu = line.split()
-            return float(wall), float(cpu)
+            _, wall, cpu, sender = line.split()
+            return float(wall), float(cpu), float(sender)
     raise RuntimeError(f"{cmd[:4]} failed: {out.stderr[-500:]}")
 
 
@@ -86,11 +89,12 @@ def hot_path(root: Path) -> str:
     return out.stdout.strip() or f"unknown: {out.stderr.strip()[-200:]}"
 
 
-Runs = dict[str, list[tuple[float, float]]]
+Runs = dict[str, list[tuple[float, float, float]]]
 
 
 def measure(runs: int, steps: int, others: dict[str, Path]) -> Runs:
-    """(wall, CPU) seconds per step of each run of each arm: "plain", "this", ``others``."""
+    """(wall, process CPU, sender thread CPU) seconds per step of each run of each arm:
+    "plain", "this", ``others``."""
     with tempfile.TemporaryDirectory() as d:
         job = Path(d) / "job.py"
         job.write_text(JOB)
@@ -109,6 +113,7 @@ def measure(runs: int, steps: int, others: dict[str, Path]) -> Runs:
             for name in order:
                 cmd, env = arms[name]
                 res[name].append(_run(cmd, env, d))
+            print(f"round {i + 1}/{runs} done", file=sys.stderr, flush=True)
     return res
 
 
@@ -133,6 +138,8 @@ def report(res: Runs, runs: int) -> list[str]:
                 f"  {name:<8} {what}: {q[1]:+6.2f} µs/step [{q[0]:+6.2f} .. {q[2]:+6.2f}] "
                 f"ratio {(base + q[1]) / base:.4f}; best {best:+6.2f} µs/step"
             )
+        sender = statistics.median(r[2] for r in got) * 1e6
+        lines.append(f"  {name:<8} sender thread CPU: {sender:5.2f} µs/step (median, in the above)")
     return lines
 
 
