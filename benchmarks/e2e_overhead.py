@@ -1,14 +1,22 @@
-"""The whole-process cost of ``perftop run`` on a ~0.4 ms CPU training step.
+"""The whole-process cost of ``perftop run`` on a tight CPU training step, against the
+plain job and against the last release, in one run.
 
-A small training job (DataLoader batch, forward, backward, optimizer step) runs plainly
-and under ``perftop run --headless --no-record``, interleaved, ``runs`` times each; the
-job times its own loop (wall clock, after a warm-up) and its process CPU (all threads: the
-hook's sender included). Best of the runs per arm, added µs per step against the plain
-run; beside it the median of the runs, which says how far one process's luck (its memory
-layout, the other jobs on the machine) moves a single figure. ``others`` adds arms with another checkout's perftop (e.g. a build of main), so two
-versions are measured side by side in one run.
+A small training job (DataLoader batch, two Linear layers, backward, SGD step, one torch
+thread: 0.14-0.4 ms a step, by machine) runs plainly and under ``perftop run --headless
+--no-record``, interleaved (A B C, then C B A, ...), ``runs`` times each; the job times its
+own loop (wall clock, after a warm-up), its process CPU (all threads: the hook's sender
+included) and the sender thread's own CPU. Per arm: the median over rounds of (this round's run - this round's plain run),
+µs per step, with the spread of those differences (quartiles), and the best of the runs
+against the best plain run; then the ratio of each to plain. Pairing each run with the
+plain run of its own round cancels the slow drifts of a shared machine.
 
-    python benchmarks/e2e_overhead.py [--runs 5] [--steps 3000] [--compare /path/to/checkout]
+``--release REV`` (default ``ecda10e``, the last release) adds that revision as an arm:
+exported with ``git archive`` into a temporary folder and its Cython tracker built there
+(when Cython is importable; the output says which hot path each arm runs). ``--compare``
+adds another checkout's perftop as it is.
+
+    python benchmarks/e2e_overhead.py [--runs 15] [--steps 3000] [--release ecda10e]
+                                      [--compare /path/to/checkout]
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 JOB = """
-import os, sys, time
+import os, sys, threading, time
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 torch.manual_seed(0); torch.set_num_threads(1)
@@ -40,27 +48,53 @@ def epoch(n):
         torch.nn.functional.mse_loss(model(x), y).backward()
         opt.step()
 epoch(200)  # warm-up
-t0, c0 = time.perf_counter(), time.process_time()
+def sender_cpu():  # the hook's sender thread's CPU seconds, 0 without perftop
+    ts = [t for t in threading.enumerate() if t.name == "perftop-sender"]
+    return time.clock_gettime(time.pthread_getcpuclockid(ts[0].ident)) if ts else 0.0
+t0, c0, s0 = time.perf_counter(), time.process_time(), sender_cpu()
 epoch(steps)
-t1, c1 = time.perf_counter(), time.process_time()
-print("RESULT", (t1 - t0) / steps, (c1 - c0) / steps)
+t1, c1, s1 = time.perf_counter(), time.process_time(), sender_cpu()
+print("RESULT", (t1 - t0) / steps, (c1 - c0) / steps, (s1 - s0) / steps)
 """
 
 
-def _run(cmd: list[str], env: dict[str, str], cwd: str) -> tuple[float, float]:
+RELEASE = "ecda10e"
+HOT_PATH = "from perftop.hook import impl; print(impl.NAME)"
+
+
+def _run(cmd: list[str], env: dict[str, str], cwd: str) -> tuple[float, float, float]:
     out = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=600)
     for line in out.stdout.splitlines():
         if line.startswith("RESULT"):
-            _, wall, cpu = line.split()
-            return float(wall), float(cpu)
+            _, wall, cpu, sender = line.split()
+            return float(wall), float(cpu), float(sender)
     raise RuntimeError(f"{cmd[:4]} failed: {out.stderr[-500:]}")
 
 
-Runs = dict[str, list[tuple[float, float]]]
+def export(rev: str, into: Path) -> Path:
+    """``rev`` of this repository as files in ``into``, its compiled tracker built there
+    when Cython is importable (else that arm runs the plain-Python tracker: printed)."""
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], capture_output=True,
+                             check=True).stdout  # fmt: skip
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace"], cwd=into,
+                   capture_output=True, check=False)  # fmt: skip
+    return into
+
+
+def hot_path(root: Path) -> str:
+    env = dict(os.environ, PYTHONPATH=str(root))
+    out = subprocess.run([sys.executable, "-c", HOT_PATH], env=env, capture_output=True,
+                         text=True, check=False)  # fmt: skip
+    return out.stdout.strip() or f"unknown: {out.stderr.strip()[-200:]}"
+
+
+Runs = dict[str, list[tuple[float, float, float]]]
 
 
 def measure(runs: int, steps: int, others: dict[str, Path]) -> Runs:
-    """(wall, CPU) seconds per step of each run of each arm: "plain", "this", ``others``."""
+    """(wall, process CPU, sender thread CPU) seconds per step of each run of each arm:
+    "plain", "this", ``others``."""
     with tempfile.TemporaryDirectory() as d:
         job = Path(d) / "job.py"
         job.write_text(JOB)
@@ -79,36 +113,50 @@ def measure(runs: int, steps: int, others: dict[str, Path]) -> Runs:
             for name in order:
                 cmd, env = arms[name]
                 res[name].append(_run(cmd, env, d))
+            print(f"round {i + 1}/{runs} done", file=sys.stderr, flush=True)
     return res
 
 
 def report(res: Runs, runs: int) -> list[str]:
-    def stat(name: str, f: int, how: str) -> float:
-        xs = [r[f] for r in res[name]]
-        return min(xs) if how == "best" else statistics.median(xs)
-
-    lines = [f"whole process, `perftop run` vs plain ({runs} interleaved runs each):"]
-    for how in ("best", "median"):
-        wall, cpu = stat("plain", 0, how), stat("plain", 1, how)
-        lines.append(f"  {how} of the runs, plain      : {wall * 1e6:7.1f} µs wall, "
-                     f"{cpu * 1e6:6.1f} µs process CPU")  # fmt: skip
-        for name in res:
-            if name != "plain":
-                lines.append(
-                    f"    added, {name:<19}: {(stat(name, 0, how) - wall) * 1e6:+7.2f} µs/step "
-                    f"wall, {(stat(name, 1, how) - cpu) * 1e6:+6.2f} µs/step process CPU"
-                )
+    """Per arm, µs/step added to the plain job: paired median (quartiles), best vs best."""
+    plain = res["plain"]
+    lines = [
+        f"whole process, `perftop run` vs plain ({runs} interleaved rounds; the median over "
+        "rounds of (arm - that round's plain run), [quartiles]; best: best run vs best plain)",
+        f"  plain job: {statistics.median(r[0] for r in plain) * 1e6:7.1f} µs/step wall, "
+        f"{statistics.median(r[1] for r in plain) * 1e6:7.1f} µs/step process CPU (medians)",
+    ]
+    for name, got in res.items():
+        if name == "plain":
+            continue
+        for f, what in ((0, "wall"), (1, "CPU ")):
+            d = sorted((a[f] - b[f]) * 1e6 for a, b in zip(got, plain, strict=True))
+            q = statistics.quantiles(d, n=4) if len(d) > 1 else [d[0], d[0], d[0]]
+            base = statistics.median(r[f] for r in plain) * 1e6
+            best = (min(r[f] for r in got) - min(r[f] for r in plain)) * 1e6
+            lines.append(
+                f"  {name:<8} {what}: {q[1]:+6.2f} µs/step [{q[0]:+6.2f} .. {q[2]:+6.2f}] "
+                f"ratio {(base + q[1]) / base:.4f}; best {best:+6.2f} µs/step"
+            )
+        sender = statistics.median(r[2] for r in got) * 1e6
+        lines.append(f"  {name:<8} sender thread CPU: {sender:5.2f} µs/step (median, in the above)")
     return lines
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--runs", type=int, default=15)
     p.add_argument("--steps", type=int, default=3000)
+    p.add_argument("--release", default=RELEASE, help="a git revision; '' for none")
     p.add_argument("--compare", action="append", default=[], metavar="CHECKOUT")
     a = p.parse_args()
     others = {Path(c).name: Path(c).resolve() for c in a.compare}
-    print("\n".join(report(measure(a.runs, a.steps, others), a.runs)))
+    with tempfile.TemporaryDirectory() as d:
+        if a.release:
+            others[a.release] = export(a.release, Path(d))
+        for name, root in {"this": ROOT, **others}.items():
+            print(f"{name:<8} hot path: {hot_path(root)}")
+        print("\n".join(report(measure(a.runs, a.steps, others), a.runs)))
     return 0
 
 

@@ -15,7 +15,7 @@ reported, which cancels slow drifts of the machine.
                                        [--compare /path/to/another/checkout]
 
 Then the whole-process figure (benchmarks/e2e_overhead.py): ``perftop run`` of a ~0.4 ms
-CPU step against the plain job, best of ``--e2e-runs`` interleaved runs, with the hook's
+CPU step against the plain job, ``--e2e-runs`` interleaved rounds (paired medians), with the hook's
 sender thread and the rest of the process included; ``--compare`` adds another checkout's
 perftop (a build of main) to the same interleaving.
 

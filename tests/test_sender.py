@@ -8,7 +8,7 @@ import threading
 import time
 
 from perftop.events import Dropped, Hello, Note, Step
-from perftop.hook.sender import Sender
+from perftop.hook.sender import INTERVAL_S, Sender
 from perftop.wire import FrameReader, decode_frame
 
 
@@ -24,6 +24,7 @@ class Listener:
         self.sock.bind(str(path))
         self.sock.listen()
         self.events: list = []
+        self.step_frames: list[float] = []  # when each frame of steps arrived (monotonic)
         self.accept = True
         threading.Thread(target=self._serve, daemon=True).start()
 
@@ -36,7 +37,10 @@ class Listener:
             reader = FrameReader()
             while data := conn.recv(65536):
                 for p in reader.feed(data):
-                    self.events.extend(decode_frame(p)[0])
+                    events = decode_frame(p)[0]
+                    if any(isinstance(e, Step) for e in events):
+                        self.step_frames.append(time.monotonic())
+                    self.events.extend(events)
 
 
 def test_events_arrive_with_hello_first(tmp_path):
@@ -94,3 +98,30 @@ def test_forked_child_starts_empty(tmp_path):
     s.drain()
     time.sleep(0.2)
     assert len([e for e in lst.events if isinstance(e, Note)]) == 5  # sent once, by the parent
+
+
+def test_steps_of_a_busy_training_thread_go_out_in_few_batches(tmp_path):
+    """The sender batches by time: a training thread that never waits (pure Python between
+    steps, holding the GIL) has its steps sent live, but in at most 4 batches a second
+    (each wake costs that thread a GIL hand-off), every step exactly once."""
+    lst = Listener(tmp_path / "s")
+    s = Sender(str(tmp_path / "s"), _hello)  # the default interval, as in a job
+    assert s.probe()
+    start = time.monotonic()
+    n = 0
+    while time.monotonic() - start < 2.0:  # ~2 s of 0.1-0.5 ms steps (< MAX_BATCH a wake)
+        sum(range(6000))
+        t = time.perf_counter()
+        s.steps.append((n, t, t, 0.0, 0.0, 0.0, None, "optimizer"))  # as the tracker emits
+        s.start()
+        n += 1
+    live = [t for t in lst.step_frames if t <= time.monotonic()]
+    elapsed = time.monotonic() - start
+    s.close()
+    deadline = time.monotonic() + 30
+    while sum(isinstance(e, Step) for e in lst.events) < n and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [e.index for e in lst.events if isinstance(e, Step)] == list(range(n))
+    assert s.dropped == 0
+    assert 2 <= len(live) <= 4 * elapsed + 1, (len(live), elapsed)  # live, yet batched
+    assert INTERVAL_S <= 0.25  # the most an event waits for the next batch
