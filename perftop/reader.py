@@ -110,6 +110,7 @@ class FrameScanner:
         self._last_step: dict[int, int] = {}  # each process's last step index read
         self._gap_from: dict[int, int] = {}  # the same, as it was before the last damage
         self._after_damage = False
+        self._stepped_since = True  # a step was read after the last damage (or no damage)
         self._salvaging = False  # decoding what inflated before a damage: every gap counts
 
     def chunks(self, offset: int = len(MAGIC), stop: int | None = None) -> Iterator[Chunk]:
@@ -117,8 +118,10 @@ class FrameScanner:
         damaged frame (a bad length, kind or CRC) reading resumes at the next frame whose
         CRC checks; what lay between is counted in ``stats``."""
         yield from self._chunks(offset, stop)
-        if self._gap_from:  # a process never stepped again after a damage: its lost
-            self.stats.steps_uncounted = True  # steps after its last one read are unknown
+        if self._gap_from or not self._stepped_since:
+            # A process never stepped again after a damage (or none did, the damage before
+            # any step read): the steps lost after its last one read are unknown.
+            self.stats.steps_uncounted = True
 
     def _chunks(self, offset: int, stop: int | None) -> Iterator[Chunk]:
         f, st, end_at = self.f, self.stats, self.size if stop is None else stop
@@ -213,6 +216,7 @@ class FrameScanner:
         read are counted from the step numbers (a process's first step is number 0)."""
         self._gap_from = dict(self._last_step)
         self._after_damage = True
+        self._stepped_since = False
 
     def _stepped(self, first: Step, last: Step) -> None:
         """Steps ``first`` to ``last`` of one process read (in order): past a damage, the
@@ -225,6 +229,7 @@ class FrameScanner:
             before = gap_from.pop(pid, self._last_step.get(pid, -1))
             self.stats.skipped_steps += max(0, first.index - before - 1)
         self._last_step[first.pid] = last.index
+        self._stepped_since = True
 
     def _decode(self, frames: list[Frame]) -> list[Event]:
         st = self.stats

@@ -8,7 +8,6 @@ and reads on at the next good one, with a warning.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import time
 import zlib
@@ -58,9 +57,17 @@ def _create(path: Path, force: bool, append: bool) -> tuple[Path, int]:
             candidate = path.with_name(f"{path.name.removesuffix(SUFFIX)}-{n}{SUFFIX}")
 
 
+try:
+    import fcntl
+except ImportError:  # Windows: `perftop report` and `replay` run there; nothing records
+    fcntl = None  # type: ignore[assignment]
+
+
 def _lock(path: Path, fd: int) -> None:
     """Hold the recording's lock while this writer (or its forked background monitor)
     lives: no second live session writes into the same file, ``--force`` or not."""
+    if fcntl is None:
+        return
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

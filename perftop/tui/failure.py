@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perftop.errors import ScreenFailed
-from perftop.monitor.server import socket_dir
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,9 +43,15 @@ def failure_of(error: BaseException, directory: Path | None = None) -> TuiFailur
     what = f"{type(error).__name__}: {first}" if first else type(error).__name__
     text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
     try:
-        d = directory or socket_dir()
+        if directory is None:
+            # here, not at the top: a replay viewer runs where the monitor cannot (another
+            # OS, no psutil), and needs this only once its screen failed
+            from perftop.monitor.server import socket_dir
+
+            directory = socket_dir()
+        d = directory
         path = d / f"tui-failure-{os.getpid()}-{time.strftime('%Y%m%d-%H%M%S')}.txt"
         path.write_text(text)
-    except OSError:
+    except Exception:  # no private directory here (another OS, no permission)
         return TuiFailure(what, None)
     return TuiFailure(what, path)
