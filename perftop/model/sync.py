@@ -139,10 +139,9 @@ class SyncReducer:
         for key, acc in self.sites.items():
             if acc.sampled and self.w > 0:
                 r = acc.wc / self.w
-                var = max(0.0, acc.w2c2 - 2 * r * acc.w2c + r * r * self.w2) / (self.w * self.w)
                 est = {
                     "watched": self.sampled_steps,
-                    "error": 0.0 if exact else math.sqrt(var),
+                    "error": 0.0 if exact else _error(self.w, self.w2, acc, r),
                     "seen": acc.seen,
                 }
                 per_step = r
@@ -169,6 +168,17 @@ class SyncReducer:
             out.append(r)
         out.sort(key=_cost)
         return tuple(out)
+
+
+def _error(w: float, w2: float, acc: _Acc, r: float) -> float:
+    """A rate's standard error: the linearized one of the weighed mean, but never below
+    the Agresti-Coull one of a proportion over the effective number of watched steps
+    (Kish's ``w² / w2``): a line seen in none or all of a few heavy samples is no surer
+    for that."""
+    lin = max(0.0, acc.w2c2 - 2 * r * acc.w2c + r * r * w2) / (w * w)
+    n = w * w / w2
+    p = min(1.0, (r * n + 1) / (n + 2))
+    return math.sqrt(max(lin, p * (1 - p) / n))
 
 
 def _place(r: SyncSite) -> tuple[Any, ...]:
