@@ -251,3 +251,29 @@ def test_distributed_schedule_is_the_step_index_alone():
     b = sampled_session(50_000, lambda i: int(i % 9 == 0), fixed=True)
     ra, rb = a.snapshot(window=None).sync[0], b.snapshot(window=None).sync[0]
     assert (ra.per_step, ra.watched, ra.error) == (rb.per_step, rb.watched, rb.error)
+
+
+def test_the_report_says_what_a_rate_rests_on():
+    """JSON: the watched steps, the standard error and the steps seen in, beside the old
+    keys; text: rate ± error, 'about 1 in N steps' for a site seen in few watched steps,
+    and the watched steps in the title (or that every step was watched)."""
+    from perftop.report.build import build_report
+    from perftop.report.text import render
+
+    rep = build_report(sampled_session(100_000, lambda i: int(i % 10 == 1)).snapshot(window=None))
+    (log,) = rep["sync_events"]
+    assert {"per_step", "count", "watched_steps", "per_step_error", "seen_steps"} <= set(log)
+    assert log["watched_steps"] > 100 and log["seen_steps"] >= 10
+    assert 0 < log["per_step_error"] < log["per_step"]
+    text = render(rep)
+    assert f"per step over {log['watched_steps']} watched steps, ± one standard error" in text
+    assert f"{log['per_step']:.2f} ±{log['per_step_error']:.2f}" in text
+
+    rep = build_report(sampled_session(30_000, lambda i: int(i % 63 == 5)).snapshot(window=None))
+    (rare,) = rep["sync_events"]
+    assert 0 < rare["seen_steps"] < 10 and rare["per_step_error"] < rare["per_step"]
+    assert f"about 1 in {round(1 / rare['per_step'])} steps" in render(rep)
+
+    exact = sampled_session(300, lambda i: int(i % 10 == 1), exact=True).snapshot(window=None)
+    text = render(build_report(exact))
+    assert "exact: all 299 steps watched" in text and "±" not in text

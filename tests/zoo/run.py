@@ -78,7 +78,11 @@ def _run(
     return own, json.loads(rep.stdout), ""
 
 
-def run_spec(spec: Spec, folder: Path, modes: tuple[str, ...] = ("sampled", "exact")) -> Result:
+def run_spec(spec: Spec, folder: Path, modes: tuple[str, ...] | None = None) -> Result:
+    """``modes``: by default the exact mode too where the loop has syncs to count."""
+    if modes is None:
+        counts = spec.syncs or spec.host_transform or spec.evaluate or spec.sample
+        modes = ("sampled", "exact") if counts and not spec.compiled else ("sampled",)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "loop.py").write_text(render(spec))
     (folder / "spec.txt").write_text(spec.show() + "\n")
