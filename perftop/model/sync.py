@@ -138,13 +138,12 @@ class SyncReducer:
         exact = self.sampled_pids <= self.exact_pids
         for key, acc in self.sites.items():
             if acc.sampled and self.w > 0:
-                r = acc.wc / self.w
-                est = {
+                per_step = acc.wc / self.w
+                est: dict[str, Any] = {
                     "watched": self.sampled_steps,
-                    "error": 0.0 if exact else _error(self.w, self.w2, acc, r),
+                    "error": 0.0 if exact else _error(self.w, self.w2, acc, per_step),
                     "seen": acc.seen,
                 }
-                per_step = r
             else:
                 steps = self.debug_steps
                 per_step = acc.count / steps if steps else float(acc.count)
