@@ -7,15 +7,16 @@ failures that flip when the fix lands."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, assume, given, settings
 
 from tests.zoo.parts import Spec, Sync, specs
 from tests.zoo.run import run_spec
 
-# Parts that meet the detector bugs of issue 29 (items 1-3), or the fuzzer's own finding
-# (an evaluation after a second optimizer's step), left out of the sample.
+# Parts that meet the detector bugs of issue 29 (items 1-3: a manual update; a value read
+# in the step after it was made; a host transform), or the fuzzer's own finding (an
+# evaluation after a second optimizer's step), left out of the sample.
 KNOWN = frozenset(
-    {"manual", "grad", "two_optims", "preloaded", "on_data", "host_transform", "compiled"}
+    {"manual", "grad", "two_optims", "on_data", "after", "host_transform", "compiled"}
 )
 
 
@@ -28,7 +29,9 @@ KNOWN = frozenset(
     suppress_health_check=list(HealthCheck),
 )
 @given(spec=specs(avoid=KNOWN))
+@pytest.mark.timeout(600)  # a few real runs each; about 20 s a loop on 2 idle cores
 def test_a_fixed_sample_of_loop_shapes(spec: Spec, tmp_path_factory: pytest.TempPathFactory):
+    assume(len(spec.syncs) >= 2 and (spec.evaluate or spec.sample or spec.checkpoint))
     res = run_spec(spec, tmp_path_factory.mktemp("zoo"))
     assert not res.failures, res.show()
 
@@ -62,9 +65,10 @@ BUGS = [
         marks=pytest.mark.xfail(strict=True, reason="issue 29 item 2: false site on host data"),
     ),
     pytest.param(
-        Spec("optim", "preloaded", (Sync("nonzero", 1, on_data=True),), steps=80),
-        ("exact",),
-        id="preloaded-device-data",
+        # the loss formatted after the update: made in the step before, unwatched
+        Spec("optim", "slice", (Sync("format", 1, after=True),), steps=200),
+        ("sampled",),
+        id="value-made-before-the-watched-step",
         marks=pytest.mark.xfail(strict=True, reason="issue 29 item 3: missed device marks"),
     ),
     pytest.param(

@@ -8,7 +8,7 @@ every step, its wall time, and a checksum of its parameters (what it computed)."
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from hypothesis import strategies as st
 
@@ -64,13 +64,16 @@ def syncs(data: str) -> st.SearchStrategy[Sync]:
 
 @st.composite
 def specs(draw: st.DrawFn, compile_odds: int = 15, avoid: frozenset[str] = frozenset()) -> Spec:
-    """A loop spec; ``avoid``: parts left out (``manual``, ``preloaded``, ``host_transform``,
-    ``compiled``…), for a sample that should not meet a known bug."""
+    """A loop spec; ``avoid``: parts left out (an update or a data source by name,
+    ``on_data``, ``after``, ``host_transform``, ``compiled``), for a sample that should not
+    meet a known bug."""
     update = draw(st.sampled_from([u for u in UPDATES if u not in avoid]))
     data = draw(st.sampled_from([d for d in DATA if d not in avoid]))
     ss = tuple(draw(st.lists(syncs(data), min_size=0, max_size=3)))
     if "on_data" in avoid:
         ss = tuple(s for s in ss if not s.on_data)
+    if "after" in avoid:  # syncs after the update read a value made in the step before
+        ss = tuple(replace(s, after=False) for s in ss)
     every = st.sampled_from((0, 0, 7, 13, 29))
     return Spec(
         update=update,
