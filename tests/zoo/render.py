@@ -110,14 +110,13 @@ loss.backward()
     for p in params:
         p.add_(p.grad, alpha=-LR)""",
     "lbfgs": """\
-with torch.no_grad():  # the value the syncs before the update read
-    loss = fwd(xb, yb)
-def closure():
+def closure():  # the syncs before the update: in the closure (each evaluation of it)
+    global metric
     opt.zero_grad()
-    l = fwd(xb, yb)
-    l.backward()
-    return l
-{pre}loss = opt.step(closure)""",
+    loss = fwd(xb, yb)
+    loss.backward()
+{pre}    return loss
+loss = opt.step(closure)""",
     "grad": """\
 loss = fwd(xb, yb)
 grads = torch.autograd.grad(loss, params)
@@ -180,9 +179,10 @@ def _sync(src: Source, s: Sync, indent: int, step: str) -> None:
         cond = f"i % {s.period} == {s.phase % s.period}"
     else:
         cond = f"rng.random() < {s.chance}"
-    x = "xb[:, 0]" if s.on_data else "loss.detach()" if s.op != "format" else "loss"
-    if s.op == "format" and s.on_data:
-        x = "xb[0, 0]"
+    # after the update: a metric made before it, in the step before (an unwatched one, often)
+    x = "metric" if s.after else "loss.detach()" if s.op != "format" else "loss"
+    if s.on_data:
+        x = "xb[0, 0]" if s.op == "format" else "xb[:, 0]"
     line = len(src.lines) + 2
     src.periods[line] = s.period if s.period else -1
     src.add(f"if {cond}:\n    {OPS[s.op].format(x=x)}; called({line}, {step})", indent)
@@ -210,8 +210,10 @@ def render(spec: Spec) -> str:
     pre = [s for s in spec.syncs if not s.after]
     body = UPDATE[spec.update].split("{pre}")
     src.add(body[0], 4)
+    inner = 8 if spec.update == "lbfgs" else 4
+    src.add("metric = loss.detach()", inner)
     for s in pre:  # in this iteration's step, before the update closes it
-        _sync(src, s, 4, "i")
+        _sync(src, s, inner, "i")
     src.add(body[1], 4)
     src.add('own["steps"] += 1', 4)
     src.add('own["depth"].append(torch._C._len_torch_function_stack())', 4)
