@@ -170,14 +170,13 @@ class SyncReducer:
 
 
 def _error(w: float, w2: float, acc: _Acc, r: float) -> float:
-    """A rate's standard error: the linearized one of the weighed mean, but never below
-    the Agresti-Coull one of a proportion over the effective number of watched steps
-    (Kish's ``w² / w2``): a line seen in none or all of a few heavy samples is no surer
-    for that."""
+    """A rate's standard error: the linearized one of the weighed mean, but never below a
+    Poisson count's over the effective number of watched steps (Kish's ``w² / w2``), with
+    one pseudo-count: a line seen in none, or all, of a few heavy samples is no surer for
+    that."""
     lin = max(0.0, acc.w2c2 - 2 * r * acc.w2c + r * r * w2) / (w * w)
     n = w * w / w2
-    p = min(1.0, (r * n + 1) / (n + 2))
-    return math.sqrt(max(lin, p * (1 - p) / n))
+    return math.sqrt(max(lin, (r + 1 / n) / n))
 
 
 def _place(r: SyncSite) -> tuple[Any, ...]:

@@ -14,7 +14,8 @@ ORACLES = {
     "same_result": "perftop changed nothing the loop computed (its parameters' checksum)",
     "steps": "perftop's step count is the loop's",
     "stack_depth": "the function-mode stack is as in the plain run at every step and at the end",
-    "sampled_rate": "a sync line's sampled per_step is within 3 stated errors of the loop's",
+    "sampled_rate": "a sync line's sampled per_step within 3 stated errors of the loop's "
+    "(a line of every step: seen in every watched step)",
     "exact_rate": "the exact mode (PERFTOP_SYNC=all) reads each sync line within ±25%",
     "host_line": "a line on host data only (a per-sample transform) is never reported",
     "eval_in_step": "an evaluation's or sampling pass's syncs are not booked as a step's",
@@ -136,6 +137,9 @@ def _sampled(own: dict, rep: dict) -> list[tuple[str, str]]:
         if err is None or not r.get("watched_steps"):
             out.append(("sampled_rate", f"line {line}: no sampling error stated"))
             continue
+        if period == 1 and r["seen_steps"] < r["watched_steps"] - 1:  # the first may miss it
+            what = f"seen in {r['seen_steps']} of {r['watched_steps']} watched steps"
+            out.append(("sampled_rate", f"line {line} (every step): {what}"))
         if abs(r["per_step"] - truth) > 3 * err + 0.05 * truth + 1 / own["steps"]:
             out.append(
                 (
