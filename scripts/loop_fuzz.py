@@ -53,7 +53,10 @@ def campaign(n: int, at: int, out: Path, avoid: frozenset[str], odds: int) -> li
             for p in folder.glob("*.perftop*"):
                 p.unlink()
 
-    one()
+    try:
+        one()
+    except KeyboardInterrupt:  # Ctrl-C: the summary of the loops run so far
+        print(f"interrupted after {len(results)} loops", flush=True)
     return results
 
 
