@@ -182,7 +182,7 @@ def _sync(src: Source, s: Sync, indent: int, step: str) -> None:
     # after the update: a metric made before it, in the step before (an unwatched one, often)
     x = "metric" if s.after else "loss.detach()" if s.op != "format" else "loss"
     if s.on_data:
-        x = "xb[0, 0]" if s.op == "format" else "xb[:, 0]"
+        x = "xb[:, 0]" if s.op == "nonzero" else "xb[0, 0]"  # a scalar for the others
     line = len(src.lines) + 2
     src.periods[line] = s.period if s.period else -1
     src.add(f"if {cond}:\n    {OPS[s.op].format(x=x)}; called({line}, {step})", indent)
