@@ -104,3 +104,23 @@ def sync_where(
         return (f"{package}/{name}:{line}" if package else f"{name}:{line}"), ""
     lib = lib_file.replace("\\", "/").rsplit("/", 1)[-1]
     return f"{name}:{line}", f"{package}/{lib}:{lib_line}" if package else f"{lib}:{lib_line}"
+
+
+FEW = 10  # a sampled site seen in fewer watched steps than this reads "about 1 in N"
+
+
+def sync_rate(
+    per_step: float, error: float | None = None, seen: int | None = None, short: bool = False
+) -> str:
+    """A site's syncs per step as its sampling allows: ``0.52 ±0.04`` (one standard error;
+    none when exact), or ``about 1 in 63 steps`` for a site seen in few watched steps (it
+    runs on some steps only, and a few sightings tell its rate only roughly), if its
+    error is below the rate (else the rate and its error: 1 in N would say too much). An
+    exact rate (error 0: every step watched) is the number."""
+    if seen is not None and 0 < seen < FEW and 0 < per_step < 1 and 0 < (error or 0) < per_step:
+        n = round(1 / per_step)
+        return f"~1 in {n}" if short else f"about 1 in {n} steps"
+    text = f"{per_step:.2f}" if per_step < 1 or not short else f"{per_step:.1f}"
+    if error:
+        text += f" ±{error:.2f}" if error < 1 or not short else f" ±{error:.1f}"
+    return text

@@ -23,36 +23,36 @@ def run_sampler(s: Sampler, n: int, dur: float, watched_extra: float) -> list[in
     return watched
 
 
-def gaps_of(watched: list[int]) -> list[int]:
-    return [b - a - 1 for a, b in zip(watched, watched[1:])]
+def distances(watched: list[int]) -> list[int]:
+    return [b - a for a, b in zip(watched, watched[1:])]
 
 
 def test_early_steps_then_spaced_by_cost():
     s = Sampler(early=3, every=100, budget_s=2e-6)
-    watched = run_sampler(s, 20000, 300e-6, 1e-3)  # a sample costs 1 ms more
+    watched = run_sampler(s, 200_000, 300e-6, 1e-3)  # a sample costs 1 ms more
     assert watched[:3] == [1, 2, 3]
-    gaps = gaps_of(watched[3:])
-    # 1 ms / 2 µs per step = 500, jittered by 0.5-1.5x
-    assert min(gaps) >= 250 and max(gaps) <= 750 and len(set(gaps)) > 5
-    assert sum(gaps) / len(gaps) == pytest.approx(500, rel=0.15)
-    extra = len(watched) * 1e-3 / 20000
+    later = distances([i for i in watched if i > 50])
+    # 1 ms / 2 µs per step = 500: each step watched with probability 1/500, so the
+    # distances are geometric (no fixed gap to be in step with a job's periodic work)
+    assert sum(later) / len(later) == pytest.approx(500, rel=0.15)
+    assert min(later) < 100 and max(later) > 1000
+    extra = len(watched) * 1e-3 / 200_000
     assert extra < 5e-6
 
 
 def test_cheap_samples_use_the_minimum_gap():
     s = Sampler(early=2, every=100, budget_s=2e-6)
-    watched = run_sampler(s, 10000, 300e-6, 50e-6)
+    watched = run_sampler(s, 100_000, 300e-6, 50e-6)
     assert watched[:2] == [1, 2]
-    gaps = gaps_of(watched[2:])
-    assert min(gaps) >= 50 and max(gaps) <= 150
-    assert sum(gaps) / len(gaps) == pytest.approx(100, rel=0.15)
+    later = distances([i for i in watched if i > 50])
+    assert sum(later) / len(later) == pytest.approx(100, rel=0.15)
 
 
 def test_long_steps_may_sample_more_often():
     s = Sampler(early=0, every=10, budget_s=2e-6)
-    watched = run_sampler(s, 2000, 0.1, 2e-3)  # 0.2% of a 100 ms step is 200 µs
-    gaps = gaps_of(watched[1:])
-    assert sum(gaps) / len(gaps) == pytest.approx(10, rel=0.2)
+    watched = run_sampler(s, 20_000, 0.1, 2e-3)  # 0.2% of a 100 ms step is 200 µs
+    d = distances(watched)
+    assert sum(d) / len(d) == pytest.approx(10, rel=0.1)
 
 
 def test_periodic_work_is_sampled_at_its_own_rate():
@@ -200,3 +200,80 @@ def test_sites_group_by_user_line_and_library_line():
         "transformers",
     )
     assert rows[(60, None)].package is None and rows[(700, None)].package == "x"
+
+
+def sampled_session(n: int, line_at, exact: bool = False, fixed: bool = True) -> Session:
+    """A job of ``n`` steps whose line runs ``line_at(i)`` times in step ``i``, watched as
+    the Sampler places its samples (weights included), reduced by a Session."""
+    s = Session()
+    s.apply(SyncInfo(0.0, 1, False, True, 3, 200, False, exact))
+    sampler = Sampler(3, 200, 1e-6, fixed=fixed)
+    sampler.all = exact
+    watched, weight = False, 1.0
+    for i in range(n):
+        if watched:
+            c = line_at(i)
+            sites = [("item", "log.py", 9, "f", "potential", c, None)] if c else []
+            s.apply(SyncBatch(1, i, True, tuple(sites), (), 0, weight))
+        watched = sampler.closed(i, i * 1e-3, watched)
+        weight = sampler.weight
+    return s
+
+
+@pytest.mark.parametrize(
+    ("period", "phase", "n"),
+    [(10, 1, 400_000), (63, 1, 400_000), (10, 1, 30), (63, 5, 200), (7, 3, 2_000)],
+)
+def test_a_periodic_line_reads_its_own_rate_within_the_stated_error(period, phase, n):
+    """A log line after ``optimizer.step()`` on iterations 0, 10, 20, … runs in steps 1,
+    11, 21, …: steps 1-3 always watched read it 0.33/step unless weighed by the chance
+    each watched step had. The rate must be within 3 of its stated errors, and the row
+    says on how many watched steps it rests (short runs too)."""
+    snap = sampled_session(n, lambda i: int(i % period == phase)).snapshot(window=None)
+    (row,) = snap.sync
+    assert row.watched is not None and row.error is not None and row.seen is not None
+    assert row.watched >= 3 and 1 <= row.seen <= row.watched
+    assert abs(row.per_step - 1 / period) <= 3 * row.error + 1e-9
+    if n >= 400_000:
+        assert row.per_step == pytest.approx(1 / period, rel=0.15)
+        assert row.error < 0.2 / period
+
+
+def test_the_exact_mode_is_exact():
+    snap = sampled_session(500, lambda i: int(i % 10 == 1) * 2, exact=True).snapshot(window=None)
+    (row,) = snap.sync
+    assert (row.count, row.watched, row.error, row.seen) == (100, 499, 0.0, 50)
+    assert row.per_step == pytest.approx(100 / 499)
+
+
+def test_distributed_schedule_is_the_step_index_alone():
+    a = sampled_session(50_000, lambda i: int(i % 9 == 0), fixed=True)
+    b = sampled_session(50_000, lambda i: int(i % 9 == 0), fixed=True)
+    ra, rb = a.snapshot(window=None).sync[0], b.snapshot(window=None).sync[0]
+    assert (ra.per_step, ra.watched, ra.error) == (rb.per_step, rb.watched, rb.error)
+
+
+def test_the_report_says_what_a_rate_rests_on():
+    """JSON: the watched steps, the standard error and the steps seen in, beside the old
+    keys; text: rate ± error, 'about 1 in N steps' for a site seen in few watched steps,
+    and the watched steps in the title (or that every step was watched)."""
+    from perftop.report.build import build_report
+    from perftop.report.text import render
+
+    rep = build_report(sampled_session(100_000, lambda i: int(i % 10 == 1)).snapshot(window=None))
+    (log,) = rep["sync_events"]
+    assert {"per_step", "count", "watched_steps", "per_step_error", "seen_steps"} <= set(log)
+    assert log["watched_steps"] > 100 and log["seen_steps"] >= 10
+    assert 0 < log["per_step_error"] < log["per_step"]
+    text = render(rep)
+    assert f"per step over {log['watched_steps']} watched steps, ± one standard error" in text
+    assert f"{log['per_step']:.2f} ±{log['per_step_error']:.2f}" in text
+
+    rep = build_report(sampled_session(30_000, lambda i: int(i % 63 == 5)).snapshot(window=None))
+    (rare,) = rep["sync_events"]
+    assert 0 < rare["seen_steps"] < 10 and rare["per_step_error"] < rare["per_step"]
+    assert f"about 1 in {round(1 / rare['per_step'])} steps" in render(rep)
+
+    exact = sampled_session(300, lambda i: int(i % 10 == 1), exact=True).snapshot(window=None)
+    text = render(build_report(exact))
+    assert "exact: all 299 steps watched" in text and "±" not in text

@@ -25,6 +25,7 @@ class SyncInfo(Event):
 
     ``cuda_debug``: every step is watched by the CUDA sync debug mode (kind ``sync``).
     ``sampled``: the dispatch-level detector (kind ``potential``) watches some steps.
+    ``exact``: it watches every step (``PERFTOP_SYNC=all``), so its rates are exact.
     """
 
     t: float
@@ -34,6 +35,7 @@ class SyncInfo(Event):
     early: int = 0
     every: int = 0
     real: bool = False  # CUDA's sync debug mode confirms the sampled steps' syncs (kind sync)
+    exact: bool = False  # the exact mode (PERFTOP_SYNC=all): every step watched, weight 1
 
 
 @event("sync")
@@ -43,7 +45,9 @@ class SyncBatch(Event):
 
     ``sites`` are the step's own syncs. ``between``: syncs made in that watched stretch
     but outside training steps (an evaluation or sampling pass the tracker cut out),
-    same layout; ``passes``: how many such passes began and ended in it."""
+    same layout; ``passes``: how many such passes began and ended in it. ``weight``: for
+    a sampled step, 1 / the probability it had of being watched (the steps it stands
+    for), by which the model weighs it in per-step rates; 1 in older recordings."""
 
     pid: int
     step: int
@@ -51,3 +55,4 @@ class SyncBatch(Event):
     sites: tuple[SiteCount, ...] = ()
     between: tuple[SiteCount, ...] = ()
     passes: int = 0
+    weight: float = 1.0

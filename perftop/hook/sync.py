@@ -7,11 +7,14 @@ detector steps aside for good once torch.compile is in use (see :func:`compile_g
 
 Settings, read from the environment when torch is imported:
 
-- ``PERFTOP_SYNC``: ``sampled`` (default), ``all`` (detector on every step: slow, for
-  debugging) or ``off`` (no detection at all, CUDA debug mode included).
-- ``PERFTOP_SYNC_EARLY``: early steps the detector watches (default 3: steps 1-3).
-- ``PERFTOP_SYNC_EVERY``: fewest steps between later samples (default 200; the gap is
-  jittered by 0.5-1.5x; in a distributed job it is the gap, the same on every rank).
+- ``PERFTOP_SYNC``: ``sampled`` (default), ``all`` (the exact mode: the detector on every
+  step from step 1 on, so counts and rates are exact, with no sampling error; slow, for
+  tests and for exact counts) or ``off`` (no detection at all, CUDA debug mode included).
+- ``PERFTOP_SYNC_EARLY``: early steps the detector watches for sure (default 3: steps
+  1-3); later steps are watched with a probability that falls from there (see
+  :class:`Sampler`), and every watched step is weighed by it, so rates stay unbiased.
+- ``PERFTOP_SYNC_EVERY``: the mean gap between later samples (default 200: a step is
+  watched with probability 1/200; in a distributed job the same steps on every rank).
 - ``PERFTOP_SYNC_BUDGET_US``: amortized extra µs per step the detector may cost
   (default 1); the gap between samples grows with the measured cost of a sampled step.
 """
@@ -37,24 +40,36 @@ FRACTION = 0.002  # ... or this fraction of a step, whichever is more
 WARM = 4  # steps before a sample that go through the sampler, to learn the base duration
 
 
-def jitter(index: int) -> float:
-    """A factor in [0.5, 1.5) drawn from the step index alone: the same on every rank, and
-    a gap that varies, so samples are not in step with a job's periodic work (a log line
-    every 100 steps) and the per-step rates they give are unbiased."""
-    h = ((index + 1) * 2654435761) & 0xFFFFFFFF
-    h ^= h >> 15
-    h = (h * 2246822519) & 0xFFFFFFFF
-    return 0.5 + (h ^ (h >> 13)) / 2**32
+M64 = (1 << 64) - 1
+
+
+def unit(index: int, salt: int) -> float:
+    """A number in [0, 1) drawn from the step index alone (splitmix64): the same on every
+    rank, and unrelated to any period of the job's own work."""
+    h = (index * 0x9E3779B97F4A7C15 + salt * 0xD1B54A32D192ED03 + 1) & M64
+    h = ((h ^ (h >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    h = ((h ^ (h >> 27)) * 0x94D049BB133111EB) & M64
+    return ((h ^ (h >> 31)) >> 11) / 2**53
 
 
 class Sampler:
-    """Which steps the detector watches: steps 1..``early``, then one step whenever the
-    amortized cost of the last sample has been paid for, the gap jittered.
+    """Which steps the detector watches: each step by a draw with a known probability,
+    so that the per-step rates are unbiased whatever a line's period (a log line every 10
+    steps, an image saved every 63).
 
-    ``fixed`` (a distributed job: ``WORLD_SIZE`` > 1): the gap comes from the step index
-    alone, never from this rank's timings, so every rank watches the same steps; a
-    sampled step on one rank would otherwise stall every rank at the next collective, and
-    the job would pay about world size times the budget.
+    Step ``j`` is watched with probability ``p(j)``: 1 for steps 1..``early`` (sites are
+    learnt at once), then ``(early / j)**2`` (a short run still gets a few samples) down
+    to ``1 / gap``: ``gap`` is ``every``, or more when the measured cost of a sample needs
+    it to keep the amortized cost within the budget. A watched step carries the weight
+    ``1 / p(j)`` (:attr:`weight`, sent with its ``SyncBatch``): the model's rates are the
+    weighed means (each watched step stands for the steps it was drawn among), so the
+    early steps count as themselves only. All mode: every step, weight 1.
+
+    The draws come from a hash of the step index (a geometric jump to the next watched
+    step, thinned where ``p`` falls), never from the clock. ``fixed`` (a distributed job:
+    ``WORLD_SIZE`` > 1): the gap is ``every`` whatever this rank's timings, so every rank
+    watches the same steps; a sampled step on one rank would otherwise stall every rank
+    at the next collective, and the job would pay about world size times the budget.
     """
 
     def __init__(
@@ -67,13 +82,32 @@ class Sampler:
         self.all = False
         self.prev: tuple[int, float] | None = None  # the last step closed: index, end
         self.base: float | None = None  # EMA of unwatched step durations
-        self.next_at = early + 1 + self.spaced(early, self.every)
+        self.floor = 1.0 / self.every  # the lowest probability of a watch, 1 / gap
+        self.weight = 1.0  # of the step the last :meth:`closed` said is watched
+        self.next_at, self.next_w = self.draw(early + 1)
         # Time spent in the per-step callback since the last sample (its own bookkeeping,
         # and stopping the detector): also paid for out of the budget.
         self.overhead_s = 0.0
 
-    def spaced(self, index: int, gap: int) -> int:
-        return max(1, round(gap * jitter(index)))
+    def p(self, index: int) -> float:
+        """The probability that step ``index`` is watched."""
+        if index <= self.early:
+            return 1.0
+        return min(1.0, max(self.floor, (self.early / index) ** 2))
+
+    def draw(self, start: int) -> tuple[int, float]:
+        """The first watched step from ``start`` on, and its weight."""
+        j = start - 1
+        while True:
+            pmax = self.p(j + 1)  # p never grows with the index: thin from the next one's
+            if pmax >= 1.0:
+                j += 1
+            else:
+                u = 1.0 - unit(j, 1)  # in (0, 1]
+                j += 1 + int(math.log(u) / math.log1p(-pmax))
+            pj = self.p(j)
+            if pj >= pmax or unit(j, 2) * pmax < pj:
+                return j, 1.0 / pj
 
     def closed(self, index: int, t: float, watched: bool) -> bool:
         """Step ``index`` ended at ``t``; is step ``index + 1`` watched?"""
@@ -82,12 +116,18 @@ class Sampler:
         self.prev = (index, t)
         if watched and index > self.early:  # the early samples run while torch warms up
             gap = self.every if self.fixed or dur is None else self.gap(dur)
-            self.next_at = index + 1 + self.spaced(index, gap)
+            self.floor = 1.0 / gap
         elif dur is not None and not watched and index > 0:
             b = self.base
             self.base = dur if b is None else b + 0.1 * (dur - b)
         nxt = index + 1
-        return self.all or nxt <= self.early or nxt >= self.next_at
+        if self.all or nxt <= self.early:
+            self.weight = 1.0
+            return True
+        if self.next_at < nxt:  # drawn and gone (watched, or passed while aside)
+            self.next_at, self.next_w = self.draw(nxt)
+        self.weight = self.next_w
+        return nxt == self.next_at
 
     def wake_at(self, index: int) -> int:
         """The next step whose end needs the callback (it decides the step after it), a
@@ -118,6 +158,7 @@ class Collector:
         self.log: list[tuple[float, SiteKey, int, float | None]] = []
         self.gaps: list[tuple[str, float, float]] = []  # kind, t0, t1 (perf_counter)
         self.since = 0.0  # when the detector started: passes that began before are partial
+        self.weight: Callable[[], float] = lambda: 1.0  # the watched step's (Sampler.weight)
 
     @property
     def counts(self) -> dict[SiteKey, int]:
@@ -151,7 +192,10 @@ class Collector:
         # passes: intervals other than checkpoints (a gap with both is reported as two)
         since = self.since
         passes = len({g0 for k, g0, _ in gaps if k != "checkpoint" and g0 >= since})
-        self.put(SyncBatch(self.pid(), step, sampled, _sites(inside), _sites(outside), passes))
+        weight = self.weight() if sampled else 1.0
+        self.put(
+            SyncBatch(self.pid(), step, sampled, _sites(inside), _sites(outside), passes, weight)
+        )
 
 
 def _sites(acc: dict[SiteKey, list[Any]]) -> tuple[Any, ...]:
@@ -178,6 +222,7 @@ def attach(state: Any, torch: Any) -> Collector | None:
         fixed=(env_int("WORLD_SIZE", 1) or 1) > 1,
     )
     sampler.all = mode == "all"
+    collector.weight = lambda: sampler.weight
     real = sync_cuda.attach(torch, state)
     detector = sync_detect.make_detector(torch, collector, state, real)
     if detector is None:
@@ -192,6 +237,7 @@ def attach(state: Any, torch: Any) -> Collector | None:
         sampler.early,
         sampler.every,
         real is not None and not real.aside,
+        sampler.all,
     )
     told = [False]  # sent at the first step: a process that never trains stays silent
     last = [-1]  # the last step index closed: the tracker numbers merged steps again

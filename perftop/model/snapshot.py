@@ -296,6 +296,12 @@ class SyncSite:
     # passes watched; ``per_step`` is then 0 (such syncs are no step's).
     per_pass: float | None = None
     passes: int | None = None
+    # Sampled sites (kind ``potential``, or ``sync`` seen in sampled steps): the watched
+    # steps ``per_step`` rests on, its standard error (0 when every step was watched: the
+    # exact mode), and in how many of those steps the site was seen. None where unknown.
+    watched: int | None = None
+    error: float | None = None
+    seen: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -261,7 +261,10 @@ def source(h: Hint) -> str:
 
 
 def _sync(snap: Snapshot, between: bool = False) -> list[dict[str, Any]]:
-    """One entry per site, most costly first; ``per_step`` over the steps watched;
+    """One entry per site, most costly first; ``per_step`` over the steps watched
+    (weighed by the chance each had of being watched), ``watched_steps`` it rests on,
+    ``per_step_error`` its standard error (0: the exact mode; null: not sampled),
+    ``seen_steps`` the watched steps the site was seen in;
     ``blocked_s`` per watched step, measured on an accelerator only (else null). With
     ``between``: the syncs made outside training steps, ``per_pass`` (and ``passes``)
     instead of ``per_step``, ``blocked_s`` per pass."""
@@ -278,6 +281,15 @@ def _sync(snap: Snapshot, between: bool = False) -> list[dict[str, Any]]:
                 {"per_pass": _round(s.per_pass, 4), "passes": s.passes}
                 if between
                 else {"per_step": _round(s.per_step, 4)}
+            ),
+            **(
+                {}
+                if between
+                else {
+                    "watched_steps": s.watched,
+                    "per_step_error": _round(s.error, 4),
+                    "seen_steps": s.seen,
+                }
             ),
             "blocked_s": _round(s.blocked_s),
             "last_step": s.last_step,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from perftop.fmt import NA, fraction, seconds, sync_where, table
+from perftop.fmt import NA, fraction, seconds, sync_rate, sync_where, table
 from perftop.fmt import command as command_line
 from perftop.model import Snapshot
 from perftop.model.between import OVERLAPPED
@@ -173,7 +173,12 @@ def _sync(sites: list[dict[str, Any]], between: bool = False) -> list[str]:
         )
         if via:
             where += f" → {via} {e.get('lib_function') or ''}".rstrip()
-        row = [where, e["op"], e["kind"], e["function"], f"{e[rate]:.2f}", str(e["count"])]
+        shown = (
+            f"{e[rate]:.2f}"
+            if between
+            else sync_rate(e[rate], e.get("per_step_error"), e.get("seen_steps"))
+        )
+        row = [where, e["op"], e["kind"], e["function"], shown, str(e["count"])]
         rows.append([*row, seconds(e.get("blocked_s"))] if blocked else row)
     head = ["where", "op", "kind", "function", "per pass" if between else "per step", "count"]
     if between:
@@ -181,6 +186,11 @@ def _sync(sites: list[dict[str, Any]], between: bool = False) -> list[str]:
         title = f"Host-device syncs between training steps ({passes} passes watched)"
     else:
         title = "Host-device sync sites (potential: would stall on a GPU)"
+        watched = max((e.get("watched_steps") or 0) for e in sites)
+        if any(e.get("per_step_error") == 0 for e in sites):
+            title += f"; exact: all {watched} steps watched"
+        elif watched:
+            title += f"; per step over {watched} watched steps, ± one standard error"
     return [
         "",
         title,

@@ -71,3 +71,24 @@ async def test_a_library_site_names_the_users_line_then_the_library() -> None:
         app.post_message(SnapshotMessage(snap))
         await settle(pilot)
         assert column(app.query_one("#sync").table, "where") == ["lightning/loop.py:7"]
+
+
+@aio
+async def test_rates_with_their_error_and_what_they_rest_on() -> None:
+    """A sampled rate with its standard error, one seen in few watched steps as '~1 in N',
+    the watched steps in the border; the exact mode says so and shows no error."""
+    sampled = (
+        SyncSite("item", "/u/t.py", 9, "f", "potential", 40, 1.0, watched=40, error=0.0, seen=40),
+        SyncSite("item", "/u/t.py", 12, "f", "potential", 80, 0.1, watched=40, error=0.02, seen=4),
+        SyncSite("bool", "/u/t.py", 15, "f", "potential", 9, 0.25, watched=40, error=0.05, seen=12),
+    )
+    sampled = (dataclasses.replace(sampled[0], error=0.1), *sampled[1:])
+    async with showing(dataclasses.replace(snapshot(), sync=sampled)) as (app, pilot):
+        panel = app.query_one("#sync")
+        assert column(panel.table, "per_step") == ["1.0 ±0.10", "0.25 ±0.05", "~1 in 10"]
+        assert panel.border_subtitle == "3 sites, 40 steps watched"
+        exact = tuple(dataclasses.replace(s, error=0.0, watched=99) for s in sampled)
+        app.post_message(SnapshotMessage(dataclasses.replace(snapshot(), sync=exact)))
+        await settle(pilot)
+        assert column(panel.table, "per_step") == ["1.0", "0.25", "0.10"]
+        assert panel.border_subtitle == "3 sites, exact: 99 steps"

@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
 
-from perftop.fmt import sync_where
+from perftop.fmt import sync_rate, sync_where
 from perftop.model import Snapshot
 from perftop.model.snapshot import SyncSite
 from perftop.tui import fmt
@@ -41,7 +41,7 @@ def site_cells(s: SyncSite, blocked: bool = True) -> list[Cell]:
         Cell(s.op, s.op, style=kind_style, justify="left"),
         # "potential": would make a GPU wait; seen on this device by the sampled detector.
         Cell(s.kind, s.kind, style=kind_style if s.kind == "sync" else "dim", justify="left"),
-        Cell(f"{s.per_step:.2f}" if s.per_step < 1 else f"{s.per_step:.1f}", s.per_step),
+        Cell(sync_rate(s.per_step, s.error, s.seen, short=True), s.per_step),
         Cell(f"{s.count:,}", s.count),
     ]
     if blocked:
@@ -63,7 +63,8 @@ def summary(sites: tuple[SyncSite, ...], observer: bool = False) -> Group | Text
     for s in sites:
         t = Text(s.op, style="bold red" if s.kind == "sync" else "yellow")
         t.append(f" {where(s)}")
-        t.append(f" {s.per_step:.1f}/step", style="dim")
+        rate = sync_rate(s.per_step, s.error, s.seen, short=True)
+        t.append(f" {rate}" if rate.startswith("~") else f" {rate}/step", style="dim")
         if s.kind != "sync":
             t.append(" potential", style="dim")
         if s.blocked_s is not None:
@@ -71,6 +72,18 @@ def summary(sites: tuple[SyncSite, ...], observer: bool = False) -> Group | Text
         t.no_wrap, t.overflow = True, "ellipsis"
         lines.append(t)
     return Group(*lines)
+
+
+def subtitle(sites: tuple[SyncSite, ...]) -> str:
+    """How many sites, and on how many watched steps their rates rest (± one standard
+    error in the rate column), or that every step was watched (the exact mode)."""
+    if not sites:
+        return ""
+    out = f"{len(sites)} sites"
+    watched = max((s.watched or 0) for s in sites)
+    if any(s.error == 0 for s in sites if s.watched):
+        return f"{out}, exact: {watched} steps"
+    return f"{out}, {watched} steps watched" if watched else out
 
 
 class SyncPanel(Panel):
@@ -110,4 +123,4 @@ class SyncPanel(Panel):
             key = f"{s.file}:{s.line}:{s.op}:{s.kind}:{s.lib_file}:{s.lib_line}"
             rows[key] = site_cells(s, blocked)
         self.table.set_rows(rows)
-        self.border_subtitle = f"{len(snap.sync)} sites" if snap.sync else ""
+        self.border_subtitle = subtitle(snap.sync)

@@ -1,0 +1,95 @@
+"""A long campaign of the loop-shape fuzzer (tests/zoo): ``--n`` loops drawn by hypothesis,
+each run plainly, under ``perftop run --headless`` and in the exact mode, and checked by
+the oracles. Prints a line per loop, then a summary table (loops, failures per oracle);
+the failing loops' folders are kept under ``--out`` (loop.py, spec.txt, each run's count,
+log and report) and their specs listed in ``--out``/failures.txt.
+
+    python scripts/loop_fuzz.py --n 300 [--seed 29] [--out /tmp/zoo] [--avoid manual,grad]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
+
+from tests.zoo.oracles import ORACLES  # noqa: E402
+from tests.zoo.parts import Spec, specs  # noqa: E402
+from tests.zoo.run import Result, run_spec  # noqa: E402
+
+
+def campaign(n: int, at: int, out: Path, avoid: frozenset[str], odds: int) -> list[Result]:
+    results: list[Result] = []
+    t0 = time.monotonic()
+
+    @seed(at)
+    @settings(
+        max_examples=n,
+        deadline=None,
+        database=None,
+        phases=(Phase.generate,),
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(spec=specs(compile_odds=odds, avoid=avoid))
+    def one(spec: Spec) -> None:
+        folder = out / f"loop{len(results):04d}"
+        shutil.rmtree(folder, ignore_errors=True)
+        res = run_spec(spec, folder)
+        results.append(res)
+        verdict = "ok" if not res.failures else "FAIL " + ",".join(sorted(res.oracles()))
+        took = time.monotonic() - t0
+        print(f"[{len(results)}/{n} {took:.0f}s] {spec.update}/{spec.data}: {verdict}", flush=True)
+        if res.failures:
+            with (out / "failures.txt").open("a") as f:
+                f.write(res.show() + "\n\n")
+        else:
+            for p in folder.glob("*.perftop*"):
+                p.unlink()
+
+    try:
+        one()
+    except KeyboardInterrupt:  # Ctrl-C: the summary of the loops run so far
+        print(f"interrupted after {len(results)} loops", flush=True)
+    return results
+
+
+def summary(results: list[Result]) -> str:
+    rows = [f"{'oracle':<14} {'failed':>6}  what it checks"]
+    for name, what in ORACLES.items():
+        bad = sum(1 for r in results if name in r.oracles())
+        rows.append(f"{name:<14} {bad:>6}  {what}")
+    failed = sum(1 for r in results if r.failures)
+    return "\n".join([f"loops: {len(results)}, failed: {failed}", *rows])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=300, help="loops to draw (default 300)")
+    ap.add_argument("--seed", type=int, default=29)
+    ap.add_argument("--out", type=Path, default=Path("/tmp/perftop-zoo"))
+    ap.add_argument("--avoid", default="", help="parts to leave out, comma-separated")
+    ap.add_argument("--compile-odds", type=int, default=15, help="1 loop in N compiled")
+    a = ap.parse_args()
+    if a.n < 1:
+        print("loop_fuzz: --n must be at least 1", file=sys.stderr)
+        return 2
+    a.out.mkdir(parents=True, exist_ok=True)
+    (a.out / "failures.txt").write_text("")
+    avoid = frozenset(x for x in a.avoid.split(",") if x)
+    results = campaign(a.n, a.seed, a.out, avoid, a.compile_odds)
+    text = summary(results)
+    (a.out / "summary.txt").write_text(text + "\n")
+    print(text)
+    print(f"failing loops: {a.out / 'failures.txt'}")
+    return 1 if any(r.failures for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

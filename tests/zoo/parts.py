@@ -1,0 +1,90 @@
+"""Loop shapes composed from parts: a spec (drawn by hypothesis) and the small Python
+training loop it renders to. Each loop counts for itself what it did and writes it as one
+JSON object to the file named by ``ZOO_OUT``: its steps, each sync line's calls keyed by
+line (and those in steps 1..N-1, the steps a detector can watch), its host-only and
+between-steps sync lines, its evaluations, sampling passes and checkpoints with their own
+times, its data wait (time around each batch fetch), the function-mode stack depth after
+every step, its wall time, and a checksum of its parameters (what it computed)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+from hypothesis import strategies as st
+
+UPDATES = ("optim", "manual", "lbfgs", "grad", "two_optims", "accum")
+DATA = ("loader0", "loader1", "slice", "preloaded", "thread")
+OPS = ("item", "bool", "nonzero", "format")
+# Updates whose steps an optimizer closes: an evaluation after it is between steps (a
+# backward()-only loop keeps an evaluation without a DataLoader in its step, by design).
+OPTIMIZED = frozenset({"optim", "lbfgs", "two_optims", "accum"})
+
+
+@dataclass(frozen=True)
+class Sync:
+    op: str  # one of OPS, on a value computed from the model (device-bound)
+    period: int  # 1, k, or 0: random, with probability ``chance``
+    phase: int = 0
+    chance: float = 0.0
+    after: bool = False  # after the update (then it is in the next step)
+    on_data: bool = False  # on the batch itself (preloaded device data), not on the loss
+
+
+@dataclass(frozen=True)
+class Spec:
+    update: str
+    data: str
+    syncs: tuple[Sync, ...] = ()
+    steps: int = 100
+    width: int = 64
+    batch: int = 32
+    evaluate: int = 0  # an evaluation after every N-th step (0: none)
+    sample: int = 0  # a sampling pass (int() of the argmax, 4 times) every N-th step
+    checkpoint: int = 0  # torch.save every N-th step
+    host_transform: bool = False  # per sample: torch.as_tensor(.., device=x.device), bool()
+    compiled: bool = False
+    seed: int = 0
+
+    def show(self) -> str:
+        return repr(asdict(self))
+
+
+def syncs(data: str) -> st.SearchStrategy[Sync]:
+    on_data = st.booleans() if data == "preloaded" else st.just(False)
+    return st.builds(
+        Sync,
+        op=st.sampled_from(OPS),
+        period=st.sampled_from((1, 1, 2, 3, 5, 7, 10, 0)),
+        phase=st.integers(0, 9),
+        chance=st.sampled_from((0.2, 0.35, 0.5)),
+        after=st.booleans(),
+        on_data=on_data,
+    )
+
+
+@st.composite
+def specs(draw: st.DrawFn, compile_odds: int = 15, avoid: frozenset[str] = frozenset()) -> Spec:
+    """A loop spec; ``avoid``: parts left out (an update or a data source by name,
+    ``on_data``, ``after``, ``host_transform``, ``compiled``), for a sample that should not
+    meet a known bug."""
+    update = draw(st.sampled_from([u for u in UPDATES if u not in avoid]))
+    data = draw(st.sampled_from([d for d in DATA if d not in avoid]))
+    ss = tuple(draw(st.lists(syncs(data), min_size=0, max_size=3)))
+    if "on_data" in avoid:
+        ss = tuple(s for s in ss if not s.on_data)
+    if "after" in avoid:  # syncs after the update read a value made in the step before
+        ss = tuple(replace(s, after=False) for s in ss)
+    every = st.sampled_from((0, 0, 7, 13, 29))
+    return Spec(
+        update=update,
+        data=data,
+        syncs=ss,
+        steps=draw(st.sampled_from((80, 120, 200))),
+        width=draw(st.sampled_from((64, 256))),
+        evaluate=draw(every),
+        sample=draw(every),
+        checkpoint=draw(every),
+        host_transform="host_transform" not in avoid and draw(st.booleans()),
+        compiled="compiled" not in avoid and draw(st.integers(1, compile_odds)) == 1,
+        seed=draw(st.integers(0, 2**16)),
+    )

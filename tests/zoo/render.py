@@ -1,0 +1,249 @@
+"""A spec (tests/zoo/parts.py) rendered to a small, readable training loop."""
+
+from __future__ import annotations
+
+from tests.zoo.parts import Spec, Sync
+
+HEAD = """\
+# a loop of the zoo: {spec}
+import json, os, queue, random, threading, time
+import torch
+torch.set_num_threads(1)
+torch.manual_seed({seed})
+rng = random.Random({seed})
+perf = time.perf_counter
+device = torch.device("cpu")
+D, B, N, STEPS = {width}, {batch}, 2048, {steps}
+model = torch.nn.Sequential(
+    torch.nn.Linear(D, D), torch.nn.ReLU(), torch.nn.Linear(D, D), torch.nn.ReLU(),
+    torch.nn.Linear(D, 1),
+).to(device)
+params = list(model.parameters())
+X_host, Y_host = torch.randn(N, D), torch.randn(N, 1)
+XE = torch.randn(64, D).to(device)
+own = {{"steps": 0, "calls": {{}}, "watchable": {{}}, "host_lines": [], "passes": [],
+       "checkpoints": [], "data_wait_s": 0.0, "depth": [],
+       "depth_start": torch._C._len_torch_function_stack()}}
+CKPT = os.environ.get("ZOO_OUT", "zoo.json") + ".pt"
+
+
+def called(line, step):
+    own["calls"][line] = own["calls"].get(line, 0) + 1
+    if 1 <= step < STEPS:
+        own["watchable"][line] = own["watchable"].get(line, 0) + 1
+
+
+def fwd(xb, yb):
+    return torch.nn.functional.mse_loss(net(xb), yb)
+"""
+
+DATA = {
+    "loader0": """\
+from torch.utils.data import DataLoader, TensorDataset
+loader = DataLoader(TensorDataset(X_host, Y_host), batch_size=B, shuffle=True, drop_last=True)
+def forever():
+    while True:
+        yield from loader
+it = forever()
+def fetch(i):
+    return next(it)
+""",
+    "loader1": """\
+from torch.utils.data import DataLoader, TensorDataset
+loader = DataLoader(TensorDataset(X_host, Y_host), batch_size=B, shuffle=True, drop_last=True,
+                    num_workers=1, persistent_workers=True)
+def forever():
+    while True:
+        yield from loader
+it = forever()
+def fetch(i):
+    return next(it)
+""",
+    "slice": """\
+def fetch(i):
+    j = (i * B) % (N - B)
+    return X_host[j:j + B], Y_host[j:j + B]
+""",
+    "preloaded": """\
+X_dev, Y_dev = X_host.to(device), Y_host.to(device)  # a small data set kept on the device
+def fetch(i):
+    j = (i * B) % (N - B)
+    return X_dev[j:j + B], Y_dev[j:j + B]
+""",
+    "thread": """\
+q = queue.Queue(maxsize=4)
+def produce():
+    i = 0
+    while True:
+        j = (i * B) % (N - B)
+        q.put((X_host[j:j + B].clone(), Y_host[j:j + B].clone()))
+        i += 1
+threading.Thread(target=produce, daemon=True).start()
+def fetch(i):
+    return q.get()
+""",
+}
+
+UPDATE_SETUP = {
+    "optim": "opt = torch.optim.SGD(params, lr=1e-3, momentum=0.9)",
+    "manual": "LR = 1e-3",
+    "lbfgs": "opt = torch.optim.LBFGS(params, lr=0.05, max_iter=2, history_size=4)",
+    "grad": "LR = 1e-3",
+    "two_optims": (
+        "opt = torch.optim.SGD(params[:2], lr=1e-3)\nopt2 = torch.optim.Adam(params[2:], lr=1e-4)"
+    ),
+    "accum": "opt = torch.optim.AdamW(params, lr=1e-4)\nACC = 2",
+}
+
+# The update, indented for the loop body; ``loss`` is left bound to a device-bound value.
+UPDATE = {
+    "optim": """\
+opt.zero_grad()
+loss = fwd(xb, yb)
+loss.backward()
+{pre}opt.step()""",
+    "manual": """\
+loss = fwd(xb, yb)
+model.zero_grad()
+loss.backward()
+{pre}with torch.no_grad():
+    for p in params:
+        p.add_(p.grad, alpha=-LR)""",
+    "lbfgs": """\
+def closure():  # the syncs before the update: in the closure (each evaluation of it)
+    global metric
+    opt.zero_grad()
+    loss = fwd(xb, yb)
+    loss.backward()
+{pre}    return loss
+loss = opt.step(closure)""",
+    "grad": """\
+loss = fwd(xb, yb)
+grads = torch.autograd.grad(loss, params)
+{pre}with torch.no_grad():
+    for p, g in zip(params, grads):
+        p.sub_(g, alpha=LR)""",
+    "two_optims": """\
+opt.zero_grad()
+opt2.zero_grad()
+loss = fwd(xb, yb)
+loss.backward()
+{pre}opt.step()
+opt2.step()""",
+    "accum": """\
+opt.zero_grad()
+for k in range(ACC):
+    if k:
+        xb, yb = batch(i)
+    loss = fwd(xb, yb) / ACC
+    loss.backward()
+{pre}opt.step()""",
+}
+
+OPS = {
+    "item": "_v = {x}.item()",
+    "bool": "_v = bool({x} > 1e9)",
+    "nonzero": "_v = torch.nonzero({x}.reshape(-1) > 0)",
+    "format": '_v = f"{{{x}:.4f}}"',
+}
+
+TAIL = """\
+own["wall_s"] = perf() - T0
+own["depth_end"] = torch._C._len_torch_function_stack()
+own["checksum"] = float(sum(p.detach().double().sum() for p in params))
+with open(os.environ.get("ZOO_OUT", "zoo.json"), "w") as f:
+    json.dump(own, f)
+"""
+
+
+class Source:
+    """Lines with their numbers, so a sync line's key is the line the loop runs it on."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.periods: dict[int, int] = {}  # each sync line's period (-1: random)
+
+    def add(self, text: str, indent: int = 0) -> int:
+        for ln in text.splitlines():
+            self.lines.append(" " * indent + ln if ln else "")
+        return len(self.lines)
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines) + "\n"
+
+
+def _sync(src: Source, s: Sync, indent: int, step: str) -> None:
+    if s.period == 1:
+        cond = "True"
+    elif s.period:
+        cond = f"i % {s.period} == {s.phase % s.period}"
+    else:
+        cond = f"rng.random() < {s.chance}"
+    # after the update: a metric made before it, in the step before (an unwatched one, often)
+    x = "metric" if s.after else "loss.detach()" if s.op != "format" else "loss"
+    if s.on_data:
+        x = "xb[:, 0]" if s.op == "nonzero" else "xb[0, 0]"  # a scalar for the others
+    line = len(src.lines) + 2
+    src.periods[line] = s.period if s.period else -1
+    src.add(f"if {cond}:\n    {OPS[s.op].format(x=x)}; called({line}, {step})", indent)
+
+
+def render(spec: Spec) -> str:
+    src = Source()
+    src.add(HEAD.format(spec=spec.show(), **_fields(spec)))
+    src.add("net = torch.compile(model)" if spec.compiled else "net = model")
+    src.add(DATA[spec.data])
+    src.add(UPDATE_SETUP[spec.update])
+    src.add("\n\ndef batch(i):\n    t = perf()\n    xb, yb = fetch(i)")
+    src.add('    own["data_wait_s"] += perf() - t')
+    if spec.host_transform:  # torchvision's Normalize: a host tensor following xb's device
+        src.add("    for s in range(4):")
+        src.add("        std = torch.as_tensor([0.5, 0.25], device=xb.device)")
+        n = src.add("        if bool((std == 0).any()):")
+        src.add("            raise ValueError('std')")
+        src.add(f'    own["host_lines"] = [{n}]')
+    if spec.data != "preloaded":
+        src.add("    xb, yb = xb.to(device), yb.to(device)")
+    src.add("    return xb, yb\n\n")
+    src.add("T0 = perf()\nfor i in range(STEPS):")
+    src.add("xb, yb = batch(i)", 4)
+    pre = [s for s in spec.syncs if not s.after]
+    body = UPDATE[spec.update].split("{pre}")
+    src.add(body[0], 4)
+    inner = 8 if spec.update == "lbfgs" else 4
+    src.add("metric = loss.detach()", inner)
+    for s in pre:  # in this iteration's step, before the update closes it
+        _sync(src, s, inner, "i")
+    src.add(body[1], 4)
+    src.add('own["steps"] += 1', 4)
+    src.add('own["depth"].append(torch._C._len_torch_function_stack())', 4)
+    for s in spec.syncs:
+        if s.after:  # after the update: in the next step
+            _sync(src, s, 4, "i + 1")
+    _between(src, spec)
+    src.add(f'own["periods"] = {src.periods!r}')
+    src.add(TAIL)
+    return str(src)
+
+
+def _fields(spec: Spec) -> dict[str, object]:
+    return {k: getattr(spec, k) for k in ("seed", "width", "batch", "steps")}
+
+
+def _between(src: Source, spec: Spec) -> None:
+    """An evaluation, a sampling pass and a checkpoint after some steps, each timed."""
+    if spec.evaluate:
+        src.add(f"if i % {spec.evaluate} == {spec.evaluate - 1}:", 4)
+        src.add("t = perf()\nwith torch.no_grad():\n    for _ in range(3):", 8)
+        src.add("        out = net(XE)", 8)
+        n = src.add("    acc = (out > 0).float().mean().item()", 8)
+        src.add(f'own["passes"].append([i, "eval", {n}, perf() - t])', 8)
+    if spec.sample:
+        src.add(f"if i % {spec.sample} == {spec.sample - 1}:", 4)
+        src.add("t = perf()\nwith torch.no_grad():\n    z = XE[:2]\n    for _ in range(4):", 8)
+        n = src.add("        tok = int(net(z).argmax())", 8)
+        src.add(f'own["passes"].append([i, "sample", {n}, perf() - t])', 8)
+    if spec.checkpoint:
+        src.add(f"if i % {spec.checkpoint} == {spec.checkpoint - 1}:", 4)
+        src.add("t = perf()\ntorch.save(model.state_dict(), CKPT)", 8)
+        src.add('own["checkpoints"].append([i, perf() - t])', 8)

@@ -1,0 +1,114 @@
+"""Running one loop of the zoo: rendered to ``loop.py`` in its own folder, run plainly, under
+``perftop run --headless`` (sampled) and in the exact mode (``PERFTOP_SYNC=all``), then
+checked by the oracles. The folder keeps the loop, its spec, and each run's count and
+report, to read when it fails."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.zoo.oracles import check, slower
+from tests.zoo.parts import Spec
+from tests.zoo.render import render
+
+TIMEOUT = 300  # the plain run's; a run under perftop gets 10x the plain one's time, 60 s or more
+RETRIES = 2  # the wall-time oracle runs plain and perftop again this often before failing
+
+
+@dataclass
+class Result:
+    spec: Spec
+    folder: Path
+    failures: list[str] = field(default_factory=list)
+
+    def oracles(self) -> set[str]:
+        return {f.split(":", 1)[0] for f in self.failures}
+
+    def show(self) -> str:
+        lines = [f"loop {self.folder}/loop.py", f"spec {self.spec.show()}", *self.failures]
+        return "\n  ".join(lines)
+
+
+def _run(
+    folder: Path, mode: str, timeout: float = TIMEOUT
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None, str]:
+    """One run: (the loop's own count, perftop's report or None plainly, what went wrong)."""
+    out = folder / f"{mode}.json"
+    out.unlink(missing_ok=True)
+    env = {**os.environ, "ZOO_OUT": str(out), "PYTHONWARNINGS": "ignore"}
+    loop = [sys.executable, str(folder / "loop.py")]
+    rec = folder / f"{mode}.perftop"
+    if mode == "plain":
+        cmd = loop
+    else:
+        env["PERFTOP_SYNC"] = "all" if mode == "exact" else "sampled"
+        cmd = [sys.executable, "-m", "perftop", "run", "--headless", "--force"]
+        cmd += ["--record", str(rec), "--", *loop]
+    p = subprocess.Popen(
+        cmd, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        stdin=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        log, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:  # the loop and perftop alike: their own group
+        os.killpg(p.pid, signal.SIGKILL)
+        log, _ = p.communicate()
+        (folder / f"{mode}.log").write_text(log)
+        return None, None, f"ran: {mode}: still running after {timeout:.0f} s, killed"
+    (folder / f"{mode}.log").write_text(log)
+    if p.returncode or not out.exists():
+        return None, None, f"ran: {mode}: exit {p.returncode}: {log.strip()[-300:]}"
+    own = json.loads(out.read_text())
+    if mode == "plain":
+        return own, None, ""
+    rep = subprocess.run(
+        [sys.executable, "-m", "perftop", "report", "--json", str(rec)],
+        capture_output=True, text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    if rep.returncode:
+        return own, None, f"ran: {mode}: report exit {rep.returncode}: {rep.stderr.strip()}"
+    (folder / f"{mode}.report.json").write_text(rep.stdout)
+    return own, json.loads(rep.stdout), ""
+
+
+def run_spec(spec: Spec, folder: Path, modes: tuple[str, ...] | None = None) -> Result:
+    """``modes``: by default the exact mode too where the loop has syncs to count."""
+    if modes is None:
+        counts = spec.syncs or spec.host_transform or spec.evaluate or spec.sample
+        modes = ("sampled", "exact") if counts and not spec.compiled else ("sampled",)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "loop.py").write_text(render(spec))
+    (folder / "spec.txt").write_text(spec.show() + "\n")
+    res = Result(spec, folder)
+    plain, _, why = _run(folder, "plain")
+    if plain is None:
+        res.failures.append(why)
+        return res
+    runs = {}
+    limit = max(60.0, 10 * plain["wall_s"] + 30)
+    for mode in modes:
+        own, rep, why = _run(folder, mode, limit)
+        if own is None or rep is None:
+            res.failures.append(why)
+            continue
+        runs[mode] = (own, rep)
+    res.failures += check(spec, plain, runs)
+    if "sampled" in runs:  # back to back, again while the machine is too busy
+        slow = slower(plain, runs["sampled"][0])
+        for _ in range(RETRIES if slow else 0):
+            plain, _, _ = _run(folder, "plain")
+            own, _, _ = _run(folder, "sampled", limit)
+            slow = slower(plain, own) if plain and own else "wall_time: a rerun failed"
+            if not slow:
+                break
+        if slow:
+            res.failures.append(slow)
+    (folder / "failures.txt").write_text("\n".join(res.failures) + "\n")
+    return res
