@@ -37,28 +37,21 @@ def fwd(xb, yb):
     return torch.nn.functional.mse_loss(net(xb), yb)
 """
 
+_LOADER = """\
+from torch.utils.data import DataLoader, TensorDataset
+loader = DataLoader(TensorDataset(X_host, Y_host), batch_size=B, shuffle=True, drop_last=True{workers})
+def forever():
+    while True:
+        yield from loader
+it = forever()
+def fetch(i):
+    return next(it)
+"""
 DATA = {
-    "loader0": """\
-from torch.utils.data import DataLoader, TensorDataset
-loader = DataLoader(TensorDataset(X_host, Y_host), batch_size=B, shuffle=True, drop_last=True)
-def forever():
-    while True:
-        yield from loader
-it = forever()
-def fetch(i):
-    return next(it)
-""",
-    "loader1": """\
-from torch.utils.data import DataLoader, TensorDataset
-loader = DataLoader(TensorDataset(X_host, Y_host), batch_size=B, shuffle=True, drop_last=True,
-                    num_workers=1, persistent_workers=True)
-def forever():
-    while True:
-        yield from loader
-it = forever()
-def fetch(i):
-    return next(it)
-""",
+    "loader0": _LOADER.format(workers=""),
+    "loader1": _LOADER.format(
+        workers=",\n                    num_workers=1, persistent_workers=True"
+    ),
     "slice": """\
 def fetch(i):
     j = (i * B) % (N - B)
