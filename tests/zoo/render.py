@@ -194,7 +194,8 @@ def render(spec: Spec) -> str:
         src.add("        std = torch.as_tensor([0.5, 0.25], device=xb.device)")
         n = src.add("        if bool((std == 0).any()):")
         src.add("            raise ValueError('std')")
-        src.add(f'    own["host_lines"] = [{n}]')
+        if spec.data != "preloaded":  # there xb is device data: the transform's bool() syncs
+            src.add(f'    own["host_lines"] = [{n}]')
     if spec.data != "preloaded":
         src.add("    xb, yb = xb.to(device), yb.to(device)")
     src.add("    return xb, yb\n\n")
