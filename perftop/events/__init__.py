@@ -3,8 +3,9 @@
 Each family of events lives in its own module; importing this package registers them all.
 """
 
-from perftop.events import core, fleet, probes, stacks, sync, workers  # noqa: F401  (registers the tags)
+from perftop.events import capture, core, fleet, probes, stacks, sync, workers  # noqa: F401  (registers the tags)
 from perftop.events.base import FORMAT_VERSION, DecodeError, Event, decode, event, registered
+from perftop.events.capture import CaptureAsk, CaptureOps, CaptureState
 from perftop.events.core import (
     Between,
     BetweenOpen,
@@ -36,6 +37,9 @@ from perftop.events.workers import WorkerStats
 __all__ = [
     "FORMAT_VERSION",
     "Between",
+    "CaptureAsk",
+    "CaptureOps",
+    "CaptureState",
     "BetweenOpen",
     "DecodeError",
     "Dropped",
