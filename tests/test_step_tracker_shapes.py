@@ -50,23 +50,38 @@ def test_autograd_grad_in_a_backward_loop_adds_time_only(tr):
     assert len(steps) == 1 and abs(steps[0][4] - 0.3) < 1e-9
 
 
+def _region(t, ctx, t0, t1):
+    """A ``with torch.no_grad():`` block at one call site (the line entering it here)."""
+    t.no_grad(True, ctx, t0)
+    t.no_grad(False, ctx, t1)
+
+
+def _evaluate(t, ctx, t0, t1):
+    """A region at another site: an ``evaluate()``."""
+    t.no_grad(True, ctx, t0)
+    t.no_grad(False, ctx, t1)
+
+
 def test_no_grad_region_between_optimizer_steps_is_eval(tr):
     t, steps, between = tr
     opt, ctx = Opt(), Ctx()
     t.backward(0.1, 0.2)
     _opt_step(t, opt, 0.3, 0.4)
-    t.no_grad(True, ctx, 0.5)  # an estimate_loss() right after the step
-    t.no_grad(False, ctx, 1.5)
+    _region(t, ctx, 0.5, 1.5)  # an estimate_loss() right after the step
     t.backward(1.6, 1.7)
     _opt_step(t, opt, 1.8, 1.9)
     assert between == [("eval", 0.4, 1.1)]
     assert abs((steps[-1][2] - steps[-1][1]) - 0.4) < 1e-9  # the step after: 1.5 .. 1.9
-    # A region the last step also began with is per-step work (a target network).
-    t.no_grad(True, ctx, 2.0)
-    t.no_grad(False, ctx, 2.5)
+    # A site the last step also met is per-step work (a target network).
+    _region(t, ctx, 2.0, 2.5)
     t.backward(2.6, 2.7)
     _opt_step(t, opt, 2.8, 2.9)
     assert len(between) == 1
+    # Another site, not met in the step before: an evaluation.
+    _evaluate(t, ctx, 3.0, 3.5)
+    t.backward(3.6, 3.7)
+    _opt_step(t, opt, 3.8, 3.9)
+    assert between[1:] == [("eval", 2.9, 0.6)]
 
 
 def test_no_grad_region_inside_a_step_or_before_training_is_not_eval(tr):
@@ -79,6 +94,59 @@ def test_no_grad_region_inside_a_step_or_before_training_is_not_eval(tr):
     t.no_grad(False, ctx, 0.5)
     t.backward(0.6, 0.7)
     assert between == []
+
+
+def test_manual_update_loop_evaluation_is_between_steps(tr):
+    """No optimizer: backward() then a no_grad update at one site every step; an
+    ``evaluate()`` from another site after step 3 (and twice after step 5) is cut out of
+    the steps, each pass once; the update's region stays in its step."""
+    t, steps, between = tr
+    ctx = Ctx()
+    for i in range(6):
+        t.backward(i + 0.1, i + 0.2)
+        _region(t, ctx, i + 0.3, i + 0.4)  # p.add_(p.grad, alpha=-lr)
+        if i == 3:
+            _evaluate(t, ctx, i + 0.5, i + 0.9)
+        if i == 5:  # after the last step: a final test, twice (two sets, one call site)
+            for k in range(2):
+                _evaluate(t, ctx, i + 0.5 + k * 0.2, i + 0.6 + k * 0.2)
+    t.flush()
+    assert [(k, round(a, 3), round(n, 3)) for k, a, n in between] == [
+        ("eval", 3.5, 0.4),
+        ("eval", 5.5, 0.1),
+        ("eval", 5.6, 0.2),  # from the end of the first: nothing ran between them
+    ]
+    assert len(steps) == 6 and steps[3][2] == pytest.approx(3.5)  # ends where it began
+    assert steps[4][1] == pytest.approx(3.9)
+
+
+def test_evaluation_after_a_second_optimizers_step_is_cut_out(tr):
+    t, steps, between = tr
+    opt, opt2, ctx = Opt(), Opt(), Ctx()
+    for i in range(4):
+        t.backward(i + 0.1, i + 0.2)
+        _opt_step(t, opt, i + 0.3, i + 0.4)
+        _opt_step(t, opt2, i + 0.4, i + 0.5)
+        if i == 2:
+            _evaluate(t, ctx, i + 0.6, i + 0.9)
+    assert between == [("eval", 2.6, 0.3)]
+    assert steps[-1][2] - steps[-1][1] == pytest.approx(0.7)  # 2.4 .. 3.4 less the pass
+
+
+def test_closure_optimizer_every_region_between_its_steps_is_a_pass(tr):
+    """LBFGS: training is inside opt.step(closure); a prediction after every step, at one
+    site, is an evaluation each time."""
+    t, steps, between = tr
+    opt, ctx = Opt(), Ctx()
+    t.clock = iter([0.0, 0.1, 1.0, 1.1, 2.0, 2.1]).__next__  # the closure's own clock
+    for i in range(3):
+        bwd = (i + 0.05, i + 0.08)
+        args = t.optimizer_pre(opt, i + 0.0, (opt, lambda b=bwd: t.backward(*b)), None)
+        args[0][1]()  # LBFGS calls its closure: forward, backward
+        t.optimizer_post(opt, i + 0.4)
+        _region(t, ctx, i + 0.5, i + 0.8)
+    assert between == [("eval", i + 0.4, 0.4) for i in range(3)]
+    assert len(steps) == 3
 
 
 def test_save_on_another_thread_overlaps(tr):

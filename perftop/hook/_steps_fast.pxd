@@ -30,9 +30,9 @@ cdef class StepTracker:
     cdef public int mode, closure_depth
     cdef public long long index, step_hook_at
     cdef public bint running, settled, has_fetch, has_bwd, in_gap, gap_eval, pend, pend_got
-    cdef public bint blind, bwd_seen, ng_cur, ng_prev
+    cdef public bint blind, bwd_seen
     cdef public unsigned long thread, fetch_thread, main_thread
-    cdef public object region
+    cdef public object region, ng_sites
     cdef public double start, opt_t0, closure_s, last_end, data, bwd, opt, hole
     cdef public double gap_t0, save_s, save_t0, pend_t0, pend_t1
     cdef public object primary, mark, in_opt, phases, fetch_loader, pend_loader, grad_enabled

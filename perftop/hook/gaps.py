@@ -9,18 +9,27 @@ What opens an interval:
   loader, as in a second ``fit``);
 - a ``torch.save`` call;
 - a ``torch.no_grad()`` region (a ``with`` block, a decorated ``estimate_loss()`` or
-  ``generate()``) entered with grad on where a step has not begun yet: after an optimizer
-  step or ``perftop.step()``, before the next batch or backward. Its ``__enter__`` and
-  ``__exit__`` are the signal: nothing per module call. It closes when the region exits.
-  A region that the last step also began with is that loop's own per-step work (a target
-  network, a teacher's forward) and stays in the step; so is one inside an active step
-  (a manual SGD update after backward), so a backward()-only loop's evaluation without a
-  DataLoader stays in its step. A region entered in torch.nn or torch.optim code (a
-  module's ``.to()``/``.cpu()``, weight init) is torch's housekeeping, not a pass.
+  ``generate()``) entered with grad on where a step has not begun yet (after an optimizer
+  step or ``perftop.step()``, before the next batch or backward), or inside a step that
+  only a lazy source closes (after ``backward()`` in a loop without an optimizer) or that
+  only a second optimizer's step began. Its ``__enter__`` and ``__exit__`` are the signal:
+  nothing per module call. It closes when the region exits.
+  Regions are keyed by their call site (the first line outside torch and perftop: the
+  ``with``, or the call of a decorated function). A site also entered in the step before
+  is that loop's own per-step work (a manual SGD update, a target network, a teacher's
+  forward, an EMA) and stays in the step; so is a site first met inside the first step.
+  A site met again in the same stretch between steps as its evaluation is one too
+  (``evaluate()`` called once per validation set). In a closure optimizer's loop
+  (LBFGS) training is all inside ``opt.step(closure)``: any region between its steps is a
+  pass. A region entered in torch.nn or torch.optim code (a module's
+  ``.to()``/``.cpu()``, weight init, gradient clipping) is torch's housekeeping, not a pass.
 
 A ``torch.save`` on another thread than training's (an async checkpoint) cuts nothing:
 before any training, one on another thread than main; it is reported as
 ``checkpoint_overlapped`` time, overlapping the steps around it.
+
+An interval still open when the job exits (a final test pass after the last step) ends
+at the exit.
 
 It closes at the loop's next training activity (a ``torch.save`` on its own, once
 training was seen: when it returns): a grad-enabled batch from a training
@@ -49,6 +58,8 @@ if TYPE_CHECKING:  # the tracker whose rare paths these are (no import at run ti
 # .to()/.cpu() (Module._apply), weight init, an optimizer's or clipping's internals.
 _HOUSEKEEPING = tuple(os.sep + os.path.join("torch", d) + os.sep for d in ("nn", "optim"))
 _OURS = os.sep + os.path.join("perftop", "hook") + os.sep
+_TORCH = os.sep + "torch" + os.sep  # torch's own frames: a decorator's wrapper
+_MAX_SITES = 4096  # sites remembered (code lines: a real loop has a handful)
 EVAL, CHECKPOINT, OVERLAPPED = "eval", "checkpoint", "checkpoint_overlapped"
 
 
@@ -65,6 +76,8 @@ def reset(tr: Tracker) -> None:
     tr.pend_got = False
     tr.pend_loader = None
     tr.region = None
+    # a no_grad call site -> (step index where last met, after it, whether it was a pass)
+    tr.ng_sites = {}
 
 
 def enter(tr: Tracker, t: float, is_eval: bool) -> None:
@@ -165,14 +178,25 @@ def region_enter(tr: Tracker, ctx: Any, t: float) -> None:
     """A ``no_grad`` region entered with grad on at ``t`` (module docstring)."""
     if tr.thread == 0 or tr.in_gap or tr.pend or tr.in_opt is not None:
         return  # before training (a model's init), inside an optimizer step (LBFGS's)
-    if tr.running and tr.active():
-        return  # inside a step
-    per_step = tr.ng_prev
-    tr.ng_cur = True
-    if per_step or _housekeeping():
-        return
-    enter(tr, t, True)
-    tr.region = ctx
+    site = _site()
+    if site is None:
+        return  # torch's housekeeping
+    index, sites = tr.index, tr.ng_sites
+    last = sites.get(site)
+    inside = tr.running and tr.active()
+    if tr.closure_s > 0.0 and not inside:
+        per_step = False  # between a closure optimizer's steps: no training there
+    elif last is None:
+        per_step = inside and index == 0  # first met in the first step: its own work
+    elif last[2] and last[1] == index and not inside:
+        per_step = False  # an evaluation's site again, in the same stretch between steps
+    else:
+        per_step = last[0] >= index - 1
+    if not per_step:
+        enter(tr, t, True)  # (a lazy source's step closes here: the index moves on)
+        tr.region = ctx
+    if len(sites) < _MAX_SITES:
+        sites[site] = (index, tr.index, not per_step)
 
 
 def region_exit(tr: Tracker, t: float) -> None:
@@ -182,15 +206,20 @@ def region_exit(tr: Tracker, t: float) -> None:
     tr.region = None
 
 
-def _housekeeping() -> bool:
-    """Whether the region was entered in torch.nn or torch.optim code (a module's
-    ``.cpu()`` around a checkpoint, say): the first frame that is not perftop's says."""
+def _site() -> Any:
+    """Where the region was entered: the code and line of the first frame that is neither
+    perftop's nor torch's (a ``with`` line; for a decorated function, the line calling
+    it); None where torch.nn or torch.optim code entered it (a module's ``.cpu()`` around
+    a checkpoint, clipping, init: housekeeping)."""
     f: Any = sys._getframe(1)
-    for _ in range(8):
+    for _ in range(12):
         if f is None:
-            return False
+            return None
         name = f.f_code.co_filename
         if _OURS not in name:
-            return any(p in name for p in _HOUSEKEEPING)
+            if any(p in name for p in _HOUSEKEEPING):
+                return None
+            if _TORCH not in name:
+                return (f.f_code, f.f_lineno)
         f = f.f_back
-    return False
+    return None

@@ -44,8 +44,6 @@ class Tracker(Protocol):
     pend_got: bool
     blind: bool
     bwd_seen: bool
-    ng_cur: bool
-    ng_prev: bool
     # times (seconds)
     start: float
     opt_t0: float
@@ -62,6 +60,7 @@ class Tracker(Protocol):
     pend_t1: float
     # objects
     region: Any
+    ng_sites: dict[Any, tuple[int, int, bool]]
     primary: Any  # a weak reference to the primary optimizer, or None
     mark: Any
     in_opt: Any

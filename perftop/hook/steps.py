@@ -110,7 +110,6 @@ class StepTracker:
         self.fetch_thread = 0  # the thread of the batches fetched before training was seen
         self.blind = False  # batches came from another thread: the loop's waits are unseen
         self.bwd_seen = False  # a backward() was seen: autograd.grad calls add time only
-        self.ng_cur = self.ng_prev = False  # a no_grad region at this / the last step's start
         self.region = None  # the no_grad context that opened the open interval, if one did
 
     def close(self, t: float) -> None:
@@ -139,8 +138,6 @@ class StepTracker:
         self.data = self.bwd = self.opt = self.hole = 0.0
         self.phases = None
         self.has_fetch = self.has_bwd = False
-        self.ng_prev = self.ng_cur
-        self.ng_cur = False
 
     def active(self) -> bool:
         """Whether the open step has seen anything yet."""
@@ -340,8 +337,8 @@ class StepTracker:
         interval outside training ends there too."""
         if self.pend:
             gaps.pending_was_eval(self)
-        if self.in_gap:
-            gaps.end(self, max(self.last_end, self.gap_t0))
+        if self.in_gap:  # a pass after the last step (a final test): it ran until now
+            gaps.end(self, max(self.clock(), self.gap_t0))
         elif self.running:
             self.lazy_close(max(self.last_end, self.start))
         cold.release(self)
@@ -393,10 +390,17 @@ def _grad_done(tr: Any, t0: float, t1: float, ok: bool, first: Any) -> int:
 
 def _enter_done(tr: Any, t0: float, t1: float, ok: bool, ctx: Any) -> int:
     t: StepTracker = tr
-    # C checks first: a region inside a step (clip_grad_norm_'s) costs only these.
+    # C checks first: a region inside an optimizer's step (clip_grad_norm_'s) costs only
+    # these. A step that a lazy source closes (a manual update after backward()), or that
+    # only a second optimizer's step began, may hold an evaluation: gaps.py looks.
     if not ok or t.thread == 0 or t.in_gap or t.in_opt is not None:
         return 0
-    if t.running and t.active():
+    if (
+        t.running
+        and t.mode >= OPTIMIZER
+        and (t.has_bwd or t.has_fetch or t.mark is None)
+        and t.active()
+    ):
         return 0
     if ctx.prev:  # grad was on: an outermost region (not a Function's forward)
         t.no_grad(True, ctx, t0)

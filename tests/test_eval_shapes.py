@@ -1,0 +1,64 @@
+"""Evaluations on every loop shape (issue 30 item 2), real trainings under ``perftop run``
+compared with each loop's own timers (tests/workloads/eval_shapes.py): a loop with no
+optimizer object and an LBFGS loop. Each pass appears once, between steps, within 10% of
+the loop's own time; none stays inside a step; a pass after the last step counts too."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import pytest
+
+from perftop.events import Step
+from perftop.recording import read_events
+from tests.helpers import WORKLOADS, run_and_report
+
+SHAPES = str(WORKLOADS / "eval_shapes.py")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = {}
+    for shape in ("manual", "lbfgs"):
+        d = tmp_path_factory.mktemp(shape)
+        proc, rep = run_and_report(d, sys.executable, SHAPES, shape)
+        assert proc.returncode == 0, proc.stderr
+        own = json.loads(next(ln for ln in proc.stdout.splitlines() if ln.startswith("{")))
+        steps = [e for e in read_events(str(d / "r.perftop")) if isinstance(e, Step)]
+        out[shape] = (own, rep, steps)
+    return out
+
+
+def _close(got: float, want: float) -> bool:
+    return abs(got - want) <= max(0.1 * want, 0.002 * 5)
+
+
+def test_manual_update_loop_each_evaluation_between_steps(runs):
+    """No torch.optim: four evaluate() after each epoch's last step and a final test
+    pass: five evaluations (two after the last step), none folded into a step; the save
+    after the loop is a checkpoint."""
+    own, rep, steps = runs["manual"]
+    s = rep["steps"]
+    assert s["count"] == own["steps"] == 120
+    ev = s["between_s"]["eval"]
+    assert ev["count"] == len(own["evals"]) == 5, s["between_s"]
+    assert _close(ev["total_s"], sum(own["evals"])), (ev, own["evals"])
+    assert s["between_s"]["checkpoint"]["count"] == 1
+    assert max(st.duration for st in steps) < 0.5 * min(own["evals"])  # no pass in a step
+
+
+def test_lbfgs_each_prediction_once_between_steps(runs):
+    """optimizer.step(closure) then a no_grad prediction: each of the six is an
+    evaluation, and its sync line is counted between steps only, not as a step's."""
+    own, rep, steps = runs["lbfgs"]
+    s = rep["steps"]
+    assert s["count"] == own["steps"] == 6
+    ev = s["between_s"]["eval"]
+    assert ev["count"] == len(own["evals"]) == 6, s["between_s"]
+    assert _close(ev["total_s"], sum(own["evals"])), (ev, own["evals"])
+    mine = [r for r in rep.get("sync_events") or [] if r["file"].endswith("eval_shapes.py")]
+    assert mine == []
+    between = [r for r in rep.get("sync_between") or [] if r["file"].endswith("eval_shapes.py")]
+    assert len(between) == 1

@@ -1,0 +1,86 @@
+"""Evaluations in loops of every shape, each timed by the loop itself. One argument, the
+shape; prints one JSON line ``{"shape": ...}`` with its steps and each pass's own time.
+
+- ``manual``: no torch.optim: ``loss.backward()`` then ``p.add_`` under ``no_grad``; a
+  decorated ``evaluate()`` after each epoch's last step (the last one after the run's last
+  step), then a final test pass and a ``torch.save`` after the loop;
+- ``lbfgs``: ``optimizer.step(closure)`` then a ``no_grad`` prediction after every step,
+  with a sync line (``.item()``) in it.
+"""
+
+import json
+import os
+import sys
+import time
+
+import torch
+
+torch.manual_seed(0)
+torch.set_num_threads(1)
+perf = time.perf_counter
+own = {"steps": 0, "evals": [], "saves": []}
+
+
+def say():
+    print(json.dumps(own), flush=True)
+
+
+def manual():
+    own["shape"] = "manual"
+    w1 = torch.randn(64, 64, requires_grad=True)
+    w2 = torch.randn(64, 1, requires_grad=True)
+    x, y = torch.randn(2048, 64), torch.randn(2048, 1)
+    xe = torch.randn(4096, 64)
+
+    @torch.no_grad()
+    def evaluate():
+        t = perf()
+        for _ in range(40):
+            out = torch.tanh(xe @ w1) @ w2
+        acc = (out > 0).float().mean().item()
+        own["evals"].append(perf() - t)
+        return acc
+
+    for _epoch in range(4):
+        for j in range(30):
+            xb, yb = x[j * 64 : (j + 1) * 64], y[j * 64 : (j + 1) * 64]
+            loss = torch.nn.functional.mse_loss(torch.tanh(xb @ w1) @ w2, yb)
+            loss.backward()
+            with torch.no_grad():
+                for p in (w1, w2):
+                    p.add_(p.grad, alpha=-1e-3)
+                    p.grad = None
+            own["steps"] += 1
+        evaluate()
+    evaluate()  # a final test pass after the last step
+    t = perf()
+    torch.save({"w1": w1, "w2": w2}, os.path.join(os.environ.get("SHAPES_OUT", "."), "w.pt"))
+    own["saves"].append(perf() - t)
+
+
+def lbfgs():
+    own["shape"] = "lbfgs"
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.Tanh(), torch.nn.Linear(64, 1))
+    opt = torch.optim.LBFGS(model.parameters(), lr=0.5, max_iter=20)
+    x, y = torch.randn(512, 32), torch.randn(512, 1)
+    xt = torch.randn(8192, 32)
+    for _ in range(6):
+
+        def closure():
+            opt.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            return loss
+
+        opt.step(closure)
+        own["steps"] += 1
+        t = perf()
+        with torch.no_grad():
+            for _ in range(30):
+                pred = model(xt)
+            own["pred"] = pred.mean().item()  # a sync line of the prediction
+        own["evals"].append(perf() - t)
+
+
+{"manual": manual, "lbfgs": lbfgs}[sys.argv[1]]()
+say()
