@@ -88,3 +88,15 @@ def test_evidence_80x24(snap_compare) -> None:
 
 def test_evidence_160x48(snap_compare) -> None:
     assert snap_compare(PerftopApp(), terminal_size=(160, 48), run_before=show("e"))
+
+
+def test_hogwild_trainers_160x48(snap_compare) -> None:
+    """Two trainers without ranks (hogwild, a real run of tests/workloads/hogwild.py 2 80):
+    the Steps panel counts both (160 steps in 2 trainers, 80 + 80), not the first one."""
+    run_before = _recorded("hogwild.perftop")
+    assert snap_compare(PerftopApp(), terminal_size=(160, 48), run_before=run_before)
+
+
+def test_hogwild_trainers_80x24(snap_compare) -> None:
+    run_before = _recorded("hogwild.perftop")
+    assert snap_compare(PerftopApp(), terminal_size=(80, 24), run_before=run_before)

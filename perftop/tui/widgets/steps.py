@@ -67,14 +67,27 @@ def chart(rows: tuple[StepRow, ...], width: int, height: int, p50: float | None)
     return lines
 
 
-def stats_line(s: StepStats, compact: bool = False) -> Text:
-    """Count, rate and percentiles; ``compact`` drops max and GPU to fit 40 columns."""
+def stats_line(s: StepStats, compact: bool = False, trainers: tuple[StepStats, ...] = ()) -> Text:
+    """Count, rate and percentiles; ``compact`` drops max and GPU to fit 40 columns.
+    ``trainers``: several trainers without ranks (hogwild): the count and rate are their
+    total, the times the first trainer's (each one's under Ranks)."""
     gap = " " if compact else "  "
     t = Text()
     t.append("steps ", style="dim")
-    t.append(f"{s.count:,}", style="bold")
+    count, rate = s.count, s.steps_per_s
+    if trainers:
+        rates = [r.steps_per_s for r in trainers]
+        count = sum(r.count for r in trainers)
+        rate = None if None in rates else sum(r or 0.0 for r in rates)
+    t.append(f"{count:,}", style="bold")
+    if trainers:
+        t.append(f" in {len(trainers)} trainers", style="dim")
+        if not compact:
+            t.append(" (" + " + ".join(f"{r.count:,}" for r in trainers) + ")", style="dim")
     t.append(gap)
-    t.append(fmt.num(s.steps_per_s, "{:.1f}") + "/s", style="bold")
+    t.append(fmt.num(rate, "{:.1f}") + "/s", style="bold")
+    if trainers and not compact:
+        t.append(f"{gap}first trainer", style="dim")
     shown = (("p50", s.p50), ("p95", s.p95)) + (() if compact else (("max", s.max),))
     for label, v in shown:
         t.append(f"{gap}{label} ", style="dim")
@@ -146,7 +159,7 @@ class StepsPanel(TextPanel):
             elif not snap.trainers:
                 msg = "no training process has connected yet"
             return Text(msg, style="dim")
-        head = [stats_line(s, self.compact)]
+        head = [stats_line(s, self.compact, snap.independent_trainers())]
         if h >= 5:
             head.append(phase_line(s))
         if h >= 7 and snap.between:
