@@ -210,16 +210,36 @@ def _site() -> Any:
     """Where the region was entered: the code and line of the first frame that is neither
     perftop's nor torch's (a ``with`` line; for a decorated function, the line calling
     it); None where torch.nn or torch.optim code entered it (a module's ``.cpu()`` around
-    a checkpoint, clipping, init: housekeeping)."""
+    a checkpoint, clipping, init: housekeeping). Per step in a loop without an optimizer
+    (its update's region): each file's kind is looked up once."""
     f: Any = sys._getframe(1)
+    kinds = _FILE_KINDS
     for _ in range(12):
         if f is None:
             return None
-        name = f.f_code.co_filename
-        if _OURS not in name:
-            if any(p in name for p in _HOUSEKEEPING):
-                return None
-            if _TORCH not in name:
-                return (f.f_code, f.f_lineno)
+        code = f.f_code
+        kind = kinds.get(code.co_filename)
+        if kind is None:
+            kind = _file_kind(code.co_filename)
+        if kind == _USER:
+            return (code, f.f_lasti)  # the instruction: cheaper than its line
+        if kind == _HOUSE:
+            return None
         f = f.f_back
     return None
+
+
+_USER, _SKIP, _HOUSE = 0, 1, 2
+_FILE_KINDS: dict[str, int] = {}
+
+
+def _file_kind(name: str) -> int:
+    if _OURS in name:
+        kind = _SKIP
+    elif any(p in name for p in _HOUSEKEEPING):
+        kind = _HOUSE
+    else:
+        kind = _SKIP if _TORCH in name else _USER
+    if len(_FILE_KINDS) < _MAX_SITES:
+        _FILE_KINDS[name] = kind
+    return kind
