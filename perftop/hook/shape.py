@@ -24,6 +24,7 @@ class Tracker(Protocol):
     on_error: Callable[[str], None] | None
     on_between: Callable[[str, float, float], None] | None
     on_open: Callable[[str, float], None] | None
+    on_arm: Callable[[], None] | None
     clock: Callable[[], float]
     # ints
     mode: int
@@ -53,6 +54,7 @@ class Tracker(Protocol):
     bwd: float
     opt: float
     hole: float
+    fwd_wait: float
     gap_t0: float
     save_s: float
     save_t0: float

@@ -77,6 +77,7 @@ class StepTracker:
         self.on_error: Callable[[str], None] | None = None
         self.on_between: Callable[[str, float, float], None] | None = None  # kind, t0, length
         self.on_open: Callable[[str, float], None] | None = None  # kind, t0: one began
+        self.on_arm: Callable[[], None] | None = None  # arms the one-shot forward pre-hook
         self.grad_enabled: Callable[[], bool] = _grad_on  # torch.is_grad_enabled, once patched
         self.clock = _perf  # for closures (tests give their own)
         # torch's global optimizer hooks, called as hook(opt, args, kwargs)
@@ -111,14 +112,21 @@ class StepTracker:
         self.blind = False  # batches came from another thread: the loop's waits are unseen
         self.bwd_seen = False  # a backward() was seen: autograd.grad calls add time only
         self.region = None  # the no_grad context that opened the open interval, if one did
+        # Feeders (a queue filled by another thread, a generator): the wait from the step's
+        # start to its first module call on the training thread (first_forward.py), or -1.
+        self.fwd_wait = -1.0
 
     def close(self, t: float) -> None:
         """End the current step at ``t`` and start the next one there."""
         if self.running:
             dur = t - self.start - self.hole  # a gap inside the step is cut out of it
             # -0.0: the loop's data wait was not seen (it counts as 0.0 everywhere; the
-            # model shows the figure as absent)
-            data = -0.0 if self.blind and not self.has_fetch else _cap(self.data, dur)
+            # model shows the figure as absent). No fetch on the training thread: the wait
+            # before the step's first forward, where it was measured.
+            if self.has_fetch or self.fwd_wait < 0.0:
+                data = -0.0 if self.blind and not self.has_fetch else _cap(self.data, dur)
+            else:
+                data = _cap(self.fwd_wait, dur)
             step = (self.index, self.start + self.hole, t, data,  # wire.REC_* order
                     _cap(self.bwd, dur), _cap(self.opt, dur), self.phases,
                     SOURCES[self.mode])  # fmt: skip
@@ -137,6 +145,9 @@ class StepTracker:
         self.start = t
         self.data = self.bwd = self.opt = self.hole = 0.0
         self.phases = None
+        self.fwd_wait = -1.0
+        if not self.has_fetch and self.mode >= OPTIMIZER and self.on_arm is not None:
+            self.on_arm()  # no DataLoader fetch in the last step: time the next forward
         self.has_fetch = self.has_bwd = False
 
     def active(self) -> bool:
@@ -213,6 +224,11 @@ class StepTracker:
             self.has_fetch = True
             if self.on_fetched is not None:
                 self.on_fetched()
+
+    def first_forward(self, t: float) -> None:
+        """The open step's first module call on the training thread, at ``t``."""
+        if self.running and not self.in_gap and not self.has_fetch and self.fwd_wait < 0.0:
+            self.fwd_wait = t - self.start - self.hole
 
     def backward(self, t0: float, t1: float) -> None:
         if _thread() != self.thread:  # noqa: F821

@@ -67,6 +67,11 @@ def patch_torch(state: HookState) -> None:
     state.undo.append(lambda: setattr(base, "__next__", orig_next))
     _fast_grad(torch, tracker)
 
+    # -- feeders (a queue, a generator): the wait before each step's first forward -------
+    from perftop.hook import first_forward
+
+    first_forward.install(state)
+
     loaders: Any = weakref.WeakKeyDictionary()  # loader -> its number; never an id()
     counter = itertools.count()
     for cls in (dl._SingleProcessDataLoaderIter, dl._MultiProcessingDataLoaderIter):

@@ -1,0 +1,148 @@
+"""Data wait behind a feeder: the training thread's wait before each step's first forward.
+
+A loop fed by a queue that another thread fills, a generator or a prefetcher class makes
+no DataLoader fetch on the training thread, so the fetch cannot be timed. For such steps
+only (optimizer or explicit steps whose last step made no fetch), the tracker arms at the
+step's start a one-shot global forward pre-hook: the first module call on the training
+thread records the time since the step began and removes the hook at once, so one module
+call per step takes ``Module._call_impl``'s slow path. The job's own hooks run as before
+(ours is added after its global ones, and never changes arguments or outputs).
+
+Never where dynamo could trace it: a model compiled in place (``Module.compile()``) or a
+compiled function runs module hooks inside the compiled region, where an armed hook would
+be traced and guarded on. Any compile that does not start inside a ``torch.compile(model)``
+wrapper's call turns the hook off for good (before dynamo traces anything), and the
+wrapper's call is itself the step's first forward: it fires and disarms before the
+wrapper runs (so its warning about global hooks never shows).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from typing import Any
+
+from perftop.hook.importwatch import after_import
+from perftop.hook.state import HookState
+from perftop.wire import DATA_WAIT_NOTE
+
+_perf = time.perf_counter
+
+
+class FirstForward:
+    def __init__(self, state: HookState, register: Any) -> None:
+        self.state = state
+        self.tracker = state.tracker
+        self.register = register  # torch's register_module_forward_pre_hook
+        self.handle: Any = None
+        self.off = False  # dynamo compiles module calls: never armed again
+        self.noted = False
+        self.in_wrapper = 0  # inside a torch.compile(model) wrapper's call
+
+    def arm(self) -> None:
+        if self.handle is None and not self.off:
+            try:
+                self.handle = self.register(self.hook)
+            except Exception:
+                self.state.internal_error("forward pre-hook")
+
+    def disarm(self) -> None:
+        h, self.handle = self.handle, None
+        if h is not None:
+            h.remove()
+
+    def hook(self, module: Any, args: Any) -> None:
+        try:
+            self.fire(_perf())
+        except Exception:
+            self.state.internal_error("forward pre-hook")
+
+    def fire(self, t: float) -> None:
+        tr = self.tracker
+        if threading.get_ident() != tr.thread:
+            return  # another thread's module call (a feeder's): not the training loop's
+        self.disarm()
+        tr.first_forward(t)
+        if not self.noted and tr.fwd_wait >= 0.0:
+            self.noted = True
+            self.state.sender.note("info", DATA_WAIT_NOTE)
+
+    def compile_started(self, args: Any) -> None:
+        """Dynamo starts compiling a frame, before it traces anything."""
+        if self.handle is not None or self.in_wrapper == 0:
+            self.off = True
+            self.disarm()
+
+    def stop(self) -> None:
+        self.off = True
+        self.disarm()
+
+    def wrap_compile(self, orig: Any, module_type: type) -> Any:
+        """``torch.compile`` of anything but a module (a function, a method, a decorator
+        to come), or ``Module.compile()`` (``module_type`` None): dynamo will trace module
+        calls; the hook is off from now on, before any compile."""
+        ff = self
+
+        @functools.wraps(orig)
+        def compile(*args: Any, **kwargs: Any) -> Any:
+            model = args[0] if args else kwargs.get("model")
+            if not isinstance(model, module_type):
+                ff.stop()
+            return orig(*args, **kwargs)
+
+        return compile
+
+    def wrap_optimized(self, orig: Any) -> Any:
+        ff = self
+
+        @functools.wraps(orig)
+        def __call__(mod: Any, *args: Any, **kwargs: Any) -> Any:
+            if ff.handle is not None:
+                try:
+                    ff.fire(_perf())
+                    ff.disarm()  # another thread's call: the wrapper must not see ours
+                except Exception:
+                    ff.state.internal_error("forward pre-hook")
+            ff.in_wrapper += 1
+            try:
+                return orig(mod, *args, **kwargs)
+            finally:
+                ff.in_wrapper -= 1
+
+        return __call__
+
+
+def install(state: HookState) -> None:
+    """Arms the tracker's feeder timing once torch is patched; dynamo hooked when imported."""
+    from torch.nn.modules.module import register_module_forward_pre_hook
+
+    import torch
+
+    ff = FirstForward(state, register_module_forward_pre_hook)
+    state.tracker.on_arm = ff.arm
+    orig = torch.compile
+    torch.compile = ff.wrap_compile(orig, torch.nn.Module)  # type: ignore[assignment]
+    state.undo.append(lambda: setattr(torch, "compile", orig))
+    module_compile = torch.nn.Module.compile
+    torch.nn.Module.compile = ff.wrap_compile(module_compile, type(None))  # type: ignore[method-assign]
+    state.undo.append(lambda: setattr(torch.nn.Module, "compile", module_compile))
+    state.undo.append(ff.disarm)
+    after_import("torch._dynamo", lambda _: _dynamo(state, ff))
+
+
+def _dynamo(state: HookState, ff: FirstForward) -> None:
+    try:
+        import torch._dynamo.callback as cb
+        import torch._dynamo.eval_frame as ef
+
+        cb.callback_handler.register_start_callback(ff.compile_started)
+        cls = ef.OptimizedModule
+        orig = cls.__call__
+        cls.__call__ = ff.wrap_optimized(orig)  # type: ignore[method-assign]
+        state.undo.append(lambda: setattr(cls, "__call__", orig))
+        state.undo.append(lambda: cb.callback_handler.remove_start_callback(ff.compile_started))
+    except Exception:
+        ff.off = True  # no way to tell where dynamo traces: never arm
+        ff.disarm()
+        state.internal_error("dynamo callbacks")
