@@ -39,7 +39,9 @@ STEP_RECORD = struct.Struct("<iqdddddB")
 STEP_SOURCES = ("", "loader", "backward", "optimizer", "explicit")
 # The hook's note (source ``hook:PID``) saying that this process's data wait is the wait
 # before each step's first forward (a feeder: no DataLoader fetch on the training thread).
-DATA_WAIT_NOTE = "data wait: measured before each step's first forward (no DataLoader on the training thread)"
+DATA_WAIT_NOTE = (
+    "data wait: measured before each step's first forward (no DataLoader on the training thread)"
+)
 # The hook's own step record: the tuple the tracker emits (steps.py) and holds (steps_cold)
 # and the sender packs, by position: (index, t0, t1, data, backward, optimizer, phases or
 # None, source name). A record without phases is packed with STEP_RECORD, else sent as JSON.

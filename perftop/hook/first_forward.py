@@ -115,9 +115,8 @@ class FirstForward:
 
 def install(state: HookState) -> None:
     """Arms the tracker's feeder timing once torch is patched; dynamo hooked when imported."""
-    from torch.nn.modules.module import register_module_forward_pre_hook
-
     import torch
+    from torch.nn.modules.module import register_module_forward_pre_hook
 
     ff = FirstForward(state, register_module_forward_pre_hook)
     state.tracker.on_arm = ff.arm

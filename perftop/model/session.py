@@ -34,12 +34,12 @@ from perftop.model.probe_health import ProbeHealthReducer
 from perftop.model.protocol import Hinter, NoHints
 from perftop.model.resources import GpusReducer, HostReducer, ProcessesReducer
 from perftop.model.roles import assign_roles
-from perftop.model.snapshot import Loader, Meta, NoteRow, OutputLine, Snapshot, Trainer
+from perftop.model.snapshot import Loader, Meta, NoteRow, OutputLine, Snapshot, StepStats, Trainer
 from perftop.model.stacks import StacksReducer
 from perftop.model.steps import LIVE_WINDOW, StepSeries
 from perftop.model.sync import SyncReducer
 from perftop.model.workers import WorkersReducer
-from perftop.wire import StepBatch, StepRecord, steps_of
+from perftop.wire import DATA_WAIT_NOTE, StepBatch, StepRecord, steps_of
 
 OUTPUT_LINES = 2000
 
@@ -99,7 +99,7 @@ class MetaReducer:
 
 
 class StepsReducer:
-    handles = (Hello, Step, StepGpu, LoaderInfo, Between, SyncBatch)
+    handles = (Hello, Step, StepGpu, LoaderInfo, Between, SyncBatch, Note)
 
     def __init__(self) -> None:
         self.series: dict[int, StepSeries] = {}
@@ -109,6 +109,7 @@ class StepsReducer:
         # worker pid -> its loader's id, for every iterator's workers: a loader's report
         # names only its newest workers (each epoch's iterator replaces the last)
         self.worker_loader: dict[int, int] = {}
+        self.before_forward: set[int] = set()  # processes whose data wait is a feeder's
 
     def apply(self, ev: Any) -> None:
         if isinstance(ev, Step):
@@ -140,6 +141,9 @@ class StepsReducer:
                 ev.torch_version,
                 ev.torch_threads,
             )
+        elif isinstance(ev, Note):
+            if ev.text == DATA_WAIT_NOTE and ev.source.startswith("hook:"):
+                self.before_forward.add(int(ev.source[5:]))
         elif isinstance(ev, LoaderInfo):
             for _worker_id, pid in ev.workers:
                 self.worker_loader[pid] = ev.loader_id
@@ -165,6 +169,16 @@ class StepsReducer:
                 s = series[pid] = StepSeries(pid)
             s.add_record(index, t0, t1, data, bwd, opt)
 
+    def _source(self, s: StepStats) -> StepStats:
+        """Says how a process's data wait was measured, where there is one."""
+        if s.data_wait_fraction is None:
+            return s
+        if s.pid in self.before_forward:
+            return replace(s, data_wait_source="before_forward")
+        if any(pid == s.pid for pid, _ in self.loaders):
+            return replace(s, data_wait_source="dataloader")
+        return s
+
     def rank_of(self, pid: int) -> int | None:
         t = self.trainers.get(pid)
         return t.rank if t is not None else None
@@ -175,7 +189,9 @@ class StepsReducer:
 
     def contribute(self, parts: dict[str, Any], window: int | None) -> None:
         ranks = [
-            s.stats(self.rank_of(pid), window, self._host(pid), self.syncs.get(pid, 0))
+            self._source(
+                s.stats(self.rank_of(pid), window, self._host(pid), self.syncs.get(pid, 0))
+            )
             for pid, s in self.series.items()
         ]
         # Lowest rank first; processes without a rank in order of their first step.

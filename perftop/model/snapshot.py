@@ -89,6 +89,9 @@ class StepStats:
     max: float | None = None
     phase_p50: dict[str, float] = field(default_factory=dict)
     data_wait_fraction: float | None = None
+    # how the data wait was measured: "dataloader" (its __next__ on the training thread),
+    # "before_forward" (a feeder: the wait before each step's first forward), or None
+    data_wait_source: str | None = None
     gpu_p50: float | None = None
     last_t: float | None = None
     recent: tuple[StepRow, ...] = ()

@@ -99,7 +99,8 @@ class StepSeries:
         if self.count - self.binned >= LIVE_WINDOW:
             self._bin()  # the ring is about to overwrite a step not yet binned
         n, other = self.count, max(0.0, d - data - backward - optimizer)
-        if data == 0.0 and copysign(1.0, data) < 0.0:
+        if data == 0.0 and copysign(1.0, data) < 0.0 and n > 0:  # the first may be unseen
+            # (a feeder's wait is timed from the second step on)
             self.unseen_at = n + 1
         if n < LIVE_WINDOW:
             self.durations.append(d)

@@ -91,6 +91,7 @@ def _steps(s: StepStats) -> dict[str, Any]:
         "steps_per_s": _round(s.steps_per_s, 3),
         "phases_s": {k: _round(v) for k, v in s.phase_p50.items()},
         "data_wait_fraction": _round(s.data_wait_fraction, 4),
+        "data_wait_source": s.data_wait_source,
         "gpu_time_s": {"p50": _round(s.gpu_p50)},
     }
 

@@ -67,11 +67,13 @@ def main(shape: str) -> None:
         model.compile(backend="eager")
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     feed = {"queue": queue_feed, "prefetcher": Prefetcher}.get(shape, batches)()
-    wait, n, losses = 0.0, 0, []
+    wait, n, losses, first = 0.0, 0, [], 0.0
     while True:
         t0 = time.perf_counter()
         b = next(feed, None)
         wait += time.perf_counter() - t0
+        if n == 0:
+            first = wait
         if b is None:
             break
         x, y = b
@@ -81,7 +83,13 @@ def main(shape: str) -> None:
         opt.step()
         losses.append(loss.item())
         n += 1
-    out = {"shape": shape, "steps": n, "wait_s": wait, "losses": [repr(v) for v in losses]}
+    out = {
+        "shape": shape,
+        "steps": n,
+        "wait_s": wait,
+        "first_wait_s": first,
+        "losses": [repr(v) for v in losses],
+    }
     if shape in ("compiled", "inplace"):
         from torch._dynamo.utils import counters
 

@@ -108,6 +108,8 @@ def phase_line(s: StepStats) -> Text:
     dw = s.data_wait_fraction
     t.append("data wait ", style="dim")
     t.append(fmt.pct(None if dw is None else dw * 100), style=fmt.level_style(dw, 0.15, 0.3))
+    if s.data_wait_source == "before_forward":
+        t.append(" before forward", style="dim")  # a feeder's: no DataLoader on this thread
     for p in PHASES:
         v = s.phase_p50.get(p)
         t.append("  ")

@@ -1,0 +1,57 @@
+"""Data wait behind a feeder (issue 30 item 3): loops fed by a queue thread, a generator
+and a prefetcher class, each timing its own fetch (tests/workloads/feeders.py); perftop's
+data wait is the training thread's wait before each step's first forward. A compiled
+model's loop computes and compiles the same with and without perftop."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from perftop.events import Step
+from perftop.recording import read_events
+from tests.helpers import WORKLOADS, run_and_report
+
+FEEDERS = str(WORKLOADS / "feeders.py")
+
+
+def _own(stdout: str) -> dict[str, Any]:
+    return json.loads(next(ln for ln in stdout.splitlines() if ln.startswith('{"shape"')))
+
+
+@pytest.fixture(scope="module", params=["queue", "generator", "prefetcher"])
+def feeder(request, tmp_path_factory):
+    d = tmp_path_factory.mktemp(request.param)
+    proc, r = run_and_report(d, sys.executable, FEEDERS, request.param)
+    assert proc.returncode == 0, proc.stderr
+    steps = [e for e in read_events(str(d / "r.perftop")) if isinstance(e, Step)]
+    return _own(proc.stdout), r["steps"], steps
+
+
+def test_feeder_data_wait_matches_the_loops_own_timer(feeder):
+    own, s, steps = feeder
+    assert s["count"] == own["steps"] == 40
+    assert s["data_wait_source"] == "before_forward"
+    assert s["data_wait_fraction"] is not None and "data" in s["phases_s"]
+    # the first step began at its first backward: its wait is not seen
+    ours, theirs = sum(st.data for st in steps), own["wait_s"] - own["first_wait_s"]
+    assert abs(ours - theirs) <= max(0.1 * theirs, 0.002), (ours, theirs)
+
+
+@pytest.mark.parametrize("shape", ["compiled", "inplace"])
+def test_compiled_feeder_loop_computes_and_compiles_the_same(tmp_path, shape):
+    plain = subprocess.run(
+        [sys.executable, FEEDERS, shape], capture_output=True, text=True, timeout=300
+    )
+    assert plain.returncode == 0, plain.stderr
+    proc, r = run_and_report(tmp_path, sys.executable, FEEDERS, shape)
+    assert proc.returncode == 0, proc.stderr
+    a, b = _own(plain.stdout), _own(proc.stdout)
+    assert (a["losses"], a["graphs"], a["frames"]) == (b["losses"], b["graphs"], b["frames"])
+    assert "global hooks" not in proc.stderr and "perf_counter" not in proc.stderr
+    if shape == "compiled":  # the wrapper's call is the step's first forward, outside dynamo
+        assert r["steps"]["data_wait_source"] == "before_forward"
