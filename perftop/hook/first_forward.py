@@ -121,7 +121,7 @@ def install(state: HookState) -> None:
     ff = FirstForward(state, register_module_forward_pre_hook)
     state.tracker.on_arm = ff.arm
     orig = torch.compile
-    torch.compile = ff.wrap_compile(orig, torch.nn.Module)  # type: ignore[assignment]
+    torch.compile = ff.wrap_compile(orig, torch.nn.Module)
     state.undo.append(lambda: setattr(torch, "compile", orig))
     module_compile = torch.nn.Module.compile
     torch.nn.Module.compile = ff.wrap_compile(module_compile, type(None))  # type: ignore[method-assign]
