@@ -7,6 +7,7 @@ the trace the way a hook does (self time per op and step, phase by where the op 
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass
@@ -45,7 +46,8 @@ def _phase_of(t: float, step: Step, marks: dict[int, tuple[float, float, float]]
     return "optimizer" if t <= step.t1 else "between"
 
 
-def run_capture(tmp: Path, pid: int = 4242, first_step: int = 41, n: int = 3) -> RealCapture:
+def run_capture(tmp: Path, first_step: int = 41, n: int = 3) -> RealCapture:
+    pid = os.getpid()  # the profiler's trace names the process by its pid
     import torch
     from torch.profiler import ProfilerActivity, profile
 

@@ -23,7 +23,7 @@ def test_a_done_capture_is_the_latest_with_its_ops_shares_and_cost(real_capture)
     assert cap is not None and cap.capture_id == "c1" and cap.by == "tui" and cap.steps == 3
     assert cap.state == "done"
     # the monitor's own "asked" gives way to the process's answer
-    assert [p.pid for p in cap.shown_parts()] == [4242]
+    assert [p.pid for p in cap.shown_parts()] == [rc.ops.pid]
     part = cap.done()
     assert part is not None and part.first_step == 41 and part.last_step == 43
     assert part.trace == str(rc.trace) and part.clock_offset_us == rc.clock_offset_us
@@ -38,19 +38,20 @@ def test_a_done_capture_is_the_latest_with_its_ops_shares_and_cost(real_capture)
 
 
 def test_asked_started_refused_and_a_late_state_after_done(real_capture) -> None:
+    pid = real_capture.ops.pid
     s = _session(CaptureState(10.0, 0, "c1", "asked", steps=3))
     cap = s.snapshot().latest_capture
     assert cap is not None and cap.state == "asked" and cap.steps == 3
-    s.apply(CaptureState(10.5, 4242, "c1", "started", first_step=41, steps=3))
+    s.apply(CaptureState(10.5, pid, "c1", "started", first_step=41, steps=3))
     part = s.snapshot().latest_capture.shown_parts()[0]
     assert (part.state, part.first_step, part.last_step) == ("started", 41, 43)
-    s.apply(CaptureState(11.0, 4242, "c2", "refused", "torch.compile is compiling"))
+    s.apply(CaptureState(11.0, pid, "c2", "refused", "torch.compile is compiling"))
     cap = s.snapshot().latest_capture
     assert cap.capture_id == "c2" and cap.state == "refused"
     assert cap.shown_parts()[0].reason == "torch.compile is compiling"
     # a summary, then a stray state: the summary stays
     s.apply(real_capture.ops)
-    s.apply(CaptureState(12.0, 4242, "c1", "failed", "late"))
+    s.apply(CaptureState(12.0, pid, "c1", "failed", "late"))
     c1 = s.snapshot().captures[0]
     assert c1.state == "done" and c1.done() is not None and c1.done().ops
 
