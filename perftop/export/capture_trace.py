@@ -59,7 +59,10 @@ def annotate(path: str | Path, steps: Sequence[Step], clock_offset_us: float) ->
         added.extend(step_events(s, s.pid, us, STEP_TID))
     doc["traceEvents"] = events + added
     other = doc.get("otherData")
-    doc["otherData"] = {**(other if isinstance(other, dict) else {}), "perftop_steps": [s.index for s in steps]}
+    doc["otherData"] = {
+        **(other if isinstance(other, dict) else {}),
+        "perftop_steps": [s.index for s in steps],
+    }
     _write_atomic(Path(path), doc)
     return len(added)
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from perftop.events import CaptureAsk, CaptureOps, CaptureState
+from perftop.fmt import seconds, sync_where
 
 MAX_CAPTURES = 64  # a session keeps its latest captures only
 MONITOR_PID = 0  # CaptureState.pid of the monitor itself (asked, or refused before any hook)
@@ -36,10 +37,8 @@ class CaptureOp:
 
     @property
     def where(self) -> str:
-        """The user's line that called it (``file:line``), "" when unknown."""
-        if not self.file:
-            return ""
-        return f"{self.file}:{self.line}" if self.line else self.file
+        """The user's line that called it (``train.py:64``, as a sync site's), "" unknown."""
+        return sync_where(self.file, self.line, None, None, None)[0] if self.file else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +102,35 @@ class Capture:
     def done(self) -> CapturePart | None:
         """The first finished part with its summary (the one the Ops view shows)."""
         return next((p for p in self.parts if p.state == "done" and p.step_s is not None), None)
+
+
+def steps_text(first: int, n: int) -> str:
+    return f"step {first}" if n == 1 else f"steps {first}–{first + n - 1}"
+
+
+def cost_text(part: CapturePart) -> str:
+    """What the capture cost a step: ``+0.22ms/step (+38%)``; N/A with the reason."""
+    cost = part.cost_s
+    if cost is None or part.before_s is None:
+        return "cost N/A (no steps before it to compare)"
+    sign = "+" if cost >= 0 else "-"
+    return f"cost {sign}{seconds(abs(cost))}/step ({cost / part.before_s:+.0%})"
+
+
+def status_line(c: Capture) -> str:
+    """Where a capture stands, in one line: the Ops view's, the report's."""
+    parts = c.shown_parts()
+    p = parts[0] if parts else None
+    who = f" (pid {p.pid})" if p is not None and p.pid and len(parts) > 1 else ""
+    state = c.state
+    if state == "done" and p is not None and p.first_step >= 0:
+        return f"{steps_text(p.first_step, p.steps)} captured{who}"
+    if state == "started" and p is not None and p.first_step >= 0:
+        return f"capturing {steps_text(p.first_step, p.steps)}…{who}"
+    if state in ("refused", "failed") and p is not None:
+        return f"capture {state}{who}: {p.reason or 'no reason given'}"
+    n = c.steps or (p.steps if p is not None else 0)
+    return f"capture asked: the next {n} steps…" if n else "capture asked…"
 
 
 def ops_of(ev: CaptureOps) -> tuple[CaptureOp, ...]:

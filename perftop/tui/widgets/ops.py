@@ -1,0 +1,144 @@
+"""Ops: the top ops of the latest on-demand capture (``t``), by self time per step,
+grouped by phase, with the user's line that called each one.
+
+The panel appears once a session has a capture (asked, running, refused or done): until
+then it takes no room. A narrow terminal shows the top op of each phase; zoomed, the
+table. The phase column sorts by phase in step order, heaviest op first within each.
+"""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.widgets import Static
+
+from perftop.events.capture import PHASES
+from perftop.model import Snapshot
+from perftop.model.capture import Capture, CaptureOp, CapturePart, cost_text, status_line
+from perftop.tui import fmt
+from perftop.tui.widgets.difftable import Cell, DiffTable
+from perftop.tui.widgets.panel import Panel
+
+COLUMNS = (
+    ("phase", "phase"),
+    ("op", "op"),
+    ("self", "self/step"),
+    ("share", "%phase"),
+    ("calls", "calls"),
+)
+DEVICE = ("device", "device/step")  # on an accelerator only
+REST = (("where", "file:line"), ("shapes", "shapes"))
+PHASE_STYLES = {"data": "yellow", "forward": "dodger_blue2", "backward": "medium_purple1",
+                "optimizer": "green3", "between": "grey62"}  # fmt: skip
+NO_CAPTURE = (
+    "no capture yet: t captures the next 3 steps op by op (the job's own user; an attached "
+    "viewer only with --allow-control); perftop trace PID from a shell"
+)
+
+
+def _phase_order(op: CaptureOp) -> float:
+    """Phases in the order a step runs them, the heaviest op of each first."""
+    i = PHASES.index(op.phase) if op.phase in PHASES else len(PHASES)
+    return i + 1.0 - min(1.0, op.share or 0.0)
+
+
+def op_cells(op: CaptureOp, device: bool) -> list[Cell]:
+    style = PHASE_STYLES.get(op.phase, "")
+    share = None if op.share is None else op.share * 100
+    cells = [
+        Cell(op.phase, _phase_order(op), style=style, justify="left"),
+        Cell(op.name, op.name, justify="left"),
+        Cell(fmt.secs(op.self_s), op.self_s),
+        Cell(fmt.pct(share), share, style=fmt.NA_STYLE if share is None else ""),
+        Cell(f"{op.calls:.3g}", op.calls),
+    ]
+    if device:
+        cells.append(Cell(fmt.secs(op.device_s), op.device_s))
+    cells.append(Cell(op.where, op.where, justify="left"))
+    cells.append(Cell(op.shapes, op.shapes, style="dim", justify="left"))
+    return cells
+
+
+def shown(snap: Snapshot) -> tuple[Capture | None, CapturePart | None]:
+    """The latest capture, and the summary shown: its own, or the last one done before."""
+    latest = snap.latest_capture
+    done = next((c.done() for c in reversed(snap.captures) if c.done() is not None), None)
+    return latest, done
+
+
+def status(latest: Capture | None, part: CapturePart | None) -> Text:
+    if latest is None:
+        return Text(NO_CAPTURE, style="dim")
+    style = {"refused": "bold yellow", "failed": "bold red"}.get(latest.state, "bold")
+    line = Text()
+    line.append(status_line(latest), style=style)
+    if part is not None:
+        if latest.done() is not part:
+            line.append(f" · showing steps {part.first_step}–{part.last_step}", style="dim")
+        line.append(f" · {cost_text(part)}", style="dim")
+    return line
+
+
+def summary(part: CapturePart | None) -> list[Text]:
+    """The top op of each phase, the longest phase first, one line each (narrow terminals)."""
+    lines = []
+    for phase in sorted(PHASES, key=lambda p: -(part.phase_s.get(p, 0.0) if part else 0.0)):
+        ops = [op for op in (part.ops if part else ()) if op.phase == phase]
+        if not ops:
+            continue
+        top = max(ops, key=lambda op: op.self_s)
+        t = Text(f"{phase:<9}", style=PHASE_STYLES.get(phase, ""))
+        t.append(f" {top.name} {fmt.secs(top.self_s)}/step")
+        if top.share is not None:
+            t.append(f" {top.share:.0%}", style="bold")
+        if top.where:
+            t.append(f" {top.where}", style="dim")
+        lines.append(t)
+    return lines
+
+
+class OpsPanel(Panel):
+    TITLE = "Ops"
+    DEFAULT_CSS = """
+    OpsPanel > #ops-status { height: auto; }
+    OpsPanel > #ops-summary { display: none; height: auto; }
+    OpsPanel.-compact > DiffTable, OpsPanel.-nodata > DiffTable { display: none; }
+    OpsPanel.-compact > #ops-summary { display: block; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.table = DiffTable((*COLUMNS, *REST), sort="phase", reverse=False)
+        self.status = Static(Text(NO_CAPTURE, style="dim"), id="ops-status")
+        self.summary = Static("", id="ops-summary")
+        self.display = False
+
+    def compose(self) -> ComposeResult:
+        yield self.status
+        yield self.summary
+        yield self.table
+
+    def set_compact(self, compact: bool) -> None:
+        super().set_compact(compact)
+        self.set_class(compact, "-compact")
+        self.can_focus = compact
+
+    def show(self, snap: Snapshot) -> None:
+        latest, part = shown(snap)
+        any_capture = latest is not None
+        if self.display != any_capture:
+            self.display = any_capture
+            if self.parent is not None:
+                self.parent.set_class(any_capture, "-ops")
+        self.status.update(status(latest, part))
+        self.set_class(part is None, "-nodata")
+        self.summary.update(Group(*summary(part)))
+        if part is None:
+            self.border_subtitle = ""
+            return
+        device = any(op.device_s for op in part.ops)
+        self.table.set_columns((*COLUMNS, DEVICE, *REST) if device else (*COLUMNS, *REST))
+        self.table.set_rows({f"{op.phase}:{op.name}": op_cells(op, device) for op in part.ops})
+        more = f" (+{part.more_ops} smaller)" if part.more_ops else ""
+        self.border_subtitle = f"pid {part.pid} · {len(part.ops)} ops{more} · t captures again"
