@@ -46,17 +46,24 @@ def _phase_of(t: float, step: Step, marks: dict[int, tuple[float, float, float]]
     return "optimizer" if t <= step.t1 else "between"
 
 
-def run_capture(tmp: Path, first_step: int = 41, n: int = 3) -> RealCapture:
+def run_capture(
+    tmp: Path, first_step: int = 41, n: int = 3, model=None, data=None, loss_fn=None, opt=None
+) -> RealCapture:
+    """Capture steps ``first_step`` .. ``+ n - 1`` of ``model`` trained on ``data`` (a list
+    of batches) with ``loss_fn`` and ``opt``: by default a small MLP with SGD."""
     pid = os.getpid()  # the profiler's trace names the process by its pid
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     torch.manual_seed(0)
-    model = torch.nn.Sequential(
-        torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10)
-    )
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    data = [(torch.randn(64, 256), torch.randint(0, 10, (64,))) for _ in range(4)]
+    if model is None:
+        model = torch.nn.Sequential(
+            torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10)
+        )
+        data = [(torch.randn(64, 256), torch.randint(0, 10, (64,))) for _ in range(4)]
+    loss_fn = loss_fn or torch.nn.functional.cross_entropy
+    opt = opt or torch.optim.SGD(model.parameters(), lr=0.01)
+    assert data
     marks: dict[int, tuple[float, float, float]] = {}
 
     def step(i: int) -> Step:
@@ -64,7 +71,7 @@ def run_capture(tmp: Path, first_step: int = 41, n: int = 3) -> RealCapture:
         x, y = data[i % len(data)]
         x = x.clone()
         fwd0 = time.time()
-        loss = torch.nn.functional.cross_entropy(_forward(model, x), y)
+        loss = loss_fn(_forward(model, x), y)
         bwd0 = time.time()
         opt.zero_grad()
         loss.backward()
@@ -74,8 +81,8 @@ def run_capture(tmp: Path, first_step: int = 41, n: int = 3) -> RealCapture:
         marks[i] = (fwd0, bwd0, opt0)
         return Step(pid, i, t0, t1, fwd0 - t0, opt0 - bwd0, t1 - opt0, None, "optimizer")
 
-    for i in range(first_step - 5, first_step - 3):
-        step(i)  # warm-up
+    for i in range(first_step - 8, first_step - 3):
+        step(i)  # warm-up (the first steps set up kernels: no fair "before")
     before = [step(i) for i in range(first_step - 3, first_step)]
     t_asked = time.time()
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
