@@ -23,8 +23,9 @@ def recording(real_capture, tmp_path_factory) -> Path:
     rec = tmp_path_factory.mktemp("report") / "run.perftop"
     w = RecordingWriter(rec)
     w.write_events([SessionStart(rc.before[0].t0 - 1, ("python", "train.py"), "/", "h", 1, "t")])
-    w.write_events([*rc.before, CaptureAsk(rc.states[0].t, "c1", 3, "", "tui"), *rc.states])
-    w.write_events([*rc.steps, rc.ops])
+    asked, started, done = rc.states
+    w.write_events([*rc.before, CaptureAsk(asked.t, "c1", 3, "", "tui"), asked, started])
+    w.write_events([*rc.steps, done, rc.ops])
     t = rc.ops.t + 1
     w.write_events([CaptureState(t, 0, "c2", "asked", steps=3)])
     w.write_events(
@@ -32,6 +33,26 @@ def recording(real_capture, tmp_path_factory) -> Path:
     )
     w.close()
     return rec
+
+
+def test_replay_shows_each_capture_from_its_step_on(recording: Path) -> None:
+    """The player (what `perftop replay` shows) at a step: the capture in effect there."""
+    from perftop.model.capture import status_line
+    from perftop.replay.index import ReplayIndex
+    from perftop.replay.player import Player
+
+    ix = ReplayIndex(recording)
+    ix.build()
+    p = Player(ix)
+    p.seek_step(3)  # the 3 steps before the capture
+    assert p.snapshot().latest_capture is None
+    p.seek_step(4)  # the capture's first step
+    assert status_line(p.snapshot().latest_capture) == "capturing steps 41–43…"
+    p.seek_event(ix.events)
+    snap = p.snapshot()
+    assert [c.state for c in snap.captures] == ["done", "refused"]
+    p.seek_step(4)  # back again: as a straight replay to there
+    assert status_line(p.snapshot().latest_capture) == "capturing steps 41–43…"
 
 
 def _report(*args: str) -> str:

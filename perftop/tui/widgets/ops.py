@@ -20,15 +20,16 @@ from perftop.tui import fmt
 from perftop.tui.widgets.difftable import Cell, DiffTable
 from perftop.tui.widgets.panel import Panel
 
+# The figures before the op's name: a long name ("autograd::engine::evaluate_function:
+# ConvolutionBackward0") never pushes them out of a narrow panel.
 COLUMNS = (
     ("phase", "phase"),
-    ("op", "op"),
     ("self", "self/step"),
     ("share", "%phase"),
     ("calls", "calls"),
 )
 DEVICE = ("device", "device/step")  # on an accelerator only
-REST = (("where", "file:line"), ("shapes", "shapes"))
+REST = (("op", "op"), ("where", "file:line"), ("shapes", "shapes"))
 PHASE_STYLES = {"data": "yellow", "forward": "dodger_blue2", "backward": "medium_purple1",
                 "optimizer": "green3", "between": "grey62"}  # fmt: skip
 NO_CAPTURE = (
@@ -48,13 +49,13 @@ def op_cells(op: CaptureOp, device: bool) -> list[Cell]:
     share = None if op.share is None else op.share * 100
     cells = [
         Cell(op.phase, _phase_order(op), style=style, justify="left"),
-        Cell(op.name, op.name, justify="left"),
         Cell(fmt.secs(op.self_s), op.self_s),
         Cell(fmt.pct(share), share, style=fmt.NA_STYLE if share is None else ""),
         Cell(f"{op.calls:.3g}", op.calls),
     ]
     if device:
         cells.append(Cell(fmt.secs(op.device_s), op.device_s))
+    cells.append(Cell(op.name, op.name, justify="left"))
     cells.append(Cell(op.where, op.where, justify="left"))
     cells.append(Cell(op.shapes, op.shapes, style="dim", justify="left"))
     return cells
