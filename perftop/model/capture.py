@@ -123,7 +123,8 @@ def cost_words(cost_s: float | None, before_s: float | None) -> str:
 def part_status(p: CapturePart, asked_steps: int = 0) -> str:
     """Where a capture stands in one process, in one line (the Ops view's, the report's)."""
     if p.state == "done" and p.first_step >= 0:
-        return f"{steps_text(p.first_step, p.steps)} captured"
+        wait = "" if p.step_s is not None else ", its summary on the way…"
+        return f"{steps_text(p.first_step, p.steps)} captured{wait}"
     if p.state == "started" and p.first_step >= 0:
         return f"capturing {steps_text(p.first_step, p.steps)}…"
     if p.state in ("refused", "failed"):

@@ -39,9 +39,10 @@ NO_CAPTURE = (
 
 
 def _phase_order(op: CaptureOp) -> float:
-    """Phases in the order a step runs them, the heaviest op of each first."""
+    """Sorted descending (as every other column, so ``s`` goes on to the heaviest first):
+    phases in the order a step runs them, the heaviest op of each first."""
     i = PHASES.index(op.phase) if op.phase in PHASES else len(PHASES)
-    return i + 1.0 - min(1.0, op.share or 0.0)
+    return -(i + 1.0 - min(1.0, op.share or 0.0))
 
 
 def op_cells(op: CaptureOp, device: bool) -> list[Cell]:
@@ -110,7 +111,7 @@ class OpsPanel(Panel):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.table = DiffTable((*COLUMNS, *REST), sort="phase", reverse=False)
+        self.table = DiffTable((*COLUMNS, *REST), sort="phase", reverse=True)
         self.status = Static(Text(NO_CAPTURE, style="dim"), id="ops-status")
         self.summary = Static("", id="ops-summary")
         self.display = False
