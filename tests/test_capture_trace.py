@@ -8,6 +8,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,7 +16,8 @@ import pytest
 
 from perftop.events import SessionStart
 from perftop.export.capture_trace import STEP_TID, annotate
-from perftop.flows.captures import CaptureTraces
+from perftop.flows.captures import CaptureTraces, follow_captures
+from perftop.monitor.hub import Hub
 from perftop.recording import RecordingWriter
 from perftop.wire import KIND_JSON, Frame, encode_frame
 
@@ -102,3 +104,28 @@ def test_export_chrome_trace_includes_the_capture_on_its_clock(real_capture, tmp
     # the export names the process itself; the trace's own naming of it is left out
     names = [e for e in events if e.get("name") == "process_name" and e.get("pid") == pid]
     assert len(names) == 1 and names[0]["args"]["name"].startswith("trainer")
+
+
+def _until(cond, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_the_run_flows_subscriber_on_a_real_hub(real_capture, trace) -> None:
+    """As `perftop run` wires it: a capture's summary through the hub rewrites its trace on
+    the subscriber's own thread; a trace it cannot rewrite is one note in the session."""
+    rc = real_capture
+    hub = Hub(refresh_s=0.05).start()
+    try:
+        sink = follow_captures(hub)
+        hub.submit(*rc.before, *rc.states, *rc.steps, replace(rc.ops, trace=str(trace)))
+        _until(lambda: sink.annotated == [str(trace)])
+        _check_ops_in_steps(json.loads(trace.read_text())["traceEvents"], rc.ops.pid, 3)
+        hub.submit(replace(rc.ops, capture_id="c2", trace=str(trace.parent / "gone.json")))
+        _until(lambda: any(n.source == "capture" for n in hub.session.snapshot().notes))
+        note = next(n for n in hub.session.snapshot().notes if n.source == "capture")
+        assert note.text.startswith("capture c2: steps not added to its trace: cannot read")
+    finally:
+        hub.stop()

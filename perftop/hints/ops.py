@@ -40,9 +40,9 @@ def _advice(phase: str, top: CaptureOp) -> tuple[str, ...]:
         return (first, "torch.optim's fused=True (CUDA) or foreach=True runs the update "
                 "for all parameters in few kernels instead of one per parameter.")  # fmt: skip
     if any(k in top.name for k in MATMUL):
-        return (first, "Matrix multiplies dominate: mixed precision (torch.autocast with "
-                "bfloat16) and TF32 make them faster on tensor cores; on a CPU, "
-                "torch.set_num_threads and larger batches do.")  # fmt: skip
+        return (first, "Matrix multiplies or convolutions dominate: mixed precision "
+                "(torch.autocast with bfloat16) and TF32 make them faster on tensor cores; "
+                "on a CPU, torch.set_num_threads and larger batches do.")  # fmt: skip
     return (first, "The trace beside the recording shows each call in its step "
             "(open it in ui.perfetto.dev).")  # fmt: skip
 
