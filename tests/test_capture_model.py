@@ -75,3 +75,15 @@ def test_the_capture_in_effect_follows_the_stream(real_capture) -> None:
     s.apply(CaptureState(rc.ops.t + 5, 0, "c2", "asked", steps=2))
     assert s.snapshot().latest_capture.capture_id == "c2"
     assert [c.capture_id for c in s.snapshot().captures] == ["c1", "c2"]
+
+
+def test_a_collector_shows_its_nodes_captures(real_capture) -> None:
+    from perftop.events import NodeScope
+    from perftop.model.fleet import FleetSession
+
+    rc = real_capture
+    s = FleetSession(Session)
+    s.apply_all([NodeScope("n1"), *rc.states, rc.ops, NodeScope("")])
+    s.apply_all([NodeScope("n2"), CaptureState(rc.ops.t + 1, 7, "c9", "refused", "why")])
+    caps = s.snapshot().captures
+    assert [(c.capture_id, c.state) for c in caps] == [("c1", "done"), ("c9", "refused")]
