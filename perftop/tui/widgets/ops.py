@@ -133,6 +133,7 @@ class OpsPanel(Panel):
         self.status = Static(Text(NO_CAPTURE, style="dim"), id="ops-status")
         self.summary = Static("", id="ops-summary")
         self.display = False
+        self._seen: tuple[Capture, ...] = ()
 
     def compose(self) -> ComposeResult:
         yield self.status
@@ -151,6 +152,12 @@ class OpsPanel(Panel):
             self.display = any_capture
             if self.parent is not None:
                 self.parent.set_class(any_capture, "-ops")
+        seen = self._seen  # a capture that changes is a new object: the same ones, no work
+        if not any_capture or (
+            len(seen) == len(snap.captures) and all(a is b for a, b in zip(seen, snap.captures))
+        ):
+            return
+        self._seen = snap.captures
         self.status.update(status(latest, part))
         self.set_class(part is None, "-nodata")
         self.summary.update(Group(*summary(part)))
@@ -159,6 +166,8 @@ class OpsPanel(Panel):
             return
         device = any(op.device_s for op in part.ops)
         self.table.set_columns((*COLUMNS, DEVICE, *REST) if device else (*COLUMNS, *REST))
-        self.table.set_rows({f"{op.phase}:{op.name}": op_cells(op, device) for op in part.ops})
+        self.table.set_rows(
+            {f"{i}:{op.phase}:{op.name}": op_cells(op, device) for i, op in enumerate(part.ops)}
+        )
         more = f" (+{part.more_ops} smaller)" if part.more_ops else ""
         self.border_subtitle = f"pid {part.pid} · {len(part.ops)} ops{more} · t captures again"
