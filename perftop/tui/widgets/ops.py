@@ -170,4 +170,4 @@ class OpsPanel(Panel):
             {f"{i}:{op.phase}:{op.name}": op_cells(op, device) for i, op in enumerate(part.ops)}
         )
         more = f" (+{part.more_ops} smaller)" if part.more_ops else ""
-        self.border_subtitle = f"pid {part.pid} · {len(part.ops)} ops{more} · t captures again"
+        self.border_subtitle = f"pid {part.pid} · {len(part.ops)} ops{more}"
