@@ -30,7 +30,21 @@ def _inside(op: dict, steps: list[dict]) -> bool:
     return any(s["ts"] <= op["ts"] and op["ts"] + op["dur"] <= s["ts"] + s["dur"] for s in steps)
 
 
+def _a_trace_a_reader_loads(events: list[dict]) -> None:
+    """What a Chrome/Perfetto JSON reader needs of each event: a phase, a pid and tid (an
+    integer, or a name as Kineto's own "Spans" track has), numeric timestamps (metadata
+    aside), a duration >= 0 for complete events."""
+    for e in events:
+        assert isinstance(e.get("ph"), str) and isinstance(e.get("name"), str), e
+        assert isinstance(e.get("pid"), (int, str)) and isinstance(e.get("tid", 0), (int, str)), e
+        if e["ph"] != "M":
+            assert isinstance(e.get("ts"), (int, float)), e
+        if e["ph"] == "X":
+            assert isinstance(e.get("dur"), (int, float)) and e["dur"] >= 0, e
+
+
 def _check_ops_in_steps(events: list[dict], pid: int, want_steps: int) -> None:
+    _a_trace_a_reader_loads(events)
     steps = [e for e in events if e.get("cat") == "step" and e.get("pid") == pid]
     assert len(steps) == want_steps
     addmm = [e for e in _ops(events, pid) if e["name"] == "aten::addmm"]

@@ -72,7 +72,9 @@ def shifted_events(
 ) -> Iterator[dict[str, Any]]:
     """The trace's events for a session export: timestamps in microseconds since
     ``start_t``; the process ``pid`` on the export's track ``track`` (its step track is the
-    export's own, so perftop's steps in the trace are left out, and so is its naming)."""
+    export's own, so perftop's steps in the trace are left out, and so is its naming). The
+    trace's other numbered tracks (a GPU's, numbered by device) become tracks of their own,
+    ``"{track} device N"``: never the export's host track 0 or another process."""
     doc = read_trace(path)
     shift = clock_offset_us - start_t * 1e6
     for e in doc["traceEvents"]:
@@ -82,6 +84,8 @@ def shifted_events(
             if e.get("ph") == "M" and e.get("name") in PROCESS_META:
                 continue
             e = {**e, "pid": track}
+        elif isinstance(e.get("pid"), int):
+            e = {**e, "pid": f"{track} device {e['pid']}"}
         if isinstance(e.get("ts"), (int, float)):
             e = {**e, "ts": round(e["ts"] + shift, 3)}
         yield e
