@@ -40,6 +40,11 @@ SHOTS = (  # name, size, keys pressed before the picture
     ("zoomed-hints-160x48", (160, 48), ("6", "z")),
     ("zoomed-hints-80x24", (80, 24), ("6", "z")),
 )
+OPS_SHOTS = (  # after a capture (t)
+    ("ops-160x48", (160, 48), ()),
+    ("ops-80x24", (80, 24), ()),
+    ("zoomed-ops-160x48", (160, 48), ("9", "z")),
+)
 
 
 def record() -> None:
@@ -48,6 +53,40 @@ def record() -> None:
     cfg = RunConfig(cmd, record=RECORDING, force=True, capture_output=True)
     job = Job(cfg, sources=probe_sources(cfg)).start()
     print(f"recorded, exit code {job.wait()}: {RECORDING}")
+
+
+def captured(path: Path, at: float, then: float) -> Snapshot:
+    """The demo replayed to ``at``, a real op capture of the demo's own model (profiled
+    here, on this machine: tests/capture_run.py) folded in as its next steps, then the
+    demo's events on to ``then`` (the capture's hint has held by then)."""
+    import dataclasses
+    import tempfile
+
+    import torch
+
+    from perftop.demo.train import Shapes, TinySeg, sync_heavy_loss
+    from tests.capture_run import run_capture
+
+    events = list(read_events(path))
+    cut, end = int(len(events) * at), int(len(events) * then)
+    session = hinted_session()
+    session.apply_all(events[:cut])
+    snap = session.snapshot()
+    pid, first = snap.meta.job_pid or 0, snap.steps.recent[-1].index + 1
+    shapes = Shapes(64, slow_transform=False)
+    data = [
+        tuple(torch.stack(t) for t in zip(*(shapes[i] for i in range(b * 16, b * 16 + 16))))
+        for b in range(4)
+    ]
+    model = TinySeg()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    with tempfile.TemporaryDirectory() as tmp:
+        rc = run_capture(Path(tmp), first, 3, model, data, sync_heavy_loss, opt)
+    shift = (session.last_t or 0.0) - rc.states[0].t
+    for ev in [*rc.states, rc.ops]:
+        session.apply(dataclasses.replace(ev, t=ev.t + shift, pid=pid if ev.pid else 0))
+    session.apply_all(events[cut:end])
+    return session.snapshot()
 
 
 def replay(path: Path, at: float) -> Snapshot:
@@ -109,6 +148,11 @@ def main() -> int:
         record()
     snap = replay(RECORDING, a.at)
     for name, size, keys in SHOTS:
+        svg = asyncio.run(shoot(snap, name, size, keys))
+        png = to_png(svg)
+        print(svg.relative_to(ROOT), "and " + str(png.relative_to(ROOT)) if png else "")
+    snap = captured(RECORDING, a.at, min(1.0, a.at + 0.1))
+    for name, size, keys in OPS_SHOTS:
         svg = asyncio.run(shoot(snap, name, size, keys))
         png = to_png(svg)
         print(svg.relative_to(ROOT), "and " + str(png.relative_to(ROOT)) if png else "")

@@ -22,6 +22,7 @@ os.environ.setdefault("PYTHONWARNINGS", "ignore")
 # The real recordings and runs (session-scoped, read-only) are defined once here, so every module
 # that asks for them shares one set: a fixture imported into each module would be built
 # again for each.
+from tests.capture_run import real_capture  # noqa: E402, F401
 from tests.replay_recordings import recordings, starved_loader_run  # noqa: E402, F401
 
 

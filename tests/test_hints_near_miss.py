@@ -70,6 +70,22 @@ def imbalance(lo: float) -> Snapshot:
     return Snapshot(gpus=(nvml(0, 95.0), nvml(1, lo)))
 
 
+def captured(backward_s: float) -> Snapshot:
+    """A capture of a 61 ms step whose backward took ``backward_s`` (aten::mm 65% of it)."""
+    from perftop.events import CaptureOps
+    from perftop.model.capture import CaptureReducer
+    from tests.tui.fakes import FAKE_OPS
+
+    phases = {"data": 0.005, "forward": 0.018, "backward": backward_s, "optimizer": 0.006}
+    step = sum(phases.values())
+    ops = tuple(r if r[0] != "aten::mm" else (*r[:3], 0.65 * backward_s, *r[4:]) for r in FAKE_OPS)
+    r = CaptureReducer()
+    r.apply(CaptureOps(T0, PID, "c1", 41, 3, step, step, phases, ops))
+    parts: dict = {}
+    r.contribute(parts, None)
+    return Snapshot(meta=Meta(start_t=T0, now_t=T0 + 10.0), **parts)
+
+
 # rule id: (the workload's figures that fire it, the same just under the bar)
 CASES: dict[str, tuple[Callable[[], Snapshot], Callable[[], Snapshot]]] = {
     "input-bound": (lambda: snap(0.022, 0.05), lambda: snap(0.021, 0.05)),  # 30.6% / 29.6%
@@ -88,6 +104,8 @@ CASES: dict[str, tuple[Callable[[], Snapshot], Callable[[], Snapshot]]] = {
     "pageable-copy": (lambda: pinned(False), lambda: pinned(True)),
     "straggler": (lambda: ddp(0.0225), lambda: ddp(0.0195)),
     "gpu-imbalance": (lambda: imbalance(65.0), lambda: imbalance(66.0)),
+    # backward 40.0% / 39.6% of the captured step
+    "phase-top-ops": (lambda: captured(0.01934), lambda: captured(0.01895)),
 }
 
 

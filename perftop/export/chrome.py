@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from perftop.events import (
+    CaptureOps,
     GpuSample,
     Hello,
     HostSample,
@@ -36,8 +37,10 @@ from perftop.events import (
     WorkerStats,
 )
 from perftop.export import counters
+from perftop.export.capture_trace import TraceError, shifted_events
 from perftop.export.names import NAME_PID, NAME_ROLE
 from perftop.export.output import OutFile, outputs
+from perftop.export.steptrack import step_events
 from perftop.recording import ReadStats, read_events
 from perftop.replay.index import GAP_MIN_S
 
@@ -109,42 +112,8 @@ class ChromeTrace:
                 }
             )
         self.last_t1[pid] = ev.t1
-        args: dict[str, Any] = {"index": ev.index, "source": ev.source}
-        if ev.phases:
-            args["phases_s"] = ev.phases
-        self.emit(
-            {
-                "ph": "X",
-                "name": "step",
-                "cat": "step",
-                "pid": pid,
-                "tid": pid,
-                "ts": self.us(ev.t0),
-                "dur": round(dur * 1e6, 3),
-                "args": args,
-            }
-        )
-        other = max(0.0, dur - ev.data - ev.backward - ev.optimizer)
-        t = ev.t0
-        for label, d in (
-            ("data wait", ev.data),
-            ("forward/other", other),
-            ("backward", ev.backward),
-            ("optimizer", ev.optimizer),
-        ):
-            if d > 0:
-                self.emit(
-                    {
-                        "ph": "X",
-                        "name": label,
-                        "cat": "phase",
-                        "pid": pid,
-                        "tid": pid,
-                        "ts": self.us(t),
-                        "dur": round(d * 1e6, 3),
-                    }
-                )
-                t += d
+        for item in step_events(ev, pid, self.us):
+            self.emit(item)
         if dur > 0:
             self.counter(pid, ev.t1, "data wait %", {"data wait %": round(ev.data / dur * 100, 1)})
         recent = self.recent.setdefault(pid, OrderedDict())
@@ -186,6 +155,33 @@ class ChromeTrace:
                 }
             )
 
+    def capture(self, ev: CaptureOps, recording: Path) -> None:
+        """A capture's full trace, shifted onto this trace's clock (a trace that moved
+        with its recording is looked for beside it; one that is gone is a note)."""
+        path = Path(ev.trace)
+        if not path.exists() and (recording.parent / path.name).exists():
+            path = recording.parent / path.name
+        track = self.track(ev.pid)
+        try:
+            for e in shifted_events(path, ev.pid, track, ev.clock_offset_us, self.start or 0.0):
+                self.emit(e)
+        except TraceError as exc:
+            self.note(ev.t, f"capture {ev.capture_id}: {exc}", "warning", "capture")
+
+    def note(self, t: float, text: str, level: str, source: str) -> None:
+        self.emit(
+            {
+                "ph": "i",
+                "s": "g",
+                "name": text[:80],
+                "cat": "note",
+                "pid": 0,
+                "tid": 0,
+                "ts": self.us(t),
+                "args": {"level": level, "source": source},
+            }
+        )
+
 
 def export_chrome(path: str | Path, out_path: str | Path, stats: ReadStats) -> int:
     """Write the trace; returns how many trace events it holds."""
@@ -221,18 +217,9 @@ def export_chrome(path: str | Path, out_path: str | Path, stats: ReadStats) -> i
                 tr.name(ev.pid, f"DataLoader worker {ev.worker_id}", NAME_ROLE)
                 tr.counter(tr.track(ev.pid), ev.t, "batches", {"batches": ev.batches})
             elif isinstance(ev, Note):
-                tr.emit(
-                    {
-                        "ph": "i",
-                        "s": "g",
-                        "name": ev.text[:80],
-                        "cat": "note",
-                        "pid": 0,
-                        "tid": 0,
-                        "ts": tr.us(ev.t),
-                        "args": {"level": ev.level, "source": ev.source},
-                    }
-                )
+                tr.note(ev.t, ev.text, ev.level, ev.source)
+            elif isinstance(ev, CaptureOps) and ev.trace:
+                tr.capture(ev, Path(path))
         tr.finish()
         other = {"command": command, "start_t": tr.start, "recording": str(path)}
         out.write('\n],"otherData":' + json.dumps(other) + "}\n")

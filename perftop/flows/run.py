@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from perftop.console import say
+from perftop.flows.captures import follow_captures
 from perftop.fmt import command as command_line
 from perftop.model import Snapshot
 from perftop.monitor.lifecycle import install_signal_forwarding, tui_signals
@@ -93,6 +94,7 @@ def run_live(
     tty.start()
     try:
         job = Job(cfg, on_snapshot=post, sources=sources, sinks=sinks)
+        follow_captures(job.hub)
         app.controller = ctl = LiveController(job)
         job.start()  # a LaunchError propagates before the terminal is taken over
     except BaseException:
@@ -169,6 +171,7 @@ def run_headless(
 ) -> int:
     """Run ``cfg.command`` without a TUI: signals reach the job, a summary at its end."""
     job = Job(cfg, on_snapshot=on_snapshot, sources=sources, sinks=sinks)
+    follow_captures(job.hub)
     job.start()
     install_signal_forwarding(job)
     rc = job.wait()

@@ -16,6 +16,7 @@ from perftop.hints.between import between_steps
 from perftop.hints.gpu import gpu_bound, gpu_memory_pressure, gpu_underutilized, pageable_copy
 from perftop.hints.inputs import input_bound, io_bound
 from perftop.hints.memory import cpu_oversubscribed, too_many_workers, worker_memory
+from perftop.hints.ops import phase_top_ops
 from perftop.hints.ranks import gpu_imbalance, straggler
 from perftop.hints.sync import host_device_sync
 from perftop.model.snapshot import Hint, Snapshot
@@ -34,6 +35,7 @@ RULES: tuple[Rule, ...] = (
     pageable_copy,
     straggler,
     gpu_imbalance,
+    phase_top_ops,
 )
 
 EVERY_S = 1.0  # evaluate this often (event time)

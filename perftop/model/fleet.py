@@ -158,6 +158,7 @@ def merge(
         probes_stopped=local.probes_stopped
         + tuple((p, f"{n}: {why}") for n, x in nodes.items() for p, why in x.probes_stopped),
         nodes=tuple(rows),
+        captures=tuple(sorted((c for s in nodes.values() for c in s.captures), key=lambda c: c.t)),
     )
 
 

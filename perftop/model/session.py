@@ -30,6 +30,7 @@ from perftop.events import (
     SyncBatch,
 )
 from perftop.model.between import OVERLAPPED, BetweenReducer
+from perftop.model.capture import CaptureReducer
 from perftop.model.probe_health import ProbeHealthReducer
 from perftop.model.protocol import Hinter, NoHints
 from perftop.model.resources import GpusReducer, HostReducer, ProcessesReducer
@@ -242,6 +243,7 @@ def default_reducers() -> list[Reducer]:
         ProbeHealthReducer(),
         StacksReducer(),
         WorkersReducer(),
+        CaptureReducer(),
     ]
 
 

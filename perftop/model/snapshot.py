@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from perftop.model.capture import Capture
 from perftop.model.workers import WorkerRow
 
 Role = Literal["main", "rank", "worker", "other"]  # what a process is to the job
@@ -412,6 +413,12 @@ class Snapshot:
 
     stacks: tuple[StackRow, ...] = ()  # stack samples per process (observer mode)
     stalls: tuple[StallRow, ...] = ()  # stacks captured during stalled steps, oldest first
+    captures: tuple[Capture, ...] = ()  # on-demand op captures, oldest first
+
+    @property
+    def latest_capture(self) -> Capture | None:
+        """The newest capture (the one the Ops view shows), None before any."""
+        return self.captures[-1] if self.captures else None
 
     def role_of(self, pid: int, host: str | None = None) -> ProcessRole | None:
         """The role of ``pid`` (on ``host``, where a collector merged nodes)."""

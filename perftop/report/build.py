@@ -15,6 +15,7 @@ from perftop.model.fleet import FleetSession
 from perftop.model.ranks import find_straggler, slowest
 from perftop.model.snapshot import Hint, ProcessRole, ProcRow, StepStats
 from perftop.recording import ReadStats, read_events
+from perftop.report.captures import captures_json
 from perftop.report.stacks import stacks_json, stalls_json
 
 REPORT_VERSION = 1
@@ -58,6 +59,7 @@ def build_report(snap: Snapshot, stats: ReadStats | None = None) -> dict[str, An
         "hints": [_hint(h, m.start_t) for h in snap.hints],
         "stacks": stacks_json(snap),
         "stalls": stalls_json(snap),
+        "captures": captures_json(snap),
         "dropped_events": m.dropped_events,
         "rejected_frames": m.rejected_frames,
         "monitor_dropped_events": m.monitor_dropped,

@@ -9,6 +9,7 @@ from perftop.fmt import NA, fraction, seconds, sync_rate, sync_where, table
 from perftop.fmt import command as command_line
 from perftop.model import Snapshot
 from perftop.model.between import OVERLAPPED
+from perftop.report.captures import capture_lines
 from perftop.report.stacks import stack_lines
 from perftop.report.text_probes import gpu_lines, host_lines, processes_table
 
@@ -128,6 +129,7 @@ def render(r: dict[str, Any]) -> str:
     out.extend(_sync(r["sync_events"]))
     out.extend(_sync(r.get("sync_between") or [], between=True))
     out.extend(stack_lines(r))
+    out.extend(capture_lines(r))
     out.extend(_footer(r))
     return "\n".join(out) + "\n"
 

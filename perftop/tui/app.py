@@ -27,6 +27,7 @@ from perftop.tui.widgets import (
     HeaderBar,
     HintsPanel,
     HostPanel,
+    OpsPanel,
     OutputPanel,
     Panel,
     ProcessesPanel,
@@ -68,7 +69,7 @@ class PerftopApp(App[str | None]):
         Binding("r", "record", "record"),
         Binding("e", "goto_proof", "evidence"),
         Binding("k", "stacks", "stacks", show=False),
-        *[Binding(str(i), f"focus_panel({i - 1})", show=False) for i in range(1, 9)],
+        *[Binding(str(i), f"focus_panel({i - 1})", show=False) for i in range(1, 10)],
     ]
 
     def get_driver_class(self) -> type[Driver]:
@@ -109,6 +110,7 @@ class PerftopApp(App[str | None]):
             yield HintsPanel(id="hints")
             yield StacksPanel(id="output") if self.mode == "observer" else OutputPanel(id="output")
             yield RanksPanel(id="ranks")  # shown only for more than one rank
+            yield OpsPanel(id="ops")  # shown once the session has an op capture
         yield from self.compose_bars()
         yield KeysFooter()
 

@@ -220,3 +220,71 @@ class FakeController:
     def toggle_recording(self) -> str | None:
         self.toggles += 1
         return "perftop-test.perftop" if self.toggles % 2 else None
+
+
+# A capture of 3 steps of the fake job above (forward 18 ms, backward 30 ms, optimizer 6 ms
+# a step), its ops of the sizes a real torch.profiler capture of such a model gives.
+_USER = "/home/u/train.py"
+FAKE_OPS = (
+    ("aten::mm", "backward", 6.0, 0.0195, 0.0, "[256, 4096], [4096, 1024]", _USER, 71, "train"),
+    ("aten::addmm", "forward", 3.0, 0.0112, 0.0, "[4096], [256, 1024], [1024, 4096]", _USER, 64, "train"),
+    ("aten::gelu_backward", "backward", 1.0, 0.0032, 0.0, "[256, 4096], [256, 4096]", _USER, 71, "train"),
+    ("aten::_foreach_addcdiv_", "optimizer", 1.0, 0.0024, 0.0, "", _USER, 73, "train"),
+    ("aten::copy_", "data", 2.0, 0.0022, 0.0, "[256, 3, 64, 64], [256, 3, 64, 64]", _USER, 60, "train"),
+    ("aten::gelu", "forward", 1.0, 0.0021, 0.0, "[256, 4096]", _USER, 64, "train"),
+    ("aten::native_layer_norm_backward", "backward", 2.0, 0.0020, 0.0, "[256, 1024], [1024]", _USER, 71, "train"),
+    ("aten::_foreach_mul_", "optimizer", 2.0, 0.0015, 0.0, "", _USER, 73, "train"),
+    ("aten::native_layer_norm", "forward", 2.0, 0.0014, 0.0, "[256, 1024], [1024]", _USER, 64, "train"),
+    ("aten::stack", "data", 1.0, 0.0011, 0.0, "", "", 0, ""),
+    ("aten::sum", "backward", 3.0, 0.0011, 0.0, "[256, 10]", _USER, 71, "train"),
+    ("aten::_log_softmax", "forward", 1.0, 0.0006, 0.0, "[256, 10]", _USER, 65, "train"),
+)  # fmt: skip
+
+
+def capture_events(state: str = "done", first: int = 1351) -> list:
+    from perftop.events import CaptureAsk, CaptureOps, CaptureState
+
+    t = T0 + 80.0
+    out: list = [CaptureAsk(t, "c1", 3, "run.", "tui"), CaptureState(t, 0, "c1", "asked", steps=3)]
+    if state in ("started", "done", "refused-after"):
+        out.append(CaptureState(t + 0.1, MAIN, "c1", "started", first_step=first, steps=3))
+    if state in ("done", "refused-after"):
+        phases = {"data": 0.0052, "forward": 0.0183, "backward": 0.0301, "optimizer": 0.0061}
+        out.append(
+            CaptureOps(
+                t + 0.3,
+                MAIN,
+                "c1",
+                first,
+                3,
+                0.0613,
+                0.0581,
+                {**phases, "between": 0.0},
+                FAKE_OPS,
+                41,
+                None,
+                "/home/u/run.4242.trace.json",
+                1.0e15,
+            )  # fmt: skip
+        )
+    if state == "refused":
+        out.append(CaptureState(t + 0.1, MAIN, "c1", "refused", "torch.compile is compiling"))
+    if state == "refused-after":
+        out.append(CaptureAsk(t + 2, "c2", 3, "run.", "tui"))
+        out.append(
+            CaptureState(t + 2.1, MAIN, "c2", "refused", "the job runs a profiler of its own")
+        )
+    return out
+
+
+def with_capture(snap: Snapshot, state: str = "done") -> Snapshot:
+    """``snap`` with a capture folded in by the real model (and its hints evaluated again)."""
+    from perftop.model.capture import CaptureReducer
+
+    r = CaptureReducer()
+    for ev in capture_events(state):
+        r.apply(ev)
+    parts: dict = {}
+    r.contribute(parts, None)
+    snap = dataclasses.replace(snap, **parts)
+    return dataclasses.replace(snap, hints=order(list(evaluate(snap)[0].values())))

@@ -100,3 +100,39 @@ def test_hogwild_trainers_160x48(snap_compare) -> None:
 def test_hogwild_trainers_80x24(snap_compare) -> None:
     run_before = _recorded("hogwild.perftop")
     assert snap_compare(PerftopApp(), terminal_size=(80, 24), run_before=run_before)
+
+
+def _captured(state: str, *keys: str):
+    from tests.tui.fakes import with_capture
+
+    async def run_before(pilot) -> None:
+        pilot.app.post_message(SnapshotMessage(with_capture(snapshot(), state)))
+        await pilot.pause()
+        await pilot.pause()
+        if keys:
+            await pilot.press(*keys)
+            await pilot.pause()
+
+    return run_before
+
+
+def test_ops_160x48(snap_compare) -> None:
+    """A capture done: the Ops panel shares the bottom row with the job's output."""
+    assert snap_compare(PerftopApp(), terminal_size=(160, 48), run_before=_captured("done"))
+
+
+def test_ops_80x24(snap_compare) -> None:
+    """Narrow: the top op of each phase, in the output's place."""
+    assert snap_compare(PerftopApp(), terminal_size=(80, 24), run_before=_captured("done"))
+
+
+def test_zoomed_ops_80x24(snap_compare) -> None:
+    """Zoomed (9 z): the table, grouped by phase."""
+    run_before = _captured("done", "9", "z")
+    assert snap_compare(PerftopApp(), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_ops_capturing_and_refused_160x48(snap_compare) -> None:
+    """A capture refused after an earlier one: the reason, and the earlier one's ops."""
+    run_before = _captured("refused-after")
+    assert snap_compare(PerftopApp(), terminal_size=(160, 48), run_before=run_before)

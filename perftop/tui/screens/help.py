@@ -16,7 +16,10 @@ KEYS = (
     ("p", "pause / resume the display (the job and recording go on)"),
     ("z  enter", "zoom the focused panel to full screen and back (esc: back)"),
     ("tab  shift+tab", "focus the next / previous panel (or click it)"),
-    ("1 … 8", "focus Steps, GPU, Host, Processes, Sync, Hints, Output, Ranks (2+ ranks)"),
+    (
+        "1 … 9",
+        "focus Steps, GPU, Host, Processes, Sync, Hints, Output, Ranks (2+ ranks), Ops (a capture)",
+    ),
     ("s  i", "sort the focused table by the next column / invert the order"),
     ("click header", "sort a table by that column"),
     ("↑ ↓ pgup pgdn home end", "move in a table, scroll the output (end: follow)"),

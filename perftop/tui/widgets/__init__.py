@@ -4,6 +4,7 @@ from perftop.tui.widgets.gpu import GpuPanel
 from perftop.tui.widgets.header import HeaderBar
 from perftop.tui.widgets.hints import HintsPanel
 from perftop.tui.widgets.host import HostPanel
+from perftop.tui.widgets.ops import OpsPanel
 from perftop.tui.widgets.output import OutputPanel
 from perftop.tui.widgets.panel import Panel
 from perftop.tui.widgets.processes import ProcessesPanel
@@ -17,6 +18,7 @@ __all__ = [
     "HeaderBar",
     "HintsPanel",
     "HostPanel",
+    "OpsPanel",
     "OutputPanel",
     "Panel",
     "ProcessesPanel",

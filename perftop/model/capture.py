@@ -1,0 +1,227 @@
+"""On-demand op captures (``CaptureAsk``, ``CaptureState``, ``CaptureOps``) reduced into
+the snapshot: each capture with who asked it, where it stands in each process (with the
+reason of a refusal), and, once done, its ops summary and the path of its full trace.
+
+A replay folds the same events, so the latest capture of a snapshot is the one in effect
+at that point of the recording.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from perftop.events import CaptureAsk, CaptureOps, CaptureState
+from perftop.fmt import seconds, sync_where
+
+MAX_CAPTURES = 64  # a session keeps its latest captures only
+MONITOR_PID = 0  # CaptureState.pid of the monitor itself (asked, or refused before any hook)
+ENDED = ("refused", "failed", "done")
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureOp:
+    """One op of a capture, per captured step (seconds). ``share`` is its self time's share
+    of its phase's time (None where the phase took no measured time)."""
+
+    name: str
+    phase: str
+    calls: float
+    self_s: float
+    device_s: float = 0.0
+    shapes: str = ""
+    file: str = ""
+    line: int = 0
+    function: str = ""
+    share: float | None = None
+
+    @property
+    def where(self) -> str:
+        """The user's line that called it (``train.py:64``, as a sync site's), "" unknown."""
+        return sync_where(self.file, self.line, None, None, None)[0] if self.file else ""
+
+
+@dataclass(frozen=True, slots=True)
+class CapturePart:
+    """One capture in one process (``pid`` 0: the monitor, before any hook answered)."""
+
+    pid: int
+    state: str
+    t: float
+    reason: str = ""
+    first_step: int = -1
+    steps: int = 0
+    step_s: float | None = None  # mean step during the capture (once done)
+    before_s: float | None = None  # mean of the steps just before (None: there were none)
+    phase_s: dict[str, float] = field(default_factory=dict)
+    ops: tuple[CaptureOp, ...] = ()
+    more_ops: int = 0
+    device: dict[str, tuple[float, float, float]] = field(default_factory=dict)
+    trace: str = ""
+    clock_offset_us: float = 0.0
+
+    @property
+    def cost_s(self) -> float | None:
+        """What the capture added to a step: step time during it minus the steps before."""
+        if self.step_s is None or self.before_s is None:
+            return None
+        return self.step_s - self.before_s
+
+    @property
+    def last_step(self) -> int:
+        return self.first_step + self.steps - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Capture:
+    """A capture as asked (``by``: ``tui``, ``trace``, ``attach``; ``steps``: how many) and
+    its parts, one per process that answered, in the order they did."""
+
+    capture_id: str
+    t: float
+    by: str = ""
+    steps: int = 0
+    parts: tuple[CapturePart, ...] = ()
+
+    @property
+    def state(self) -> str:
+        """Where it stands as a whole: the first process's state (a monitor's refusal when
+        no hook answered)."""
+        shown = self.shown_parts()
+        return shown[0].state if shown else "asked"
+
+    def shown_parts(self) -> tuple[CapturePart, ...]:
+        """The processes' parts; the monitor's own only while no hook answered, or where it
+        refused or failed the capture itself."""
+        hooks = tuple(p for p in self.parts if p.pid != MONITOR_PID)
+        own = tuple(p for p in self.parts if p.pid == MONITOR_PID)
+        if hooks and not any(p.state in ENDED for p in own):
+            return hooks
+        return own + hooks
+
+    def done(self) -> CapturePart | None:
+        """The first finished part with its summary (the one the Ops view shows)."""
+        return next((p for p in self.parts if p.state == "done" and p.step_s is not None), None)
+
+
+def steps_text(first: int, n: int) -> str:
+    return f"step {first}" if n == 1 else f"steps {first}–{first + n - 1}"
+
+
+def cost_text(part: CapturePart) -> str:
+    """What the capture cost a step: ``cost +3.2ms/step (+6%)``; N/A with the reason."""
+    return cost_words(part.cost_s, part.before_s)
+
+
+def cost_words(cost_s: float | None, before_s: float | None) -> str:
+    if cost_s is None or not before_s:
+        return "cost N/A (no steps before it to compare)"
+    sign = "+" if cost_s >= 0 else "-"
+    return f"cost {sign}{seconds(abs(cost_s))}/step ({cost_s / before_s:+.0%})"
+
+
+def part_status(p: CapturePart, asked_steps: int = 0) -> str:
+    """Where a capture stands in one process, in one line (the Ops view's, the report's)."""
+    if p.state == "done" and p.first_step >= 0:
+        wait = "" if p.step_s is not None else ", its summary on the way…"
+        return f"{steps_text(p.first_step, p.steps)} captured{wait}"
+    if p.state == "started" and p.first_step >= 0:
+        return f"capturing {steps_text(p.first_step, p.steps)}…"
+    if p.state in ("refused", "failed"):
+        return f"capture {p.state}: {p.reason or 'no reason given'}"
+    n = asked_steps or p.steps
+    return f"capture asked: the next {n} steps…" if n else "capture asked…"
+
+
+def status_line(c: Capture) -> str:
+    """Where a capture stands as a whole: its first process's line (with its pid where
+    several answered)."""
+    parts = c.shown_parts()
+    if not parts:
+        return part_status(CapturePart(MONITOR_PID, "asked", c.t), c.steps)
+    p = parts[0]
+    who = f" (pid {p.pid})" if p.pid and len(parts) > 1 else ""
+    return part_status(p, c.steps) + who
+
+
+def ops_of(ev: CaptureOps) -> tuple[CaptureOp, ...]:
+    """The event's :data:`~perftop.events.capture.OpRow` tuples as named ops."""
+    out = []
+    for row in ev.ops:
+        name, phase, calls, self_s, device_s, shapes, file, line, function = row[:9]
+        phase_s = ev.phase_s.get(phase, 0.0)
+        out.append(
+            CaptureOp(
+                str(name),
+                str(phase),
+                float(calls),
+                float(self_s),
+                float(device_s),
+                str(shapes),
+                str(file),
+                int(line),
+                str(function),
+                float(self_s) / phase_s if phase_s > 0 else None,
+            )
+        )
+    return tuple(out)
+
+
+class CaptureReducer:
+    handles = (CaptureAsk, CaptureState, CaptureOps)
+
+    def __init__(self) -> None:
+        self.captures: dict[str, Capture] = {}
+
+    def _get(self, capture_id: str, t: float) -> Capture:
+        c = self.captures.get(capture_id)
+        if c is None:
+            if len(self.captures) >= MAX_CAPTURES:
+                del self.captures[next(iter(self.captures))]
+            c = self.captures[capture_id] = Capture(capture_id, t)
+        return c
+
+    def _put(self, c: Capture, part: CapturePart) -> None:
+        parts = [p for p in c.parts if p.pid != part.pid]
+        old = next((p for p in c.parts if p.pid == part.pid), None)
+        if old is not None and old.state == "done" and part.state != "done":
+            return  # a late state of a finished capture does not undo its summary
+        at = c.parts.index(old) if old is not None else len(parts)
+        parts.insert(at, part)
+        self.captures[c.capture_id] = replace(c, parts=tuple(parts))
+
+    def apply(self, ev: Any) -> None:
+        c = self._get(ev.capture_id, ev.t)
+        if isinstance(ev, CaptureAsk):
+            self.captures[c.capture_id] = replace(c, by=ev.by, steps=ev.steps)
+        elif isinstance(ev, CaptureState):
+            old = next((p for p in c.parts if p.pid == ev.pid), None)
+            if old is not None and old.state == "done":
+                return
+            first = ev.first_step if ev.first_step >= 0 else (old.first_step if old else -1)
+            steps = ev.steps or (old.steps if old else 0) or c.steps
+            self._put(c, CapturePart(ev.pid, ev.state, ev.t, ev.reason, first, steps))
+            if not c.steps and ev.steps:
+                self.captures[c.capture_id] = replace(self.captures[c.capture_id], steps=ev.steps)
+        else:
+            self._put(
+                c,
+                CapturePart(
+                    pid=ev.pid,
+                    state="done",
+                    t=ev.t,
+                    first_step=ev.first_step,
+                    steps=ev.steps,
+                    step_s=ev.step_s,
+                    before_s=ev.before_s if ev.before_s > 0 else None,
+                    phase_s=dict(ev.phase_s),
+                    ops=ops_of(ev),
+                    more_ops=ev.more_ops,
+                    device=dict(ev.device or {}),
+                    trace=ev.trace,
+                    clock_offset_us=ev.clock_offset_us,
+                ),
+            )
+
+    def contribute(self, parts: dict[str, Any], window: int | None) -> None:
+        parts["captures"] = tuple(self.captures.values())

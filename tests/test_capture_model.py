@@ -1,0 +1,89 @@
+"""The model of on-demand op captures: a real torch.profiler capture's summary (see
+tests/capture_run.py) folded into the snapshot, with its states, refusals and cost."""
+
+from __future__ import annotations
+
+import pytest
+
+from perftop.events import CaptureAsk, CaptureState
+from perftop.model import Session
+
+
+def _session(*events) -> Session:
+    s = Session()
+    s.apply_all(events)
+    return s
+
+
+def test_a_done_capture_is_the_latest_with_its_ops_shares_and_cost(real_capture) -> None:
+    rc = real_capture
+    ask = CaptureAsk(rc.states[0].t, "c1", 3, "/tmp/x.", "tui")
+    snap = _session(*rc.before, ask, *rc.states, *rc.steps, rc.ops).snapshot()
+    cap = snap.latest_capture
+    assert cap is not None and cap.capture_id == "c1" and cap.by == "tui" and cap.steps == 3
+    assert cap.state == "done"
+    # the monitor's own "asked" gives way to the process's answer
+    assert [p.pid for p in cap.shown_parts()] == [rc.ops.pid]
+    part = cap.done()
+    assert part is not None and part.first_step == 41 and part.last_step == 43
+    assert part.trace == str(rc.trace) and part.clock_offset_us == rc.clock_offset_us
+    assert part.cost_s == pytest.approx(rc.ops.step_s - rc.ops.before_s)
+    forward = [op for op in part.ops if op.phase == "forward"]
+    assert forward[0].name in ("aten::addmm", "aten::mm")
+    assert forward[0].where == f"capture_run.py:{forward[0].line}" and forward[0].line > 0
+    for op in part.ops:
+        assert op.share == pytest.approx(op.self_s / part.phase_s[op.phase])
+    for phase, secs in part.phase_s.items():  # a real profile: self times fit in the phase
+        assert sum(op.self_s for op in part.ops if op.phase == phase) <= secs + 1e-9
+
+
+def test_asked_started_refused_and_a_late_state_after_done(real_capture) -> None:
+    pid = real_capture.ops.pid
+    s = _session(CaptureState(10.0, 0, "c1", "asked", steps=3))
+    cap = s.snapshot().latest_capture
+    assert cap is not None and cap.state == "asked" and cap.steps == 3
+    s.apply(CaptureState(10.5, pid, "c1", "started", first_step=41, steps=3))
+    part = s.snapshot().latest_capture.shown_parts()[0]
+    assert (part.state, part.first_step, part.last_step) == ("started", 41, 43)
+    s.apply(CaptureState(11.0, pid, "c2", "refused", "torch.compile is compiling"))
+    cap = s.snapshot().latest_capture
+    assert cap.capture_id == "c2" and cap.state == "refused"
+    assert cap.shown_parts()[0].reason == "torch.compile is compiling"
+    # a summary, then a stray state: the summary stays
+    s.apply(real_capture.ops)
+    s.apply(CaptureState(12.0, pid, "c1", "failed", "late"))
+    c1 = s.snapshot().captures[0]
+    assert c1.state == "done" and c1.done() is not None and c1.done().ops
+
+
+def test_the_monitor_refusing_before_any_hook_is_shown() -> None:
+    s = _session(
+        CaptureState(1.0, 0, "c1", "asked", steps=3),
+        CaptureState(1.1, 0, "c1", "refused", "the session's socket belongs to another user"),
+    )
+    cap = s.snapshot().latest_capture
+    assert cap.state == "refused"
+    assert cap.shown_parts()[0].reason == "the session's socket belongs to another user"
+
+
+def test_the_capture_in_effect_follows_the_stream(real_capture) -> None:
+    """Folded up to a point of the stream (as a replay does), the latest capture is the one
+    asked by then: before the second capture, the first one's summary."""
+    rc = real_capture
+    s = _session(*rc.states, rc.ops)
+    assert s.snapshot().latest_capture.capture_id == "c1"
+    s.apply(CaptureState(rc.ops.t + 5, 0, "c2", "asked", steps=2))
+    assert s.snapshot().latest_capture.capture_id == "c2"
+    assert [c.capture_id for c in s.snapshot().captures] == ["c1", "c2"]
+
+
+def test_a_collector_shows_its_nodes_captures(real_capture) -> None:
+    from perftop.events import NodeScope
+    from perftop.model.fleet import FleetSession
+
+    rc = real_capture
+    s = FleetSession(Session)
+    s.apply_all([NodeScope("n1"), *rc.states, rc.ops, NodeScope("")])
+    s.apply_all([NodeScope("n2"), CaptureState(rc.ops.t + 1, 7, "c9", "refused", "why")])
+    caps = s.snapshot().captures
+    assert [(c.capture_id, c.state) for c in caps] == [("c1", "done"), ("c9", "refused")]
