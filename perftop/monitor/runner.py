@@ -22,6 +22,7 @@ from perftop.errors import LaunchError
 from perftop.events import JobExit, JobStart
 from perftop.hook import ENV_SOCKET
 from perftop.model import Snapshot
+from perftop.monitor.capture import serve_control
 from perftop.monitor.header import session_start
 from perftop.monitor.hookless import HooklessWatch
 from perftop.monitor.hub import Hub
@@ -115,7 +116,14 @@ class Job(Background):
             self.hub.subscribe(self.recorder, buffered=False)
         for sink in sinks:  # forwarders and streams buffer on their own: never blocking
             self.hub.subscribe(sink, buffered=False)
-        self.server = Server(self.hub.submit_frame, on_viewer=self._viewer, info=self.info)
+        self.server = Server(
+            self.hub.submit_frame,
+            on_viewer=self._viewer,
+            info=self.info,
+            on_control=lambda conn, rest: serve_control(self.hub, conn, rest),
+        )
+        self.hub.captures.to_hooks = self.server.send_to_trainers
+        self.hub.captures.trace_dir = str(self.server.path.parent)
         self.proc: subprocess.Popen[bytes] | None = None
         self.output: OutputTail | None = None
         self.sources: list[Any] = []

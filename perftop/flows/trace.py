@@ -1,0 +1,76 @@
+"""`perftop trace`: ask a running session for an op capture and print what came back.
+
+The one summary text of a capture (:func:`capture_lines`) is shared with the TUI's notice.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from perftop.console import say
+from perftop.errors import AttachError, PerftopError, UsageError
+from perftop.events import CaptureOps, CaptureState, Event
+from perftop.fmt import command as fmt_command
+from perftop.fmt import seconds as fmt_seconds
+
+MAX_STEPS = 50  # the hook's own bound (perftop.hook.capture.MAX_STEPS)
+
+
+def trace(target: str, steps: int, out: Path | None, timeout: float) -> int:
+    from perftop.monitor.capture import request
+    from perftop.monitor.registry import find_session
+
+    info = find_session(target)
+    if info is None:
+        if Path(target).suffix == ".sock" or not target.isdigit():
+            raise AttachError(f"{target}: no perftop session answers there (see perftop ls)")
+        raise AttachError(f"pid {target}: not in a perftop session (see perftop ls)")
+    got: list[Event] = []
+    say(
+        f"perftop: capturing the next {steps} steps of {fmt_command(info.get('command') or [target])}…"
+    )
+    request(info["socket"], steps, "trace", got.append, timeout + steps)
+    ops = [e for e in got if isinstance(e, CaptureOps)]
+    ends = [e for e in got if isinstance(e, CaptureState) and e.state in ("refused", "failed")]
+    if not ops:
+        if ends:
+            raise PerftopError(f"capture {ends[0].state}: {ends[0].reason}")
+        raise PerftopError(f"no answer from the job within {timeout:.0f} s")
+    for cap in ops:
+        for line in capture_lines(cap):
+            say(line)
+    for e in ends:
+        say(f"perftop: pid {e.pid}: capture {e.state}: {e.reason}")
+    if out is not None:
+        src = next((c.trace for c in ops if c.trace), "")
+        if not src:
+            raise PerftopError("the job wrote no trace file to copy")
+        try:
+            shutil.copyfile(src, out)
+        except OSError as exc:
+            raise UsageError(f"cannot copy the trace to {out}: {exc.strerror}") from None
+        say(f"perftop: trace copied to {out}")
+    return 0
+
+
+def capture_lines(cap: CaptureOps, top: int = 5) -> list[str]:
+    """A capture in a few lines: steps, cost, the top ops with phase and user line."""
+    cost = ""
+    if cap.before_s > 0:
+        pct = 100.0 * (cap.step_s - cap.before_s) / cap.before_s
+        cost = f" (before: {fmt_seconds(cap.before_s)}/step, capture cost {pct:+.0f}%)"
+    last = cap.first_step + cap.steps - 1
+    lines = [
+        f"pid {cap.pid}: steps {cap.first_step}–{last} captured, "
+        f"{fmt_seconds(cap.step_s)}/step{cost}"
+    ]
+    for row in cap.ops[:top]:
+        name, phase, calls, cpu, dev = row[:5]
+        file, line = row[6], row[7]
+        where = f"  {file}:{line}" if file else ""
+        t = cpu + dev
+        lines.append(f"  {name:<28} {phase:<9} {fmt_seconds(t):>8}/step  ×{calls:g}{where}")
+    if cap.trace:
+        lines.append(f"  trace: {cap.trace}")
+    return lines

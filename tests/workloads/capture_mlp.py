@@ -1,0 +1,47 @@
+"""An MLP trained for a fixed number of steps, deterministic, for op-capture tests.
+
+argv: MODE GATE. MODE ``plain``; ``own_profiler`` (the whole loop inside the job's own
+torch.profiler.profile); ``recompile`` (torch.compile, and dynamo reset every step: it
+compiles again each step). Prints "ready" after step 5; from step 200 on it goes on
+stepping with a learning rate of 0 (the weights stay as they are) until the file GATE
+exists (at most 120 s; a test makes it once its capture is done); then prints the loss
+and exits 7: the same output however many steps it waited.
+"""
+
+import contextlib
+import os
+import sys
+import time
+
+import torch
+
+mode, gate = sys.argv[1], sys.argv[2]
+torch.manual_seed(0)
+torch.set_num_threads(1)
+model = torch.nn.Sequential(
+    torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 256), torch.nn.ReLU(),
+    torch.nn.Linear(256, 10),
+)  # fmt: skip
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(64, 256), torch.randint(0, 10, (64,))
+fwd = torch.compile(model, backend="eager") if mode == "recompile" else model
+ctx = torch.profiler.profile() if mode == "own_profiler" else contextlib.nullcontext()
+with ctx:
+    i = 0
+    deadline = time.monotonic() + 120
+    while i < 205 or (not os.path.exists(gate) and time.monotonic() < deadline):
+        i += 1
+        if mode == "recompile":
+            torch._dynamo.reset()
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(fwd(x), y)
+        loss.backward()
+        opt.step()
+        time.sleep(0.005)
+        if i == 5:
+            print("ready", flush=True)
+        if i == 200:
+            for group in opt.param_groups:
+                group["lr"] = 0.0
+print("final loss", repr(loss.item()), flush=True)
+sys.exit(7)
