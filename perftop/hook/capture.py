@@ -121,14 +121,14 @@ class Captures:
         from perftop.hook.capture_ops import Run
 
         before = sum(self.before[-2:]) / len(self.before[-2:])
-        run = Run(self.state, ask, min(max(1, ask.steps), MAX_STEPS), index + 1, before)
+        run = Run(self.state, ask, min(max(1, ask.steps), MAX_STEPS), index + 2, before)
         error = run.start()
         if error:
             self._answer(ask, "failed", error)
             self._done()
             return
         self.run = run
-        self._answer(ask, "started", "", index + 1, run.steps)
+        self._answer(ask, "started", "", run.first, run.steps)
 
     def _restore(self) -> int:
         """Hand on_step back (to the detector, or to nobody) when nothing is under way."""

@@ -4,10 +4,13 @@ thread of its own, the summary (:class:`CaptureOps`) and the trace file.
 Imported only once a capture was asked for (it imports ``torch.profiler``). The phase of
 an op comes from the profiler's own annotations, the way the hook times the phases: under
 ``autograd::engine::evaluate_function`` (the backward pass), ``Optimizer.step#``, or
-``enumerate(DataLoader)#`` (a batch fetch); the rest of a captured step is forward, and an
-op outside every captured step is ``between``. The phase's seconds are the hook's own
-figures for the captured steps (its data, backward and optimizer times; forward the rest),
-so an op runs inside the window its phase is timed by.
+``enumerate(DataLoader)#`` (a batch fetch); the rest of a captured step on the training
+thread is forward, and an op of another thread, or in time cut out of the steps, is
+``between``. Ops before the first or after the last captured step are left out (the step
+the profiler starts in holds its start-up). The phase's seconds are the hook's own figures
+for the captured steps (its data, backward and optimizer times, forward the rest, between
+the time cut out of the steps), so an op runs inside the window its phase is timed by.
+Each captured step is a ``ProfilerStep#N`` range in the trace: perftop's step track.
 """
 
 from __future__ import annotations
@@ -38,6 +41,9 @@ class Run:
         self.state, self.ask, self.steps, self.first, self.before = state, ask, steps, first, before
         self.prof: Any = None
         self.marker: Any = None  # the open step's ProfilerStep# range (the trace's step track)
+        # The step the profiler starts in also holds its start-up (tens of ms): profiled,
+        # but not one of the N steps summarized.
+        self.warming = True
         # per captured step: (t0, t1) in perf_counter seconds and its phases' seconds
         self.spans: list[tuple[float, float]] = []
         self.phases: list[dict[str, float]] = []
@@ -56,7 +62,6 @@ class Run:
             with quiet_stderr():
                 self.prof.start()
             self.mark = torch.autograd.profiler.record_function
-            self._open(self.first)
         except Exception as exc:
             self.prof = None
             return f"torch.profiler did not start: {exc!r}"[:200]
@@ -64,14 +69,19 @@ class Run:
 
     def boundary(self, index: int, t: float, tracker: Any) -> None:
         """Step ``index`` ended at ``t`` (read the tracker before it resets its figures)."""
-        t0 = tracker.start + tracker.hole
+        if self.warming:
+            self.warming = False
+            self._open(index + 1)
+            return
+        hole = max(float(tracker.hole), 0.0)  # time cut out of the step (outside training)
+        t0 = tracker.start + hole
         dur = max(t - t0, 0.0)
         data = max(float(tracker.data), 0.0)
         bwd, opt = float(tracker.bwd), float(tracker.opt)
         fwd = max(dur - data - bwd - opt, 0.0)
         self.spans.append((t0, t))
         self.phases.append(
-            {"data": data, "forward": fwd, "backward": bwd, "optimizer": opt, "between": 0.0}
+            {"data": data, "forward": fwd, "backward": bwd, "optimizer": opt, "between": hole}
         )
         self._close_marker()
         if not self.finished():
@@ -137,7 +147,9 @@ class Run:
         for ev in events:
             if _device(ev) or ev.name.startswith(_SKIP) or "::" not in ev.name:
                 continue
-            phase = phase_of(ev, spans if ev.thread == train else [])
+            phase = phase_of(ev, spans, ev.thread == train)
+            if phase is None:
+                continue
             row = rows.get((ev.name, phase))
             if row is None:
                 row = rows[(ev.name, phase)] = [0, 0.0, 0.0, Counter(), Counter()]
@@ -195,19 +207,21 @@ def _device(ev: Any) -> bool:
     return kind is not None and getattr(kind, "name", "CPU") != "CPU"
 
 
-def phase_of(ev: Any, spans: list[tuple[float, float]]) -> str:
+def phase_of(ev: Any, spans: list[tuple[float, float]], train: bool) -> str | None:
     """An op's phase from its enclosing annotations, else whether a captured step holds it
-    (``spans`` in the events' own µs)."""
+    on the training thread (``spans`` in the events' own µs); None outside the capture's N
+    steps (the step the profiler started in)."""
+    start = ev.time_range.start
+    if not spans or not spans[0][0] <= start <= spans[-1][1]:
+        return None
     p = ev.cpu_parent
     while p is not None:
         for mark, phase in _MARKS:
             if p.name.startswith(mark):
                 return phase
         p = p.cpu_parent
-    start = ev.time_range.start
-    for a, b in spans:
-        if a <= start <= b:
-            return "forward"
+    if train and any(a <= start <= b for a, b in spans):
+        return "forward"
     return "between"
 
 

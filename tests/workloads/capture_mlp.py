@@ -1,8 +1,8 @@
 """An MLP trained for a fixed number of steps, deterministic, for op-capture tests.
 
-argv: MODE GATE. MODE ``plain``; ``own_profiler`` (the whole loop inside the job's own
+argv: MODE GATE. MODE ``plain`` (``idle``: the same, and it says whether perftop's capture code was loaded); ``own_profiler`` (the whole loop inside the job's own
 torch.profiler.profile); ``recompile`` (torch.compile, and dynamo reset every step: it
-compiles again each step). Prints "ready" after step 5; from step 200 on it goes on
+compiles again each step). Prints "ready" after step 5; from step 50 (7 when it recompiles) on it goes on
 stepping with a learning rate of 0 (the weights stay as they are) until the file GATE
 exists (at most 120 s; a test makes it once its capture is done); then prints the loss
 and exits 7: the same output however many steps it waited.
@@ -29,7 +29,8 @@ ctx = torch.profiler.profile() if mode == "own_profiler" else contextlib.nullcon
 with ctx:
     i = 0
     deadline = time.monotonic() + 120
-    while i < 205 or (not os.path.exists(gate) and time.monotonic() < deadline):
+    last = 12 if mode == "recompile" else 55  # a compile a step: few steps
+    while i < last or (not os.path.exists(gate) and time.monotonic() < deadline):
         i += 1
         if mode == "recompile":
             torch._dynamo.reset()
@@ -40,8 +41,12 @@ with ctx:
         time.sleep(0.005)
         if i == 5:
             print("ready", flush=True)
-        if i == 200:
+        if i == last - 5:
             for group in opt.param_groups:
                 group["lr"] = 0.0
 print("final loss", repr(loss.item()), flush=True)
+if mode == "idle":  # what a job nobody asked for a capture has loaded
+    mods = sorted(m for m in sys.modules if m.startswith("perftop.hook.capture"))
+    on = torch._C._autograd._profiler_enabled()
+    print("capture modules:", mods, "profiler on:", on, file=sys.stderr)
 sys.exit(7)
