@@ -6,6 +6,8 @@ The one summary text of a capture (:func:`capture_lines`) is shared with the TUI
 from __future__ import annotations
 
 import shutil
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from perftop.console import say
@@ -52,6 +54,35 @@ def trace(target: str, steps: int, out: Path | None, timeout: float) -> int:
             raise UsageError(f"cannot copy the trace to {out}: {exc.strerror}") from None
         say(f"perftop: trace copied to {out}")
     return 0
+
+
+class Teller:
+    """One capture's events as notices for the TUI: ``tell(text, error)``."""
+
+    def __init__(self, tell: Callable[[str, bool], object]) -> None:
+        self.tell = tell
+
+    def __call__(self, ev: Event) -> None:
+        if isinstance(ev, CaptureOps):
+            self.tell("\n".join(capture_lines(ev, top=3)), False)
+        elif isinstance(ev, CaptureState) and ev.state in ("refused", "failed"):
+            who = f"pid {ev.pid}: " if ev.pid else ""
+            self.tell(f"capture {ev.state}: {who}{ev.reason}", True)
+
+
+def ask_in_background(path: str, steps: int, by: str, tell: Callable[[str, bool], object]) -> str:
+    """An attached viewer's capture: asked through the session's control connection, on a
+    thread of its own (the app's loop never waits)."""
+    from perftop.monitor.capture import request
+
+    def run() -> None:
+        try:
+            request(path, steps, by, Teller(tell), 60.0 + steps)
+        except PerftopError as exc:
+            tell(f"capture failed: {exc}", True)
+
+    threading.Thread(target=run, name="perftop-capture-ask", daemon=True).start()
+    return f"capturing the next {steps} steps…"
 
 
 def capture_lines(cap: CaptureOps, top: int = 5) -> list[str]:

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from perftop.events import Dropped, Event, Note
+from perftop.hook.inbox import Inbox
 from perftop.wire import (
     MAGIC,
     REC_BWD,
@@ -43,8 +44,6 @@ from perftop.wire import (
     REC_T1,
     STEP_RECORD,
     STEP_SOURCES,
-    EventReader,
-    StreamError,
     encode_frame,
     encode_steps_frame,
 )
@@ -77,9 +76,8 @@ class Sender:
         self.path = path
         self._hello = hello
         # What the monitor sends back on the same connection (a capture's ask), read
-        # without waiting on the sender's wakes; called on the sender's thread.
-        self.on_event = on_event
-        self.on_wake: Callable[[], None] | None = None
+        # without waiting on the sender's wakes (inbox.py).
+        self.inbox = Inbox(on_event) if on_event is not None else None
         self.capacity = capacity
         self.interval = interval
         # perf_counter() -> epoch seconds; the hot path stores perf_counter stamps.
@@ -97,7 +95,6 @@ class Sender:
         self._dropped_sent = 0
         self._sock: socket.socket | None = None
         self._greeted = False  # the probe's connection says hello with its first batch
-        self._reader: EventReader | None = None
         self._next_connect = 0.0
         self._backoff = 0.5
         self._thread: threading.Thread | None = None
@@ -135,46 +132,8 @@ class Sender:
         while not self.closed:
             time.sleep(self.interval)
             self.drain()
-            if self.on_event is not None:
-                self.poll()
-            if self.on_wake is not None:
-                try:
-                    self.on_wake()
-                except Exception:
-                    self.errors += 1
-
-    def poll(self) -> None:
-        """Read what the monitor sent, without waiting (MSG_DONTWAIT); never raises."""
-        if not self._lock.acquire(blocking=False):
-            return
-        try:
-            sock = self._sock
-            if sock is None or not self._greeted:
-                return
-            data = sock.recv(65536, socket.MSG_DONTWAIT)
-            if not data:
-                self._disconnect()  # the monitor closed its end
-                return
-            if self._reader is None:
-                self._reader = EventReader()
-                self._reader.feed(MAGIC)  # the monitor sends bare frames
-            decoded = self._reader.feed(data)
-        except (BlockingIOError, InterruptedError):
-            return
-        except (OSError, StreamError):
-            self._reader = None
-            return
-        except Exception:
-            self.errors += 1
-            return
-        finally:
-            self._lock.release()
-        try:
-            for _frame, events in decoded:
-                for ev in events:
-                    self.on_event(ev)  # type: ignore[misc]
-        except Exception:
-            self.errors += 1
+            if self.inbox is not None:
+                self.inbox.poll(self)
 
     def drain(self, deadline: float | None = None) -> None:
         """Send what is buffered; on any failure the batch is dropped and counted. With a
@@ -329,7 +288,6 @@ class Sender:
             except OSError:
                 pass
             self._sock = None
-            self._reader = None
             self._next_connect = time.monotonic() + self._backoff
 
     # -- shutdown ----------------------------------------------------------------------

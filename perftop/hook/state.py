@@ -92,7 +92,8 @@ class HookState:
                 from perftop.hook.capture import Captures
 
                 self.captures = Captures(self)
-                self.sender.on_wake = self.captures.tick
+                if self.sender.inbox is not None:
+                    self.sender.inbox.on_wake = self.captures.tick
             self.captures.ask(ev)
         except Exception:
             self.internal_error("op capture")

@@ -57,6 +57,11 @@ class CaptureDesk:
             self.submit(CaptureState(time.time(), 0, cid, "refused", why))
         return cid, pids
 
+    def connect(self, to_hooks: Callable[[bytes], list[int]], trace_dir: Any) -> None:
+        """Where asks go (the socket server's ``send_to_trainers``), traces without a
+        recording (the private socket directory)."""
+        self.to_hooks, self.trace_dir = to_hooks, str(trace_dir)
+
     def forget(self, capture_id: str) -> None:
         self.watch.pop(capture_id, None)
 
@@ -123,7 +128,7 @@ def _serve(hub: Any, conn: socket.socket, rest: bytes) -> None:
         pass
     finally:
         if cid:
-            hub.forget_capture(cid)
+            hub.captures.forget(cid)
         conn.close()
 
 

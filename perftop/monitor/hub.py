@@ -129,16 +129,11 @@ class Hub:
         """Remove a sink after everything queued before this call, then close it."""
         self._put(("unsub", handle))
 
-    def capture(
-        self, steps: int, by: str = "", on_event: CaptureWatch | None = None
-    ) -> tuple[str, list[int]]:
-        """Ask every training process to profile its next ``steps`` whole steps (see
-        monitor/capture.py): the capture's id and the pids asked (none: refused at once)."""
+    def capture(self, steps: int, by: str = "", on_event: CaptureWatch | None = None) -> Any:
+        """Ask the training processes for an op capture: (its id, the pids asked; none:
+        refused at once). See monitor/capture.py."""
         rec = next((r for r in self._direct if isinstance(r, RecordingWriter)), None)
         return self.captures.ask(steps, by, on_event, str(rec.path) if rec else "")
-
-    def forget_capture(self, capture_id: str) -> None:
-        self.captures.forget(capture_id)
 
     def _put(self, item: Any) -> None:
         with self._cv:

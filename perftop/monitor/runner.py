@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -116,14 +117,11 @@ class Job(Background):
             self.hub.subscribe(self.recorder, buffered=False)
         for sink in sinks:  # forwarders and streams buffer on their own: never blocking
             self.hub.subscribe(sink, buffered=False)
+        control = partial(serve_control, self.hub)  # `perftop trace`, attach --allow-control
         self.server = Server(
-            self.hub.submit_frame,
-            on_viewer=self._viewer,
-            info=self.info,
-            on_control=lambda conn, rest: serve_control(self.hub, conn, rest),
+            self.hub.submit_frame, on_viewer=self._viewer, info=self.info, on_control=control
         )
-        self.hub.captures.to_hooks = self.server.send_to_trainers
-        self.hub.captures.trace_dir = str(self.server.path.parent)
+        self.hub.captures.connect(self.server.send_to_trainers, self.server.path.parent)
         self.proc: subprocess.Popen[bytes] | None = None
         self.output: OutputTail | None = None
         self.sources: list[Any] = []
