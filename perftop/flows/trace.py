@@ -64,7 +64,7 @@ class Teller:
 
     def __call__(self, ev: Event) -> None:
         if isinstance(ev, CaptureOps):
-            self.tell("\n".join(capture_lines(ev, top=3)), False)
+            self.tell("\n".join(notice_lines(ev)), False)
         elif isinstance(ev, CaptureState) and ev.state in ("refused", "failed"):
             who = f"pid {ev.pid}: " if ev.pid else ""
             self.tell(f"capture {ev.state}: {who}{ev.reason}", True)
@@ -89,8 +89,7 @@ def capture_lines(cap: CaptureOps, top: int = 5) -> list[str]:
     """A capture in a few lines: steps, cost, the top ops with phase and user line."""
     cost = ""
     if cap.before_s > 0:
-        pct = 100.0 * (cap.step_s - cap.before_s) / cap.before_s
-        cost = f" (before: {fmt_seconds(cap.before_s)}/step, capture cost {pct:+.0f}%)"
+        cost = f" (before: {fmt_seconds(cap.before_s)}/step, capture cost {_cost(cap)})"
     last = cap.first_step + cap.steps - 1
     lines = [
         f"pid {cap.pid}: steps {cap.first_step}–{last} captured, "
@@ -105,3 +104,20 @@ def capture_lines(cap: CaptureOps, top: int = 5) -> list[str]:
     if cap.trace:
         lines.append(f"  trace: {cap.trace}")
     return lines
+
+
+def notice_lines(cap: CaptureOps, top: int = 3) -> list[str]:
+    """The same, narrow enough for a notice in the TUI."""
+    cost = f", {_cost(cap)} while captured" if cap.before_s > 0 else ""
+    last = cap.first_step + cap.steps - 1
+    lines = [f"pid {cap.pid}: steps {cap.first_step}–{last}, {fmt_seconds(cap.step_s)}/step{cost}"]
+    for row in cap.ops[:top]:
+        where = f" {Path(row[6]).name}:{row[7]}" if row[6] else ""
+        lines.append(f"{row[1]} {row[0]} {fmt_seconds(row[3] + row[4])}{where}")
+    if cap.trace:
+        lines.append(f"trace: {Path(cap.trace).name}")
+    return lines
+
+
+def _cost(cap: CaptureOps) -> str:
+    return f"{100.0 * (cap.step_s - cap.before_s) / cap.before_s:+.0f}%"
