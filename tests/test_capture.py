@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from perftop.events import CaptureAsk, CaptureOps, CaptureState, Step
+from perftop.events import CaptureAsk, CaptureOps, CaptureState, Step, SyncBatch
 from perftop.recording import read_events
 from perftop.wire import encode_frame
 from tests.helpers import WORKLOADS, default_sigint, perftop
@@ -26,14 +26,14 @@ from tests.helpers import WORKLOADS, default_sigint, perftop
 JOB = WORKLOADS / "capture_mlp.py"
 
 
-def _start(tmp: Path, mode: str) -> dict[str, Any]:
+def _start(tmp: Path, mode: str, **env: str) -> dict[str, Any]:
     """`perftop run --headless --record` the MLP in ``mode``, trained once it says so."""
     gate, rec = tmp / f"gate-{mode}", tmp / f"{mode}.perftop"
     mon = subprocess.Popen(
         [sys.executable, "-m", "perftop", "run", "--headless", "--record", str(rec), "--",
          sys.executable, str(JOB), mode, str(gate)],
         cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        stdin=subprocess.DEVNULL, preexec_fn=default_sigint,
+        stdin=subprocess.DEVNULL, preexec_fn=default_sigint, env={**os.environ, **env},
     )  # fmt: skip
     assert mon.stdout is not None and mon.stdout.readline().strip() == "ready"
     return {"mon": mon, "gate": gate, "rec": rec, "trace": None}
@@ -60,13 +60,14 @@ def tmp() -> Any:
 
 @pytest.fixture(scope="module")
 def captured(tmp: Path) -> dict[str, Any]:
-    got = _start(tmp, "plain")
+    got = _start(tmp, "plain", PERFTOP_SYNC="all")  # every step watched, but the captured
     _trace(tmp, got, "--steps", "3", "--out", str(tmp / "copy.json"))
     _finish(got)
     events = list(read_events(got["rec"]))
     got["ops"] = [e for e in events if isinstance(e, CaptureOps)]
     got["states"] = [e for e in events if isinstance(e, CaptureState)]
     got["steps"] = {e.index: e for e in events if isinstance(e, Step)}
+    got["watched"] = {e.step for e in events if isinstance(e, SyncBatch) and e.sampled}
     return got
 
 
@@ -83,6 +84,14 @@ def test_trace_prints_the_top_ops_and_the_capture_is_recorded(captured):
     assert "[64, 256]" in next(r[5] for r in fwd if r[0] == "aten::addmm")
     assert any(r[6].endswith("capture_mlp.py") for r in cap.ops)  # the user's own file
     assert {r[1] for r in cap.ops} >= {"forward", "backward", "optimizer"}
+
+
+def test_the_sync_detector_steps_aside_during_a_capture(captured):
+    (cap,) = captured["ops"]
+    last = cap.first_step + cap.steps - 1
+    watched = captured["watched"]
+    assert {cap.first_step - 10, last + 10} <= watched  # PERFTOP_SYNC=all: before and after
+    assert not watched & set(range(cap.first_step - 1, last + 1)), sorted(watched)
 
 
 def test_op_self_times_of_a_phase_fit_in_the_phase(captured):
