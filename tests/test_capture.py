@@ -136,6 +136,7 @@ def test_nobody_asking_loads_no_capture_code(idle):
 
 
 def test_a_capture_leaves_the_job_output_and_exit_code_as_they_were(captured, idle):
+    assert len(captured["ops"]) == 1  # the capture did happen
     assert captured["mon"].returncode == idle["mon"].returncode == 7
     assert captured["out"] == idle["out"]
     assert "USDT" not in captured["err"] and "profiler_st" not in captured["err"]
@@ -175,9 +176,9 @@ def test_trace_of_a_dead_pid_or_a_foreign_socket_is_one_line(tmp):
         foreign = perftop("trace", str(other), cwd=tmp)
     finally:
         s.close()
-    for got in (dead, foreign):
-        assert got.returncode != 0 and len(got.stderr.strip().splitlines()) == 1, got.stderr
-        assert "Traceback" not in got.stderr
+    for got, says in ((dead, "not in a perftop session"), (foreign, "no perftop session")):
+        assert got.returncode == 4 and len(got.stderr.strip().splitlines()) == 1, got.stderr
+        assert says in got.stderr and "Traceback" not in got.stderr
 
 
 def test_a_control_connection_gets_its_capture_refused_without_hooks(tmp):
