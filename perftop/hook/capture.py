@@ -3,7 +3,7 @@
 The monitor's :class:`CaptureAsk` arrives on the sender's thread (see ``sender.py``), which
 puts it in ``pending`` and points the step tracker's ``on_step`` at :meth:`Captures.boundary`
 (the sync detector's callback, if any, still runs from there when it is due). Nothing of
-this module runs, and nothing of ``torch.profiler`` is imported, until an ask arrives; once
+this module is loaded and no profiler runs until an ask arrives; once
 the capture is over, ``on_step`` is the detector's again.
 
 On the training thread, at step boundaries: the first one after the ask notes dynamo's

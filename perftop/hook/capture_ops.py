@@ -1,7 +1,7 @@
 """One running capture: the profiler started and stopped at step boundaries, then, on a
 thread of its own, the summary (:class:`CaptureOps`) and the trace file.
 
-Imported only once a capture was asked for (it imports ``torch.profiler``). The phase of
+Imported only once a capture was asked for (it runs torch's Kineto profiler). The phase of
 an op comes from the profiler's own annotations, the way the hook times the phases: under
 ``autograd::engine::evaluate_function`` (the backward pass), ``Optimizer.step#``, or
 ``enumerate(DataLoader)#`` (a batch fetch); the rest of a captured step on the training
@@ -52,15 +52,19 @@ class Run:
         """Start the profiler; a one-line reason when it cannot."""
         try:
             import torch
-            from torch.profiler import ProfilerActivity, profile
 
-            acts = [ProfilerActivity.CPU]
-            if torch.cuda.is_initialized():
-                acts.append(ProfilerActivity.CUDA)
-            self.cuda = len(acts) > 1
-            self.prof = profile(activities=acts, record_shapes=True, with_stack=True)
+            # The autograd profiler, as torch.profiler.profile runs it: that class's start
+            # first probes ``torch._inductor``, which imports it (hundreds of modules,
+            # seconds) into a job that never compiled.
+            self.cuda = bool(torch.cuda.is_initialized())
+            self.prof = torch.autograd.profiler.profile(
+                record_shapes=True,
+                with_stack=True,
+                use_kineto=True,
+                use_device="cuda" if self.cuda else None,
+            )
             with quiet_stderr():
-                self.prof.start()
+                self.prof.__enter__()
             self.mark = torch.autograd.profiler.record_function
         except Exception as exc:
             self.prof = None
@@ -105,7 +109,7 @@ class Run:
         try:
             self._close_marker()
             with quiet_stderr():
-                prof.stop()
+                prof.__exit__(None, None, None)
         except Exception as exc:
             self._fail(f"torch.profiler did not stop: {exc!r}", done)
             return
@@ -138,7 +142,7 @@ class Run:
     def summary(self, prof: Any) -> CaptureOps:
         s = self.state.sender
         n = len(self.spans)
-        events = prof.events()
+        events = prof.function_events  # parsed here, on this thread
         marks = [ev for ev in events if ev.name.startswith("ProfilerStep")]  # "ProfilerStep*"
         spans = [(ev.time_range.start, ev.time_range.end) for ev in marks]
         train = marks[0].thread if marks else None

@@ -1,6 +1,6 @@
 """An MLP trained for a fixed number of steps, deterministic, for op-capture tests.
 
-argv: MODE GATE. MODE ``plain`` (``idle``: the same, and it says whether perftop's capture code was loaded); ``own_profiler`` (the whole loop inside the job's own
+argv: MODE GATE. MODE ``plain`` (``cuda``: on the GPU) (``idle``: the same, and it says whether perftop's capture code was loaded); ``own_profiler`` (the whole loop inside the job's own
 torch.profiler.profile); ``recompile`` (torch.compile, and dynamo reset every step: it
 compiles again each step). Prints "ready" after step 5; from step 50 (7 when it recompiles) on it goes on
 stepping with a learning rate of 0 (the weights stay as they are) until the file GATE
@@ -23,7 +23,9 @@ model = torch.nn.Sequential(
     torch.nn.Linear(256, 10),
 )  # fmt: skip
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
-x, y = torch.randn(64, 256), torch.randint(0, 10, (64,))
+dev = "cuda" if mode == "cuda" else "cpu"  # cuda: the same on the GPU (tests/gpu)
+model.to(dev)
+x, y = torch.randn(64, 256, device=dev), torch.randint(0, 10, (64,), device=dev)
 fwd = torch.compile(model, backend="eager") if mode == "recompile" else model
 ctx = torch.profiler.profile() if mode == "own_profiler" else contextlib.nullcontext()
 with ctx:
@@ -45,6 +47,7 @@ with ctx:
             for group in opt.param_groups:
                 group["lr"] = 0.0
 print("final loss", repr(loss.item()), flush=True)
+print("torch._inductor loaded:", "torch._inductor" in sys.modules)  # a capture must not
 if mode == "idle":  # what a job nobody asked for a capture has loaded
     mods = sorted(m for m in sys.modules if m.startswith("perftop.hook.capture"))
     on = torch._C._autograd._profiler_enabled()
