@@ -139,7 +139,6 @@ def test_a_capture_leaves_the_job_output_and_exit_code_as_they_were(captured, id
     assert len(captured["ops"]) == 1  # the capture did happen
     assert captured["mon"].returncode == idle["mon"].returncode == 7
     assert captured["out"] == idle["out"]
-    assert "torch._inductor loaded: False" in captured["out"]  # torch.profiler.profile's would
     assert "USDT" not in captured["err"] and "profiler_st" not in captured["err"]
 
 

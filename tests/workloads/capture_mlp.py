@@ -47,7 +47,6 @@ with ctx:
             for group in opt.param_groups:
                 group["lr"] = 0.0
 print("final loss", repr(loss.item()), flush=True)
-print("torch._inductor loaded:", "torch._inductor" in sys.modules)  # a capture must not
 if mode == "idle":  # what a job nobody asked for a capture has loaded
     mods = sorted(m for m in sys.modules if m.startswith("perftop.hook.capture"))
     on = torch._C._autograd._profiler_enabled()
