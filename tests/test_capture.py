@@ -13,12 +13,14 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from perftop.events import CaptureAsk, CaptureOps, CaptureState, Step, SyncBatch
+from perftop.monitor.registry import find_session
 from perftop.recording import read_events
 from perftop.wire import encode_frame
 from tests.helpers import WORKLOADS, default_sigint, perftop
@@ -26,9 +28,10 @@ from tests.helpers import WORKLOADS, default_sigint, perftop
 JOB = WORKLOADS / "capture_mlp.py"
 
 
-def _start(tmp: Path, mode: str, **env: str) -> dict[str, Any]:
-    """`perftop run --headless --record` the MLP in ``mode``, trained once it says so."""
-    gate, rec = tmp / f"gate-{mode}", tmp / f"{mode}.perftop"
+def _start(tmp: Path, mode: str, name: str = "", **env: str) -> dict[str, Any]:
+    """`perftop run --headless --record NAME.perftop` the MLP in ``mode``, trained."""
+    name = name or mode
+    gate, rec = tmp / f"gate-{name}", tmp / f"{name}.perftop"
     mon = subprocess.Popen(
         [sys.executable, "-m", "perftop", "run", "--headless", "--record", str(rec), "--",
          sys.executable, str(JOB), mode, str(gate)],
@@ -36,6 +39,12 @@ def _start(tmp: Path, mode: str, **env: str) -> dict[str, Any]:
         stdin=subprocess.DEVNULL, preexec_fn=default_sigint, env={**os.environ, **env},
     )  # fmt: skip
     assert mon.stdout is not None and mon.stdout.readline().strip() == "ready"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # the hook has said hello: its steps are counted
+        info = find_session(str(mon.pid))
+        if info is not None and info.get("steps", 0) > 0:
+            break
+        time.sleep(0.1)
     return {"mon": mon, "gate": gate, "rec": rec, "trace": None}
 
 
@@ -128,6 +137,41 @@ def test_the_trace_is_json_with_the_ops_on_the_steps_clock(captured, tmp):
 def idle(tmp: Path) -> dict[str, Any]:
     """The same job under perftop, nobody asking for a capture."""
     return _finish(_start(tmp, "idle"))
+
+
+@pytest.fixture(scope="module")
+def cut(tmp: Path) -> dict[str, Any]:
+    """A job that ends in the middle of a 50-step capture."""
+    got = _start(tmp, "plain", "cut")
+    trace = subprocess.Popen(
+        [sys.executable, "-m", "perftop", "trace", str(got["mon"].pid), "--steps", "50"],
+        cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert trace.stderr is not None and "capturing" in trace.stderr.readline()
+    assert "capture started" in trace.stderr.readline()
+    _finish(got)  # the job stops at step 55 at the latest: before 50 captured steps
+    got["trace_rc"], got["trace_err"] = trace.wait(120), trace.stderr.read()
+    return got
+
+
+def test_a_job_that_exits_during_a_capture_exits_as_it_would(cut, idle):
+    assert cut["mon"].returncode == 7 and cut["out"] == idle["out"]
+    assert "Segmentation" not in cut["err"] and "PythonTracer" not in cut["err"]
+    assert cut["trace_rc"] == 1 and "exited during the capture" in cut["trace_err"]
+
+
+def _recorded_steps(got: dict[str, Any]) -> tuple[int, int]:
+    said = next(ln for ln in got["err"].splitlines() if ln.startswith("steps:"))
+    steps = {e.index for e in read_events(got["rec"]) if isinstance(e, Step)}
+    return len(steps), int(said.split()[1])
+
+
+def test_every_step_reaches_the_recording_with_or_without_a_capture(idle, captured):
+    """The hook's read of the monitor's frames never holds the sender (a recv that
+    waited for the socket's timeout lost the last steps at exit)."""
+    for got in (idle, captured):
+        recorded, ran = _recorded_steps(got)
+        assert recorded == ran, (recorded, ran)
 
 
 def test_nobody_asking_loads_no_capture_code(idle):

@@ -32,13 +32,19 @@ def trace(target: str, steps: int, out: Path | None, timeout: float) -> int:
     say(
         f"perftop: capturing the next {steps} steps of {fmt_command(info.get('command') or [target])}…"
     )
-    request(info["socket"], steps, "trace", got.append, timeout + steps)
+
+    def heard(ev: Event) -> None:
+        got.append(ev)
+        if isinstance(ev, CaptureState) and ev.state == "started":
+            say(f"perftop: pid {ev.pid}: capture started at step {ev.first_step}")
+
+    request(info["socket"], steps, "trace", heard, timeout + steps)
     ops = [e for e in got if isinstance(e, CaptureOps)]
     ends = [e for e in got if isinstance(e, CaptureState) and e.state in ("refused", "failed")]
     if not ops:
         if ends:
             raise PerftopError(f"capture {ends[0].state}: {ends[0].reason}")
-        raise PerftopError(f"no answer from the job within {timeout:.0f} s")
+        raise PerftopError("the session ended before the job answered")
     for cap in ops:
         for line in capture_lines(cap):
             say(line)

@@ -25,6 +25,7 @@ from typing import Any
 from perftop.events import CaptureAsk, CaptureState
 
 MAX_STEPS = 50
+SUMMARY_EXIT_S = 2.0  # the most an exit waits for a summary in the making
 WAIT_S = 30.0  # an ask that no step boundary took by then is refused (a process not training)
 
 
@@ -40,6 +41,7 @@ class Captures:
         self.armed: tuple[int, int] | None = None  # (index, dynamo frames) at the first boundary
         self.before: list[float] = []  # durations of the steps just before the capture
         self.run: Any = None  # the running capture (capture_ops.Run)
+        self.last: Any = None  # the last one stopped (its summary may be in the making)
         self.busy = False  # a capture is running or its summary is being built
 
     # -- the sender's thread ------------------------------------------------------------
@@ -89,7 +91,7 @@ class Captures:
             if run is not None:
                 run.boundary(index, t, tracker)
                 if run.finished():
-                    self.run = None
+                    self.run, self.last = None, run
                     run.stop_and_summarize(self._done)
                     return self._restore()
                 return index + 1
@@ -129,6 +131,18 @@ class Captures:
             return
         self.run = run
         self._answer(ask, "started", "", run.first, run.steps)
+
+    def abort(self) -> None:
+        """At the process's exit: a profiler left running there crashes the interpreter's
+        teardown (SIGSEGV in torch's Python tracer); stop it, say so."""
+        run, self.run = self.run, None
+        if run is not None:
+            run.abort()
+            self._answer(run.ask, "failed", "the process exited during the capture")
+            self._done()
+        thread = getattr(self.last, "thread", None)
+        if thread is not None and thread.is_alive():
+            thread.join(SUMMARY_EXIT_S)  # torch's objects must not be read during teardown
 
     def _restore(self) -> int:
         """Hand on_step back (to the detector, or to nobody) when nothing is under way."""

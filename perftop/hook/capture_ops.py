@@ -113,9 +113,20 @@ class Run:
         except Exception as exc:
             self._fail(f"torch.profiler did not stop: {exc!r}", done)
             return
-        threading.Thread(
+        self.thread = threading.Thread(
             target=self._summarize, args=(prof, done), name="perftop-capture", daemon=True
-        ).start()
+        )
+        self.thread.start()
+
+    def abort(self) -> None:
+        """Stop the profiler and drop what it holds (the process exits)."""
+        prof, self.prof = self.prof, None
+        for stop in (self._close_marker, lambda: prof.__exit__(None, None, None)):
+            try:
+                with quiet_stderr():
+                    stop()
+            except Exception:
+                pass
 
     def _fail(self, reason: str, done: Callable[[], None]) -> None:
         s = self.state.sender

@@ -1,8 +1,8 @@
 """What the monitor sends back on a hook's own connection: an op capture's ask.
 
 Read on the sender's thread at each of its wakes, after its batch: a non-blocking
-``recv`` (MSG_DONTWAIT) under the sender's lock taken without waiting, so neither the
-training thread nor the sender ever waits for it. The monitor sends bare frames (no
+``recv`` under the sender's lock taken without waiting, so neither the training thread nor
+the sender ever waits for it (nor its exit's flush for the lock). The monitor sends bare frames (no
 greeting); a broken stream is dropped, the connection kept.
 """
 
@@ -44,7 +44,14 @@ class Inbox:
             if sock is not self._sock or self._reader is None:
                 self._sock, self._reader = sock, EventReader()
                 self._reader.feed(MAGIC)
-            data = sock.recv(65536, socket.MSG_DONTWAIT)
+            # Python waits up to a socket's timeout for data before any recv, flags or
+            # not: the socket is made non-blocking for the call (its timeout kept).
+            timeout = sock.gettimeout()
+            sock.settimeout(0.0)
+            try:
+                data = sock.recv(65536, socket.MSG_DONTWAIT)
+            finally:
+                sock.settimeout(timeout)
             if not data:
                 sender._disconnect()  # the monitor closed its end
                 return []

@@ -37,6 +37,15 @@ class CaptureDesk:
         self.to_hooks: Callable[[bytes], list[int]] | None = None
         self.trace_dir = ""  # where a trace goes without a recording (the socket's dir)
         self.watch: dict[str, CaptureWatch] = {}
+        self.threads: set[threading.Thread] = set()  # control connections being served
+        self.ended = threading.Event()  # the hub has handled its last event
+
+    def close(self, timeout: float = 1.0) -> None:
+        """After the hub's last event: let the control connections send what they hold."""
+        self.ended.set()
+        deadline = time.monotonic() + timeout
+        for t in list(self.threads):
+            t.join(max(0.0, deadline - time.monotonic()))
 
     def ask(
         self, steps: int, by: str, on_event: CaptureWatch | None, recording: str = ""
@@ -100,9 +109,10 @@ class Waiter:
 
 def serve_control(hub: Any, conn: socket.socket, rest: bytes) -> None:
     """A control connection (the socket's thread): served on a thread of its own."""
-    threading.Thread(
-        target=_serve, args=(hub, conn, rest), name="perftop-control", daemon=True
-    ).start()
+    t = threading.Thread(target=_serve, args=(hub, conn, rest), name="perftop-control")
+    t.daemon = True
+    hub.captures.threads.add(t)
+    t.start()
 
 
 def _serve(hub: Any, conn: socket.socket, rest: bytes) -> None:
@@ -118,8 +128,10 @@ def _serve(hub: Any, conn: socket.socket, rest: bytes) -> None:
         conn.sendall(MAGIC)
         while time.monotonic() < deadline:
             try:
-                ev = waiter.q.get(timeout=0.5)
+                ev = waiter.q.get(timeout=0.1)
             except queue.Empty:
+                if hub.captures.ended.is_set():
+                    break  # the session is over: nothing more will come
                 continue
             conn.sendall(encode_frame([ev]))
             if waiter.finished(ev):
@@ -130,6 +142,7 @@ def _serve(hub: Any, conn: socket.socket, rest: bytes) -> None:
         if cid:
             hub.captures.forget(cid)
         conn.close()
+        hub.captures.threads.discard(threading.current_thread())
 
 
 def _read_ask(conn: socket.socket, rest: bytes) -> CaptureAsk:

@@ -306,6 +306,7 @@ class Job(Background):
             self.output.stop()
         self.server.close()
         self.hub.stop()
+        self.hub.captures.close()  # control connections send their last answers
 
     def snapshot(self, window: int | None = None) -> Snapshot:
         """Whole-run figures; only after :meth:`wait` (the hub thread owns the session)."""

@@ -47,6 +47,7 @@ with ctx:
             for group in opt.param_groups:
                 group["lr"] = 0.0
 print("final loss", repr(loss.item()), flush=True)
+print("steps:", i, file=sys.stderr)  # stderr: how many steps depends on the gate
 if mode == "idle":  # what a job nobody asked for a capture has loaded
     mods = sorted(m for m in sys.modules if m.startswith("perftop.hook.capture"))
     on = torch._C._autograd._profiler_enabled()
