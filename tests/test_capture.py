@@ -269,3 +269,39 @@ def test_another_user_cannot_ask_for_a_capture(tmp):
     finally:
         srv.close()
         d.rmdir()
+
+
+def test_an_ask_goes_to_the_trainers_hooks_never_to_dataloader_workers(tmp):
+    """Real hook-like connections: the server sorts them by their hello."""
+    import socket
+
+    from perftop.events import Hello
+    from perftop.monitor.server import Server
+    from perftop.wire import MAGIC, EventReader
+
+    srv = Server(lambda f, e: None, tmp / "w.sock").start()
+    conns = {}
+    try:
+        for name, worker in (("trainer", None), ("worker", 0)):
+            c = socket.socket(socket.AF_UNIX)
+            c.connect(str(srv.path))
+            hello = Hello(1.0, 100 if worker is None else 101, 1, "h", (), worker_id=worker)
+            c.sendall(MAGIC + encode_frame([hello]))
+            conns[name] = c
+        deadline = time.monotonic() + 20
+        while len(srv._hello) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        ask = CaptureAsk(2.0, "abc", 3, "/x/capture-abc-", "trace")
+        assert srv.send_to_trainers(encode_frame([ask])) == [100]
+        conns["trainer"].settimeout(10)
+        reader = EventReader()
+        reader.feed(MAGIC)
+        (frame,) = reader.feed(conns["trainer"].recv(65536))
+        assert frame[1] == [ask]
+        conns["worker"].setblocking(False)
+        with pytest.raises(BlockingIOError):
+            conns["worker"].recv(1)
+    finally:
+        for c in conns.values():
+            c.close()
+        srv.close()

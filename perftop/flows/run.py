@@ -50,7 +50,9 @@ class LiveController:
 
         if self.finished or not self.running():
             return "the job has ended: there is nothing to capture"
-        _cid, pids = self.job.hub.capture(steps, "tui", Teller(tell))
+        teller = Teller(tell)
+        cid, pids = self.job.hub.capture(steps, "tui", teller)
+        teller.until(set(pids), lambda: self.job.hub.captures.forget(cid))
         return f"capturing the next {steps} steps…" if pids else ""  # else told why
 
     def finish(self) -> None:
