@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Prove perftop's GPU path on this machine, with the machine's own torch: runs tests/gpu/
 # (real CUDA) and the CUDA-side tests of the suite, then prints a short summary table.
+# Op capture (issue 31): tests/gpu/test_capture_cuda.py runs `perftop trace` on a CUDA MLP;
+# its top forward/backward ops must be matmuls whose kernels fit in the step's GPU time.
 # Usage: scripts/gpu_check.sh [PYTHON]   (default: python3 on PATH)
 set -u
 cd "$(dirname "$0")/.."
@@ -18,6 +20,7 @@ out="$(mktemp -d)"
     --junitxml="$out/junit.xml" >"$out/log.txt" 2>&1
 rc=$?
 grep -E "sync-heavy step p50" "$out/log.txt" || true
+grep -E "^capture: " "$out/log.txt" || echo "capture: no line (see the capture test's result)"
 "$PY" - "$out/junit.xml" <<'PYEOF'
 import sys, xml.etree.ElementTree as ET
 rows = []

@@ -17,6 +17,7 @@ from perftop.cli.ls import LsCommand
 from perftop.cli.replay import ReplayCommand
 from perftop.cli.report import ReportCommand
 from perftop.cli.run import RunCommand
+from perftop.cli.trace import TraceCommand
 from perftop.errors import PerftopError
 
 COMMANDS: tuple[type[Command], ...] = (
@@ -29,6 +30,7 @@ COMMANDS: tuple[type[Command], ...] = (
     CollectCommand,
     LsCommand,
     AttachCommand,
+    TraceCommand,
 )
 
 # Each subcommand's page of the documentation (docs/ in perftop's source tree, built into a
@@ -43,6 +45,7 @@ DOCS_PAGES: dict[str, str] = {
     "collect": "docs/distributed.md",
     "ls": "docs/attach.md",
     "attach": "docs/attach.md",
+    "trace": "docs/attach.md",
 }
 DOCS_NOTE = "(perftop's source tree; `mkdocs serve` there shows the site)"
 

@@ -44,6 +44,10 @@ class AttachCommand(Command):
             help="TARGET is on HOST: attach there through ssh (PERFTOP_SSH), no port opened",
         )  # fmt: skip
         parser.add_argument(
+            "--allow-control", action="store_true",
+            help="the TUI's t key may ask the job for an op capture (else read-only)",
+        )  # fmt: skip
+        parser.add_argument(
             "--stream-out", action="store_true",
             help="no TUI: write the session's framed stream to stdout (what --ssh runs)",
         )  # fmt: skip
@@ -62,6 +66,7 @@ class AttachCommand(Command):
             refresh_s=args.refresh,
             record=args.record,
             force=args.force,
+            allow_control=args.allow_control,
         )
         if args.ssh:
             if args.stream_out:

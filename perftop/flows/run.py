@@ -45,6 +45,17 @@ class LiveController:
             raise RuntimeError("the job has ended: there is nothing more to record")
         return self.job.toggle_recording()
 
+    def capture(self, steps: int, tell: Callable[[str, bool], object]) -> str:
+        """``t``: ask the job's training processes for an op capture (see flows/trace)."""
+        from perftop.flows.trace import Teller
+
+        if self.finished or not self.running():
+            return "the job has ended: there is nothing to capture"
+        teller = Teller(tell)
+        cid, pids = self.job.hub.capture(steps, "tui", teller)
+        teller.until(set(pids), lambda: self.job.hub.captures.forget(cid))
+        return f"capturing the next {steps} steps…" if pids else ""  # else told why
+
     def finish(self) -> None:
         """Drain the job's last events and close its recording, once: when the job exits
         (so the recording's timeline ends with the job, not when the user quits) or when

@@ -28,6 +28,7 @@ class WatchOptions:
     refresh_s: float = 0.5  # the TUI's refresh interval
     record: Path | None = None  # record what is seen
     force: bool = False  # overwrite that recording
+    allow_control: bool = False  # an attached viewer may ask for op captures (`t`)
 
 
 def wants_tui(opts: WatchOptions) -> bool:
@@ -45,7 +46,8 @@ def show(hub: Hub, source: Any, opts: WatchOptions, mode: ViewMode) -> None:
     from perftop.tui.app import PerftopApp
     from perftop.tui.messages import SnapshotMessage
 
-    app = PerftopApp(ViewerController(hub), mode=mode)
+    control = getattr(source, "path", None) if opts.allow_control else None
+    app = PerftopApp(ViewerController(hub, str(control) if control else None, mode), mode=mode)
     hub.snapshot_subscribers.append(lambda s: app.post_message(SnapshotMessage(s)))
     if opts.duration_s is not None:
         threading.Timer(opts.duration_s, lambda: app.call_from_thread(app.exit, None)).start()
@@ -102,9 +104,13 @@ def wait_until(
 class ViewerController:
     """A viewer never changes the job: quitting detaches; ``r`` records what is seen."""
 
-    def __init__(self, hub: Hub) -> None:
+    def __init__(self, hub: Hub, control: str | None = None, mode: str = "viewer") -> None:
+        """``control``: the session's socket, where ``t`` may ask for a capture (attach
+        ``--allow-control``); None keeps the viewer read-only."""
         self.hub = hub
         self.rec: RecordingWriter | None = None
+        self.control = control
+        self.mode = mode
 
     def running(self) -> bool:
         return False  # nothing to stop: quit simply detaches
@@ -112,3 +118,12 @@ class ViewerController:
     def toggle_recording(self) -> str | None:
         self.rec = self.hub.toggle_recording(self.rec)
         return str(self.rec.path) if self.rec is not None else None
+
+    def capture(self, steps: int, tell: Callable[[str, bool], object]) -> str:
+        from perftop.flows.trace import ask_in_background
+
+        if self.mode == "observer":
+            return "a process observed from outside has no hook: it cannot capture ops"
+        if self.control is None:
+            return "this viewer is read-only: attach with --allow-control to capture ops"
+        return ask_in_background(self.control, steps, "attach", tell)

@@ -111,6 +111,8 @@ def _at_exit() -> None:
     if st is None or st.sender.pid != os.getpid():
         return
     try:
+        if st.captures is not None:
+            st.captures.abort()  # before anything else: a running profiler crashes the exit
         st.tracker.flush()
         st.sender.close()
     except Exception:

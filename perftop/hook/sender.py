@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from perftop.events import Dropped, Event, Note
+from perftop.hook.inbox import Inbox
 from perftop.wire import (
     MAGIC,
     REC_BWD,
@@ -68,11 +69,15 @@ class Sender:
         path: str,
         hello: Callable[[], Event],
         *,
+        on_event: Callable[[Event], None] | None = None,
         capacity: int = CAPACITY,
         interval: float = INTERVAL_S,
     ) -> None:
         self.path = path
         self._hello = hello
+        # What the monitor sends back on the same connection (a capture's ask), read
+        # without waiting on the sender's wakes (inbox.py).
+        self.inbox = Inbox(on_event) if on_event is not None else None
         self.capacity = capacity
         self.interval = interval
         # perf_counter() -> epoch seconds; the hot path stores perf_counter stamps.
@@ -127,6 +132,8 @@ class Sender:
         while not self.closed:
             time.sleep(self.interval)
             self.drain()
+            if self.inbox is not None:
+                self.inbox.poll(self)
 
     def drain(self, deadline: float | None = None) -> None:
         """Send what is buffered; on any failure the batch is dropped and counted. With a

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from perftop.events import Between, BetweenOpen, Hello
+from perftop.events import Between, BetweenOpen, CaptureAsk, Event, Hello
 from perftop.hook import impl
 from perftop.hook.sender import Sender, debug
 
@@ -26,7 +26,9 @@ def env_int(name: str, default: int | None = None, minimum: int | None = None) -
 
 class HookState:
     def __init__(self, socket_path: str) -> None:
-        self.sender = Sender(socket_path, self.hello)
+        self.sender = Sender(socket_path, self.hello, on_event=self.heard)
+        self.captures: Any = None  # capture.Captures, made when the first ask arrives
+        self.capturing = False  # a capture is asked for or runs: the sync detector waits
         # Steps go straight into the sender's bounded deque: a C call, no Python frame.
         # The tracker is the compiled build when it is there (see impl.py).
         self.tracker = impl.new_tracker(self.sender.steps.append)
@@ -80,6 +82,21 @@ class HookState:
             worker_id=worker_id,
             torch_threads=threads,
         )
+
+    def heard(self, ev: Event) -> None:
+        """An event the monitor sent (the sender's thread): a capture's ask."""
+        if not isinstance(ev, CaptureAsk) or not self.torch_patched:
+            return
+        try:
+            if self.captures is None:
+                from perftop.hook.capture import Captures
+
+                self.captures = Captures(self)
+                if self.sender.inbox is not None:
+                    self.sender.inbox.on_wake = self.captures.tick
+            self.captures.ask(ev)
+        except Exception:
+            self.internal_error("op capture")
 
     def between(self, kind: str, t0: float, length: float) -> None:
         """An interval outside training steps, from the tracker (perf_counter time)."""

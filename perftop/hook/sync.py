@@ -287,7 +287,11 @@ def attach(state: Any, torch: Any) -> Collector | None:
                 watched = False
             last[0] = index
             collector.flush(index, watched)
-            if sampler.closed(index, t, watched) and not aside():
+            if (
+                sampler.closed(index, t, watched)
+                and not aside()
+                and not getattr(state, "capturing", False)
+            ):
                 collector.since = t
                 detector.start()
             slot.check(index)  # perftop's modes on the stack: the ones it pushed, or a Note

@@ -26,6 +26,7 @@ import psutil
 from perftop.events import Event, JobStart, MonitorStats, ObserverStart, SessionStart
 from perftop.hints.session import hinted_session
 from perftop.model import SessionModel, Snapshot
+from perftop.monitor.capture import CaptureDesk, CaptureWatch
 from perftop.monitor.cutoff import CutOffs
 from perftop.monitor.header import Header, _frame
 from perftop.monitor.sinks import BufferedSink, EventSink
@@ -69,6 +70,7 @@ class Hub:
         self.dropped_events = 0  # hook events the bounded queue had to drop
         self.dropped_frames = 0
         self.latest: Snapshot | None = None  # read by the socket's info requests
+        self.captures = CaptureDesk(self.submit)
         self.cutoffs = CutOffs(
             lambda note: self.submit(note),
             on_problem,
@@ -126,6 +128,12 @@ class Hub:
     def unsubscribe(self, handle: BufferedSink | EventSink) -> None:
         """Remove a sink after everything queued before this call, then close it."""
         self._put(("unsub", handle))
+
+    def capture(self, steps: int, by: str = "", on_event: CaptureWatch | None = None) -> Any:
+        """Ask the training processes for an op capture: (its id, the pids asked; none:
+        refused at once). See monitor/capture.py."""
+        rec = next((r for r in self._direct if isinstance(r, RecordingWriter)), None)
+        return self.captures.ask(steps, by, on_event, str(rec.path) if rec else "")
 
     def _put(self, item: Any) -> None:
         with self._cv:
@@ -216,6 +224,8 @@ class Hub:
         apply = self.session.apply
         for ev in events:
             apply(ev)
+        if self.captures.watch:
+            self.captures.tell(events)
         self.events_in += n
 
     def _add(self, handle: Any, record_path: str | None) -> None:

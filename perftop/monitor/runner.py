@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from perftop.errors import LaunchError
 from perftop.events import JobExit, JobStart
 from perftop.hook import ENV_SOCKET
 from perftop.model import Snapshot
+from perftop.monitor.capture import serve_control
 from perftop.monitor.header import session_start
 from perftop.monitor.hookless import HooklessWatch
 from perftop.monitor.hub import Hub
@@ -115,7 +117,11 @@ class Job(Background):
             self.hub.subscribe(self.recorder, buffered=False)
         for sink in sinks:  # forwarders and streams buffer on their own: never blocking
             self.hub.subscribe(sink, buffered=False)
-        self.server = Server(self.hub.submit_frame, on_viewer=self._viewer, info=self.info)
+        control = partial(serve_control, self.hub)  # `perftop trace`, attach --allow-control
+        self.server = Server(
+            self.hub.submit_frame, on_viewer=self._viewer, info=self.info, on_control=control
+        )
+        self.hub.captures.connect(self.server.send_to_trainers, self.server.path.parent)
         self.proc: subprocess.Popen[bytes] | None = None
         self.output: OutputTail | None = None
         self.sources: list[Any] = []
@@ -300,6 +306,7 @@ class Job(Background):
             self.output.stop()
         self.server.close()
         self.hub.stop()
+        self.hub.captures.close()  # control connections send their last answers
 
     def snapshot(self, window: int | None = None) -> Snapshot:
         """Whole-run figures; only after :meth:`wait` (the hub thread owns the session)."""

@@ -5,7 +5,10 @@ Sockets live in a per-user directory of mode 0700, each socket 0600, and a peer 
 user is refused (SO_PEERCRED). The first 8 bytes say who connects: the stream's MAGIC is a
 hook (a producer); ``VIEW_MAGIC`` is a viewer, handed to ``on_viewer`` and never read from
 again (read-only: nothing it sends reaches the job); ``INFO_MAGIC`` gets one JSON line
-about the session. A connection that sends a damaged frame loses that frame; one that
+about the session; ``CTRL_MAGIC`` is a control client (``perftop trace``, an attached
+viewer started with ``--allow-control``), handed to ``on_control`` with the bytes after its
+greeting. The one thing that flows to a hook, a capture's ask, goes to the training
+processes' own connections (:meth:`Server.send_to_trainers`), never to DataLoader workers. A connection that sends a damaged frame loses that frame; one that
 breaks the stream (unknown greeting, absurd length) is closed. Both are counted; neither
 stops the monitor.
 """
@@ -24,13 +27,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from perftop.events import Event
+from perftop.events import Event, Hello
 from perftop.wire import MAGIC, EventReader, Frame, StreamError
 
 # Receives (the frame, its decoded events) for every intact frame.
 FrameSink = Callable[[Frame, list[Event]], Any]
 VIEW_MAGIC = b"PTVIEW\x00\x00"
 INFO_MAGIC = b"PTINFO\x00\x00"
+CTRL_MAGIC = b"PTCTRL\x00\x00"
 SUFFIX = ".sock"
 
 
@@ -65,8 +69,10 @@ class Server:
         *,
         on_viewer: Callable[[socket.socket], None] | None = None,
         info: Callable[[], dict[str, Any]] | None = None,
+        on_control: Callable[[socket.socket, bytes], None] | None = None,
     ) -> None:
         self.sink = sink
+        self.on_control = on_control
         self.on_viewer = on_viewer
         self.info = info
         if path is None:
@@ -84,6 +90,8 @@ class Server:
         self._sel = selectors.DefaultSelector()
         self._readers: dict[socket.socket, EventReader] = {}
         self._greeting: dict[socket.socket, bytes] = {}
+        self._hello: dict[socket.socket, int] = {}  # hook connections whose hello is in
+        self.trainers: dict[socket.socket, int] = {}  # of those, the training processes
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -151,6 +159,8 @@ class Server:
         if kind == VIEW_MAGIC and self.on_viewer is not None:
             self.viewers += 1
             self.on_viewer(conn)
+        elif kind == CTRL_MAGIC and self.on_control is not None:
+            self.on_control(conn, buf[len(MAGIC) :])
         elif kind == INFO_MAGIC and self.info is not None:
             try:
                 conn.setblocking(True)
@@ -191,10 +201,35 @@ class Server:
             self.rejected_frames += reader.rejected
             reader.rejected = 0
         for frame, events in decoded:
+            if conn not in self._hello:
+                self._sort(conn, events)
             self.sink(frame, events)
+
+    def _sort(self, conn: socket.socket, events: list[Event]) -> None:
+        """A hook's hello says whether it is a training process or a DataLoader worker."""
+        for ev in events:
+            if isinstance(ev, Hello):
+                self._hello[conn] = ev.pid
+                if ev.worker_id is None:
+                    self.trainers[conn] = ev.pid
+                return
+
+    def send_to_trainers(self, data: bytes) -> list[int]:
+        """Send ``data`` (whole frames) to every training process's hook, without waiting
+        (any thread); the pids it went to. A hook that cannot take it now is left out."""
+        sent = []
+        for conn, pid in list(self.trainers.items()):
+            try:
+                if conn.send(data) == len(data):
+                    sent.append(pid)
+            except OSError:
+                pass
+        return sent
 
     def _unregister(self, conn: socket.socket) -> None:
         self._readers.pop(conn, None)
+        self._hello.pop(conn, None)
+        self.trainers.pop(conn, None)
         self._greeting.pop(conn, None)
         self._pid_of.pop(conn, None)
         try:

@@ -106,6 +106,9 @@ class ReplayController:
     def toggle_recording(self) -> str | None:
         raise PerftopError("a replay is a recording already")
 
+    def capture(self, steps: int, tell: Any) -> str:
+        return "a replay cannot capture ops: captures come from a live job (t in perftop run)"
+
     # -- commands (any thread) ---------------------------------------------------------------
     def start(self) -> ReplayController:
         self._thread.start()

@@ -6,6 +6,7 @@ Rendering lives in the widgets; job control lives behind :class:`Controller` (se
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -16,6 +17,7 @@ from textual.containers import Container
 from textual.driver import Driver
 
 from perftop.model import Snapshot
+from perftop.tui.capture_keys import CaptureKeys
 from perftop.tui.driver import sized
 from perftop.tui.failure import TuiFailure, failure_of
 from perftop.tui.messages import JobEnded, SnapshotMessage, StreamEnded, TerminalLost
@@ -51,8 +53,10 @@ class Controller(Protocol):
 
     def toggle_recording(self) -> str | None: ...
 
+    def capture(self, steps: int, tell: Callable[[str, bool], object]) -> str: ...
 
-class PerftopApp(App[str | None]):
+
+class PerftopApp(CaptureKeys, App[str | None]):
     """Exits with ``"stop"`` or ``"leave"`` when the user chose so, else ``None``."""
 
     TITLE = "perftop"
@@ -69,6 +73,7 @@ class PerftopApp(App[str | None]):
         Binding("r", "record", "record"),
         Binding("e", "goto_proof", "evidence"),
         Binding("k", "stacks", "stacks", show=False),
+        Binding("t", "capture", "capture ops", show=False),
         *[Binding(str(i), f"focus_panel({i - 1})", show=False) for i in range(1, 10)],
     ]
 

@@ -60,3 +60,12 @@ class NoticeMessage(Message):
 class StreamEnded(Message):
     """The snapshots' source closed (a collector that stopped): the TUI has nothing left
     to show, so it quits."""
+
+
+class CaptureNotice(Message):
+    """What became of an op capture the ``t`` key asked for (any thread posts it)."""
+
+    def __init__(self, text: str, error: bool = False) -> None:
+        super().__init__()
+        self.text = text
+        self.error = error

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 
 from perftop.hints import evaluate, order
 from perftop.model.snapshot import (
@@ -220,6 +221,10 @@ class FakeController:
     def toggle_recording(self) -> str | None:
         self.toggles += 1
         return "perftop-test.perftop" if self.toggles % 2 else None
+
+    def capture(self, steps: int, tell: Callable[[str, bool], object]) -> str:
+        tell(f"asked for {steps} steps", False)
+        return "capturing"
 
 
 # A capture of 3 steps of the fake job above (forward 18 ms, backward 30 ms, optimizer 6 ms

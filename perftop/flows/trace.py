@@ -1,0 +1,141 @@
+"""`perftop trace`: ask a running session for an op capture and print what came back.
+
+The one summary text of a capture (:func:`capture_lines`) is shared with the TUI's notice.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from perftop.console import say
+from perftop.errors import AttachError, PerftopError, UsageError
+from perftop.events import CaptureOps, CaptureState, Event
+from perftop.fmt import command as fmt_command
+from perftop.fmt import seconds as fmt_seconds
+
+MAX_STEPS = 50  # the hook's own bound (perftop.hook.capture.MAX_STEPS)
+
+
+def trace(target: str, steps: int, out: Path | None, timeout: float) -> int:
+    from perftop.monitor.capture import request
+    from perftop.monitor.registry import find_session
+
+    info = find_session(target)
+    if info is None:
+        if Path(target).suffix == ".sock" or not target.isdigit():
+            raise AttachError(f"{target}: no perftop session answers there (see perftop ls)")
+        raise AttachError(f"pid {target}: not in a perftop session (see perftop ls)")
+    got: list[Event] = []
+    say(
+        f"perftop: capturing the next {steps} steps of {fmt_command(info.get('command') or [target])}…"
+    )
+
+    def heard(ev: Event) -> None:
+        got.append(ev)
+        if isinstance(ev, CaptureState) and ev.state == "started":
+            say(f"perftop: pid {ev.pid}: capture started at step {ev.first_step}")
+
+    request(info["socket"], steps, "trace", heard, timeout + steps)
+    ops = [e for e in got if isinstance(e, CaptureOps)]
+    ends = [e for e in got if isinstance(e, CaptureState) and e.state in ("refused", "failed")]
+    if not ops:
+        if ends:
+            raise PerftopError(f"capture {ends[0].state}: {ends[0].reason}")
+        raise PerftopError("the session ended before the job answered")
+    for cap in ops:
+        for line in capture_lines(cap):
+            say(line)
+    for e in ends:
+        say(f"perftop: pid {e.pid}: capture {e.state}: {e.reason}")
+    if out is not None:
+        src = next((c.trace for c in ops if c.trace), "")
+        if not src:
+            raise PerftopError("the job wrote no trace file to copy")
+        try:
+            shutil.copyfile(src, out)
+        except OSError as exc:
+            raise UsageError(f"cannot copy the trace to {out}: {exc.strerror}") from None
+        say(f"perftop: trace copied to {out}")
+    return 0
+
+
+class Teller:
+    """One capture's events as notices for the TUI: ``tell(text, error)``."""
+
+    def __init__(self, tell: Callable[[str, bool], object]) -> None:
+        self.tell = tell
+        self.pids: set[int] | None = None
+        self.done: Callable[[], object] | None = None
+
+    def until(self, pids: set[int], done: Callable[[], object]) -> None:
+        """Call ``done`` once each of ``pids`` has answered (none: once refused)."""
+        self.pids, self.done = pids, done
+
+    def __call__(self, ev: Event) -> None:
+        if isinstance(ev, (CaptureOps, CaptureState)) and self.pids is not None:
+            final = isinstance(ev, CaptureOps) or ev.state in ("refused", "failed")
+            if final and (ev.pid in self.pids or (ev.pid == 0 and not self.pids)):
+                self.pids.discard(ev.pid)
+                if not self.pids and self.done is not None:
+                    self.done()
+        if isinstance(ev, CaptureOps):
+            self.tell("\n".join(notice_lines(ev)), False)
+        elif isinstance(ev, CaptureState) and ev.state in ("refused", "failed"):
+            who = f"pid {ev.pid}: " if ev.pid else ""
+            self.tell(f"capture {ev.state}: {who}{ev.reason}", True)
+
+
+def ask_in_background(path: str, steps: int, by: str, tell: Callable[[str, bool], object]) -> str:
+    """An attached viewer's capture: asked through the session's control connection, on a
+    thread of its own (the app's loop never waits)."""
+    from perftop.monitor.capture import request
+
+    def run() -> None:
+        try:
+            request(path, steps, by, Teller(tell), 60.0 + steps)
+        except PerftopError as exc:
+            tell(f"capture failed: {exc}", True)
+
+    threading.Thread(target=run, name="perftop-capture-ask", daemon=True).start()
+    return f"capturing the next {steps} steps…"
+
+
+def capture_lines(cap: CaptureOps, top: int = 5) -> list[str]:
+    """A capture in a few lines: steps, cost, the top ops with phase and user line."""
+    cost = ""
+    if cap.before_s > 0:
+        cost = f" (before: {fmt_seconds(cap.before_s)}/step, capture cost {_cost(cap)})"
+    last = cap.first_step + cap.steps - 1
+    lines = [
+        f"pid {cap.pid}: steps {cap.first_step}–{last} captured, "
+        f"{fmt_seconds(cap.step_s)}/step{cost}"
+    ]
+    for row in cap.ops[:top]:
+        name, phase, calls, cpu, dev = row[:5]
+        file, line = row[6], row[7]
+        where = f"  {file}:{line}" if file else ""
+        t = cpu + dev
+        lines.append(f"  {name:<28} {phase:<9} {fmt_seconds(t):>8}/step  ×{calls:g}{where}")
+    if cap.trace:
+        lines.append(f"  trace: {cap.trace}")
+    return lines
+
+
+def notice_lines(cap: CaptureOps, top: int = 3) -> list[str]:
+    """The same, narrow enough for a notice in the TUI."""
+    cost = f", {_cost(cap)} while captured" if cap.before_s > 0 else ""
+    last = cap.first_step + cap.steps - 1
+    lines = [f"pid {cap.pid}: steps {cap.first_step}–{last}, {fmt_seconds(cap.step_s)}/step{cost}"]
+    for row in cap.ops[:top]:
+        where = f" {Path(row[6]).name}:{row[7]}" if row[6] else ""
+        lines.append(f"{row[1]} {row[0]} {fmt_seconds(row[3] + row[4])}{where}")
+    if cap.trace:
+        lines.append(f"trace: {Path(cap.trace).name}")
+    return lines
+
+
+def _cost(cap: CaptureOps) -> str:
+    return f"{100.0 * (cap.step_s - cap.before_s) / cap.before_s:+.0f}%"

@@ -1,0 +1,307 @@
+"""On-demand op capture (issue 31), the job and control side: `perftop trace` on a real
+CPU training under `perftop run --headless`, its refusals, and the control connection.
+
+One real run per job kind, shared through module fixtures: a plain MLP captured (its
+summary, the trace file, the recording, the job's output), a job inside its own profiler
+and a job that recompiles every step (both refused), and one that nobody asks (no capture
+code loaded, no profiler on)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from perftop.events import CaptureAsk, CaptureOps, CaptureState, Step, SyncBatch
+from perftop.monitor.registry import find_session
+from perftop.recording import read_events
+from perftop.wire import encode_frame
+from tests.helpers import WORKLOADS, default_sigint, perftop
+
+JOB = WORKLOADS / "capture_mlp.py"
+
+
+def _start(tmp: Path, mode: str, name: str = "", **env: str) -> dict[str, Any]:
+    """`perftop run --headless --record NAME.perftop` the MLP in ``mode``, trained."""
+    name = name or mode
+    gate, rec = tmp / f"gate-{name}", tmp / f"{name}.perftop"
+    mon = subprocess.Popen(
+        [sys.executable, "-m", "perftop", "run", "--headless", "--record", str(rec), "--",
+         sys.executable, str(JOB), mode, str(gate)],
+        cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdin=subprocess.DEVNULL, preexec_fn=default_sigint, env={**os.environ, **env},
+    )  # fmt: skip
+    assert mon.stdout is not None and mon.stdout.readline().strip() == "ready"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # the hook has said hello: its steps are counted
+        info = find_session(str(mon.pid))
+        if info is not None and info.get("steps", 0) > 0:
+            break
+        time.sleep(0.1)
+    return {"mon": mon, "gate": gate, "rec": rec, "trace": None}
+
+
+def _finish(got: dict[str, Any]) -> dict[str, Any]:
+    """Let the job end; what it said."""
+    got["gate"].touch()
+    out, err = got["mon"].communicate(timeout=180)
+    got.update(out="ready\n" + out, err=err)
+    return got
+
+
+def _trace(tmp: Path, got: dict[str, Any], *args: str) -> None:
+    """`perftop trace` of the session, by its monitor's pid."""
+    got["trace"] = perftop("trace", str(got["mon"].pid), *args, cwd=tmp, timeout=180)
+
+
+@pytest.fixture(scope="module")
+def tmp() -> Any:
+    with tempfile.TemporaryDirectory(prefix="perftop-capture-") as d:
+        yield Path(d)
+
+
+@pytest.fixture(scope="module")
+def captured(tmp: Path) -> dict[str, Any]:
+    got = _start(tmp, "plain", PERFTOP_SYNC="all")  # every step watched, but the captured
+    _trace(tmp, got, "--steps", "3", "--out", str(tmp / "copy.json"))
+    _finish(got)
+    events = list(read_events(got["rec"]))
+    got["ops"] = [e for e in events if isinstance(e, CaptureOps)]
+    got["states"] = [e for e in events if isinstance(e, CaptureState)]
+    got["steps"] = {e.index: e for e in events if isinstance(e, Step)}
+    got["watched"] = {e.step for e in events if isinstance(e, SyncBatch) and e.sampled}
+    return got
+
+
+def test_trace_prints_the_top_ops_and_the_capture_is_recorded(captured):
+    t = captured["trace"]
+    assert t.returncode == 0, t.stderr
+    assert "steps" in t.stderr and "captured" in t.stderr and "trace:" in t.stderr
+    assert [s.state for s in captured["states"]] == ["asked", "started", "done"]
+    (cap,) = captured["ops"]
+    assert cap.steps == 3 and cap.step_s > 0 and cap.before_s > 0
+    fwd = [r for r in cap.ops if r[1] == "forward"]
+    assert fwd[0][0] in ("aten::addmm", "aten::mm"), fwd[:3]
+    assert fwd[0][2] == 3.0  # three Linear layers a step
+    assert "[64, 256]" in next(r[5] for r in fwd if r[0] == "aten::addmm")
+    assert any(r[6].endswith("capture_mlp.py") for r in cap.ops)  # the user's own file
+    assert {r[1] for r in cap.ops} >= {"forward", "backward", "optimizer"}
+
+
+def test_the_sync_detector_steps_aside_during_a_capture(captured):
+    (cap,) = captured["ops"]
+    last = cap.first_step + cap.steps - 1
+    watched = captured["watched"]
+    assert {cap.first_step - 10, last + 10} <= watched  # PERFTOP_SYNC=all: before and after
+    assert not watched & set(range(cap.first_step - 1, last + 1)), sorted(watched)
+
+
+def test_op_self_times_of_a_phase_fit_in_the_phase(captured):
+    (cap,) = captured["ops"]
+    for phase, seconds in cap.phase_s.items():
+        ops = sum(r[3] + r[4] for r in cap.ops if r[1] == phase)
+        assert ops <= seconds + 1e-9, (phase, ops, seconds)
+    assert cap.phase_s["forward"] > 0 and cap.phase_s["backward"] > 0
+
+
+def test_the_trace_is_json_with_the_ops_on_the_steps_clock(captured, tmp):
+    (cap,) = captured["ops"]
+    assert Path(cap.trace).name.startswith("plain.perftop.capture-")
+    trace = json.loads((tmp / "copy.json").read_text())
+    assert trace == json.loads(Path(cap.trace).read_text())
+    events = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+    assert any(e["name"] == "aten::addmm" for e in events)
+    marks = {e["name"]: e for e in events if e["name"].startswith("ProfilerStep#")}
+    assert len(marks) == 3
+    # Each captured step's t0/t1 (the hook's clock, epoch seconds) lines up with the
+    # trace's own step range once clock_offset_us is added.
+    for i in range(cap.first_step, cap.first_step + cap.steps):
+        step, mark = captured["steps"][i], marks[f"ProfilerStep#{i}"]
+        t0 = (mark["ts"] + cap.clock_offset_us) / 1e6
+        assert abs(t0 - step.t0) < 0.005, (t0, step.t0)
+        assert abs(t0 + mark["dur"] / 1e6 - step.t1) < 0.005
+        inside = [e for e in events if e["name"] == "aten::addmm" and e.get("tid") == mark["tid"]]
+        assert any(
+            mark["ts"] <= e["ts"] and e["ts"] + e["dur"] <= mark["ts"] + mark["dur"] for e in inside
+        )
+
+
+@pytest.fixture(scope="module")
+def idle(tmp: Path) -> dict[str, Any]:
+    """The same job under perftop, nobody asking for a capture."""
+    return _finish(_start(tmp, "idle"))
+
+
+@pytest.fixture(scope="module")
+def cut(tmp: Path) -> dict[str, Any]:
+    """A job that ends in the middle of a 50-step capture."""
+    got = _start(tmp, "plain", "cut")
+    trace = subprocess.Popen(
+        [sys.executable, "-m", "perftop", "trace", str(got["mon"].pid), "--steps", "50"],
+        cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert trace.stderr is not None and "capturing" in trace.stderr.readline()
+    assert "capture started" in trace.stderr.readline()
+    _finish(got)  # the job stops at step 55 at the latest: before 50 captured steps
+    got["trace_rc"], got["trace_err"] = trace.wait(120), trace.stderr.read()
+    return got
+
+
+def test_a_job_that_exits_during_a_capture_exits_as_it_would(cut, idle):
+    assert cut["mon"].returncode == 7 and cut["out"] == idle["out"]
+    assert "Segmentation" not in cut["err"] and "PythonTracer" not in cut["err"]
+    assert cut["trace_rc"] == 1 and "exited during the capture" in cut["trace_err"]
+
+
+def _recorded_steps(got: dict[str, Any]) -> tuple[int, int]:
+    said = next(ln for ln in got["err"].splitlines() if ln.startswith("steps:"))
+    steps = {e.index for e in read_events(got["rec"]) if isinstance(e, Step)}
+    return len(steps), int(said.split()[1])
+
+
+def test_every_step_reaches_the_recording_with_or_without_a_capture(idle, captured):
+    """The hook's read of the monitor's frames never holds the sender (a recv that
+    waited for the socket's timeout lost the last steps at exit)."""
+    for got in (idle, captured):
+        recorded, ran = _recorded_steps(got)
+        assert recorded == ran, (recorded, ran)
+
+
+def test_nobody_asking_loads_no_capture_code(idle):
+    assert idle["mon"].returncode == 7
+    assert "capture modules: [] profiler on: False" in idle["err"]
+
+
+def test_a_capture_leaves_the_job_output_and_exit_code_as_they_were(captured, idle):
+    assert len(captured["ops"]) == 1  # the capture did happen
+    assert captured["mon"].returncode == idle["mon"].returncode == 7
+    assert captured["out"] == idle["out"]
+    assert "USDT" not in captured["err"] and "profiler_st" not in captured["err"]
+
+
+@pytest.fixture(scope="module")
+def refused(tmp: Path) -> dict[str, Any]:
+    jobs = {mode: _start(tmp, mode) for mode in ("own_profiler", "recompile")}
+    for got in jobs.values():
+        _trace(tmp, got, "--steps", "2")
+    return {mode: _finish(got) for mode, got in jobs.items()}
+
+
+@pytest.mark.parametrize(
+    ("mode", "why"),
+    [("own_profiler", "profiler of its own"), ("recompile", "torch.compile compiled")],
+)
+def test_a_capture_is_refused_in_one_line(refused, mode, why):
+    got = refused[mode]
+    t = got["trace"]
+    assert t.returncode == 1
+    lines = [ln for ln in t.stderr.splitlines() if "error" in ln]
+    assert len(lines) == 1 and why in lines[0] and "refused" in lines[0], t.stderr
+    assert "Traceback" not in t.stderr
+    assert got["mon"].returncode == 7
+
+
+def test_trace_of_a_dead_pid_or_a_foreign_socket_is_one_line(tmp):
+    import socket
+
+    dead = perftop("trace", "999999", cwd=tmp)
+    other = tmp / "other.sock"
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(str(other))
+    s.listen(1)
+    try:
+        foreign = perftop("trace", str(other), cwd=tmp)
+    finally:
+        s.close()
+    for got, says in ((dead, "not in a perftop session"), (foreign, "no perftop session")):
+        assert got.returncode == 4 and len(got.stderr.strip().splitlines()) == 1, got.stderr
+        assert says in got.stderr and "Traceback" not in got.stderr
+
+
+def test_a_control_connection_gets_its_capture_refused_without_hooks(tmp):
+    """The server's CTRL greeting reaches the hub, which answers at once with no hook."""
+    from perftop.monitor.capture import request, serve_control
+    from perftop.monitor.hub import Hub
+    from perftop.monitor.server import Server
+
+    hub = Hub().start()
+    srv = Server(hub.submit_frame, tmp / "c.sock", on_control=lambda c, r: serve_control(hub, c, r))
+    srv.start()
+    try:
+        got: list[Any] = []
+        request(str(srv.path), 2, "trace", got.append, 20)
+    finally:
+        srv.close()
+        hub.stop()
+    (state,) = got
+    assert isinstance(state, CaptureState) and state.state == "refused" and state.pid == 0
+    assert "no training process" in state.reason
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root to connect as another user")
+def test_another_user_cannot_ask_for_a_capture(tmp):
+    from perftop.monitor.server import CTRL_MAGIC, Server
+
+    asked: list[Any] = []
+    d = Path(tempfile.mkdtemp(prefix="perftop-peer-"))
+    os.chmod(d, 0o755)
+    srv = Server(lambda f, e: None, d / "s.sock", on_control=lambda c, r: asked.append(r))
+    srv.start()
+    try:
+        os.chmod(srv.path, 0o666)  # as if the directory and socket modes had been loosened
+        ask = CTRL_MAGIC + encode_frame([CaptureAsk(1.0, "", 3)])
+        code = (
+            "import socket,sys;s=socket.socket(socket.AF_UNIX);s.connect(sys.argv[1]);"
+            f"s.sendall({ask!r});print(s.recv(1))"
+        )
+        subprocess.run(
+            ["/usr/bin/python3", "-c", code, str(srv.path)],
+            user=65534, timeout=20, capture_output=True, check=False,
+        )  # fmt: skip
+        assert srv.refused_peers == 1 and asked == []
+    finally:
+        srv.close()
+        d.rmdir()
+
+
+def test_an_ask_goes_to_the_trainers_hooks_never_to_dataloader_workers(tmp):
+    """Real hook-like connections: the server sorts them by their hello."""
+    import socket
+
+    from perftop.events import Hello
+    from perftop.monitor.server import Server
+    from perftop.wire import MAGIC, EventReader
+
+    srv = Server(lambda f, e: None, tmp / "w.sock").start()
+    conns = {}
+    try:
+        for name, worker in (("trainer", None), ("worker", 0)):
+            c = socket.socket(socket.AF_UNIX)
+            c.connect(str(srv.path))
+            hello = Hello(1.0, 100 if worker is None else 101, 1, "h", (), worker_id=worker)
+            c.sendall(MAGIC + encode_frame([hello]))
+            conns[name] = c
+        deadline = time.monotonic() + 20
+        while len(srv._hello) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        ask = CaptureAsk(2.0, "abc", 3, "/x/capture-abc-", "trace")
+        assert srv.send_to_trainers(encode_frame([ask])) == [100]
+        conns["trainer"].settimeout(10)
+        reader = EventReader()
+        reader.feed(MAGIC)
+        (frame,) = reader.feed(conns["trainer"].recv(65536))
+        assert frame[1] == [ask]
+        conns["worker"].setblocking(False)
+        with pytest.raises(BlockingIOError):
+            conns["worker"].recv(1)
+    finally:
+        for c in conns.values():
+            c.close()
+        srv.close()
