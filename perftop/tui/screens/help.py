@@ -26,6 +26,7 @@ KEYS = (
     ("r", "start / stop recording"),
     ("k", "stacks: of the latest stalled step; samples in observer mode"),
     ("e", "go to the panel that proves the top hint (again: the next hint's)"),
+    ("t", "capture the next 3 steps op by op (torch.profiler); the Ops panel shows them"),
 )
 
 
