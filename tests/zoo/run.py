@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perftop.events import Between, Step
+from perftop.recording import read_events
+from tests.zoo.accounting import account
 from tests.zoo.oracles import check, slower
 from tests.zoo.parts import Spec
 from tests.zoo.render import render
@@ -75,7 +78,32 @@ def _run(
     if rep.returncode:
         return own, None, f"ran: {mode}: report exit {rep.returncode}: {rep.stderr.strip()}"
     (folder / f"{mode}.report.json").write_text(rep.stdout)
-    return own, json.loads(rep.stdout), ""
+    report = json.loads(rep.stdout)
+    (folder / f"{mode}.events.json").write_text(json.dumps(timeline(rec, report)))
+    return own, report, ""
+
+
+def timeline(rec: Path, report: dict[str, Any]) -> dict[str, Any]:
+    """The trainer's steps ``[index, t0, t1, data]`` and intervals between steps ``[kind,
+    t0, length]`` from the recording, for the oracles of issue 30 (kept beside the
+    report, so a campaign's loops can be checked again without their recordings)."""
+    pid = report["steps"]["pid"]
+    steps, between = [], []
+    for ev in read_events(rec):
+        if isinstance(ev, Step) and ev.pid == pid:
+            steps.append([ev.index, ev.t0, ev.t1, ev.data])
+        elif isinstance(ev, Between) and ev.pid == pid:
+            between.append([ev.kind, ev.t0, ev.length])
+    return {"pid": pid, "steps": steps, "between": between}
+
+
+def account_runs(spec: Spec, folder: Path, runs: dict[str, tuple[dict, dict]]) -> list[str]:
+    """Issue 30's oracles (tests/zoo/accounting.py) on the sampled run: the run users make."""
+    if "sampled" not in runs:
+        return []
+    own, rep = runs["sampled"]
+    tl = json.loads((folder / "sampled.events.json").read_text())
+    return account(spec, own, rep, tl)
 
 
 def run_spec(spec: Spec, folder: Path, modes: tuple[str, ...] | None = None) -> Result:
@@ -100,6 +128,7 @@ def run_spec(spec: Spec, folder: Path, modes: tuple[str, ...] | None = None) -> 
             continue
         runs[mode] = (own, rep)
     res.failures += check(spec, plain, runs)
+    res.failures += account_runs(spec, folder, runs)
     if "sampled" in runs:  # back to back, again while the machine is too busy
         slow = slower(plain, runs["sampled"][0])
         for _ in range(RETRIES if slow else 0):
