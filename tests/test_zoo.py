@@ -9,13 +9,20 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, Phase, assume, given, settings
 
-from tests.zoo.parts import Spec, Sync, specs
-from tests.zoo.run import run_spec
+from tests.zoo.parts import FEEDERS, Spec, Sync, adjacent_passes, specs
+from tests.zoo.run import run_accounting, run_spec
 
 # Parts that meet what is still open, left out of the sample: a value read in the step
 # after the one that made it (issue 29 item 3, a metric computed outside a watched step),
 # and the fuzzer's own finding (an evaluation after a second optimizer's step, issue 30).
 KNOWN = frozenset({"grad", "two_optims", "on_data", "after", "compiled"})
+# Issue 30, open (engineer D): data wait behind any feeder but a DataLoader (N/A, or 0.0 for
+# a custom iterator), a manual update's evaluations (in its steps, or in nothing after the
+# last one); a long evaluation costs 2.5 s (one loop below has it). Passes after consecutive
+# steps (the later one stays in its step) are left out by ``adjacent_passes``.
+KNOWN_30 = frozenset(
+    {"slice", "preloaded", "thread", *FEEDERS, "manual", "slow_eval"} - {"prefetch_loader"}
+)
 
 
 @settings(
@@ -26,10 +33,11 @@ KNOWN = frozenset({"grad", "two_optims", "on_data", "after", "compiled"})
     phases=(Phase.generate,),
     suppress_health_check=list(HealthCheck),
 )
-@given(spec=specs(avoid=KNOWN))
+@given(spec=specs(avoid=KNOWN | KNOWN_30))
 @pytest.mark.timeout(600)  # a few real runs each; about 20 s a loop on 2 idle cores
 def test_a_fixed_sample_of_loop_shapes(spec: Spec, tmp_path_factory: pytest.TempPathFactory):
     assume(len(spec.syncs) >= 2 and (spec.evaluate or spec.sample or spec.checkpoint))
+    assume(not adjacent_passes(spec))
     res = run_spec(spec, tmp_path_factory.mktemp("zoo"))
     assert not res.failures, res.show()
 
@@ -103,4 +111,52 @@ BUGS = [
 @pytest.mark.parametrize(("spec", "modes"), BUGS)
 def test_known_bug_shapes(spec: Spec, modes: tuple[str, ...], tmp_path):
     res = run_spec(spec, tmp_path, modes)
+    assert not res.failures, res.show()
+
+
+def test_a_long_evaluation_is_no_stalled_step(tmp_path):
+    """Issue 30 items 1 and 2: a 2.5 s evaluation mid-run (after short ones), behind a
+    DataLoader, and a final one and a save after the last step: every pass and checkpoint
+    one interval between steps with the loop's own time, no stalled step (a capture of the
+    evaluation as hanging, named so, at most), and the data wait the loop timed."""
+    spec = Spec(
+        "optim", "loader0", (Sync("item", 1),), steps=60, evaluate=13, checkpoint=29,
+        slow_eval=2.5, final=True,
+    )  # fmt: skip
+    res = run_accounting(spec, tmp_path)
+    assert not res.failures, res.show()
+
+
+def _open_30(what: str) -> pytest.MarkDecorator:
+    return pytest.mark.xfail(strict=True, reason=f"issue 30, open: {what}")
+
+
+FEEDER_WAIT = "item 3: data wait behind a feeder other than a DataLoader (N/A or 0.0)"
+BUGS_30 = [
+    pytest.param(
+        Spec("optim", d, steps=40, feed_ms=ms),
+        id=f"data-wait-behind-{d}",
+        marks=_open_30(FEEDER_WAIT),
+    )
+    for d, ms in (("thread", 3), ("thread_loader", 0), ("generator", 3), ("prefetch_slice", 3))
+] + [
+    pytest.param(
+        Spec("manual", "loader0", steps=40, evaluate=13, checkpoint=17),
+        id="eval-of-a-manual-update",
+        marks=_open_30("item 2: a manual update's evaluation stays in its step"),
+    ),
+    pytest.param(
+        # an evaluation after step 38, then a final one after the last step (39)
+        Spec("optim", "loader0", steps=40, evaluate=13, final=True),
+        id="passes-after-consecutive-steps",
+        marks=_open_30("item 2: a pass right after one in the iteration before stays in its step"),
+    ),
+]
+
+
+@pytest.mark.parametrize("spec", BUGS_30)
+def test_known_accounting_bug_shapes(spec: Spec, tmp_path):
+    """Shapes the oracles of issue 30 fail on today (tests/zoo/accounting.py): they flip
+    as engineer D's fixes land."""
+    res = run_accounting(spec, tmp_path)
     assert not res.failures, res.show()

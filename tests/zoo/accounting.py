@@ -42,7 +42,7 @@ def _passes(own: dict[str, Any], tl: dict[str, Any]) -> list[str]:
     for kind, made in (("eval", evals), ("checkpoint", saves)):
         got = sorted((t0, length) for k, t0, length in tl["between"] if k == kind)
         if len(got) != len(made):
-            last = f" (after the last step: {sum(1 for m in made if m[0] >= len(steps))})"
+            last = f" (after the last step: {sum(1 for m in made if m[0] >= len(steps) - 1)})"
             out.append(f"{len(got)} {kind} intervals, the loop made {len(made)}{last}")
             continue
         for (i, what, dur), (_t0, length) in zip(made, got):

@@ -107,3 +107,19 @@ def _accounting(draw: st.DrawFn, data: str, avoid: frozenset[str]) -> dict[str, 
         "final": "final" not in avoid and draw(st.integers(1, 4)) == 1,
         "slow_eval": 2.5 if "slow_eval" not in avoid and draw(st.integers(1, 8)) == 1 else 0.0,
     }
+
+
+def adjacent_passes(spec: Spec) -> bool:
+    """Whether an evaluation or sampling pass follows one in the iteration before (the
+    later one is taken for per-step work today: issue 30 item 2)."""
+    at = {
+        i
+        for every in (spec.evaluate, spec.sample)
+        if every
+        for i in range(every - 1, spec.steps, every)
+    }
+    if spec.slow_eval:
+        at.add(spec.steps // 2)
+    if spec.final:  # after the loop: after the last step
+        at.add(spec.steps - 1)
+    return any(i - 1 in at for i in at)

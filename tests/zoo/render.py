@@ -346,12 +346,12 @@ def _slow_eval(src: Source, spec: Spec) -> None:
 
 
 def _final(src: Source, spec: Spec) -> None:
-    """A final test pass and a last save after the loop (``i`` is STEPS: after the last
-    step), each timed."""
+    """A final test pass and a last save after the loop (after the last step: ``i`` is
+    STEPS - 1, as the loop left it), each timed."""
     if spec.final:
-        src.add("i = STEPS\nt = perf()\nwith torch.no_grad():\n    for _ in range(3):")
+        src.add("t = perf()\nwith torch.no_grad():\n    for _ in range(3):")
         src.add("        out = net(XE)")
         n = src.add("    acc = (out > 0).float().mean().item()")
-        src.add(f'own["passes"].append([i, "eval", {n}, perf() - t])')
+        src.add(f'own["passes"].append([i, "final", {n}, perf() - t])')
         src.add("t = perf()\ntorch.save(model.state_dict(), CKPT)")
         src.add('own["checkpoints"].append([i, perf() - t])')
