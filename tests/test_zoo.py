@@ -16,13 +16,11 @@ from tests.zoo.run import run_accounting, run_spec
 # after the one that made it (issue 29 item 3, a metric computed outside a watched step),
 # and the fuzzer's own finding (an evaluation after a second optimizer's step, issue 30).
 KNOWN = frozenset({"grad", "two_optims", "on_data", "after", "compiled"})
-# Issue 30, open (engineer D): data wait behind any feeder but a DataLoader (N/A, or 0.0 for
-# a custom iterator), a manual update's evaluations (in its steps, or in nothing after the
-# last one); a long evaluation costs 2.5 s (one loop below has it). Passes after consecutive
-# steps (the later one stays in its step) are left out by ``adjacent_passes``.
-KNOWN_30 = frozenset(
-    {"slice", "preloaded", "thread", *FEEDERS, "manual", "slow_eval"} - {"prefetch_loader"}
-)
+# Issue 30, open (engineer D): data wait behind a feeder thread, a generator or a prefetcher
+# of slices (N/A, or 0.0), a manual update's evaluations (in its steps, or in nothing after
+# the last one); a long evaluation costs 2.5 s (one loop below has it). Passes after
+# consecutive steps (the later one stays in its step) are left out by ``adjacent_passes``.
+KNOWN_30 = frozenset({"thread", *FEEDERS, "manual", "slow_eval"} - {"prefetch_loader"})
 
 
 @settings(
