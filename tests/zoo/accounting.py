@@ -19,6 +19,13 @@ ACCOUNTING = {
     "data_wait": "data wait measured (not N/A), within 10% (or 2 ms, 50 us a step) of the "
     "loop's own timer around its batch fetches, steps 1..N-1",
 }
+# Data sources whose data wait is open (issue 30 item 3, engineer D): 0.0 or N/A today,
+# where the loop waits 10-90 us a batch on slices and milliseconds behind a slow feeder.
+# run_spec (CI) leaves their data-wait failures out unless strict (the campaign is);
+# test_zoo's strict xfails flip when D's fix lands: then empty this.
+WAIT_OPEN = frozenset(
+    {"slice", "preloaded", "thread", "thread_loader", "generator", "prefetch_slice"}
+)
 SHARE = 0.10  # of the loop's own time
 PASS_SLACK_S = 5e-4  # a pass: where the loop's timer and perftop's interval begin and end
 DATA_SLACK_S = 2e-3  # the data wait over the whole run ...
@@ -28,11 +35,15 @@ HANG_S = 2.0  # a pass this long may be captured as hanging (perftop/monitor/sta
 OVERLAP_S = 1e-4  # an interval and a step may touch, not overlap
 
 
-def account(spec: Spec, own: dict[str, Any], rep: dict[str, Any], tl: dict[str, Any]) -> list[str]:
-    """Failures as ``oracle: what``; ``tl``: the trainer's timeline (run.timeline)."""
+def account(
+    spec: Spec, own: dict[str, Any], rep: dict[str, Any], tl: dict[str, Any], strict: bool = True
+) -> list[str]:
+    """Failures as ``oracle: what``; ``tl``: the trainer's timeline (run.timeline);
+    ``strict=False`` leaves out the data wait of the sources in WAIT_OPEN."""
     out = [f"passes: {m}" for m in _passes(own, tl)]
     out += [f"stalls: {m}" for m in _stalls(own, rep)]
-    out += [f"data_wait: {m}" for m in _data_wait(own, rep, tl)]
+    if strict or spec.data not in WAIT_OPEN:
+        out += [f"data_wait: {m}" for m in _data_wait(own, rep, tl)]
     return out
 
 
