@@ -330,8 +330,7 @@ def _between(src: Source, spec: Spec) -> None:
         src.add(f'own["passes"].append([i, "sample", {n}, perf() - t])', 8)
     if spec.checkpoint:
         src.add(f"if i % {spec.checkpoint} == {spec.checkpoint - 1}:", 4)
-        # the loop times torch.save itself, as perftop does (state_dict() before it)
-        src.add("sd = model.state_dict()\nt = perf()\ntorch.save(sd, CKPT)", 8)
+        src.add("t = perf()\ntorch.save(model.state_dict(), CKPT)", 8)
         src.add('own["checkpoints"].append([i, perf() - t])', 8)
 
 
@@ -354,5 +353,5 @@ def _final(src: Source, spec: Spec) -> None:
         src.add("        out = net(XE)")
         n = src.add("    acc = (out > 0).float().mean().item()")
         src.add(f'own["passes"].append([i, "final", {n}, perf() - t])')
-        src.add("sd = model.state_dict()\nt = perf()\ntorch.save(sd, CKPT)")
+        src.add("t = perf()\ntorch.save(model.state_dict(), CKPT)")
         src.add('own["checkpoints"].append([i, perf() - t])')
