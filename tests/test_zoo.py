@@ -17,10 +17,11 @@ from tests.zoo.run import run_accounting, run_spec
 # and the fuzzer's own finding (an evaluation after a second optimizer's step, issue 30).
 KNOWN = frozenset({"grad", "two_optims", "on_data", "after", "compiled"})
 # Issue 30, open (engineer D): a manual update's evaluations (in its steps, or in nothing
-# after the last one); a long evaluation costs 2.5 s (one loop below has it). Passes after
+# after the last one), host work after the update booked as the pass after it (found by
+# this fuzzer); a long evaluation costs 2.5 s (one loop below has it). Passes after
 # consecutive steps (the later one stays in its step) are left out by ``adjacent_passes``;
 # the data wait of feeders other than a DataLoader, by run_spec (accounting.WAIT_OPEN).
-KNOWN_30 = frozenset({"manual", "slow_eval"})
+KNOWN_30 = frozenset({"manual", "slow_eval", "after_ms"})
 
 
 @settings(
@@ -142,6 +143,13 @@ BUGS_30 = [
         Spec("manual", "loader0", steps=40, evaluate=13, checkpoint=17),
         id="eval-of-a-manual-update",
         marks=_open_30("item 2: a manual update's evaluation stays in its step"),
+    ),
+    pytest.param(
+        # 5 ms of host work after each update (a log line), an evaluation after some steps:
+        # the evaluation's interval begins where the step ended, so it holds the 5 ms
+        Spec("optim", "loader0", steps=40, evaluate=13, after_ms=5),
+        id="work-after-the-update-booked-as-the-pass",
+        marks=_open_30("an interval between steps begins at the last step's end, not the pass's"),
     ),
     pytest.param(
         # an evaluation after step 38, then a final one after the last step (39)

@@ -52,6 +52,7 @@ class Spec:
     feed_ms: int = 0  # a slicing feeder's own time a batch (reading a shard: a sleep)
     final: bool = False  # an evaluation and a save after the last step (issue 30 item 2)
     slow_eval: float = 0.0  # one evaluation this long (s) mid-run: no stall (issue 30 item 1)
+    after_ms: int = 0  # host work after each update (a log line written): a sleep this long
 
     def show(self) -> str:
         return repr(asdict(self))
@@ -101,11 +102,13 @@ def specs(draw: st.DrawFn, compile_odds: int = 15, avoid: frozenset[str] = froze
 
 def _accounting(draw: st.DrawFn, data: str, avoid: frozenset[str]) -> dict[str, Any]:
     """The parts issue 30's oracles read: a feeder's own time, passes after the last step,
-    a long evaluation (``avoid``: ``final``, ``slow_eval``)."""
+    a long evaluation, host work after the update (``avoid``: ``final``, ``slow_eval``,
+    ``after_ms``)."""
     return {
         "feed_ms": draw(st.sampled_from((0, 1, 3))) if data in SLOW_FEEDERS else 0,
         "final": "final" not in avoid and draw(st.integers(1, 4)) == 1,
         "slow_eval": 2.5 if "slow_eval" not in avoid and draw(st.integers(1, 8)) == 1 else 0.0,
+        "after_ms": 2 if "after_ms" not in avoid and draw(st.integers(1, 6)) == 1 else 0,
     }
 
 

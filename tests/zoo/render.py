@@ -294,6 +294,7 @@ def render(spec: Spec) -> str:
     src.add(body[1], 4)
     src.add('own["steps"] += 1', 4)
     src.add('own["depth"].append(torch._C._len_torch_function_stack())', 4)
+    _after_work(src, spec)
     for s in spec.syncs:
         if s.after:  # after the update: in the next step
             _sync(src, s, 4, "i + 1")
@@ -332,6 +333,13 @@ def _between(src: Source, spec: Spec) -> None:
         src.add(f"if i % {spec.checkpoint} == {spec.checkpoint - 1}:", 4)
         src.add("t = perf()\ntorch.save(model.state_dict(), CKPT)", 8)
         src.add('own["checkpoints"].append([i, perf() - t])', 8)
+
+
+def _after_work(src: Source, spec: Spec) -> None:
+    """Host work after each update, before any pass (a log line written): its time is the
+    loop's, not an evaluation's or a checkpoint's."""
+    if spec.after_ms:
+        src.add(f"time.sleep({spec.after_ms / 1000})  # writing a log line", 4)
 
 
 def _slow_eval(src: Source, spec: Spec) -> None:
