@@ -140,7 +140,7 @@ BUGS_30 = [
     for d, ms in (("thread", 3), ("thread_loader", 0), ("generator", 3), ("prefetch_slice", 3))
 ] + [
     pytest.param(
-        Spec("manual", "loader0", steps=40, evaluate=13, checkpoint=17),
+        Spec("manual", "loader0", steps=40, evaluate=13),
         id="eval-of-a-manual-update",
         marks=_open_30("item 2: a manual update's evaluation stays in its step"),
     ),
@@ -162,7 +162,7 @@ BUGS_30 = [
 
 @pytest.mark.parametrize("spec", BUGS_30)
 def test_known_accounting_bug_shapes(spec: Spec, tmp_path):
-    """Shapes the oracles of issue 30 fail on today (tests/zoo/accounting.py): they flip
-    as engineer D's fixes land."""
+    """Shapes the oracles of issue 30 fail on today (tests/zoo/accounting.py), each for
+    one reason: they flip as the fixes land."""
     res = run_accounting(spec, tmp_path)
     assert not res.failures, res.show()
