@@ -21,7 +21,8 @@ KNOWN = frozenset({"grad", "two_optims", "on_data", "after", "compiled"})
 # this fuzzer); a long evaluation costs 2.5 s (one loop below has it). Passes after
 # consecutive steps (the later one stays in its step) are left out by ``adjacent_passes``;
 # the data wait of feeders other than a DataLoader, by run_spec (accounting.WAIT_OPEN).
-KNOWN_30 = frozenset({"manual", "slow_eval", "after_ms"})
+# A feeder thread over a DataLoader hides the syncs (found by issue 30's campaign, below).
+KNOWN_30 = frozenset({"manual", "slow_eval", "after_ms", "thread_loader"})
 
 
 @settings(
@@ -175,4 +176,16 @@ def test_known_accounting_bug_shapes(spec: Spec, tmp_path):
     """Shapes the oracles of issue 30 fail on today (tests/zoo/accounting.py), each for
     one reason: they flip as the fixes land."""
     res = run_accounting(spec, tmp_path)
+    assert not res.failures, res.show()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="found by issue 30's campaign, open: behind a feeder thread that iterates a "
+    "DataLoader, no sync of the training thread is reported (sampled or exact mode)",
+)
+def test_syncs_behind_a_feeder_thread_over_a_dataloader(tmp_path):
+    res = run_spec(
+        Spec("optim", "thread_loader", (Sync("item", 1),), steps=40), tmp_path, ("sampled",)
+    )
     assert not res.failures, res.show()
