@@ -5,11 +5,14 @@ the failing loops' folders are kept under ``--out`` (loop.py, spec.txt, each run
 log and report) and their specs listed in ``--out``/failures.txt.
 
     python scripts/loop_fuzz.py --n 300 [--seed 29] [--out /tmp/zoo] [--avoid manual,grad]
+    python scripts/loop_fuzz.py --recheck --out /tmp/zoo   # the oracles again, no runs
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import json
 import shutil
 import sys
 import time
@@ -20,9 +23,10 @@ sys.path.insert(0, str(ROOT))
 
 from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 
-from tests.zoo.oracles import ORACLES  # noqa: E402
-from tests.zoo.parts import Spec, specs  # noqa: E402
-from tests.zoo.run import Result, run_spec  # noqa: E402
+from tests.zoo.accounting import ACCOUNTING  # noqa: E402
+from tests.zoo.oracles import ORACLES, check  # noqa: E402
+from tests.zoo.parts import Spec, Sync, specs  # noqa: E402
+from tests.zoo.run import Result, account_runs, run_spec  # noqa: E402
 
 
 def campaign(n: int, at: int, out: Path, avoid: frozenset[str], odds: int) -> list[Result]:
@@ -41,7 +45,7 @@ def campaign(n: int, at: int, out: Path, avoid: frozenset[str], odds: int) -> li
     def one(spec: Spec) -> None:
         folder = out / f"loop{len(results):04d}"
         shutil.rmtree(folder, ignore_errors=True)
-        res = run_spec(spec, folder)
+        res = run_spec(spec, folder, strict=True)
         results.append(res)
         verdict = "ok" if not res.failures else "FAIL " + ",".join(sorted(res.oracles()))
         took = time.monotonic() - t0
@@ -62,11 +66,38 @@ def campaign(n: int, at: int, out: Path, avoid: frozenset[str], odds: int) -> li
 
 def summary(results: list[Result]) -> str:
     rows = [f"{'oracle':<14} {'failed':>6}  what it checks"]
-    for name, what in ORACLES.items():
+    for name, what in {**ORACLES, **ACCOUNTING}.items():
         bad = sum(1 for r in results if name in r.oracles())
         rows.append(f"{name:<14} {bad:>6}  {what}")
     failed = sum(1 for r in results if r.failures)
     return "\n".join([f"loops: {len(results)}, failed: {failed}", *rows])
+
+
+def recheck(out: Path) -> list[Result]:
+    """The oracles again on a campaign's kept runs (no run: the wall time is not checked),
+    as after an oracle was corrected; rewrites ``out``/failures.txt."""
+    results = []
+    for folder in sorted(out.glob("loop[0-9]*")):
+        d = ast.literal_eval((folder / "spec.txt").read_text())
+        spec = Spec(**{**d, "syncs": tuple(Sync(**x) for x in d["syncs"])})
+        res = Result(spec, folder)
+        kept = (folder / "failures.txt").read_text().splitlines()
+        kept = [f for f in kept if f.startswith(("ran:", "wall_time:"))]  # not rechecked
+        try:
+            plain = json.loads((folder / "plain.json").read_text())
+            runs = {}
+            for mode in ("sampled", "exact"):
+                if (folder / f"{mode}.report.json").exists():
+                    own = json.loads((folder / f"{mode}.json").read_text())
+                    runs[mode] = (own, json.loads((folder / f"{mode}.report.json").read_text()))
+        except (OSError, ValueError):
+            res.failures = kept
+        else:
+            res.failures = kept + check(spec, plain, runs) + account_runs(spec, folder, runs)
+        results.append(res)
+    with (out / "failures.txt").open("w") as f:
+        f.writelines(r.show() + "\n\n" for r in results if r.failures)
+    return results
 
 
 def main() -> int:
@@ -75,15 +106,22 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=29)
     ap.add_argument("--out", type=Path, default=Path("/tmp/perftop-zoo"))
     ap.add_argument("--avoid", default="", help="parts to leave out, comma-separated")
+    ap.add_argument("--recheck", action="store_true", help="check --out's runs again")
     ap.add_argument("--compile-odds", type=int, default=15, help="1 loop in N compiled")
     a = ap.parse_args()
     if a.n < 1:
         print("loop_fuzz: --n must be at least 1", file=sys.stderr)
         return 2
+    if a.recheck and not a.out.is_dir():
+        print(f"loop_fuzz: {a.out}: no campaign there", file=sys.stderr)
+        return 2
     a.out.mkdir(parents=True, exist_ok=True)
-    (a.out / "failures.txt").write_text("")
-    avoid = frozenset(x for x in a.avoid.split(",") if x)
-    results = campaign(a.n, a.seed, a.out, avoid, a.compile_odds)
+    if a.recheck:
+        results = recheck(a.out)
+    else:
+        (a.out / "failures.txt").write_text("")
+        avoid = frozenset(x for x in a.avoid.split(",") if x)
+        results = campaign(a.n, a.seed, a.out, avoid, a.compile_odds)
     text = summary(results)
     (a.out / "summary.txt").write_text(text + "\n")
     print(text)

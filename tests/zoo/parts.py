@@ -9,11 +9,16 @@ every step, its wall time, and a checksum of its parameters (what it computed)."
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 from hypothesis import strategies as st
 
 UPDATES = ("optim", "manual", "lbfgs", "grad", "two_optims", "accum")
 DATA = ("loader0", "loader1", "slice", "preloaded", "thread")
+# Feeders of issue 30 item 3: batches from a producer thread iterating a DataLoader into a
+# queue.Queue, a generator, a prefetcher class wrapping a DataLoader or slicing.
+FEEDERS = ("thread_loader", "generator", "prefetch_loader", "prefetch_slice")
+SLOW_FEEDERS = frozenset({"thread", "generator", "prefetch_slice"})  # sleep feed_ms a batch
 OPS = ("item", "bool", "nonzero", "format")
 # Updates whose steps an optimizer closes: an evaluation after it is between steps (a
 # backward()-only loop keeps an evaluation without a DataLoader in its step, by design).
@@ -44,6 +49,10 @@ class Spec:
     host_transform: bool = False  # per sample: torch.as_tensor(.., device=x.device), bool()
     compiled: bool = False
     seed: int = 0
+    feed_ms: int = 0  # a slicing feeder's own time a batch (reading a shard: a sleep)
+    final: bool = False  # an evaluation and a save after the last step (issue 30 item 2)
+    slow_eval: float = 0.0  # one evaluation this long (s) mid-run: no stall (issue 30 item 1)
+    after_ms: int = 0  # host work after each update (a log line written): a sleep this long
 
     def show(self) -> str:
         return repr(asdict(self))
@@ -68,7 +77,7 @@ def specs(draw: st.DrawFn, compile_odds: int = 15, avoid: frozenset[str] = froze
     ``on_data``, ``after``, ``host_transform``, ``compiled``), for a sample that should not
     meet a known bug."""
     update = draw(st.sampled_from([u for u in UPDATES if u not in avoid]))
-    data = draw(st.sampled_from([d for d in DATA if d not in avoid]))
+    data = draw(st.sampled_from([d for d in DATA + FEEDERS if d not in avoid]))
     ss = tuple(draw(st.lists(syncs(data), min_size=0, max_size=3)))
     if "on_data" in avoid:
         ss = tuple(s for s in ss if not s.on_data)
@@ -87,4 +96,33 @@ def specs(draw: st.DrawFn, compile_odds: int = 15, avoid: frozenset[str] = froze
         host_transform="host_transform" not in avoid and draw(st.booleans()),
         compiled="compiled" not in avoid and draw(st.integers(1, compile_odds)) == 1,
         seed=draw(st.integers(0, 2**16)),
+        **_accounting(draw, data, avoid),
     )
+
+
+def _accounting(draw: st.DrawFn, data: str, avoid: frozenset[str]) -> dict[str, Any]:
+    """The parts issue 30's oracles read: a feeder's own time, passes after the last step,
+    a long evaluation, host work after the update (``avoid``: ``final``, ``slow_eval``,
+    ``after_ms``)."""
+    return {
+        "feed_ms": draw(st.sampled_from((0, 1, 3))) if data in SLOW_FEEDERS else 0,
+        "final": "final" not in avoid and draw(st.integers(1, 4)) == 1,
+        "slow_eval": 2.5 if "slow_eval" not in avoid and draw(st.integers(1, 8)) == 1 else 0.0,
+        "after_ms": 2 if "after_ms" not in avoid and draw(st.integers(1, 6)) == 1 else 0,
+    }
+
+
+def adjacent_passes(spec: Spec) -> bool:
+    """Whether an evaluation or sampling pass follows one in the iteration before (the
+    later one is taken for per-step work today: issue 30 item 2)."""
+    at = {
+        i
+        for every in (spec.evaluate, spec.sample)
+        if every
+        for i in range(every - 1, spec.steps, every)
+    }
+    if spec.slow_eval:
+        at.add(spec.steps // 2)
+    if spec.final:  # after the loop: after the last step
+        at.add(spec.steps - 1)
+    return any(i - 1 in at for i in at)

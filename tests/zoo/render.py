@@ -77,6 +77,87 @@ def fetch(i):
 """,
 }
 
+# Issue 30 item 3's feeders, each fetched by ``fetch(i)`` on the training thread (which the
+# loop times): ``FEED_S`` is a slicing feeder's own time a batch.
+_PREFETCHER = """\
+class Prefetcher:  # keeps the next batch ready, as the classic data_prefetcher does
+    def __init__(self, make):
+        self.make = make
+        self.it = iter(make())
+        self.ready = self.load()
+    def load(self):
+        try:
+            return next(self.it)
+        except StopIteration:
+            self.it = iter(self.make())
+            return next(self.it)
+    def next(self):
+        batch, self.ready = self.ready, self.load()
+        return batch
+"""
+_SLICES = """\
+def slices():
+    for i in range(N // B):
+        time.sleep(FEED_S)  # reading the next shard
+        j = i * B
+        yield X_host[j:j + B], Y_host[j:j + B]
+"""
+_LOADER_ONLY = _LOADER.split("def forever")[0]
+DATA.update(
+    {
+        "thread_loader": _LOADER_ONLY.format(workers="")
+        + """\
+q = queue.Queue(maxsize=4)
+def produce():  # a feeder thread iterates the DataLoader into a queue
+    while True:
+        for b in loader:
+            q.put(b)
+threading.Thread(target=produce, daemon=True).start()
+def fetch(i):
+    return q.get()
+""",
+        "generator": _SLICES
+        + """\
+def forever():
+    while True:
+        yield from slices()
+gen = forever()
+def fetch(i):
+    return next(gen)
+""",
+        "prefetch_loader": _LOADER_ONLY.format(workers="")
+        + _PREFETCHER
+        + "pre = Prefetcher(lambda: loader)\ndef fetch(i):\n    return pre.next()\n",
+        "prefetch_slice": _SLICES
+        + _PREFETCHER
+        + "pre = Prefetcher(slices)\ndef fetch(i):\n    return pre.next()\n",
+    }
+)
+# the producer thread of slices, FEED_S a batch (a feeder thread that sleeps must be
+# stopped before the interpreter exits: torch aborts on a daemon thread waking then)
+DATA["thread_slow"] = """\
+import atexit
+q, stop = queue.Queue(maxsize=4), threading.Event()
+def produce():
+    i = 0
+    while not stop.is_set():
+        time.sleep(FEED_S)
+        j = (i * B) % (N - B)
+        b = (X_host[j:j + B].clone(), Y_host[j:j + B].clone())
+        while not stop.is_set():
+            try:
+                q.put(b, timeout=0.05)
+                break
+            except queue.Full:
+                pass
+        i += 1
+feeder = threading.Thread(target=produce, daemon=True)
+feeder.start()
+atexit.register(lambda: (stop.set(), feeder.join(5)))
+def fetch(i):
+    return q.get()
+"""
+
 UPDATE_SETUP = {
     "optim": "opt = torch.optim.SGD(params, lr=1e-3, momentum=0.9)",
     "manual": "LR = 1e-3",
@@ -185,10 +266,11 @@ def render(spec: Spec) -> str:
     src = Source()
     src.add(HEAD.format(spec=spec.show(), **_fields(spec)))
     src.add("net = torch.compile(model)" if spec.compiled else "net = model")
-    src.add(DATA[spec.data])
+    src.add(_data(spec))
     src.add(UPDATE_SETUP[spec.update])
     src.add("\n\ndef batch(i):\n    t = perf()\n    xb, yb = fetch(i)")
     src.add('    own["data_wait_s"] += perf() - t')
+    src.add('    own.setdefault("waits", []).append([i, perf() - t])  # each fetch\'s own wait')
     if spec.host_transform:  # torchvision's Normalize: a host tensor following xb's device
         src.add("    for s in range(4):")
         src.add("        std = torch.as_tensor([0.5, 0.25], device=xb.device)")
@@ -198,6 +280,7 @@ def render(spec: Spec) -> str:
             src.add(f'    own["host_lines"] = [{n}]')
     if spec.data != "preloaded":
         src.add("    xb, yb = xb.to(device), yb.to(device)")
+    src.add('    own.setdefault("batch_waits", []).append([i, perf() - t])  # and its transform')
     src.add("    return xb, yb\n\n")
     src.add("T0 = perf()\nfor i in range(STEPS):")
     src.add("xb, yb = batch(i)", 4)
@@ -211,13 +294,22 @@ def render(spec: Spec) -> str:
     src.add(body[1], 4)
     src.add('own["steps"] += 1', 4)
     src.add('own["depth"].append(torch._C._len_torch_function_stack())', 4)
+    _after_work(src, spec)
     for s in spec.syncs:
         if s.after:  # after the update: in the next step
             _sync(src, s, 4, "i + 1")
     _between(src, spec)
+    _slow_eval(src, spec)
+    _final(src, spec)
     src.add(f'own["periods"] = {src.periods!r}')
     src.add(TAIL)
     return str(src)
+
+
+def _data(spec: Spec) -> str:
+    """The data part, with its feeder's own time a batch (``FEED_S``)."""
+    slow = spec.data == "thread" and spec.feed_ms
+    return f"FEED_S = {spec.feed_ms / 1000}\n" + DATA["thread_slow" if slow else spec.data]
 
 
 def _fields(spec: Spec) -> dict[str, object]:
@@ -241,3 +333,33 @@ def _between(src: Source, spec: Spec) -> None:
         src.add(f"if i % {spec.checkpoint} == {spec.checkpoint - 1}:", 4)
         src.add("t = perf()\ntorch.save(model.state_dict(), CKPT)", 8)
         src.add('own["checkpoints"].append([i, perf() - t])', 8)
+
+
+def _after_work(src: Source, spec: Spec) -> None:
+    """Host work after each update, before any pass (a log line written): its time is the
+    loop's, not an evaluation's or a checkpoint's."""
+    if spec.after_ms:
+        src.add(f"time.sleep({spec.after_ms / 1000})  # writing a log line", 4)
+
+
+def _slow_eval(src: Source, spec: Spec) -> None:
+    """One long evaluation mid-run (``slow_eval`` s of forward passes): time between
+    steps, no stalled step."""
+    if spec.slow_eval:
+        src.add("if i == STEPS // 2:", 4)
+        src.add("t = perf()\nwith torch.no_grad():", 8)
+        src.add(f"    while perf() - t < {spec.slow_eval}:\n        out = net(XE)", 8)
+        n = src.add("    acc = (out > 0).float().mean().item()", 8)
+        src.add(f'own["passes"].append([i, "eval", {n}, perf() - t])', 8)
+
+
+def _final(src: Source, spec: Spec) -> None:
+    """A final test pass and a last save after the loop (after the last step: ``i`` is
+    STEPS - 1, as the loop left it), each timed."""
+    if spec.final:
+        src.add("t = perf()\nwith torch.no_grad():\n    for _ in range(3):")
+        src.add("        out = net(XE)")
+        n = src.add("    acc = (out > 0).float().mean().item()")
+        src.add(f'own["passes"].append([i, "final", {n}, perf() - t])')
+        src.add("t = perf()\ntorch.save(model.state_dict(), CKPT)")
+        src.add('own["checkpoints"].append([i, perf() - t])')
