@@ -51,3 +51,18 @@ def test_a_gpu_capture_shows_the_device_split_and_column() -> None:
     )
     op = dataclasses.replace(done.ops[0], device_s=0.0188)
     assert [c.plain for c in op_cells(op, True)][4] == "18.8ms"
+
+
+def test_a_narrow_panel_puts_the_heaviest_op_first_not_the_longest_phase() -> None:
+    """The demo's input-bound loop: its data phase is the longest (waiting on workers) and
+    its ops the lightest; the two lines of an 80x24 panel must show where compute went."""
+    import dataclasses
+
+    from perftop.tui.widgets.ops import summary
+
+    cap = with_capture(snapshot(), "done").captures[0]
+    part = cap.parts[-1]
+    waiting = dataclasses.replace(part, phase_s={**part.phase_s, "data": 0.2})
+    lines = [t.plain.split()[:2] for t in summary(waiting)]
+    assert lines[:2] == [["backward", "aten::mm"], ["forward", "aten::addmm"]]
+    assert lines[-1][0] == "data"

@@ -101,13 +101,16 @@ def device_line(part: CapturePart) -> Text | None:
 
 
 def summary(part: CapturePart | None) -> list[Text]:
-    """The top op of each phase, the longest phase first, one line each (narrow terminals)."""
-    lines = []
-    for phase in sorted(PHASES, key=lambda p: -(part.phase_s.get(p, 0.0) if part else 0.0)):
+    """The top op of each phase, one line each (narrow terminals), the heaviest op first:
+    a phase long in waiting (data behind slow workers) has light ops, and two lines must
+    show where the compute went."""
+    tops = []
+    for phase in PHASES:
         ops = [op for op in (part.ops if part else ()) if op.phase == phase]
-        if not ops:
-            continue
-        top = max(ops, key=lambda op: op.self_s)
+        if ops:
+            tops.append((phase, max(ops, key=lambda op: op.self_s)))
+    lines = []
+    for phase, top in sorted(tops, key=lambda pt: -pt[1].self_s):
         t = Text(f"{phase:<9}", style=PHASE_STYLES.get(phase, ""))
         t.append(f" {top.name} {fmt.secs(top.self_s)}/step")
         if top.share is not None:
