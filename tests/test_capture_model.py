@@ -30,7 +30,8 @@ def test_a_done_capture_is_the_latest_with_its_ops_shares_and_cost(real_capture)
     assert part.cost_s == pytest.approx(rc.ops.step_s - rc.ops.before_s)
     forward = [op for op in part.ops if op.phase == "forward"]
     assert forward[0].name in ("aten::addmm", "aten::mm")
-    assert forward[0].where == f"capture_run.py:{forward[0].line}" and forward[0].line > 0
+    op = forward[0]
+    assert op.where == f"capture_run.py:{op.line} {op.function}()" and op.line > 0
     for op in part.ops:
         assert op.share == pytest.approx(op.self_s / part.phase_s[op.phase])
     for phase, secs in part.phase_s.items():  # a real profile: self times fit in the phase

@@ -16,7 +16,8 @@ from perftop.events.base import Event, event
 # (name, phase, calls_per_step, self_cpu_s, device_s, shapes, file, line, function).
 # ``phase`` is one of PHASES; ``device_s`` is the op's kernels' device time (0.0 on a CPU
 # run); ``shapes`` the most frequent input shapes as text ("[64, 784], [784, 256]", "" when
-# none were recorded); file/line/function the user's frame that called it ("" / 0 unknown).
+# none were recorded); file/line/function: the function of the user's code that called it,
+# with its first line (torch's profiler records calls, not lines; "" / 0 unknown).
 OpRow = tuple[Any, ...]
 PHASES = ("data", "forward", "backward", "optimizer", "between")
 

@@ -7,16 +7,21 @@ from __future__ import annotations
 
 import shutil
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from perftop.console import say
 from perftop.errors import AttachError, PerftopError, UsageError
 from perftop.events import CaptureOps, CaptureState, Event
+from perftop.export.capture_trace import TraceError, read_trace
 from perftop.fmt import command as fmt_command
 from perftop.fmt import seconds as fmt_seconds
+from perftop.model.capture import cost_words, ops_of, steps_text
 
 MAX_STEPS = 50  # the hook's own bound (perftop.hook.capture.MAX_STEPS)
+ANNOTATE_WAIT_S = 8.0  # the monitor's wait for a capture's last steps, and some
+NO_STEPS = " (without perftop's step track: the session did not add it in time)"
 
 
 def trace(target: str, steps: int, out: Path | None, timeout: float) -> int:
@@ -54,12 +59,29 @@ def trace(target: str, steps: int, out: Path | None, timeout: float) -> int:
         src = next((c.trace for c in ops if c.trace), "")
         if not src:
             raise PerftopError("the job wrote no trace file to copy")
+        annotated = _annotated(src, time.monotonic() + ANNOTATE_WAIT_S)
         try:
             shutil.copyfile(src, out)
         except OSError as exc:
             raise UsageError(f"cannot copy the trace to {out}: {exc.strerror}") from None
-        say(f"perftop: trace copied to {out}")
+        say(f"perftop: trace copied to {out}" + ("" if annotated else NO_STEPS))
     return 0
+
+
+def _annotated(path: str, deadline: float) -> bool:
+    """Wait until the monitor has added perftop's steps to the trace (it waits for the
+    capture's last steps first, :data:`perftop.flows.captures.WAIT_S`), so that the copy
+    has them; False when it did not in time."""
+    while True:
+        try:
+            other = read_trace(path).get("otherData")
+            if isinstance(other, dict) and other.get("perftop_steps"):
+                return True
+        except TraceError:
+            pass
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.2)
 
 
 class Teller:
@@ -104,21 +126,13 @@ def ask_in_background(path: str, steps: int, by: str, tell: Callable[[str, bool]
 
 
 def capture_lines(cap: CaptureOps, top: int = 5) -> list[str]:
-    """A capture in a few lines: steps, cost, the top ops with phase and user line."""
-    cost = ""
-    if cap.before_s > 0:
-        cost = f" (before: {fmt_seconds(cap.before_s)}/step, capture cost {_cost(cap)})"
-    last = cap.first_step + cap.steps - 1
-    lines = [
-        f"pid {cap.pid}: steps {cap.first_step}–{last} captured, "
-        f"{fmt_seconds(cap.step_s)}/step{cost}"
-    ]
-    for row in cap.ops[:top]:
-        name, phase, calls, cpu, dev = row[:5]
-        file, line = row[6], row[7]
-        where = f"  {file}:{line}" if file else ""
-        t = cpu + dev
-        lines.append(f"  {name:<28} {phase:<9} {fmt_seconds(t):>8}/step  ×{calls:g}{where}")
+    """A capture in a few lines: steps, cost, the top ops with phase and user function."""
+    lines = [f"pid {cap.pid}: {steps_text(cap.first_step, cap.steps)} captured, "
+             f"{fmt_seconds(cap.step_s)}/step, {_cost(cap)}"]  # fmt: skip
+    for op in ops_of(cap)[:top]:
+        where = f"  {op.where}" if op.where else ""
+        t = fmt_seconds(op.self_s + op.device_s)
+        lines.append(f"  {op.name:<28} {op.phase:<9} {t:>8}/step  ×{op.calls:.3g}{where}")
     if cap.trace:
         lines.append(f"  trace: {cap.trace}")
     return lines
@@ -126,16 +140,14 @@ def capture_lines(cap: CaptureOps, top: int = 5) -> list[str]:
 
 def notice_lines(cap: CaptureOps, top: int = 3) -> list[str]:
     """The same, narrow enough for a notice in the TUI."""
-    cost = f", {_cost(cap)} while captured" if cap.before_s > 0 else ""
-    last = cap.first_step + cap.steps - 1
-    lines = [f"pid {cap.pid}: steps {cap.first_step}–{last}, {fmt_seconds(cap.step_s)}/step{cost}"]
-    for row in cap.ops[:top]:
-        where = f" {Path(row[6]).name}:{row[7]}" if row[6] else ""
-        lines.append(f"{row[1]} {row[0]} {fmt_seconds(row[3] + row[4])}{where}")
+    lines = [f"pid {cap.pid}: {steps_text(cap.first_step, cap.steps)}, {_cost(cap)}"]
+    for op in ops_of(cap)[:top]:
+        where = f" {op.where}" if op.where else ""
+        lines.append(f"{op.phase} {op.name} {fmt_seconds(op.self_s + op.device_s)}{where}")
     if cap.trace:
         lines.append(f"trace: {Path(cap.trace).name}")
     return lines
 
 
 def _cost(cap: CaptureOps) -> str:
-    return f"{100.0 * (cap.step_s - cap.before_s) / cap.before_s:+.0f}%"
+    return cost_words(cap.step_s - cap.before_s, cap.before_s)

@@ -16,10 +16,12 @@ Each captured step is a ``ProfilerStep#N`` range in the trace: perftop's step tr
 from __future__ import annotations
 
 import re
+import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 from perftop.events import CaptureAsk, CaptureOps, CaptureState
@@ -47,6 +49,12 @@ class Run:
         # per captured step: (t0, t1) in perf_counter seconds and its phases' seconds
         self.spans: list[tuple[float, float]] = []
         self.phases: list[dict[str, float]] = []
+        # The profiler names a frame ``file(line): function`` with the line it was at when
+        # the frame was entered, or, for a frame already running when it started, the line
+        # it was at then: no op's own line either way. Those running frames' names are
+        # mapped to their function's first line here, so that every op's place is its
+        # function (file, first line, name), the same however the capture began.
+        self.running: dict[tuple[str, int, str], int] = {}
 
     def start(self) -> str:
         """Start the profiler; a one-line reason when it cannot."""
@@ -57,6 +65,11 @@ class Run:
             # first probes ``torch._inductor``, which imports it (hundreds of modules,
             # seconds) into a job that never compiled.
             self.cuda = bool(torch.cuda.is_initialized())
+            f: FrameType | None = sys._getframe(1)
+            while f is not None:
+                code = f.f_code
+                self.running[(code.co_filename, f.f_lineno, code.co_name)] = code.co_firstlineno
+                f = f.f_back
             self.prof = torch.autograd.profiler.profile(
                 record_shapes=True,
                 with_stack=True,
@@ -174,7 +187,7 @@ class Run:
             row[2] += dev
             shapes = ", ".join(str(sh) for sh in (ev.input_shapes or ()) if sh)
             row[3][shapes] += 1
-            row[4][user_frame(ev)] += 1
+            row[4][user_frame(ev, self.running)] += 1
             if self.cuda:
                 acc = device.setdefault(phase, [0.0, 0.0])
                 for k in getattr(ev, "kernels", ()) or ():
@@ -240,12 +253,14 @@ def phase_of(ev: Any, spans: list[tuple[float, float]], train: bool) -> str | No
     return "between"
 
 
-def user_frame(ev: Any) -> tuple[str, int, str]:
-    """The nearest Python frame of the job's own code that led to the op."""
+def user_frame(ev: Any, running: dict[tuple[str, int, str], int]) -> tuple[str, int, str]:
+    """The nearest function of the job's own code that led to the op: its file, first line
+    (see ``Run.running``) and name."""
     p = ev.cpu_parent
     while p is not None:
         m = _FRAME.match(p.name)
         if m and not any(x in m.group(1) for x in _NOT_USER) and "/lib/python" not in m.group(1):
-            return m.group(1), int(m.group(2)), m.group(3)
+            file, line, func = m.group(1), int(m.group(2)), m.group(3)
+            return file, running.get((file, line, func), line), func
         p = p.cpu_parent
     return "", 0, ""

@@ -37,8 +37,12 @@ class CaptureOp:
 
     @property
     def where(self) -> str:
-        """The user's line that called it (``train.py:64``, as a sync site's), "" unknown."""
-        return sync_where(self.file, self.line, None, None, None)[0] if self.file else ""
+        """The function of the user's code that called it, at its first line
+        (``train.py:52 train()``: the profiler records calls, not lines), "" unknown."""
+        if not self.file:
+            return ""
+        at = sync_where(self.file, self.line, None, None, None)[0]
+        return f"{at} {self.function}()" if self.function else at
 
 
 @dataclass(frozen=True, slots=True)
