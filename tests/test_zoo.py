@@ -55,28 +55,23 @@ FIXED = [
         Spec("optim", "slice", (Sync("item", 1),), steps=80, host_transform=True),
         id="host-transform",
     ),
+    pytest.param(  # the campaign's finding: a batch rebuilt from a worker's shared memory
+        Spec("optim", "loader1", (Sync("item", 1),), steps=80, host_transform=True),
+        id="host-transform-behind-loader-workers",
+    ),
 ]
 
 
 @pytest.mark.parametrize("spec", FIXED)
 def test_shapes_of_issue_29_items_1_and_2(spec: Spec, tmp_path):
     """A manual update (the mode stayed and counted again and again) and a per-sample
-    host transform (its bool() was a false site): found by the fuzzer, fixed."""
+    host transform, on slices and behind DataLoader workers (its bool() was a false
+    site): found by the fuzzer, fixed."""
     res = run_spec(spec, tmp_path, ("sampled",))
     assert not res.failures, res.show()
 
 
 BUGS = [
-    pytest.param(
-        Spec("optim", "loader1", (Sync("item", 1),), steps=80, host_transform=True),
-        ("sampled",),
-        id="host-transform-behind-loader-workers",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="issue 29 item 2, open: with DataLoader workers the host transform's "
-            "bool() is still reported (found by the campaign)",
-        ),
-    ),
     pytest.param(
         # a metric made before the update, formatted after it: in the step before, which
         # is unwatched for the samples after the early ones (long enough to have some)

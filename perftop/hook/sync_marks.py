@@ -25,6 +25,7 @@ writes).
 from __future__ import annotations
 
 import functools
+import sys
 from typing import Any
 from weakref import KeyedRef
 
@@ -160,7 +161,11 @@ class Marks:
         if name == "__get__" and isinstance(out, self.device_cls):
             self.follow(out, dev)  # ``x.device``: bound as ``x`` is
             return out
-        if not dev and not ((name in SENDS or kwargs) and self.sent(name, args, kwargs)):
+        if not dev and not (
+            (name in SENDS or kwargs)
+            and self.sent(name, args, kwargs)
+            and by_job(sys._getframe(2))  # the caller of the mode's __torch_function__
+        ):
             return out
         if others and name not in NO_SPREAD:
             for t in others:
@@ -216,6 +221,16 @@ class Marks:
         followed[id(device)] = (device, bound)
 
 
+def by_job(frame: Any) -> bool:
+    """Whether the job named the device of a call made from ``frame`` (user or library
+    code), not torch's own code: torch's internals make a tensor on the device of what
+    they were given, such as ``torch.empty(device=storage.device)`` when a batch from a
+    DataLoader worker is rebuilt on its shared memory (a host batch in any run)."""
+    from perftop.hook.frames import direct_caller
+
+    return direct_caller(frame) is not None
+
+
 def wrap_sends(torch: Any, marks: Marks, watching: Any, state: Any) -> None:
     """``Tensor.to`` and ``Tensor.cuda`` mark what they send to a device whenever they run
     (a data set moved before the loop, a metric made between samples); in sampled steps
@@ -245,7 +260,13 @@ def _sender(orig: Any, name: str, Tensor: Any, marks: Marks, watching: Any, stat
                     ok = sent(name, (self, *args), kwargs)
             else:
                 ok = sent(name, (self, *args), kwargs)
-            if ok and id(out) not in ids and isinstance(out, Tensor) and not watching():
+            if (
+                ok
+                and id(out) not in ids
+                and isinstance(out, Tensor)
+                and not watching()
+                and by_job(sys._getframe(1))
+            ):
                 mark(out)
         except Exception:
             state.internal_error("sync marks")
