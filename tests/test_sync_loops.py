@@ -102,7 +102,8 @@ def test_a_metric_made_in_the_step_before_a_watched_one_and_jit_unchanged(tmp_pa
     """An accuracy made before the update and formatted after it, in the next step: the
     step before a watched one learns marks, so the format is a site at its rate (every
     step but the first). ``torch.jit.script`` run in watched, primed and plain steps
-    makes the same graphs, and the job computes the same losses and log, bit for bit."""
+    makes the same graphs, and the job computes the same losses and log, bit for bit;
+    ``Tensor.to`` is torch's own again once the first step ended."""
     script = WORKLOADS / "sync_metric_jit.py"
     plain = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path

@@ -1,6 +1,6 @@
 """A metric made before the update and formatted after it (in the next step), and a
 function scripted with ``torch.jit.script`` every step (a factory and a ``.to`` inside):
-prints its graphs, losses and log as one JSON line, to compare a plain run with one under
+prints its graphs, losses, log and what ``Tensor.to`` is as one JSON line, to compare a plain run with one under
 perftop whose steps are often watched, and often primed (the step before a watched one)."""
 
 import json
@@ -39,4 +39,6 @@ for it in range(STEPS):
     loss.backward()
     opt.step()
     losses.append(float(loss.detach()).hex())  # SITE loss
-print(json.dumps({"graphs": sorted(graphs), "losses": losses, "log": log, "depths": depths}))
+out = {"graphs": sorted(graphs), "losses": losses, "log": log, "depths": depths}
+out["to"] = type(torch.Tensor.to).__name__  # torch's own again once the first step ended
+print(json.dumps(out))
