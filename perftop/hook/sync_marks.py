@@ -101,7 +101,7 @@ class Marks:
         """Whether ``t`` is (or in a GPU run would be) an accelerator's tensor."""
         if self.virtual and (self.has(t) or t.requires_grad or isinstance(t, self.Parameter)):
             return True
-        return t.device.type not in NOT_DEVICES
+        return not (t.is_cpu or t.is_meta)  # ``t.device.type not in NOT_DEVICES``, cheaper
 
     def any_bound(self, args: tuple[Any, ...]) -> bool:
         Tensor = self.Tensor
@@ -144,7 +144,7 @@ class Marks:
         """After a call in a sampled step of a CPU run: mark what it made (and its other
         operands) when it read a device-bound tensor or was sent to a device."""
         Tensor = self.Tensor
-        has = self.has
+        ids = self.ids
         Parameter = self.Parameter
         dev = False
         others: list[Any] | None = None
@@ -152,10 +152,10 @@ class Marks:
             for t in a:
                 if isinstance(t, Tensor):
                     if (
-                        has(t)
+                        ((r := ids.get(id(t))) is not None and r() is t)  # marked
                         or t.requires_grad
                         or isinstance(t, Parameter)
-                        or t.device.type not in NOT_DEVICES
+                        or not (t.is_cpu or t.is_meta)  # on an accelerator
                     ):
                         dev = True
                     elif others is None:
@@ -188,7 +188,9 @@ class Marks:
         if name in HOST_OUT:
             return out
         if isinstance(out, Tensor):
-            self.mark(out)
+            r = ids.get(id(out))
+            if r is None or r() is not out:
+                self.mark(out)
             return out
         return self.mark_out(out)
 
