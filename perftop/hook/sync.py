@@ -16,7 +16,8 @@ Settings, read from the environment when torch is imported:
 - ``PERFTOP_SYNC_EVERY``: the mean gap between later samples (default 200: a step is
   watched with probability 1/200; in a distributed job the same steps on every rank).
 - ``PERFTOP_SYNC_BUDGET_US``: amortized extra µs per step the detector may cost
-  (default 1); the gap between samples grows with the measured cost of a sampled step.
+  (default 1); the gap between samples grows with the measured cost of a sampled step
+  (and of the step before it, primed: see ``Detector.prime``).
 """
 
 from __future__ import annotations
