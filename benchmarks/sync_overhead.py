@@ -1,7 +1,8 @@
 """What sync detection costs per step: the hook with ``PERFTOP_SYNC=sampled`` (default)
 against ``PERFTOP_SYNC=off``, on a tiny CPU loop whose steps take a few hundred µs, so
 the hook's own cost is not hidden by the work. The step sends its batch with ``.to``,
-which the hook wraps to mark device data: its extra cost per call is measured alone too.
+which the hook wraps to mark device data until the first step ends: its cost per call in
+the loop (after the first step) is measured alone too.
 
 Whole-run times differ by more than the cost between runs on a busy machine, so the cost
 is also measured directly, within the sampled run: the extra time of the watched steps
@@ -36,7 +37,7 @@ opt = torch.optim.SGD(model.parameters(), lr=1e-3)
 x, y = torch.randn(8, 16), torch.randn(8, 1)
 def step():
     opt.zero_grad()
-    xb = x.to("cpu")                    # the batch sent to the device (wrapped: a mark)
+    xb = x.to("cpu")                    # the batch sent to the device
     loss = ((model(xb) - y) ** 2).mean()
     sel = x[x > 0]                      # a sync site, so the detector has work to do
     loss = loss + 0.0 * sel.sum()
@@ -64,7 +65,7 @@ def per_call(n=20000):
             x.to("cpu")
         best = min(best, (perf() - c0) / n)
     return best
-send = per_call()  # x.to() as the job calls it (under the hook: perftop's wrapper)
+send = per_call()  # x.to() as the loop calls it
 cb = 0.0
 try:
     from perftop import hook
@@ -141,8 +142,8 @@ def main() -> None:
         "sync_detection_us_per_step": round(statistics.median(direct), 3),
         "watched_steps_us_per_step": [round(e, 3) for e, _ in parts],
         "callback_us_per_step": [round(c, 3) for _, c in parts],
-        # one x.to("cpu") call, best of 7x20000, median over repeats: the hook wraps it to
-        # mark device data outside sampled steps (compare with "no hook")
+        # one x.to("cpu") call in the loop, best of 7x20000, median over repeats (the hook
+        # wraps it before the first step only: compare with "no hook")
         "to_us_per_call": {k: round(statistics.median(v), 3) for k, v in sends.items()},
         # best-of-N whole-run times: the least disturbed runs; noisy on a shared machine
         "us_per_step_min": {k: round(min(v), 2) for k, v in times.items()},

@@ -293,3 +293,24 @@ def test_a_library_call_is_the_users_line_with_the_library_line(det, lib):
     assert (op, kind) == ("item", "potential")
     fn = "test_a_library_call_is_the_users_line_with_the_library_line"
     assert w == (HERE, line, fn, lib.__file__, site_lib.LINE, "inner", "detlib")
+
+
+def test_a_batch_from_loader_workers_is_host_data(det):
+    """A batch from a DataLoader worker is rebuilt on its shared memory by torch's own
+    ``torch.empty(device=storage.device)``: no device the job named, so a transform that
+    follows its device (torchvision's ``Normalize``) makes host tensors. A factory the
+    job gives its device is device data."""
+    from torch.utils.data import DataLoader, TensorDataset
+
+    d, col = det
+    data = TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+    it = iter(DataLoader(data, batch_size=8, num_workers=1))
+    for _ in range(3):
+        xb, _yb = next(it)
+        std = torch.as_tensor([0.5, 0.25], device=xb.device)
+        assert not bool((std == 0).any())
+    z = torch.zeros(2, device=DEV)
+    z.sum().item()
+    line = _lineno() - 1
+    d.stop()
+    assert [(k[0], k[2]) for k in flat(col)] == [("item", line)]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 
 import pytest
@@ -95,3 +96,33 @@ def test_a_gans_first_watched_step_holds_no_part_of_step_0(tmp_path):
     items = {e["line"]: e["per_step"] for e in rep["sync_events"] if e["op"] == "item"}
     named = {lines[n].split("# ")[-1].split(":")[0]: v for n, v in items.items()}
     assert named == {"D_x": 1.0, "D_G_z1": 1.0, "D_G_z2": 1.0}, (named, rep["sync_events"])
+
+
+def test_a_metric_made_in_the_step_before_a_watched_one_and_jit_unchanged(tmp_path, monkeypatch):
+    """An accuracy made before the update and formatted after it, in the next step: the
+    step before a watched one learns marks, so the format is a site at its rate (every
+    step but the first). ``torch.jit.script`` run in watched, primed and plain steps
+    makes the same graphs, and the job computes the same losses and log, bit for bit;
+    ``Tensor.to`` is torch's own again once the first step ended."""
+    script = WORKLOADS / "sync_metric_jit.py"
+    plain = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert plain.returncode == 0, plain.stderr[-2000:]
+    # a watch every 3rd step on average, whatever it costs: many primed and watched steps
+    monkeypatch.setenv("PERFTOP_SYNC_EARLY", "0")
+    monkeypatch.setenv("PERFTOP_SYNC_EVERY", "3")
+    monkeypatch.setenv("PERFTOP_SYNC_BUDGET_US", "1000000")
+    proc, rep = run_and_report(tmp_path, sys.executable, str(script))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    want, got = job_json(plain.stdout), job_json(proc.stdout)
+    assert max(got["depths"]) == 1  # some scripting ran with perftop's mode on the stack
+    assert got["depths"][-1] == 0 or got["depths"].count(1) < len(got["depths"])
+    del want["depths"], got["depths"]
+    assert got == want
+    marks = {name: n for n, name in sites_marked(script).items()}
+    got_sites = {(e["line"], e["op"]): e for e in rep["sync_events"]}
+    assert set(got_sites) == {(marks["acc"], "format"), (marks["loss"], "float")}
+    for site in got_sites.values():  # each in every step (the format in all but step 0)
+        assert site["watched_steps"] >= 5
+        assert site["per_step"] == pytest.approx(1.0, abs=3 * site["per_step_error"] + 0.05)

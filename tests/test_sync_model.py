@@ -40,6 +40,25 @@ def test_early_steps_then_spaced_by_cost():
     assert extra < 5e-6
 
 
+def test_the_step_before_each_watch_is_primed_and_paid_for():
+    """After the early steps, the step before each watched one learns marks (primed); its
+    extra time is the sample's, out of the same budget: 1 ms each, twice 500 apart."""
+    s = Sampler(early=3, every=100, budget_s=2e-6)
+    t, w, p, watched, primed = 0.0, False, False, [], []
+    for i in range(200_000):
+        t += 300e-6 + (1e-3 if w or p else 0.0)
+        (watched if w else primed if p else []).append(i)
+        w, p = s.closed(i, t, w, p), False
+        if s.primes(i):
+            assert s.wake_at(i - 1) <= i  # the callback runs where it must prime
+            p = True
+    later = [i for i in watched if i > 50]
+    assert [i - 1 for i in later] == [i for i in primed if i >= 50]
+    assert 1 not in primed and 2 not in primed  # the early steps are not primed
+    d = distances(later)
+    assert sum(d) / len(d) == pytest.approx(1000, rel=0.15)
+
+
 def test_cheap_samples_use_the_minimum_gap():
     s = Sampler(early=2, every=100, budget_s=2e-6)
     watched = run_sampler(s, 100_000, 300e-6, 50e-6)

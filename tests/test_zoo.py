@@ -12,9 +12,8 @@ from hypothesis import HealthCheck, Phase, assume, given, settings
 from tests.zoo.parts import Spec, Sync, adjacent_passes, specs
 from tests.zoo.run import run_accounting, run_spec
 
-# Parts that meet what is still open, left out of the sample: a value read in the step
-# after the one that made it (issue 29 item 3, a metric computed outside a watched step).
-KNOWN = frozenset({"grad", "on_data", "after", "compiled"})
+# Parts that meet what is still open, left out of the sample.
+KNOWN = frozenset({"grad", "on_data", "compiled"})
 # Issue 30, open (engineer D): a manual update's evaluations (in its steps, or in nothing
 # after the last one), host work after the update booked as the pass after it (found by
 # this fuzzer); a long evaluation costs 2.5 s (one loop below has it). Passes after
@@ -64,46 +63,27 @@ FIXED = [
     ),
     # the fuzzer's own finding (issue 30): an evaluation after opt2.step() stayed in the step
     pytest.param(Spec("two_optims", "slice", (), steps=80, evaluate=7), id="eval-after-opt2"),
+    pytest.param(  # the campaign's finding: a batch rebuilt from a worker's shared memory
+        Spec("optim", "loader1", (Sync("item", 1),), steps=80, host_transform=True),
+        id="host-transform-behind-loader-workers",
+    ),
+    pytest.param(
+        # a metric made before the update, formatted after it: in the step before, which
+        # the detector primes (marks only) before each watched step (long enough to have
+        # samples after the early ones)
+        Spec("optim", "slice", (Sync("format", 1, after=True),), steps=1500),
+        id="value-made-before-the-watched-step",
+    ),
 ]
 
 
 @pytest.mark.parametrize("spec", FIXED)
 def test_shapes_the_fuzzer_found_fixed(spec: Spec, tmp_path):
     """A manual update (the mode stayed and counted again and again), a per-sample host
-    transform (its bool() was a false site), an evaluation after a second optimizer's
-    step (it stayed in the step): found by the fuzzer, fixed."""
+    transform, on slices and behind DataLoader workers (its bool() was a false site), a
+    metric made in the step before a watched one (missed), an evaluation after a second
+    optimizer's step (it stayed in the step): found by the fuzzer, fixed."""
     res = run_spec(spec, tmp_path, ("sampled",))
-    assert not res.failures, res.show()
-
-
-BUGS = [
-    pytest.param(
-        Spec("optim", "loader1", (Sync("item", 1),), steps=80, host_transform=True),
-        ("sampled",),
-        id="host-transform-behind-loader-workers",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="issue 29 item 2, open: with DataLoader workers the host transform's "
-            "bool() is still reported (found by the campaign)",
-        ),
-    ),
-    pytest.param(
-        # a metric made before the update, formatted after it: in the step before, which
-        # is unwatched for the samples after the early ones (long enough to have some)
-        Spec("optim", "slice", (Sync("format", 1, after=True),), steps=1500),
-        ("sampled",),
-        id="value-made-before-the-watched-step",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="issue 29 item 3, open: a metric computed in an unwatched step is unmarked",
-        ),
-    ),
-]
-
-
-@pytest.mark.parametrize(("spec", "modes"), BUGS)
-def test_known_bug_shapes(spec: Spec, modes: tuple[str, ...], tmp_path):
-    res = run_spec(spec, tmp_path, modes)
     assert not res.failures, res.show()
 
 

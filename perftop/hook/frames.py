@@ -11,7 +11,8 @@ Each code object is one of three kinds, by its file:
   the library frame kept as detail;
 - *user*: everything else, perftop's bundled demo included.
 
-Decisions are cached per code object, so walking a stack costs a dict lookup per frame.
+Decisions are cached per code object (by its id), so walking a stack costs a dict lookup
+per frame.
 
 The op a line ran is named from the line's own source (the call or subscript expression
 at the frame's current instruction), cached per (code, instruction): the CUDA sync debug
@@ -29,7 +30,9 @@ import tempfile
 from types import CodeType, FrameType
 
 INTERNAL, LIBRARY, USER = 0, 1, 2
-_kinds: dict[CodeType, int] = {}
+# id(code) -> (code, kind): hashing a code object hashes its contents (about 1 µs); its
+# id is unique while the entry holds the code
+_kinds: dict[int, tuple[CodeType, int]] = {}
 _packages: tuple[str, ...] = ()  # torch and perftop: always internal ...
 _demo: tuple[str, ...] = ()  # ... but perftop's bundled demo is the user's
 _site: tuple[str, ...] = ()  # site-packages: libraries (it may lie inside the stdlib)
@@ -40,15 +43,15 @@ _SITE_DIRS = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.s
 _PLUMBING = ("overrides.py", "functional.py", "_jit_internal.py", "_tensor.py")
 _plumbing_files: frozenset[str] = frozenset()
 _MODE_HANDLERS = frozenset({"__torch_function__", "__torch_dispatch__"})
-_forwarders: set[CodeType] = set()  # perftop's own wrappers of torch calls (sync_marks)
+_forwarders: dict[int, CodeType] = {}  # perftop's own wrappers of torch calls, by id
 
 
 def forwarder(code: CodeType) -> None:
     """Frames of ``code`` forward a torch call: the site is their caller's line."""
-    _forwarders.add(code)
+    _forwarders[id(code)] = code
 
 
-_ops: dict[tuple[CodeType, int], str] = {}
+_ops: dict[tuple[int, int], tuple[CodeType, str]] = {}  # (id(code), lasti) -> code, op
 
 # Where a sync was seen: (file, line, function) of the user's frame, then of the library
 # frame that made the call (None when the user's own line made it), then the library's
@@ -119,14 +122,15 @@ def package_of(fn: str) -> str | None:
 
 
 def kind_of(code: CodeType) -> int:
-    v = _kinds.get(code)
-    if v is None:
-        if not _packages and not _stdlib:
-            configure()
-        v = kind_of_path(code.co_filename)
-        if len(_kinds) > 50000:
-            _kinds.clear()
-        _kinds[code] = v
+    got = _kinds.get(id(code))
+    if got is not None and got[0] is code:
+        return got[1]
+    if not _packages and not _stdlib:
+        configure()
+    v = kind_of_path(code.co_filename)
+    if len(_kinds) > 50000:
+        _kinds.clear()
+    _kinds[id(code)] = (code, v)
     return v
 
 
@@ -148,7 +152,7 @@ def direct_caller(frame: FrameType | None) -> FrameType | None:
     while frame is not None and (
         frame.f_code.co_filename in _plumbing_files
         or frame.f_code.co_name in _MODE_HANDLERS
-        or frame.f_code in _forwarders
+        or _forwarders.get(id(frame.f_code)) is frame.f_code
     ):  # a user's own mode above perftop's forwards the call: its caller is the site
         frame = frame.f_back
     if frame is None or kind_of(frame.f_code) == INTERNAL:
@@ -174,16 +178,18 @@ def where(frame: FrameType) -> Where:
 
 def op_at(frame: FrameType) -> str:
     """A short name for what ``frame`` is executing: ``item``, ``nonzero``, ``index``..."""
-    key = (frame.f_code, frame.f_lasti)
-    op = _ops.get(key)
-    if op is None:
-        try:
-            op = _op_from_source(frame.f_code, frame.f_lasti)
-        except Exception:
-            op = "sync"
-        if len(_ops) > 50000:
-            _ops.clear()
-        _ops[key] = op
+    code = frame.f_code
+    key = (id(code), frame.f_lasti)
+    got = _ops.get(key)
+    if got is not None and got[0] is code:
+        return got[1]
+    try:
+        op = _op_from_source(code, frame.f_lasti)
+    except Exception:
+        op = "sync"
+    if len(_ops) > 50000:
+        _ops.clear()
+    _ops[key] = (code, op)
     return op
 
 

@@ -16,7 +16,8 @@ Settings, read from the environment when torch is imported:
 - ``PERFTOP_SYNC_EVERY``: the mean gap between later samples (default 200: a step is
   watched with probability 1/200; in a distributed job the same steps on every rank).
 - ``PERFTOP_SYNC_BUDGET_US``: amortized extra µs per step the detector may cost
-  (default 1); the gap between samples grows with the measured cost of a sampled step.
+  (default 1); the gap between samples grows with the measured cost of a sampled step
+  (and of the step before it, primed: see ``Detector.prime``).
 """
 
 from __future__ import annotations
@@ -109,14 +110,18 @@ class Sampler:
             if pj >= pmax or unit(j, 2) * pmax < pj:
                 return j, 1.0 / pj
 
-    def closed(self, index: int, t: float, watched: bool) -> bool:
-        """Step ``index`` ended at ``t``; is step ``index + 1`` watched?"""
+    def closed(self, index: int, t: float, watched: bool, primed: bool = False) -> bool:
+        """Step ``index`` ended at ``t`` (``primed``: the detector learnt marks in it);
+        is step ``index + 1`` watched?"""
         prev = self.prev
         dur = t - prev[1] if prev is not None and prev[0] == index - 1 else None
         self.prev = (index, t)
         if watched and index > self.early:  # the early samples run while torch warms up
             gap = self.every if self.fixed or dur is None else self.gap(dur)
             self.floor = 1.0 / gap
+        elif primed:  # its extra time is the sample's, paid out of the same budget
+            if dur is not None and self.base is not None:
+                self.overhead_s += max(0.0, dur - self.base)
         elif dur is not None and not watched and index > 0:
             b = self.base
             self.base = dur if b is None else b + 0.1 * (dur - b)
@@ -129,12 +134,17 @@ class Sampler:
         self.weight = self.next_w
         return nxt == self.next_at
 
+    def primes(self, index: int) -> bool:
+        """Whether step ``index + 1``, the one before a watched step, learns marks."""
+        return not self.all and self.next_at == index + 2 and index + 2 > self.early
+
     def wake_at(self, index: int) -> int:
-        """The next step whose end needs the callback (it decides the step after it), a
-        few steps earlier to learn the base duration unless the schedule is fixed."""
-        if self.all or index + 1 < self.early:
+        """The next step whose end needs the callback (it decides the step after it, and
+        primes the one before a watched step), a few steps earlier to learn the base
+        duration unless the schedule is fixed."""
+        if self.all or index + 2 < self.early:
             return index + 1
-        return max(index + 1, self.next_at - 1 - (0 if self.fixed else WARM))
+        return max(index + 1, self.next_at - 2 - (0 if self.fixed else WARM))
 
     def gap(self, watched_dur: float) -> int:
         base = self.base
@@ -228,7 +238,7 @@ def attach(state: Any, torch: Any) -> Collector | None:
     if detector is None:
         return None
     slot = detector.slot
-    sync_marks.wrap_sends(torch, detector.marks, lambda: detector.active, state)
+    unwrap_sends = sync_marks.wrap_sends(torch, detector.marks, state)
     info = SyncInfo(
         time.time(),
         state.sender.pid,
@@ -275,7 +285,8 @@ def attach(state: Any, torch: Any) -> Collector | None:
             if not told[0]:
                 told[0] = True
                 state.sender.put(replace(info, pid=state.sender.pid))
-            watched = detector.active
+                unwrap_sends()  # sends before the loop are marked; the loop's are seen
+            watched, primed = detector.active, detector.priming
             if watched:
                 detector.stop()
             if index <= last[0] and watched:
@@ -287,13 +298,14 @@ def attach(state: Any, torch: Any) -> Collector | None:
                 watched = False
             last[0] = index
             collector.flush(index, watched)
-            if (
-                sampler.closed(index, t, watched)
-                and not aside()
-                and not getattr(state, "capturing", False)
-            ):
+            capturing = getattr(state, "capturing", False)  # a capture: the detector steps aside
+            if sampler.closed(index, t, watched, primed) and not aside() and not capturing:
                 collector.since = t
-                detector.start()
+                detector.start()  # a primed mode starts counting where it is
+            elif primed:
+                detector.stop()
+            if sampler.primes(index) and not aside() and not capturing:
+                detector.prime()
             slot.check(index)  # perftop's modes on the stack: the ones it pushed, or a Note
             if slot.busy:  # the mode is on or was: the next step end checks again
                 return index + 1

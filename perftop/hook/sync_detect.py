@@ -155,6 +155,7 @@ def make_detector(torch: Any, collector: Any, state: Any, real: Any = None) -> A
         def __init__(self) -> None:
             super().__init__()
             self.active = False  # watching (the stack follows at the next safe point)
+            self.priming = False  # on the stack for marks only (the step before a watch)
             self.off = True  # not watching: calls pass straight through
             self.slot: Slot
             self.marks = marks
@@ -177,6 +178,13 @@ def make_detector(torch: Any, collector: Any, state: Any, real: Any = None) -> A
             try:
                 if self.off:
                     return func(*args, **kwargs)
+                if self.priming:  # the step before a watched one: marks only
+                    out = func(*args, **kwargs)
+                    try:
+                        out = marks.spread(getattr(func, "__name__", ""), args, kwargs, out)
+                    except Exception:
+                        state.internal_error("sync detector (marks)")
+                    return out
                 try:
                     check = cache[func]
                 except KeyError:
@@ -243,11 +251,29 @@ def make_detector(torch: Any, collector: Any, state: Any, real: Any = None) -> A
             except Exception:
                 state.internal_error("sync detector")
 
+        def prime(self) -> bool:
+            """Learn marks (and count nothing) until the next :meth:`start`: on a CPU run,
+            the step before a watched one, so that a value it makes and the watched step
+            reads (a metric made before the update, formatted after it) is known for
+            device data. Nothing on a GPU run, where a tensor's device tells. Whether
+            the mode is on its way to the stack."""
+            if self.active or self.priming or (real_ok and torch.cuda.is_initialized()):
+                return False
+            marks.virtual = True
+            marks.prune()
+            self.priming = True
+            self.slot.request(True)
+            return True
+
         def start(self) -> None:
             """Watch from here: the mode goes at the bottom of the stack (``sync_stack``),
-            now where that is safe, else at the next safe point."""
+            now where that is safe, else at the next safe point (a primed mode is there
+            already: it only starts counting)."""
             if self.active:
                 return
+            if not self.priming:
+                marks.prune()
+            self.priming = False
             virtual = not (real_ok and torch.cuda.is_initialized())
             marks.virtual = virtual
             rs = self.real_syncs
@@ -260,6 +286,9 @@ def make_detector(torch: Any, collector: Any, state: Any, real: Any = None) -> A
         def stop(self) -> None:
             """Stop watching: calls pass straight through at once; the mode leaves the
             stack now where that is safe, else at the next safe point (``sync_stack``)."""
+            if self.priming:
+                self.priming = False
+                self.slot.request(False)
             if not self.active:
                 return
             self.active = False
@@ -271,6 +300,7 @@ def make_detector(torch: Any, collector: Any, state: Any, real: Any = None) -> A
         def forget(self) -> None:
             """In a forked child (a DataLoader worker): no sampling; off its stack."""
             self.active = False
+            self.priming = False
             self.real = None
             marks.ids.clear()
             try:

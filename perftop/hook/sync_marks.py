@@ -14,19 +14,26 @@ sync on any device. Following another tensor's device is no move to the accelera
 tensor made or sent with ``device=x.device`` (torchvision's ``Normalize``) is device-bound
 only if ``x`` is (the mode sees the ``.device`` read).
 
-The marks are learnt while the detector's mode is on (its sampled steps), and outside
-them from ``Tensor.to`` and ``Tensor.cuda`` only (:func:`wrap_sends`: a data set moved to
-the device before the loop). Factories given ``device=`` are seen in sampled steps only:
-wrapping ``torch.zeros`` and its kind would break ``torch.jit.script``. They live as long as their tensors (a weak reference each),
-keyed by ``id()``, never stored on the tensor (that would change what ``torch.save``
-writes).
+The marks are learnt while the detector's mode is on: its sampled steps, and the step
+before each (primed: marks only, so that a metric made there and read in the watched step
+is known), and before the first step from ``Tensor.to`` and ``Tensor.cuda`` only
+(:func:`wrap_sends`: a data set moved to the device before the loop). Factories given
+``device=`` are seen while the mode is on only: wrapping ``torch.zeros`` and its kind
+would break ``torch.jit.script``. A device named by torch's own code (:func:`by_job`) is
+not the job's choice and marks nothing. Marks are weak references keyed by ``id()``
+(checked against the tensor itself, so a dead tensor's id reused is no mark), never
+stored on the tensor (that would change what ``torch.save`` writes).
 """
 
 from __future__ import annotations
 
 import functools
+import sys
+from collections.abc import Callable
 from typing import Any
-from weakref import KeyedRef
+from weakref import ref
+
+from perftop.hook.frames import direct_caller, forwarder
 
 NOT_DEVICES = frozenset({"cpu", "meta"})  # copies to these never stall the host
 # Calls whose other tensor operands may stay on the host in a GPU run (an index, a copy's
@@ -63,7 +70,7 @@ HOST_OUT = frozenset(
         "__len__",
     }  # fmt: skip
 )
-MAX_MARKS = 200_000
+MAX_MARKS = 65_536  # live and dead together; the dead are pruned when it is reached
 MAX_FOLLOWED = 256
 SENDS = frozenset({"to", "cuda"})  # calls that may name a device without a device= keyword
 
@@ -73,24 +80,28 @@ class Marks:
         self.Tensor = torch.Tensor
         self.Parameter = torch.nn.Parameter
         self.device_cls = torch.device
-        self.ids: dict[int, Any] = {}
+        self.ids: dict[int, Any] = {}  # id(t) -> a weak reference (dead ones pruned)
         self.followed: dict[int, tuple[Any, bool]] = {}  # id(x.device) -> (it, x bound)
-        self.named: dict[str, bool] = {}  # "cuda:0" -> whether it names a device
+        self.named: dict[Any, bool] = {}  # "cuda:0", device("cuda") -> whether a device
         self.virtual = True  # a CPU run: marks stand in for the device (set per sample)
+
+    def has(self, t: Any) -> bool:
+        """Whether ``t`` itself is marked (not a dead tensor that had its id)."""
+        r = self.ids.get(id(t))
+        return r is not None and r() is t
+
+    def prune(self) -> None:
+        """Drop the marks of dead tensors (before each watch, and when full). A weak
+        reference with no callback: a tensor's death costs the job no Python call."""
         ids = self.ids
-
-        def gone(ref: Any) -> None:
-            key = ref.key
-            if ids.get(key) is ref:
-                del ids[key]
-
-        self.gone = gone
+        for k in [k for k, r in ids.items() if r() is None]:
+            del ids[k]
 
     def bound(self, t: Any) -> bool:
         """Whether ``t`` is (or in a GPU run would be) an accelerator's tensor."""
-        if self.virtual and (id(t) in self.ids or t.requires_grad or isinstance(t, self.Parameter)):
+        if self.virtual and (self.has(t) or t.requires_grad or isinstance(t, self.Parameter)):
             return True
-        return t.device.type not in NOT_DEVICES
+        return not (t.is_cpu or t.is_meta)  # ``t.device.type not in NOT_DEVICES``, cheaper
 
     def any_bound(self, args: tuple[Any, ...]) -> bool:
         Tensor = self.Tensor
@@ -99,12 +110,15 @@ class Marks:
     def mark(self, t: Any) -> None:
         ids = self.ids
         i = id(t)
-        if i in ids:
+        r = ids.get(i)
+        if r is not None and r() is t:
             return
         if len(ids) >= MAX_MARKS:
-            ids.clear()
+            self.prune()
+            if len(ids) >= MAX_MARKS:
+                ids.clear()
         try:
-            ids[i] = KeyedRef(t, self.gone, i)
+            ids[i] = ref(t)
         except TypeError:  # a tensor subclass without weak references
             pass
 
@@ -138,10 +152,10 @@ class Marks:
             for t in a:
                 if isinstance(t, Tensor):
                     if (
-                        id(t) in ids
+                        ((r := ids.get(id(t))) is not None and r() is t)  # marked
                         or t.requires_grad
                         or isinstance(t, Parameter)
-                        or t.device.type not in NOT_DEVICES
+                        or not (t.is_cpu or t.is_meta)  # on an accelerator
                     ):
                         dev = True
                     elif others is None:
@@ -160,7 +174,12 @@ class Marks:
         if name == "__get__" and isinstance(out, self.device_cls):
             self.follow(out, dev)  # ``x.device``: bound as ``x`` is
             return out
-        if not dev and not ((name in SENDS or kwargs) and self.sent(name, args, kwargs)):
+        if not dev and not (
+            (name in SENDS or kwargs)
+            and self.sent(name, args, kwargs)
+            # a factory given device= by torch's own code follows what torch was given
+            and (name in SENDS or by_job(sys._getframe(2)))  # the mode's caller's caller
+        ):
             return out
         if others and name not in NO_SPREAD:
             for t in others:
@@ -169,8 +188,8 @@ class Marks:
         if name in HOST_OUT:
             return out
         if isinstance(out, Tensor):
-            i = id(out)
-            if i not in ids:
+            r = ids.get(id(out))
+            if r is None or r() is not out:
                 self.mark(out)
             return out
         return self.mark_out(out)
@@ -188,19 +207,24 @@ class Marks:
                     dev = a
         if dev is None:
             return False
-        if type(dev) is str:
-            known = self.named.get(dev)
-            if known is None:
-                known = self.named[dev] = self._names_a_device(dev)
-            return known
-        got = self.followed.get(id(dev))
-        if got is not None and got[0] is dev:  # another tensor's ``.device``: as that one
-            return got[1]
-        if isinstance(dev, device_cls):
-            return bool(dev.type != "meta")
-        return self._names_a_device(dev)
+        if type(dev) is not str:
+            got = self.followed.get(id(dev))
+            if got is not None and got[0] is dev:  # another tensor's ``.device``: as that one
+                return got[1]
+        named = self.named
+        try:
+            known = named.get(dev)
+        except TypeError:  # unhashable: not a device
+            return False
+        if known is None:
+            known = self._names_a_device(dev)
+            if len(named) < MAX_FOLLOWED:
+                named[dev] = known
+        return known
 
     def _names_a_device(self, dev: Any) -> bool:
+        if isinstance(dev, self.device_cls):
+            return bool(dev.type != "meta")
         try:
             return bool(self.device_cls(dev).type != "meta")
         except Exception:
@@ -216,36 +240,46 @@ class Marks:
         followed[id(device)] = (device, bound)
 
 
-def wrap_sends(torch: Any, marks: Marks, watching: Any, state: Any) -> None:
-    """``Tensor.to`` and ``Tensor.cuda`` mark what they send to a device whenever they run
-    (a data set moved before the loop, a metric made between samples); in sampled steps
-    (``watching()``) the mode marks instead. One call and a dict insert per send."""
-    from perftop.hook.frames import forwarder
+def by_job(frame: Any) -> bool:
+    """Whether the job named the device of a factory called from ``frame`` (user or
+    library code), not torch's own code: torch's internals make a tensor on the device of
+    what they were given, such as ``torch.empty(device=storage.device)`` when a batch from
+    a DataLoader worker is rebuilt on its shared memory (a host batch in any run). Sends
+    (``.to``, ``.cuda``) by torch's code carry the job's device (``Module.to``)."""
+    return direct_caller(frame) is not None
 
+
+def wrap_sends(torch: Any, marks: Marks, state: Any) -> Callable[[], None]:
+    """``Tensor.to`` and ``Tensor.cuda`` mark what they send to a device until the first
+    step ends (a data set or a meter moved before the loop: a step's own sends are seen
+    in the watched steps, and in the step before each). Returns the removal, called at the
+    first step end: the training loop pays nothing for them."""
     Tensor = torch.Tensor
+    undo = []
     for name in sorted(SENDS):
         own = Tensor.__dict__.get(name)  # else inherited from torch._C.TensorBase
         orig = getattr(Tensor, name, None)
         if orig is not None:
-            send = _sender(orig, name, Tensor, marks, watching, state)
+            send = _sender(orig, name, Tensor, marks, state)
             forwarder(send.__code__)
             setattr(Tensor, name, functools.update_wrapper(send, orig))
-            state.undo.append(functools.partial(_put_back, Tensor, name, send, own))
+            undo.append(functools.partial(_put_back, Tensor, name, send, own))
+
+    def unwrap() -> None:
+        while undo:
+            undo.pop()()
+
+    state.undo.append(unwrap)
+    return unwrap
 
 
-def _sender(orig: Any, name: str, Tensor: Any, marks: Marks, watching: Any, state: Any) -> Any:
-    named, ids, mark, sent = marks.named, marks.ids, marks.mark, marks.sent
+def _sender(orig: Any, name: str, Tensor: Any, marks: Marks, state: Any) -> Any:
+    mark, sent = marks.mark, marks.sent
 
     def send(self: Any, *args: Any, **kwargs: Any) -> Any:
         out = orig(self, *args, **kwargs)
         try:
-            if not kwargs and len(args) == 1 and type(args[0]) is str:  # x.to("cuda")
-                ok = named.get(args[0])
-                if ok is None:
-                    ok = sent(name, (self, *args), kwargs)
-            else:
-                ok = sent(name, (self, *args), kwargs)
-            if ok and id(out) not in ids and isinstance(out, Tensor) and not watching():
+            if isinstance(out, Tensor) and sent(name, (self, *args), kwargs):
                 mark(out)
         except Exception:
             state.internal_error("sync marks")

@@ -27,9 +27,9 @@ own = {{"steps": 0, "calls": {{}}, "watchable": {{}}, "host_lines": [], "passes"
 CKPT = os.environ.get("ZOO_OUT", "zoo.json") + ".pt"
 
 
-def called(line, step):
+def called(line, step, between=False):
     own["calls"][line] = own["calls"].get(line, 0) + 1
-    if 1 <= step < STEPS:
+    if 1 <= step < STEPS and not between:
         own["watchable"][line] = own["watchable"].get(line, 0) + 1
 
 
@@ -246,7 +246,7 @@ class Source:
         return "\n".join(self.lines) + "\n"
 
 
-def _sync(src: Source, s: Sync, indent: int, step: str) -> None:
+def _sync(src: Source, s: Sync, indent: int, step: str, between: str = "") -> None:
     if s.period == 1:
         cond = "True"
     elif s.period:
@@ -259,7 +259,8 @@ def _sync(src: Source, s: Sync, indent: int, step: str) -> None:
         x = "xb[:, 0]" if s.op == "nonzero" else "xb[0, 0]"  # a scalar for the others
     line = len(src.lines) + 2
     src.periods[line] = s.period if s.period else -1
-    src.add(f"if {cond}:\n    {OPS[s.op].format(x=x)}; called({line}, {step})", indent)
+    tail = f", {between}" if between else ""
+    src.add(f"if {cond}:\n    {OPS[s.op].format(x=x)}; called({line}, {step}{tail})", indent)
 
 
 def render(spec: Spec) -> str:
@@ -295,9 +296,14 @@ def render(spec: Spec) -> str:
     src.add('own["steps"] += 1', 4)
     src.add('own["depth"].append(torch._C._len_torch_function_stack())', 4)
     _after_work(src, spec)
+    # After the update: in the next step, unless a pass or a checkpoint follows in this
+    # iteration: then nothing of the next step ran yet, and the interval between steps
+    # begins at the update's end (gaps.py): the sync is between steps.
+    ends = [p for p in (spec.evaluate, spec.sample, spec.checkpoint) if p]
+    between = " or ".join(f"i % {p} == {p - 1}" for p in ends)
     for s in spec.syncs:
-        if s.after:  # after the update: in the next step
-            _sync(src, s, 4, "i + 1")
+        if s.after:
+            _sync(src, s, 4, "i + 1", between)
     _between(src, spec)
     _slow_eval(src, spec)
     _final(src, spec)
