@@ -92,6 +92,10 @@ def test_trace_prints_the_top_ops_and_the_capture_is_recorded(captured):
     assert fwd[0][2] == 3.0  # three Linear layers a step
     assert "[64, 256]" in next(r[5] for r in fwd if r[0] == "aten::addmm")
     assert any(r[6].endswith("capture_mlp.py") for r in cap.ops)  # the user's own file
+    # Its place is the user's function at its first line (the loop runs at module level:
+    # line 1), never the line the loop was at when the capture began (the update's).
+    addmm = next(r for r in fwd if r[0] == "aten::addmm")
+    assert addmm[6] == str(JOB) and addmm[7:9] == (1, "<module>"), addmm
     assert {r[1] for r in cap.ops} >= {"forward", "backward", "optimizer"}
 
 

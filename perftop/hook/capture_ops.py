@@ -54,7 +54,7 @@ class Run:
         # it was at then: no op's own line either way. Those running frames' names are
         # mapped to their function's first line here, so that every op's place is its
         # function (file, first line, name), the same however the capture began.
-        self.running: dict[tuple[str, int, str], int] = {}
+        self.running: dict[tuple[int, str], list[tuple[str, int]]] = {}
 
     def start(self) -> str:
         """Start the profiler; a one-line reason when it cannot."""
@@ -68,7 +68,8 @@ class Run:
             f: FrameType | None = sys._getframe(1)
             while f is not None:
                 code = f.f_code
-                self.running[(code.co_filename, f.f_lineno, code.co_name)] = code.co_firstlineno
+                where = (code.co_filename, code.co_firstlineno)
+                self.running.setdefault((f.f_lineno, code.co_name), []).append(where)
                 f = f.f_back
             self.prof = torch.autograd.profiler.profile(
                 record_shapes=True,
@@ -253,14 +254,20 @@ def phase_of(ev: Any, spans: list[tuple[float, float]], train: bool) -> str | No
     return "between"
 
 
-def user_frame(ev: Any, running: dict[tuple[str, int, str], int]) -> tuple[str, int, str]:
+def user_frame(
+    ev: Any, running: dict[tuple[int, str], list[tuple[str, int]]]
+) -> tuple[str, int, str]:
     """The nearest function of the job's own code that led to the op: its file, first line
-    (see ``Run.running``) and name."""
+    (see ``Run.running``; the profiler shortens a file's path by the import path it was
+    found on, so a running frame is matched by its path's end) and name."""
     p = ev.cpu_parent
     while p is not None:
         m = _FRAME.match(p.name)
         if m and not any(x in m.group(1) for x in _NOT_USER) and "/lib/python" not in m.group(1):
             file, line, func = m.group(1), int(m.group(2)), m.group(3)
-            return file, running.get((file, line, func), line), func
+            for path, first in running.get((line, func), ()):
+                if path == file or path.endswith("/" + file.lstrip("/")):
+                    return path, first, func
+            return file, line, func
         p = p.cpu_parent
     return "", 0, ""
