@@ -95,3 +95,17 @@ def test_a_gans_first_watched_step_holds_no_part_of_step_0(tmp_path):
     items = {e["line"]: e["per_step"] for e in rep["sync_events"] if e["op"] == "item"}
     named = {lines[n].split("# ")[-1].split(":")[0]: v for n, v in items.items()}
     assert named == {"D_x": 1.0, "D_G_z1": 1.0, "D_G_z2": 1.0}, (named, rep["sync_events"])
+
+
+@pytest.mark.parametrize("mode", ["sampled", "all"])
+def test_syncs_of_a_trainer_thread_fed_by_the_main_thread(tmp_path, monkeypatch, mode):
+    """The main thread iterates a DataLoader into a queue and a thread trains from it: the
+    batches close steps on the main thread before training is seen, but the detector
+    watches the thread that runs backward and the optimizer, and sees its ``.item()``."""
+    monkeypatch.setenv("PERFTOP_SYNC", mode)
+    script = WORKLOADS / "sync_trainer_thread.py"
+    proc, rep = run_and_report(tmp_path, sys.executable, str(script))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert rep["steps"]["count"] == 40
+    (line,) = sites_marked(script)
+    assert sites(rep) == {(line, "item"): pytest.approx(1.0)}
