@@ -80,7 +80,10 @@ BUGS = [
         marks=pytest.mark.xfail(
             strict=True,
             reason="issue 29 item 2, open: with DataLoader workers the host transform's "
-            "bool() is still reported (found by the campaign)",
+            "bool() is still reported: torch rebuilds each batch received from a worker "
+            "with torch.empty(..., device=storage.device) (torch/_utils._rebuild_tensor), "
+            "which sync_marks takes for a send to the device, so the batch is marked and "
+            "as_tensor(..., device=xb.device) follows it (found by the campaign)",
         ),
     ),
     pytest.param(
@@ -168,6 +171,37 @@ BUGS_30 = [
             reason="found by issue 30's campaign, open: a loop without torch.optim behind a "
             "prefetcher class over a DataLoader counts a step more (41 for 40: the batch "
             "fetched ahead before the loop begins a step)",
+        ),
+    ),
+]
+
+
+# Found by the campaign `loop_fuzz.py --n 30 --seed 11` (engineer H), open:
+BUGS_30 += [
+    pytest.param(
+        Spec("optim", "thread_loader", steps=40, sample=13),
+        id="feeder-wait-absent-after-a-pass",
+        marks=_open_30(
+            "item 3: behind a feeder, the step after a pass has its first forward while the "
+            "interval is still open (it ends at backward), so its wait is not timed: -0.0 "
+            "behind a feeder thread over a DataLoader, and one unseen step makes the run's "
+            "data wait N/A (0.0 behind other feeders)"
+        ),
+    ),
+    pytest.param(
+        Spec("grad", "generator", steps=40, feed_ms=3),
+        id="feeder-wait-without-an-optimizer",
+        marks=_open_30(
+            "item 3: behind a feeder, a loop with no optimizer (autograd.grad or a manual "
+            "update) never arms the first-forward timer and reads 0.0 s, not the wait"
+        ),
+    ),
+    pytest.param(
+        Spec("accum", "generator", steps=40, feed_ms=3),
+        id="feeder-wait-of-accumulated-micro-batches",
+        marks=_open_30(
+            "item 3: behind a feeder, gradient accumulation's later micro-batches are "
+            "fetched after the step's first forward: only the first fetch's wait is counted"
         ),
     ),
 ]
