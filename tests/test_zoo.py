@@ -15,10 +15,11 @@ from tests.zoo.run import run_accounting, run_spec
 # Parts that meet what is still open, left out of the sample: a value read in the step
 # after the one that made it (issue 29 item 3, a metric computed outside a watched step).
 KNOWN = frozenset({"grad", "on_data", "after", "compiled"})
-# Issue 30, open: host work after the update booked as the pass after it (engineer G); a
-# long evaluation costs 2.5 s (one loop below has it). The data wait of the sources in
+# Issue 30, open: host work after the update booked as the pass after it, a manual
+# update's steps behind a prefetcher class over a DataLoader (engineer G); a long
+# evaluation costs 2.5 s (one loop below has it). The data wait of the sources in
 # accounting.WAIT_OPEN is left out by run_spec.
-KNOWN_30 = frozenset({"slow_eval", "after_ms"})
+KNOWN_30 = frozenset({"slow_eval", "after_ms", "prefetch_loader"})
 
 
 @settings(
