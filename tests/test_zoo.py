@@ -198,6 +198,16 @@ BUGS_30 += [
         ),
     ),
     pytest.param(
+        # 2 ms of host work after each update (a log line), no pass: the loop waits 1 ms
+        Spec("optim", "generator", steps=40, feed_ms=1, after_ms=2),
+        id="feeder-wait-holds-host-work-after-the-update",
+        marks=_open_30(
+            "item 3: behind a feeder, the wait is the time from the step's start to its "
+            "first forward: host work after the update (a log line, opt.zero_grad()) is "
+            "booked as data wait"
+        ),
+    ),
+    pytest.param(
         Spec("accum", "generator", steps=40, feed_ms=3),
         id="feeder-wait-of-accumulated-micro-batches",
         marks=_open_30(
