@@ -126,3 +126,17 @@ def test_a_metric_made_in_the_step_before_a_watched_one_and_jit_unchanged(tmp_pa
     for site in got_sites.values():  # each in every step (the format in all but step 0)
         assert site["watched_steps"] >= 5
         assert site["per_step"] == pytest.approx(1.0, abs=3 * site["per_step_error"] + 0.05)
+
+
+@pytest.mark.parametrize("mode", ["sampled", "all"])
+def test_syncs_of_a_trainer_thread_fed_by_the_main_thread(tmp_path, monkeypatch, mode):
+    """The main thread iterates a DataLoader into a queue and a thread trains from it: the
+    batches close steps on the main thread before training is seen, but the detector
+    watches the thread that runs backward and the optimizer, and sees its ``.item()``."""
+    monkeypatch.setenv("PERFTOP_SYNC", mode)
+    script = WORKLOADS / "sync_trainer_thread.py"
+    proc, rep = run_and_report(tmp_path, sys.executable, str(script))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert rep["steps"]["count"] == 40
+    (line,) = sites_marked(script)
+    assert sites(rep) == {(line, "item"): pytest.approx(1.0)}

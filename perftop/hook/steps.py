@@ -70,7 +70,8 @@ class StepTracker:
     def __init__(self, emit: Callable[[tuple[Any, ...]], None]) -> None:
         self.emit = emit
         self.on_close: Callable[[int, float], None] | None = None  # CUDA timer, if any
-        # Sync detection, if any: called at step ends, returns the next index it needs.
+        # Sync detection, if any: called at step ends on the training thread (the one of
+        # backward, the optimizer, perftop.step()), returns the next index it needs.
         self.on_step: Callable[[int, float], int | None] | None = None
         self.on_fetched: Callable[[], None] | None = None
         self.on_settle: Callable[[], None] | None = None  # first step out: start the sender
@@ -136,9 +137,17 @@ class StepTracker:
                 self._hold(step, t)
             if self.on_close is not None:
                 self.on_close(self.index, t)
-            if self.on_step is not None and self.index >= self.step_hook_at:
+            if (
+                self.on_step is not None
+                and self.index >= self.step_hook_at
+                and _thread() == self.thread  # noqa: F821
+            ):
                 # The callback says when it next needs to run (sync detection sleeps
-                # between samples): an int compare on the steps in between.
+                # between samples): an int compare on the steps in between. It runs on
+                # the training thread only: what it starts (the detector's mode, on this
+                # thread's function-mode stack; a capture) watches the thread it runs on,
+                # and a feeder's batches close steps on the feeder's thread before
+                # training is seen (then on_step waits for the training thread's step).
                 self.step_hook_at = self.on_step(self.index, t) or 0
             self.index += 1
         self.running = True

@@ -30,6 +30,10 @@ The design:
   ``finally``, in their order; the job's own modes keep theirs.
 - A forked child (a DataLoader worker) takes the mode off at once where it can, else at
   its first safe point, and never samples.
+- A thread that ends with the mode on its stack (a training thread whose last step was
+  watched, or any step in the exact mode) takes it off as it ends: a per-thread
+  sentinel, dropped when the thread's state is cleared (on that thread, before its C++
+  thread-locals go, which would otherwise free the mode without the GIL: an abort).
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ class Slot:
         self.trap: tuple[Any, Any] | None = None  # (wrapper, original) on Tensor.backward
         self.dirty = False  # checked once more at the next step end
         self.task: Callable[[], int] = getattr(self.C, "_current_graph_task_id", lambda: -1)
+        self.local = threading.local()  # each pushing thread's sentinel (_ThreadEnd)
 
     # -- requests ----------------------------------------------------------------------
     def request(self, want: bool) -> bool:
@@ -88,6 +93,8 @@ class Slot:
         if self.want:
             insert_at_bottom(self.C, self.mode)
             self.pushed = True
+            if getattr(self.local, "end", None) is None:
+                self.local.end = _ThreadEnd(self)
         else:
             if remove(self.C, self.mode) != 1:
                 self.note(
@@ -162,6 +169,27 @@ class Slot:
         self.trap = None
         if self.Tensor.__dict__.get("backward") is trap[0]:
             self.Tensor.backward = trap[1]  # (if wrapped since by another, ours passes on)
+
+
+class _ThreadEnd:
+    """Held in the pushing thread's ``threading.local``: when that thread ends, its state
+    is cleared on it and this is dropped there, taking the mode off its stack."""
+
+    __slots__ = ("slot",)
+
+    def __init__(self, slot: Slot) -> None:
+        self.slot = slot
+
+    def __del__(self) -> None:
+        slot = self.slot
+        try:
+            if slot.pushed and slot.thread == threading.get_ident():
+                remove(slot.C, slot.mode)
+                slot.pushed = False
+                slot.thread = None
+                slot.dirty = True
+        except Exception:
+            pass  # never in the job's way (at exit, torch may be gone)
 
 
 def is_ours(m: Any) -> bool:

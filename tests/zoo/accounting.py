@@ -19,10 +19,12 @@ ACCOUNTING = {
     "data_wait": "data wait measured (not N/A), within 10% (or 2 ms, 50 us a step) of the "
     "loop's own timer around its batch fetches, steps 1..N-1",
 }
-# Data sources whose data wait is open (issue 30 item 3, engineer D): 0.0 or N/A today,
-# where the loop waits 10-90 us a batch on slices and milliseconds behind a slow feeder.
-# run_spec (CI) leaves their data-wait failures out unless strict (the campaign is);
-# test_zoo's strict xfails flip when D's fix lands: then empty this.
+# Data sources whose data wait is still open (issue 30 item 3; test_zoo's strict xfails):
+# behind a feeder the wait runs from the step's start to its first forward, which also
+# holds opt.zero_grad() and the loop's own lines (60-80 us a step here: beyond the bound
+# where the real wait is tens of us: slices, preloaded data, a full queue); unseen in the
+# step after a pass; 0.0 without an optimizer; only the first of accumulated micro-batches.
+# run_spec (CI) leaves their data-wait failures out unless strict (the campaign is).
 WAIT_OPEN = frozenset(
     {"slice", "preloaded", "thread", "thread_loader", "generator", "prefetch_slice"}
 )
