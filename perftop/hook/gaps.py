@@ -35,8 +35,10 @@ It closes at the loop's next training activity (a ``torch.save`` on its own, onc
 training was seen: when it returns): a grad-enabled batch from a training
 loader, ``backward()``, an optimizer step, ``perftop.step()``. The kind: ``checkpoint``
 for the time inside ``torch.save``, ``eval`` for the rest when evaluation batches were
-seen (a gap with only saves is all ``checkpoint``). An interval that starts inside a step
-(after its batch, before its backward) is cut out of that step's length.
+seen (a gap with only saves is all ``checkpoint``). An interval begins where its pass does
+(the region's entry, the save's or the batch's start), not where the last step ended: the
+loop's code before it (after the update: a log line, ``state_dict()``) stays in the next
+step, as when no pass comes, and the interval is cut out of that step's length.
 
 Cold paths only (a few calls per evaluation pass), so plain Python even when the tracker
 is compiled; the hot checks (``pend``, ``in_gap``) are the tracker's own attributes.
@@ -89,11 +91,10 @@ def enter(tr: Tracker, t: float, is_eval: bool) -> None:
         tr.in_gap = True
         tr.gap_eval = False
         tr.save_s = 0.0
-        if tr.running and tr.active():
-            tr.gap_t0 = t  # inside a step: cut out of it
-        else:
-            tr.gap_t0 = tr.start if tr.running else t
-            tr.running = False  # the next step starts where the interval ends
+        # The interval begins where the pass does. The loop's own code before it (after the
+        # last update: a log line, a sync) stays in the step it belongs to, the next one
+        # (as when no pass comes): the interval is cut out of that step.
+        tr.gap_t0 = t
         cb = tr.on_open
         if cb is not None:
             cb(EVAL if is_eval else CHECKPOINT, tr.gap_t0)
