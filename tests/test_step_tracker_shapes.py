@@ -70,8 +70,9 @@ def test_no_grad_region_between_optimizer_steps_is_eval(tr):
     _region(t, ctx, 0.5, 1.5)  # an estimate_loss() right after the step
     t.backward(1.6, 1.7)
     _opt_step(t, opt, 1.8, 1.9)
-    assert between == [("eval", 0.4, 1.1)]
-    assert abs((steps[-1][2] - steps[-1][1]) - 0.4) < 1e-9  # the step after: 1.5 .. 1.9
+    assert between == [("eval", 0.5, 1.0)]  # from the region's entry, not the step's end
+    # the step after: 0.4 .. 0.5 (the loop's own code before the pass) and 1.5 .. 1.9
+    assert abs((steps[-1][2] - steps[-1][1]) - 0.5) < 1e-9
     # A site the last step also met is per-step work (a target network).
     _region(t, ctx, 2.0, 2.5)
     t.backward(2.6, 2.7)
@@ -81,7 +82,7 @@ def test_no_grad_region_between_optimizer_steps_is_eval(tr):
     _evaluate(t, ctx, 3.0, 3.5)
     t.backward(3.6, 3.7)
     _opt_step(t, opt, 3.8, 3.9)
-    assert between[1:] == [("eval", 2.9, 0.6)]
+    assert between[1:] == [("eval", 3.0, 0.5)]
 
 
 def test_no_grad_region_inside_a_step_or_before_training_is_not_eval(tr):
@@ -114,7 +115,7 @@ def test_manual_update_loop_evaluation_is_between_steps(tr):
     assert [(k, round(a, 3), round(n, 3)) for k, a, n in between] == [
         ("eval", 3.5, 0.4),
         ("eval", 5.5, 0.1),
-        ("eval", 5.6, 0.2),  # from the end of the first: nothing ran between them
+        ("eval", 5.7, 0.1),  # its own time: the loop's code between them is in neither
     ]
     assert len(steps) == 6 and steps[3][2] == pytest.approx(3.5)  # ends where it began
     assert steps[4][1] == pytest.approx(3.9)
@@ -145,7 +146,7 @@ def test_closure_optimizer_every_region_between_its_steps_is_a_pass(tr):
         args[0][1]()  # LBFGS calls its closure: forward, backward
         t.optimizer_post(opt, i + 0.4)
         _region(t, ctx, i + 0.5, i + 0.8)
-    assert between == [("eval", i + 0.4, 0.4) for i in range(3)]
+    assert between == [("eval", i + 0.5, 0.3) for i in range(3)]
     assert len(steps) == 3
 
 
@@ -161,6 +162,24 @@ def test_save_on_another_thread_overlaps(tr):
     _opt_step(t, opt, 1.2, 1.3)
     assert between == [("checkpoint_overlapped", 0.5, 0.4)]
     assert abs(steps[-1][1] - 0.4) < 1e-9  # the step still starts where the last ended
+
+
+@pytest.mark.parametrize("source", ["backward", "grads"])
+def test_a_batch_fetched_ahead_before_training_is_no_step(tr, source):
+    """A prefetcher fetches a batch before the loop, then the next one ahead at each step's
+    start: a loop without an optimizer (``backward()`` or ``autograd.grad``) counts its
+    steps, no more; the first holds both fetches."""
+    t, steps, _ = tr
+    t.settled = False  # as a run starts: steps of a weaker source held for a while
+    train = getattr(t, source)
+    t.fetched(0.0, 0.1)  # the prefetcher's constructor
+    for i in range(5):
+        t.fetched(i + 0.2, i + 0.3)  # the next batch, fetched ahead
+        train(i + 0.5, i + 0.6)
+    t.flush()
+    assert [s[0] for s in steps] == list(range(5))
+    assert steps[0][1] == 0.0 and steps[0][3] == pytest.approx(0.2)
+    assert steps[1][1] == pytest.approx(1.2)
 
 
 def test_batches_from_a_producer_thread_are_not_data_wait(tr):

@@ -35,8 +35,14 @@ It closes at the loop's next training activity (a ``torch.save`` on its own, onc
 training was seen: when it returns): a grad-enabled batch from a training
 loader, ``backward()``, an optimizer step, ``perftop.step()``. The kind: ``checkpoint``
 for the time inside ``torch.save``, ``eval`` for the rest when evaluation batches were
-seen (a gap with only saves is all ``checkpoint``). An interval that starts inside a step
-(after its batch, before its backward) is cut out of that step's length.
+seen (a gap with only saves is all ``checkpoint``). An interval begins where its pass does
+(the region's entry, the save's start), not where the last step ended: the loop's code
+before it (after the update: a log line, ``state_dict()``) stays in the next step, as when
+no pass comes, and the interval is cut out of that step's length. One opened by an
+evaluation's batch (no region around its loop: an ``inference_mode`` loop, the HF
+Trainer's) begins where the last step ended: its pass began before that batch, unseen
+(the loader's workers starting, the loop's setup). An interval that starts inside a step
+(after its batch, before its backward) is cut out of that step.
 
 Cold paths only (a few calls per evaluation pass), so plain Python even when the tracker
 is compiled; the hot checks (``pend``, ``in_gap``) are the tracker's own attributes.
@@ -80,8 +86,9 @@ def reset(tr: Tracker) -> None:
     tr.ng_sites = {}
 
 
-def enter(tr: Tracker, t: float, is_eval: bool) -> None:
-    """Something that is not training started at ``t``."""
+def enter(tr: Tracker, t: float, is_eval: bool, seen: bool = True) -> None:
+    """Something that is not training started at ``t``; ``seen``: the pass began there (a
+    region's entry, a save's start), not only its first batch was fetched there."""
     if not tr.in_gap:
         tr.lazy_close(t)
         if tr.held:
@@ -89,9 +96,14 @@ def enter(tr: Tracker, t: float, is_eval: bool) -> None:
         tr.in_gap = True
         tr.gap_eval = False
         tr.save_s = 0.0
-        if tr.running and tr.active():
-            tr.gap_t0 = t  # inside a step: cut out of it
+        if seen or (tr.running and tr.active()):
+            # The interval begins where the pass does. The loop's own code before it (after
+            # the last update: a log line, a sync) stays in the step it belongs to, the next
+            # one (as when no pass comes): the interval is cut out of that step.
+            tr.gap_t0 = t
         else:
+            # An evaluation's first batch: its pass began before it, unseen (its loader's
+            # workers starting, an inference_mode loop's setup): from the last step's end.
             tr.gap_t0 = tr.start if tr.running else t
             tr.running = False  # the next step starts where the interval ends
         cb = tr.on_open
@@ -146,7 +158,7 @@ def pend_fetch(tr: Tracker, t0: float, t1: float, got: bool, loader: Any) -> Non
 def pending_was_eval(tr: Tracker) -> None:
     """Another batch came before any training: the pending one was an evaluation's."""
     tr.pend = False
-    enter(tr, tr.pend_t0, True)
+    enter(tr, tr.pend_t0, True, False)
 
 
 def training(tr: Tracker, t: float) -> bool:

@@ -7,7 +7,8 @@ inside another, reentrant checkpointing, counts once); a DataLoader batch. Weake
 start of the next activity, so a manual SGD update after ``backward()`` stays in its step.
 Until an optimizer or an explicit step is seen, steps of the weaker sources are held back
 (``HOLD_STEPS`` steps or ``HOLD_S`` seconds) and merged into the optimizer's step if one
-comes, as after the micro-batches of gradient accumulation.
+comes, as after the micro-batches of gradient accumulation; batches fetched before the
+first ``backward()`` (one a prefetcher fetches ahead) are merged into its step.
 
 The training thread is the one calling backward, the optimizer or ``perftop.step()``:
 batches fetched on another thread (a producer filling a queue) are prefetched, not
@@ -198,7 +199,7 @@ class StepTracker:
         if not grad:  # no_grad / inference_mode: not a training batch
             if self.pend:
                 gaps.pending_was_eval(self)
-            gaps.enter(self, t0, True)
+            gaps.enter(self, t0, True, False)
             return
         if loader is not None and loader is not self.train_last:
             if loader in self.train_loaders:
@@ -264,6 +265,8 @@ class StepTracker:
         mode = self.mode
         if mode < BACKWARD:
             self.mode = mode = BACKWARD
+            if self.held:  # batches fetched before any training (a prefetcher's): no steps
+                cold.merge_held(self, False)
         if not self.running:
             self.running = True
             self.start = t0

@@ -42,9 +42,13 @@ def release(tr: Tracker) -> None:
         tr.emit(step)
 
 
-def merge_held(tr: Tracker) -> None:
-    """A strong source appeared: the held steps were parts of the current step."""
-    settle(tr)
+def merge_held(tr: Tracker, strongest: bool = True) -> None:
+    """A stronger source appeared: the held steps were parts of the current step. An
+    optimizer or ``perftop.step()`` settles the steps (``strongest``); a first
+    ``backward()`` after DataLoader batches only merges them (batches fetched ahead before
+    any training, by a prefetcher, are no steps) and an optimizer may still come."""
+    if strongest:
+        settle(tr)
     held, tr.held = tr.held, []
     if not held:
         return

@@ -63,14 +63,34 @@ def _passes(own: dict[str, Any], tl: dict[str, Any]) -> list[str]:
         for (i, what, dur), (_t0, length) in zip(made, got):
             if abs(length - dur) > SHARE * dur + PASS_SLACK_S:
                 out.append(f"{what} after iteration {i}: {length:.4f} s, the loop's {dur:.4f} s")
-        for t0, length in got:
-            hit = [
-                k
-                for k, (s0, s1) in enumerate(steps)
-                if s0 < t0 + length - OVERLAP_S and s1 > t0 + OVERLAP_S
-            ]
-            if hit:
-                out.append(f"a {kind} interval of {length:.4f} s overlaps step {hit[0]}")
+    cut = [(t0, t0 + n) for k, t0, n in tl["between"] if k != "checkpoint_overlapped"]
+    return out + _counted_once(steps, cut)
+
+
+def _counted_once(steps: list[tuple[float, float]], gaps: list[tuple[float, float]]) -> list[str]:
+    """No second counted twice: each interval lies between two steps' ends, and the step
+    ending after it plus the intervals cut out of it fit in the time since the step before
+    ended. (A step's record ends where it ended and is as long as it was: one with an
+    interval cut out of it, the loop's code before a pass, starts before the pass did.)"""
+    out = []
+    ends = [s1 for _s0, s1 in steps]
+    inside: dict[int, float] = {}
+    for a, b in gaps:
+        k = next((k for k, e in enumerate(ends) if e > b - OVERLAP_S), len(ends))
+        if k == 0:
+            continue  # before the first step: in no step
+        if a < ends[k - 1] - OVERLAP_S:
+            out.append(f"an interval of {b - a:.4f} s overlaps step {k - 1}")
+        elif k < len(ends):
+            inside[k] = inside.get(k, 0.0) + (b - a)
+    for k, cut in sorted(inside.items()):
+        s0, s1 = steps[k]
+        since = s1 - ends[k - 1]
+        if (s1 - s0) + cut > since + OVERLAP_S:
+            out.append(
+                f"step {k} ({s1 - s0:.4f} s) and the {cut:.4f} s between steps before it "
+                f"overlap: {since:.4f} s since step {k - 1} ended"
+            )
     return out
 
 

@@ -336,6 +336,10 @@ def _between(src: Source, spec: Spec) -> None:
         n = src.add("        tok = int(net(z).argmax())", 8)
         src.add(f'own["passes"].append([i, "sample", {n}, perf() - t])', 8)
     if spec.checkpoint:
+        # Timed as a user times a checkpoint, state_dict() included. perftop's checkpoint is
+        # torch.save's own time (its signal); the state_dict() before it (microseconds for a
+        # plain module) stays in the next step, as the loop's other code after the update
+        # does: within accounting.PASS_SLACK_S here (a sharded model's would not be).
         src.add(f"if i % {spec.checkpoint} == {spec.checkpoint - 1}:", 4)
         src.add("t = perf()\ntorch.save(model.state_dict(), CKPT)", 8)
         src.add('own["checkpoints"].append([i, perf() - t])', 8)
