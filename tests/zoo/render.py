@@ -296,14 +296,11 @@ def render(spec: Spec) -> str:
     src.add('own["steps"] += 1', 4)
     src.add('own["depth"].append(torch._C._len_torch_function_stack())', 4)
     _after_work(src, spec)
-    # After the update: in the next step, unless a pass or a checkpoint follows in this
-    # iteration: then nothing of the next step ran yet, and the interval between steps
-    # begins at the update's end (gaps.py): the sync is between steps.
-    ends = [p for p in (spec.evaluate, spec.sample, spec.checkpoint) if p]
-    between = " or ".join(f"i % {p} == {p - 1}" for p in ends)
+    # After the update: in the next step, a pass or a checkpoint after it in this iteration
+    # or not (an interval between steps begins where its pass does, gaps.py).
     for s in spec.syncs:
         if s.after:
-            _sync(src, s, 4, "i + 1", between)
+            _sync(src, s, 4, "i + 1")
     _between(src, spec)
     _slow_eval(src, spec)
     _final(src, spec)
