@@ -314,6 +314,8 @@ def test_checkpoint_and_eval_in_one_gap(make):
 
 
 def test_checkpoint_alone(make):
+    """The checkpoint is torch.save's own time; the loop's 50 ms before it (after the
+    update: a log line, state_dict()) stay in the next step, as when no save comes."""
     tr, steps, between, c = make()
     opt = Opt()
     train_step(tr, c, opt)
@@ -321,8 +323,24 @@ def test_checkpoint_alone(make):
     tr.saved(*c(0.5))
     train_step(tr, c, opt)
     train_step(tr, c, opt)
-    assert [dur(s) for s in steps] == [0.4] * 3
-    assert between == [("checkpoint", 0.4, 0.55)]
+    assert [dur(s) for s in steps] == [0.4, 0.45, 0.4]
+    assert between == [("checkpoint", 0.45, 0.5)]
+
+
+def test_an_unseen_evaluation_after_a_checkpoint_counts_no_second_twice(make):
+    """A checkpoint, then an evaluation's first batch with no region around its loop (its
+    pass began unseen, after the checkpoint): the two intervals do not overlap, and the
+    next step does not keep the checkpoint's cut (a negative step, found by the random
+    sequences below)."""
+    tr, steps, between, c = make()
+    opt = Opt()
+    train_step(tr, c, opt)
+    tr.saved(*c(0.3))
+    tr.fetched(*c(0.01), True, VAL, False)
+    c(0.2)
+    train_step(tr, c, opt)
+    assert between == [("checkpoint", 0.4, 0.3), ("eval", 0.7, 0.21)]
+    assert all(dur(s) >= 0 for s in steps) and steps[-1][1] >= 0.91 - 1e-9
 
 
 def test_evaluation_inside_a_step_is_cut_out_of_it(make):

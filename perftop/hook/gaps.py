@@ -75,6 +75,7 @@ def reset(tr: Tracker) -> None:
     tr.fetch_loader = None  # before any training: loaders seen, for training to confirm
     tr.in_gap = False
     tr.gap_t0 = 0.0
+    tr.gap_t1 = 0.0  # where the last interval ended
     tr.gap_eval = False
     tr.save_s = tr.save_t0 = 0.0
     tr.pend = False  # a batch from an unknown loader: eval, or training if training follows
@@ -103,8 +104,9 @@ def enter(tr: Tracker, t: float, is_eval: bool, seen: bool = True) -> None:
             tr.gap_t0 = t
         else:
             # An evaluation's first batch: its pass began before it, unseen (its loader's
-            # workers starting, an inference_mode loop's setup): from the last step's end.
-            tr.gap_t0 = tr.start if tr.running else t
+            # workers starting, an inference_mode loop's setup): from the last step's end,
+            # or the end of an interval since then (a checkpoint: never counted twice).
+            tr.gap_t0 = max(tr.start, tr.gap_t1) if tr.running else t
             tr.running = False  # the next step starts where the interval ends
         cb = tr.on_open
         if cb is not None:
@@ -117,12 +119,14 @@ def end(tr: Tracker, t: float) -> None:
     """Training resumed at ``t``."""
     tr.in_gap = False
     tr.region = None
+    tr.gap_t1 = t
     length = max(0.0, t - tr.gap_t0)
     if tr.running:
         tr.hole += t - max(tr.gap_t0, tr.start)
-    else:
+    else:  # the step restarts where the interval ends: what was cut out before is behind
         tr.running = True
         tr.start = t
+        tr.hole = 0.0
     cb = tr.on_between
     if cb is None or length <= 0.0:
         return

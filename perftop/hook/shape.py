@@ -56,6 +56,7 @@ class Tracker(Protocol):
     hole: float
     fwd_wait: float
     gap_t0: float
+    gap_t1: float
     save_s: float
     save_t0: float
     pend_t0: float

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 from perftop.tui.app import PerftopApp
 from perftop.tui.messages import SnapshotMessage
-from tests.tui.fakes import snapshot
+from tests.tui.fakes import snapshot, with_capture
 
 
-def show(*keys: str):
+def show(*keys: str, capture: str = ""):
+    """The fake session (with a capture in ``capture``'s state), then ``keys``."""
+
     async def run_before(pilot) -> None:
-        pilot.app.post_message(SnapshotMessage(snapshot()))
+        snap = with_capture(snapshot(), capture) if capture else snapshot()
+        pilot.app.post_message(SnapshotMessage(snap))
         await pilot.pause()
         await pilot.pause()
         if keys:
@@ -102,37 +105,23 @@ def test_hogwild_trainers_80x24(snap_compare) -> None:
     assert snap_compare(PerftopApp(), terminal_size=(80, 24), run_before=run_before)
 
 
-def _captured(state: str, *keys: str):
-    from tests.tui.fakes import with_capture
-
-    async def run_before(pilot) -> None:
-        pilot.app.post_message(SnapshotMessage(with_capture(snapshot(), state)))
-        await pilot.pause()
-        await pilot.pause()
-        if keys:
-            await pilot.press(*keys)
-            await pilot.pause()
-
-    return run_before
-
-
 def test_ops_160x48(snap_compare) -> None:
     """A capture done: the Ops panel shares the bottom row with the job's output."""
-    assert snap_compare(PerftopApp(), terminal_size=(160, 48), run_before=_captured("done"))
+    assert snap_compare(PerftopApp(), terminal_size=(160, 48), run_before=show(capture="done"))
 
 
 def test_ops_80x24(snap_compare) -> None:
     """Narrow: the top op of each phase, in the output's place."""
-    assert snap_compare(PerftopApp(), terminal_size=(80, 24), run_before=_captured("done"))
+    assert snap_compare(PerftopApp(), terminal_size=(80, 24), run_before=show(capture="done"))
 
 
 def test_zoomed_ops_80x24(snap_compare) -> None:
     """Zoomed (9 z): the table, grouped by phase."""
-    run_before = _captured("done", "9", "z")
+    run_before = show("9", "z", capture="done")
     assert snap_compare(PerftopApp(), terminal_size=(80, 24), run_before=run_before)
 
 
 def test_ops_capturing_and_refused_160x48(snap_compare) -> None:
     """A capture refused after an earlier one: the reason, and the earlier one's ops."""
-    run_before = _captured("refused-after")
+    run_before = show(capture="refused-after")
     assert snap_compare(PerftopApp(), terminal_size=(160, 48), run_before=run_before)
