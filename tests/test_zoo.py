@@ -125,6 +125,23 @@ FIXED_30 = [
         Spec("manual", "prefetch_loader", steps=40),
         id="steps-of-a-manual-update-behind-a-prefetcher",
     ),
+    pytest.param(
+        # fixed: a loop with no optimizer (autograd.grad, a manual update) never armed the
+        # first-forward timer and read 0.0 s; backward() ends its steps and arms it now
+        Spec("grad", "generator", steps=40, feed_ms=3),
+        id="feeder-wait-without-an-optimizer",
+    ),
+    pytest.param(
+        Spec("manual", "generator", steps=40, feed_ms=3, evaluate=13),
+        id="feeder-wait-of-a-manual-update-around-evaluations",
+    ),
+    pytest.param(
+        # fixed: the pass's own module calls took the one-shot timer, so the step after it
+        # was unseen (0.0 here; -0.0 behind a feeder thread over a DataLoader, which made
+        # the run's data wait N/A); its region's exit arms it again
+        Spec("optim", "generator", steps=40, sample=5, feed_ms=3),
+        id="feeder-wait-absent-after-a-pass",
+    ),
 ]
 
 
@@ -156,24 +173,6 @@ BUGS_30 = [
 # Found by the campaign `loop_fuzz.py --n 30 --seed 11` (engineer H), open:
 BUGS_30 += [
     pytest.param(
-        Spec("optim", "thread_loader", steps=40, sample=13),
-        id="feeder-wait-absent-after-a-pass",
-        marks=_open_30(
-            "item 3: behind a feeder, the step after a pass has its first forward while the "
-            "interval is still open (it ends at backward), so its wait is not timed: -0.0 "
-            "behind a feeder thread over a DataLoader, and one unseen step makes the run's "
-            "data wait N/A (0.0 behind other feeders)"
-        ),
-    ),
-    pytest.param(
-        Spec("grad", "generator", steps=40, feed_ms=3),
-        id="feeder-wait-without-an-optimizer",
-        marks=_open_30(
-            "item 3: behind a feeder, a loop with no optimizer (autograd.grad or a manual "
-            "update) never arms the first-forward timer and reads 0.0 s, not the wait"
-        ),
-    ),
-    pytest.param(
         # 2 ms of host work after each update (a log line), no pass: the loop waits 1 ms
         Spec("optim", "generator", steps=40, feed_ms=1, after_ms=2),
         id="feeder-wait-holds-host-work-after-the-update",
@@ -200,6 +199,15 @@ def test_known_accounting_bug_shapes(spec: Spec, tmp_path):
     one reason: they flip as the fixes land."""
     res = run_accounting(spec, tmp_path)
     assert not res.failures, res.show()
+
+
+def test_feeder_wait_after_a_pass_behind_a_thread_over_a_dataloader(tmp_path):
+    """Issue 30 item 3, fixed: behind a feeder thread iterating a DataLoader, the step after
+    a sampling pass was unseen (-0.0: the pass's module calls took the first-forward timer)
+    and made the run's data wait N/A. Every step's wait is measured now; its bound is the
+    open ``data-wait-behind-thread_loader`` (opt.zero_grad() held in it, a full queue)."""
+    res = run_accounting(Spec("optim", "thread_loader", steps=40, sample=13), tmp_path)
+    assert not [f for f in res.failures if "N/A" in f or not f.startswith("data_wait:")], res.show()
 
 
 @pytest.mark.parametrize(

@@ -30,10 +30,10 @@ cdef class StepTracker:
     cdef public int mode, closure_depth
     cdef public long long index, step_hook_at
     cdef public bint running, settled, has_fetch, has_bwd, in_gap, gap_eval, pend, pend_got
-    cdef public bint blind, bwd_seen
+    cdef public bint blind, bwd_seen, timing
     cdef public unsigned long thread, fetch_thread, main_thread
     cdef public object region, ng_sites
-    cdef public double start, opt_t0, closure_s, last_end, data, bwd, opt, hole, fwd_wait
+    cdef public double start, opt_t0, closure_s, last_end, data, bwd, opt, hole, fwd_wait, ff_skip
     cdef public object on_arm
     cdef public double gap_t0, gap_t1, save_s, save_t0, pend_t0, pend_t1
     cdef public object primary, mark, in_opt, phases, fetch_loader, pend_loader, grad_enabled

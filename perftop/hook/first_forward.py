@@ -2,10 +2,13 @@
 
 A loop fed by a queue that another thread fills, a generator or a prefetcher class makes
 no DataLoader fetch on the training thread, so the fetch cannot be timed. For such steps
-only (optimizer or explicit steps whose last step made no fetch), the tracker arms at the
-step's start a one-shot global forward pre-hook: the first module call on the training
-thread records the time since the step began and removes the hook at once, so one module
-call per step takes ``Module._call_impl``'s slow path. The job's own hooks run as before
+only (steps whose last step made no fetch), the tracker arms at the step's start a
+one-shot global forward pre-hook (where ``backward()`` ends steps, a loop without an
+optimizer: when the backward that began the step returns): the first module call on the
+training thread records the time since then and removes the hook at once, so one module
+call per step takes ``Module._call_impl``'s slow path. A pass between steps (an evaluation)
+takes the hook with its own module calls: its region's exit arms it again, and the wait
+leaves the pass out, as the step does. The job's own hooks run as before
 (ours is added after its global ones, and never changes arguments or outputs).
 
 Never where dynamo could trace it: a model compiled in place (``Module.compile()``) or a

@@ -216,9 +216,19 @@ def region_enter(tr: Tracker, ctx: Any, t: float) -> None:
 
 
 def region_exit(tr: Tracker, t: float) -> None:
-    """The region that opened the interval exited at ``t``: the next step starts there."""
+    """The region that opened the interval exited at ``t``: the next step starts there.
+    Its module calls took the one-shot first-forward timer (first_forward.py) of a step
+    that times it: armed again, so the step's own first forward after the pass is timed
+    (the pass cut out of the wait as it is out of the step)."""
     if tr.in_gap:
         end(tr, t)
+        if (
+            tr.timing
+            and tr.fwd_wait < 0.0
+            and not (tr.has_fetch or tr.has_bwd)
+            and tr.on_arm is not None
+        ):
+            tr.on_arm()
     tr.region = None
 
 

@@ -45,6 +45,7 @@ class Tracker(Protocol):
     pend_got: bool
     blind: bool
     bwd_seen: bool
+    timing: bool
     # times (seconds)
     start: float
     opt_t0: float
@@ -55,6 +56,7 @@ class Tracker(Protocol):
     opt: float
     hole: float
     fwd_wait: float
+    ff_skip: float
     gap_t0: float
     gap_t1: float
     save_s: float

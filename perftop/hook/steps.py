@@ -116,7 +116,12 @@ class StepTracker:
         self.region = None  # the no_grad context that opened the open interval, if one did
         # Feeders (a queue filled by another thread, a generator): the wait from the step's
         # start to its first module call on the training thread (first_forward.py), or -1.
+        # ``timing``: this step's first forward is timed (its last step fetched nothing);
+        # ``ff_skip``: the step's time before that wait began (0; where backward() ends
+        # steps, the step begins at a backward's start: its wait, at the backward's end).
         self.fwd_wait = -1.0
+        self.ff_skip = 0.0
+        self.timing = False
 
     def close(self, t: float) -> None:
         """End the current step at ``t`` and start the next one there."""
@@ -156,8 +161,12 @@ class StepTracker:
         self.data = self.bwd = self.opt = self.hole = 0.0
         self.phases = None
         self.fwd_wait = -1.0
-        if not self.has_fetch and self.mode >= OPTIMIZER and self.on_arm is not None:
-            self.on_arm()  # no DataLoader fetch in the last step: time the next forward
+        self.ff_skip = 0.0
+        # No DataLoader fetch in the last step: time the next forward. Where backward()
+        # ends steps, the backward that ends one arms it when it returns (backward_like).
+        self.timing = not self.has_fetch and self.mode >= BACKWARD
+        if self.timing and self.mode >= OPTIMIZER and self.on_arm is not None:
+            self.on_arm()
         self.has_fetch = self.has_bwd = False
 
     def active(self) -> bool:
@@ -238,7 +247,7 @@ class StepTracker:
     def first_forward(self, t: float) -> None:
         """The open step's first module call on the training thread, at ``t``."""
         if self.running and not self.in_gap and not self.has_fetch and self.fwd_wait < 0.0:
-            self.fwd_wait = t - self.start - self.hole
+            self.fwd_wait = t - self.start - self.hole - self.ff_skip
 
     def backward(self, t0: float, t1: float) -> None:
         if _thread() != self.thread:  # noqa: F821
@@ -267,14 +276,24 @@ class StepTracker:
             self.mode = mode = BACKWARD
             if self.held:  # batches fetched before any training (a prefetcher's): no steps
                 cold.merge_held(self, False)
+        arm = False
         if not self.running:
             self.running = True
             self.start = t0
         elif mode == BACKWARD and self.has_bwd:
+            arm = not self.has_fetch
             self.close(t0)
         self.bwd += t1 - t0
         self.has_bwd = True
         self.last_end = t1
+        if arm and self.on_arm is not None:
+            # backward() ends steps (no optimizer) behind a feeder: the step began at this
+            # backward's start; its wait for data runs from the backward's end (a manual
+            # update in between) to the next forward, armed here, not inside the backward
+            # (activation checkpointing's recomputed forward).
+            self.ff_skip = t1 - t0
+            self.fwd_wait = -1.0
+            self.on_arm()
 
     def optimizer_pre(self, opt: Any, t0: float, args: Any = (), kwargs: Any = None) -> Any:
         """Before ``opt.step()``; returns new (args, kwargs) when a closure is timed."""
