@@ -31,6 +31,11 @@ WORKER_READ_BPS = 20 * 2**20
 
 
 def input_bound(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
+    if snap.steps.data_wait_source == "before_forward":
+        # Behind a feeder the figure is the time before each step's first forward: it also
+        # holds the loop's own code after the update (a log line, a sleep, zero_grad()), so
+        # it cannot say that the loop waits for data (the Steps panel shows it as such).
+        return []
     lp = loop(snap)
     if lp is None or lp.data_share < threshold("input-bound", active, INPUT_ENTER, INPUT_STAY):
         return []

@@ -171,11 +171,12 @@ class StepsReducer:
             s.add_record(index, t0, t1, data, bwd, opt)
 
     def _source(self, s: StepStats) -> StepStats:
-        """Says how a process's data wait was measured, where there is one."""
-        if s.data_wait_fraction is None:
-            return s
+        """Says how a process's data wait was measured, where there is one (before the
+        first forward: even where the run's figure is N/A, its steps' figures are that)."""
         if s.pid in self.before_forward:
             return replace(s, data_wait_source="before_forward")
+        if s.data_wait_fraction is None:
+            return s
         if any(pid == s.pid for pid, _ in self.loaders):
             return replace(s, data_wait_source="dataloader")
         return s
