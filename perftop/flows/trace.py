@@ -88,21 +88,19 @@ class Teller:
     """One capture's events as notices for the TUI: ``tell(text, error)``."""
 
     def __init__(self, tell: Callable[[str, bool], object]) -> None:
+        from perftop.monitor.capture import Answers
+
         self.tell = tell
-        self.pids: set[int] | None = None
+        self.answers = Answers()
         self.done: Callable[[], object] | None = None
 
     def until(self, pids: set[int], done: Callable[[], object]) -> None:
         """Call ``done`` once each of ``pids`` has answered (none: once refused)."""
-        self.pids, self.done = pids, done
+        self.answers.pids, self.done = pids, done
 
     def __call__(self, ev: Event) -> None:
-        if isinstance(ev, (CaptureOps, CaptureState)) and self.pids is not None:
-            final = isinstance(ev, CaptureOps) or ev.state in ("refused", "failed")
-            if final and (ev.pid in self.pids or (ev.pid == 0 and not self.pids)):
-                self.pids.discard(ev.pid)
-                if not self.pids and self.done is not None:
-                    self.done()
+        if self.answers.finished(ev) and self.done is not None:
+            self.done()
         if isinstance(ev, CaptureOps):
             self.tell("\n".join(notice_lines(ev)), False)
         elif isinstance(ev, CaptureState) and ev.state in ("refused", "failed"):

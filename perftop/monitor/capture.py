@@ -86,25 +86,34 @@ class CaptureDesk:
                         self.watch.pop(ev.capture_id, None)
 
 
-class Waiter:
-    """Collects one capture's events until every process asked has answered."""
+class Answers:
+    """Whether every process asked for a capture has answered (a summary, a refusal or a
+    failure), or the monitor refused it itself (``pid`` 0)."""
 
     def __init__(self) -> None:
-        self.q: queue.Queue[Event] = queue.Queue()
         self.pids: set[int] | None = None  # set once the hub said whom it asked
 
-    def __call__(self, ev: Event) -> None:
-        self.q.put(ev)
-
     def finished(self, ev: Event) -> bool:
+        """Whether ``ev`` was the last answer awaited."""
         if isinstance(ev, CaptureState) and ev.pid == 0:
             return ev.state in FINAL
         if not isinstance(ev, (CaptureOps, CaptureState)) or self.pids is None:
             return False
-        if isinstance(ev, CaptureOps) or ev.state in FINAL:
+        if ev.pid in self.pids and (isinstance(ev, CaptureOps) or ev.state in FINAL):
             self.pids.discard(ev.pid)
             return not self.pids
         return False
+
+
+class Waiter(Answers):
+    """Collects one capture's events until every process asked has answered."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q: queue.Queue[Event] = queue.Queue()
+
+    def __call__(self, ev: Event) -> None:
+        self.q.put(ev)
 
 
 def serve_control(hub: Any, conn: socket.socket, rest: bytes) -> None:
