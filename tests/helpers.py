@@ -88,3 +88,17 @@ def replay_bench() -> Any:
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def send_as_nobody(sock_path: Path, data: bytes) -> None:
+    """Connect to ``sock_path`` as another user (uid 65534, "nobody"), send ``data`` and
+    wait for a byte: what SO_PEERCRED must refuse. The socket's directory and mode must let
+    that user connect (the tests loosen them)."""
+    code = (
+        "import socket,sys;s=socket.socket(socket.AF_UNIX);s.connect(sys.argv[1]);"
+        f"s.sendall({data!r});s.recv(1)"
+    )
+    subprocess.run(
+        ["/usr/bin/python3", "-c", code, str(sock_path)],
+        user=65534, timeout=20, capture_output=True, check=False,
+    )  # fmt: skip

@@ -22,7 +22,7 @@ from perftop.monitor.hub import Hub
 from perftop.monitor.registry import sessions
 from perftop.monitor.server import VIEW_MAGIC, Server, socket_dir
 from perftop.wire import MAGIC, FrameReader, decode_frame, encode_frame, event_count
-from tests.helpers import WORKLOADS, perftop, spawn_slow_job, until_step
+from tests.helpers import WORKLOADS, perftop, send_as_nobody, spawn_slow_job, until_step
 
 
 def _wait(cond, timeout=10.0):
@@ -122,14 +122,7 @@ def test_another_user_is_refused(tmp_path):
     srv = Server(lambda f, e: got.extend(e), d / "s.sock").start()
     try:
         os.chmod(srv.path, 0o666)  # as if the directory and socket modes had been loosened
-        code = (
-            "import socket,sys;s=socket.socket(socket.AF_UNIX);s.connect(sys.argv[1]);"
-            f"s.sendall({MAGIC + encode_frame([Note(1.0, 'i', 'x', 'y')])!r});s.recv(1)"
-        )
-        subprocess.run(
-            ["/usr/bin/python3", "-c", code, str(srv.path)],
-            user=65534, timeout=20, capture_output=True, check=False,
-        )  # fmt: skip
+        send_as_nobody(srv.path, MAGIC + encode_frame([Note(1.0, "i", "x", "y")]))
         assert _wait(lambda: srv.refused_peers == 1, 5)
         assert got == []
     finally:

@@ -23,7 +23,7 @@ from perftop.events import CaptureAsk, CaptureOps, CaptureState, Step, SyncBatch
 from perftop.monitor.registry import find_session
 from perftop.recording import read_events
 from perftop.wire import encode_frame
-from tests.helpers import WORKLOADS, default_sigint, perftop
+from tests.helpers import WORKLOADS, default_sigint, perftop, send_as_nobody
 
 JOB = WORKLOADS / "capture_mlp.py"
 
@@ -260,15 +260,7 @@ def test_another_user_cannot_ask_for_a_capture(tmp):
     srv.start()
     try:
         os.chmod(srv.path, 0o666)  # as if the directory and socket modes had been loosened
-        ask = CTRL_MAGIC + encode_frame([CaptureAsk(1.0, "", 3)])
-        code = (
-            "import socket,sys;s=socket.socket(socket.AF_UNIX);s.connect(sys.argv[1]);"
-            f"s.sendall({ask!r});print(s.recv(1))"
-        )
-        subprocess.run(
-            ["/usr/bin/python3", "-c", code, str(srv.path)],
-            user=65534, timeout=20, capture_output=True, check=False,
-        )  # fmt: skip
+        send_as_nobody(srv.path, CTRL_MAGIC + encode_frame([CaptureAsk(1.0, "", 3)]))
         assert srv.refused_peers == 1 and asked == []
     finally:
         srv.close()
