@@ -29,17 +29,38 @@ def feeder(request, tmp_path_factory):
     proc, r = run_and_report(d, sys.executable, FEEDERS, request.param)
     assert proc.returncode == 0, proc.stderr
     steps = [e for e in read_events(str(d / "r.perftop")) if isinstance(e, Step)]
-    return _own(proc.stdout), r["steps"], steps
+    return _own(proc.stdout), r["steps"], steps, {h["id"]: h for h in r["hints"]}
 
 
 def test_feeder_data_wait_matches_the_loops_own_timer(feeder):
-    own, s, steps = feeder
+    own, s, steps, _ = feeder
     assert s["count"] == own["steps"] == 40
     assert s["data_wait_source"] == "before_forward"
     assert s["data_wait_fraction"] is not None and "data" in s["phases_s"]
     # the first step began at its first backward: its wait is not seen
     ours, theirs = sum(st.data for st in steps), own["wait_s"] - own["first_wait_s"]
     assert abs(ours - theirs) <= max(0.1 * theirs, 0.002), (ours, theirs)
+
+
+def test_a_slow_feeder_is_input_bound_with_the_feeders_advice(feeder):
+    """A batch every 20 ms for a step of a few ms: the loop waits most of each step, so
+    ``input-bound`` fires, with the feeder's evidence and advice (not DataLoader's)."""
+    _own_count, s, _steps, hints = feeder
+    assert s["data_wait_fraction"] > 0.5
+    h = hints["input-bound"]
+    assert any("behind a feeder" in e for e in h["evidence"]), h
+    assert "feeder does not keep up" in h["advice"][0] and "num_workers=" not in h["advice"][0]
+
+
+def test_a_feeder_that_keeps_up_is_not_input_bound(tmp_path):
+    """Near miss: a queue kept full. The loop's own work before its forward
+    (``zero_grad()`` and the loop's lines, on the CPU) is no data wait."""
+    proc, r = run_and_report(tmp_path, sys.executable, FEEDERS, "fast_queue")
+    assert proc.returncode == 0, proc.stderr
+    own, s = _own(proc.stdout), r["steps"]
+    assert s["data_wait_source"] == "before_forward"
+    assert s["data_wait_fraction"] < 0.2, (s, own)
+    assert "input-bound" not in {h["id"] for h in r["hints"]}
 
 
 @pytest.mark.parametrize("shape", ["compiled", "inplace"])

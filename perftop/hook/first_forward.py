@@ -1,15 +1,19 @@
-"""Data wait behind a feeder: the training thread's wait before each step's first forward.
+"""Data wait behind a feeder: the training thread's wait before each step's forwards.
 
 A loop fed by a queue that another thread fills, a generator or a prefetcher class makes
 no DataLoader fetch on the training thread, so the fetch cannot be timed. For such steps
-only (steps whose last step made no fetch), the tracker arms at the step's start a
-one-shot global forward pre-hook (where ``backward()`` ends steps, a loop without an
-optimizer: when the backward that began the step returns): the first module call on the
-training thread records the time since then and removes the hook at once, so one module
-call per step takes ``Module._call_impl``'s slow path. A pass between steps (an evaluation)
-takes the hook with its own module calls: its region's exit arms it again, and the wait
-leaves the pass out, as the step does. The job's own hooks run as before
-(ours is added after its global ones, and never changes arguments or outputs).
+only (steps whose last step made no fetch), the tracker arms a one-shot global forward
+pre-hook at the step's start and after each backward (accumulation's later micro-batches;
+where ``backward()`` ends steps, a loop without an optimizer, the next step's first): the
+next module call on the training thread records how long the thread was blocked since
+then (wall time less its CPU time and its wait for a core: busy_clock.py) and removes the
+hook at once, so about one module call per step takes ``Module._call_impl``'s slow path.
+Blocked is waiting: on a queue, a feeder's lock or the GIL, a read, a sleep; the loop's own
+work before the forward (``zero_grad()``, a log line) is not, nor is a generator's own CPU
+work on the training thread (it stays in the step's time). A pass between steps (an
+evaluation) takes the hook with its own module calls: its region's exit arms it again, and
+the wait leaves the pass out, as the step does. The job's own hooks run as before (ours
+is added after its global ones, and never changes arguments or outputs).
 
 Never where dynamo could trace it: a model compiled in place (``Module.compile()``) or a
 compiled function runs module hooks inside the compiled region, where an armed hook would
@@ -26,6 +30,7 @@ import threading
 import time
 from typing import Any
 
+from perftop.hook.busy_clock import BusyClock
 from perftop.hook.importwatch import after_import
 from perftop.hook.state import HookState
 from perftop.wire import DATA_WAIT_NOTE
@@ -42,13 +47,27 @@ class FirstForward:
         self.off = False  # dynamo compiles module calls: never armed again
         self.noted = False
         self.in_wrapper = 0  # inside a torch.compile(model) wrapper's call
+        self.busy = BusyClock()  # the training thread's CPU and run-queue time
+        self.t0 = self.b0 = 0.0  # wall and busy time when armed
 
     def arm(self) -> None:
-        if self.handle is None and not self.off:
+        """Starts the wait (again, where armed already: a new step's) on the training
+        thread, where the tracker calls it."""
+        if self.off:
+            return
+        if threading.get_ident() != self.tracker.thread:
+            self.disarm()  # another thread's CPU clock: this step's wait unseen
+            return
+        self.t0, self.b0 = _perf(), self.busy()
+        if self.handle is None:
             try:
                 self.handle = self.register(self.hook)
             except Exception:
                 self.state.internal_error("forward pre-hook")
+                return
+        tr = self.tracker
+        if tr.fwd_wait < 0.0:
+            tr.fwd_wait = 0.0  # timed: a step with no forward after this waited for none
 
     def disarm(self) -> None:
         h, self.handle = self.handle, None
@@ -57,16 +76,18 @@ class FirstForward:
 
     def hook(self, module: Any, args: Any) -> None:
         try:
-            self.fire(_perf())
+            self.fire()
         except Exception:
             self.state.internal_error("forward pre-hook")
 
-    def fire(self, t: float) -> None:
+    def fire(self) -> None:
         tr = self.tracker
         if threading.get_ident() != tr.thread:
             return  # another thread's module call (a feeder's): not the training loop's
         self.disarm()
-        tr.first_forward(t)
+        b = self.busy()  # then the wall clock: a preemption between them errs long (as
+        # between the two at arm()), never short of a wait the loop timed
+        tr.first_forward(max(0.0, _perf() - self.t0 - (b - self.b0)))
         if not self.noted and tr.fwd_wait >= 0.0:
             self.noted = True
             self.state.sender.note("info", DATA_WAIT_NOTE)
@@ -103,7 +124,7 @@ class FirstForward:
         def __call__(mod: Any, *args: Any, **kwargs: Any) -> Any:
             if ff.handle is not None:
                 try:
-                    ff.fire(_perf())
+                    ff.fire()
                     ff.disarm()  # another thread's call: the wrapper must not see ours
                 except Exception:
                     ff.state.internal_error("forward pre-hook")

@@ -222,12 +222,7 @@ def region_exit(tr: Tracker, t: float) -> None:
     (the pass cut out of the wait as it is out of the step)."""
     if tr.in_gap:
         end(tr, t)
-        if (
-            tr.timing
-            and tr.fwd_wait < 0.0
-            and not (tr.has_fetch or tr.has_bwd)
-            and tr.on_arm is not None
-        ):
+        if tr.timing and not (tr.has_fetch or tr.has_bwd) and tr.on_arm is not None:
             tr.on_arm()
     tr.region = None
 

@@ -56,7 +56,6 @@ class Tracker(Protocol):
     opt: float
     hole: float
     fwd_wait: float
-    ff_skip: float
     gap_t0: float
     gap_t1: float
     save_s: float

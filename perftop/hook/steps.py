@@ -114,13 +114,10 @@ class StepTracker:
         self.blind = False  # batches came from another thread: the loop's waits are unseen
         self.bwd_seen = False  # a backward() was seen: autograd.grad calls add time only
         self.region = None  # the no_grad context that opened the open interval, if one did
-        # Feeders (a queue filled by another thread, a generator): the wait from the step's
-        # start to its first module call on the training thread (first_forward.py), or -1.
-        # ``timing``: this step's first forward is timed (its last step fetched nothing);
-        # ``ff_skip``: the step's time before that wait began (0; where backward() ends
-        # steps, the step begins at a backward's start: its wait, at the backward's end).
+        # Feeders (a queue filled by another thread, a generator): the training thread's
+        # time off the CPU before the step's forwards (first_forward.py), or -1 unseen.
+        # ``timing``: this step's forwards are timed (its last step fetched nothing).
         self.fwd_wait = -1.0
-        self.ff_skip = 0.0
         self.timing = False
 
     def close(self, t: float) -> None:
@@ -161,7 +158,6 @@ class StepTracker:
         self.data = self.bwd = self.opt = self.hole = 0.0
         self.phases = None
         self.fwd_wait = -1.0
-        self.ff_skip = 0.0
         # No DataLoader fetch in the last step: time the next forward. Where backward()
         # ends steps, the backward that ends one arms it when it returns (backward_like).
         self.timing = not self.has_fetch and self.mode >= BACKWARD
@@ -244,10 +240,11 @@ class StepTracker:
             if self.on_fetched is not None:
                 self.on_fetched()
 
-    def first_forward(self, t: float) -> None:
-        """The open step's first module call on the training thread, at ``t``."""
-        if self.running and not self.in_gap and not self.has_fetch and self.fwd_wait < 0.0:
-            self.fwd_wait = t - self.start - self.hole - self.ff_skip
+    def first_forward(self, wait: float) -> None:
+        """A forward's first module call on the training thread, ``wait`` seconds off the
+        CPU since the timer was armed (the step's start, a backward's end, a pass's end)."""
+        if self.running and not self.in_gap and not self.has_fetch:
+            self.fwd_wait = wait + (self.fwd_wait if self.fwd_wait > 0.0 else 0.0)
 
     def backward(self, t0: float, t1: float) -> None:
         if _thread() != self.thread:  # noqa: F821
@@ -276,23 +273,20 @@ class StepTracker:
             self.mode = mode = BACKWARD
             if self.held:  # batches fetched before any training (a prefetcher's): no steps
                 cold.merge_held(self, False)
-        arm = False
         if not self.running:
             self.running = True
             self.start = t0
         elif mode == BACKWARD and self.has_bwd:
-            arm = not self.has_fetch
             self.close(t0)
         self.bwd += t1 - t0
         self.has_bwd = True
         self.last_end = t1
-        if arm and self.on_arm is not None:
-            # backward() ends steps (no optimizer) behind a feeder: the step began at this
-            # backward's start; its wait for data runs from the backward's end (a manual
-            # update in between) to the next forward, armed here, not inside the backward
-            # (activation checkpointing's recomputed forward).
-            self.ff_skip = t1 - t0
-            self.fwd_wait = -1.0
+        if self.timing and not self.has_fetch and self.on_arm is not None:
+            # Behind a feeder, the wait for the next forward's batch runs from this
+            # backward's end: a later micro-batch's (accumulation), or where backward() ends
+            # steps (no optimizer), the next step's first (the step began at this
+            # backward's start; a manual update in between). Armed here, not inside the
+            # backward (activation checkpointing's recomputed forward).
             self.on_arm()
 
     def optimizer_pre(self, opt: Any, t0: float, args: Any = (), kwargs: Any = None) -> Any:

@@ -1,5 +1,6 @@
 """Loops fed without a DataLoader on the training thread, each timing its own batch fetch:
-``queue`` (a thread fills a queue.Queue), ``generator``, ``prefetcher`` (a class whose
+``queue`` (a thread fills a queue.Queue), ``fast_queue`` (one that keeps it full),
+``generator``, ``prefetcher`` (a class whose
 __next__ takes from a background thread), and ``compiled`` / ``inplace`` (a generator
 feeding a torch.compile(model) wrapper / a Module.compile()'d model). Prints one JSON line:
 steps, the loop's own fetch wait, and for the compiled ones the outputs and graph count."""
@@ -18,10 +19,10 @@ STEPS = 40
 PERIOD = 0.02  # a batch every 20 ms; a step's compute is a few ms: the loop waits
 
 
-def batches(n=STEPS):
+def batches(n=STEPS, period=PERIOD):
     g = torch.Generator().manual_seed(0)
     for _ in range(n):
-        time.sleep(PERIOD)
+        time.sleep(period)
         yield torch.randn(16, 32, generator=g), torch.randn(16, 1, generator=g)
 
 
@@ -45,11 +46,11 @@ class Prefetcher:
         return b
 
 
-def queue_feed():
+def queue_feed(period=PERIOD):
     q: queue.Queue = queue.Queue(maxsize=2)
 
     def fill() -> None:
-        for b in batches():
+        for b in batches(period=period):
             q.put(b)
         q.put(None)
 
@@ -66,7 +67,8 @@ def main(shape: str) -> None:
     elif shape == "inplace":
         model.compile(backend="eager")
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    feed = {"queue": queue_feed, "prefetcher": Prefetcher}.get(shape, batches)()
+    fast = lambda: queue_feed(0.0)  # noqa: E731
+    feed = {"queue": queue_feed, "fast_queue": fast, "prefetcher": Prefetcher}.get(shape, batches)()
     wait, n, losses, first = 0.0, 0, [], 0.0
     while True:
         t0 = time.perf_counter()

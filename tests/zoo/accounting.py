@@ -19,15 +19,6 @@ ACCOUNTING = {
     "data_wait": "data wait measured (not N/A), within 10% (or 2 ms, 50 us a step) of the "
     "loop's own timer around its batch fetches, steps 1..N-1",
 }
-# Data sources whose data wait is still open (issue 30 item 3; test_zoo's strict xfails):
-# behind a feeder the wait runs from the step's start to its first forward, which also
-# holds opt.zero_grad() and the loop's own lines (60-80 us a step here: beyond the bound
-# where the real wait is tens of us: slices, preloaded data, a full queue); unseen in the
-# step after a pass; 0.0 without an optimizer; only the first of accumulated micro-batches.
-# run_spec (CI) leaves their data-wait failures out unless strict (the campaign is).
-WAIT_OPEN = frozenset(
-    {"slice", "preloaded", "thread", "thread_loader", "generator", "prefetch_slice"}
-)
 SHARE = 0.10  # of the loop's own time
 PASS_SLACK_S = 5e-4  # a pass: where the loop's timer and perftop's interval begin and end
 DATA_SLACK_S = 2e-3  # the data wait over the whole run ...
@@ -37,15 +28,11 @@ HANG_S = 2.0  # a pass this long may be captured as hanging (perftop/monitor/sta
 OVERLAP_S = 1e-4  # an interval and a step may touch, not overlap
 
 
-def account(
-    spec: Spec, own: dict[str, Any], rep: dict[str, Any], tl: dict[str, Any], strict: bool = True
-) -> list[str]:
-    """Failures as ``oracle: what``; ``tl``: the trainer's timeline (run.timeline);
-    ``strict=False`` leaves out the data wait of the sources in WAIT_OPEN."""
+def account(spec: Spec, own: dict[str, Any], rep: dict[str, Any], tl: dict[str, Any]) -> list[str]:
+    """Failures as ``oracle: what``; ``tl``: the trainer's timeline (run.timeline);"""
     out = [f"passes: {m}" for m in _passes(own, tl)]
     out += [f"stalls: {m}" for m in _stalls(own, rep)]
-    if strict or spec.data not in WAIT_OPEN:
-        out += [f"data_wait: {m}" for m in _data_wait(own, rep, tl)]
+    out += [f"data_wait: {m}" for m in _data_wait(own, rep, tl)]
     return out
 
 
@@ -111,12 +98,14 @@ def _stalls(own: dict[str, Any], rep: dict[str, Any]) -> list[str]:
 
 def _data_wait(own: dict[str, Any], rep: dict[str, Any], tl: dict[str, Any]) -> list[str]:
     """Steps 1..N-1 (step 0's wait holds the loader's start, its workers, which comes
-    before the first step). The loop times its fetch, and its whole ``batch()`` (the fetch,
-    a per-sample transform, the move to the device): perftop's figure lies between the two
-    (a DataLoader's wait is its ``__next__``; behind another feeder, the training thread's
-    wait before the step's forward)."""
+    before the first step). The loop times its fetch, its whole ``batch()`` (the fetch, a
+    per-sample transform, the move to the device), and its own time off the CPU between
+    its forwards (``fwd()``): perftop's figure is at least the fetch's, at most the larger
+    of the two others (a DataLoader's wait is its ``__next__``; behind another feeder, the
+    training thread's time blocked before its forwards, which holds any wait for a feeder
+    thread's GIL, wherever the loop's lines were)."""
     fetch = sum(w for i, w in own["waits"] if i >= 1)
-    whole = sum(w for i, w in own["batch_waits"] if i >= 1)
+    whole = max(sum(w for i, w in own["batch_waits"] if i >= 1), sum(own.get("blocked", ())))
     if rep["steps"].get("data_wait_fraction") is None:
         return [f"N/A, the loop waited {fetch:.4f} s"]
     got = sum(d for i, _t0, _t1, d in tl["steps"] if i >= 1)

@@ -52,7 +52,7 @@ class Spec:
     feed_ms: int = 0  # a slicing feeder's own time a batch (reading a shard: a sleep)
     final: bool = False  # an evaluation and a save after the last step (issue 30 item 2)
     slow_eval: float = 0.0  # one evaluation this long (s) mid-run: no stall (issue 30 item 1)
-    after_ms: int = 0  # host work after each update (a log line written): a sleep this long
+    after_ms: int = 0  # host work after each update (a log line written): this long on the CPU
 
     def show(self) -> str:
         return repr(asdict(self))

@@ -22,7 +22,7 @@ params = list(model.parameters())
 X_host, Y_host = torch.randn(N, D), torch.randn(N, 1)
 XE = torch.randn(64, D).to(device)
 own = {{"steps": 0, "calls": {{}}, "watchable": {{}}, "host_lines": [], "passes": [],
-       "checkpoints": [], "data_wait_s": 0.0, "depth": [],
+       "checkpoints": [], "data_wait_s": 0.0, "depth": [], "blocked": [],
        "depth_start": torch._C._len_torch_function_stack()}}
 CKPT = os.environ.get("ZOO_OUT", "zoo.json") + ".pt"
 
@@ -33,8 +33,13 @@ def called(line, step, between=False):
         own["watchable"][line] = own["watchable"].get(line, 0) + 1
 
 
-def fwd(xb, yb):
-    return torch.nn.functional.mse_loss(net(xb), yb)
+MARK = []  # wall and CPU time when the last forward returned
+def fwd(xb, yb):  # also times the thread's time off the CPU since the last one returned
+    if MARK:
+        own["blocked"].append(perf() - MARK[0] - (time.thread_time() - MARK[1]))
+    loss = torch.nn.functional.mse_loss(net(xb), yb)
+    MARK[:] = [perf(), time.thread_time()]
+    return loss
 """
 
 _LOADER = """\
@@ -343,10 +348,11 @@ def _between(src: Source, spec: Spec) -> None:
 
 
 def _after_work(src: Source, spec: Spec) -> None:
-    """Host work after each update, before any pass (a log line written): its time is the
-    loop's, not an evaluation's or a checkpoint's."""
+    """Host work after each update, before any pass (a log line formatted and written, on
+    the CPU): its time is the loop's, not an evaluation's, a checkpoint's or data wait."""
     if spec.after_ms:
-        src.add(f"time.sleep({spec.after_ms / 1000})  # writing a log line", 4)
+        src.add(f"t = perf()\nwhile perf() - t < {spec.after_ms / 1000}:", 4)
+        src.add('    line = f"step {i} loss {t:.4f}"  # writing a log line', 4)
 
 
 def _slow_eval(src: Source, spec: Spec) -> None:

@@ -106,22 +106,17 @@ def timeline(rec: Path, report: dict[str, Any]) -> dict[str, Any]:
     return {"pid": pid, "steps": steps, "between": between}
 
 
-def account_runs(
-    spec: Spec, folder: Path, runs: dict[str, tuple[dict, dict]], strict: bool = True
-) -> list[str]:
+def account_runs(spec: Spec, folder: Path, runs: dict[str, tuple[dict, dict]]) -> list[str]:
     """Issue 30's oracles (tests/zoo/accounting.py) on the sampled run: the run users make."""
     if "sampled" not in runs:
         return []
     own, rep = runs["sampled"]
     tl = json.loads((folder / "sampled.events.json").read_text())
-    return account(spec, own, rep, tl, strict)
+    return account(spec, own, rep, tl)
 
 
-def run_spec(
-    spec: Spec, folder: Path, modes: tuple[str, ...] | None = None, strict: bool = False
-) -> Result:
-    """``modes``: by default the exact mode too where the loop has syncs to count;
-    ``strict``: also the failures known open (accounting.WAIT_OPEN), as a campaign wants."""
+def run_spec(spec: Spec, folder: Path, modes: tuple[str, ...] | None = None) -> Result:
+    """``modes``: by default the exact mode too where the loop has syncs to count."""
     if modes is None:
         counts = spec.syncs or spec.host_transform or spec.evaluate or spec.sample
         modes = ("sampled", "exact") if counts and not spec.compiled else ("sampled",)
@@ -142,7 +137,7 @@ def run_spec(
             continue
         runs[mode] = (own, rep)
     res.failures += check(spec, plain, runs)
-    res.failures += account_runs(spec, folder, runs, strict)
+    res.failures += account_runs(spec, folder, runs)
     if "sampled" in runs:  # back to back, again while the machine is too busy
         slow = slower(plain, runs["sampled"][0])
         for _ in range(RETRIES if slow else 0):
