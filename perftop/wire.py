@@ -37,9 +37,14 @@ NODE_NAME = struct.Struct(">H")
 # pid, index, t0, t1, data, backward, optimizer (seconds), source code (see STEP_SOURCES)
 STEP_RECORD = struct.Struct("<iqdddddB")
 STEP_SOURCES = ("", "loader", "backward", "optimizer", "explicit")
-# The hook's note (source ``hook:PID``) saying that this process's data wait is the wait
-# before each step's first forward (a feeder: no DataLoader fetch on the training thread).
+# The hook's note (source ``hook:PID``) saying that this process's data wait is the
+# training thread's time blocked before its forwards (a feeder: no DataLoader fetch on the
+# training thread); recordings of 0.1 said it as DATA_WAIT_NOTE_V1, read the same.
 DATA_WAIT_NOTE = (
+    "data wait: the training thread's time blocked before its forwards "
+    "(no DataLoader on the training thread)"
+)
+DATA_WAIT_NOTE_V1 = (
     "data wait: measured before each step's first forward (no DataLoader on the training thread)"
 )
 # The hook's own step record: the tuple the tracker emits (steps.py) and holds (steps_cold)

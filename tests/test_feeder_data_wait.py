@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
-from perftop.events import Step
+from perftop.events import Hello, Note, Step
+from perftop.model import Session
 from perftop.recording import read_events
+from perftop.wire import DATA_WAIT_NOTE, DATA_WAIT_NOTE_V1
 from tests.helpers import WORKLOADS, run_and_report
 
 FEEDERS = str(WORKLOADS / "feeders.py")
@@ -76,3 +78,18 @@ def test_compiled_feeder_loop_computes_and_compiles_the_same(tmp_path, shape):
     assert "global hooks" not in proc.stderr and "perf_counter" not in proc.stderr
     if shape == "compiled":  # the wrapper's call is the step's first forward, outside dynamo
         assert r["steps"]["data_wait_source"] == "before_forward"
+
+
+@pytest.mark.parametrize("text", [DATA_WAIT_NOTE, DATA_WAIT_NOTE_V1])
+def test_the_hooks_note_says_how_data_wait_was_measured(text):
+    """The hook's note marks its process's data wait as a feeder's; a recording of 0.1
+    said it in other words, read the same (and another process's note is not this one's)."""
+    s = Session()
+    s.apply(Hello(100.0, 7, 1, "h", ("train.py",)))
+    for i in range(4):
+        s.apply(Step(7, i, 100.0 + i, 101.0 + i, 0.2, 0.3, 0.1, None, "optimizer"))
+    assert s.snapshot(window=None).steps.data_wait_source is None  # no DataLoader seen
+    s.apply(Note(101.0, "info", "hook:8", text))
+    assert s.snapshot(window=None).steps.data_wait_source is None
+    s.apply(Note(101.0, "info", "hook:7", text))
+    assert s.snapshot(window=None).steps.data_wait_source == "before_forward"

@@ -40,7 +40,7 @@ from perftop.model.stacks import StacksReducer
 from perftop.model.steps import LIVE_WINDOW, StepSeries
 from perftop.model.sync import SyncReducer
 from perftop.model.workers import WorkersReducer
-from perftop.wire import DATA_WAIT_NOTE, StepBatch, StepRecord, steps_of
+from perftop.wire import DATA_WAIT_NOTE, DATA_WAIT_NOTE_V1, StepBatch, StepRecord, steps_of
 
 OUTPUT_LINES = 2000
 
@@ -143,7 +143,7 @@ class StepsReducer:
                 ev.torch_threads,
             )
         elif isinstance(ev, Note):
-            if ev.text == DATA_WAIT_NOTE and ev.source.startswith("hook:"):
+            if ev.text in (DATA_WAIT_NOTE, DATA_WAIT_NOTE_V1) and ev.source.startswith("hook:"):
                 self.before_forward.add(int(ev.source[5:]))
         elif isinstance(ev, LoaderInfo):
             for _worker_id, pid in ev.workers:

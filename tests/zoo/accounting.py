@@ -16,9 +16,13 @@ ACCOUNTING = {
     "passes": "each evaluation, sampling pass and checkpoint is one interval between steps, "
     "its time within 10% (+0.5 ms) of the loop's own timer",
     "stalls": "no stalled step where the loop had none (a hang only of a pass that long)",
-    "data_wait": "data wait measured (not N/A), within 10% (or 2 ms, 50 us a step) of the "
-    "loop's own timer around its batch fetches, steps 1..N-1",
+    "data_wait": "data wait measured (not N/A) as the data asks (a DataLoader's fetch, or a "
+    "feeder's time blocked before the forwards), within 10% (or 2 ms, 50 us a step) of the "
+    "loop's own timers around its batch fetches (off the CPU behind a feeder), steps 1..N-1",
 }
+# Data a DataLoader fetches on the training thread (a prefetcher class calls its next()
+# there): its data wait is the fetch's; any other is a feeder's (first_forward.py).
+LOADER_ON_TRAINING_THREAD = frozenset({"loader0", "loader1", "prefetch_loader"})
 SHARE = 0.10  # of the loop's own time
 PASS_SLACK_S = 5e-4  # a pass: where the loop's timer and perftop's interval begin and end
 DATA_SLACK_S = 2e-3  # the data wait over the whole run ...
@@ -32,7 +36,7 @@ def account(spec: Spec, own: dict[str, Any], rep: dict[str, Any], tl: dict[str, 
     """Failures as ``oracle: what``; ``tl``: the trainer's timeline (run.timeline);"""
     out = [f"passes: {m}" for m in _passes(own, tl)]
     out += [f"stalls: {m}" for m in _stalls(own, rep)]
-    out += [f"data_wait: {m}" for m in _data_wait(own, rep, tl)]
+    out += [f"data_wait: {m}" for m in _data_wait(spec, own, rep, tl)]
     return out
 
 
@@ -96,18 +100,26 @@ def _stalls(own: dict[str, Any], rep: dict[str, Any]) -> list[str]:
     return out
 
 
-def _data_wait(own: dict[str, Any], rep: dict[str, Any], tl: dict[str, Any]) -> list[str]:
+def _data_wait(
+    spec: Spec, own: dict[str, Any], rep: dict[str, Any], tl: dict[str, Any]
+) -> list[str]:
     """Steps 1..N-1 (step 0's wait holds the loader's start, its workers, which comes
-    before the first step). The loop times its fetch, its whole ``batch()`` (the fetch, a
-    per-sample transform, the move to the device), and its own time off the CPU between
-    its forwards (``fwd()``): perftop's figure is at least the fetch's, at most the larger
-    of the two others (a DataLoader's wait is its ``__next__``; behind another feeder, the
-    training thread's time blocked before its forwards, which holds any wait for a feeder
-    thread's GIL, wherever the loop's lines were)."""
-    fetch = sum(w for i, w in own["waits"] if i >= 1)
+    before the first step). The loop times its fetch (wall and off the CPU), its whole
+    ``batch()`` (the fetch, a per-sample transform, the move to the device), and its own
+    time off the CPU between its forwards (``fwd()``). A DataLoader's wait is its
+    ``__next__``: at least the fetch's wall time. Behind another feeder it is the training
+    thread's time blocked before its forwards: at least the fetch's time off the CPU (a
+    generator's own CPU work is not waiting), at most the loop's time off the CPU between
+    forwards (it holds any wait for a feeder thread's GIL, wherever the loop's lines were)."""
+    feeder = spec.data not in LOADER_ON_TRAINING_THREAD
+    waits = [w for w in own["waits"] if w[0] >= 1]
+    fetch = sum(w[2] if feeder and len(w) > 2 else w[1] for w in waits)
     whole = max(sum(w for i, w in own["batch_waits"] if i >= 1), sum(own.get("blocked", ())))
     if rep["steps"].get("data_wait_fraction") is None:
         return [f"N/A, the loop waited {fetch:.4f} s"]
+    source = rep["steps"].get("data_wait_source")
+    if source != ("before_forward" if feeder else "dataloader"):
+        return [f"measured as {source!r} for {spec.data} data"]
     got = sum(d for i, _t0, _t1, d in tl["steps"] if i >= 1)
     n = len(tl["steps"]) - 1
     slack = max(DATA_SLACK_S, FETCH_SLACK_S * n)

@@ -274,9 +274,10 @@ def render(spec: Spec) -> str:
     src.add("net = torch.compile(model)" if spec.compiled else "net = model")
     src.add(_data(spec))
     src.add(UPDATE_SETUP[spec.update])
-    src.add("\n\ndef batch(i):\n    t = perf()\n    xb, yb = fetch(i)")
+    src.add("\n\ndef batch(i):\n    t, c = perf(), time.thread_time()\n    xb, yb = fetch(i)")
     src.add('    own["data_wait_s"] += perf() - t')
-    src.add('    own.setdefault("waits", []).append([i, perf() - t])  # each fetch\'s own wait')
+    src.add("    w = perf() - t  # each fetch's own wait, and its time off the CPU")
+    src.add('    own.setdefault("waits", []).append([i, w, w - (time.thread_time() - c)])')
     if spec.host_transform:  # torchvision's Normalize: a host tensor following xb's device
         src.add("    for s in range(4):")
         src.add("        std = torch.as_tensor([0.5, 0.25], device=xb.device)")
