@@ -30,7 +30,7 @@ cdef class StepTracker:
     cdef public int mode, closure_depth
     cdef public long long index, step_hook_at
     cdef public bint running, settled, has_fetch, has_bwd, in_gap, gap_eval, pend, pend_got
-    cdef public bint blind, bwd_seen, timing
+    cdef public bint blind, bwd_seen, timing, multi_bwd
     cdef public unsigned long thread, fetch_thread, main_thread
     cdef public object region, ng_sites
     cdef public double start, opt_t0, closure_s, last_end, data, bwd, opt, hole, fwd_wait

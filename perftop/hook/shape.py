@@ -45,6 +45,7 @@ class Tracker(Protocol):
     pend_got: bool
     blind: bool
     bwd_seen: bool
+    multi_bwd: bool
     timing: bool
     # times (seconds)
     start: float

@@ -119,6 +119,7 @@ class StepTracker:
         # ``timing``: this step's forwards are timed (its last step fetched nothing).
         self.fwd_wait = -1.0
         self.timing = False
+        self.multi_bwd = False  # a step had several backwards (accumulation, a GAN)
 
     def close(self, t: float) -> None:
         """End the current step at ``t`` and start the next one there."""
@@ -278,15 +279,23 @@ class StepTracker:
             self.start = t0
         elif mode == BACKWARD and self.has_bwd:
             self.close(t0)
+        elif self.has_bwd:
+            self.multi_bwd = True
         self.bwd += t1 - t0
         self.has_bwd = True
         self.last_end = t1
-        if self.timing and not self.has_fetch and self.on_arm is not None:
+        if (
+            self.timing
+            and not self.has_fetch
+            and (mode == BACKWARD or self.multi_bwd)
+            and self.on_arm is not None
+        ):
             # Behind a feeder, the wait for the next forward's batch runs from this
-            # backward's end: a later micro-batch's (accumulation), or where backward() ends
-            # steps (no optimizer), the next step's first (the step began at this
-            # backward's start; a manual update in between). Armed here, not inside the
-            # backward (activation checkpointing's recomputed forward).
+            # backward's end: where backward() ends steps (no optimizer), the next step's
+            # first (the step began at this backward's start; a manual update in between);
+            # in loops with several backwards a step (learnt from the first such step),
+            # a later micro-batch's (accumulation). Armed here, not inside the backward
+            # (activation checkpointing's recomputed forward).
             self.on_arm()
 
     def optimizer_pre(self, opt: Any, t0: float, args: Any = (), kwargs: Any = None) -> Any:

@@ -18,7 +18,7 @@ ACCOUNTING = {
     "stalls": "no stalled step where the loop had none (a hang only of a pass that long)",
     "data_wait": "data wait measured (not N/A) as the data asks (a DataLoader's fetch, or a "
     "feeder's time blocked before the forwards), within 10% (or 2 ms, 50 us a step) of the "
-    "loop's own timers around its batch fetches (off the CPU behind a feeder), steps 1..N-1",
+    "loop's own timers around its batch fetches (time blocked behind a feeder), steps 1..N-1",
 }
 # Data a DataLoader fetches on the training thread (a prefetcher class calls its next()
 # there): its data wait is the fetch's; any other is a feeder's (first_forward.py).
@@ -104,11 +104,11 @@ def _data_wait(
     spec: Spec, own: dict[str, Any], rep: dict[str, Any], tl: dict[str, Any]
 ) -> list[str]:
     """Steps 1..N-1 (step 0's wait holds the loader's start, its workers, which comes
-    before the first step). The loop times its fetch (wall and off the CPU), its whole
-    ``batch()`` (the fetch, a per-sample transform, the move to the device), and its own
-    time off the CPU between its forwards (``fwd()``). A DataLoader's wait is its
+    before the first step). The loop times its fetch (wall, and blocked: less its CPU time
+    and its wait for a core), its whole ``batch()`` (the fetch, a per-sample transform, the
+    move to the device), and its own time off the CPU between its forwards (``fwd()``). A DataLoader's wait is its
     ``__next__``: at least the fetch's wall time. Behind another feeder it is the training
-    thread's time blocked before its forwards: at least the fetch's time off the CPU (a
+    thread's time blocked before its forwards: at least the fetch's time blocked (a
     generator's own CPU work is not waiting), at most the loop's time off the CPU between
     forwards (it holds any wait for a feeder thread's GIL, wherever the loop's lines were)."""
     feeder = spec.data not in LOADER_ON_TRAINING_THREAD

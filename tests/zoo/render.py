@@ -33,6 +33,15 @@ def called(line, step, between=False):
         own["watchable"][line] = own["watchable"].get(line, 0) + 1
 
 
+try:  # this thread's time waiting for a core (run-queue delay), as Linux counts it
+    SCHED = open("/proc/thread-self/schedstat", "rb", buffering=0)
+except OSError:
+    SCHED = None
+def busy():  # CPU time and time waiting for a core: wall less this is time blocked
+    if SCHED is None:
+        return time.thread_time()
+    SCHED.seek(0)
+    return time.thread_time() + int(SCHED.read().split()[1]) * 1e-9
 MARK = []  # wall and CPU time when the last forward returned
 def fwd(xb, yb):  # also times the thread's time off the CPU since the last one returned
     if MARK:
@@ -274,10 +283,10 @@ def render(spec: Spec) -> str:
     src.add("net = torch.compile(model)" if spec.compiled else "net = model")
     src.add(_data(spec))
     src.add(UPDATE_SETUP[spec.update])
-    src.add("\n\ndef batch(i):\n    t, c = perf(), time.thread_time()\n    xb, yb = fetch(i)")
+    src.add("\n\ndef batch(i):\n    t, c = perf(), busy()\n    xb, yb = fetch(i)")
     src.add('    own["data_wait_s"] += perf() - t')
-    src.add("    w = perf() - t  # each fetch's own wait, and its time off the CPU")
-    src.add('    own.setdefault("waits", []).append([i, w, w - (time.thread_time() - c)])')
+    src.add("    w = perf() - t  # each fetch's own wait, and its time blocked")
+    src.add('    own.setdefault("waits", []).append([i, w, w - (busy() - c)])')
     if spec.host_transform:  # torchvision's Normalize: a host tensor following xb's device
         src.add("    for s in range(4):")
         src.add("        std = torch.as_tensor([0.5, 0.25], device=xb.device)")
