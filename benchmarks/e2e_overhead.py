@@ -16,7 +16,10 @@ exported with ``git archive`` into a temporary folder and its Cython tracker bui
 adds another checkout's perftop as it is.
 
     python benchmarks/e2e_overhead.py [--runs 15] [--steps 3000] [--release ecda10e]
-                                      [--compare /path/to/checkout]
+                                      [--compare /path/to/checkout] [--feeder]
+
+``--feeder``: the same step fed by a generator of slices instead of a DataLoader, so the
+data wait behind a feeder is timed every step (a forward pre-hook and the busy clock).
 """
 
 from __future__ import annotations
@@ -36,12 +39,16 @@ import os, sys, threading, time
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 torch.manual_seed(0); torch.set_num_threads(1)
-steps = int(sys.argv[1])
+steps, feeder = int(sys.argv[1]), sys.argv[2:] == ["feeder"]
 model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 8))
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 data = TensorDataset(torch.randn(steps * 16, 64), torch.randn(steps * 16, 8))
+X, Y = data.tensors
+def slices():  # a generator feeding the loop: no DataLoader on the training thread
+    for j in range(0, len(X) - 15, 16):
+        yield X[j:j + 16], Y[j:j + 16]
 def epoch(n):
-    for i, (x, y) in enumerate(DataLoader(data, batch_size=16)):
+    for i, (x, y) in enumerate(slices() if feeder else DataLoader(data, batch_size=16)):
         if i == n:
             break
         opt.zero_grad()
@@ -92,7 +99,7 @@ def hot_path(root: Path) -> str:
 Runs = dict[str, list[tuple[float, float, float]]]
 
 
-def measure(runs: int, steps: int, others: dict[str, Path]) -> Runs:
+def measure(runs: int, steps: int, others: dict[str, Path], data: str = "loader") -> Runs:
     """(wall, process CPU, sender thread CPU) seconds per step of each run of each arm:
     "plain", "this", ``others``."""
     with tempfile.TemporaryDirectory() as d:
@@ -101,11 +108,11 @@ def measure(runs: int, steps: int, others: dict[str, Path]) -> Runs:
         base = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         base["OMP_NUM_THREADS"] = "1"
         arms: dict[str, tuple[list[str], dict[str, str]]] = {
-            "plain": ([sys.executable, str(job), str(steps)], base)
+            "plain": ([sys.executable, str(job), str(steps), data], base)
         }
         for name, root in {"this": ROOT, **others}.items():
             cmd = [sys.executable, "-m", "perftop", "run", "--headless", "--no-record", "--",
-                   sys.executable, str(job), str(steps)]  # fmt: skip
+                   sys.executable, str(job), str(steps), data]  # fmt: skip
             arms[name] = (cmd, dict(base, PYTHONPATH=str(root)))
         res: Runs = {k: [] for k in arms}
         for i in range(runs):
@@ -149,6 +156,9 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=3000)
     p.add_argument("--release", default=RELEASE, help="a git revision; '' for none")
     p.add_argument("--compare", action="append", default=[], metavar="CHECKOUT")
+    p.add_argument("--feeder", action="store_true",
+                   help="batches from a generator, not a DataLoader: the feeder's data wait "
+                   "(hook/first_forward.py) timed every step")  # fmt: skip
     a = p.parse_args()
     others = {Path(c).name: Path(c).resolve() for c in a.compare}
     with tempfile.TemporaryDirectory() as d:
@@ -156,7 +166,8 @@ def main() -> int:
             others[a.release] = export(a.release, Path(d))
         for name, root in {"this": ROOT, **others}.items():
             print(f"{name:<8} hot path: {hot_path(root)}")
-        print("\n".join(report(measure(a.runs, a.steps, others), a.runs)))
+        data = "feeder" if a.feeder else "loader"
+        print("\n".join(report(measure(a.runs, a.steps, others, data), a.runs)))
     return 0
 
 

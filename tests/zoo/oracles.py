@@ -95,8 +95,8 @@ def _lone_pass_lines(own: dict) -> set[int]:
     previous step also began with is that loop's per-step work, by design: it stays in
     the step)."""
     iters = {i for i, *_ in own["passes"]}
-    lines = {line for _, _, line, _ in own["passes"]}
-    return lines - {line for i, _, line, _ in own["passes"] if i - 1 in iters}
+    lines = {p[2] for p in own["passes"]}
+    return lines - {p[2] for p in own["passes"] if p[0] - 1 in iters}
 
 
 def _between(own: dict, rep: dict) -> list[tuple[str, str]]:

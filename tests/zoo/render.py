@@ -42,6 +42,14 @@ def busy():  # CPU time and time waiting for a core: wall less this is time bloc
         return time.thread_time()
     SCHED.seek(0)
     return time.thread_time() + int(SCHED.read().split()[1]) * 1e-9
+GCS = [0.0, 0.0]  # seconds in garbage collections so far; the last one's start
+def _gc(phase, info):  # a collection lands in whatever code allocated: the loop counts it
+    if phase == "start":
+        GCS[1] = perf()
+    else:
+        GCS[0] += perf() - GCS[1]
+import gc
+gc.callbacks.append(_gc)
 MARK = []  # wall and CPU time when the last forward returned
 def fwd(xb, yb):  # also times the thread's time off the CPU since the last one returned
     if MARK:
@@ -283,10 +291,10 @@ def render(spec: Spec) -> str:
     src.add("net = torch.compile(model)" if spec.compiled else "net = model")
     src.add(_data(spec))
     src.add(UPDATE_SETUP[spec.update])
-    src.add("\n\ndef batch(i):\n    t, c = perf(), busy()\n    xb, yb = fetch(i)")
+    src.add("\n\ndef batch(i):\n    t, c, g = perf(), busy(), GCS[0]\n    xb, yb = fetch(i)")
     src.add('    own["data_wait_s"] += perf() - t')
-    src.add("    w = perf() - t  # each fetch's own wait, and its time blocked")
-    src.add('    own.setdefault("waits", []).append([i, w, w - (busy() - c)])')
+    src.add("    w = perf() - t  # each fetch's own wait, its time blocked, its collections'")
+    src.add('    own.setdefault("waits", []).append([i, w, w - (busy() - c), GCS[0] - g])')
     if spec.host_transform:  # torchvision's Normalize: a host tensor following xb's device
         src.add("    for s in range(4):")
         src.add("        std = torch.as_tensor([0.5, 0.25], device=xb.device)")
@@ -338,23 +346,26 @@ def _between(src: Source, spec: Spec) -> None:
     """An evaluation, a sampling pass and a checkpoint after some steps, each timed."""
     if spec.evaluate:
         src.add(f"if i % {spec.evaluate} == {spec.evaluate - 1}:", 4)
-        src.add("t = perf()\nwith torch.no_grad():\n    for _ in range(3):", 8)
+        src.add("t, gc0 = perf(), GCS[0]\nwith torch.no_grad():\n    for _ in range(3):", 8)
         src.add("        out = net(XE)", 8)
         n = src.add("    acc = (out > 0).float().mean().item()", 8)
-        src.add(f'own["passes"].append([i, "eval", {n}, perf() - t])', 8)
+        src.add(f'own["passes"].append([i, "eval", {n}, perf() - t, GCS[0] - gc0])', 8)
     if spec.sample:
         src.add(f"if i % {spec.sample} == {spec.sample - 1}:", 4)
-        src.add("t = perf()\nwith torch.no_grad():\n    z = XE[:2]\n    for _ in range(4):", 8)
+        src.add(
+            "t, gc0 = perf(), GCS[0]\nwith torch.no_grad():\n    z = XE[:2]\n    for _ in range(4):",
+            8,
+        )
         n = src.add("        tok = int(net(z).argmax())", 8)
-        src.add(f'own["passes"].append([i, "sample", {n}, perf() - t])', 8)
+        src.add(f'own["passes"].append([i, "sample", {n}, perf() - t, GCS[0] - gc0])', 8)
     if spec.checkpoint:
         # Timed as a user times a checkpoint, state_dict() included. perftop's checkpoint is
         # torch.save's own time (its signal); the state_dict() before it (microseconds for a
         # plain module) stays in the next step, as the loop's other code after the update
         # does: within accounting.PASS_SLACK_S here (a sharded model's would not be).
         src.add(f"if i % {spec.checkpoint} == {spec.checkpoint - 1}:", 4)
-        src.add("t = perf()\ntorch.save(model.state_dict(), CKPT)", 8)
-        src.add('own["checkpoints"].append([i, perf() - t])', 8)
+        src.add("t, gc0 = perf(), GCS[0]\ntorch.save(model.state_dict(), CKPT)", 8)
+        src.add('own["checkpoints"].append([i, perf() - t, GCS[0] - gc0])', 8)
 
 
 def _after_work(src: Source, spec: Spec) -> None:
@@ -370,19 +381,19 @@ def _slow_eval(src: Source, spec: Spec) -> None:
     steps, no stalled step."""
     if spec.slow_eval:
         src.add("if i == STEPS // 2:", 4)
-        src.add("t = perf()\nwith torch.no_grad():", 8)
+        src.add("t, gc0 = perf(), GCS[0]\nwith torch.no_grad():", 8)
         src.add(f"    while perf() - t < {spec.slow_eval}:\n        out = net(XE)", 8)
         n = src.add("    acc = (out > 0).float().mean().item()", 8)
-        src.add(f'own["passes"].append([i, "eval", {n}, perf() - t])', 8)
+        src.add(f'own["passes"].append([i, "eval", {n}, perf() - t, GCS[0] - gc0])', 8)
 
 
 def _final(src: Source, spec: Spec) -> None:
     """A final test pass and a last save after the loop (after the last step: ``i`` is
     STEPS - 1, as the loop left it), each timed."""
     if spec.final:
-        src.add("t = perf()\nwith torch.no_grad():\n    for _ in range(3):")
+        src.add("t, gc0 = perf(), GCS[0]\nwith torch.no_grad():\n    for _ in range(3):")
         src.add("        out = net(XE)")
         n = src.add("    acc = (out > 0).float().mean().item()")
-        src.add(f'own["passes"].append([i, "final", {n}, perf() - t])')
-        src.add("t = perf()\ntorch.save(model.state_dict(), CKPT)")
-        src.add('own["checkpoints"].append([i, perf() - t])')
+        src.add(f'own["passes"].append([i, "final", {n}, perf() - t, GCS[0] - gc0])')
+        src.add("t, gc0 = perf(), GCS[0]\ntorch.save(model.state_dict(), CKPT)")
+        src.add('own["checkpoints"].append([i, perf() - t, GCS[0] - gc0])')
