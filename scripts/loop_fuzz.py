@@ -78,6 +78,8 @@ def recheck(out: Path) -> list[Result]:
     as after an oracle was corrected; rewrites ``out``/failures.txt."""
     results = []
     for folder in sorted(out.glob("loop[0-9]*")):
+        if not (folder / "failures.txt").exists():
+            continue  # a loop the campaign did not finish (interrupted)
         d = ast.literal_eval((folder / "spec.txt").read_text())
         spec = Spec(**{**d, "syncs": tuple(Sync(**x) for x in d["syncs"])})
         res = Result(spec, folder)

@@ -26,7 +26,9 @@ LOADER_ON_TRAINING_THREAD = frozenset({"loader0", "loader1", "prefetch_loader"})
 SHARE = 0.10  # of the loop's own time
 PASS_SLACK_S = 5e-4  # a pass: where the loop's timer and perftop's interval begin and end
 DATA_SLACK_S = 2e-3  # the data wait over the whole run ...
-FETCH_SLACK_S = 5e-5  # ... or this a step: the loop's timer and perftop's hooks are not at
+FETCH_SLACK_S = (
+    5e-5  # ... or this a fetch (a step): the loop's timer and perftop's hooks are not at
+)
 # the same instructions (a call, a hook's own time, a preemption under load between them)
 HANG_S = 2.0  # a pass this long may be captured as hanging (perftop/monitor/stall.py)
 OVERLAP_S = 1e-4  # an interval and a step may touch, not overlap
@@ -118,9 +120,9 @@ def _data_wait(
     forwards (it holds any wait for a feeder thread's GIL, wherever the loop's lines were)."""
     feeder = spec.data not in LOADER_ON_TRAINING_THREAD
     waits = [w for w in own["waits"] if w[0] >= 1]
-    # a collection in the fetch's timer may fall outside a DataLoader's __next__ (in a
-    # prefetcher's own code): the lower bound leaves it out
-    fetch = sum(w[2] if feeder and len(w) > 2 else w[1] - _gc(w, 3) for w in waits)
+    # a collection, or a wait for a core, in the fetch's timer may fall outside a
+    # DataLoader's __next__ (in a prefetcher's own code): the lower bound leaves them out
+    fetch = sum(w[2] if feeder and len(w) > 2 else w[1] - _gc(w, 3) - _gc(w, 4) for w in waits)
     whole = max(sum(w for i, w in own["batch_waits"] if i >= 1), sum(own.get("blocked", ())))
     if rep["steps"].get("data_wait_fraction") is None:
         return [f"N/A, the loop waited {fetch:.4f} s"]
@@ -129,13 +131,13 @@ def _data_wait(
         return [f"measured as {source!r} for {spec.data} data"]
     got = sum(d for i, _t0, _t1, d in tl["steps"] if i >= 1)
     n = len(tl["steps"]) - 1
-    slack = max(DATA_SLACK_S, FETCH_SLACK_S * n)
+    slack = max(DATA_SLACK_S, FETCH_SLACK_S * max(n, len(waits)))  # accumulation: 2 a step
     if got < fetch - max(SHARE * fetch, slack) or got > whole + max(SHARE * whole, slack):
         return [f"{got:.4f} s over steps 1..{n}, the loop's {fetch:.4f} s ({whole:.4f} s whole)"]
     return []
 
 
 def _gc(row: list[Any], at: int) -> float:
-    """The loop's time in garbage collections inside one of its timers (0 where a run of
-    an older fuzzer did not count it)."""
+    """The loop's time in garbage collections (or waiting for a core) inside one of its
+    timers: 0 where a run of an older fuzzer did not count it."""
     return float(row[at]) if len(row) > at else 0.0

@@ -37,11 +37,11 @@ try:  # this thread's time waiting for a core (run-queue delay), as Linux counts
     SCHED = open("/proc/thread-self/schedstat", "rb", buffering=0)
 except OSError:
     SCHED = None
-def busy():  # CPU time and time waiting for a core: wall less this is time blocked
+def rq():
     if SCHED is None:
-        return time.thread_time()
+        return 0.0
     SCHED.seek(0)
-    return time.thread_time() + int(SCHED.read().split()[1]) * 1e-9
+    return int(SCHED.read().split()[1]) * 1e-9
 GCS = [0.0, 0.0]  # seconds in garbage collections so far; the last one's start
 def _gc(phase, info):  # a collection lands in whatever code allocated: the loop counts it
     if phase == "start":
@@ -291,10 +291,13 @@ def render(spec: Spec) -> str:
     src.add("net = torch.compile(model)" if spec.compiled else "net = model")
     src.add(_data(spec))
     src.add(UPDATE_SETUP[spec.update])
-    src.add("\n\ndef batch(i):\n    t, c, g = perf(), busy(), GCS[0]\n    xb, yb = fetch(i)")
+    src.add("\n\ndef batch(i):")
+    src.add("    t, c, q, g = perf(), time.thread_time(), rq(), GCS[0]\n    xb, yb = fetch(i)")
     src.add('    own["data_wait_s"] += perf() - t')
-    src.add("    w = perf() - t  # each fetch's own wait, its time blocked, its collections'")
-    src.add('    own.setdefault("waits", []).append([i, w, w - (busy() - c), GCS[0] - g])')
+    src.add("    # each fetch's own wait; its time blocked (less its CPU and its wait for a core);")
+    src.add("    # its collections; its wait for a core")
+    src.add("    w, c, q = perf() - t, time.thread_time() - c, rq() - q")
+    src.add('    own.setdefault("waits", []).append([i, w, w - c - q, GCS[0] - g, q])')
     if spec.host_transform:  # torchvision's Normalize: a host tensor following xb's device
         src.add("    for s in range(4):")
         src.add("        std = torch.as_tensor([0.5, 0.25], device=xb.device)")
