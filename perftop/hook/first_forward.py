@@ -58,7 +58,11 @@ class FirstForward:
         if threading.get_ident() != self.tracker.thread:
             self.disarm()  # another thread's CPU clock: this step's wait unseen
             return
-        self.t0, self.b0 = _perf(), self.busy()
+        # busy time first, then the wall clock (and at fire(), the other way round): the
+        # busy clock's read of /proc drops the GIL, and a wait to take it back (another
+        # thread's turn) falls outside the window, never inside it
+        self.b0 = self.busy()
+        self.t0 = _perf()
         if self.handle is None:
             try:
                 self.handle = self.register(self.hook)
@@ -85,9 +89,8 @@ class FirstForward:
         if threading.get_ident() != tr.thread:
             return  # another thread's module call (a feeder's): not the training loop's
         self.disarm()
-        b = self.busy()  # then the wall clock: a preemption between them errs long (as
-        # between the two at arm()), never short of a wait the loop timed
-        tr.first_forward(max(0.0, _perf() - self.t0 - (b - self.b0)))
+        t = _perf()
+        tr.first_forward(max(0.0, t - self.t0 - (self.busy() - self.b0)))
         if not self.noted and tr.fwd_wait >= 0.0:
             self.noted = True
             self.state.sender.note("info", DATA_WAIT_NOTE)
