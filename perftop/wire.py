@@ -38,10 +38,10 @@ NODE_NAME = struct.Struct(">H")
 STEP_RECORD = struct.Struct("<iqdddddB")
 STEP_SOURCES = ("", "loader", "backward", "optimizer", "explicit")
 # The hook's note (source ``hook:PID``) saying that this process's data wait is the
-# training thread's time blocked before its forwards (a feeder: no DataLoader fetch on the
+# training thread's time off the CPU before its forwards (a feeder: no DataLoader fetch on the
 # training thread); recordings of 0.1 said it as DATA_WAIT_NOTE_V1, read the same.
 DATA_WAIT_NOTE = (
-    "data wait: the training thread's time blocked before its forwards "
+    "data wait: the training thread's time off the CPU before its forwards "
     "(no DataLoader on the training thread)"
 )
 DATA_WAIT_NOTE_V1 = (

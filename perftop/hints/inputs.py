@@ -90,10 +90,10 @@ def _gain(lp: Loop, workers: int | None) -> tuple[float, str]:
 
 def _feeder(ev: list[str]) -> list[str]:
     """Behind a feeder (a thread and a queue, a generator, a prefetcher class) the figure is
-    the training thread's time blocked before its forwards: waiting for the feeder."""
+    the training thread's time off the CPU before its forwards: waiting for the feeder."""
     ev.append(
         "measured behind a feeder (no DataLoader on the training thread): the training "
-        "thread's time blocked (off the CPU, not preempted) before its forwards"
+        "thread's time off the CPU (blocked) before its forwards"
     )
     return [
         "The feeder does not keep up: make batches in worker processes (a DataLoader with "

@@ -5,15 +5,18 @@ no DataLoader fetch on the training thread, so the fetch cannot be timed. For su
 only (steps whose last step made no fetch), the tracker arms a one-shot global forward
 pre-hook at the step's start and after each backward (accumulation's later micro-batches;
 where ``backward()`` ends steps, a loop without an optimizer, the next step's first): the
-next module call on the training thread records how long the thread was blocked since
-then (wall time less its CPU time and its wait for a core: busy_clock.py) and removes the
-hook at once, so about one module call per step takes ``Module._call_impl``'s slow path.
-Blocked is waiting: on a queue, a feeder's lock or the GIL, a read, a sleep; the loop's own
-work before the forward (``zero_grad()``, a log line) is not, nor is a generator's own CPU
-work on the training thread (it stays in the step's time). A pass between steps (an
-evaluation) takes the hook with its own module calls: its region's exit arms it again, and
-the wait leaves the pass out, as the step does. The job's own hooks run as before (ours
-is added after its global ones, and never changes arguments or outputs).
+next module call on the training thread records how long the thread was off the CPU since
+then (wall time less its CPU time) and removes the hook at once, so about one module call
+per step takes ``Module._call_impl``'s slow path. Off the CPU is waiting: on a queue, a
+feeder's lock or the GIL, a read, a sleep (or for a core, on a host with more runnable
+threads than cores); the loop's own work before the forward (``zero_grad()``, a log line)
+is not, nor is a generator's own CPU work on the training thread (it stays in the step's
+time). Both clocks are read without dropping the GIL (a read of /proc/thread-self/schedstat
+would drop it, and a busy feeder thread could keep the training thread waiting for it).
+A pass between steps (an evaluation) takes the hook with its own module calls: its
+region's exit arms it again, and the wait leaves the pass out, as the step does. The job's
+own hooks run as before (ours is added after its global ones, and never changes arguments
+or outputs).
 
 Never where dynamo could trace it: a model compiled in place (``Module.compile()``) or a
 compiled function runs module hooks inside the compiled region, where an armed hook would
@@ -30,12 +33,12 @@ import threading
 import time
 from typing import Any
 
-from perftop.hook.busy_clock import BusyClock
 from perftop.hook.importwatch import after_import
 from perftop.hook.state import HookState
 from perftop.wire import DATA_WAIT_NOTE
 
 _perf = time.perf_counter
+_cpu = time.thread_time  # this thread's CPU time: a clock read, the GIL kept
 
 
 class FirstForward:
@@ -47,8 +50,7 @@ class FirstForward:
         self.off = False  # dynamo compiles module calls: never armed again
         self.noted = False
         self.in_wrapper = 0  # inside a torch.compile(model) wrapper's call
-        self.busy = BusyClock()  # the training thread's CPU and run-queue time
-        self.t0 = self.b0 = 0.0  # wall and busy time when armed
+        self.t0 = self.c0 = 0.0  # wall and the training thread's CPU time when armed
 
     def arm(self) -> None:
         """Starts the wait (again, where armed already: a new step's) on the training
@@ -58,11 +60,7 @@ class FirstForward:
         if threading.get_ident() != self.tracker.thread:
             self.disarm()  # another thread's CPU clock: this step's wait unseen
             return
-        # busy time first, then the wall clock (and at fire(), the other way round): the
-        # busy clock's read of /proc drops the GIL, and a wait to take it back (another
-        # thread's turn) falls outside the window, never inside it
-        self.b0 = self.busy()
-        self.t0 = _perf()
+        self.t0, self.c0 = _perf(), _cpu()
         if self.handle is None:
             try:
                 self.handle = self.register(self.hook)
@@ -89,8 +87,7 @@ class FirstForward:
         if threading.get_ident() != tr.thread:
             return  # another thread's module call (a feeder's): not the training loop's
         self.disarm()
-        t = _perf()
-        tr.first_forward(max(0.0, t - self.t0 - (self.busy() - self.b0)))
+        tr.first_forward(max(0.0, _perf() - self.t0 - (_cpu() - self.c0)))
         if not self.noted and tr.fwd_wait >= 0.0:
             self.noted = True
             self.state.sender.note("info", DATA_WAIT_NOTE)
