@@ -3,10 +3,14 @@ tests/capture_run.py) folded into the snapshot, with its states, refusals and co
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from perftop.events import CaptureAsk, CaptureState
+from perftop.events import CaptureAsk, CaptureState, Hello, Step
 from perftop.model import Session
+from perftop.model.capture import BASELINE_STEPS, HOOK_BEFORE_STEPS, cost_text
+from perftop.model.stats import median
 
 
 def _session(*events) -> Session:
@@ -27,7 +31,10 @@ def test_a_done_capture_is_the_latest_with_its_ops_shares_and_cost(real_capture)
     part = cap.done()
     assert part is not None and part.first_step == 41 and part.last_step == 43
     assert part.trace == str(rc.trace) and part.clock_offset_us == rc.clock_offset_us
-    assert part.cost_s == pytest.approx(rc.ops.step_s - rc.ops.before_s)
+    # against the median of the steps before it in the session (3 here), not the hook's mean
+    assert part.before_n == 3
+    assert part.before_s == pytest.approx(median([b.duration for b in rc.before]))
+    assert part.cost_s == pytest.approx(rc.ops.step_s - part.before_s)
     forward = [op for op in part.ops if op.phase == "forward"]
     assert forward[0].name in ("aten::addmm", "aten::mm")
     op = forward[0]
@@ -88,3 +95,25 @@ def test_a_collector_shows_its_nodes_captures(real_capture) -> None:
     s.apply_all([NodeScope("n2"), CaptureState(rc.ops.t + 1, 7, "c9", "refused", "why")])
     caps = s.snapshot().captures
     assert [(c.capture_id, c.state) for c in caps] == [("c1", "done"), ("c9", "refused")]
+
+
+def test_the_cost_is_measured_against_the_median_of_the_steps_before(real_capture) -> None:
+    """Two slow steps just before the capture (a save, a busy machine): the hook's own
+    baseline, their mean, made the capture look free (-71% in a demo); the session's median
+    of the 20 steps before does not. Without steps in the session, the hook's figure."""
+    pid, t = 7, 100.0
+    events: list = [Hello(t, pid, 1, "h", ("train.py",))]
+    for i in range(30):
+        d = 0.05 if i >= 28 else 0.01
+        events.append(Step(pid, i, t, t + d, 0.0, 0.004, 0.001, None, "optimizer"))
+        t += d
+    ops = replace(real_capture.ops, pid=pid, capture_id="c9", first_step=30, step_s=0.012,
+                  before_s=0.05)  # fmt: skip
+    started = CaptureState(t, pid, "c9", "started", first_step=30, steps=3)
+    part = _session(*events, started, ops).snapshot().captures[0].done()
+    assert part is not None and part.before_n == BASELINE_STEPS
+    assert part.before_s == pytest.approx(0.01) and part.cost_s == pytest.approx(0.002)
+    assert cost_text(part) == "cost +2.0ms/step (+20% on 20 steps before)"
+    alone = _session(started, ops).snapshot().captures[0].done()  # no steps: the hook's
+    assert alone is not None and alone.before_n == HOOK_BEFORE_STEPS
+    assert alone.before_s == pytest.approx(0.05) and alone.cost_s == pytest.approx(-0.038)

@@ -4,6 +4,7 @@ names) and the text section, from a real torch.profiler capture (tests/capture_r
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -68,7 +69,9 @@ def test_report_json_captures(recording: Path, real_capture) -> None:
     assert done["by"] == "tui" and done["pid"] == rc.ops.pid
     assert (done["first_step"], done["steps"]) == (41, 3)
     assert done["step_s"] == pytest.approx(rc.ops.step_s) and done["before_s"] > 0
-    assert done["cost"] == pytest.approx(rc.ops.step_s - rc.ops.before_s, abs=1e-8)
+    before = statistics.median(b.duration for b in rc.before)  # the session's 3 steps before
+    assert done["before_steps"] == 3 and done["before_s"] == pytest.approx(before, abs=1e-8)
+    assert done["cost"] == pytest.approx(rc.ops.step_s - before, abs=1e-8)
     assert set(done["phase_s"]) == {"data", "forward", "backward", "optimizer", "between"}
     assert done["trace"] == str(rc.trace) and done["device"] == {}
     assert all(set(op) == OP_KEYS for op in done["ops"]) and len(done["ops"]) == 20

@@ -4,6 +4,11 @@ reason of a refusal), and, once done, its ops summary and the path of its full t
 
 A replay folds the same events, so the latest capture of a snapshot is the one in effect
 at that point of the recording.
+
+A capture's cost compares its steps with the median of up to ``BASELINE_STEPS`` steps of
+the same process just before it, taken from the session's own steps when the capture
+starts (the hook's own figure, the mean of the 2 steps before, is a fallback: too few to
+be steady on a busy machine).
 """
 
 from __future__ import annotations
@@ -13,10 +18,13 @@ from typing import Any
 
 from perftop.events import CaptureAsk, CaptureOps, CaptureState
 from perftop.fmt import seconds, sync_where
+from perftop.model.stats import median
 
 MAX_CAPTURES = 64  # a session keeps its latest captures only
 MONITOR_PID = 0  # CaptureState.pid of the monitor itself (asked, or refused before any hook)
 ENDED = ("refused", "failed", "done")
+BASELINE_STEPS = 20  # the steps before a capture its cost is measured against (median)
+HOOK_BEFORE_STEPS = 2  # the hook's own baseline: the mean of this many steps before
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +64,8 @@ class CapturePart:
     first_step: int = -1
     steps: int = 0
     step_s: float | None = None  # mean step during the capture (once done)
-    before_s: float | None = None  # mean of the steps just before (None: there were none)
+    before_s: float | None = None  # the steps just before: their median (None: none)
+    before_n: int = 0  # how many steps ``before_s`` rests on
     phase_s: dict[str, float] = field(default_factory=dict)
     ops: tuple[CaptureOp, ...] = ()
     more_ops: int = 0
@@ -113,15 +122,17 @@ def steps_text(first: int, n: int) -> str:
 
 
 def cost_text(part: CapturePart) -> str:
-    """What the capture cost a step: ``cost +3.2ms/step (+6%)``; N/A with the reason."""
-    return cost_words(part.cost_s, part.before_s)
+    """What the capture cost a step: ``cost +3.2ms/step (+6% on 20 steps before)``; N/A
+    with the reason."""
+    return cost_words(part.cost_s, part.before_s, part.before_n)
 
 
-def cost_words(cost_s: float | None, before_s: float | None) -> str:
+def cost_words(cost_s: float | None, before_s: float | None, before_n: int = 0) -> str:
     if cost_s is None or not before_s:
         return "cost N/A (no steps before it to compare)"
     sign = "+" if cost_s >= 0 else "-"
-    return f"cost {sign}{seconds(abs(cost_s))}/step ({cost_s / before_s:+.0%})"
+    on = f" on {before_n} steps before" if before_n else ""
+    return f"cost {sign}{seconds(abs(cost_s))}/step ({cost_s / before_s:+.0%}{on})"
 
 
 def part_status(p: CapturePart, asked_steps: int = 0) -> str:
@@ -174,8 +185,11 @@ def ops_of(ev: CaptureOps) -> tuple[CaptureOp, ...]:
 class CaptureReducer:
     handles = (CaptureAsk, CaptureState, CaptureOps)
 
-    def __init__(self) -> None:
+    def __init__(self, series: dict[int, Any] | None = None) -> None:
         self.captures: dict[str, Capture] = {}
+        # the session's step series by pid (StepsReducer's), for the baseline of a cost
+        self.series = series if series is not None else {}
+        self.baselines: dict[tuple[str, int], tuple[float, int]] = {}
 
     def _get(self, capture_id: str, t: float) -> Capture:
         c = self.captures.get(capture_id)
@@ -205,9 +219,14 @@ class CaptureReducer:
             first = ev.first_step if ev.first_step >= 0 else (old.first_step if old else -1)
             steps = ev.steps or (old.steps if old else 0) or c.steps
             self._put(c, CapturePart(ev.pid, ev.state, ev.t, ev.reason, first, steps))
+            if ev.state == "started":
+                self._baseline(ev.capture_id, ev.pid, first)
             if not c.steps and ev.steps:
                 self.captures[c.capture_id] = replace(self.captures[c.capture_id], steps=ev.steps)
         else:
+            base = self.baselines.pop((ev.capture_id, ev.pid), None)
+            if base is None and ev.before_s > 0:
+                base = (ev.before_s, HOOK_BEFORE_STEPS)
             self._put(
                 c,
                 CapturePart(
@@ -217,7 +236,8 @@ class CaptureReducer:
                     first_step=ev.first_step,
                     steps=ev.steps,
                     step_s=ev.step_s,
-                    before_s=ev.before_s if ev.before_s > 0 else None,
+                    before_s=base[0] if base else None,
+                    before_n=base[1] if base else 0,
                     phase_s=dict(ev.phase_s),
                     ops=ops_of(ev),
                     more_ops=ev.more_ops,
@@ -226,6 +246,18 @@ class CaptureReducer:
                     clock_offset_us=ev.clock_offset_us,
                 ),
             )
+
+    def _baseline(self, capture_id: str, pid: int, first: int) -> None:
+        """The median of the process's last steps before ``first`` (at the capture's start
+        they are the session's latest), kept for its summary; none under 3 steps."""
+        series = self.series.get(pid)
+        if series is None or first < 0:
+            return
+        rows = [r.duration for r in series.recent if r.index < first][-BASELINE_STEPS:]
+        if len(rows) >= 3:
+            if len(self.baselines) >= MAX_CAPTURES:
+                del self.baselines[next(iter(self.baselines))]
+            self.baselines[(capture_id, pid)] = (median(rows) or 0.0, len(rows))
 
     def contribute(self, parts: dict[str, Any], window: int | None) -> None:
         parts["captures"] = tuple(self.captures.values())

@@ -232,9 +232,10 @@ class LogReducer:
 
 def default_reducers() -> list[Reducer]:
     """The reducers every session has (each event family adds its own here)."""
+    steps = StepsReducer()
     return [
         MetaReducer(),
-        StepsReducer(),
+        steps,
         BetweenReducer(),  # after StepsReducer: it reads the primary process's pid
         LogReducer(),
         ProcessesReducer(),
@@ -244,7 +245,7 @@ def default_reducers() -> list[Reducer]:
         ProbeHealthReducer(),
         StacksReducer(),
         WorkersReducer(),
-        CaptureReducer(),
+        CaptureReducer(steps.series),  # a capture's cost against the steps before it
     ]
 
 

@@ -30,6 +30,7 @@ def _part(c: Capture, p: CapturePart) -> dict[str, Any]:
         "steps": p.steps or c.steps,
         "step_s": _r(p.step_s),
         "before_s": _r(p.before_s),
+        "before_steps": p.before_n,
         "cost": _r(p.cost_s),
         "phase_s": {k: _r(v) for k, v in p.phase_s.items()},
         "ops": [
@@ -71,7 +72,7 @@ def capture_lines(r: dict[str, Any]) -> list[str]:
         head = f"  {c['id']}" + (f" ({c['by']})" if c["by"] else "")
         head += f" pid {c['pid']}: {c['status']}" if c["pid"] else f": {c['status']}"
         if c["state"] == "done":
-            head += f", {cost_words(c['cost'], c['before_s'])}"
+            head += f", {cost_words(c['cost'], c['before_s'], c.get('before_steps', 0))}"
         out.append(head)
         for phase in PHASES:
             ops = [op for op in c["ops"] if op["phase"] == phase][:TEXT_OPS]
