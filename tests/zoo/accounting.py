@@ -44,9 +44,10 @@ def account(spec: Spec, own: dict[str, Any], rep: dict[str, Any], tl: dict[str, 
 
 def _passes(own: dict[str, Any], tl: dict[str, Any]) -> list[str]:
     out = []
-    # (iteration, kind, the loop's time, its time in garbage collections: 0 in older runs)
-    evals = [(p[0], p[1], p[3], _gc(p, 4)) for p in own["passes"]]
-    saves = [(c[0], "checkpoint", c[1], _gc(c, 2)) for c in own["checkpoints"]]
+    # (iteration, kind, the loop's time, its time in garbage collections and waiting for a
+    # core inside it: 0 in older runs)
+    evals = [(p[0], p[1], p[3], _gc(p, 4) + _gc(p, 5)) for p in own["passes"]]
+    saves = [(c[0], "checkpoint", c[1], _gc(c, 2) + _gc(c, 3)) for c in own["checkpoints"]]
     steps = [(t0, t1) for _i, t0, t1, _d in tl["steps"]]
     for kind, made in (("eval", evals), ("checkpoint", saves)):
         got = sorted((t0, length) for k, t0, length in tl["between"] if k == kind)
@@ -55,8 +56,9 @@ def _passes(own: dict[str, Any], tl: dict[str, Any]) -> list[str]:
             out.append(f"{len(got)} {kind} intervals, the loop made {len(made)}{last}")
             continue
         for (i, what, dur, gc), (_t0, length) in zip(made, got):
-            # A collection in the loop's timer may fall outside perftop's interval (in
-            # state_dict() before torch.save): the interval may be that much shorter.
+            # A collection or a preemption in the loop's timer may fall outside perftop's
+            # interval (in state_dict() before torch.save, after the region's exit): the
+            # interval may be that much shorter.
             slack = SHARE * dur + PASS_SLACK_S
             if length > dur + slack or length < dur - gc - slack:
                 out.append(f"{what} after iteration {i}: {length:.4f} s, the loop's {dur:.4f} s")

@@ -350,26 +350,28 @@ def _between(src: Source, spec: Spec) -> None:
     """An evaluation, a sampling pass and a checkpoint after some steps, each timed."""
     if spec.evaluate:
         src.add(f"if i % {spec.evaluate} == {spec.evaluate - 1}:", 4)
-        src.add("t, gc0 = perf(), GCS[0]\nwith torch.no_grad():\n    for _ in range(3):", 8)
+        src.add(
+            "q0, gc0 = rq(), GCS[0]\nt = perf()\nwith torch.no_grad():\n    for _ in range(3):", 8
+        )
         src.add("        out = net(XE)", 8)
         n = src.add("    acc = (out > 0).float().mean().item()", 8)
-        src.add(f'own["passes"].append([i, "eval", {n}, perf() - t, GCS[0] - gc0])', 8)
+        src.add(f'own["passes"].append([i, "eval", {n}, perf() - t, GCS[0] - gc0, rq() - q0])', 8)
     if spec.sample:
         src.add(f"if i % {spec.sample} == {spec.sample - 1}:", 4)
         src.add(
-            "t, gc0 = perf(), GCS[0]\nwith torch.no_grad():\n    z = XE[:2]\n    for _ in range(4):",
+            "q0, gc0 = rq(), GCS[0]\nt = perf()\nwith torch.no_grad():\n    z = XE[:2]\n    for _ in range(4):",
             8,
         )
         n = src.add("        tok = int(net(z).argmax())", 8)
-        src.add(f'own["passes"].append([i, "sample", {n}, perf() - t, GCS[0] - gc0])', 8)
+        src.add(f'own["passes"].append([i, "sample", {n}, perf() - t, GCS[0] - gc0, rq() - q0])', 8)
     if spec.checkpoint:
         # Timed as a user times a checkpoint, state_dict() included. perftop's checkpoint is
         # torch.save's own time (its signal); the state_dict() before it (microseconds for a
         # plain module) stays in the next step, as the loop's other code after the update
         # does: within accounting.PASS_SLACK_S here (a sharded model's would not be).
         src.add(f"if i % {spec.checkpoint} == {spec.checkpoint - 1}:", 4)
-        src.add("t, gc0 = perf(), GCS[0]\ntorch.save(model.state_dict(), CKPT)", 8)
-        src.add('own["checkpoints"].append([i, perf() - t, GCS[0] - gc0])', 8)
+        src.add("q0, gc0 = rq(), GCS[0]\nt = perf()\ntorch.save(model.state_dict(), CKPT)", 8)
+        src.add('own["checkpoints"].append([i, perf() - t, GCS[0] - gc0, rq() - q0])', 8)
 
 
 def _after_work(src: Source, spec: Spec) -> None:
@@ -385,19 +387,19 @@ def _slow_eval(src: Source, spec: Spec) -> None:
     steps, no stalled step."""
     if spec.slow_eval:
         src.add("if i == STEPS // 2:", 4)
-        src.add("t, gc0 = perf(), GCS[0]\nwith torch.no_grad():", 8)
+        src.add("q0, gc0 = rq(), GCS[0]\nt = perf()\nwith torch.no_grad():", 8)
         src.add(f"    while perf() - t < {spec.slow_eval}:\n        out = net(XE)", 8)
         n = src.add("    acc = (out > 0).float().mean().item()", 8)
-        src.add(f'own["passes"].append([i, "eval", {n}, perf() - t, GCS[0] - gc0])', 8)
+        src.add(f'own["passes"].append([i, "eval", {n}, perf() - t, GCS[0] - gc0, rq() - q0])', 8)
 
 
 def _final(src: Source, spec: Spec) -> None:
     """A final test pass and a last save after the loop (after the last step: ``i`` is
     STEPS - 1, as the loop left it), each timed."""
     if spec.final:
-        src.add("t, gc0 = perf(), GCS[0]\nwith torch.no_grad():\n    for _ in range(3):")
+        src.add("q0, gc0 = rq(), GCS[0]\nt = perf()\nwith torch.no_grad():\n    for _ in range(3):")
         src.add("        out = net(XE)")
         n = src.add("    acc = (out > 0).float().mean().item()")
-        src.add(f'own["passes"].append([i, "final", {n}, perf() - t, GCS[0] - gc0])')
-        src.add("t, gc0 = perf(), GCS[0]\ntorch.save(model.state_dict(), CKPT)")
-        src.add('own["checkpoints"].append([i, perf() - t, GCS[0] - gc0])')
+        src.add(f'own["passes"].append([i, "final", {n}, perf() - t, GCS[0] - gc0, rq() - q0])')
+        src.add("q0, gc0 = rq(), GCS[0]\nt = perf()\ntorch.save(model.state_dict(), CKPT)")
+        src.add('own["checkpoints"].append([i, perf() - t, GCS[0] - gc0, rq() - q0])')
