@@ -45,14 +45,13 @@ def test_feeder_data_wait_matches_the_loops_own_timer(feeder):
     assert abs(ours - theirs) <= max(0.1 * theirs, 0.002), (ours, theirs)
 
 
-def test_a_slow_feeder_is_input_bound_with_the_feeders_advice(feeder):
-    """A batch every 20 ms for a step of a few ms: the loop waits most of each step, so
-    ``input-bound`` fires, with the feeder's evidence and advice (not DataLoader's)."""
+def test_a_slow_feeder_shows_its_wait_but_no_input_bound(feeder):
+    """A batch every 20 ms for a step of a few ms: the figure says the loop waits most of
+    each step, but behind a feeder it may hold the loop's own blocking work (a sleep), so
+    ``input-bound`` stays out (the Steps panel shows the figure)."""
     _own_count, s, _steps, hints = feeder
     assert s["data_wait_fraction"] > 0.5
-    h = hints["input-bound"]
-    assert any("behind a feeder" in e for e in h["evidence"]), h
-    assert "feeder does not keep up" in h["advice"][0] and "num_workers=" not in h["advice"][0]
+    assert "input-bound" not in hints
 
 
 def test_a_feeder_that_keeps_up_is_not_input_bound(tmp_path):

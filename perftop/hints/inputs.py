@@ -31,6 +31,11 @@ WORKER_READ_BPS = 20 * 2**20
 
 
 def input_bound(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
+    if snap.steps.data_wait_source == "before_forward":
+        # Behind a feeder the figure is the training thread's time off the CPU before its
+        # forwards: it also holds the loop's own blocking work there (a sleep, a blocking
+        # write), so it cannot say that the loop waits for data (the Steps panel shows it).
+        return []
     lp = loop(snap)
     if lp is None or lp.data_share < threshold("input-bound", active, INPUT_ENTER, INPUT_STAY):
         return []
@@ -44,10 +49,7 @@ def input_bound(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     ]
     if gpu is not None:
         ev.append(f"the GPU is busy {gpu:.0f}% of the time (NVML)")
-    if snap.steps.data_wait_source == "before_forward":
-        advice, workers = _feeder(ev), None
-    else:
-        advice, workers = _advice(snap, lp, ev)
+    advice, workers = _advice(snap, lp, ev)
     gain, gain_txt = _gain(lp, workers)
     return [
         Hint(
@@ -86,20 +88,6 @@ def _gain(lp: Loop, workers: int | None) -> tuple[float, str]:
         "process, and the workers' own CPU, cost more and are not timed apart (the data "
         f"wait is {fraction(share)})"
     )
-
-
-def _feeder(ev: list[str]) -> list[str]:
-    """Behind a feeder (a thread and a queue, a generator, a prefetcher class) the figure is
-    the training thread's time off the CPU before its forwards: waiting for the feeder."""
-    ev.append(
-        "measured behind a feeder (no DataLoader on the training thread): the training "
-        "thread's time off the CPU (blocked) before its forwards"
-    )
-    return [
-        "The feeder does not keep up: make batches in worker processes (a DataLoader with "
-        "num_workers, iterated on the training thread), or give the feeder more threads and "
-        "a deeper queue; the Processes panel shows the job's CPU."
-    ]
 
 
 def _advice(snap: Snapshot, lp: Loop, ev: list[str]) -> tuple[list[str], int | None]:
