@@ -67,9 +67,8 @@ class FirstForward:
             except Exception:
                 self.state.internal_error("forward pre-hook")
                 return
-        tr = self.tracker
-        if tr.fwd_wait < 0.0:
-            tr.fwd_wait = 0.0  # timed: a step with no forward after this waited for none
+        # timed from here: a step with no forward after this waited for none
+        self.tracker.first_forward(0.0)
 
     def disarm(self) -> None:
         h, self.handle = self.handle, None
