@@ -69,8 +69,10 @@ def _watched(rep: dict) -> int:
 
 def _stack(own: dict, plain: dict, rep: dict) -> list[tuple[str, str]]:
     """While a step is watched the detector's mode is on the stack (one more entry than the
-    plain run's); never more, never on more steps than were watched, and never left there
-    after the loop, unless the step after the last one was to be watched."""
+    plain run's), and in the step before each watched stretch (primed: marks only, see
+    ``Detector.prime``); never more, never on more steps than were watched and primed
+    (one a stretch: a run of steps the mode was on after), and never left there after
+    the loop, unless the step after the last one was to be watched."""
     out = []
     extra = [a - b for a, b in zip(own["depth"], plain["depth"])]
     if own["depth_start"] != plain["depth_start"]:
@@ -81,10 +83,13 @@ def _stack(own: dict, plain: dict, rep: dict) -> list[tuple[str, str]]:
         i = next(i for i, e in enumerate(extra) if e not in (0, 1))
         out.append(("stack_depth", f"{own['depth'][i]} at step {i}, plain {plain['depth'][i]}"))
     on = sum(1 for e in extra if e == 1)
+    runs = sum(1 for i, e in enumerate(extra) if e == 1 and (i == 0 or extra[i - 1] != 1))
     watched = _watched(rep) or (0 if rep.get("sync_events") else on)
-    if on > watched + 1:
-        out.append(("stack_depth", f"the mode on after {on} steps, {watched} watched"))
-    last_on = bool(extra) and extra[-1] == 1
+    last_on = bool(extra) and extra[-1] == 1  # the step after the last: never closed
+    if on - runs > watched + last_on:
+        out.append(
+            ("stack_depth", f"the mode on after {on} steps, {watched} watched in {runs} stretches")
+        )
     if own["depth_end"] - plain["depth_end"] != (1 if last_on else 0):
         out.append(("stack_depth", f"{own['depth_end']} at the end, plain {plain['depth_end']}"))
     return out
