@@ -34,7 +34,8 @@ cdef class StepTracker:
     cdef public unsigned long thread, fetch_thread, main_thread
     cdef public object region, ng_sites
     cdef public double start, opt_t0, closure_s, last_end, data, bwd, opt, hole, fwd_wait
-    cdef public object on_arm
+    cdef public object on_arm, on_flush
+    cdef public double flush_at
     cdef public double gap_t0, gap_t1, save_s, save_t0, pend_t0, pend_t1
     cdef public object primary, mark, in_opt, phases, fetch_loader, pend_loader, grad_enabled
     cdef public object train_last

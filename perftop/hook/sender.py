@@ -12,6 +12,10 @@ socket. Each wake costs the training thread a GIL hand-off and the sender's cold
 dropped and counted; the training never waits. After a fork the child starts empty and
 silent, so DataLoader workers never send their parent's events twice.
 
+In a process with no other thread the training thread sends instead, without waiting, and
+no thread is started until the process has another one (``solo.py`` says why: a thread
+costs a single-threaded job atomics in every mutex and malloc).
+
 :meth:`Sender.probe` asks, without waiting, whether a monitor listens on the socket: the
 hook arms only when one answers. :meth:`Sender.close` runs at exit and in DataLoader
 workers' finalizers under one wall-clock deadline (``EXIT_S``): it never waits for a lock
@@ -31,22 +35,10 @@ from collections.abc import Callable
 from typing import Any
 
 from perftop.events import Dropped, Event, Note
+from perftop.hook import batch
 from perftop.hook.inbox import Inbox
-from perftop.wire import (
-    MAGIC,
-    REC_BWD,
-    REC_DATA,
-    REC_INDEX,
-    REC_OPT,
-    REC_PHASES,
-    REC_SOURCE,
-    REC_T0,
-    REC_T1,
-    STEP_RECORD,
-    STEP_SOURCES,
-    encode_frame,
-    encode_steps_frame,
-)
+from perftop.hook.solo import INF, single_threaded_flag
+from perftop.wire import MAGIC, encode_frame
 
 CAPACITY = 65536
 INTERVAL_S = 0.25  # the most the sender delays an event (the TUI redraws every 0.5 s)
@@ -58,7 +50,6 @@ EXIT_RESERVE_S = 0.02
 PR_SET_PTRACER = 0x59616D61  # Yama (linux/prctl.h)
 MAX_BATCH = 4096
 EXIT_BATCH = 512  # smaller batches under a deadline: the last one overshoots it less
-_SOURCE_CODE = {name: i for i, name in enumerate(STEP_SOURCES)}
 
 
 class Sender:
@@ -83,13 +74,17 @@ class Sender:
         # perf_counter() -> epoch seconds; the hot path stores perf_counter stamps.
         self.epoch_offset = time.time() - time.perf_counter()
         self.steps: deque[tuple[Any, ...]] = deque(maxlen=capacity)
+        self.single = single_threaded_flag()  # None: always a thread (solo.py)
+        # Told the perf_counter time of the next send on the training thread (INF: none),
+        # which the step tracker compares each step's end with (HookState wires it).
+        self.on_due: Callable[[float], None] | None = None
         self._reset()
         os.register_at_fork(after_in_child=self._reset)
 
     def _reset(self) -> None:
         self.pid = os.getpid()
         self.steps.clear()  # cleared in place: the step tracker holds its append
-        self._next_index = 0
+        self.next_index = 0
         self.buf: deque[Any] = deque()
         self.dropped = 0
         self._dropped_sent = 0
@@ -102,26 +97,73 @@ class Sender:
         self.errors = 0
         self.started = False
         self.closed = False
+        self.solo = False  # the training thread sends (no other thread in the process)
+        self._due(INF)  # solo: when the training thread sends next (perf_counter)
+        self._tail = b""  # what a non-blocking send left unsent, sent first next time
+        self._tail_n = 0  # the items of the batch whose frame the tail ends
+        self._pumping = False
 
     # -- training thread -------------------------------------------------------------
-    def put(self, item: Any) -> None:
-        """Queue an event (or a raw step tuple). Never blocks, never raises."""
+    def put(self, item: Any, urgent: bool = False) -> None:
+        """Queue an event (or a raw step tuple). Never blocks, never raises. ``urgent``:
+        where the training thread sends (solo), send it now, not at the next due time (an
+        interval's start: a long evaluation must not hold it back)."""
         if len(self.buf) < self.capacity:
             self.buf.append(item)
         else:
             self.dropped += 1
         if not self.started:
             self.start()
+        elif self.solo and (urgent or time.perf_counter() >= self.flush_at):
+            self.pump()
 
     def start(self) -> None:
-        """Start the sender thread once (on the first event or the first step)."""
+        """Start sending once (on the first event or the first step): from the training
+        thread while the process has no other thread, else from the sender's thread."""
         if self.started:
             return
         self.started = True
+        if self.single is not None and self.single():
+            self.solo = True
+            self._due(time.perf_counter() + self.interval)
+            return
+        self._start_thread()
+
+    def _due(self, t: float) -> None:
+        self.flush_at = t
+        if self.on_due is not None:
+            self.on_due(t)
+
+    def pump(self) -> None:
+        """The training thread's send (solo): what is buffered, without waiting, then the
+        monitor's frames. Once the process has another thread, the sender's thread takes
+        over. Never raises an error of perftop's (an interrupt passes on)."""
+        if self._pumping or not self.solo:
+            return
+        self._pumping = True
         try:
-            t = threading.Thread(target=self._run, name="perftop-sender", daemon=True)
+            if self.single is None or not self.single():
+                self.solo = False
+                self._due(INF)
+                self._start_thread()
+                return
+            self._due(time.perf_counter() + self.interval)
+            self.drain(nowait=True)
+            if self.inbox is not None:
+                self.inbox.poll(self)
+        except Exception:
+            self.errors += 1
+        finally:
+            self._pumping = False
+
+    def _start_thread(self) -> None:
+        if self._thread is not None:  # a put() on a new thread and the pump, at once
+            return
+        try:
+            t = self._thread = threading.Thread(
+                target=self._run, name="perftop-sender", daemon=True
+            )
             t.start()
-            self._thread = t
         except Exception:  # interpreter shutting down, thread limit: stay silent
             self.errors += 1
 
@@ -135,10 +177,14 @@ class Sender:
             if self.inbox is not None:
                 self.inbox.poll(self)
 
-    def drain(self, deadline: float | None = None) -> None:
+    def drain(self, deadline: float | None = None, nowait: bool = False) -> None:
         """Send what is buffered; on any failure the batch is dropped and counted. With a
-        ``deadline`` (monotonic), nothing here waits past it, the lock included."""
-        if deadline is None:
+        ``deadline`` (monotonic), nothing here waits past it, the lock included; with
+        ``nowait`` (the training thread's send), nothing here waits at all."""
+        if nowait:
+            if not self._lock.acquire(blocking=False):
+                return
+        elif deadline is None:
             self._lock.acquire()
         elif not self._lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
             return  # the sender thread is stuck in a send: what it holds is lost
@@ -146,7 +192,7 @@ class Sender:
             while self.steps or self.buf or self.dropped != self._dropped_sent:
                 if deadline is None and self.closed:
                     break  # the exit's own flush takes over: no GIL taken from the exit
-                if not self._send_batch(deadline):
+                if not self._send_batch(deadline, nowait):
                     break
                 if deadline is not None and time.monotonic() > deadline:
                     break
@@ -155,82 +201,59 @@ class Sender:
         finally:
             self._lock.release()
 
-    def _send_batch(self, deadline: float | None = None) -> bool:
+    def _send_batch(self, deadline: float | None = None, nowait: bool = False) -> bool:
         timeout = _left(deadline)
         if timeout <= 0:
             return False
-        data, n = self._encode_batch(MAX_BATCH if deadline is None else EXIT_BATCH)
-        sock = self._connect(timeout)
+        if nowait and self._tail and not self._flush_tail():
+            return False  # the steps wait in the bounded deque (it drops and counts)
+        data, n = batch.encode(self, MAX_BATCH if deadline is None else EXIT_BATCH)
+        sock = self._connect(None if nowait else timeout)
         if sock is None:
             self.dropped += n
             return False
         if self.dropped != self._dropped_sent:
             self._dropped_sent = self.dropped
             data.append(encode_frame([Dropped(time.time(), self.pid, self.dropped)]))
-        try:
-            timeout = _left(deadline)
-            if timeout <= 0:
-                raise TimeoutError
-            sock.settimeout(timeout)
-            sock.sendall(b"".join(data))
-        except OSError:
-            self._disconnect()
-            self.dropped += n
-            return False
-        return True
+        return self._write(sock, b"".join(data), None if nowait else _left(deadline), n)
 
-    def _encode_batch(self, limit: int = MAX_BATCH) -> tuple[list[bytes], int]:
-        """Up to ``limit`` buffered items as frames, in order: runs of plain steps packed
-        as binary records, everything else as JSON. Steps come first."""
-        frames: list[bytes] = []
-        pid, off, pack = self.pid, self.epoch_offset, STEP_RECORD.pack
-        packed: list[bytes] = []
-        other: list[Any] = []
-        n = 0
-        closing = limit == MAX_BATCH  # the thread's batch, not the exit's own
-        for queue in (self.steps, self.buf):
-            while queue and n < limit:
-                if closing and self.closed:
-                    break  # the exit took over: the thread must not hold the GIL from it
-                item = queue.popleft()
-                n += 1
-                if not isinstance(item, tuple):
-                    if packed:
-                        frames.append(encode_steps_frame(packed))
-                        packed = []
-                    other.append(item.encode())
-                    continue
-                # a step record (wire.REC_*)
-                if item[REC_INDEX] > self._next_index:  # the bounded deque let steps fall out
-                    self.dropped += item[REC_INDEX] - self._next_index
-                self._next_index = item[REC_INDEX] + 1
-                if item[REC_PHASES] is None:
-                    if other:
-                        frames.append(encode_frame(other))
-                        other = []
-                    packed.append(
-                        pack(
-                            pid,
-                            item[REC_INDEX],
-                            item[REC_T0] + off,
-                            item[REC_T1] + off,
-                            item[REC_DATA],
-                            item[REC_BWD],
-                            item[REC_OPT],
-                            _SOURCE_CODE.get(item[REC_SOURCE], 0),
-                        )
-                    )
-                else:
-                    if packed:
-                        frames.append(encode_steps_frame(packed))
-                        packed = []
-                    index, t0, t1 = item[REC_INDEX], item[REC_T0] + off, item[REC_T1] + off
-                    other.append(["step", pid, index, t0, t1, *item[REC_DATA:]])
-        if packed:
-            frames.append(encode_steps_frame(packed))
-        if other:
-            frames.append(encode_frame(other))
-        return frames, n
+    def _flush_tail(self) -> bool:
+        """Whether the monitor took the rest of the last batch (the training thread's
+        send): nothing new is encoded before it has."""
+        return self._sock is not None and self._write(self._sock, b"", None) and not self._tail
+
+    def _write(self, sock: socket.socket, data: bytes, timeout: float | None, n: int = 0) -> bool:
+        """Send what was left unsent, then ``data`` (``n`` items): all of it within
+        ``timeout``, or with ``timeout`` None at once, keeping what the socket does not take
+        as the tail (with the items of its batch). False (disconnected, the items counted
+        as dropped) when the connection broke. An interrupt (KeyboardInterrupt) in a send
+        leaves no half-known stream: the connection is dropped, the next one starts over."""
+        if self._tail:
+            data, self._tail = self._tail + data, b""
+            n, self._tail_n = n + self._tail_n, 0
+        try:
+            if timeout is None:
+                sock.settimeout(0.0)
+                try:
+                    sent = sock.send(data) if data else 0
+                except (BlockingIOError, InterruptedError):
+                    sent = 0
+                self._tail = data[sent:]
+                self._tail_n = n if self._tail else 0
+            else:
+                if timeout <= 0:
+                    raise TimeoutError
+                sock.settimeout(timeout)
+                sock.sendall(data)
+        except OSError:
+            self.dropped += n
+            self._disconnect()
+            return False
+        except BaseException:
+            self.dropped += n
+            self._disconnect()
+            raise
+        return True
 
     def probe(self) -> bool:
         """Whether a monitor listens on the socket, asked without waiting (a non-blocking
@@ -253,7 +276,8 @@ class Sender:
             s.close()
         return True
 
-    def _connect(self, timeout: float = SEND_TIMEOUT_S) -> socket.socket | None:
+    def _connect(self, timeout: float | None = SEND_TIMEOUT_S) -> socket.socket | None:
+        """The connection, made (and greeted) if needed; ``timeout`` None: without waiting."""
         s = self._sock
         now = time.monotonic()
         if s is None:
@@ -261,7 +285,7 @@ class Sender:
                 return None
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
-                s.settimeout(timeout)
+                s.settimeout(0.0 if timeout is None else timeout)
                 s.connect(self.path)
             except OSError:
                 s.close()
@@ -271,11 +295,7 @@ class Sender:
             self._sock, self._greeted = s, False
             allow_ptrace(s)
         if not self._greeted:
-            try:
-                s.settimeout(timeout)
-                s.sendall(MAGIC + encode_frame([self._hello()]))
-            except OSError:
-                self._disconnect()
+            if not self._write(s, MAGIC + encode_frame([self._hello()]), timeout):
                 return None
             self._greeted = True
             self._backoff = 0.5
@@ -288,11 +308,14 @@ class Sender:
             except OSError:
                 pass
             self._sock = None
+            # the rest of a frame of that connection (the next starts over): its batch is lost
+            self.dropped += self._tail_n
+            self._tail, self._tail_n = b"", 0
             self._next_connect = time.monotonic() + self._backoff
 
     # -- shutdown ----------------------------------------------------------------------
     def note(self, level: str, text: str) -> None:
-        self.put(Note(time.time(), level, f"hook:{self.pid}", text))
+        self.put(Note(time.time(), level, f"hook:{self.pid}", text), urgent=True)
 
     def close(self, timeout: float = EXIT_S) -> None:
         """Final flush at interpreter exit (or a worker's), all of it within ``timeout``
@@ -307,7 +330,10 @@ class Sender:
                 self._disconnect()
             finally:
                 self._lock.release()
-        self.steps.clear()  # what did not make it is dropped: nothing left to free at exit
+        # What did not make it is dropped (counted, though no one can be told any more):
+        # nothing left to free at exit.
+        self.dropped += len(self.steps) + len(self.buf)
+        self.steps.clear()
         self.buf.clear()
 
 

@@ -36,6 +36,10 @@ class HookState:
         self.tracker.on_error = self.internal_error
         self.tracker.on_between = self.between
         self.tracker.on_open = self.opened
+        # The sender's solo mode (solo.py): the tracker calls its pump at the step ending
+        # at or after the next due time, which the sender tells it.
+        self.tracker.on_flush = self.sender.pump
+        self.sender.on_due = self.due
         self.handles: list[Any] = []  # torch hook handles (have .remove())
         self.undo: list[Callable[[], None]] = []
         self.errors: dict[str, int] = {}
@@ -104,9 +108,14 @@ class HookState:
         s.put(Between(s.pid, kind, t0 + s.epoch_offset, length))
 
     def opened(self, kind: str, t0: float) -> None:
-        """An interval outside training steps began (the tracker's ``on_open``)."""
+        """An interval outside training steps began (the tracker's ``on_open``): sent at
+        once, since the interval may be long and no step ends in it."""
         s = self.sender
-        s.put(BetweenOpen(s.pid, kind, t0 + s.epoch_offset))
+        s.put(BetweenOpen(s.pid, kind, t0 + s.epoch_offset), urgent=True)
+
+    def due(self, t: float) -> None:
+        """The sender's next send on the training thread (perf_counter; INF: none)."""
+        self.tracker.flush_at = t
 
     def internal_error(self, where: str) -> None:
         """Count a perftop bug; tell the monitor once per place; never raise."""

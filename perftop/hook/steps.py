@@ -40,6 +40,7 @@ SOURCES = STEP_SOURCES  # index = mode
 HOLD_STEPS = 64
 HOLD_S = 5.0
 LOADER_KEY = "_perftop_loader"  # set on DataLoader iterators: which loader they iterate
+_INF = float("inf")
 _perf = time.perf_counter
 # The C primitives of the compiled build (``_steps_fast.h``, declared in the .pxd): the
 # clock, a pass-through that passes its caller's arguments on by vectorcall, a hook that
@@ -80,6 +81,10 @@ class StepTracker:
         self.on_between: Callable[[str, float, float], None] | None = None  # kind, t0, length
         self.on_open: Callable[[str, float], None] | None = None  # kind, t0: one began
         self.on_arm: Callable[[], None] | None = None  # arms the one-shot forward pre-hook
+        # Where the training thread sends (the sender's solo mode, solo.py): a step that
+        # ends at or after ``flush_at`` calls ``on_flush``; never while it is INF.
+        self.on_flush: Callable[[], None] | None = None
+        self.flush_at = _INF
         self.grad_enabled: Callable[[], bool] = _grad_on  # torch.is_grad_enabled, once patched
         self.clock = _perf  # for closures (tests give their own)
         # torch's global optimizer hooks, called as hook(opt, args, kwargs)
@@ -154,6 +159,8 @@ class StepTracker:
                 # training is seen (then on_step waits for the training thread's step).
                 self.step_hook_at = self.on_step(self.index, t) or 0
             self.index += 1
+            if t >= self.flush_at and self.on_flush is not None:
+                self.on_flush()
         self.running = True
         self.start = t
         self.data = self.bwd = self.opt = self.hole = 0.0

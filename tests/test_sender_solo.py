@@ -1,0 +1,164 @@
+"""The sender without a thread of its own while the job's process has no other (solo.py):
+a single-threaded job stays single-threaded (glibc keeps its lock-free fast paths), every
+step still arrives, the thread takes over once the job has another, and the training
+thread's own sends never wait, lose nothing uncounted, and survive an interrupt."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from perftop.events import Dropped, Hello, Step
+from perftop.hook.sender import Sender
+from perftop.hook.solo import single_threaded_flag
+from perftop.wire import FrameReader, decode_frame
+from tests.helpers import WORKLOADS, run_and_report
+from tests.test_sender import Listener, _hello
+
+pytestmark = pytest.mark.skipif(
+    single_threaded_flag() is None, reason="glibc's __libc_single_threaded (Linux, glibc >= 2.32)"
+)
+JOB = str(WORKLOADS / "solo_job.py")
+
+
+def _job(tmp_path, *args: str) -> tuple[dict, dict]:
+    proc, report = run_and_report(tmp_path, sys.executable, JOB, *args)
+    assert proc.returncode == 0, proc.stderr
+    own = json.loads(proc.stdout.strip().splitlines()[-1])
+    return own, report
+
+
+def test_a_single_threaded_job_stays_single_threaded_and_every_step_arrives(tmp_path):
+    own, report = _job(tmp_path, "400")
+    assert own["tasks"] == 1 and own["single"], own  # no perftop-sender thread, ever
+    assert own["threads"] == ["MainThread"]
+    assert report["steps"]["count"] == own["steps"] == 400
+
+
+def test_the_sender_thread_takes_over_once_the_job_has_another_thread(tmp_path):
+    own, report = _job(tmp_path, "400", "thread")
+    assert "perftop-sender" in own["threads"] and "job-own" in own["threads"], own
+    assert report["steps"]["count"] == own["steps"] == 400
+
+
+SOLO_WRITER = r"""
+import json, os, sys, time
+from perftop.events import Hello
+from perftop.hook.sender import Sender
+s = Sender(sys.argv[1], lambda: Hello(time.time(), os.getpid(), os.getppid(), "h", ()))
+assert s.probe()
+s.start()
+solo = s.solo
+n, worst, pumps, end = 0, 0.0, 0, time.monotonic() + float(sys.argv[2])
+while time.monotonic() < end:  # a training thread that ends a step every ~2 us
+    s.steps.append((n, 1.0 + n, 1.0 + n, 0.0, 0.0, 0.0, None, "optimizer"))
+    n += 1
+    if time.perf_counter() >= s.flush_at:
+        t0 = time.perf_counter()
+        s.pump()
+        worst, pumps = max(worst, time.perf_counter() - t0), pumps + 1
+s.close()
+print(json.dumps({"n": n, "solo": solo, "worst": worst, "pumps": pumps,
+                  "dropped": s.dropped, "tasks": len(os.listdir("/proc/self/task"))}))
+"""
+
+
+def test_solo_sends_never_wait_for_a_monitor_that_stops_reading(tmp_path):
+    """The monitor accepts and then reads nothing while the job sends for 1.5 s: the
+    socket fills, the training thread's sends return at once, the bounded deque drops
+    the oldest steps and counts them. Read afterwards, the stream is whole: the steps it
+    holds are in order, and with the drops they add up to every step the job made."""
+    path = str(tmp_path / "s")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen()
+    job = subprocess.Popen([sys.executable, "-c", SOLO_WRITER, path, "1.5"],
+                           stdout=subprocess.PIPE, text=True)  # fmt: skip
+    conn, _ = srv.accept()
+    out, _ = job.communicate(timeout=60)  # no read until the job is done
+    got = json.loads(out)
+    assert got["solo"] and got["tasks"] == 1, got
+    assert got["pumps"] >= 4 and got["worst"] < 0.05, got  # never waited on the socket
+    events, reader = [], FrameReader()
+    conn.settimeout(5)
+    while data := conn.recv(1 << 20):
+        for payload in reader.feed(data):
+            events.extend(decode_frame(payload)[0])
+    assert isinstance(events[0], Hello)
+    idx = [e.index for e in events if isinstance(e, Step)]
+    assert idx == sorted(set(idx)) and idx, idx[:5]  # in order, none twice
+    assert got["dropped"] > 0 and len(idx) + got["dropped"] == got["n"], (len(idx), got)
+    drops = [e.total for e in events if isinstance(e, Dropped)]
+    assert drops == sorted(drops) and all(d <= got["dropped"] for d in drops)
+
+
+class _Interrupted(socket.socket):
+    """A real socket whose send is interrupted (Ctrl-C) after it sent part of the data."""
+
+    def send(self, data, *flags):  # type: ignore[override]
+        super().send(bytes(data)[: len(data) // 2], *flags)
+        raise KeyboardInterrupt
+
+
+def test_an_interrupt_in_the_training_threads_send_restarts_the_stream_cleanly(tmp_path):
+    """Ctrl-C lands in a send on the training thread: the interrupt reaches the job as
+    it would anyway, the connection whose frame was cut is dropped, and the next send
+    starts a new one (magic, hello) that the monitor reads whole."""
+    lst = Listener(tmp_path / "s")
+    s = Sender(str(tmp_path / "s"), _hello, interval=3600)
+    s.started = True  # no thread: this test sends itself
+    assert s.probe()
+    s._connect(None)  # greeted on the probe's connection
+    for i in range(50):
+        s.steps.append((i, 1.0, 1.0, 0.0, 0.0, 0.0, None, "optimizer"))
+    s._sock = _Interrupted(fileno=s._sock.detach())
+    with pytest.raises(KeyboardInterrupt):
+        s.drain(nowait=True)
+    assert s._sock is None and s._tail == b""
+    s._next_connect = 0.0
+    for i in range(50, 60):
+        s.steps.append((i, 1.0, 1.0, 0.0, 0.0, 0.0, None, "optimizer"))
+    s.drain(nowait=True)
+    deadline = time.monotonic() + 10
+    while sum(isinstance(e, Step) for e in lst.events) < 10 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert sum(isinstance(e, Hello) for e in lst.events) == 2  # one per connection
+    steps = [e.index for e in lst.events if isinstance(e, Step)]
+    assert steps == list(range(50, 60))  # the cut batch is lost (counted), nothing garbled
+    assert s.dropped == 50
+
+
+def test_plain_and_phased_steps_keep_their_order_and_what_fell_out_is_counted(
+    tmp_path, tracker_cls
+):
+    """A batch of plain steps is packed in one go; one with a step that has phases goes
+    item by item, in order, each in its own form. In a full deque the oldest fall out:
+    the sender counts them from the indices."""
+    lst = Listener(tmp_path / "s")
+    s = Sender(str(tmp_path / "s"), _hello, capacity=10, interval=3600)
+    s.started = True
+    tr = tracker_cls(s.steps.append)
+    tr.settled = True
+    tr.explicit(1.0)  # the first step starts here
+    for i in range(25):
+        if i % 4 == 0:
+            tr.phase("fwd", 1.0 + i, 1.5 + i)
+        tr.explicit(2.0 + i)
+    s.drain()
+    for i in range(25, 30):  # a batch of plain steps only
+        tr.explicit(2.0 + i)
+    s.drain()
+    deadline = time.monotonic() + 10
+    while sum(isinstance(e, Step) for e in lst.events) < 15 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    steps = [e for e in lst.events if isinstance(e, Step)]
+    assert [e.index for e in steps] == list(range(15, 30))
+    assert [bool(e.phases) for e in steps] == [i % 4 == 0 and i < 25 for i in range(15, 30)]
+    assert steps[0].t0 > 1e9 and steps[0].t1 - steps[0].t0 == pytest.approx(1.0)
+    assert [e.total for e in lst.events if isinstance(e, Dropped)] == [15]
+    assert s.dropped == 15
