@@ -10,6 +10,13 @@ included) and the sender thread's own CPU. Per arm: the median over rounds of (t
 against the best plain run; then the ratio of each to plain. Pairing each run with the
 plain run of its own round cancels the slow drifts of a shared machine.
 
+Where a process's memory lies moves a step's time by itself: plain runs of this job spread
+over ~15 µs/step (161-182) with address-space randomization and a random hash seed, ~3 µs
+without. So every run has ASLR off (``setarch -R``, where it exists) and each round one
+``PYTHONHASHSEED`` (the round's number) for all its arms: a pair differs by the arm, and
+the rounds differ by layout, so that no one layout decides the result. ``--random-layout``
+turns this off.
+
 ``--release REV`` (default ``ecda10e``, the last release) adds that revision as an arm:
 exported with ``git archive`` into a temporary folder and its Cython tracker built there
 (when Cython is importable; the output says which hot path each arm runs). ``--compare``
@@ -26,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -99,9 +107,25 @@ def hot_path(root: Path) -> str:
 Runs = dict[str, list[tuple[float, float, float]]]
 
 
-def measure(runs: int, steps: int, others: dict[str, Path], data: str = "loader") -> Runs:
+SETARCH = shutil.which("setarch")
+
+
+def layout(
+    cmd: list[str], env: dict[str, str], seed: int | None
+) -> tuple[list[str], dict[str, str]]:
+    """``cmd`` with ASLR off and hash seed ``seed`` (None: as the system has them)."""
+    if seed is None:
+        return cmd, env
+    env = dict(env, PYTHONHASHSEED=str(seed))
+    return ([SETARCH, "-R", *cmd] if SETARCH else cmd), env
+
+
+def measure(
+    runs: int, steps: int, others: dict[str, Path], data: str = "loader", fixed: bool = True
+) -> Runs:
     """(wall, process CPU, sender thread CPU) seconds per step of each run of each arm:
-    "plain", "this", ``others``."""
+    "plain", "this", ``others``; with ``fixed``, round i runs every arm with hash seed i and
+    ASLR off."""
     with tempfile.TemporaryDirectory() as d:
         job = Path(d) / "job.py"
         job.write_text(JOB)
@@ -118,7 +142,7 @@ def measure(runs: int, steps: int, others: dict[str, Path], data: str = "loader"
         for i in range(runs):
             order = list(arms) if i % 2 == 0 else list(arms)[::-1]
             for name in order:
-                cmd, env = arms[name]
+                cmd, env = layout(*arms[name], i if fixed else None)
                 res[name].append(_run(cmd, env, d))
             print(f"round {i + 1}/{runs} done", file=sys.stderr, flush=True)
     return res
@@ -159,6 +183,8 @@ def main() -> int:
     p.add_argument("--feeder", action="store_true",
                    help="batches from a generator, not a DataLoader: the feeder's data wait "
                    "(hook/first_forward.py) timed every step")  # fmt: skip
+    p.add_argument("--random-layout", action="store_true",
+                   help="ASLR and hash seeds as the system has them (noisier)")  # fmt: skip
     a = p.parse_args()
     others = {Path(c).name: Path(c).resolve() for c in a.compare}
     with tempfile.TemporaryDirectory() as d:
@@ -167,7 +193,11 @@ def main() -> int:
         for name, root in {"this": ROOT, **others}.items():
             print(f"{name:<8} hot path: {hot_path(root)}")
         data = "feeder" if a.feeder else "loader"
-        print("\n".join(report(measure(a.runs, a.steps, others, data), a.runs)))
+        if not a.random_layout:
+            how = "ASLR off (setarch -R)" if SETARCH else "no setarch: ASLR as the system has it"
+            print(f"layout: {how}; round i runs every arm with PYTHONHASHSEED=i")
+        res = measure(a.runs, a.steps, others, data, fixed=not a.random_layout)
+        print("\n".join(report(res, a.runs)))
     return 0
 
 
