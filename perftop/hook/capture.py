@@ -162,7 +162,11 @@ class Captures:
         self, ask: CaptureAsk, state: str, reason: str, first: int = -1, steps: int = 0
     ) -> None:
         s = self.state.sender
-        s.put(CaptureState(time.time(), s.pid, ask.capture_id, state, reason, first, steps))
+        # urgent: someone waits for it (`perftop trace`, the TUI's capture line)
+        s.put(
+            CaptureState(time.time(), s.pid, ask.capture_id, state, reason, first, steps),
+            urgent=True,
+        )
 
 
 def _dynamo_frames() -> int:

@@ -144,7 +144,10 @@ class Run:
 
     def _fail(self, reason: str, done: Callable[[], None]) -> None:
         s = self.state.sender
-        s.put(CaptureState(time.time(), s.pid, self.ask.capture_id, "failed", reason[:200]))
+        s.put(
+            CaptureState(time.time(), s.pid, self.ask.capture_id, "failed", reason[:200]),
+            urgent=True,
+        )
         done()
 
     def _summarize(self, prof: Any, done: Callable[[], None]) -> None:
@@ -161,7 +164,7 @@ class Run:
                 time.time(), s.pid, self.ask.capture_id, "done", "", self.first, self.steps
             )
         )
-        s.put(ops)
+        s.put(ops, urgent=True)
         done()
 
     def summary(self, prof: Any) -> CaptureOps:

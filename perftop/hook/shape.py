@@ -25,6 +25,8 @@ class Tracker(Protocol):
     on_between: Callable[[str, float, float], None] | None
     on_open: Callable[[str, float], None] | None
     on_arm: Callable[[], None] | None
+    on_flush: Callable[[], None] | None
+    flush_at: float
     clock: Callable[[], float]
     # ints
     mode: int

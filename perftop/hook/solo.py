@@ -5,7 +5,8 @@ A second thread costs a single-threaded job on every step, whatever that thread 
 ``__libc_single_threaded`` is set, and creating any thread clears it for good. Torch takes a
 mutex and mallocs many times a step (``AutogradMeta::fw_grad``'s lock per tensor in
 ``torch.stack``), so a sleeping sender thread made a tight CPU step (two Linear layers, one
-torch thread) 1.4-3.5 µs slower (``benchmarks/e2e_overhead.py``).
+torch thread) about 1-2 µs slower (medians of +1.8 µs in two interleaved runs;
+``docs/benchmarks.md``).
 
 So the hook starts no thread of its own in a single-threaded process. The training thread
 sends what is buffered itself, at most every ``Sender.interval`` seconds, at a step's end

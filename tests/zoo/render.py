@@ -85,19 +85,41 @@ def fetch(i):
     j = (i * B) % (N - B)
     return X_dev[j:j + B], Y_dev[j:j + B]
 """,
-    "thread": """\
-q = queue.Queue(maxsize=4)
-def produce():
-    i = 0
-    while True:
-        j = (i * B) % (N - B)
-        q.put((X_host[j:j + B].clone(), Y_host[j:j + B].clone()))
-        i += 1
-threading.Thread(target=produce, daemon=True).start()
+}
+# A feeder thread (a producer filling a queue) stops when the loop is over: one left in
+# torch's code as the interpreter exits aborts the process ("terminate called without an
+# active exception", plain runs too), so each offers its batch with a timeout, and an
+# atexit handler stops and joins it.
+_STOPPABLE = """\
+import atexit
+q, stop = queue.Queue(maxsize=4), threading.Event()
+def offer(b):  # put, unless the loop is over (a feeder blocked in put could not stop)
+    while not stop.is_set():
+        try:
+            q.put(b, timeout=0.05)
+            return
+        except queue.Full:
+            pass
+"""
+_START = """\
+feeder = threading.Thread(target=produce, daemon=True)
+feeder.start()
+atexit.register(lambda: (stop.set(), feeder.join(5)))
 def fetch(i):
     return q.get()
-""",
-}
+"""
+DATA["thread"] = (
+    _STOPPABLE
+    + """\
+def produce():
+    i = 0
+    while not stop.is_set():
+        j = (i * B) % (N - B)
+        offer((X_host[j:j + B].clone(), Y_host[j:j + B].clone()))
+        i += 1
+"""
+    + _START
+)
 
 # Issue 30 item 3's feeders, each fetched by ``fetch(i)`` on the training thread (which the
 # loop times): ``FEED_S`` is a slicing feeder's own time a batch.
@@ -128,16 +150,16 @@ _LOADER_ONLY = _LOADER.split("def forever")[0]
 DATA.update(
     {
         "thread_loader": _LOADER_ONLY.format(workers="")
+        + _STOPPABLE
         + """\
-q = queue.Queue(maxsize=4)
 def produce():  # a feeder thread iterates the DataLoader into a queue
-    while True:
+    while not stop.is_set():
         for b in loader:
-            q.put(b)
-threading.Thread(target=produce, daemon=True).start()
-def fetch(i):
-    return q.get()
-""",
+            offer(b)
+            if stop.is_set():
+                return
+"""
+        + _START,
         "generator": _SLICES
         + """\
 def forever():
@@ -155,30 +177,20 @@ def fetch(i):
         + "pre = Prefetcher(slices)\ndef fetch(i):\n    return pre.next()\n",
     }
 )
-# the producer thread of slices, FEED_S a batch (a feeder thread that sleeps must be
-# stopped before the interpreter exits: torch aborts on a daemon thread waking then)
-DATA["thread_slow"] = """\
-import atexit
-q, stop = queue.Queue(maxsize=4), threading.Event()
+# the producer thread of slices, FEED_S a batch
+DATA["thread_slow"] = (
+    _STOPPABLE
+    + """\
 def produce():
     i = 0
     while not stop.is_set():
         time.sleep(FEED_S)
         j = (i * B) % (N - B)
-        b = (X_host[j:j + B].clone(), Y_host[j:j + B].clone())
-        while not stop.is_set():
-            try:
-                q.put(b, timeout=0.05)
-                break
-            except queue.Full:
-                pass
+        offer((X_host[j:j + B].clone(), Y_host[j:j + B].clone()))
         i += 1
-feeder = threading.Thread(target=produce, daemon=True)
-feeder.start()
-atexit.register(lambda: (stop.set(), feeder.join(5)))
-def fetch(i):
-    return q.get()
 """
+    + _START
+)
 
 UPDATE_SETUP = {
     "optim": "opt = torch.optim.SGD(params, lr=1e-3, momentum=0.9)",
