@@ -6,6 +6,7 @@ thread's own sends never wait, lose nothing uncounted, and survive an interrupt.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -162,3 +163,44 @@ def test_plain_and_phased_steps_keep_their_order_and_what_fell_out_is_counted(
     assert steps[0].t0 > 1e9 and steps[0].t1 - steps[0].t0 == pytest.approx(1.0)
     assert [e.total for e in lst.events if isinstance(e, Dropped)] == [15]
     assert s.dropped == 15
+
+
+DEAD_MONITOR = r"""
+import os, signal, sys, time
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # as a script piped into `head` sets it
+from perftop.events import Hello
+from perftop.hook.sender import Sender
+s = Sender(sys.argv[1], lambda: Hello(time.time(), os.getpid(), os.getppid(), "h", ()),
+           interval=0.02)
+assert s.probe()
+for n in range(400):  # ~1.2 s of steps; the monitor dies in the first 0.3 s
+    s.steps.append((n, 1.0 + n, 1.0 + n, 0.0, 0.0, 0.0, None, "optimizer"))
+    s.start()
+    if time.perf_counter() >= s.flush_at:
+        s.pump()
+    time.sleep(0.003)
+s.close()
+print("alive", s.dropped, s.solo)
+"""
+
+
+@pytest.mark.parametrize("thread", ["", "1"], ids=["solo", "thread"])
+def test_a_monitor_that_dies_never_kills_a_job_that_takes_sigpipe(tmp_path, thread):
+    """The monitor is killed (its end of the socket closed) while the job sends: the
+    job, whose SIGPIPE is at its default, runs to its end and exits 0; what it could not
+    send is counted. Before MSG_NOSIGNAL the next send killed it (exit 141 in a shell)."""
+    path = str(tmp_path / "s")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen()
+    env = {**os.environ, "PERFTOP_SENDER_THREAD": thread}
+    job = subprocess.Popen([sys.executable, "-c", DEAD_MONITOR, path], env=env,
+                           stdout=subprocess.PIPE, text=True)  # fmt: skip
+    conn, _ = srv.accept()
+    time.sleep(0.3)
+    conn.close()  # the monitor is gone
+    srv.close()
+    out, _ = job.communicate(timeout=60)
+    assert job.returncode == 0, job.returncode
+    _, dropped, solo = out.split()
+    assert int(dropped) > 0 and solo == ("True" if not thread else "False")

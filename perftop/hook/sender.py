@@ -48,6 +48,10 @@ EXIT_S = 0.1  # the most a process's exit (or a DataLoader worker's) waits for p
 # and freeing a full buffer (65,536 steps take ~4 ms to free).
 EXIT_RESERVE_S = 0.02
 PR_SET_PTRACER = 0x59616D61  # Yama (linux/prctl.h)
+# A monitor that died must cost a send an error (EPIPE: dropped and counted), never the job
+# its life: a job that set SIGPIPE back to its default (as scripts piped into `head` do) was
+# killed by the hook's next send (exit 141). macOS has no such flag.
+_NOSIGNAL = getattr(socket, "MSG_NOSIGNAL", 0)
 MAX_BATCH = 4096
 EXIT_BATCH = 512  # smaller batches under a deadline: the last one overshoots it less
 
@@ -235,7 +239,7 @@ class Sender:
             if timeout is None:
                 sock.settimeout(0.0)
                 try:
-                    sent = sock.send(data) if data else 0
+                    sent = sock.send(data, _NOSIGNAL) if data else 0
                 except (BlockingIOError, InterruptedError):
                     sent = 0
                 self._tail = data[sent:]
@@ -244,7 +248,7 @@ class Sender:
                 if timeout <= 0:
                     raise TimeoutError
                 sock.settimeout(timeout)
-                sock.sendall(data)
+                sock.sendall(data, _NOSIGNAL)
         except OSError:
             self.dropped += n
             self._disconnect()
