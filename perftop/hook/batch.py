@@ -57,15 +57,15 @@ def encode(s: Buffered, limit: int) -> tuple[list[bytes], int]:
             count_gap(s, steps[-1][REC_INDEX], len(steps))
         else:  # steps with phases among them: one by one, in order
             frames = items(s, steps)
-    events = take(s.buf, limit - len(steps), s.solo)
+    events = take(s.buf, limit - len(steps), False)  # put() may come from any thread
     if events:
         frames.extend(items(s, events))
     return frames, len(steps) + len(events)
 
 
 def take(queue: deque[Any], limit: int, solo: bool) -> list[Any]:
-    """Up to ``limit`` items from the left of ``queue``; all at once when ``solo`` (no
-    other thread appends meanwhile)."""
+    """Up to ``limit`` items from the left of ``queue``; all at once when ``solo`` (the
+    steps where the training thread sends: no other thread appends to them meanwhile)."""
     if solo and len(queue) <= limit:
         got = list(queue)
         queue.clear()
