@@ -24,6 +24,8 @@ from perftop.errors import RecordingError
 from perftop.events import FORMAT_VERSION, Event, SessionStart, Step
 from perftop.wire import (
     HEADER,
+    KIND_JSON,
+    KIND_NODE,
     KIND_STEPS,
     KIND_ZLIB,
     MAGIC,
@@ -35,6 +37,7 @@ from perftop.wire import (
 )
 
 RESYNC_BLOCK = 1 << 20  # bytes searched at a time for the next good frame
+_OUTER_KINDS = (KIND_JSON, KIND_STEPS, KIND_ZLIB, KIND_NODE)
 _KIND_FIELD = re.compile(rb"(?=\x00\x00\x00[\x00-\x03])")  # a known kind (0-3), big-endian
 
 
@@ -143,6 +146,11 @@ class FrameScanner:
                     frames = self._inflated(payload, resumable, True)
                 else:
                     resumable, frames = True, [Frame(kind, payload)]
+                    if kind not in _OUTER_KINDS:
+                        # The header's kind is outside the CRC: a flipped one reads as a
+                        # newer writer's kind. Its payload may have been the deflate
+                        # stream's next piece, so the stream waits for its next restart.
+                        self._inflate = None
                 yield Chunk(start, pos, resumable, self._decode(frames))
                 continue
             nxt = self.resync(pos + 1)
@@ -208,7 +216,9 @@ class FrameScanner:
             st.skipped_bytes += HEADER.size + len(payload)
             self._lost_steps()
         frames, bad = inner_frames(data)
-        st.bad_frames += bad if intact else 0
+        if bad and intact:
+            st.bad_frames += bad
+            self._lost_steps()  # an inner frame lost: its steps counted from their numbers
         return frames
 
     def _lost_steps(self) -> None:
@@ -240,8 +250,11 @@ class FrameScanner:
                 events, unknown = decode_frame(frame)
             except FrameError:
                 st.bad_frames += 1
+                self._lost_steps()  # whatever steps it held are counted from their numbers
                 continue
             st.unknown_events += unknown
+            if unknown and not events:
+                self._lost_steps()  # a whole frame skipped (its kind unknown, or flipped)
             if events and not self.checked_version:
                 self.checked_version = True
                 check_version(self.path, events[0])

@@ -113,3 +113,21 @@ def test_random_flipped_bits_are_counted_to_the_step(recording, tmp_path):
             assert stats.skipped_steps <= lost and any("at least" in w for w in stats.warnings)
         else:
             assert stats.skipped_steps == lost, stats.warnings
+
+
+@pytest.mark.parametrize("kind", [0, 3, 6])
+def test_a_flipped_frame_kind_counts_the_steps_it_held(recording, tmp_path, kind):
+    """The header's kind is outside the CRC: a compressed frame whose kind reads as JSON, a
+    node's frame or an unknown kind is skipped, and its steps are counted as skipped."""
+    data = bytearray(recording.read_bytes())
+    frames = _frames(data)
+    whole = len(_steps(recording)[0])
+    at, _ = frames[len(frames) // 2]
+    assert HEADER.unpack_from(data, at)[2] == 2, "the recording's frames are compressed"
+    data[at + 11] = kind
+    bad = tmp_path / f"kind{kind}.perftop"
+    bad.write_bytes(bytes(data))
+    steps, stats = _steps(bad)
+    lost = whole - len(steps)
+    assert lost > 0 and stats.skipped_steps == lost and not stats.steps_uncounted
+    assert stats.warnings
