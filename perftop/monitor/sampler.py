@@ -2,8 +2,10 @@
 
 A source with ``start()`` / ``stop()`` (and ``pause()``): one thread dumps, with py-spy
 and without pausing the targets, at most ``per_tick`` of the tree's Python processes per
-tick in turn, so the cost stays flat however many workers there are. A refused or failing
-process gets one note with the reason and is not tried again.
+tick in turn, so the cost stays flat however many workers there are. A refused process, or
+one whose dumps fail ``TRIES`` times in a row, gets one note with the reason and is not
+tried again; a single failed dump (a worker caught starting up, a dump slowed past its
+timeout on a loaded host) is tried again at its next turn.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from perftop.probes.procs import descendants
 
 INTERVAL_S = 1.0
 PER_TICK = 4
+TRIES = 3  # dumps failed in a row before a process is given up on
 
 
 def is_python(pid: int) -> bool:
@@ -56,6 +59,7 @@ class StackSampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._failed: set[int] = set()
+        self._fails: dict[int, int] = {}  # dumps failed in a row, by pid
         self._turn = 0
         self.samples = 0
 
@@ -93,10 +97,14 @@ class StackSampler:
             except stacks.StackError as exc:
                 if not psutil.pid_exists(pid):
                     continue
+                fails = self._fails[pid] = self._fails.get(pid, 0) + 1
+                if fails < TRIES and not exc.permission:
+                    continue
                 self._failed.add(pid)
                 why = stacks.permission_advice(pid) if exc.permission else str(exc)
                 events.append(Note(time.time(), "warning", "stacks", f"pid {pid}: {why}"))
                 continue
+            self._fails.pop(pid, None)
             events.append(
                 StackSample(time.time(), pid, role_of(self.root, pid, frames), frames, name, idle)
             )
