@@ -22,14 +22,16 @@ TRACKER_MODULES = ("steps.py", "steps_cold.py", "gaps.py")
 
 
 def declared() -> set[str]:
-    """Names in ``cdef public <type> a, b, c`` lines of StepTracker's block in the .pxd."""
+    """Names in ``cdef public <type> a, b, c`` lines of StepTracker's block in the .pxd
+    (a C pointer's too: ``cdef double *a``)."""
     text = (HOOK / "_steps_fast.pxd").read_text()
     block = text.split("cdef class StepTracker:", 1)[1]
     names: set[str] = set()
     for line in block.splitlines():
         m = re.match(r"\s+cdef\s+(?:public\s+|readonly\s+)?[\w.]+(?:\s+long)*\s+(.+)$", line)
-        if m and "(" not in m.group(1):
-            names.update(n.strip() for n in m.group(1).split("#")[0].split(","))
+        decl = m.group(1).split("#")[0] if m else ""
+        if m and "(" not in decl:  # not a method
+            names.update(n.strip().lstrip("*") for n in decl.split(","))
         elif line and not line[0].isspace():
             break  # the end of the class's block
     return {n for n in names if n}

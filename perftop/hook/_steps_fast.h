@@ -28,6 +28,10 @@
  *       it against torch.is_grad_enabled()), else fallback() (torch.is_grad_enabled), which
  *       costs as much as the rest of a batch's bookkeeping.
  *
+ *   perftop_ring_ptr(buf)  the address of a writable buffer's doubles (the ring of steps,
+ *       ring.py), for stores without a check each; the buffer object, kept by the tracker,
+ *       keeps the memory. Its plain-Python twin returns the buffer itself (a memoryview).
+ *
  * An error of `d` or `f` is caught here, not in them (a try block in the compiled code
  * costs on every call): reported with tr._error(where) and dropped, while an interrupt
  * is passed on. Nothing of perftop's may reach the caller, whose result or exception is
@@ -316,4 +320,13 @@ static int perftop_grad(PyObject *fallback) {
     int v = PyObject_IsTrue(r);
     Py_DECREF(r);
     return v;
+}
+
+static double *perftop_ring_ptr(PyObject *buf) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(buf, &view, PyBUF_WRITABLE) < 0)
+        return NULL;
+    double *p = (double *)view.buf;
+    PyBuffer_Release(&view); /* `buf` (a memoryview of the mapping) keeps the memory */
+    return p;
 }

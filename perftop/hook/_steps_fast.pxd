@@ -2,6 +2,7 @@
 # only; the logic is steps.py's, the one source.
 
 cdef int NONE, LOADER, BACKWARD, OPTIMIZER, EXPLICIT  # C ints: compared on every call
+cdef long long RING_F
 cdef tuple SOURCES  # a C global: no module-dict lookup per step
 
 # steps.py's ``_now``, ``_passthrough``, ``_hook``, ``_grad*`` and ``_refers`` are the
@@ -19,6 +20,7 @@ cdef extern from "_steps_fast.h":
     bint _refers "perftop_refers" (object ref, object obj) except -1
     unsigned long _thread "perftop_thread" ()
     object _passthrough_outer "perftop_passthrough_outer" (object orig, object target, done_fn done, object where)
+    double *_ring_ptr "perftop_ring_ptr" (object buf) except NULL
 
 cdef double _cap(double x, double dur)
 
@@ -42,8 +44,14 @@ cdef class StepTracker:
     cdef public tuple last_it
     cdef public list held
     cdef public set train_loaders
+    cdef public long long ring_cap, ring_r, ring_w
+    cdef public object ring_buf
+    cdef public dict ring_phases
+    cdef double *ring  # ring_buf's doubles, for C stores (j is in range by construction)
 
     cpdef close(self, double t)
+    @cython.locals(w=cython.longlong, j=cython.longlong)
+    cpdef push(self, double index, double t0, double t1, double data, double bwd, double opt, object phases, double source)
     cpdef bint active(self)
     cpdef lazy_close(self, double t)
     cpdef fetched(self, double t0, double t1, bint got_batch=*, object loader=*, bint grad=*)

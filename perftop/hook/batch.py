@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Protocol
 
+from perftop.hook import ring
+from perftop.hook.steps import RING_F
 from perftop.wire import (
     REC_BWD,
     REC_DATA,
@@ -37,6 +39,7 @@ class Buffered(Protocol):
     pid: int
     epoch_offset: float
     solo: bool
+    ring: Any  # the step tracker whose ring holds the steps (ring.py), or None
     steps: deque[Any]
     buf: deque[Any]
     dropped: int
@@ -44,9 +47,16 @@ class Buffered(Protocol):
 
 
 def encode(s: Buffered, limit: int) -> tuple[list[bytes], int]:
-    """Up to ``limit`` buffered items as frames, and how many were taken."""
-    steps = take(s.steps, limit, s.solo)
+    """Up to ``limit`` buffered items as frames, and how many were taken: the ring's steps
+    first, then steps given as tuples (a tracker without a ring), then events."""
     frames: list[bytes] = []
+    taken = 0
+    if s.ring is not None:
+        nums = ring.take(s.ring, limit)
+        if nums:
+            frames = ring_frames(s, nums)
+            taken = len(nums) // RING_F
+    steps = take(s.steps, limit - taken, s.solo)
     if steps:
         pid, off, pack, code = s.pid, s.epoch_offset, STEP_RECORD.pack, SOURCE_CODE
         records = [pack(pid, i, t0 + off, t1 + off, data, bwd, opt, code.get(src, 0))
@@ -57,10 +67,27 @@ def encode(s: Buffered, limit: int) -> tuple[list[bytes], int]:
             count_gap(s, steps[-1][REC_INDEX], len(steps))
         else:  # steps with phases among them: one by one, in order
             frames = items(s, steps)
-    events = take(s.buf, limit - len(steps), False)  # put() may come from any thread
+    events = take(s.buf, limit - taken - len(steps), False)  # put() may come from any thread
     if events:
         frames.extend(items(s, events))
-    return frames, len(steps) + len(events)
+    return frames, taken + len(steps) + len(events)
+
+
+def ring_frames(s: Buffered, nums: list[float]) -> list[bytes]:
+    """Steps read out of the ring (eight numbers each) as frames: binary records, and a
+    step with phases as the tuple the tracker would have emitted, in order."""
+    pid, off, pack, tr = s.pid, s.epoch_offset, STEP_RECORD.pack, s.ring
+    it = iter(nums)
+    rows = list(zip(it, it, it, it, it, it, it, it, strict=True))
+    if not any(row[7] for row in rows):  # the common case: plain steps only
+        records = [pack(pid, int(i), t0 + off, t1 + off, data, bwd, opt, int(src))
+                   for i, t0, t1, data, bwd, opt, src, _ in rows]  # fmt: skip
+        count_gap(s, int(rows[-1][0]), len(rows))
+        return [encode_steps_frame(records)]
+    steps = [(int(i), t0, t1, data, bwd, opt, ring.phases(tr, int(i)) if has else None,
+              STEP_SOURCES[int(src)] if src < len(STEP_SOURCES) else "")
+             for i, t0, t1, data, bwd, opt, src, has in rows]  # fmt: skip
+    return items(s, steps)
 
 
 def take(queue: deque[Any], limit: int, solo: bool) -> list[Any]:

@@ -120,4 +120,5 @@ PRIMITIVES: dict[str, Any] = {
     "_refers": refers,
     "_thread": threading.get_ident,
     "_passthrough_outer": passthrough_outer,
+    "_ring_ptr": lambda buf: buf,  # the ring's memoryview: stores by index, as in C
 }

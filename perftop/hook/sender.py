@@ -1,9 +1,9 @@
 """The hook's background sender: a bounded buffer drained by a daemon thread.
 
-The training thread only appends to a deque: steps to a bounded one through its C-level
-``append`` (no Python frame; when it is full the oldest steps fall out, and the sender
-counts them from the gaps in step indices), other events through :meth:`Sender.put`,
-which counts a drop when its buffer is full. A daemon
+The training thread only writes steps into the step tracker's ring (``ring.py``: eight
+doubles a step, no object kept; when it is full new steps are dropped, and the sender
+counts them from the gaps in step indices) and appends other events to a deque through
+:meth:`Sender.put`, which counts a drop when its buffer is full. A daemon
 thread wakes every ``interval`` seconds (0.25: the most an event waits; the TUI redraws
 every 0.5 s), encodes what is there into one frame and writes it to the monitor's Unix
 socket. Each wake costs the training thread a GIL hand-off and the sender's cold code (about
@@ -35,7 +35,7 @@ from collections.abc import Callable
 from typing import Any
 
 from perftop.events import Dropped, Event, Note
-from perftop.hook import batch
+from perftop.hook import batch, ring
 from perftop.hook.inbox import Inbox
 from perftop.hook.solo import INF, single_threaded_flag
 from perftop.wire import MAGIC, encode_frame
@@ -77,7 +77,9 @@ class Sender:
         self.interval = interval
         # perf_counter() -> epoch seconds; the hot path stores perf_counter stamps.
         self.epoch_offset = time.time() - time.perf_counter()
-        self.steps: deque[tuple[Any, ...]] = deque(maxlen=capacity)
+        self.steps: deque[tuple[Any, ...]] = deque(maxlen=capacity)  # a tracker's without a ring
+        # The step tracker whose ring holds the steps (ring.py), where HookState gives one.
+        self.ring: Any = None
         self.single = single_threaded_flag()  # None: always a thread (solo.py)
         # Told the perf_counter time of the next send on the training thread (INF: none),
         # which the step tracker compares each step's end with (HookState wires it).
@@ -193,7 +195,7 @@ class Sender:
         elif not self._lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
             return  # the sender thread is stuck in a send: what it holds is lost
         try:
-            while self.steps or self.buf or self.dropped != self._dropped_sent:
+            while self.pending() or self.dropped != self._dropped_sent:
                 if deadline is None and self.closed:
                     break  # the exit's own flush takes over: no GIL taken from the exit
                 if not self._send_batch(deadline, nowait):
@@ -204,6 +206,11 @@ class Sender:
             self.errors += 1
         finally:
             self._lock.release()
+
+    def pending(self) -> int:
+        """Steps and events buffered, not sent yet."""
+        n = len(self.steps) + len(self.buf)
+        return n + ring.buffered(self.ring) if self.ring is not None else n
 
     def _send_batch(self, deadline: float | None = None, nowait: bool = False) -> bool:
         timeout = _left(deadline)
@@ -337,6 +344,8 @@ class Sender:
         # What did not make it is dropped (counted, though no one can be told any more):
         # nothing left to free at exit.
         self.dropped += len(self.steps) + len(self.buf)
+        if self.ring is not None:
+            self.dropped += ring.discard(self.ring)
         self.steps.clear()
         self.buf.clear()
 

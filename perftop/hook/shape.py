@@ -79,8 +79,27 @@ class Tracker(Protocol):
     last_it: tuple[Any, ...] | None
     held: list[tuple[Any, ...]]
     train_loaders: set[Any]
+    # the ring the sender reads steps from (ring.py)
+    ring_cap: int
+    ring_r: int
+    ring_w: int
+    ring_buf: Any
+    ring: Any  # compiled: a C pointer to ring_buf's doubles
+    ring_phases: dict[int, dict[str, float]]
 
     def close(self, t: float) -> None: ...
+
+    def push(
+        self,
+        index: float,
+        t0: float,
+        t1: float,
+        data: float,
+        bwd: float,
+        opt: float,
+        phases: Any,
+        source: float,
+    ) -> None: ...
 
     def active(self) -> bool: ...
 

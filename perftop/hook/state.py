@@ -29,9 +29,11 @@ class HookState:
         self.sender = Sender(socket_path, self.hello, on_event=self.heard)
         self.captures: Any = None  # capture.Captures, made when the first ask arrives
         self.capturing = False  # a capture is asked for or runs: the sync detector waits
-        # Steps go straight into the sender's bounded deque: a C call, no Python frame.
-        # The tracker is the compiled build when it is there (see impl.py).
+        # Steps go into the tracker's ring, which the sender reads (ring.py): in the
+        # compiled build (impl.py) eight C stores a step, no Python object kept.
         self.tracker = impl.new_tracker(self.sender.steps.append)
+        self.tracker.ring_cap = self.sender.capacity
+        self.sender.ring = self.tracker
         self.tracker.on_settle = self.sender.start
         self.tracker.on_error = self.internal_error
         self.tracker.on_between = self.between

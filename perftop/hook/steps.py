@@ -25,6 +25,7 @@ The one implementation: ``setup.py`` also compiles this file with Cython (types 
 
 from __future__ import annotations
 
+import mmap
 import threading
 import time
 from collections.abc import Callable
@@ -41,6 +42,9 @@ HOLD_STEPS = 64
 HOLD_S = 5.0
 LOADER_KEY = "_perftop_loader"  # set on DataLoader iterators: which loader they iterate
 _INF = float("inf")
+# The ring the sender reads steps from (ring.py): doubles a step (index, t0, t1, data,
+# backward, optimizer, source, and 1.0 where the step has phases, in ``ring_phases``).
+RING_F = 8
 _perf = time.perf_counter
 # The C primitives of the compiled build (``_steps_fast.h``, declared in the .pxd): the
 # clock, a pass-through that passes its caller's arguments on by vectorcall, a hook that
@@ -56,7 +60,16 @@ _grad_forget: Callable[[], None]
 _refers: Callable[[Any, Any], bool]
 _thread: Callable[[], int]  # the calling thread's identity (threading.get_ident)
 _passthrough_outer: Callable[[Any, Any, Any, str], Any]  # done for the outermost call only
+_ring_ptr: Callable[[Any], Any]  # where the ring's doubles are stored
 globals().update(plain.PRIMITIVES)
+
+
+def ring_buffer(capacity: int) -> Any:
+    """``capacity`` steps' worth of doubles, zero, in a private anonymous mapping (see
+    ring.py: pages are touched only as steps are written; a fork's child has its own)."""
+    size = capacity * RING_F * 8
+    flags = getattr(mmap, "MAP_PRIVATE", 0)
+    return memoryview(mmap.mmap(-1, size, flags=flags) if flags else mmap.mmap(-1, size)).cast("d")
 
 
 def _grad_on() -> bool:
@@ -90,6 +103,9 @@ class StepTracker:
         # torch's global optimizer hooks, called as hook(opt, args, kwargs)
         self.opt_pre_hook = _hook(self, _opt_pre, "optimizer pre-hook")  # noqa: F821
         self.opt_post_hook = _hook(self, _opt_post, "optimizer post-hook")  # noqa: F821
+        self.ring_cap = 0
+        self.ring_buf: Any = None  # made at the first step written: a process that never
+        # trains (a DataLoader worker) maps nothing; ``ring``: where its doubles are stored
         self.reset()
 
     def reset(self) -> None:
@@ -125,6 +141,10 @@ class StepTracker:
         self.fwd_wait = -1.0
         self.timing = False
         self.multi_bwd = False  # a step had several backwards (accumulation, a GAN)
+        # The ring the sender reads the steps from (ring.py), written from ring_r up to
+        # ring_w (counts of steps; ring_cap 0: no ring, steps go to ``emit``).
+        self.ring_r = self.ring_w = 0
+        self.ring_phases: dict[int, dict[str, float]] = {}  # step index -> its phases
 
     def close(self, t: float) -> None:
         """End the current step at ``t`` and start the next one there."""
@@ -137,13 +157,13 @@ class StepTracker:
                 data = -0.0 if self.blind and not self.has_fetch else _cap(self.data, dur)
             else:
                 data = _cap(self.fwd_wait, dur)
-            step = (self.index, self.start + self.hole, t, data,  # wire.REC_* order
-                    _cap(self.bwd, dur), _cap(self.opt, dur), self.phases,
-                    SOURCES[self.mode])  # fmt: skip
             if self.settled:
-                self.emit(step)
+                self.push(self.index, self.start + self.hole, t, data, _cap(self.bwd, dur),
+                          _cap(self.opt, dur), self.phases, self.mode)  # fmt: skip
             else:
-                self._hold(step, t)
+                self._hold((self.index, self.start + self.hole, t, data,  # wire.REC_* order
+                            _cap(self.bwd, dur), _cap(self.opt, dur), self.phases,
+                            SOURCES[self.mode]), t)  # fmt: skip
             if self.on_close is not None:
                 self.on_close(self.index, t)
             if (
@@ -172,6 +192,38 @@ class StepTracker:
         if self.timing and self.mode >= OPTIMIZER and self.on_arm is not None:
             self.on_arm()
         self.has_fetch = self.has_bwd = False
+
+    def push(self, index: float, t0: float, t1: float, data: float, bwd: float, opt: float,
+             phases: Any, source: float) -> None:  # fmt: skip
+        """A step out: written into the ring the sender reads (``ring.py``: eight doubles,
+        no Python object kept per step), or handed to ``emit`` where no ring is attached.
+        ``index`` and ``source`` (the mode's number) come as the ring keeps them, doubles."""
+        if self.ring_cap == 0:
+            self.emit((int(index), t0, t1, data, bwd, opt, phases, SOURCES[int(source)]))
+            return
+        w = self.ring_w
+        if w == self.ring_r:  # all read: from the start again, where the lines are warm
+            w = self.ring_w = 0  # the writer's count first: a reader then sees nothing new
+            self.ring_r = 0
+        elif w - self.ring_r >= self.ring_cap:
+            return  # full: dropped, counted by the sender from the gap in the indices
+        if self.ring_buf is None:
+            self.ring_buf = ring_buffer(self.ring_cap)
+            self.ring = _ring_ptr(self.ring_buf)  # noqa: F821
+        j = (w % self.ring_cap) * RING_F
+        self.ring[j] = index
+        self.ring[j + 1] = t0
+        self.ring[j + 2] = t1
+        self.ring[j + 3] = data
+        self.ring[j + 4] = bwd
+        self.ring[j + 5] = opt
+        self.ring[j + 6] = source
+        if phases is None:
+            self.ring[j + 7] = 0.0
+        else:
+            self.ring[j + 7] = 1.0
+            self.ring_phases[int(index)] = phases
+        self.ring_w = w + 1  # last: the step is there for a reader once it is counted
 
     def active(self) -> bool:
         """Whether the open step has seen anything yet."""

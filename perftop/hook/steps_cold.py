@@ -7,7 +7,15 @@ from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from perftop.wire import REC_BWD, REC_DATA, REC_INDEX, REC_OPT, REC_PHASES, REC_T0
+from perftop.wire import (
+    REC_BWD,
+    REC_DATA,
+    REC_INDEX,
+    REC_OPT,
+    REC_PHASES,
+    REC_T0,
+    STEP_SOURCES,
+)
 
 if TYPE_CHECKING:  # the tracker whose rare paths these are (no import at run time)
     from perftop.hook.shape import Tracker
@@ -38,8 +46,8 @@ def release(tr: Tracker) -> None:
     """No optimizer showed up in time: the weaker source's steps stand as they are."""
     settle(tr)
     held, tr.held = tr.held, []
-    for step in held:
-        tr.emit(step)
+    for index, t0, t1, data, bwd, opt, phases, source in held:  # wire.REC_* order
+        tr.push(index, t0, t1, data, bwd, opt, phases, STEP_SOURCES.index(source))
 
 
 def merge_held(tr: Tracker, strongest: bool = True) -> None:
