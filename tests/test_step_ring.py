@@ -13,13 +13,14 @@ import threading
 import pytest
 
 from perftop.hook import ring
-from perftop.hook.steps import RING_F
-from perftop.wire import STEP_SOURCES
+from perftop.hook.steps import PHASED, RING_REC
+from perftop.wire import STEP_RECORD, STEP_SOURCES
 
 
 def _tracker(tracker_cls, cap: int):
     tr = tracker_cls(lambda step: pytest.fail(f"emitted {step}: the ring should take it"))
     tr.ring_cap = cap
+    tr.ring_off = 1000.0
     return tr
 
 
@@ -27,21 +28,31 @@ def _push(tr, i: int, phases=None) -> None:
     tr.push(i, 10.0 + i, 10.5 + i, 0.1, 0.2, 0.05, phases, 3)
 
 
-def _indices(nums: list[float]) -> list[int]:
-    return [int(x) for x in nums[::RING_F]]
+def _records(got: bytes) -> list[tuple]:
+    return list(STEP_RECORD.iter_unpack(got))
 
 
-def test_steps_come_out_in_order_with_their_numbers(tracker_cls):
+def _indices(got: bytes) -> list[int]:
+    return [r[1] for r in _records(got)]
+
+
+def test_the_ring_holds_the_wires_record():
+    assert STEP_RECORD.size == RING_REC
+
+
+def test_steps_come_out_in_order_as_the_wires_records(tracker_cls):
     tr = _tracker(tracker_cls, 8)
-    assert ring.buffered(tr) == 0 and ring.take(tr, 100) == []
+    assert ring.buffered(tr) == 0 and ring.take(tr, 100) == b""
     for i in range(5):
         _push(tr, i, {"forward": 0.01 * i} if i == 3 else None)
     assert ring.buffered(tr) == 5
-    nums = ring.take(tr, 100)
-    assert len(nums) == 5 * RING_F and ring.buffered(tr) == 0
-    assert nums[:RING_F] == [0.0, 10.0, 10.5, 0.1, 0.2, 0.05, 3.0, 0.0]
-    assert STEP_SOURCES[int(nums[6])] == "optimizer"
-    assert [nums[k * RING_F + 7] for k in range(5)] == [0, 0, 0, 1.0, 0]
+    got = ring.take(tr, 100)
+    assert len(got) == 5 * RING_REC and ring.buffered(tr) == 0
+    recs = _records(got)
+    assert recs[0] == (os.getpid(), 0, 1010.0, 1010.5, 0.1, 0.2, 0.05, 3)  # epoch times
+    assert STEP_SOURCES[recs[0][7]] == "optimizer"
+    assert [r[7] for r in recs] == [3, 3, 3, 3 + PHASED, 3] and ring.phased(got)
+    assert not ring.phased(got[: 3 * RING_REC])
     assert ring.phases(tr, 3) == {"forward": 0.03} and ring.phases(tr, 3) is None
 
 
@@ -91,11 +102,9 @@ def test_a_reader_thread_sees_every_step_once_whole_and_in_order(tracker_cls):
 
     def reader() -> None:
         while not stop.is_set() or ring.buffered(tr):
-            nums = ring.take(tr, 50)
-            for k in range(0, len(nums), RING_F):
-                i = nums[k]
-                assert nums[k + 1 : k + 3] == [10.0 + i, 10.5 + i], "a torn step"
-                seen.append(int(i))
+            for _pid, i, t0, t1, *_ in _records(ring.take(tr, 50)):
+                assert (t0, t1) == (1010.0 + i, 1010.5 + i), "a torn step"
+                seen.append(i)
 
     t = threading.Thread(target=reader)
     switch = sys.getswitchinterval()

@@ -28,9 +28,14 @@
  *       it against torch.is_grad_enabled()), else fallback() (torch.is_grad_enabled), which
  *       costs as much as the rest of a batch's bookkeeping.
  *
- *   perftop_ring_ptr(buf)  the address of a writable buffer's doubles (the ring of steps,
- *       ring.py), for stores without a check each; the buffer object, kept by the tracker,
- *       keeps the memory. Its plain-Python twin returns the buffer itself (a memoryview).
+ *   perftop_ring_ptr(buf)  the address of a writable buffer's bytes (the ring of steps,
+ *       ring.py); the buffer object, kept by the tracker, keeps the memory. Its plain-Python
+ *       twin returns the buffer itself (a memoryview).
+ *
+ *   perftop_ring_store(p, at, pid, index, t0, t1, data, bwd, opt, src)  one step record
+ *       at p + at in the wire's STEP_RECORD layout ("<iqdddddB", 53 bytes, little-endian),
+ *       stored field by field without a Python object. Its plain-Python twin is
+ *       STEP_RECORD.pack_into.
  *
  * An error of `d` or `f` is caught here, not in them (a try block in the compiled code
  * costs on every call): reported with tr._error(where) and dropped, while an interrupt
@@ -38,6 +43,8 @@
  * returned as it was. */
 #include <Python.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 #ifndef _WIN32
 #include <dlfcn.h>
 #endif
@@ -322,11 +329,36 @@ static int perftop_grad(PyObject *fallback) {
     return v;
 }
 
-static double *perftop_ring_ptr(PyObject *buf) {
+static char *perftop_ring_ptr(PyObject *buf) {
     Py_buffer view;
     if (PyObject_GetBuffer(buf, &view, PyBUF_WRITABLE) < 0)
         return NULL;
-    double *p = (double *)view.buf;
+    char *p = (char *)view.buf;
     PyBuffer_Release(&view); /* `buf` (a memoryview of the mapping) keeps the memory */
     return p;
+}
+
+static void perftop_le(char *to, const void *from, size_t n) {
+#if PY_LITTLE_ENDIAN
+    memcpy(to, from, n);
+#else
+    for (size_t i = 0; i < n; i++)
+        to[i] = ((const char *)from)[n - 1 - i];
+#endif
+}
+
+static void perftop_ring_store(char *p, long long at, long long pid, double index, double t0,
+                               double t1, double data, double bwd, double opt, double src) {
+    char *r = p + at;
+    int32_t pid32 = (int32_t)pid;
+    int64_t index64 = (int64_t)index;
+    unsigned char code = (unsigned char)src;
+    perftop_le(r, &pid32, 4);
+    perftop_le(r + 4, &index64, 8);
+    perftop_le(r + 12, &t0, 8);
+    perftop_le(r + 20, &t1, 8);
+    perftop_le(r + 28, &data, 8);
+    perftop_le(r + 36, &bwd, 8);
+    perftop_le(r + 44, &opt, 8);
+    r[52] = (char)code;
 }

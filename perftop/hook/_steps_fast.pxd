@@ -2,7 +2,7 @@
 # only; the logic is steps.py's, the one source.
 
 cdef int NONE, LOADER, BACKWARD, OPTIMIZER, EXPLICIT  # C ints: compared on every call
-cdef long long RING_F
+cdef long long RING_REC, PHASED
 cdef tuple SOURCES  # a C global: no module-dict lookup per step
 
 # steps.py's ``_now``, ``_passthrough``, ``_hook``, ``_grad*`` and ``_refers`` are the
@@ -20,7 +20,8 @@ cdef extern from "_steps_fast.h":
     bint _refers "perftop_refers" (object ref, object obj) except -1
     unsigned long _thread "perftop_thread" ()
     object _passthrough_outer "perftop_passthrough_outer" (object orig, object target, done_fn done, object where)
-    double *_ring_ptr "perftop_ring_ptr" (object buf) except NULL
+    char *_ring_ptr "perftop_ring_ptr" (object buf) except NULL
+    void _ring_store "perftop_ring_store" (char *p, long long at, long long pid, double index, double t0, double t1, double data, double bwd, double opt, double src)
 
 cdef double _cap(double x, double dur)
 
@@ -44,13 +45,14 @@ cdef class StepTracker:
     cdef public tuple last_it
     cdef public list held
     cdef public set train_loaders
-    cdef public long long ring_cap, ring_r, ring_w
+    cdef public long long ring_cap, ring_r, ring_w, ring_pid
+    cdef public double ring_off
     cdef public object ring_buf
     cdef public dict ring_phases
-    cdef double *ring  # ring_buf's doubles, for C stores (j is in range by construction)
+    cdef char *ring  # ring_buf's bytes, for C stores (in range by construction)
 
     cpdef close(self, double t)
-    @cython.locals(w=cython.longlong, j=cython.longlong)
+    @cython.locals(w=cython.longlong)
     cpdef push(self, double index, double t0, double t1, double data, double bwd, double opt, object phases, double source)
     cpdef bint active(self)
     cpdef lazy_close(self, double t)

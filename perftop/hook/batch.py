@@ -10,11 +10,12 @@ indices a process emits, which follow each other.
 
 from __future__ import annotations
 
+import struct
 from collections import deque
 from typing import Any, Protocol
 
 from perftop.hook import ring
-from perftop.hook.steps import RING_F
+from perftop.hook.steps import PHASED, RING_REC
 from perftop.wire import (
     REC_BWD,
     REC_DATA,
@@ -31,6 +32,7 @@ from perftop.wire import (
 )
 
 SOURCE_CODE = {name: i for i, name in enumerate(STEP_SOURCES)}
+LAST_INDEX = struct.Struct("<q")  # a record's index, 4 bytes in (after the pid)
 
 
 class Buffered(Protocol):
@@ -52,10 +54,10 @@ def encode(s: Buffered, limit: int) -> tuple[list[bytes], int]:
     frames: list[bytes] = []
     taken = 0
     if s.ring is not None:
-        nums = ring.take(s.ring, limit)
-        if nums:
-            frames = ring_frames(s, nums)
-            taken = len(nums) // RING_F
+        held = ring.take(s.ring, limit)
+        if held:
+            frames = ring_frames(s, held)
+            taken = len(held) // RING_REC
     steps = take(s.steps, limit - taken, s.solo)
     if steps:
         pid, off, pack, code = s.pid, s.epoch_offset, STEP_RECORD.pack, SOURCE_CODE
@@ -66,28 +68,44 @@ def encode(s: Buffered, limit: int) -> tuple[list[bytes], int]:
             frames.append(encode_steps_frame(records))
             count_gap(s, steps[-1][REC_INDEX], len(steps))
         else:  # steps with phases among them: one by one, in order
-            frames = items(s, steps)
+            frames.extend(items(s, steps))
     events = take(s.buf, limit - taken - len(steps), False)  # put() may come from any thread
     if events:
         frames.extend(items(s, events))
     return frames, taken + len(steps) + len(events)
 
 
-def ring_frames(s: Buffered, nums: list[float]) -> list[bytes]:
-    """Steps read out of the ring (eight numbers each) as frames: binary records, and a
-    step with phases as the tuple the tracker would have emitted, in order."""
-    pid, off, pack, tr = s.pid, s.epoch_offset, STEP_RECORD.pack, s.ring
-    it = iter(nums)
-    rows = list(zip(it, it, it, it, it, it, it, it, strict=True))
-    if not any(row[7] for row in rows):  # the common case: plain steps only
-        records = [pack(pid, int(i), t0 + off, t1 + off, data, bwd, opt, int(src))
-                   for i, t0, t1, data, bwd, opt, src, _ in rows]  # fmt: skip
-        count_gap(s, int(rows[-1][0]), len(rows))
-        return [encode_steps_frame(records)]
-    steps = [(int(i), t0, t1, data, bwd, opt, ring.phases(tr, int(i)) if has else None,
-              STEP_SOURCES[int(src)] if src < len(STEP_SOURCES) else "")
-             for i, t0, t1, data, bwd, opt, src, has in rows]  # fmt: skip
-    return items(s, steps)
+def ring_frames(s: Buffered, records: bytes) -> list[bytes]:
+    """Records read out of the ring as frames: as they are (the common case: no step has
+    phases), else a step with phases as JSON in its place."""
+    n = len(records) // RING_REC
+    if not ring.phased(records):
+        count_gap(s, LAST_INDEX.unpack_from(records, len(records) - RING_REC + 4)[0], n)
+        return [encode_steps_frame([records])]
+    frames: list[bytes] = []
+    packed: list[bytes] = []
+    other: list[Any] = []
+    for k, (pid, index, t0, t1, data, bwd, opt, src) in enumerate(STEP_RECORD.iter_unpack(records)):
+        count_gap(s, index, 1)
+        if src < PHASED:
+            if other:
+                frames.append(encode_frame(other))
+                other = []
+            packed.append(records[k * RING_REC : (k + 1) * RING_REC])
+            continue
+        if packed:
+            frames.append(encode_steps_frame(packed))
+            packed = []
+        src -= PHASED
+        source = STEP_SOURCES[src] if src < len(STEP_SOURCES) else ""
+        other.append(
+            ["step", pid, index, t0, t1, data, bwd, opt, ring.phases(s.ring, index), source]
+        )
+    if packed:
+        frames.append(encode_steps_frame(packed))
+    if other:
+        frames.append(encode_frame(other))
+    return frames
 
 
 def take(queue: deque[Any], limit: int, solo: bool) -> list[Any]:

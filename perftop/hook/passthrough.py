@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from perftop.wire import STEP_RECORD
+
 _perf = time.perf_counter
 
 
@@ -110,6 +112,22 @@ def _false(*_: Any) -> bool:
 
 # steps.py's names for them. Grad mode: torch.is_grad_enabled() (the C build reads c10's
 # flag once ``grad_resolve`` found it; the plain build never does).
+def ring_store(
+    buf: Any,
+    at: int,
+    pid: int,
+    index: float,
+    t0: float,
+    t1: float,
+    data: float,
+    bwd: float,
+    opt: float,
+    src: float,
+) -> None:
+    """One step record at ``buf[at:]``, as the wire packs it (``STEP_RECORD``)."""
+    STEP_RECORD.pack_into(buf, at, pid, int(index), t0, t1, data, bwd, opt, int(src))
+
+
 PRIMITIVES: dict[str, Any] = {
     "_now": _perf,
     "_passthrough": passthrough,
@@ -120,5 +138,6 @@ PRIMITIVES: dict[str, Any] = {
     "_refers": refers,
     "_thread": threading.get_ident,
     "_passthrough_outer": passthrough_outer,
-    "_ring_ptr": lambda buf: buf,  # the ring's memoryview: stores by index, as in C
+    "_ring_ptr": lambda buf: buf,  # the ring's memoryview: stored into as in C
+    "_ring_store": ring_store,
 }

@@ -83,8 +83,10 @@ class Tracker(Protocol):
     ring_cap: int
     ring_r: int
     ring_w: int
+    ring_pid: int
+    ring_off: float
     ring_buf: Any
-    ring: Any  # compiled: a C pointer to ring_buf's doubles
+    ring: Any  # compiled: a C pointer to ring_buf's bytes
     ring_phases: dict[int, dict[str, float]]
 
     def close(self, t: float) -> None: ...

@@ -33,6 +33,7 @@ class HookState:
         # compiled build (impl.py) eight C stores a step, no Python object kept.
         self.tracker = impl.new_tracker(self.sender.steps.append)
         self.tracker.ring_cap = self.sender.capacity
+        self.tracker.ring_off = self.sender.epoch_offset
         self.sender.ring = self.tracker
         self.tracker.on_settle = self.sender.start
         self.tracker.on_error = self.internal_error

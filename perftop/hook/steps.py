@@ -26,6 +26,7 @@ The one implementation: ``setup.py`` also compiles this file with Cython (types 
 from __future__ import annotations
 
 import mmap
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -42,9 +43,11 @@ HOLD_STEPS = 64
 HOLD_S = 5.0
 LOADER_KEY = "_perftop_loader"  # set on DataLoader iterators: which loader they iterate
 _INF = float("inf")
-# The ring the sender reads steps from (ring.py): doubles a step (index, t0, t1, data,
-# backward, optimizer, source, and 1.0 where the step has phases, in ``ring_phases``).
-RING_F = 8
+# The ring the sender reads steps from (ring.py): a step is the wire's record (STEP_RECORD,
+# 53 bytes: its size, checked by a test), the source byte plus PHASED where the step has
+# phases (kept in ``ring_phases``), its times in epoch seconds already.
+RING_REC = 53
+PHASED = 128
 _perf = time.perf_counter
 # The C primitives of the compiled build (``_steps_fast.h``, declared in the .pxd): the
 # clock, a pass-through that passes its caller's arguments on by vectorcall, a hook that
@@ -60,16 +63,17 @@ _grad_forget: Callable[[], None]
 _refers: Callable[[Any, Any], bool]
 _thread: Callable[[], int]  # the calling thread's identity (threading.get_ident)
 _passthrough_outer: Callable[[Any, Any, Any, str], Any]  # done for the outermost call only
-_ring_ptr: Callable[[Any], Any]  # where the ring's doubles are stored
+_ring_ptr: Callable[[Any], Any]  # where the ring's bytes are stored
+_ring_store: Callable[..., None]  # one step record into the ring (wire.STEP_RECORD)
 globals().update(plain.PRIMITIVES)
 
 
 def ring_buffer(capacity: int) -> Any:
-    """``capacity`` steps' worth of doubles, zero, in a private anonymous mapping (see
+    """``capacity`` step records' worth of zero bytes in a private anonymous mapping (see
     ring.py: pages are touched only as steps are written; a fork's child has its own)."""
-    size = capacity * RING_F * 8
+    size = capacity * RING_REC
     flags = getattr(mmap, "MAP_PRIVATE", 0)
-    return memoryview(mmap.mmap(-1, size, flags=flags) if flags else mmap.mmap(-1, size)).cast("d")
+    return memoryview(mmap.mmap(-1, size, flags=flags) if flags else mmap.mmap(-1, size))
 
 
 def _grad_on() -> bool:
@@ -104,6 +108,7 @@ class StepTracker:
         self.opt_pre_hook = _hook(self, _opt_pre, "optimizer pre-hook")  # noqa: F821
         self.opt_post_hook = _hook(self, _opt_post, "optimizer post-hook")  # noqa: F821
         self.ring_cap = 0
+        self.ring_off = 0.0  # perf_counter -> epoch seconds, for the records' times
         self.ring_buf: Any = None  # made at the first step written: a process that never
         # trains (a DataLoader worker) maps nothing; ``ring``: where its doubles are stored
         self.reset()
@@ -145,6 +150,7 @@ class StepTracker:
         # ring_w (counts of steps; ring_cap 0: no ring, steps go to ``emit``).
         self.ring_r = self.ring_w = 0
         self.ring_phases: dict[int, dict[str, float]] = {}  # step index -> its phases
+        self.ring_pid = os.getpid()  # the records' pid (a fork's child: its own)
 
     def close(self, t: float) -> None:
         """End the current step at ``t`` and start the next one there."""
@@ -195,9 +201,9 @@ class StepTracker:
 
     def push(self, index: float, t0: float, t1: float, data: float, bwd: float, opt: float,
              phases: Any, source: float) -> None:  # fmt: skip
-        """A step out: written into the ring the sender reads (``ring.py``: eight doubles,
-        no Python object kept per step), or handed to ``emit`` where no ring is attached.
-        ``index`` and ``source`` (the mode's number) come as the ring keeps them, doubles."""
+        """A step out: stored in the ring the sender reads (``ring.py``), as the wire's record,
+        or handed to ``emit`` where no ring is attached. ``index`` and ``source`` (the
+        mode's number) come as doubles (the compiled build's one number type here)."""
         if self.ring_cap == 0:
             self.emit((int(index), t0, t1, data, bwd, opt, phases, SOURCES[int(source)]))
             return
@@ -210,19 +216,11 @@ class StepTracker:
         if self.ring_buf is None:
             self.ring_buf = ring_buffer(self.ring_cap)
             self.ring = _ring_ptr(self.ring_buf)  # noqa: F821
-        j = (w % self.ring_cap) * RING_F
-        self.ring[j] = index
-        self.ring[j + 1] = t0
-        self.ring[j + 2] = t1
-        self.ring[j + 3] = data
-        self.ring[j + 4] = bwd
-        self.ring[j + 5] = opt
-        self.ring[j + 6] = source
-        if phases is None:
-            self.ring[j + 7] = 0.0
-        else:
-            self.ring[j + 7] = 1.0
+        if phases is not None:
             self.ring_phases[int(index)] = phases
+            source += PHASED
+        _ring_store(self.ring, (w % self.ring_cap) * RING_REC, self.ring_pid, index,  # noqa: F821
+                    t0 + self.ring_off, t1 + self.ring_off, data, bwd, opt, source)  # fmt: skip
         self.ring_w = w + 1  # last: the step is there for a reader once it is counted
 
     def active(self) -> bool:
