@@ -110,24 +110,14 @@ def _false(*_: Any) -> bool:
     return False
 
 
-# steps.py's names for them. Grad mode: torch.is_grad_enabled() (the C build reads c10's
-# flag once ``grad_resolve`` found it; the plain build never does).
-def ring_store(
-    buf: Any,
-    at: int,
-    pid: int,
-    index: float,
-    t0: float,
-    t1: float,
-    data: float,
-    bwd: float,
-    opt: float,
-    src: float,
-) -> None:
+def ring_store(buf: Any, at: int, pid: int, index: float, t0: float, t1: float, data: float,
+               bwd: float, opt: float, src: float) -> None:  # fmt: skip
     """One step record at ``buf[at:]``, as the wire packs it (``STEP_RECORD``)."""
     STEP_RECORD.pack_into(buf, at, pid, int(index), t0, t1, data, bwd, opt, int(src))
 
 
+# steps.py's names for them. Grad mode: torch.is_grad_enabled() (the C build reads c10's
+# flag once ``grad_resolve`` found it; the plain build never does).
 PRIMITIVES: dict[str, Any] = {
     "_now": _perf,
     "_passthrough": passthrough,

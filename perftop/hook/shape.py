@@ -91,17 +91,8 @@ class Tracker(Protocol):
 
     def close(self, t: float) -> None: ...
 
-    def push(
-        self,
-        index: float,
-        t0: float,
-        t1: float,
-        data: float,
-        bwd: float,
-        opt: float,
-        phases: Any,
-        source: float,
-    ) -> None: ...
+    def push(self, index: float, t0: float, t1: float, data: float, bwd: float, opt: float,
+             phases: Any, source: float) -> None: ...  # fmt: skip
 
     def active(self) -> bool: ...
 
