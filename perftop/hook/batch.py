@@ -10,7 +10,6 @@ indices a process emits, which follow each other.
 
 from __future__ import annotations
 
-import struct
 from collections import deque
 from typing import Any, Protocol
 
@@ -32,7 +31,6 @@ from perftop.wire import (
 )
 
 SOURCE_CODE = {name: i for i, name in enumerate(STEP_SOURCES)}
-LAST_INDEX = struct.Struct("<q")  # a record's index, 4 bytes in (after the pid)
 
 
 class Buffered(Protocol):
@@ -80,7 +78,7 @@ def ring_frames(s: Buffered, records: bytes) -> list[bytes]:
     phases), else a step with phases as JSON in its place."""
     n = len(records) // RING_REC
     if not ring.phased(records):
-        count_gap(s, LAST_INDEX.unpack_from(records, len(records) - RING_REC + 4)[0], n)
+        count_gap(s, STEP_RECORD.unpack_from(records, len(records) - RING_REC)[1], n)  # its index
         return [encode_steps_frame([records])]
     frames: list[bytes] = []
     packed: list[bytes] = []

@@ -1,7 +1,7 @@
 """The hook's background sender: a bounded buffer drained by a daemon thread.
 
-The training thread only writes steps into the step tracker's ring (``ring.py``: eight
-doubles a step, no object kept; when it is full new steps are dropped, and the sender
+The training thread only writes steps into the step tracker's ring (``ring.py``: the wire's
+record of each step, no object kept; when it is full new steps are dropped, and the sender
 counts them from the gaps in step indices) and appends other events to a deque through
 :meth:`Sender.put`, which counts a drop when its buffer is full. A daemon
 thread wakes every ``interval`` seconds (0.25: the most an event waits; the TUI redraws

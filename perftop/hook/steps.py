@@ -110,7 +110,7 @@ class StepTracker:
         self.ring_cap = 0
         self.ring_off = 0.0  # perf_counter -> epoch seconds, for the records' times
         self.ring_buf: Any = None  # made at the first step written: a process that never
-        # trains (a DataLoader worker) maps nothing; ``ring``: where its doubles are stored
+        # trains (a DataLoader worker) maps nothing; ``ring``: where its bytes are stored
         self.reset()
 
     def reset(self) -> None:
