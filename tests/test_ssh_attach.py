@@ -80,6 +80,20 @@ def test_attach_and_ls_over_ssh(tmp_path, mon):
     assert _stream_outs(job) == []
 
 
+def test_the_duration_counts_from_the_link_not_from_ssh_starting(tmp_path, mon):
+    """ssh can take longer than ``--duration`` to log in (a slow handshake, a loaded
+    host): the headless watch then still gets the session's history and its seconds."""
+    slow = f"sleep 3; {sys.executable} -m perftop"
+    job = json.loads(_ssh(tmp_path, slow, "ls", "--ssh", "me@gpu1", "--json").stdout)
+    mine = [s for s in job["sessions"] if s["monitor_pid"] == mon.pid][0]
+    rec = tmp_path / "slow.perftop"
+    att = _ssh(tmp_path, slow, "attach", "--ssh", "me@gpu1", str(mine["job_pid"]),
+               "--headless", "--duration", "1", "--record", str(rec))  # fmt: skip
+    assert att.returncode == 0, att.stderr
+    rep = json.loads(perftop("report", "--json", str(rec), cwd=tmp_path).stdout)
+    assert rep["ranks"][0]["steps"] > mine["steps"] > 10
+
+
 def test_attach_stream_out_writes_only_the_stream(tmp_path, mon):
     from perftop.recording import read_events
 

@@ -101,6 +101,7 @@ def attach_ssh(host: str, target: str, opts: WatchOptions) -> int:
         if tui and connect_first([node]):
             show(hub, node, opts, "viewer")
         elif not tui:
+            node.connect()  # the duration is of watching: ssh's own start-up is not in it
             wait(node, opts.duration_s)
     finally:
         node.stop()
