@@ -59,6 +59,35 @@ def test_the_step_before_each_watch_is_primed_and_paid_for():
     assert sum(d) / len(d) == pytest.approx(1000, rel=0.15)
 
 
+def test_the_default_budget_on_a_tight_cpu_step():
+    """The defaults on the step of ``benchmarks/e2e_overhead.py`` (165 µs; a watched step
+    218 µs more, the primed one before it 188 µs more, as ``sync_sample_cost.py`` measures
+    them): sampling costs it half a microsecond a step, amortized (1 µs before)."""
+    s, n = Sampler(), 400_000
+    t, w, p, extra = 0.0, False, False, 0.0
+    for i in range(n):
+        more = 218e-6 if w else 188e-6 if p else 0.0
+        t += 165e-6 + more
+        if i > 3:
+            extra += more
+        w, p = s.closed(i, t, w, p), False
+        p = s.primes(i)
+    assert extra / n == pytest.approx(0.5e-6, rel=0.05)  # the early samples included
+
+
+@pytest.mark.parametrize(
+    ("text", "got"), [("0.25", 0.25), ("2", 2.0), ("", 0.5), ("1µs", 0.5), ("nan", 0.5),
+                      ("inf", 0.5), ("-3", 0.0)]
+)  # fmt: skip
+def test_the_budget_setting_takes_fractions_and_a_typo_never_breaks_training(
+    monkeypatch, text, got
+):
+    from perftop.hook.state import env_float
+
+    monkeypatch.setenv("PERFTOP_SYNC_BUDGET_US", text)
+    assert env_float("PERFTOP_SYNC_BUDGET_US", 0.5) == got
+
+
 def test_cheap_samples_use_the_minimum_gap():
     s = Sampler(early=2, every=100, budget_s=2e-6)
     watched = run_sampler(s, 100_000, 300e-6, 50e-6)

@@ -24,6 +24,16 @@ def env_int(name: str, default: int | None = None, minimum: int | None = None) -
     return value if minimum is None else max(minimum, value)
 
 
+def env_float(name: str, default: float, minimum: float = 0.0) -> float:
+    """The number in ``$name`` (``0.5``, ``2``); ``default`` when unset, not a number or
+    not finite; at least ``minimum``."""
+    try:
+        value = float(os.environ[name])
+    except (KeyError, ValueError):
+        return default
+    return max(minimum, value) if value == value and abs(value) != float("inf") else default
+
+
 class HookState:
     def __init__(self, socket_path: str) -> None:
         self.sender = Sender(socket_path, self.hello, on_event=self.heard)
