@@ -214,3 +214,20 @@ def test_the_pass_throughs_clock_is_perf_counters(tracker_cls):
     w()
     after = time.perf_counter()
     assert before <= tr.start <= tr.last_end <= after
+
+
+def test_the_training_thread_is_named_as_threading_names_it(tracker_cls):
+    """The compiled build reads the thread's identity in C; the feeder timing and the
+    sync detector compare it with ``threading.get_ident()``."""
+    tr, _ = _tracker(tracker_cls)
+    w = tr.wrap_backward(lambda: None)
+    seen = []
+
+    def train():
+        w()
+        seen.append(threading.get_ident())
+
+    t = threading.Thread(target=train)
+    t.start()
+    t.join()
+    assert tr.thread == seen[0] != threading.get_ident()

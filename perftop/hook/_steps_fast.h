@@ -49,6 +49,7 @@
 #include <dlfcn.h>
 #endif
 #ifdef __linux__
+#include <pthread.h>
 #include <time.h>
 #endif
 
@@ -105,7 +106,14 @@ static int perftop_failed(PerftopCall *p) {
 
 static long perftop_depth = 0; /* outermost-only calls in progress (under the GIL) */
 
-static unsigned long perftop_thread(void) { return PyThread_get_thread_ident(); }
+static unsigned long perftop_thread(void) {
+#if defined(__linux__)
+    return (unsigned long)pthread_self(); /* what PyThread_get_thread_ident returns there,
+                                           * without a call into libpython on the way */
+#else
+    return PyThread_get_thread_ident();
+#endif
+}
 
 static PyObject *perftop_pass_call(PyObject *self, PyObject *const *args, size_t nargsf,
                                    PyObject *kwnames) {
