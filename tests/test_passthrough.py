@@ -231,3 +231,60 @@ def test_the_training_thread_is_named_as_threading_names_it(tracker_cls):
     t.start()
     t.join()
     assert tr.thread == seen[0] != threading.get_ident()
+
+
+def test_an_optimizer_classs_step_is_timed_around_torchs_wrapper(tracker_cls):
+    """``wrap_step`` around a class's step: the hooks' functions before and after, the
+    user's result and exceptions as they were; a closure goes the hooks' way."""
+    tr, out = _tracker(tracker_cls)
+    errors = []
+    tr.on_error = errors.append
+    slow_calls = []
+
+    def slow(*args, **kwargs):
+        slow_calls.append((args, kwargs))
+        return "slow"
+
+    def step(self, closure=None):
+        if getattr(self, "fail", False):
+            raise Boom("the step's own error")
+        time.sleep(0.002)
+        return "stepped"
+
+    class Opt:
+        pass
+
+    Opt.step = functools.update_wrapper(tr.wrap_step(step, slow), step)
+    opt = Opt()
+    assert opt.step() == "stepped"  # bound through the descriptor
+    assert len(out) == 1 and tr.primary() is opt  # the first optimizer closed a step
+    assert out[0][5] >= 0.002  # its optimizer phase: the step's own time
+    assert Opt.step(opt) == "stepped" and len(out) == 2  # called unbound
+    assert opt.step(lambda: 1) == "slow" and opt.step(closure=None) == "slow"
+    assert [len(a) for a, _ in slow_calls] == [2, 1] and len(out) == 2
+    opt.fail = True
+    with pytest.raises(Boom, match="own error"):
+        opt.step()
+    assert len(out) == 2 and tr.in_opt is opt  # as torch's post-hooks: not after a raise
+    assert inspect.signature(Opt.step) == inspect.signature(step) and errors == []
+
+
+def test_a_broken_tracker_never_reaches_an_optimizer_step(tracker_cls):
+    tr, _ = _tracker(tracker_cls)
+    errors = []
+    tr.on_error = errors.append
+
+    class Opt:
+        step = tr.wrap_step(lambda self: "stepped", None)
+
+    opt = Opt()
+    tr.held = [("not a step",)]  # merging held steps into the optimizer's step fails
+    assert opt.step() == "stepped"
+    assert errors[0] == "optimizer step" and set(errors) == {"optimizer step"}
+    tr, _ = _tracker(tracker_cls)
+    ran = []
+    Opt.step = tr.wrap_step(lambda self: ran.append(1), None)
+    tr.on_close = lambda *_: (_ for _ in ()).throw(KeyboardInterrupt)
+    with pytest.raises(KeyboardInterrupt):  # an interrupt is passed on, after the step
+        opt.step()
+    assert ran == [1]

@@ -14,6 +14,7 @@ cdef extern from "_steps_fast.h":
     object _passthrough "perftop_passthrough" (object orig, object target, done_fn done, object where)
     ctypedef object (*hook_fn "perftop_hook_fn")(object, object, object, object)
     object _hook "perftop_hook" (object target, hook_fn fn, object where)
+    object _stepwrap "perftop_stepwrap" (object orig, object target, hook_fn before, hook_fn after, object slow, object where)
     bint _grad "perftop_grad" (object fallback) except -1
     bint _grad_resolve "perftop_grad_resolve" (object path)
     void _grad_forget "perftop_grad_forget" ()

@@ -57,6 +57,7 @@ _perf = time.perf_counter
 _now: Callable[[], float]
 _passthrough: Callable[[Any, Any, Any, str], Any]
 _hook: Callable[[Any, Any, str], Any]  # _hook(tr, f, where): h(a, b, c) calls f(tr, a, b, c)
+_stepwrap: Callable[..., Any]  # an optimizer class's step around torch's: see wrap_step
 _grad: Callable[[Any], bool]  # _grad(torch.is_grad_enabled)
 _grad_resolve: Callable[[str], bool]
 _grad_forget: Callable[[], None]
@@ -458,6 +459,12 @@ class StepTracker:
     def wrap_grad(self, orig: Any) -> Any:
         """``torch.autograd.grad``, timed."""
         return _passthrough_outer(orig, self, _grad_done, "autograd.grad")  # noqa: F821
+
+    def wrap_step(self, orig: Any, slow: Any) -> Any:
+        """An optimizer class's ``step`` (torch's wrapper, which runs torch's hooks): the
+        optimizer hooks' functions around it, called directly; ``slow`` where a call
+        passes more than the optimizer (a closure, timed the hooks' way)."""
+        return _stepwrap(orig, self, _opt_pre, _opt_post, slow, "optimizer step")  # noqa: F821
 
     def wrap_no_grad(self, orig: Any, entered: bool) -> Any:
         """``torch.no_grad.__enter__`` or ``__exit__``: where a region starts or ends."""

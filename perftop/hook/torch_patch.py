@@ -1,7 +1,7 @@
-"""Wiring the step tracker into torch once torch is imported: global optimizer hooks,
+"""Wiring the step tracker into torch once torch is imported: optimizer steps,
 ``torch.autograd.backward``, the DataLoader iterators and ``torch.save``. What torch calls
-every step comes from the tracker (``wrap_backward``, ``wrap_next``, ``opt_pre_hook``,
-``opt_post_hook``): in the compiled build C pass-throughs and hooks that call its compiled
+every step comes from the tracker (``wrap_backward``, ``wrap_next``, ``wrap_step`` or the
+optimizer hooks: ``optim_steps.py``): in the compiled build C pass-throughs and hooks that call its compiled
 functions; each calls the original first and swallows its own errors: a perftop bug must
 never surface in user code."""
 
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from perftop.events import LoaderInfo
+from perftop.hook.optim_steps import OptimizerSteps
 from perftop.hook.state import HookState
 from perftop.hook.steps import LOADER_KEY
 
@@ -29,9 +30,8 @@ def patch_torch(state: HookState) -> None:
 
     tracker = state.tracker
 
-    # -- optimizer: global hooks (torch >= 2.0), the pre-hook times a closure -------------
-    state.handles.append(optim_mod.register_optimizer_step_pre_hook(tracker.opt_pre_hook))
-    state.handles.append(optim_mod.register_optimizer_step_post_hook(tracker.opt_post_hook))
+    # -- optimizer: around each class's step, or torch's global hooks under dynamo ---------
+    OptimizerSteps(state, optim_mod).install()
 
     # -- backward: Tensor.backward calls torch.autograd.backward -------------------------
     orig_backward = torch.autograd.backward

@@ -1,0 +1,97 @@
+"""How ``opt.step()`` is timed (``perftop/hook/optim_steps.py``): perftop's wrapper around
+each optimizer class's step, with torch's hook tables left empty, until the job asks for a
+compile; then torch's global hooks, as dynamo traces them. Real jobs under ``perftop run``,
+each counting its own optimizer steps."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.helpers import run_and_report
+
+JOB = r"""
+import json, sys, torch
+import torch.optim.optimizer as o
+
+def how(opt):
+    return {"step": type(type(opt).step).__name__,
+            "global_hooks": len(o._global_optimizer_pre_hooks) + len(o._global_optimizer_post_hooks)}
+
+class Nested(torch.optim.SGD):  # a step of its own that calls its base class's
+    def step(self, closure=None):
+        return super().step(closure)
+
+torch.manual_seed(0)
+m = torch.nn.Linear(8, 2)
+sgd = torch.optim.SGD(m.parameters(), lr=0.1)
+nested = Nested(m.parameters(), lr=0.01)
+sched = torch.optim.lr_scheduler.StepLR(sgd, 3)
+lbfgs = torch.optim.LBFGS(m.parameters(), max_iter=2)
+seen = {"before": how(sgd), "nested": how(nested)}
+count = 0
+def train(opt, n):
+    global count
+    for _ in range(n):
+        opt.zero_grad()
+        m(torch.randn(4, 8)).pow(2).mean().backward()
+        opt.step()
+        count += 1
+        if opt is sgd:
+            sched.step()
+def closure():
+    lbfgs.zero_grad()
+    loss = m(torch.randn(4, 8)).pow(2).mean()
+    loss.backward()
+    return loss
+train(sgd, 20)
+train(nested, 10)
+for _ in range(5):
+    lbfgs.step(closure)
+    count += 1
+if sys.argv[1:] == ["compile"]:
+    torch._dynamo.reset()  # clears dynamo's callbacks: the compile itself is what counts
+    step = torch.compile(lambda: sgd.step(), backend="eager")
+    seen["compiled"] = how(sgd)
+    for _ in range(10):
+        sgd.zero_grad()
+        m(torch.randn(4, 8)).pow(2).mean().backward()
+        step()
+        count += 1
+print(json.dumps({"seen": seen, "count": count, "w": round(m.weight.sum().item(), 6)}))
+"""
+
+
+def _run(tmp_path, *args):
+    job = tmp_path / "job.py"
+    job.write_text(JOB)
+    proc, rep = run_and_report(tmp_path, sys.executable, str(job), *args)
+    assert proc.returncode == 0, proc.stderr
+    own = json.loads(next(ln for ln in proc.stdout.splitlines() if ln.startswith("{")))
+    return own, rep
+
+
+def _plain(tmp_path, *args):
+    p = subprocess.run([sys.executable, str(tmp_path / "job.py"), *args], capture_output=True,
+                       text=True, timeout=120, check=True)  # fmt: skip
+    return json.loads(p.stdout)
+
+
+def test_each_class_step_is_wrapped_and_torchs_tables_stay_empty(tmp_path):
+    own, rep = _run(tmp_path)
+    plain = _plain(tmp_path)
+    assert (own["w"], own["count"]) == (plain["w"], plain["count"])  # the same training
+    assert own["seen"]["before"] == {"step": "call", "global_hooks": 0}
+    assert own["seen"]["nested"] == {"step": "call", "global_hooks": 0}
+    assert rep["steps"]["count"] == own["count"] == 35  # a nested step is one step
+
+
+def test_a_compile_gives_torchs_hooks_back_and_steps_are_counted_across(tmp_path):
+    own, rep = _run(tmp_path, "compile")
+    plain = _plain(tmp_path, "compile")
+    assert (own["w"], own["count"]) == (plain["w"], plain["count"])
+    assert plain["seen"]["compiled"] == {"step": "function", "global_hooks": 0}
+    assert own["seen"]["before"]["step"] == "call"
+    assert own["seen"]["compiled"] == {"step": "function", "global_hooks": 2}
+    assert rep["steps"]["count"] == own["count"] == 45
