@@ -49,12 +49,13 @@ def test_bootstrap_is_silent_and_unarmed_without_a_monitor(tmp_path):
         "import perftop.hook as h; st = h.state()\n"
         "from torch.optim import optimizer as om\n"
         "print(st is not None, st.torch_patched, len(om._global_optimizer_pre_hooks),\n"
+        "      type(type(o).step).__name__,\n"
         "      bwd.__module__, st.tracker.index, st.sender.started,\n"
         "      [t.name for t in threading.enumerate() if t.name.startswith('perftop')])\n"
     )
     r = _run(code, env)
     assert r.returncode == 0 and r.stderr == ""
-    assert r.stdout.strip() == "True False 0 torch.autograd 0 False []"
+    assert r.stdout.strip() == "True False 0 function torch.autograd 0 False []"
 
 
 def test_users_own_sitecustomize_still_runs(tmp_path):
@@ -90,7 +91,7 @@ def test_hook_errors_never_reach_user_code(tmp_path, pure):
     r = _run(code, env)
     mon.close()
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "ok ['backward', 'optimizer pre-hook']"
+    assert r.stdout.strip() == "ok ['backward', 'optimizer step']"  # the class's step wrapper
 
 
 def test_hook_exit_is_prompt_without_a_monitor(tmp_path):
