@@ -129,7 +129,10 @@ class OptimizerSteps:
         if self.hooked:
             return
         self.hooked = True
-        self.unwrap()
-        tr, mod = self.tracker, self.mod
-        self.state.handles.append(mod.register_optimizer_step_pre_hook(tr.opt_pre_hook))
-        self.state.handles.append(mod.register_optimizer_step_post_hook(tr.opt_post_hook))
+        try:  # called from the job's torch.compile (or dynamo): nothing may reach it
+            self.unwrap()
+            tr, mod = self.tracker, self.mod
+            self.state.handles.append(mod.register_optimizer_step_pre_hook(tr.opt_pre_hook))
+            self.state.handles.append(mod.register_optimizer_step_post_hook(tr.opt_post_hook))
+        except Exception:
+            self.state.internal_error("optimizer hooks")
