@@ -95,3 +95,34 @@ def test_a_compile_gives_torchs_hooks_back_and_steps_are_counted_across(tmp_path
     assert own["seen"]["before"]["step"] == "call"
     assert own["seen"]["compiled"] == {"step": "function", "global_hooks": 2}
     assert rep["steps"]["count"] == own["count"] == 45
+
+
+def test_a_hook_that_arrives_after_the_first_optimizer_uses_torchs_hooks(tmp_path):
+    """A hook injected into a running job (what ``sys.remote_exec`` runs, run by hand):
+    the job's optimizers exist, their classes' steps are torch's and maybe compiled, so
+    their steps are timed through torch's global hooks, as before this wrapper."""
+    import os
+
+    from perftop.monitor import inject
+    from perftop.monitor.server import Server
+
+    got: list = []
+    srv = Server(lambda f, e: got.extend(e), tmp_path / "s.sock").start()
+    try:
+        train = (
+            "import torch, torch.optim.optimizer as o\n"
+            "m = torch.nn.Linear(2, 1); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+            "def step():\n"
+            "    opt.zero_grad(); m(torch.randn(4, 2)).sum().backward(); opt.step()\n"
+            "step()\n"
+        )
+        after = (
+            "for _ in range(20): step()\n"
+            "print(type(type(opt).step).__name__, len(o._global_optimizer_pre_hooks))\n"
+        )
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PERFTOP_SOCKET")}
+        p = subprocess.run([sys.executable, "-c", train + inject.hook_script(str(srv.path)) + after],
+                           env=env, timeout=60, capture_output=True, text=True, check=True)  # fmt: skip
+        assert p.stdout.split() == ["function", "1"]
+    finally:
+        srv.close()

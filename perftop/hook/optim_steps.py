@@ -18,7 +18,9 @@ break the graph (or be called unbound). So as soon as the job asks for a compile
 dynamo's start callback, for other ways in, which ``torch._dynamo.reset()`` clears), the
 classes get torch's wrappers back and the global hooks take over for good, which dynamo
 skips as no-ops (``torch_patch._dynamo_ignores``), as before this module. The import of
-dynamo says nothing: torch imports it at the first optimizer (``add_param_group``). An LR
+dynamo says nothing: torch imports it at the first optimizer (``add_param_group``). A hook
+that arrives after the job's first optimizer (injected into a running job) uses torch's
+hooks from the start: that optimizer's step may be compiled already. An LR
 scheduler made before the switch keeps perftop's step in its own wrapper on the optimizer
 (which dynamo never traces: torch marks that file skipped); there both run, the hooks'
 pair inside times the step and the outer end finds it closed (one step, as a subclass's
@@ -60,6 +62,11 @@ class OptimizerSteps:
         opt_cls._patch_step_function = _patch_step_function
         self.state.undo.append(lambda: setattr(opt_cls, "_patch_step_function", orig))
         self.state.undo.append(self.unwrap)
+        if _stepped_before(opt_cls):
+            # Optimizers made before perftop (a hook injected into a running job): their
+            # steps, maybe compiled already, are timed by torch's hooks, as dynamo sees them.
+            self.use_hooks()
+            return
         if "torch._dynamo" in sys.modules:
             self.watch_compiles()
         else:
@@ -136,3 +143,18 @@ class OptimizerSteps:
             self.state.handles.append(mod.register_optimizer_step_post_hook(tr.opt_post_hook))
         except Exception:
             self.state.internal_error("optimizer hooks")
+
+
+def _stepped_before(base: type) -> bool:
+    """Whether torch has wrapped the step of some optimizer class already."""
+    todo: list[type] = [base]
+    seen: set[type] = set()
+    while todo:
+        subs: list[type] = todo.pop().__subclasses__()
+        for sub in subs:
+            if sub not in seen:
+                seen.add(sub)
+                todo.append(sub)
+                if getattr(sub.__dict__.get("step"), "hooked", False):
+                    return True
+    return False
