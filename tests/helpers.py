@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -102,3 +103,14 @@ def send_as_nobody(sock_path: Path, data: bytes) -> None:
         ["/usr/bin/python3", "-c", code, str(sock_path)],
         user=65534, timeout=20, capture_output=True, check=False,
     )  # fmt: skip
+
+
+def run_injected(sock: Path, before: str, after: str) -> subprocess.CompletedProcess[str]:
+    """A job that runs ``before``, gets the hook as ``sys.remote_exec`` would inject it
+    (run by hand, connecting to ``sock``), then runs ``after``; without perftop's path."""
+    from perftop.monitor import inject
+
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PERFTOP_SOCKET")}
+    script = before + inject.hook_script(str(sock)) + after
+    return subprocess.run([sys.executable, "-c", script], env=env, timeout=60,
+                          capture_output=True, text=True, check=True)  # fmt: skip

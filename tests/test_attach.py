@@ -22,7 +22,14 @@ from perftop.monitor.hub import Hub
 from perftop.monitor.registry import sessions
 from perftop.monitor.server import VIEW_MAGIC, Server, socket_dir
 from perftop.wire import MAGIC, FrameReader, decode_frame, encode_frame, event_count
-from tests.helpers import WORKLOADS, perftop, send_as_nobody, spawn_slow_job, until_step
+from tests.helpers import (
+    WORKLOADS,
+    perftop,
+    run_injected,
+    send_as_nobody,
+    spawn_slow_job,
+    until_step,
+)
 
 
 def _wait(cond, timeout=10.0):
@@ -166,9 +173,7 @@ def test_the_injected_script_installs_a_working_hook(tmp_path):
             "    o.zero_grad(); m(torch.randn(4, 2)).sum().backward(); o.step()\n"
             "step()\n"
         )
-        script = train + inject.hook_script(str(srv.path)) + "for _ in range(20): step()\n"
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PERFTOP_SOCKET")}
-        subprocess.run([sys.executable, "-c", script], env=env, timeout=30, check=True)
+        run_injected(srv.path, train, "for _ in range(20): step()\n")
         assert _wait(lambda: event_count([e for e in got if type(e).__name__ in STEPS]) >= 10, 5)
         assert any(type(e).__name__ == "Hello" for e in got)
     finally:

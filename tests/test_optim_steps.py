@@ -9,7 +9,7 @@ import json
 import subprocess
 import sys
 
-from tests.helpers import run_and_report
+from tests.helpers import run_and_report, run_injected
 
 JOB = r"""
 import json, sys, torch
@@ -101,9 +101,6 @@ def test_a_hook_that_arrives_after_the_first_optimizer_uses_torchs_hooks(tmp_pat
     """A hook injected into a running job (what ``sys.remote_exec`` runs, run by hand):
     the job's optimizers exist, their classes' steps are torch's and maybe compiled, so
     their steps are timed through torch's global hooks, as before this wrapper."""
-    import os
-
-    from perftop.monitor import inject
     from perftop.monitor.server import Server
 
     got: list = []
@@ -120,9 +117,7 @@ def test_a_hook_that_arrives_after_the_first_optimizer_uses_torchs_hooks(tmp_pat
             "for _ in range(20): step()\n"
             "print(type(type(opt).step).__name__, len(o._global_optimizer_pre_hooks))\n"
         )
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PERFTOP_SOCKET")}
-        p = subprocess.run([sys.executable, "-c", train + inject.hook_script(str(srv.path)) + after],
-                           env=env, timeout=60, capture_output=True, text=True, check=True)  # fmt: skip
+        p = run_injected(srv.path, train, after)
         assert p.stdout.split() == ["function", "1"]
     finally:
         srv.close()
