@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import sys
@@ -31,7 +32,7 @@ def env_float(name: str, default: float, minimum: float = 0.0) -> float:
         value = float(os.environ[name])
     except (KeyError, ValueError):
         return default
-    return max(minimum, value) if value == value and abs(value) != float("inf") else default
+    return max(minimum, value) if math.isfinite(value) else default
 
 
 class HookState:
