@@ -5,25 +5,34 @@ A small training job (DataLoader batch, two Linear layers, backward, SGD step, o
 thread: 0.14-0.4 ms a step, by machine) runs plainly and under ``perftop run --headless
 --no-record``, interleaved (A B C, then C B A, ...), ``runs`` times each; the job times its
 own loop (wall clock, after a warm-up), its process CPU (all threads: the hook's sender
-included) and the sender thread's own CPU. Per arm: the median over rounds of (this round's run - this round's plain run),
-µs per step, with the spread of those differences (quartiles), and the best of the runs
-against the best plain run; then the ratio of each to plain. Pairing each run with the
+included) and the sender thread's own CPU. Per arm: the median over rounds of (this
+round's run - this round's plain run), µs per step, with its 95% confidence interval and
+the spread of those differences (quartiles), and the best of the runs against the best
+plain run; then the ratio of each to plain. Pairing each run with the
 plain run of its own round cancels the slow drifts of a shared machine.
 
 Where a process's memory lies moves a step's time by itself: plain runs of this job spread
-over ~15 µs/step (161-182) with address-space randomization and a random hash seed, ~3 µs
-without. So every run has ASLR off (``setarch -R``, where it exists) and each round one
-``PYTHONHASHSEED`` (the round's number) for all its arms: a pair differs by the arm, and
-the rounds differ by layout, so that no one layout decides the result. ``--random-layout``
-turns this off.
+over ~15 µs/step (161-182) with address-space randomization. With ASLR off every run of an
+arm has one layout, and the layouts of two arms differ by what each loads first: a placebo
+(perftop's bootstrap on the path and no monitor, so the hook never arms and the job runs
+plainly) then read +1.6 µs/step over 21 rounds, and +0.2 with layouts at random (40
+rounds). A fixed layout is steady, and biased by the arm. So every run gets a layout of its
+own (ASLR and hash seed as the system has them), the rounds pair the arms against the slow
+drifts of a shared machine, and the median comes with its 95% confidence interval (order
+statistics, no assumption on the spread): the rounds it takes are the price of an unbiased
+figure. ``--fixed-layout`` runs every arm with ASLR off (``setarch -R``) and round i's hash
+seed, as this benchmark did before; ``--placebo`` adds the placebo arm, whose figure is the
+noise floor of the run. ``--save FILE`` writes every run's figures; ``--pool FILE...``
+reports the runs of several such files together (more rounds, a narrower interval).
 
 ``--release REV`` (default ``ecda10e``, the last release) adds that revision as an arm:
 exported with ``git archive`` into a temporary folder and its Cython tracker built there
 (when Cython is importable; the output says which hot path each arm runs). ``--compare``
 adds another checkout's perftop as it is.
 
-    python benchmarks/e2e_overhead.py [--runs 15] [--steps 3000] [--release ecda10e]
-                                      [--compare /path/to/checkout] [--feeder]
+    python benchmarks/e2e_overhead.py [--runs 41] [--steps 3000] [--release ecda10e]
+                                      [--compare /path/to/checkout] [--feeder] [--placebo]
+                                      [--fixed-layout] [--save FILE] [--pool FILE...]
 
 ``--feeder``: the same step fed by a generator of slices instead of a DataLoader, so the
 data wait behind a feeder is timed every step (a forward pre-hook and the busy clock).
@@ -32,6 +41,8 @@ data wait behind a feeder is timed every step (a forward pre-hook and the busy c
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
 import shutil
 import statistics
@@ -121,22 +132,29 @@ def layout(
 
 
 def measure(
-    runs: int, steps: int, others: dict[str, Path], data: str = "loader", fixed: bool = True
+    runs: int,
+    steps: int,
+    others: dict[str, Path],
+    data: str = "loader",
+    fixed: bool = False,
+    placebo: bool = False,
 ) -> Runs:
     """(wall, process CPU, sender thread CPU) seconds per step of each run of each arm:
-    "plain", "this", ``others``; with ``fixed``, round i runs every arm with hash seed i and
-    ASLR off."""
+    "plain", "this", ``others`` (and "placebo"); with ``fixed``, round i runs every arm
+    with hash seed i and ASLR off, else each run has a layout of its own."""
     with tempfile.TemporaryDirectory() as d:
         job = Path(d) / "job.py"
         job.write_text(JOB)
         base = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         base["OMP_NUM_THREADS"] = "1"
-        arms: dict[str, tuple[list[str], dict[str, str]]] = {
-            "plain": ([sys.executable, str(job), str(steps), data], base)
-        }
+        plain = [sys.executable, str(job), str(steps), data]
+        arms: dict[str, tuple[list[str], dict[str, str]]] = {"plain": (plain, base)}
+        if placebo:  # the bootstrap's path as ``perftop run`` sets it, and no monitor
+            path = f"{ROOT / 'perftop' / '_bootstrap'}{os.pathsep}{ROOT}"
+            arms["placebo"] = (plain, dict(base, PYTHONPATH=path))
         for name, root in {"this": ROOT, **others}.items():
             cmd = [sys.executable, "-m", "perftop", "run", "--headless", "--no-record", "--",
-                   sys.executable, str(job), str(steps), data]  # fmt: skip
+                   *plain]  # fmt: skip
             arms[name] = (cmd, dict(base, PYTHONPATH=str(root)))
         res: Runs = {k: [] for k in arms}
         for i in range(runs):
@@ -148,12 +166,26 @@ def measure(
     return res
 
 
+def median_ci(d: list[float], conf: float = 0.95) -> tuple[float, float]:
+    """A confidence interval of the median of ``d`` (sorted) that assumes nothing of the
+    spread: the order statistics the binomial(n, 1/2) law gives; (min, max) when n is too
+    small for ``conf``."""
+    n, alpha = len(d), (1.0 - conf) / 2.0
+    k, below = 0, 0.0  # below: P(fewer than k of n fall under the median)
+    while k < n and below + math.comb(n, k) / 2**n <= alpha:
+        below += math.comb(n, k) / 2**n
+        k += 1
+    return (d[0], d[-1]) if k == 0 else (d[k - 1], d[n - k])
+
+
 def report(res: Runs, runs: int) -> list[str]:
-    """Per arm, µs/step added to the plain job: paired median (quartiles), best vs best."""
+    """Per arm, µs/step added to the plain job: the paired median with its 95% confidence
+    interval and quartiles, best vs best."""
     plain = res["plain"]
     lines = [
         f"whole process, `perftop run` vs plain ({runs} interleaved rounds; the median over "
-        "rounds of (arm - that round's plain run), [quartiles]; best: best run vs best plain)",
+        "rounds of (arm - that round's plain run), its 95% confidence interval and the "
+        "quartiles; best: best run vs best plain)",
         f"  plain job: {statistics.median(r[0] for r in plain) * 1e6:7.1f} µs/step wall, "
         f"{statistics.median(r[1] for r in plain) * 1e6:7.1f} µs/step process CPU (medians)",
     ]
@@ -165,27 +197,49 @@ def report(res: Runs, runs: int) -> list[str]:
             q = statistics.quantiles(d, n=4) if len(d) > 1 else [d[0], d[0], d[0]]
             base = statistics.median(r[f] for r in plain) * 1e6
             best = (min(r[f] for r in got) - min(r[f] for r in plain)) * 1e6
+            lo, hi = median_ci(d)
             lines.append(
-                f"  {name:<8} {what}: {q[1]:+6.2f} µs/step [{q[0]:+6.2f} .. {q[2]:+6.2f}] "
-                f"ratio {(base + q[1]) / base:.4f}; best {best:+6.2f} µs/step"
+                f"  {name:<8} {what}: {q[1]:+6.2f} µs/step, 95% CI [{lo:+6.2f} .. {hi:+6.2f}], "
+                f"quartiles [{q[0]:+6.2f} .. {q[2]:+6.2f}]; ratio {(base + q[1]) / base:.4f}; "
+                f"best {best:+6.2f}"
             )
         sender = statistics.median(r[2] for r in got) * 1e6
         lines.append(f"  {name:<8} sender thread CPU: {sender:5.2f} µs/step (median, in the above)")
     return lines
 
 
+def pool(files: list[str]) -> Runs:
+    """The runs saved with ``--save`` in ``files``, one after the other, for the arms every
+    file has (rounds stay paired: each file's rounds are whole)."""
+    saved = [json.loads(Path(f).read_text())["runs"] for f in files]
+    arms = [k for k in saved[0] if all(k in s for s in saved)]
+    return {k: [tuple(r) for s in saved for r in s[k]] for k in arms}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--runs", type=int, default=15)
+    p.add_argument("--runs", type=int, default=41)
     p.add_argument("--steps", type=int, default=3000)
     p.add_argument("--release", default=RELEASE, help="a git revision; '' for none")
     p.add_argument("--compare", action="append", default=[], metavar="CHECKOUT")
     p.add_argument("--feeder", action="store_true",
                    help="batches from a generator, not a DataLoader: the feeder's data wait "
                    "(hook/first_forward.py) timed every step")  # fmt: skip
-    p.add_argument("--random-layout", action="store_true",
-                   help="ASLR and hash seeds as the system has them (noisier)")  # fmt: skip
+    p.add_argument("--placebo", action="store_true",
+                   help="an arm with perftop's bootstrap on the path and no monitor (the "
+                   "hook never arms): the run's noise floor")  # fmt: skip
+    p.add_argument("--save", metavar="FILE", help="also write each run's figures (JSON)")
+    p.add_argument("--pool", nargs="+", metavar="FILE",
+                   help="run nothing: the report of the runs saved in these files, pooled "
+                   "(the arms they all have)")  # fmt: skip
+    p.add_argument("--fixed-layout", action="store_true",
+                   help="ASLR off and round i's hash seed for every arm: steadier, and "
+                   "biased by each arm's own layout")  # fmt: skip
     a = p.parse_args()
+    if a.pool:
+        res = pool(a.pool)
+        print("\n".join(report(res, len(res["plain"]))))
+        return 0
     others = {Path(c).name: Path(c).resolve() for c in a.compare}
     with tempfile.TemporaryDirectory() as d:
         if a.release:
@@ -193,11 +247,15 @@ def main() -> int:
         for name, root in {"this": ROOT, **others}.items():
             print(f"{name:<8} hot path: {hot_path(root)}")
         data = "feeder" if a.feeder else "loader"
-        if not a.random_layout:
+        if a.fixed_layout:
             how = "ASLR off (setarch -R)" if SETARCH else "no setarch: ASLR as the system has it"
             print(f"layout: {how}; round i runs every arm with PYTHONHASHSEED=i")
-        res = measure(a.runs, a.steps, others, data, fixed=not a.random_layout)
+        else:
+            print("layout: each run its own (ASLR and hash seed as the system has them)")
+        res = measure(a.runs, a.steps, others, data, fixed=a.fixed_layout, placebo=a.placebo)
         print("\n".join(report(res, a.runs)))
+        if a.save:
+            Path(a.save).write_text(json.dumps({"steps": a.steps, "runs": res}))
     return 0
 
 
