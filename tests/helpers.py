@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -105,12 +107,34 @@ def send_as_nobody(sock_path: Path, data: bytes) -> None:
     )  # fmt: skip
 
 
-def run_injected(sock: Path, before: str, after: str) -> subprocess.CompletedProcess[str]:
-    """A job that runs ``before``, gets the hook as ``sys.remote_exec`` would inject it
-    (run by hand, connecting to ``sock``), then runs ``after``; without perftop's path."""
-    from perftop.monitor import inject
+# A job already training when the hook arrives, as an injected one is: one SGD step of a
+# Linear layer, then ``step()`` for the code after the hook.
+INJECTED_PRELUDE = (
+    "import torch\n"
+    "m = torch.nn.Linear(2, 1); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+    "def step():\n"
+    "    opt.zero_grad(); m(torch.randn(4, 2)).sum().backward(); opt.step()\n"
+    "step()\n"
+)
 
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PERFTOP_SOCKET")}
-    script = before + inject.hook_script(str(sock)) + after
-    return subprocess.run([sys.executable, "-c", script], env=env, timeout=60,
-                          capture_output=True, text=True, check=True)  # fmt: skip
+
+@contextmanager
+def injected_job(
+    tmp: Path, after: str
+) -> Iterator[tuple[subprocess.CompletedProcess[str], list[Any]]]:
+    """A job that runs ``INJECTED_PRELUDE``, gets the hook as ``sys.remote_exec`` would
+    inject it (run by hand, without perftop's path), then runs ``after``; connected to a
+    real monitor socket, whose events the list gathers while the block runs."""
+    from perftop.monitor import inject
+    from perftop.monitor.server import Server
+
+    got: list[Any] = []
+    srv = Server(lambda f, e: got.extend(e), tmp / "s.sock").start()
+    try:
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PERFTOP_SOCKET")}
+        script = INJECTED_PRELUDE + inject.hook_script(str(srv.path)) + after
+        proc = subprocess.run([sys.executable, "-c", script], env=env, timeout=60,
+                              capture_output=True, text=True, check=True)  # fmt: skip
+        yield proc, got
+    finally:
+        srv.close()

@@ -24,8 +24,8 @@ from perftop.monitor.server import VIEW_MAGIC, Server, socket_dir
 from perftop.wire import MAGIC, FrameReader, decode_frame, encode_frame, event_count
 from tests.helpers import (
     WORKLOADS,
+    injected_job,
     perftop,
-    run_injected,
     send_as_nobody,
     spawn_slow_job,
     until_step,
@@ -162,22 +162,9 @@ STEPS = ("Step", "StepBatch")  # a live reader hands a frame of packed steps who
 def test_the_injected_script_installs_a_working_hook(tmp_path):
     """What sys.remote_exec would run, run by hand in a plain process: the hook connects
     to a real monitor socket and introduces itself."""
-    got: list = []
-    srv = Server(lambda f, e: got.extend(e), tmp_path / "s.sock").start()
-    try:
-        # A process already training when the hook arrives, as an injected one would be.
-        train = (
-            "import torch, time\n"
-            "m = torch.nn.Linear(2, 1); o = torch.optim.SGD(m.parameters(), lr=0.1)\n"
-            "def step():\n"
-            "    o.zero_grad(); m(torch.randn(4, 2)).sum().backward(); o.step()\n"
-            "step()\n"
-        )
-        run_injected(srv.path, train, "for _ in range(20): step()\n")
+    with injected_job(tmp_path, "for _ in range(20): step()\n") as (_, got):
         assert _wait(lambda: event_count([e for e in got if type(e).__name__ in STEPS]) >= 10, 5)
         assert any(type(e).__name__ == "Hello" for e in got)
-    finally:
-        srv.close()
 
 
 def test_only_processes_of_the_job_are_dumped():

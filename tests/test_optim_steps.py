@@ -9,7 +9,7 @@ import json
 import subprocess
 import sys
 
-from tests.helpers import run_and_report, run_injected
+from tests.helpers import injected_job, run_and_report
 
 JOB = r"""
 import json, sys, torch
@@ -101,23 +101,10 @@ def test_a_hook_that_arrives_after_the_first_optimizer_uses_torchs_hooks(tmp_pat
     """A hook injected into a running job (what ``sys.remote_exec`` runs, run by hand):
     the job's optimizers exist, their classes' steps are torch's and maybe compiled, so
     their steps are timed through torch's global hooks, as before this wrapper."""
-    from perftop.monitor.server import Server
-
-    got: list = []
-    srv = Server(lambda f, e: got.extend(e), tmp_path / "s.sock").start()
-    try:
-        train = (
-            "import torch, torch.optim.optimizer as o\n"
-            "m = torch.nn.Linear(2, 1); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
-            "def step():\n"
-            "    opt.zero_grad(); m(torch.randn(4, 2)).sum().backward(); opt.step()\n"
-            "step()\n"
-        )
-        after = (
-            "for _ in range(20): step()\n"
-            "print(type(type(opt).step).__name__, len(o._global_optimizer_pre_hooks))\n"
-        )
-        p = run_injected(srv.path, train, after)
+    after = (
+        "for _ in range(20): step()\n"
+        "import torch.optim.optimizer as o\n"
+        "print(type(type(opt).step).__name__, len(o._global_optimizer_pre_hooks))\n"
+    )
+    with injected_job(tmp_path, after) as (p, _):
         assert p.stdout.split() == ["function", "1"]
-    finally:
-        srv.close()
