@@ -6,6 +6,7 @@ import time
 
 import torch
 import torch.distributed as dist
+from gloo_exit import exit_cleanly  # beside this script
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 SLOW = int(os.environ.get("SLOW_RANK", "1"))
@@ -35,3 +36,4 @@ for x, y in torch.utils.data.DataLoader(Data(), batch_size=8):
     opt.step()
 dist.destroy_process_group()
 print("rank", rank, "done", flush=True)
+exit_cleanly()  # torch's gloo teardown race (gloo_exit.py)

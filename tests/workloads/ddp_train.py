@@ -2,6 +2,7 @@
 
 import torch
 import torch.distributed as dist
+from gloo_exit import exit_cleanly  # beside this script
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 dist.init_process_group("gloo")
@@ -16,12 +17,4 @@ for _ in range(10):
 rank = dist.get_rank()
 dist.destroy_process_group()
 print("rank", rank, "done", flush=True)
-# torch 2.13's gloo ranks abort at interpreter exit now and then on a busy machine
-# ("terminate called without an active exception": 5 in 12 plain torchrun runs beside a busy
-# core, no perftop). The exit handlers run (perftop's last flush among them); the
-# interpreter's teardown, where torch aborts, does not.
-import atexit  # noqa: E402
-import os  # noqa: E402
-
-atexit._run_exitfuncs()
-os._exit(0)
+exit_cleanly()  # torch's gloo teardown race (gloo_exit.py)

@@ -333,6 +333,8 @@ def render(spec: Spec) -> str:
         _sync(src, s, inner, "i")
     src.add(body[1], 4)
     src.add('own["steps"] += 1', 4)
+    src.add("if i == 0:  # its one-time start (a worker spawned, lazy init) apart", 4)
+    src.add('own["first_s"] = perf() - T0', 8)
     src.add('own["depth"].append(torch._C._len_torch_function_stack())', 4)
     _after_work(src, spec)
     # After the update: in the next step, a pass or a checkpoint after it in this iteration
