@@ -170,6 +170,29 @@ async def test_quit_asks_while_job_runs(key: str, choice: str) -> None:
     assert app.return_value == choice
 
 
+@pytest.mark.parametrize(("keys", "choice"), [
+    (("enter",), "leave"),  # q then Enter out of habit: the job runs on
+    (("left", "enter"), "stop"),
+    (("right", "enter"), None),
+    (("right", "right", "left", "enter"), None),
+])  # fmt: skip
+@aio
+async def test_quit_buttons_start_on_leave_and_move_with_arrows(
+    keys: tuple[str, ...], choice: str | None
+) -> None:
+    app = PerftopApp(FakeController(running=True))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("q")
+        assert isinstance(app.screen, QuitScreen)
+        await pilot.press(*keys)
+        await pilot.pause()
+        if choice is None:  # cancelled: back to the panels, perftop runs on
+            assert not isinstance(app.screen, QuitScreen) and app.is_running
+            await pilot.press("q", "s")
+            choice = "stop"
+    assert app.return_value == choice
+
+
 @aio
 async def test_quit_is_immediate_once_job_exited() -> None:
     app = PerftopApp(FakeController(running=False))

@@ -1,5 +1,8 @@
 """Quit while the job still runs: stop it, or leave it running (the session goes on in the
-background: recording, probing, attachable with `perftop attach`)."""
+background: recording, probing, attachable with `perftop attach`).
+
+Enter takes the focused button, and the focus starts on "Leave running": ``q`` then Enter
+out of habit must never stop a training run. ← → move between the buttons."""
 
 from __future__ import annotations
 
@@ -27,6 +30,8 @@ class QuitScreen(OnceModal[str | None]):
         Binding("s", "choose('stop')", "stop the job"),
         Binding("l", "choose('leave')", "leave it running"),
         Binding("escape,c,n", "choose(None)", "cancel"),
+        Binding("left", "app.focus_previous", "previous button", show=False),
+        Binding("right", "app.focus_next", "next button", show=False),
     ]
 
     def compose(self) -> ComposeResult:
@@ -42,6 +47,9 @@ class QuitScreen(OnceModal[str | None]):
                 yield Button("Stop job", id="stop", variant="error")
                 yield Button("Leave running", id="leave", variant="primary")
                 yield Button("Cancel", id="cancel")
+
+    def on_mount(self) -> None:
+        self.query_one("#leave", Button).focus()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(None if event.button.id == "cancel" else event.button.id)
