@@ -115,6 +115,7 @@ class LoaderInfo(Event):
     persistent_workers: bool
     workers: tuple[tuple[int, int], ...] = ()  # (worker_id, pid)
     dataset: str = ""
+    start_method: str = ""  # the workers' (fork, spawn, forkserver); "" none or unknown
 
 
 @event("dropped")

@@ -17,6 +17,9 @@ from perftop.hints.base import (
     seconds,
     threshold,
 )
+from perftop.hints.restarts import ADVICE as RESTART_ADVICE
+from perftop.hints.restarts import Restarts, restarts
+from perftop.hints.restarts import evidence as restart_evidence
 from perftop.model.snapshot import Hint, Snapshot
 from perftop.model.stats import median
 
@@ -49,8 +52,9 @@ def input_bound(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     ]
     if gpu is not None:
         ev.append(f"the GPU is busy {gpu:.0f}% of the time (NVML)")
-    advice, workers = _advice(snap, lp, ev)
-    gain, gain_txt = _gain(lp, workers)
+    rs = restarts(lp)
+    advice, workers = _advice(snap, lp, ev, rs)
+    gain, gain_txt = _gain(lp, workers) if rs is None else _restart_gain(lp, rs)
     return [
         Hint(
             id="input-bound",
@@ -90,7 +94,18 @@ def _gain(lp: Loop, workers: int | None) -> tuple[float, str]:
     )
 
 
-def _advice(snap: Snapshot, lp: Loop, ev: list[str]) -> tuple[list[str], int | None]:
+def _restart_gain(lp: Loop, rs: Restarts) -> tuple[float, str]:
+    """The waits after the workers' restarts, which persistent workers do not have."""
+    gain = lp.data_share * rs.share
+    return round(gain, 4), (
+        f"up to {fraction(gain)} of step time with persistent_workers=True: the waits "
+        "after the workers' restarts"
+    )
+
+
+def _advice(
+    snap: Snapshot, lp: Loop, ev: list[str], rs: Restarts | None
+) -> tuple[list[str], int | None]:
     """What to try, and the workers' count it advises (None: no count to set)."""
     ld, host = lp.loader, snap.host
     cores = host.cpu_count or None
@@ -119,6 +134,8 @@ def _advice(snap: Snapshot, lp: Loop, ev: list[str]) -> tuple[list[str], int | N
                 else ""
             )
         )
+    if rs is not None:
+        ev.append(restart_evidence(rs))
     if cpu_txt:
         ev.append(cpu_txt)
     burst = _bursts(lp, nw)
@@ -169,16 +186,19 @@ def _advice(snap: Snapshot, lp: Loop, ev: list[str]) -> tuple[list[str], int | N
             f"the workers are idle {fraction(1 - busy)} of the time"
             + (f"; a batch is {nbytes(size)}" if size else "")
         )
-        out.append(
-            "Batches are ready but slow to reach the loop: the cost is in moving them. Send "
-            "smaller batches (uint8 images, normalize on the device), use pin_memory=True "
-            "with a GPU, and check that /dev/shm is not full."
-        )
+        if rs is None:  # else they are idle between epochs, while they start
+            out.append(
+                "Batches are ready but slow to reach the loop: the cost is in moving them. "
+                "Send smaller batches (uint8 images, normalize on the device), use "
+                "pin_memory=True with a GPU, and check that /dev/shm is not full."
+            )
     if burst:
         out.append(
             "The workers cannot keep up: each makes a whole batch alone, so the loop stalls "
             "once per round of workers. More workers or a cheaper per-sample transform help."
         )
+    if rs is not None:
+        out.insert(0, RESTART_ADVICE)
     if not out:
         out.append(
             "Make batches cheaper or add workers; the Processes panel shows each worker's CPU."

@@ -1,6 +1,11 @@
 """The workers' cost in RAM and CPU: ``worker-memory`` (large or growing private memory,
 the copy-on-write pattern of a dataset held as Python objects), ``too-many-workers`` and
-``cpu-oversubscribed`` (more busy threads than cores)."""
+``cpu-oversubscribed`` (more busy threads than cores).
+
+Workers started with ``spawn`` or ``forkserver`` share no pages with the training process:
+each imports torch and the job's modules anew (~150 MiB on CPU torch), which is its
+private memory from the start and no copy-on-write. For them only a large or a steadily
+growing figure is a hint, said without the copy-on-write story and its advice."""
 
 from __future__ import annotations
 
@@ -37,6 +42,10 @@ def worker_memory(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     first = [p.uss_bytes_first for p in procs if p.uss_bytes_first is not None]
     grown = uss - sum(first) / len(first) if len(first) == n else 0.0
     growing = _growth(procs, k)
+    methods = {ld.start_method for ld in snap.loaders if ld.num_workers}
+    spawned = bool(methods) and methods <= {"spawn", "forkserver"}
+    if spawned:
+        grown = 0.0  # its imports, not a dataset's pages copied
     if not (uss >= k * USS_LARGE or (uss >= k * USS_GROWN and grown >= k * GROWTH) or growing):
         return []
     total = sum(p.uss_bytes or 0 for p in procs)
@@ -59,7 +68,13 @@ def worker_memory(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
                 else ""
             )
         )
-    if grown >= GROWTH / 2 or growing is not None:
+    if spawned:
+        ev.append(
+            f"the workers are started with {' and '.join(sorted(methods))}: they share no "
+            "memory with the training process, each holds its own interpreter, torch and "
+            "what it builds"
+        )
+    elif grown >= GROWTH / 2 or growing is not None:
         ev.append(
             "private memory that grows as workers read the dataset is the copy-on-write "
             "pattern: touching Python objects (their reference counts) copies the pages "
@@ -83,18 +98,30 @@ def worker_memory(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
             title=f"Worker memory: each DataLoader worker holds {nbytes(uss)} of its own"
             + (", and growing" if growing is not None else ""),
             evidence=tuple(ev),
-            advice=(
-                f"Store the dataset{what} as numpy arrays or tensors (a few large objects) "
-                "instead of lists or dicts of Python objects.",
-                "Call gc.freeze() after building the dataset and before the DataLoader "
-                "starts its workers, so the garbage collector does not touch every object.",
-                "Use fewer workers: each one costs this much RAM.",
-            ),
+            advice=_spawned_advice(what) if spawned else _advice(what),
             est_gain=None,
             est_gain_text=f"memory, not speed: {nbytes(total)} of RAM",
             panel="procs",
         )
     ]
+
+
+def _advice(what: str) -> tuple[str, ...]:
+    return (
+        f"Store the dataset{what} as numpy arrays or tensors (a few large objects) "
+        "instead of lists or dicts of Python objects.",
+        "Call gc.freeze() after building the dataset and before the DataLoader "
+        "starts its workers, so the garbage collector does not touch every object.",
+        "Use fewer workers: each one costs this much RAM.",
+    )
+
+
+def _spawned_advice(what: str) -> tuple[str, ...]:
+    return (
+        "Use fewer workers: each one costs this much RAM.",
+        f"Keep what each worker builds small: the dataset{what} is pickled to every "
+        "worker, and what it loads at start is loaded once per worker.",
+    )
 
 
 def _growth(procs: list[ProcRow], k: float) -> tuple[float, float, float] | None:

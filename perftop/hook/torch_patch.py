@@ -138,6 +138,15 @@ def _number(loaders: Any, loader: Any, counter: Any) -> int:
         return next(counter)
 
 
+def _start_method(workers: Any) -> str:
+    """The workers' start method, read off their process class (``ForkProcess`` says
+    ``fork``): asking multiprocessing for its default would fix it for the job."""
+    for w in workers or ():
+        method = getattr(w, "_start_method", None)
+        return method if isinstance(method, str) else ""
+    return ""
+
+
 def _wrap_init(state: HookState, cls: type, loaders: Any, counter: Any) -> None:
     orig_init = cls.__init__  # type: ignore[misc]  # the class's own, restored on undo
 
@@ -164,6 +173,7 @@ def _wrap_init(state: HookState, cls: type, loaders: Any, counter: Any) -> None:
                     persistent_workers=bool(loader.persistent_workers),
                     workers=workers,
                     dataset=type(loader.dataset).__name__,
+                    start_method=_start_method(getattr(self, "_workers", ())),
                 )
             )
         except Exception:

@@ -43,6 +43,7 @@ from perftop.model.workers import WorkersReducer
 from perftop.wire import DATA_WAIT_NOTE, DATA_WAIT_NOTE_V1, StepBatch, StepRecord, steps_of
 
 OUTPUT_LINES = 2000
+MAX_STARTS = 64  # a loader's iterator starts kept (each epoch makes one)
 
 
 class Reducer(Protocol):
@@ -148,7 +149,10 @@ class StepsReducer:
         elif isinstance(ev, LoaderInfo):
             for _worker_id, pid in ev.workers:
                 self.worker_loader[pid] = ev.loader_id
-            self.loaders[(ev.pid, ev.loader_id)] = Loader(
+            key = (ev.pid, ev.loader_id)
+            prev = self.loaders.get(key)
+            starts = (prev.starts + (ev.t,))[-MAX_STARTS:] if prev is not None else (ev.t,)
+            self.loaders[key] = Loader(
                 ev.pid,
                 ev.loader_id,
                 ev.num_workers,
@@ -159,6 +163,8 @@ class StepsReducer:
                 ev.workers,
                 ev.dataset,
                 ev.t,
+                start_method=ev.start_method,
+                starts=starts,
             )
 
     def apply_steps(self, records: Sequence[StepRecord]) -> None:

@@ -134,6 +134,8 @@ class Loader:
     dataset: str
     t: float
     host: str = ""  # set where a collector merges nodes
+    start_method: str = ""  # the workers' (fork, spawn, forkserver); "" none or unknown
+    starts: tuple[float, ...] = ()  # its iterators' starts (each epoch's), the latest last
 
 
 @dataclass(frozen=True, slots=True)

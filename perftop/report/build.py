@@ -190,6 +190,8 @@ def _loader(ld: Any) -> dict[str, Any]:
         "persistent_workers": ld.persistent_workers,
         "workers": [{"worker_id": w, "pid": p} for w, p in ld.workers],
         "host": ld.host,
+        "start_method": ld.start_method or None,
+        "starts": len(ld.starts),
     }
 
 

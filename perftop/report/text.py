@@ -105,12 +105,13 @@ def render(r: dict[str, Any]) -> str:
         out.append("DataLoaders")
         out.append(
             table(
-                ["pid", "dataset", "workers", "batch", "pin", "prefetch", "persistent"],
+                ["pid", "dataset", "workers", "start", "batch", "pin", "prefetch", "persistent"],
                 [
                     [
                         f"{ld['host']}:{ld['pid']}" if ld.get("host") else str(ld["pid"]),
                         ld["dataset"],
                         str(ld["num_workers"]),
+                        _s(ld.get("start_method")),
                         _s(ld["batch_size"]),
                         _yn(ld["pin_memory"]),
                         _s(ld["prefetch_factor"]),

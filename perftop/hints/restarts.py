@@ -1,0 +1,68 @@
+"""Workers that start again with every epoch: the wait they cost, read from the steps.
+
+A DataLoader without ``persistent_workers`` starts its workers at each ``iter(loader)``
+(each epoch) and stops them at its end. Until the new workers send their first batches
+the loop waits: a fork takes tens of milliseconds, a spawned worker imports torch and the
+job's modules anew (a second or more). The step after each start holds that wait in its
+data time, so what the restarts cost is measured, step by step, not assumed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from perftop.hints.base import Loop, seconds
+
+SHARE = 0.5  # of the data wait, at epoch starts, for the restarts to be the story
+MIN_STARTS = 2  # starts among the steps looked at
+
+
+@dataclass(frozen=True, slots=True)
+class Restarts:
+    count: int  # iterator starts among the steps looked at
+    wait_s: float  # the data wait of the first step after each of them, in all
+    share: float  # of the data wait of those steps
+    method: str  # the workers' start method ("" unknown)
+
+    @property
+    def mean_s(self) -> float:
+        return self.wait_s / self.count if self.count else 0.0
+
+
+def restarts(lp: Loop) -> Restarts | None:
+    """The restarts' wait, where the loop's loader starts non-persistent workers again
+    during the steps looked at and the first step after each start holds at least half
+    of their data wait; else None."""
+    ld = lp.loader
+    if ld is None or ld.num_workers == 0 or ld.persistent_workers or not lp.rows:
+        return None
+    rows = lp.rows
+    first, last = rows[0].t0, rows[-1].t1
+    waits, i = [], 0
+    for s in ld.starts:
+        if not first <= s <= last:
+            continue
+        while i < len(rows) and rows[i].t1 <= s:
+            i += 1
+        if i < len(rows):
+            waits.append(rows[i].data)
+            i += 1  # one step per start
+    total = sum(r.data for r in rows)
+    if len(waits) < MIN_STARTS or total <= 0 or sum(waits) < SHARE * total:
+        return None
+    return Restarts(len(waits), sum(waits), sum(waits) / total, ld.start_method)
+
+
+def evidence(r: Restarts) -> str:
+    how = f", {r.method}" if r.method else ""
+    return (
+        f"the workers start again with each epoch (persistent_workers=False{how}): the first "
+        f"batch after each of {r.count} starts waited {seconds(r.mean_s)} on average, "
+        f"{r.share:.0%} of the data wait"
+    )
+
+
+ADVICE = (
+    "DataLoader(..., persistent_workers=True) starts the workers once and keeps them "
+    "between epochs."
+)
