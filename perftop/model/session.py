@@ -39,6 +39,7 @@ from perftop.model.snapshot import Loader, Meta, NoteRow, OutputLine, Snapshot, 
 from perftop.model.stacks import StacksReducer
 from perftop.model.steps import LIVE_WINDOW, StepSeries
 from perftop.model.sync import SyncReducer
+from perftop.model.terminal import terminal_lines
 from perftop.model.workers import WorkersReducer
 from perftop.wire import DATA_WAIT_NOTE, DATA_WAIT_NOTE_V1, StepBatch, StepRecord, steps_of
 
@@ -222,7 +223,7 @@ class LogReducer:
 
     def apply(self, ev: Any) -> None:
         if isinstance(ev, Output):
-            for line in ev.text.splitlines() or [""]:
+            for line in terminal_lines(ev.text):
                 self.output.append(OutputLine(ev.t, ev.stream, line))
                 self.output_total += 1
         else:

@@ -1,0 +1,25 @@
+"""The lines a terminal shows for a job's output.
+
+A progress bar (tqdm, a download meter) rewrites its line in place: each update starts
+with a carriage return and only the last one ends with a newline. Split on every ``\\r``
+as ``str.splitlines`` does, such a bar became a line per update, hundreds a minute, and
+pushed the job's own log lines out of the Output panel. Here a line rewritten with ``\\r``
+is kept as its last state, as a terminal leaves it (its longest earlier state's tail, which
+a terminal would still show past a shorter last one, is not kept: bars pad themselves).
+"""
+
+from __future__ import annotations
+
+
+def terminal_lines(text: str) -> list[str]:
+    """``text``'s lines, each rewritten line as its last non-empty state; ``[""]`` for
+    an empty text. A ``\\r\\n`` ends a line as ``\\n`` does."""
+    pieces = text.replace("\r\n", "\n").split("\n")
+    if len(pieces) > 1 and pieces[-1] == "":
+        pieces.pop()  # the text ended with a newline
+    out: list[str] = []
+    for piece in pieces:
+        if "\r" in piece:
+            piece = next((s for s in reversed(piece.split("\r")) if s), "")
+        out.extend(piece.splitlines() or [""])  # the other separators, as before
+    return out

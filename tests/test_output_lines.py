@@ -1,0 +1,61 @@
+"""The Output panel's lines are what a terminal shows: a progress bar rewritten in place
+with carriage returns is its last state, not a line per update (real tqdm output, cut
+into events as the monitor's output tail cuts it)."""
+
+from __future__ import annotations
+
+import io
+
+from tqdm import tqdm
+
+from perftop.events import Output
+from perftop.model import Session
+from perftop.model.terminal import terminal_lines
+from perftop.monitor.output import MAX_LINE
+
+
+def tail_cuts(data: str) -> list[str]:
+    """The events' texts as ``OutputTail.poll`` makes them from what it reads: up to the
+    last newline, or a partial line once it is longer than ``MAX_LINE``."""
+    out, partial = [], ""
+    for k in range(0, len(data), 1000):  # a poll every 1000 characters written
+        buf = partial + data[k : k + 1000]
+        head, sep, tail = buf.rpartition("\n")
+        if len(tail) > MAX_LINE:
+            head, tail = buf, ""
+        elif sep:
+            head += sep
+        partial = tail
+        if head:
+            out.append(head)
+    return out + ([partial] if partial else [])
+
+
+def test_a_tqdm_bar_is_its_last_state_beside_the_jobs_log_lines():
+    f = io.StringIO()
+    for epoch in range(3):
+        for _ in tqdm(range(3000), desc=f"epoch {epoch}", file=f, mininterval=0, miniters=1):
+            pass
+        f.write(f"epoch {epoch} loss 0.{epoch}\n")
+    data = f.getvalue()
+    assert data.count("\r") > 3000  # a real bar: an update per iteration
+    s = Session()
+    for text in tail_cuts(data):
+        s.apply(Output(1.0, "stderr", text))
+    lines = [ln.text for ln in s.snapshot().output]
+    logs = [ln for ln in lines if ln.startswith("epoch ") and "loss" in ln]
+    assert logs == ["epoch 0 loss 0.0", "epoch 1 loss 0.1", "epoch 2 loss 0.2"]
+    bars = [ln for ln in lines if "%|" in ln]
+    # one per closed bar, and one per partial cut of an open one (4 KiB of updates)
+    assert len(bars) <= 3 + len(data) // MAX_LINE, len(bars)
+    assert sum("100%" in b and "3000/3000" in b for b in bars) == 3, bars
+    assert all("\r" not in ln for ln in lines)
+
+
+def test_terminal_lines():
+    assert terminal_lines("") == [""]
+    assert terminal_lines("a\nb\n") == ["a", "b"]
+    assert terminal_lines("x\r\ny\r\n") == ["x", "y"]  # CRLF ends a line
+    assert terminal_lines("\r 1%\r 2%\r 3%") == [" 3%"]
+    assert terminal_lines("loss 1\n\r 5%\r 6%\r") == ["loss 1", " 6%"]
+    assert terminal_lines("a\x0bb") == ["a", "b"]  # the other separators, as before
