@@ -40,6 +40,17 @@ class Hello(Event):
     version: int = FORMAT_VERSION
     worker_id: int | None = None  # a DataLoader worker's hook (not a trainer)
     torch_threads: int | None = None  # torch.get_num_threads() when it connected
+    closes: bool = False  # it ends with a HookClose: one that does not came to no clean end
+
+
+@event("hook_close")
+class HookClose(Event):
+    """A hook's last event, sent after everything else in its exit flush. A process whose
+    hook said it sends one (``Hello.closes``) and ended without it lost its last steps:
+    ``os._exit``, a fatal signal, or an exit flush out of time."""
+
+    t: float
+    pid: int
 
 
 @event("step")

@@ -34,7 +34,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from perftop.events import Dropped, Event, Note
+from perftop.events import Dropped, Event, HookClose, Note
 from perftop.hook import batch, ring
 from perftop.hook.inbox import Inbox
 from perftop.hook.solo import INF, single_threaded_flag
@@ -96,6 +96,7 @@ class Sender:
         self._dropped_sent = 0
         self._sock: socket.socket | None = None
         self._greeted = False  # the probe's connection says hello with its first batch
+        self.hello_sent = False  # on any connection: the monitor knows this process
         self._next_connect = 0.0
         self._backoff = 0.5
         self._thread: threading.Thread | None = None
@@ -308,7 +309,7 @@ class Sender:
         if not self._greeted:
             if not self._write(s, MAGIC + encode_frame([self._hello()]), timeout):
                 return None
-            self._greeted = True
+            self._greeted = self.hello_sent = True
             self._backoff = 0.5
         return s
 
@@ -334,7 +335,11 @@ class Sender:
         if self.closed or self.pid != os.getpid():
             return
         self.closed = True
-        if self.started:
+        bye = HookClose(time.time(), self.pid)
+        if self.started and (self.hello_sent or self.pending()):
+            # Last, after every step; only from a process the monitor hears from (a
+            # launcher that never sent anything stays unknown to it).
+            self.buf.append(bye)
             self.drain(deadline=time.monotonic() + max(0.0, timeout - EXIT_RESERVE_S))
         if self._lock.acquire(blocking=False):  # else the sender thread still uses it
             try:
@@ -343,7 +348,7 @@ class Sender:
                 self._lock.release()
         # What did not make it is dropped (counted, though no one can be told any more):
         # nothing left to free at exit.
-        self.dropped += len(self.steps) + len(self.buf)
+        self.dropped += len(self.steps) + sum(1 for e in self.buf if e is not bye)
         if self.ring is not None:
             self.dropped += ring.discard(self.ring)
         self.steps.clear()

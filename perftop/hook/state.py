@@ -98,6 +98,7 @@ class HookState:
             torch_version=str(getattr(torch, "__version__", "")),
             device=device,
             worker_id=worker_id,
+            closes=True,
             torch_threads=threads,
         )
 

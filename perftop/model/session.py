@@ -17,6 +17,7 @@ from perftop.events import (
     Dropped,
     Event,
     Hello,
+    HookClose,
     JobExit,
     JobStart,
     LoaderInfo,
@@ -102,7 +103,7 @@ class MetaReducer:
 
 
 class StepsReducer:
-    handles = (Hello, Step, StepGpu, LoaderInfo, Between, SyncBatch, Note)
+    handles = (Hello, Step, StepGpu, LoaderInfo, Between, SyncBatch, Note, HookClose)
 
     def __init__(self) -> None:
         self.series: dict[int, StepSeries] = {}
@@ -113,6 +114,8 @@ class StepsReducer:
         # names only its newest workers (each epoch's iterator replaces the last)
         self.worker_loader: dict[int, int] = {}
         self.before_forward: set[int] = set()  # processes whose data wait is a feeder's
+        self.closing: set[int] = set()  # hooks that end with a HookClose (Hello.closes)
+        self.closed: set[int] = set()  # ... and those whose HookClose came
 
     def apply(self, ev: Any) -> None:
         if isinstance(ev, Step):
@@ -131,7 +134,11 @@ class StepsReducer:
             s = self.series.get(ev.pid)
             if s is not None:
                 s.add_gpu(ev)
+        elif isinstance(ev, HookClose):
+            self.closed.add(ev.pid)
         elif isinstance(ev, Hello) and ev.worker_id is None:  # workers are not trainers
+            if ev.closes:
+                self.closing.add(ev.pid)
             self.trainers[ev.pid] = Trainer(
                 ev.pid,
                 ev.ppid,
@@ -209,6 +216,9 @@ class StepsReducer:
         if ranks:
             parts["steps"] = ranks[0]
         parts["trainers"] = tuple(self.trainers.values())
+        parts["unclosed"] = tuple(
+            sorted(p for p in self.series if p in self.closing and p not in self.closed)
+        )
         parts["loaders"] = tuple(self.loaders.values())
         parts["worker_loader"] = dict(self.worker_loader)
 

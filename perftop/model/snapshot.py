@@ -398,6 +398,9 @@ class Snapshot:
     sync: tuple[SyncSite, ...] = ()  # most costly first
     output: tuple[OutputLine, ...] = ()
     output_total: int = 0
+    # Training processes with steps whose hook has not sent its last event (yet): once the
+    # job ended, each lost its last steps (os._exit, a fatal signal).
+    unclosed: tuple[int, ...] = ()
     notes: tuple[NoteRow, ...] = ()
     events: int = 0
     between: tuple[BetweenRow, ...] = ()  # time outside training steps, by kind

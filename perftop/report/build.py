@@ -47,7 +47,12 @@ def build_report(snap: Snapshot, stats: ReadStats | None = None) -> dict[str, An
         "ended": m.ended,
         "duration_s": _round(m.elapsed_s),
         "record_path": m.record_path,
-        "steps": {**_steps(snap.steps), "between_s": _between(snap), **_trainers(snap)},
+        "steps": {
+            **_steps(snap.steps),
+            "between_s": _between(snap),
+            **_trainers(snap),
+            "cut_short": list(cut_short(snap)),
+        },
         "ranks": _ranks(snap.ranks),
         "processes": [_process(snap, r) for r in snap.roles],
         "loaders": [_loader(ld) for ld in snap.loaders],
@@ -82,6 +87,20 @@ def build_report(snap: Snapshot, stats: ReadStats | None = None) -> dict[str, An
 
 def _round(x: float | None, nd: int = 6) -> float | None:
     return None if x is None else round(x, nd)
+
+
+def cut_short(snap: Snapshot) -> tuple[int, ...]:
+    """Training processes that ended without their hook's last event (os._exit, a fatal
+    signal): their last steps are missing. Said once the job ended."""
+    return snap.unclosed if snap.meta.ended else ()
+
+
+def cut_short_text(pids: Any) -> str:
+    who = ", ".join(f"pid {p}" for p in pids)
+    return (
+        f"{who} ended without perftop's last send (os._exit, or a signal that killed it): "
+        "its last steps, up to the quarter second before, are missing from these figures"
+    )
 
 
 def _steps(s: StepStats) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from perftop.fmt import NA, fraction, seconds, sync_rate, sync_where, table
 from perftop.fmt import command as command_line
 from perftop.model import Snapshot
 from perftop.model.between import OVERLAPPED
+from perftop.report.build import cut_short, cut_short_text
 from perftop.report.captures import capture_lines
 from perftop.report.stacks import stack_lines
 from perftop.report.text_probes import gpu_lines, host_lines, processes_table
@@ -47,6 +48,8 @@ def render(r: dict[str, Any]) -> str:
             f"max {seconds(st['max'])}"
         )
         out.append(f"  data wait {fraction(s['data_wait_fraction'])} of step time")
+        if s.get("cut_short"):
+            out.append(f"  {cut_short_text(s['cut_short'])}")
         phases = s["phases_s"]
         if phases:
             out.append(table(["phase (median)", *phases], [["", *map(seconds, phases.values())]]))
@@ -235,6 +238,8 @@ def summary(snap: Snapshot, record: Path | None, record_error: str | None = None
         lines.append("perftop: observer mode (no hook): no steps, see the stack samples")
     else:
         lines.append("perftop: no training steps seen")
+    if s.count and cut_short(snap):
+        lines.append(f"perftop: {cut_short_text(cut_short(snap))}")
     if snap.meta.dropped_events:
         lines.append(f"perftop: {snap.meta.dropped_events} events dropped")
     for h in snap.hints:
