@@ -14,7 +14,9 @@ is not, nor is a generator's own CPU work on the training thread (it stays in th
 time). Both clocks are read without dropping the GIL (a read of /proc/thread-self/schedstat
 would drop it, and a busy feeder thread could keep the training thread waiting for it).
 A pass between steps (an evaluation) takes the hook with its own module calls: its
-region's exit arms it again, and the wait leaves the pass out, as the step does. The job's
+region's exit arms it again, and the wait leaves the pass out, as the step does. A
+closure's forward inside ``opt.step(closure)`` (LBFGS) counts only the wait before the
+optimizer step began: the time inside it is the optimizer phase's. The job's
 own hooks run as before (ours is added after its global ones, and never changes arguments
 or outputs).
 
@@ -86,7 +88,13 @@ class FirstForward:
         if threading.get_ident() != tr.thread:
             return  # another thread's module call (a feeder's): not the training loop's
         self.disarm()
-        tr.first_forward(max(0.0, _perf() - self.t0 - (_cpu() - self.c0)))
+        wait = max(0.0, _perf() - self.t0 - (_cpu() - self.c0))
+        if tr.in_opt is not None:
+            # A closure's forward, inside ``opt.step(closure)`` (LBFGS): the time since
+            # the optimizer step began is that step's, so the wait is at most what came
+            # before it (none when armed inside it, after a closure's backward).
+            wait = min(wait, max(0.0, tr.opt_t0 - self.t0))
+        tr.first_forward(wait)
         if not self.noted and tr.fwd_wait >= 0.0:
             self.noted = True
             self.state.sender.note("info", DATA_WAIT_NOTE)

@@ -1,6 +1,7 @@
 """Training loops of the shapes that decide step boundaries, one per argument:
 
 - ``lbfgs``: ``optimizer.step(closure)``, the closure evaluated several times per step;
+- ``lbfgs-wait``: the same, each closure off the CPU 5 ms before its forward;
 - ``replaced``: an SGD warm-up optimizer, freed, then Adam on the same model;
 - ``replaced-alive``: the same with the warm-up optimizer still referenced;
 - ``gan``: a discriminator and a generator optimizer, one of each step per iteration;
@@ -28,11 +29,13 @@ def loss_fn():
     return torch.nn.functional.mse_loss(model(x), y)
 
 
-if shape == "lbfgs":
+if shape in ("lbfgs", "lbfgs-wait"):
     opt = torch.optim.LBFGS(model.parameters(), lr=0.5, max_iter=8)
 
     def closure():
         opt.zero_grad()
+        if shape == "lbfgs-wait":
+            time.sleep(0.005)  # off the CPU inside the optimizer step, before the forward
         loss = loss_fn()
         loss.backward()
         return loss
