@@ -64,6 +64,18 @@ def test_no_restart_story_where_it_does_not_hold():
     assert "start again" not in " ".join(hint(replace(s, loaders=(ld,))).evidence)
 
 
+def test_an_evaluation_loader_started_between_epochs_counts_each_step_once():
+    """Each epoch starts an evaluation loader's workers, then the training loader's: both
+    before the same step, which is counted once, whichever loader started last."""
+    s = epochs()
+    train = s.loaders[0]
+    ev = replace(train, loader_id=1, starts=tuple(t - 1e-5 for t in train.starts),
+                 t=train.t + 1.0)  # fmt: skip
+    h = hint(replace(s, loaders=(train, ev)))
+    assert h is not None and "each of 2 starts" in " ".join(h.evidence), h.evidence
+    assert h.advice[0].startswith("DataLoader(..., persistent_workers=True)")
+
+
 def workers_holding(mib: int, first_mib: int, method: str) -> Snapshot:
     procs = tuple(
         ProcRow(

@@ -52,7 +52,7 @@ def input_bound(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     ]
     if gpu is not None:
         ev.append(f"the GPU is busy {gpu:.0f}% of the time (NVML)")
-    rs = restarts(lp)
+    rs = restarts(lp, snap.loaders)
     advice, workers = _advice(snap, lp, ev, rs)
     gain, gain_txt = _gain(lp, workers) if rs is None else _restart_gain(lp, rs)
     return [

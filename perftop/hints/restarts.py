@@ -9,9 +9,12 @@ data time, so what the restarts cost is measured, step by step, not assumed.
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from perftop.hints.base import Loop, seconds
+from perftop.model.snapshot import Loader
 
 SHARE = 0.5  # of the data wait, at epoch starts, for the restarts to be the story
 MIN_STARTS = 2  # starts among the steps looked at
@@ -29,28 +32,31 @@ class Restarts:
         return self.wait_s / self.count if self.count else 0.0
 
 
-def restarts(lp: Loop) -> Restarts | None:
-    """The restarts' wait, where the loop's loader starts non-persistent workers again
-    during the steps looked at and the first step after each start holds at least half
-    of their data wait; else None."""
-    ld = lp.loader
-    if ld is None or ld.num_workers == 0 or ld.persistent_workers or not lp.rows:
-        return None
+def restarts(lp: Loop, loaders: Sequence[Loader]) -> Restarts | None:
+    """The restarts' wait, where the loop's process has loaders that start non-persistent
+    workers again during the steps looked at (a training loader, an evaluation loader
+    started between epochs: any of them) and the first step after each start holds at
+    least half of their data wait; else None."""
+    mine = [
+        ld for ld in loaders if ld.pid == lp.pid and ld.num_workers and not ld.persistent_workers
+    ]
     rows = lp.rows
+    if not mine or not rows:
+        return None
     first, last = rows[0].t0, rows[-1].t1
-    waits, i = [], 0
-    for s in ld.starts:
-        if not first <= s <= last:
-            continue
-        while i < len(rows) and rows[i].t1 <= s:
-            i += 1
-        if i < len(rows):
-            waits.append(rows[i].data)
-            i += 1  # one step per start
+    ends = [r.t1 for r in rows]
+    after: set[int] = set()  # the first step after each start (two starts, one step: once)
+    for s in (s for ld in mine for s in ld.starts):
+        if first <= s <= last:
+            i = bisect_right(ends, s)
+            if i < len(rows):
+                after.add(i)
+    waits = [rows[i].data for i in after]
     total = sum(r.data for r in rows)
     if len(waits) < MIN_STARTS or total <= 0 or sum(waits) < SHARE * total:
         return None
-    return Restarts(len(waits), sum(waits), sum(waits) / total, ld.start_method)
+    method = "/".join(sorted({ld.start_method for ld in mine if ld.start_method}))
+    return Restarts(len(waits), sum(waits), sum(waits) / total, method)
 
 
 def evidence(r: Restarts) -> str:
