@@ -412,3 +412,29 @@ def test_cpu_oversubscribed_by_torch_threads_alone_advises_a_thread_a_core() -> 
     assert h.advice == (
         "torch.set_num_threads(2) in the training process: one compute thread a core.",
     )
+
+
+def test_host_device_sync_tells_two_library_sites_behind_one_user_line_apart() -> None:
+    """Two syncs inside ``trainer.train()``: one user line, two library lines (a real HF
+    Trainer run's), each named by the library line it went through."""
+    lib = "/venv/lib/python3.11/site-packages/transformers/"
+    sites = tuple(
+        SyncSite(
+            "bool",
+            "/x/train.py",
+            50,
+            "<module>",
+            "potential",
+            n,
+            rate,
+            lib_file=lib + f,
+            lib_line=ln,
+            lib_function="f",
+            package="transformers",
+        )  # fmt: skip
+        for f, ln, n, rate in (("trainer.py", 1919, 680, 8.5), ("masking_utils.py", 761, 340, 4.3))
+    )
+    h = evaluate(replace(snap(0.0), sync=sites))[0]["host-device-sync"]
+    text = " ".join(h.evidence + h.advice)
+    assert "train.py:50 (via transformers/trainer.py:1919) bool" in text, text
+    assert "train.py:50 (via transformers/masking_utils.py:761) bool" in text, text

@@ -22,6 +22,8 @@ def test_dataloader_workers_bottleneck(starved_loader_run: Run):
     assert set(r["steps"]["phases_s"]) == {"data", "forward/other", "backward", "optimizer"}
     (loader,) = r["loaders"]
     assert loader["num_workers"] == 2 and loader["batch_size"] == 4
+    # the default context's workers: read off multiprocessing, which their start fixed
+    assert loader["start_method"] == "fork" and loader["starts"] == 1, loader
     workers = {p["worker_id"]: p["pid"] for p in r["processes"] if p["role"] == "worker"}
     assert sorted(workers) == [0, 1]
     assert sorted(workers.values()) == sorted(w["pid"] for w in loader["workers"])

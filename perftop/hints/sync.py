@@ -6,8 +6,7 @@ the hint still names them, as information, and claims no gain it cannot measure.
 
 from __future__ import annotations
 
-import os
-
+from perftop.fmt import sync_where
 from perftop.hints.base import fraction, plural, seconds, threshold
 from perftop.model.snapshot import Hint, Severity, Snapshot, SyncSite
 
@@ -53,7 +52,10 @@ def rewrite(op: str) -> str:
 
 
 def where(s: SyncSite) -> str:
-    return f"{os.path.basename(s.file)}:{s.line}"
+    """The user's line, and the library line it went through where a library made the
+    call: two sites inside ``trainer.train()`` are two places, not one line twice."""
+    user, lib = sync_where(s.file, s.line, s.lib_file, s.lib_line, s.package)
+    return f"{user} (via {lib})" if lib else user
 
 
 def host_device_sync(snap: Snapshot, active: frozenset[str]) -> list[Hint]:

@@ -139,10 +139,16 @@ def _number(loaders: Any, loader: Any, counter: Any) -> int:
 
 
 def _start_method(workers: Any) -> str:
-    """The workers' start method, read off their process class (``ForkProcess`` says
-    ``fork``): asking multiprocessing for its default would fix it for the job."""
+    """The workers' start method, read off their process class (``SpawnProcess`` says
+    ``spawn``); a plain ``multiprocessing.Process`` (the DataLoader's default) started
+    with the default context, which its start has fixed by now (``allow_none``: asking
+    never fixes it for the job)."""
     for w in workers or ():
         method = getattr(w, "_start_method", None)
+        if method is None:
+            import multiprocessing
+
+            method = multiprocessing.get_start_method(allow_none=True)
         return method if isinstance(method, str) else ""
     return ""
 
