@@ -8,6 +8,7 @@ import sys
 
 from perftop.cli.base import Command
 from perftop.cli.launch import add_launch_options, launch, use_tui
+from perftop.demo import TRAIN_MODULE
 from perftop.errors import MissingDependency, UsageError
 
 INSTALL_HINT = "perftop demo trains with torch, which is not installed: pip install 'perftop[demo]'"
@@ -20,7 +21,7 @@ class DemoCommand(Command):
     description = (
         "Runs a small CPU training under perftop: a starved input pipeline (a slow "
         "per-sample transform in 2 DataLoader workers) and sync-heavy loss code. It trains "
-        "until you press q (then s stops it), or --steps steps; the screen stays open after."
+        "until you press q (then Enter or s stops it), or --steps steps; the screen stays open after."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -44,7 +45,7 @@ class DemoCommand(Command):
             raise MissingDependency(INSTALL_HINT)
         if args.steps is not None and args.steps < 1:
             raise UsageError("--steps must be at least 1")
-        cmd: tuple[str, ...] = (sys.executable, "-m", "perftop.demo.train")
+        cmd: tuple[str, ...] = (sys.executable, "-m", TRAIN_MODULE)
         cmd += ("--scenario", args.scenario)
         steps = args.steps
         if steps is None and (args.stream_out or not use_tui(args)):

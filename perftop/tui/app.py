@@ -16,6 +16,7 @@ from textual.binding import Binding
 from textual.containers import Container
 from textual.driver import Driver
 
+from perftop.demo import TRAIN_MODULE
 from perftop.model import Snapshot
 from perftop.tui.capture_keys import CaptureKeys
 from perftop.tui.driver import sized
@@ -205,7 +206,8 @@ class PerftopApp(CaptureKeys, App[str | None]):
                 self.exit(choice)
 
         if not isinstance(self.screen, QuitScreen):
-            self.push_screen(QuitScreen(), chosen)
+            demo = self.latest is not None and TRAIN_MODULE in self.latest.meta.command
+            self.push_screen(QuitScreen("stop" if demo else "leave"), chosen)
 
     def action_stacks(self) -> None:
         if not isinstance(self.screen, StacksScreen):

@@ -194,6 +194,25 @@ async def test_quit_buttons_start_on_leave_and_move_with_arrows(
 
 
 @aio
+async def test_the_demos_quit_starts_on_stop() -> None:
+    """The bundled demo trains until stopped: Enter must not leave it running unseen."""
+    from dataclasses import replace
+
+    from perftop.demo import TRAIN_MODULE
+
+    base = snapshot()
+    demo = replace(base, meta=replace(base.meta, command=("python", "-m", TRAIN_MODULE)))
+    app = PerftopApp(FakeController(running=True))
+    async with app.run_test(size=SIZE) as pilot:
+        app.post_message(SnapshotMessage(demo))
+        await settle(pilot)
+        await pilot.press("q")
+        assert isinstance(app.screen, QuitScreen)
+        await pilot.press("enter")
+    assert app.return_value == "stop"
+
+
+@aio
 async def test_quit_is_immediate_once_job_exited() -> None:
     app = PerftopApp(FakeController(running=False))
     async with app.run_test(size=SIZE) as pilot:

@@ -2,7 +2,9 @@
 background: recording, probing, attachable with `perftop attach`).
 
 Enter takes the focused button, and the focus starts on "Leave running": ``q`` then Enter
-out of habit must never stop a training run. ← → move between the buttons."""
+out of habit must never stop a training run. The bundled demo's training is perftop's own
+and endless: there it starts on "Stop job", so the demo never runs on unseen. ← → move
+between the buttons."""
 
 from __future__ import annotations
 
@@ -15,7 +17,12 @@ from perftop.tui.screens.popup import OnceModal
 
 
 class QuitScreen(OnceModal[str | None]):
-    """Dismisses with ``"stop"``, ``"leave"`` or ``None`` (cancel)."""
+    """Dismisses with ``"stop"``, ``"leave"`` or ``None`` (cancel); ``focus``: the button
+    Enter takes at first."""
+
+    def __init__(self, focus: str = "leave") -> None:
+        super().__init__()
+        self.first = focus
 
     DEFAULT_CSS = """
     QuitScreen { align: center middle; }
@@ -49,7 +56,7 @@ class QuitScreen(OnceModal[str | None]):
                 yield Button("Cancel", id="cancel")
 
     def on_mount(self) -> None:
-        self.query_one("#leave", Button).focus()
+        self.query_one(f"#{self.first}", Button).focus()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(None if event.button.id == "cancel" else event.button.id)
