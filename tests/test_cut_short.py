@@ -53,3 +53,11 @@ def test_only_a_hook_that_sends_a_last_event_and_did_not_is_cut_short():
     assert _session(closes=True, close=True)["cut_short"] == []
     assert _session(closes=False, close=False)["cut_short"] == []  # an older hook
     assert _session(closes=True, close=False, ended=False)["cut_short"] == []  # still running
+
+
+def test_the_line_names_every_process_cut_short():
+    from perftop.report.build import cut_short_text
+
+    assert cut_short_text([7]).startswith("pid 7 ended") and "its last steps" in cut_short_text([7])
+    two = cut_short_text([7, 8])
+    assert two.startswith("pid 7, pid 8 ended") and "their last steps" in two

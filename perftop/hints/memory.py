@@ -39,13 +39,12 @@ def worker_memory(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     k = 0.8 if "worker-memory" in active else 1.0
     n = len(procs)
     uss = sum(p.uss_bytes or 0 for p in procs) / n
-    first = [p.uss_bytes_first for p in procs if p.uss_bytes_first is not None]
-    grown = uss - sum(first) / len(first) if len(first) == n else 0.0
-    growing = _growth(procs, k)
     methods = {ld.start_method for ld in snap.loaders if ld.num_workers}
     spawned = bool(methods) and methods <= {"spawn", "forkserver"}
-    if spawned:
-        grown = 0.0  # its imports, not a dataset's pages copied
+    first = [p.uss_bytes_first for p in procs if p.uss_bytes_first is not None]
+    # a spawned worker's growth since its start is its imports, no dataset's pages copied
+    grown = uss - sum(first) / len(first) if len(first) == n and not spawned else 0.0
+    growing = _growth(procs, k)
     if not (uss >= k * USS_LARGE or (uss >= k * USS_GROWN and grown >= k * GROWTH) or growing):
         return []
     total = sum(p.uss_bytes or 0 for p in procs)

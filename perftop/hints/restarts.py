@@ -29,7 +29,7 @@ class Restarts:
 
     @property
     def mean_s(self) -> float:
-        return self.wait_s / self.count if self.count else 0.0
+        return self.wait_s / self.count  # count >= MIN_STARTS
 
 
 def restarts(lp: Loop, loaders: Sequence[Loader]) -> Restarts | None:
@@ -51,12 +51,12 @@ def restarts(lp: Loop, loaders: Sequence[Loader]) -> Restarts | None:
             i = bisect_right(ends, s)
             if i < len(rows):
                 after.add(i)
-    waits = [rows[i].data for i in after]
+    wait = sum(rows[i].data for i in after)
     total = sum(r.data for r in rows)
-    if len(waits) < MIN_STARTS or total <= 0 or sum(waits) < SHARE * total:
+    if len(after) < MIN_STARTS or total <= 0 or wait < SHARE * total:
         return None
     method = "/".join(sorted({ld.start_method for ld in mine if ld.start_method}))
-    return Restarts(len(waits), sum(waits), sum(waits) / total, method)
+    return Restarts(len(after), wait, wait / total, method)
 
 
 def evidence(r: Restarts) -> str:

@@ -143,14 +143,15 @@ def _start_method(workers: Any) -> str:
     ``spawn``); a plain ``multiprocessing.Process`` (the DataLoader's default) started
     with the default context, which its start has fixed by now (``allow_none``: asking
     never fixes it for the job)."""
-    for w in workers or ():
-        method = getattr(w, "_start_method", None)
-        if method is None:
-            import multiprocessing
+    w = next(iter(workers or ()), None)
+    if w is None:
+        return ""
+    method = getattr(w, "_start_method", None)
+    if method is None:
+        import multiprocessing
 
-            method = multiprocessing.get_start_method(allow_none=True)
-        return method if isinstance(method, str) else ""
-    return ""
+        method = multiprocessing.get_start_method(allow_none=True)
+    return method if isinstance(method, str) else ""
 
 
 def _wrap_init(state: HookState, cls: type, loaders: Any, counter: Any) -> None:

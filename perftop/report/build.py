@@ -6,6 +6,7 @@ meaning; new keys may be added. Seconds are floats, bytes are ints, absent figur
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from perftop.errors import RecordingError
@@ -95,11 +96,12 @@ def cut_short(snap: Snapshot) -> tuple[int, ...]:
     return snap.unclosed if snap.meta.ended else ()
 
 
-def cut_short_text(pids: Any) -> str:
+def cut_short_text(pids: Sequence[int]) -> str:
     who = ", ".join(f"pid {p}" for p in pids)
+    its = "its" if len(pids) == 1 else "their"
     return (
         f"{who} ended without perftop's last send (os._exit, or a signal that killed it): "
-        "its last steps, up to the quarter second before, are missing from these figures"
+        f"{its} last steps, up to the quarter second before, are missing from these figures"
     )
 
 

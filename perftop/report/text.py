@@ -238,8 +238,9 @@ def summary(snap: Snapshot, record: Path | None, record_error: str | None = None
         lines.append("perftop: observer mode (no hook): no steps, see the stack samples")
     else:
         lines.append("perftop: no training steps seen")
-    if s.count and cut_short(snap):
-        lines.append(f"perftop: {cut_short_text(cut_short(snap))}")
+    short = cut_short(snap)
+    if s.count and short:
+        lines.append(f"perftop: {cut_short_text(short)}")
     if snap.meta.dropped_events:
         lines.append(f"perftop: {snap.meta.dropped_events} events dropped")
     for h in snap.hints:
