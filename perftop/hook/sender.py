@@ -88,6 +88,15 @@ class Sender:
         os.register_at_fork(after_in_child=self._reset)
 
     def _reset(self) -> None:
+        # A fork's child holds its parent's connection: closed here (the parent's stays
+        # open), not dropped, whose ResourceWarning reached a job run with -W error or
+        # -X dev as a traceback in every DataLoader worker.
+        inherited = getattr(self, "_sock", None)
+        if inherited is not None:
+            try:
+                inherited.close()
+            except OSError:
+                pass
         self.pid = os.getpid()
         self.steps.clear()  # cleared in place: the step tracker holds its append
         self.next_index = 0
