@@ -227,6 +227,15 @@ def read_events(path: str | os.PathLike[str], stats: ReadStats | None = None) ->
     finish_stats(p, stats)
 
 
+def _lost_steps(stats: ReadStats) -> str:
+    """How many steps went with the damage: "at least" where it came after a process's
+    last step read, and no count where nothing read tells one."""
+    n = stats.skipped_steps
+    if not stats.steps_uncounted:
+        return f"{n} steps"
+    return f"at least {n} steps" if n else "an unknown number of steps"
+
+
 def finish_stats(p: Path, stats: ReadStats) -> None:
     """Turn what a reader skipped into warnings (once, at the end of a read)."""
     if stats.truncated_bytes:
@@ -237,8 +246,7 @@ def finish_stats(p: Path, stats: ReadStats) -> None:
     if stats.damaged:
         stats.warnings.append(
             f"{p}: skipped {stats.skipped_bytes} damaged bytes at {stats.damaged} place(s), "
-            f"{'at least ' if stats.steps_uncounted else ''}{stats.skipped_steps} steps with "
-            "them; read on after each"
+            f"{_lost_steps(stats)} with them; read on after each"
         )
     if stats.bad_frames:
         stats.warnings.append(f"{p}: skipped {stats.bad_frames} damaged frame(s)")

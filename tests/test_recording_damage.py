@@ -110,7 +110,9 @@ def test_random_flipped_bits_are_counted_to_the_step(recording, tmp_path):
         steps, stats = _steps(bad)
         lost = total - len({s.index for s in steps})
         if stats.steps_uncounted:
-            assert stats.skipped_steps <= lost and any("at least" in w for w in stats.warnings)
+            said = "at least" if stats.skipped_steps else "an unknown number of steps"
+            assert stats.skipped_steps <= lost and any(said in w for w in stats.warnings)
+            assert not any("at least 0 " in w for w in stats.warnings)
         else:
             assert stats.skipped_steps == lost, stats.warnings
 
@@ -131,3 +133,24 @@ def test_a_flipped_frame_kind_counts_the_steps_it_held(recording, tmp_path, kind
     lost = whole - len(steps)
     assert lost > 0 and stats.skipped_steps == lost and not stats.steps_uncounted
     assert stats.warnings
+
+
+def test_damage_after_the_last_step_read_gives_no_count(recording, tmp_path):
+    """A damaged frame holding each process's last steps: nothing read after it tells how
+    many went with it, and the warning says so instead of "at least 0 steps"."""
+    data = bytearray(recording.read_bytes())
+    frames = _frames(data)
+    whole = {s.index for s in _steps(recording)[0]}
+    for at, length in reversed(frames):
+        bad = tmp_path / "tail.perftop"
+        d = bytearray(data)
+        d[at + HEADER.size + length // 2] ^= 0xFF
+        bad.write_bytes(bytes(d))
+        steps, stats = _steps(bad)
+        lost = len(whole) - len({s.index for s in steps})
+        if stats.steps_uncounted and stats.skipped_steps == 0 and lost:
+            break
+    else:
+        pytest.fail("no frame's damage lost uncounted steps")
+    [said] = [w for w in stats.warnings if "damaged bytes" in w]
+    assert "an unknown number of steps with them" in said and "at least 0" not in said, said
