@@ -1,4 +1,5 @@
-"""The header: what runs, its PIDs, elapsed time, state, recording, drops, our own CPU.
+"""The header: what runs, its PIDs, elapsed time, state, recording, drops, our own CPU;
+once the job ended, its training processes cut short (their last steps missing).
 
 Elapsed time comes from the snapshot (monitor clock at snapshot time), never from a clock
 read while rendering, so the same snapshot always renders the same header.
@@ -13,6 +14,7 @@ from textual.widgets import Static
 
 from perftop.fmt import command as command_line
 from perftop.model import Snapshot
+from perftop.report.build import cut_short
 from perftop.tui import fmt
 from perftop.tui.mode import AppMode
 
@@ -83,6 +85,11 @@ class HeaderBar(Static):
         pids = [t.pid for t in snap.trainers] or ([m.job_pid] if m.job_pid else [])
         line2.append("pid ", style="dim")
         line2.append(",".join(str(p) for p in pids[:4]) + ("…" if len(pids) > 4 else "") or "-")
+        short = cut_short(snap)
+        if short:  # ended without the hook's last send: its last steps are missing
+            line2.append("  cut short ", style="bold yellow")
+            line2.append(",".join(str(p) for p in short[:3]) + ("…" if len(short) > 3 else ""))
+            line2.append(" (last steps missing)", style="yellow")
         workers = sum(1 for r in snap.roles if r.role == "worker")
         if workers:
             line2.append(f" +{workers} workers", style="dim")
