@@ -371,6 +371,6 @@ def _ended(close: bool):
 async def test_header_names_a_process_cut_short_once_the_job_ended() -> None:
     async with showing(_ended(close=False)) as (app, pilot):
         header = text_of(app.query_one(HeaderBar))
-        assert "cut short 42 (last steps missing)" in header, header
+        assert "pid 42  cut short (last steps missing)" in header, header
     async with showing(_ended(close=True)) as (app, pilot):
         assert "cut short" not in text_of(app.query_one(HeaderBar))

@@ -87,8 +87,10 @@ class HeaderBar(Static):
         line2.append(",".join(str(p) for p in pids[:4]) + ("…" if len(pids) > 4 else "") or "-")
         short = cut_short(snap)
         if short:  # ended without the hook's last send: its last steps are missing
-            line2.append("  cut short ", style="bold yellow")
-            line2.append(",".join(str(p) for p in short[:3]) + ("…" if len(short) > 3 else ""))
+            line2.append("  cut short", style="bold yellow")
+            if set(short) != set(pids):  # which of them, where not all
+                line2.append(" " + ",".join(str(p) for p in short[:3]))
+                line2.append("…" if len(short) > 3 else "")
             line2.append(" (last steps missing)", style="yellow")
         workers = sum(1 for r in snap.roles if r.role == "worker")
         if workers:
