@@ -4,9 +4,75 @@
 Cython is there (the build requires it) it is also compiled, with the C types of
 ``_steps_fast.pxd``, into ``perftop.hook._steps_fast``. ``optional=True``: without a
 compiler the build of the extension fails quietly and perftop runs the plain module.
+
+With GCC the extension is built twice: instrumented, then run on the loops of
+``perftop/hook/steps_train.py`` (no torch needed), then built again from that profile, which
+puts each function's hot path together and the rest apart (``benchmarks/hook_inprocess.py``
+measures the difference). Any failure on that way, or ``PERFTOP_PGO=0``, builds it once,
+plainly.
 """
 
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = Path(__file__).resolve().parent
+PROFILED = "perftop.hook._steps_fast"
+TRAIN_STEPS = "30000"
+
+
+class ProfiledBuildExt(build_ext):
+    """``build_ext`` that builds the step tracker from a profile of its own hot path."""
+
+    def build_extension(self, ext: Extension) -> None:
+        if ext.name != PROFILED or os.environ.get("PERFTOP_PGO") == "0" or not self._gcc():
+            super().build_extension(ext)
+            return
+        cflags, lflags, force = list(ext.extra_compile_args), list(ext.extra_link_args), self.force
+        try:
+            with tempfile.TemporaryDirectory() as prof:
+                where = [f"-fprofile-dir={prof}"]
+                self.force = True  # both passes compile, whatever is up to date
+                ext.extra_compile_args = cflags + where + ["-fprofile-generate"]
+                ext.extra_link_args = lflags + ["-fprofile-generate"]
+                super().build_extension(ext)
+                env = dict(os.environ, PYTHONPATH=str(ROOT))
+                subprocess.run(
+                    [sys.executable, "-m", "perftop.hook.steps_train",
+                     self.get_ext_fullpath(ext.name), TRAIN_STEPS],
+                    cwd=ROOT, env=env, check=True, timeout=300, capture_output=True,
+                )  # fmt: skip
+                ext.extra_compile_args = cflags + where + ["-fprofile-use", "-Wno-missing-profile"]
+                ext.extra_link_args = lflags
+                super().build_extension(ext)
+                return
+        except Exception as exc:  # any step of the profiled build: the plain one
+            print(f"perftop: profiled build failed ({exc}); building plainly", file=sys.stderr)
+        finally:
+            self.force = force
+        ext.extra_compile_args, ext.extra_link_args = cflags, lflags
+        self.force = True
+        try:
+            super().build_extension(ext)
+        finally:
+            self.force = force
+
+    def _gcc(self) -> bool:
+        """Whether the C compiler is GCC (whose profile flags these are)."""
+        cc = getattr(self.compiler, "compiler_so", None)
+        if not cc:
+            return False
+        try:
+            out = subprocess.run([cc[0], "--version"], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            return False
+        return "Free Software Foundation" in out.stdout and "clang" not in out.stdout
+
 
 try:
     from Cython.Build import cythonize
@@ -16,7 +82,7 @@ else:
     ext_modules = cythonize(
         [
             Extension(
-                "perftop.hook._steps_fast",
+                PROFILED,
                 ["perftop/hook/steps.py"],
                 include_dirs=["perftop/hook"],  # _steps_fast.h
                 depends=["perftop/hook/_steps_fast.h", "perftop/hook/_steps_fast.pxd"],
@@ -28,4 +94,4 @@ else:
     for ext in ext_modules:
         ext.optional = True  # cythonize does not carry it over
 
-setup(ext_modules=ext_modules)
+setup(ext_modules=ext_modules, cmdclass={"build_ext": ProfiledBuildExt})

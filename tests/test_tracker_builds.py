@@ -12,7 +12,7 @@ import torch.optim.optimizer as optim_mod
 import torch.utils.data.dataloader as dl
 from torch.utils.data import DataLoader, TensorDataset
 
-from perftop.hook import steps
+from perftop.hook import steps, steps_train
 from perftop.hook.steps import LOADER_KEY
 from perftop.monitor.runner import hook_env
 from tests.conftest import compiled_steps_module
@@ -133,3 +133,27 @@ def test_missing_extension_falls_back_silently():
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert (r.returncode, r.stderr, r.stdout.strip()) == (0, "", "Python (perftop.hook.steps) True")
+
+
+@pytest.mark.parametrize("shape", steps_train.SHAPES, ids=lambda s: "-".join(map(str, s[:4])))
+def test_the_build_profile_loops_close_one_step_each_in_both_builds(shape):
+    """The loops the compiled build is profiled on (setup.py) run the hot path of a real
+    job: every iteration of each shape closes one step, in the plain and compiled
+    trackers alike (else the profile would train the wrong paths)."""
+    loader, backwards, optimizer, explicit, _ = shape
+    for mod in (steps, compiled_steps_module()):
+        assert steps_train.run(mod, loader, backwards, optimizer, explicit, 1000) == 1000
+
+
+def test_the_build_profile_runs_on_the_built_extension(tmp_path):
+    """What setup.py runs between its two builds: the built file, loaded by path; a file
+    that is no extension fails it (and setup.py then builds plainly)."""
+    path = compiled_steps_module().__file__
+    r = subprocess.run([sys.executable, "-m", "perftop.hook.steps_train", path, "3000"],
+                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    junk = tmp_path / "_steps_fast.cpython-311-x86_64-linux-gnu.so"
+    junk.write_bytes(b"not an ELF file")
+    r = subprocess.run([sys.executable, "-m", "perftop.hook.steps_train", str(junk)],
+                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert r.returncode != 0 and "ImportError" in r.stderr
