@@ -112,7 +112,7 @@ def run_live(
         tty.close()
         raise
     threading.Thread(target=_watch, args=(ctl, app), name="perftop-watch", daemon=True).start()
-    choice: str | None = "stop"
+    choice: str | None = None
     try:
         with tui_signals(lambda: app.exit("stop")):
             if not tty.lost:  # gone already: no app to show
@@ -123,8 +123,12 @@ def run_live(
             app.failure = failure_of(exc)
     finally:
         tty.release()  # never returns when the watch concluded in the app's place
-        if tty.lost or (app.failure is not None and app.return_value != "stop"):
-            choice = "leave"  # whatever the dying app said (unless "stop"): the job goes on
+        asked = choice == "stop" or (app.failure is not None and app.return_value == "stop")
+        if tty.check() or not asked:
+            # Only a "stop" asked for (the quit dialog, SIGTERM) stops the job. A terminal
+            # gone (looked at now: its reads fail before SIGHUP comes), a failed app or one
+            # that ended with no choice leave a running job to the background monitor.
+            choice = "leave"
         if choice != "leave" and job.poll() is None:
             job.stop()
     if app.failure is not None:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+from rich.console import RenderableType
 from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding
@@ -20,7 +21,7 @@ from perftop.demo import TRAIN_MODULE
 from perftop.model import Snapshot
 from perftop.tui.capture_keys import CaptureKeys
 from perftop.tui.driver import sized
-from perftop.tui.failure import TuiFailure, failure_of
+from perftop.tui.failure import TuiFailure, failure_of, panic_failure
 from perftop.tui.messages import JobEnded, SnapshotMessage, StreamEnded, TerminalLost
 from perftop.tui.mode import AppMode
 from perftop.tui.screens import HelpScreen, QuitScreen, StacksScreen
@@ -103,6 +104,15 @@ class PerftopApp(CaptureKeys, App[str | None]):
         if self.failure is None:
             self.failure = failure_of(error)
         super()._handle_exception(error)
+        self._exit_renderables.clear()
+
+    def panic(self, *renderables: RenderableType) -> None:
+        """A failure outside the app's code (a driver's thread: the terminal's input read
+        failing as it hangs up): as for any failure, one line and a file, and the flow
+        fails open; Textual would paint it and return as if the user had quit."""
+        if self.failure is None:
+            self.failure = panic_failure(renderables)
+        super().panic(*renderables)
         self._exit_renderables.clear()
 
     def compose(self) -> ComposeResult:

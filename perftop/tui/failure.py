@@ -42,6 +42,27 @@ def failure_of(error: BaseException, directory: Path | None = None) -> TuiFailur
     first = (str(error).strip().splitlines() or [""])[0]
     what = f"{type(error).__name__}: {first}" if first else type(error).__name__
     text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    return saved_failure(what, text, directory)
+
+
+def panic_failure(renderables: tuple[object, ...]) -> TuiFailure:
+    """What Textual was told to show on a panic (a driver's thread failed: reading a
+    terminal that hung up fails with EIO), as one line and a file: for a traceback, its
+    last line, the exception."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    out = StringIO()
+    Console(file=out, width=120, color_system=None, legacy_windows=False).print(*renderables)
+    text = out.getvalue()
+    lines = [ln.strip(" │╰─╯") for ln in text.splitlines()]
+    lines = [ln for ln in lines if ln]
+    return saved_failure(lines[-1] if lines else "the terminal failed", text)
+
+
+def saved_failure(what: str, text: str, directory: Path | None = None) -> TuiFailure:
+    """``what`` (one line), with ``text`` (the traceback) written to a private file."""
     try:
         if directory is None:
             # here, not at the top: a replay viewer runs where the monitor cannot (another

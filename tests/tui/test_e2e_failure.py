@@ -147,3 +147,60 @@ def test_failures_of_the_screen_never_stop_the_job(tmp_path: Path) -> None:
         for p in owned:
             with contextlib.suppress(psutil.Error):
                 p.kill()
+
+
+HUNG_UP = """
+import os, sys, time
+from textual.drivers.linux_driver import LinuxDriver
+
+def run_input_thread(self):
+    # reads of a terminal that hung up fail (EIO) before its SIGHUP comes: here, once the
+    # test says so, while the terminal itself stays (the app's way out is what is tested)
+    while not os.path.exists(os.environ["HANG_UP_AT"]):
+        if self.exit_event.is_set():
+            return
+        time.sleep(0.05)
+    raise OSError(5, "Input/output error")
+
+LinuxDriver.run_input_thread = run_input_thread
+from perftop.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_failed_terminal_read_leaves_the_job_running_in_one_line(tmp_path: Path) -> None:
+    """Textual's input thread failing (a terminal hanging up makes its reads fail before
+    SIGHUP comes) panics the app, which returns as if the user had quit: the job must go
+    on, detached, and the screen gets one line, no traceback."""
+    launcher = tmp_path / "launcher.py"
+    launcher.write_text(HUNG_UP)
+    flag = tmp_path / "hang-up"
+    rec = tmp_path / "run.perftop"
+    job_cmd = [sys.executable, str(WORKLOAD), "--steps", "100000", "--workers", "0"]
+    cmd = ["env", f"HANG_UP_AT={flag}", sys.executable, str(launcher), "run", "--record",
+           str(rec), "--refresh", "0.25", *job_cmd]  # fmt: skip
+    run = Term(tmp_path, cmd)
+    job: int | None = None
+    try:
+        run.wait_for(r"steps [1-9][\d,]*\s")
+        flag.touch()
+        assert run.exit_code() == 0
+        screen = run.screen()
+        left = re.search(r"perftop: job (\d+) keeps running", screen)
+        assert left is not None, screen
+        job = int(left.group(1))
+        assert psutil.Process(job).is_running()
+        assert "perftop: the screen failed (OSError: [Errno 5] Input/output error)" in screen
+        assert "Traceback" not in screen, screen
+    finally:
+        pane = int(tmux("display", "-p", "-t", f"={run.name}:", "#{pane_pid}").strip() or 0)
+        owned = []
+        with contextlib.suppress(psutil.Error):
+            owned += psutil.Process(pane).children(recursive=True)
+        if job is not None:
+            with contextlib.suppress(psutil.Error):
+                owned.append(psutil.Process(job))
+        run.close()
+        for p in owned:
+            with contextlib.suppress(psutil.Error):
+                p.kill()
