@@ -138,3 +138,20 @@ def injected_job(
         yield proc, got
     finally:
         srv.close()
+
+
+def closing_session(closes: bool, close: bool, ended: bool = True) -> Any:
+    """The snapshot of a training process (pid 42) that sent five steps, whose hook says
+    it ``closes`` its stream and did (``close``) or not, and of the job's exit (``ended``)."""
+    from perftop.events import Hello, HookClose, JobExit, Step
+    from perftop.model import Session
+
+    s = Session()
+    s.apply(Hello(1.0, 42, 1, "h", ("train.py",), closes=closes))
+    for i in range(5):
+        s.apply(Step(42, i, 2.0 + i, 2.5 + i))
+    if close:
+        s.apply(HookClose(8.0, 42))
+    if ended:
+        s.apply(JobExit(9.0, 42, 0))
+    return s.snapshot()

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import sys
 
-from perftop.events import Hello, HookClose, JobExit, Step
-from perftop.model import Session
 from perftop.report.build import build_report
-from tests.helpers import WORKLOADS, run_and_report
+from tests.helpers import WORKLOADS, closing_session, run_and_report
 
 STEPS = 20000
 
@@ -37,15 +35,7 @@ def test_a_clean_exit_says_nothing(tmp_path):
 
 
 def _session(closes: bool, close: bool, ended: bool = True) -> dict:
-    s = Session()
-    s.apply(Hello(1.0, 42, 1, "h", ("train.py",), closes=closes))
-    for i in range(5):
-        s.apply(Step(42, i, 2.0 + i, 2.5 + i))
-    if close:
-        s.apply(HookClose(8.0, 42))
-    if ended:
-        s.apply(JobExit(9.0, 42, 0))
-    return build_report(s.snapshot())["steps"]
+    return build_report(closing_session(closes, close, ended))["steps"]
 
 
 def test_only_a_hook_that_sends_a_last_event_and_did_not_is_cut_short():

@@ -16,6 +16,7 @@ from perftop.tui.app import PerftopApp
 from perftop.tui.messages import JobEnded, SnapshotMessage
 from perftop.tui.screens import HelpScreen, QuitScreen
 from perftop.tui.widgets import GpuPanel, HeaderBar, OutputPanel, ProcessesPanel
+from tests.helpers import closing_session
 from tests.tui.fakes import MAIN, WORKERS, FakeController, FakeSource, snapshot
 
 SIZE = (160, 48)
@@ -351,26 +352,10 @@ async def test_header_says_the_recording_was_saved_once_the_job_ended() -> None:
         assert "saved run.perftop" in header and "rec run.perftop" not in header
 
 
-def _ended(close: bool):
-    """A session whose training process sent steps and the job exited, with or without
-    the hook's last event (os._exit, a signal that killed it: no last event)."""
-    from perftop.events import Hello, HookClose, JobExit, Step
-    from perftop.model import Session
-
-    s = Session()
-    s.apply(Hello(1.0, 42, 1, "h", ("train.py",), closes=True))
-    for i in range(5):
-        s.apply(Step(42, i, 2.0 + i, 2.5 + i))
-    if close:
-        s.apply(HookClose(8.0, 42))
-    s.apply(JobExit(9.0, 42, 0))
-    return s.snapshot()
-
-
 @aio
 async def test_header_names_a_process_cut_short_once_the_job_ended() -> None:
-    async with showing(_ended(close=False)) as (app, pilot):
+    async with showing(closing_session(True, close=False)) as (app, pilot):
         header = text_of(app.query_one(HeaderBar))
         assert "pid 42  cut short (last steps missing)" in header, header
-    async with showing(_ended(close=True)) as (app, pilot):
+    async with showing(closing_session(True, close=True)) as (app, pilot):
         assert "cut short" not in text_of(app.query_one(HeaderBar))
