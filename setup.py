@@ -33,30 +33,31 @@ class ProfiledBuildExt(build_ext):
         if ext.name != PROFILED or os.environ.get("PERFTOP_PGO") == "0" or not self._gcc():
             super().build_extension(ext)
             return
-        cflags, lflags, force = list(ext.extra_compile_args), list(ext.extra_link_args), self.force
+        cflags, lflags = list(ext.extra_compile_args), list(ext.extra_link_args)
         try:
             with tempfile.TemporaryDirectory() as prof:
                 where = [f"-fprofile-dir={prof}"]
-                self.force = True  # both passes compile, whatever is up to date
-                ext.extra_compile_args = cflags + where + ["-fprofile-generate"]
-                ext.extra_link_args = lflags + ["-fprofile-generate"]
-                super().build_extension(ext)
+                self._forced(
+                    ext, cflags + where + ["-fprofile-generate"], lflags + ["-fprofile-generate"]
+                )
                 env = dict(os.environ, PYTHONPATH=str(ROOT))
                 subprocess.run(
                     [sys.executable, "-m", "perftop.hook.steps_train",
                      self.get_ext_fullpath(ext.name), TRAIN_STEPS],
                     cwd=ROOT, env=env, check=True, timeout=300, capture_output=True,
                 )  # fmt: skip
-                ext.extra_compile_args = cflags + where + ["-fprofile-use", "-Wno-missing-profile"]
-                ext.extra_link_args = lflags
-                super().build_extension(ext)
-                return
+                self._forced(
+                    ext, cflags + where + ["-fprofile-use", "-Wno-missing-profile"], lflags
+                )
         except Exception as exc:  # any step of the profiled build: the plain one
             print(f"perftop: profiled build failed ({exc}); building plainly", file=sys.stderr)
-        finally:
-            self.force = force
+            self._forced(ext, cflags, lflags)
+
+    def _forced(self, ext: Extension, cflags: list[str], lflags: list[str]) -> None:
+        """``ext`` built with these flags, compiled whatever is up to date (an object of
+        the instrumented pass must never be linked into another)."""
         ext.extra_compile_args, ext.extra_link_args = cflags, lflags
-        self.force = True
+        force, self.force = self.force, True
         try:
             super().build_extension(ext)
         finally:

@@ -112,24 +112,22 @@ def run_live(
         tty.close()
         raise
     threading.Thread(target=_watch, args=(ctl, app), name="perftop-watch", daemon=True).start()
-    choice: str | None = None
     try:
         with tui_signals(lambda: app.exit("stop")):
             if not tty.lost:  # gone already: no app to show
-                choice = app.run()
+                app.run()
     except Exception as exc:
         # the app died with its terminal (concluded as for any lost terminal), or failed
         if not tty.check() and app.failure is None:
             app.failure = failure_of(exc)
     finally:
         tty.release()  # never returns when the watch concluded in the app's place
-        asked = choice == "stop" or (app.failure is not None and app.return_value == "stop")
-        if tty.check() or not asked:
-            # Only a "stop" asked for (the quit dialog, SIGTERM) stops the job. A terminal
-            # gone (looked at now: its reads fail before SIGHUP comes), a failed app or one
-            # that ended with no choice leave a running job to the background monitor.
-            choice = "leave"
-        if choice != "leave" and job.poll() is None:
+        # Only a "stop" asked for (the quit dialog, SIGTERM) stops the job, whether or not
+        # the app failed after. A terminal gone (looked at now: its reads fail before
+        # SIGHUP comes), a failed app or one that ended with no choice leave a running
+        # job to the background monitor.
+        choice = "stop" if app.return_value == "stop" and not tty.check() else "leave"
+        if choice == "stop" and job.poll() is None:
             job.stop()
     if app.failure is not None:
         say(app.failure.line)
