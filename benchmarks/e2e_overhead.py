@@ -28,11 +28,14 @@ reports the runs of several such files together (more rounds, a narrower interva
 ``--release REV`` (default ``ecda10e``, the last release) adds that revision as an arm:
 exported with ``git archive`` into a temporary folder and its Cython tracker built there
 (when Cython is importable; the output says which hot path each arm runs). ``--compare``
-adds another checkout's perftop as it is.
+adds another checkout's perftop as it is. ``--with NAME:VAR=VALUE[,VAR=VALUE]`` adds this
+checkout run with those settings in its environment (``sync-off:PERFTOP_SYNC=off``: the
+sync detector's share).
 
     python benchmarks/e2e_overhead.py [--runs 41] [--steps 3000] [--release ecda10e]
                                       [--compare /path/to/checkout] [--feeder] [--placebo]
-                                      [--fixed-layout] [--save FILE] [--pool FILE...]
+                                      [--fixed-layout] [--with NAME:VAR=VALUE,...]
+                                      [--save FILE] [--pool FILE...]
 
 ``--feeder``: the same step fed by a generator of slices instead of a DataLoader, so the
 data wait behind a feeder is timed every step (a forward pre-hook and the busy clock).
@@ -138,9 +141,11 @@ def measure(
     data: str = "loader",
     fixed: bool = False,
     placebo: bool = False,
+    settings: dict[str, dict[str, str]] | None = None,
 ) -> Runs:
     """(wall, process CPU, sender thread CPU) seconds per step of each run of each arm:
-    "plain", "this", ``others`` (and "placebo"); with ``fixed``, round i runs every arm
+    "plain", "this", ``others``, ``settings`` (this checkout with those environment
+    settings) and "placebo"; with ``fixed``, round i runs every arm
     with hash seed i and ASLR off, else each run has a layout of its own."""
     with tempfile.TemporaryDirectory() as d:
         job = Path(d) / "job.py"
@@ -156,6 +161,8 @@ def measure(
             cmd = [sys.executable, "-m", "perftop", "run", "--headless", "--no-record", "--",
                    *plain]  # fmt: skip
             arms[name] = (cmd, dict(base, PYTHONPATH=str(root)))
+        for name, extra in (settings or {}).items():
+            arms[name] = (arms["this"][0], {**arms["this"][1], **extra})
         res: Runs = {k: [] for k in arms}
         for i in range(runs):
             order = list(arms) if i % 2 == 0 else list(arms)[::-1]
@@ -216,6 +223,15 @@ def pool(files: list[str]) -> Runs:
     return {k: [tuple(r) for s in saved for r in s[k]] for k in arms}
 
 
+def setting(text: str) -> tuple[str, dict[str, str]]:
+    """``NAME:VAR=VALUE,VAR=VALUE`` -> (NAME, {VAR: VALUE})."""
+    name, _, pairs = text.partition(":")
+    env = dict(p.split("=", 1) for p in pairs.split(",") if "=" in p)
+    if not name or not env:
+        raise argparse.ArgumentTypeError(f"expected NAME:VAR=VALUE[,VAR=VALUE], got {text!r}")
+    return name, env
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=41)
@@ -228,6 +244,9 @@ def main() -> int:
     p.add_argument("--placebo", action="store_true",
                    help="an arm with perftop's bootstrap on the path and no monitor (the "
                    "hook never arms): the run's noise floor")  # fmt: skip
+    p.add_argument("--with", dest="settings", action="append", default=[],
+                   metavar="NAME:VAR=VALUE,...", type=setting,
+                   help="an arm of this checkout with these environment settings")  # fmt: skip
     p.add_argument("--save", metavar="FILE", help="also write each run's figures (JSON)")
     p.add_argument("--pool", nargs="+", metavar="FILE",
                    help="run nothing: the report of the runs saved in these files, pooled "
@@ -252,7 +271,8 @@ def main() -> int:
             print(f"layout: {how}; round i runs every arm with PYTHONHASHSEED=i")
         else:
             print("layout: each run its own (ASLR and hash seed as the system has them)")
-        res = measure(a.runs, a.steps, others, data, fixed=a.fixed_layout, placebo=a.placebo)
+        res = measure(a.runs, a.steps, others, data, fixed=a.fixed_layout, placebo=a.placebo,
+                      settings=dict(a.settings))  # fmt: skip
         print("\n".join(report(res, a.runs)))
         if a.save:
             Path(a.save).write_text(json.dumps({"steps": a.steps, "runs": res}))
