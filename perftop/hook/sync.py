@@ -17,8 +17,8 @@ Settings, read from the environment when torch is imported:
   watched with probability 1/200; in a distributed job the same steps on every rank).
 - ``PERFTOP_SYNC_BUDGET_US``: amortized extra µs per step the detector may cost
   (default 0.15, or 0.1% of a step where that is more); the gap between samples grows with
-  the measured cost of a sampled step
-  (and of the step before it, primed: see ``Detector.prime``).
+  the measured cost of a sampled step (and of the step before it, primed: see
+  ``Detector.prime``).
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from perftop.hook.state import env_float, env_int
 # op, kind, then where: (file, line, function, lib_file, lib_line, lib_function, package)
 SiteKey = tuple[str, str, Where]
 # What sampling may cost a step, amortized: 0.15 µs (0.1% of a tight 165 µs CPU step,
-# where the hook's whole cost is meant to stay under 3 µs; at 0.5 µs, sampling was a
-# quarter of it) ...
+# where the hook's whole cost is meant to stay under 3 µs; at 0.5 µs, sampling cost that
+# step ~0.9 µs whole process, a third of it) ...
 BUDGET_S = 0.15e-6
 FRACTION = 0.001  # ... or this fraction of a step, whichever is more
 WARM = 4  # steps before a sample that go through the sampler, to learn the base duration
