@@ -276,11 +276,7 @@ class StepTracker:
                 gaps.pend_fetch(self, t0, t1, got_batch, loader)
                 return
             else:  # before any training: loaders for training to confirm
-                seen = self.fetch_loader
-                if seen is None:
-                    self.fetch_loader = [loader]
-                elif loader not in seen:
-                    seen.append(loader)
+                cold.loader_seen(self, loader)
         if self.in_gap:
             if self.pend:
                 gaps.pending_was_eval(self)

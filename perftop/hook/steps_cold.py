@@ -36,6 +36,15 @@ def ref(opt: Any) -> Any:
     return r if r is not None else (lambda: opt)
 
 
+def loader_seen(tr: Tracker, loader: Any) -> None:
+    """A batch of ``loader`` before any training: a loader for training to confirm."""
+    seen = tr.fetch_loader
+    if seen is None:
+        tr.fetch_loader = [loader]
+    elif loader not in seen:
+        seen.append(loader)
+
+
 def settle(tr: Tracker) -> None:
     tr.settled = True
     if tr.on_settle is not None:
