@@ -3,6 +3,8 @@ calls, side by side in one training; which build runs, and how it falls back."""
 
 from __future__ import annotations
 
+import re
+import shutil
 import subprocess
 import sys
 
@@ -15,7 +17,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from perftop.hook import steps, steps_train
 from perftop.hook.steps import LOADER_KEY
 from perftop.monitor.runner import hook_env
-from tests.conftest import compiled_steps_module
+from tests.conftest import _on_ci, compiled_steps_module
 from tests.helpers import listening
 
 
@@ -157,3 +159,28 @@ def test_the_build_profile_runs_on_the_built_extension(tmp_path):
     r = subprocess.run([sys.executable, "-m", "perftop.hook.steps_train", str(junk)],
                        capture_output=True, text=True, timeout=120)  # fmt: skip
     assert r.returncode != 0 and "ImportError" in r.stderr
+
+
+def _producer(path: str) -> str:
+    """The compiler and flags GCC recorded in the extension's debug info ("" if none)."""
+    readelf = shutil.which("readelf")
+    if readelf is None:
+        return ""
+    out = subprocess.run([readelf, "--debug-dump=info", path], capture_output=True, text=True,
+                         timeout=120).stdout  # fmt: skip
+    m = re.search(r"DW_AT_producer\s*:.*?(GNU C\S* .*)$", out, re.M)
+    return m.group(1) if m else ""
+
+
+def test_the_profiled_build_keeps_a_steps_path_in_one_piece():
+    """With GCC, setup.py builds the tracker from its profile, each function whole: GCC
+    12's hot/cold split took blocks of a step's own path for never run and put them in
+    ``.cold`` parts, pages away (docs/benchmarks.md). On CI (GCC) the profile must be in."""
+    path = compiled_steps_module().__file__
+    producer = _producer(path)
+    if "-fprofile-use" not in producer:
+        assert not _on_ci(), f"CI's tracker was not built from its profile: {producer!r}"
+        pytest.skip("not a profiled GCC build (another compiler, PERFTOP_PGO=0, no readelf)")
+    assert "-fno-reorder-blocks-and-partition" in producer
+    nm = subprocess.run(["nm", path], capture_output=True, text=True, timeout=120).stdout
+    assert [ln.split()[-1] for ln in nm.splitlines() if ln.endswith(".cold")] == []
