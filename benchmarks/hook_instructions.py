@@ -56,6 +56,16 @@ def _e2e() -> Any:
     return mod
 
 
+def job_setup(e2e: Any, d: Path) -> tuple[Path, dict[str, str], float]:
+    """``e2e_overhead.py``'s job written into ``d``, the environment every arm runs it with
+    (one torch thread, a fixed hash seed), and its wall seconds a step natively."""
+    job = d / "job.py"
+    job.write_text(e2e.JOB)
+    base = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    base.update(OMP_NUM_THREADS="1", PYTHONHASHSEED="0")
+    return job, base, e2e._run([sys.executable, str(job), "3000"], base, str(d))[0]
+
+
 def sink(path: str) -> None:
     """A socket that takes whatever is sent to it, on daemon threads."""
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -139,11 +149,7 @@ def main() -> int:
     e2e = _e2e()
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
-        job = d / "job.py"
-        job.write_text(e2e.JOB)
-        base = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        base.update(OMP_NUM_THREADS="1", PYTHONHASHSEED="0")
-        native = e2e._run([sys.executable, str(job), "3000"], base, tmp)[0]
+        job, base, native = job_setup(e2e, d)
         plain, slow_wall = per_step(job, a.steps, base, d, "plain", a.repeat)
         slowdown = slow_wall / native
         print(f"plain job: {native * 1e6:.0f} µs a step natively, {slowdown:.0f}x that under "

@@ -131,11 +131,7 @@ def main() -> int:
     e2e, hi = _load("e2e_overhead"), _load("hook_instructions")
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
-        job = d / "job.py"
-        job.write_text(e2e.JOB)
-        base = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        base.update(OMP_NUM_THREADS="1", PYTHONHASHSEED="0")
-        native = e2e._run([sys.executable, str(job), "3000"], base, tmp)[0]
+        job, base, native = hi.job_setup(e2e, d)
         factor = run(job, BASE_STEPS, base, d / "plain")[1] / native
         sock = str(d / "sink.sock")
         hi.sink(sock)
