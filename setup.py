@@ -7,8 +7,8 @@ compiler the build of the extension fails quietly and perftop runs the plain mod
 
 With GCC the extension is built twice: instrumented, then run on the loops of
 ``perftop/hook/steps_train.py`` (no torch needed), then built again from that profile, which
-puts each function's hot path together and the rest apart (``benchmarks/hook_inprocess.py``
-measures the difference). Any failure on that way, or ``PERFTOP_PGO=0``, builds it once,
+lays each function out hot path first, the rest after it (``benchmarks/hook_inprocess.py``
+measures the difference; ``benchmarks/tracker_lines.py`` counts the lines a step touches). Any failure on that way, or ``PERFTOP_PGO=0``, builds it once,
 plainly.
 """
 

@@ -10,8 +10,8 @@ step, in the job of ``e2e_overhead.py``: each arm runs the job twice under ``cal
 instructions of the tracker's extension (``perftop/hook/_steps_fast*.so``) that ran at
 least once a step more in the long run; it prints how many distinct instructions those
 are, the lines and pages they lie on, and how many of them lie in the ``.cold`` parts GCC
-split off (code its profile or heuristics took for rare). Arms send to a socket that only drains, with
-sync detection off, their send interval scaled by valgrind's slowdown
+split off (code its profile or heuristics took for rare). Arms send to a socket that only
+drains, with sync detection off, their send interval scaled by valgrind's slowdown
 (``hook_instructions.py``'s way).
 
     python benchmarks/tracker_lines.py [--steps 1000] [--compare CHECKOUT ...]
@@ -40,6 +40,7 @@ NAMED = re.compile(r"(c?ob|c?fn)=\((\d+)\)(?: (.*))?$")
 
 
 def _load(name: str) -> Any:
+    """The benchmark ``name`` beside this one, as a module (benchmarks/ is no package)."""
     spec = importlib.util.spec_from_file_location(name, HERE / f"{name}.py")
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
@@ -128,7 +129,8 @@ def main() -> int:
     if shutil.which("valgrind") is None or shutil.which("nm") is None:
         print("tracker_lines: needs valgrind and nm (binutils)", file=sys.stderr)
         return 2
-    e2e, hi = _load("e2e_overhead"), _load("hook_instructions")
+    hi = _load("hook_instructions")
+    e2e = hi._e2e()
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         job, base, native = hi.job_setup(e2e, d)
@@ -149,7 +151,7 @@ def main() -> int:
             hook = (copy / "perftop" / "_bootstrap", copy)
             env = dict(base, PYTHONPATH=os.pathsep.join(map(str, hook)), PERFTOP_SOCKET=sock,
                        PERFTOP_SYNC="off")  # fmt: skip
-            so = sorted((copy / "perftop" / "hook").glob("_steps_fast*.so"))[0]
+            so = copy / "perftop" / "hook" / found[0].name
             print(f"  {name:<10} {arm(job, a.steps, env, so, d, name)}", flush=True)
     return 0
 

@@ -7,8 +7,9 @@ Why: each step enters the tracker three times between long stretches of torch's 
 which leave none of perftop's code in the instruction cache. What a step costs is then
 mostly how many cache lines of code it runs through, and the compiled functions mix their
 few hot lines with the cold ones (error paths, first steps, rare shapes). A build profiled
-on these loops puts the hot paths together and the rest apart: measured inside one
-process (``benchmarks/hook_inprocess.py``) that takes about half a microsecond off a step.
+on these loops lays each function out hot path first, the rest after it (each function
+whole: ``setup.py`` says why): measured inside one process
+(``benchmarks/hook_inprocess.py``) that takes about half a microsecond off a step.
 
 What runs is the hot path of a real job: a fresh tracker learns each loop's shape from its
 first steps, the ring is drained as the sender drains it, and the sync detector's callback
