@@ -17,6 +17,13 @@ returns) and back to 0 right after: :meth:`RealSyncs.call`. Around that call:
 - ``warnings._showwarnmsg`` (what the interpreter calls to show any warning) drops the
   sync warnings and counts those of the training thread; every other warning goes to the
   original untouched.
+- The first switch of the mode in a process makes torch warn once that the mode "is a
+  prototype feature" (``TORCH_WARN_ONCE``, turned into a Python warning when the switch
+  returns, after the mode is set). The same filter and wrapper take that notice too: on a
+  real H100 it was printed into the job's stderr, and under ``-W error`` it raised out of
+  the switch with the mode left on, so the job's next sync raised. A switch that raises
+  for any reason puts the mode back to 0 before the op runs. The notice is torch's once
+  per process: a job that switches the mode itself after a sampled step gets no notice.
 
 ``backward`` and ``autograd.grad`` are called with the mode off: their work runs on
 autograd's C++ threads, where a sync would print. When the job sets a mode itself (seen
@@ -34,6 +41,8 @@ from collections.abc import Callable
 from typing import Any
 
 MESSAGE = "called a synchronizing CUDA operation"
+# torch's once-per-process notice at the first switch (torch/csrc/cuda/Module.cpp).
+NOTICE = "Synchronization debug mode is a prototype feature"
 
 
 class RealSyncs:
@@ -60,14 +69,14 @@ class RealSyncs:
 
         def _showwarnmsg(msg: Any) -> Any:
             try:
-                if (
-                    self.orig is not None
-                    and issubclass(msg.category, UserWarning)
-                    and str(msg.message).startswith(MESSAGE)
-                ):
-                    if get_ident() == self.thread:
-                        self.fired += 1
-                    return None  # a warning perftop caused: never shown
+                if self.orig is not None and issubclass(msg.category, UserWarning):
+                    text = str(msg.message)
+                    if text.startswith(MESSAGE):
+                        if get_ident() == self.thread:
+                            self.fired += 1
+                        return None  # a warning perftop caused: never shown
+                    if text.startswith(NOTICE):
+                        return None  # torch's notice at perftop's first switch
             except Exception:
                 state.internal_error("sync warning")
             return orig(msg)
@@ -75,7 +84,8 @@ class RealSyncs:
         self.mine = _showwarnmsg
         warnings._showwarnmsg = _showwarnmsg  # type: ignore[attr-defined]
         if self.entry is None:
-            self.entry = ("always", re.compile(re.escape(MESSAGE), re.I), UserWarning, None, 0)
+            ours = f"{re.escape(MESSAGE)}|{re.escape(NOTICE)}"
+            self.entry = ("always", re.compile(ours, re.I), UserWarning, None, 0)
         self.first()
 
     def first(self) -> None:
@@ -110,6 +120,7 @@ class RealSyncs:
         except Exception:
             self.state.internal_error("sync debug mode")
             on = False
+            self.off()  # a switch that raised may have set the mode before it did
         if not on:
             return func(*args, **kwargs), 0, None
         n0 = self.fired
@@ -117,11 +128,14 @@ class RealSyncs:
         try:
             out = func(*args, **kwargs)
         finally:
-            try:
-                self.C._cuda_set_sync_debug_mode(0)
-            except Exception:
-                self.state.internal_error("sync debug mode")
+            self.off()
         return out, self.fired - n0, time.perf_counter() - t0
+
+    def off(self) -> None:
+        try:
+            self.C._cuda_set_sync_debug_mode(0)
+        except Exception:
+            self.state.internal_error("sync debug mode")
 
     def ready(self, func: Any) -> bool:
         """Switch the mode on for this call, unless it is not ours to switch."""
