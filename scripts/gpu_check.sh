@@ -16,7 +16,7 @@ print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, "
 sys.exit(0 if ok else 1)
 PYEOF
 out="$(mktemp -d)"
-"$PY" -m pytest -q -rA -s -p no:cacheprovider tests/gpu tests/test_sync_cuda_fake.py \
+"$PY" -m pytest -q -rA -p no:cacheprovider tests/gpu tests/test_sync_cuda_fake.py \
     --junitxml="$out/junit.xml" >"$out/log.txt" 2>&1
 rc=$?
 grep -E "sync-heavy step p50" "$out/log.txt" || true
