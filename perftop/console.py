@@ -1,12 +1,16 @@
 """perftop's own lines to the terminal: stderr, which may be gone.
 
 A lost ssh session or a closed pipe must never turn a message into a traceback, and
-``--stream-out`` shares stderr with a reader that can leave at any time.
+``--stream-out`` shares stderr with a reader that can leave at any time. A line may carry
+text perftop did not write (a command line, a file name, a recording's text): it is shown
+through :func:`perftop.safe.visible`, never raw.
 """
 
 from __future__ import annotations
 
 import sys
+
+from perftop.safe import visible
 
 
 def interactive() -> bool:
@@ -17,6 +21,11 @@ def interactive() -> bool:
 def say(line: str) -> None:
     """One line to stderr, flushed; nothing when nobody can read it any more."""
     try:
-        print(line, file=sys.stderr, flush=True)
+        print(visible(line), file=sys.stderr, flush=True)
     except (OSError, ValueError):  # a closed terminal, pipe or file
         pass
+
+
+def out(text: str) -> None:
+    """``text`` to stdout as is, but for its control characters, shown visibly."""
+    sys.stdout.write(visible(text))

@@ -18,6 +18,7 @@ from perftop.cli.replay import ReplayCommand
 from perftop.cli.report import ReportCommand
 from perftop.cli.run import RunCommand
 from perftop.cli.trace import TraceCommand
+from perftop.console import say
 from perftop.errors import PerftopError
 
 COMMANDS: tuple[type[Command], ...] = (
@@ -81,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler.run(args, parser)
     except PerftopError as exc:
-        print(f"perftop: error: {exc}", file=sys.stderr)
+        say(f"perftop: error: {exc}")
         return exc.exit_code
     except KeyboardInterrupt:
         print("perftop: interrupted", file=sys.stderr)

@@ -8,6 +8,7 @@ import sys
 
 from perftop.cli.base import Command
 from perftop.cli.report import add_slice_options, load_session, slice_of
+from perftop.console import out, say
 from perftop.errors import UsageError
 from perftop.recording import ReadStats
 from perftop.report.build import build_report
@@ -35,7 +36,7 @@ class DiffCommand(Command):
             stats = ReadStats()
             session = load_session(path, sl, stats)
             for w in stats.warnings:
-                print(f"perftop: warning: {w}", file=sys.stderr)
+                say(f"perftop: warning: {w}")
             snap = session.snapshot(window=None)
             report = build_report(snap, stats)
             hints = {h.id for h in snap.hints}
@@ -45,5 +46,5 @@ class DiffCommand(Command):
             json.dump({"a": args.a, "b": args.b, **d}, sys.stdout, indent=2)
             sys.stdout.write("\n")
         else:
-            sys.stdout.write(render(d, args.a, args.b))
+            out(render(d, args.a, args.b))
         return 0

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from perftop.cli.base import Command
+from perftop.console import say
 from perftop.errors import RecordingError, UsageError
 from perftop.recording import ReadStats
 
@@ -57,5 +58,5 @@ class ExportCommand(Command):
                 f"{where}: cannot write: {exc.strerror} (the partial export is removed)"
             ) from None
         for w in stats.warnings:
-            print(f"perftop: warning: {w}", file=sys.stderr)
+            say(f"perftop: warning: {w}")
         return 0

@@ -12,6 +12,7 @@ from typing import Any
 from perftop.cli.base import Command
 from perftop.fmt import command as command_line
 from perftop.fmt import table
+from perftop.safe import visible, visible_line
 
 
 def _when(t: float | None) -> str:
@@ -55,6 +56,7 @@ class LsCommand(Command):
                 ]
                 for s in found
             ]
+            rows = [[visible_line(cell) for cell in row] for row in rows]  # a neighbour's text
             how = f"--ssh {args.ssh} " if args.ssh else ""
             print(f"perftop sessions (perftop attach {how}PID or SOCKET)")
             print(table(["job", "pids", "started", "steps", "state", "command", "socket"], rows))
@@ -67,6 +69,7 @@ class LsCommand(Command):
                 [str(c["pid"]), str(c["children"]), _when(c["start_t"]), c["command"][:70]]
                 for c in cands
             ]
+            rows = [[visible_line(cell) for cell in row] for row in rows]
             print("\nPython processes with torch loaded (perftop attach PID: observer mode)")
             print(table(["pid", "children", "started", "command"], rows))
         return 0
@@ -80,8 +83,8 @@ def _local() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 
     cleaned = clean_left_behind(tempfile.gettempdir())
     if cleaned:
-        print(f"perftop: cleaned {cleaned} job output file(s) a killed monitor left behind "
-              f"in {tempfile.gettempdir()}", file=sys.stderr)  # fmt: skip
+        print(visible(f"perftop: cleaned {cleaned} job output file(s) a killed monitor left "
+                      f"behind in {tempfile.gettempdir()}"), file=sys.stderr)  # fmt: skip
     found = sessions()
     taken: set[int] = set()
     for s in found:

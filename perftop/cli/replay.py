@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from perftop.cli.base import Command
-from perftop.console import interactive
+from perftop.console import interactive, say
 from perftop.errors import RecordingError, UsageError
 from perftop.recording import SUFFIX
 
@@ -54,5 +53,5 @@ class ReplayCommand(Command):
         finally:
             ctl.stop()
         for w in ctl.index.warnings():
-            print(f"perftop: warning: {w}", file=sys.stderr)
+            say(f"perftop: warning: {w}")
         return 0

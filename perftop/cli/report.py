@@ -7,6 +7,7 @@ import json
 import sys
 
 from perftop.cli.base import Command, seconds
+from perftop.console import out, say
 from perftop.errors import RecordingError
 from perftop.hints.session import hinted_session
 from perftop.model import Session
@@ -66,7 +67,7 @@ class ReportCommand(Command):
         sl = slice_of(args)
         session = load_session(args.file, sl, stats)
         for w in stats.warnings:
-            print(f"perftop: warning: {w}", file=sys.stderr)
+            say(f"perftop: warning: {w}")
         snap = session.snapshot(window=None)
         report = build_report(snap, stats)
         if not sl.empty:
@@ -82,5 +83,5 @@ class ReportCommand(Command):
         else:
             if not sl.empty:
                 sys.stdout.write(f"slice: {describe(sl)}\n")
-            sys.stdout.write(render(report))
+            out(render(report))  # names from the job's own code and command line
         return 0

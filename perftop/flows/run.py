@@ -23,6 +23,7 @@ from perftop.model import Snapshot
 from perftop.monitor.lifecycle import install_signal_forwarding, tui_signals
 from perftop.monitor.runner import Job, RunConfig, SourceFactory
 from perftop.report.text import summary
+from perftop.safe import visible
 
 if TYPE_CHECKING:  # Textual loads only for the TUI: a headless run works without it
     from perftop.tui.app import PerftopApp
@@ -194,7 +195,7 @@ def run_headless(
             say(line)
         err = job.recorder.error if job.recorder is not None else None
         rec = job.recorder.path if job.recorder is not None else None
-        print(summary(job.snapshot(), rec, err), file=sys.stderr, flush=True)
+        print(visible(summary(job.snapshot(), rec, err)), file=sys.stderr, flush=True)
     except OSError:  # --stream-out: stderr was ssh's, gone with its reader
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, sys.stderr.fileno())  # what is left in its buffer goes nowhere

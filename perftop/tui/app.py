@@ -24,6 +24,7 @@ from perftop.tui.driver import sized
 from perftop.tui.failure import TuiFailure, failure_of, panic_failure
 from perftop.tui.messages import JobEnded, SnapshotMessage, StreamEnded, TerminalLost
 from perftop.tui.mode import AppMode
+from perftop.tui.safe_text import SafeText
 from perftop.tui.screens import HelpScreen, QuitScreen, StacksScreen
 from perftop.tui.screens.evidence import EvidenceScreen
 from perftop.tui.widgets import (
@@ -58,7 +59,7 @@ class Controller(Protocol):
     def capture(self, steps: int, tell: Callable[[str, bool], object]) -> str: ...
 
 
-class PerftopApp(CaptureKeys, App[str | None]):
+class PerftopApp(CaptureKeys, SafeText, App[str | None]):
     """Exits with ``"stop"`` or ``"leave"`` when the user chose so, else ``None``."""
 
     TITLE = "perftop"

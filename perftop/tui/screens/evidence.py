@@ -11,6 +11,7 @@ from textual.app import ComposeResult
 from textual.widgets import Static
 
 from perftop.model.snapshot import Hint
+from perftop.safe import visible_line
 from perftop.tui.screens.popup import ScrollPopup
 
 
@@ -25,14 +26,14 @@ class EvidenceScreen(ScrollPopup):
         h = self.hint
         head = Text()
         head.append(f"{self.index + 1}/{self.total} ", style="dim")
-        head.append(f"[{h.severity}] {h.title}", style="bold")
+        head.append(visible_line(f"[{h.severity}] {h.title}"), style="bold")
         lines = Table.grid(padding=(0, 1))  # wrapped lines hang under their text
         lines.add_column(no_wrap=True)
         lines.add_column()
         for line in h.evidence:
-            lines.add_row("•", line)
+            lines.add_row("•", Text(visible_line(line)))  # plain text, never markup
         for line in h.advice:
-            lines.add_row(Text("→", style="cyan"), Text(line, style="cyan"))
+            lines.add_row(Text("→", style="cyan"), Text(visible_line(line), style="cyan"))
         if h.est_gain_text:
             lines.add_row("", Text(h.est_gain_text, style="dim"))
         where = f"proof: the {self.panel} panel (focused)" if self.panel else "no panel proves it"

@@ -17,12 +17,15 @@ from rich.style import Style
 from rich.text import Text
 from textual.widgets import DataTable
 
+from perftop.safe import visible_line
+
 
 class Cell(Text):
     """Rendered text that remembers the raw value it shows, for sorting (None sorts last)."""
 
     def __init__(self, text: str, value: Any, style: str = "", justify: str = "right") -> None:
-        super().__init__(text, style=style, justify=justify)  # type: ignore[arg-type]
+        # A cell's text may be a process's command line or a file name from the job.
+        super().__init__(visible_line(text), style=style, justify=justify)  # type: ignore[arg-type]
         self.value = value
 
     def __eq__(self, other: object) -> bool:

@@ -8,6 +8,7 @@ from rich.text import Text
 
 from perftop.model import Snapshot
 from perftop.model.snapshot import GpuRow
+from perftop.safe import visible_line
 from perftop.tui import fmt
 from perftop.tui.widgets.panel import TextPanel, with_probe_status
 
@@ -42,7 +43,7 @@ def device_lines(g: GpuRow, width: int, compact: bool, snap: Snapshot) -> list[T
         head.append(f"{g.power_w:.0f}{limit}W  ")
     head.append(fmt.num(g.temperature_c, "{:.0f}°C"), style=_temp_style(g.temperature_c))
     head.append(f"  {fmt.num(g.sm_clock_mhz, '{:.0f}MHz')}  ")
-    head.append(g.name.replace("NVIDIA ", ""), style="dim")
+    head.append(visible_line(g.name.replace("NVIDIA ", "")), style="dim")
     u = Text("  util ", style="dim")
     u.append_text(fmt.bar(util, bar_w))
     u.append(f"{fmt.pct(g.util_percent):>5}")

@@ -15,6 +15,7 @@ from textual.widgets import Static
 from perftop.fmt import command as command_line
 from perftop.model import Snapshot
 from perftop.report.build import cut_short
+from perftop.safe import visible_line
 from perftop.tui import fmt
 from perftop.tui.mode import AppMode
 
@@ -72,7 +73,7 @@ class HeaderBar(Static):
             right.append(" ")
         right.append("● " + state, style=state_style)
         right.append("  " + fmt.clock(m.elapsed_s), style="bold")
-        cmd = command_line(m.command)
+        cmd = visible_line(command_line(m.command))
         room = max(5, w - len(right) - 10)
         if len(cmd) > room:
             cmd = cmd[: room - 1] + "…"

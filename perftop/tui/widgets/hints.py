@@ -14,6 +14,7 @@ from rich.text import Text
 
 from perftop.model import Snapshot
 from perftop.model.snapshot import Hint, NoteRow
+from perftop.safe import visible_line
 from perftop.tui.widgets.panel import TextPanel
 
 LEVEL_STYLES = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -25,6 +26,7 @@ def wrap(first: Text, body: str, width: int, indent: int, style: str = "") -> li
     """``first`` then ``body``, wrapped at ``width`` with continuation lines indented by
     ``indent``: evidence and advice read in full, never cut with an ellipsis."""
     room = max(10, width - first.cell_len)
+    body = visible_line(body)  # a hint names the job's files, functions and datasets
     parts = textwrap.wrap(body, room, break_on_hyphens=False) or [""]
     out = [first + Text(parts[0], style=style)]
     rest = " ".join(parts[1:])

@@ -16,6 +16,7 @@ from textual.app import ComposeResult
 from textual.widgets import RichLog
 
 from perftop.model import Snapshot
+from perftop.safe import visible
 from perftop.tui.widgets.panel import Panel
 
 MAX_LINES = 5000
@@ -110,7 +111,9 @@ class OutputPanel(Panel):
         # One write for them all: RichLog measures, renders and scrolls once per write.
         text = Text()
         for i, line in enumerate(lines):
-            text.append(line.text, style="red" if line.stream == "stderr" else "")
+            # The job's own bytes: its escapes shown (^[), never obeyed by the terminal.
+            shown = visible(line.text, keep="\t")
+            text.append(shown, style="red" if line.stream == "stderr" else "")
             if i < len(lines) - 1:
                 text.append("\n")
         if lines:

@@ -9,6 +9,7 @@ from rich.text import Text
 from perftop.fmt import stall_words
 from perftop.model import Snapshot
 from perftop.model.stacks import is_library, short, where
+from perftop.safe import visible_line
 from perftop.tui import fmt
 from perftop.tui.widgets.panel import TextPanel
 
@@ -29,11 +30,13 @@ class StacksPanel(TextPanel):
             lines.append(head)
             for what, share in r.where[: 2 if self.compact else 4]:
                 line = Text(f"  {share:>4.0%}  ", style="bold")
-                line.append(what)
+                line.append(visible_line(what))
                 lines.append(line)
         for n in snap.notes:
             if n.source in ("stacks", "observer"):
-                lines.append(Text(n.text, style="yellow" if n.level == "warning" else "dim"))
+                lines.append(
+                    Text(visible_line(n.text), style="yellow" if n.level == "warning" else "dim")
+                )
         if not lines:
             text = "no stall so far (a step over 5× the median and 2 s gets its stacks here)"
             if snap.meta.observer:
@@ -52,12 +55,14 @@ class StacksPanel(TextPanel):
         out = [title]
         for pid, role, frames in s.stacks:
             head = Text(f"{role:<7} {pid:>7}  ", style="bold")
-            head.append(where(frames), style="cyan")
+            head.append(visible_line(where(frames)), style="cyan")
             out.append(head)
             for f in frames[: 2 if self.compact else FRAMES]:
-                out.append(Text("    " + short(f), style="dim" if is_library(f[1]) else ""))
+                out.append(
+                    Text("    " + visible_line(short(f)), style="dim" if is_library(f[1]) else "")
+                )
             if not frames:
                 out.append(Text("    no Python frame", style=fmt.NA_STYLE))
         if s.note:
-            out.append(Text(s.note, style="yellow"))
+            out.append(Text(visible_line(s.note), style="yellow"))
         return out
