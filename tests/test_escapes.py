@@ -19,7 +19,7 @@ import pytest
 from rich.text import Text
 from textual.widgets import Static
 
-from perftop.model.snapshot import Loader, NoteRow, OutputLine, ProcRow, SyncSite
+from perftop.model.snapshot import NoteRow, OutputLine, ProcRow
 from perftop.monitor.runner import Job, RunConfig
 from perftop.report.build import session_from_file
 from perftop.safe import visible, visible_line
@@ -150,7 +150,6 @@ def hostile(snap):
 
 @aio
 async def test_every_panel_shows_hostile_names_visibly() -> None:
-    assert Loader  # the loader's dataset name is a class name from the job
     app = PerftopApp()
     async with app.run_test(size=(200, 60)) as pilot:
         app.post_message(SnapshotMessage(hostile(snapshot())))
