@@ -26,6 +26,7 @@ from typing import Any
 
 from perftop.events import CaptureAsk, CaptureOps, CaptureState
 from perftop.hook.quiet import quiet_stderr
+from perftop.hook.trace_file import trace_path, write_trace
 
 TOP_OPS = 40
 _FRAME = re.compile(r"^(.*)\((\d+)\): (.*)$")
@@ -221,11 +222,11 @@ class Run:
     def _write(self, prof: Any) -> tuple[str, float]:
         """The raw trace at ``{trace_prefix}{pid}.trace.json``; what maps its ``ts`` to
         epoch µs (Kineto writes ``baseTimeNanoseconds`` at its top and ``ts`` from it)."""
-        if not self.ask.trace_prefix:
+        path = trace_path(self.ask.trace_prefix, self.ask.capture_id, self.state.sender.pid)
+        if path is None:  # none asked for, or not a name perftop gives
             return "", 0.0
-        path = f"{self.ask.trace_prefix}{self.state.sender.pid}.trace.json"
         try:
-            prof.export_chrome_trace(path)
+            write_trace(prof.export_chrome_trace, path)
             with open(path, "rb") as f:
                 head = f.read(4096)
         except Exception:

@@ -17,7 +17,9 @@ no thread is started until the process has another one (``solo.py`` says why: a 
 costs a single-threaded job atomics in every mutex and malloc).
 
 :meth:`Sender.probe` asks, without waiting, whether a monitor listens on the socket: the
-hook arms only when one answers. :meth:`Sender.close` runs at exit and in DataLoader
+hook arms only when one answers. A socket whose listener runs as another user (a name
+planted by a neighbour) is no monitor: the hook neither sends to it nor reads from it
+(``perftop.peer``). :meth:`Sender.close` runs at exit and in DataLoader
 workers' finalizers under one wall-clock deadline (``EXIT_S``): it never waits for a lock
 the sender thread holds through a slow ``sendall``, and every socket call it makes is
 bounded by what is left of the deadline.
@@ -38,6 +40,7 @@ from perftop.events import Dropped, Event, HookClose, Note
 from perftop.hook import batch, ring
 from perftop.hook.inbox import Inbox
 from perftop.hook.solo import INF, single_threaded_flag
+from perftop.peer import same_user
 from perftop.wire import MAGIC, encode_frame
 
 CAPACITY = 65536
@@ -290,6 +293,9 @@ class Sender:
         except OSError:
             s.close()
             return False
+        if not same_user(s):  # a socket planted by another user: no monitor of ours
+            s.close()
+            return False
         if self._sock is None:
             self._sock, self._greeted = s, False
             allow_ptrace(s)
@@ -308,6 +314,8 @@ class Sender:
             try:
                 s.settimeout(0.0 if timeout is None else timeout)
                 s.connect(self.path)
+                if not same_user(s):  # another user's socket: send it nothing, obey nothing
+                    raise OSError("the socket is another user's")
             except OSError:
                 s.close()
                 self._next_connect = now + self._backoff

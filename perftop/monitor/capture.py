@@ -22,6 +22,7 @@ from typing import Any
 
 from perftop.errors import PerftopError
 from perftop.events import CaptureAsk, CaptureOps, CaptureState, Event
+from perftop.peer import check_same_user
 from perftop.wire import MAGIC, EventReader, StreamError, encode_frame
 
 CaptureWatch = Callable[[Event], object]  # gets one capture's CaptureState / CaptureOps
@@ -179,6 +180,7 @@ def request(
     try:
         s.settimeout(min(timeout, 5.0))
         s.connect(path)
+        check_same_user(s, "the socket")
         s.sendall(CTRL_MAGIC + encode_frame([CaptureAsk(time.time(), "", steps, "", by)]))
         reader = EventReader()
         deadline = time.monotonic() + timeout

@@ -16,7 +16,8 @@ from typing import Any
 
 import psutil
 
-from perftop.monitor.server import INFO_MAGIC, SUFFIX, socket_dir
+from perftop.monitor.server import INFO_MAGIC, SUFFIX, socket_dirs
+from perftop.peer import same_user
 from perftop.probes.procs import descendants
 
 INFO_TIMEOUT_S = 2.0
@@ -46,6 +47,8 @@ def query(path: Path, timeout: float = INFO_TIMEOUT_S) -> dict[str, Any] | None:
             s.connect(str(path))
         except (ConnectionRefusedError, FileNotFoundError):
             raise Dead(str(path)) from None
+        if not same_user(s):
+            return None  # another user's socket: not asked, not listed, not removed
         s.sendall(INFO_MAGIC)
         buf = b""
         while not buf.endswith(b"\n"):
@@ -66,9 +69,9 @@ def query(path: Path, timeout: float = INFO_TIMEOUT_S) -> dict[str, Any] | None:
 
 def sessions(directory: Path | None = None) -> list[dict[str, Any]]:
     """Every live session, oldest first; dead sockets are unlinked on the way."""
-    d = directory or socket_dir()
+    dirs = [directory] if directory is not None else socket_dirs()
     out = []
-    for path in sorted(d.glob(f"*{SUFFIX}")):
+    for path in sorted(p for d in dirs for p in d.glob(f"*{SUFFIX}")):
         try:
             info = query(path)
         except Dead:

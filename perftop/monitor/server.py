@@ -1,8 +1,8 @@
 """The monitor's Unix socket: many hook connections (one per training process), viewers and
 ``perftop ls`` requests, one thread.
 
-Sockets live in a per-user directory of mode 0700, each socket 0600, and a peer of another
-user is refused (SO_PEERCRED). The first 8 bytes say who connects: the stream's MAGIC is a
+Sockets live in a per-user directory of mode 0700 made safely (``sockdir.py``), each socket
+0600, and a peer of another user is refused (SO_PEERCRED, ``perftop.peer``). The first 8 bytes say who connects: the stream's MAGIC is a
 hook (a producer); ``VIEW_MAGIC`` is a viewer, handed to ``on_viewer`` and never read from
 again (read-only: nothing it sends reaches the job); ``INFO_MAGIC`` gets one JSON line
 about the session; ``CTRL_MAGIC`` is a control client (``perftop trace``, an attached
@@ -19,7 +19,6 @@ import json
 import os
 import selectors
 import socket
-import struct
 import tempfile
 import threading
 import uuid
@@ -28,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from perftop.events import Event, Hello
+from perftop.monitor.sockdir import private_dir, private_dirs
+from perftop.peer import peer_cred
 from perftop.wire import MAGIC, EventReader, Frame, StreamError
 
 # Receives (the frame, its decoded events) for every intact frame.
@@ -38,27 +39,16 @@ CTRL_MAGIC = b"PTCTRL\x00\x00"
 SUFFIX = ".sock"
 
 
-def peer_cred(conn: socket.socket) -> tuple[int, int] | None:
-    """The connecting process's (pid, user id) (Linux SO_PEERCRED); None where unsupported."""
-    opt = getattr(socket, "SO_PEERCRED", None)
-    if opt is None:
-        return None
-    try:
-        pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, opt, 12))
-    except OSError:
-        return None
-    return pid, uid
-
-
 def socket_dir() -> Path:
-    """A private directory for this user's perftop sockets (created 0700)."""
+    """A private directory for this user's perftop sockets (``sockdir.private_dir``)."""
     base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
-    d = Path(base) / f"perftop-{os.getuid()}"
-    d.mkdir(mode=0o700, exist_ok=True)
-    st = d.stat()
-    if st.st_uid != os.getuid() or st.st_mode & 0o077:
-        os.chmod(d, 0o700)
-    return d
+    return private_dir(base)
+
+
+def socket_dirs() -> list[Path]:
+    """Every directory of this user's sessions, for ``perftop ls`` (none made)."""
+    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    return private_dirs(base)
 
 
 class Server:
@@ -129,7 +119,7 @@ class Server:
         except OSError:
             return
         cred = peer_cred(conn)
-        if cred is not None and cred[1] != os.getuid():
+        if cred is not None and cred[1] != os.geteuid():
             self.refused_peers += 1  # another user: the 0700 directory should have stopped it
             conn.close()
             return

@@ -21,6 +21,7 @@ from perftop.monitor.hub import Hub
 from perftop.monitor.sampler import StackSampler
 from perftop.monitor.server import VIEW_MAGIC, Server
 from perftop.monitor.stall import StallWatch
+from perftop.peer import check_same_user
 from perftop.wire import EventReader, StreamError
 
 
@@ -36,6 +37,7 @@ class SessionViewer:
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self._sock.connect(str(self.path))
+            check_same_user(self._sock, "the session's socket")  # a planted one: never read
             self._sock.sendall(VIEW_MAGIC)
         except OSError as exc:
             self._sock.close()
