@@ -226,3 +226,44 @@ def test_a_trace_goes_only_to_a_name_perftop_gives_and_never_through_a_link(
 def test_ls_still_lists_sessions_as_before(tmp_path: Path) -> None:
     r = perftop("ls", cwd=tmp_path)
     assert r.returncode == 0 and "Traceback" not in r.stderr
+
+
+PLANT_OUT = """
+import os, sys
+d = os.path.join(sys.argv[1], "perftop-out-evil")
+os.mkdir(d); os.chmod(d, 0o777)
+os.symlink(sys.argv[2], os.path.join(d, "stderr.log"))
+os.symlink(sys.argv[3], os.path.join(d, "stdout.log"))
+os.symlink(sys.argv[4], os.path.join(d, "lock"))
+os.utime(d, (0, 0))
+"""
+
+
+def test_ls_cleans_nothing_through_a_planted_link(shared: Path, tmp_path: Path) -> None:
+    """Item 6: a link planted in a `perftop-out-*` directory made root's `perftop ls`
+    truncate another file (one a live process held open) to 0 bytes."""
+    held = tmp_path / "held.txt"  # root's own, open in a live process
+    held.write_text("keep me")
+    os.chmod(held, 0o600)
+    other = tmp_path / "other.txt"
+    other.write_text("me too")
+    new = tmp_path / "made-by-lock"
+    p = as_nobody(PLANT_OUT, str(shared), str(held), str(other), str(new))
+    assert p.wait(timeout=20) == 0, p.stderr.read() if p.stderr else ""
+    # and a directory of ours (as a killed monitor leaves it) with a link in it
+    mine = shared / "perftop-out-mine"
+    mine.mkdir(mode=0o700)
+    (mine / "lock").touch()
+    (mine / "stderr.log").symlink_to(held)
+    (mine / "stdout.log").write_bytes(b"z" * 1000)
+    os.utime(mine, (0, 0))
+    env = {**os.environ, "TMPDIR": str(shared)}
+    with held.open("a"):
+        r = subprocess.run([sys.executable, "-m", "perftop", "ls"], env=env, text=True,
+                           capture_output=True, timeout=120, cwd=tmp_path)  # fmt: skip
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert held.read_text() == "keep me" and other.read_text() == "me too"
+    assert not new.exists()  # no lock file made through their link
+    assert (shared / "perftop-out-evil" / "stderr.log").is_symlink()  # theirs: untouched
+    assert not mine.exists()  # ours: cleaned, the link removed (never followed)
+    assert "cleaned 1 job output file(s)" in r.stderr

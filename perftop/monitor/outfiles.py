@@ -20,7 +20,9 @@ from __future__ import annotations
 import ctypes
 import fcntl
 import os
+import re
 import signal
+import stat
 import sys
 import time
 
@@ -90,6 +92,11 @@ def holders(paths: list[str]) -> bool:
             ids.add((st.st_dev, st.st_ino))
         except OSError:
             pass
+    return _held(ids)
+
+
+def _held(ids: set[tuple[int, int]]) -> bool:
+    """Whether another process has a file of these (device, inode) open."""
     me = str(os.getpid())
     for pid in os.listdir("/proc"):
         if not pid.isdigit() or pid == me:
@@ -161,44 +168,99 @@ def keep(directory: str, lifeline: int) -> None:
     os.close(lock)
 
 
+_NAME = re.compile(re.escape(PREFIX) + r"[A-Za-z0-9_]+\Z")  # as mkdtemp names them
+_NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
+
+
 def clean_left_behind(tmpdir: str) -> int:
     """Clean the output directories no live monitor or keeper owns; returns how many
-    files were removed or truncated."""
+    files were removed or truncated.
+
+    ``tmpdir`` is shared: anyone may plant a ``perftop-out-*`` directory there, with links
+    in it to other users' files. Only a real directory of this user's that nobody else may
+    write to is cleaned, only its ``stdout.log`` and ``stderr.log`` (real files of this
+    user's) and its lock, each opened through no link (``O_NOFOLLOW``, relative to the
+    directory opened the same way): cleaning never reaches another file."""
     n = 0
     try:
-        names = [d for d in os.listdir(tmpdir) if d.startswith(PREFIX)]
+        names = [d for d in os.listdir(tmpdir) if _NAME.match(d)]
     except OSError:
         return 0
     for name in names:
-        d = os.path.join(tmpdir, name)
         try:
-            young = time.time() - os.stat(d).st_mtime < YOUNG_S
-            if young and not os.path.exists(os.path.join(d, LOCK)):
-                continue
-            lock = hold(d, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            dfd = os.open(os.path.join(tmpdir, name), os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW)
         except OSError:
-            continue  # owned (or not ours to clean)
+            continue  # a link, a file, or not ours to open
         try:
-            left = False
-            for log in LOGS:
-                p = os.path.join(d, log)
-                if not os.path.exists(p):
+            n += _clean(dfd, os.path.join(tmpdir, name))
+        finally:
+            os.close(dfd)
+    return n
+
+
+def _ours(st: os.stat_result) -> bool:
+    return st.st_uid == os.geteuid() and not st.st_mode & 0o022
+
+
+def _clean(dfd: int, d: str) -> int:
+    n = 0
+    try:
+        st = os.fstat(dfd)
+        if not _ours(st):
+            return 0  # another user's (or open to others): not ours to clean
+        young = time.time() - st.st_mtime < YOUNG_S
+        if young and not _exists(LOCK, dfd):
+            return 0
+        lock = os.open(LOCK, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o600, dir_fd=dfd)
+    except OSError:
+        return 0
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(lock)
+        return 0  # owned: a live monitor or keeper
+    try:
+        left = False
+        for log in LOGS:
+            try:
+                fd = os.open(log, os.O_WRONLY | os.O_NONBLOCK | _NOFOLLOW, dir_fd=dfd)
+            except OSError:
+                continue  # missing, or a link: never opened
+            try:
+                st = os.fstat(fd)
+                if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
                     continue
-                if holders([p]):  # a live job still writes there: empty it, keep it
-                    try:
-                        os.truncate(p, 0)
-                        n += 1
-                    except OSError:
-                        pass
+                if _held({(st.st_dev, st.st_ino)}):  # a live job still writes there
+                    os.ftruncate(fd, 0)  # emptied, kept
                     left = True
                 else:
-                    os.unlink(p)
-                    n += 1
-            if not left:
-                remove(d)
-        finally:
-            os.close(lock)
+                    os.unlink(log, dir_fd=dfd)
+                n += 1
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+        if not left:
+            for name in (*LOGS, LOCK):
+                try:
+                    os.unlink(name, dir_fd=dfd)  # a link is removed, never followed
+                except OSError:
+                    pass
+            try:
+                os.rmdir(d)
+            except OSError:
+                pass
+    finally:
+        os.close(lock)
     return n
+
+
+def _exists(name: str, dfd: int) -> bool:
+    try:
+        os.lstat(name, dir_fd=dfd)
+    except OSError:
+        return False
+    return True
 
 
 if __name__ == "__main__":  # the keeper
