@@ -13,15 +13,16 @@ from __future__ import annotations
 import secrets
 import selectors
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from perftop.console import say
 from perftop.errors import UsageError
 from perftop.events import Event, NodeLink, NodeScope, Note
 from perftop.fleet import link
+from perftop.fleet.refusals import REASONS, Refusals
 from perftop.wire import EventReader, Frame, StreamError, encode_node_frame
 
 HANDSHAKE_S = 10.0  # a connection that has not proved the token by then is dropped
@@ -48,7 +49,7 @@ class Collector:
         submit_frame: Callable[[Frame, list[Event]], object],
         submit: Callable[..., None],
         *,
-        log: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True),
+        log: Callable[[str], None] = say,
     ) -> None:
         self.token = token
         self._submit_frame = submit_frame
@@ -57,7 +58,7 @@ class Collector:
         self.refused = 0
         self.rejected_frames = 0
         self._names: dict[str, str] = {}  # forwarder session id -> node name
-        self._refusals: dict[tuple[str, str], int] = {}  # (peer address, why) -> count
+        self._refusals = Refusals()  # which refusals are told
         self._conns: dict[socket.socket, _Conn] = {}
         self._sel = selectors.DefaultSelector()
         self._stop = threading.Event()
@@ -179,12 +180,14 @@ class Collector:
 
     def _refuse(self, c: _Conn, why: str) -> None:
         """Log a refusal: a note and a stderr line the first time, and again at 10, 100,
-        ... refusals of the same peer for the same reason (a forwarder retries)."""
+        ... refusals of the same peer (a forwarder retries), a few a minute at most, with
+        no word of the peer's own (``refusals.py``)."""
         self.refused += 1
         ip = c.peer.rpartition(":")[0]
-        n = self._refusals[(ip, why)] = self._refusals.get((ip, why), 0) + 1
-        if n == 1 or str(n).rstrip("0") == "1":
-            text = f"refused a forwarder from {ip}: {why}" + (f" ({n} times)" if n > 1 else "")
+        if why not in REASONS:
+            why = REASONS[1]
+        text = self._refusals.refuse(ip, why)
+        if text is not None:
             self._log(f"perftop: {text}")
             self._submit(Note(time.time(), "warning", "collect", text))
         try:

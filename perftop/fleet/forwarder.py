@@ -172,7 +172,7 @@ class Forwarder:
             sock.sendall(link.hello_line(self.token, nonce, self.session, self.host))
             answer = f.readline(link.MAX_LINE).decode(errors="replace").strip()
             if answer != "OK":
-                why = answer.removeprefix("DENIED").strip() or "connection closed"
+                why = answer.removeprefix("DENIED").strip()[:200] or "connection closed"
                 raise ValueError(f"the collector refused this node: {why}")
             sock.settimeout(SEND_TIMEOUT_S)
             sock.sendall(MAGIC + self._preamble())

@@ -64,6 +64,9 @@ def hello_line(token: str, nonce: str, session: str, host: str) -> bytes:
     return json.dumps(body).encode() + b"\n"
 
 
+WRONG_FORMAT = f"another format version (this collector reads {FORMAT_VERSION})"
+
+
 def check_hello(line: bytes, token: str, nonce: str) -> tuple[str, str]:
     """(session, host) of a forwarder whose proof checks; ValueError(why) otherwise."""
     try:
@@ -72,7 +75,7 @@ def check_hello(line: bytes, token: str, nonce: str) -> tuple[str, str]:
     except (ValueError, KeyError, TypeError):
         raise ValueError("not a perftop forwarder") from None
     if body.get("v") != FORMAT_VERSION:
-        raise ValueError(f"format {body.get('v')} (this collector reads {FORMAT_VERSION})")
+        raise ValueError(WRONG_FORMAT)  # never the peer's own words (refusals.py)
     if not hmac.compare_digest(proof, mac(token, nonce, session)):
         raise ValueError("wrong token")
     if not session or not host or len(host) > 200:
