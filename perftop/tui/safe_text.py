@@ -19,6 +19,7 @@ from typing import Any
 from rich.segment import Segment
 from textual.color import Color
 from textual.filter import LineFilter
+from textual.notifications import SeverityLevel
 
 from perftop.safe import visible, visible_line
 
@@ -58,7 +59,7 @@ class SafeText:
         message: str,
         *,
         title: str = "",
-        severity: Any = "information",
+        severity: SeverityLevel = "information",
         timeout: float | None = None,
         markup: bool = False,
     ) -> None:
