@@ -16,6 +16,7 @@ from textual.widgets import Static
 from perftop.events.capture import PHASES
 from perftop.model import Snapshot
 from perftop.model.capture import Capture, CaptureOp, CapturePart, cost_text, status_line
+from perftop.safe import visible_line
 from perftop.tui import fmt
 from perftop.tui.widgets.difftable import Cell, DiffTable
 from perftop.tui.widgets.panel import Panel
@@ -74,7 +75,7 @@ def status(latest: Capture | None, part: CapturePart | None) -> Text:
         return Text(NO_CAPTURE, style="dim")
     style = {"refused": "bold yellow", "failed": "bold red"}.get(latest.state, "bold")
     line = Text()
-    line.append(status_line(latest), style=style)
+    line.append(visible_line(status_line(latest)), style=style)  # a reason from the job
     if part is not None:
         if latest.done() is not part:
             line.append(f" · showing steps {part.first_step}–{part.last_step}", style="dim")
@@ -112,11 +113,11 @@ def summary(part: CapturePart | None) -> list[Text]:
     lines = []
     for phase, top in sorted(tops, key=lambda pt: -pt[1].self_s):
         t = Text(f"{phase:<9}", style=PHASE_STYLES.get(phase, ""))
-        t.append(f" {top.name} {fmt.secs(top.self_s)}/step")
+        t.append(f" {visible_line(top.name)} {fmt.secs(top.self_s)}/step")
         if top.share is not None:
             t.append(f" {top.share:.0%}", style="bold")
         if top.where:
-            t.append(f" {top.where}", style="dim")
+            t.append(f" {visible_line(top.where)}", style="dim")
         lines.append(t)
     return lines
 

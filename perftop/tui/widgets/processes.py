@@ -9,10 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from textual.app import ComposeResult
+from textual.markup import escape
 
 from perftop.model import Snapshot
 from perftop.model.roles import role_sort_key
 from perftop.model.snapshot import ProcessRole, ProcRow
+from perftop.safe import visible_line
 from perftop.tui import fmt
 from perftop.tui.widgets.difftable import FIRST_ROWS, Cell, DiffTable, First
 from perftop.tui.widgets.panel import Panel
@@ -153,4 +155,5 @@ class ProcessesPanel(Panel):
             self.border_subtitle += f" · the first {FIRST} listed (s sorts)"
         stopped = snap.probe_stopped("procs")
         if stopped:
-            self.border_subtitle = f"probe stopped: {stopped}"
+            # a title is markup: a recording's text escaped, and shown visibly
+            self.border_subtitle = f"probe stopped: {escape(visible_line(stopped))}"

@@ -11,6 +11,7 @@ from textual.widgets import Static
 from perftop.fmt import sync_rate, sync_where
 from perftop.model import Snapshot
 from perftop.model.snapshot import SyncSite
+from perftop.safe import visible_line
 from perftop.tui import fmt
 from perftop.tui.widgets.difftable import Cell, DiffTable
 from perftop.tui.widgets.panel import Panel
@@ -31,7 +32,7 @@ WHERE = ("where", "file:line")
 def where(s: SyncSite) -> str:
     """The user's line, then the library line it went through: ``train.py:52 → …``."""
     user, via = sync_where(s.file, s.line, s.lib_file, s.lib_line, s.package)
-    return f"{user} → {via}" if via else user
+    return visible_line(f"{user} → {via}" if via else user)  # the job's file names
 
 
 def site_cells(s: SyncSite, blocked: bool = True) -> list[Cell]:
@@ -61,7 +62,7 @@ def summary(sites: tuple[SyncSite, ...], observer: bool = False) -> Group | Text
         return Text(OBSERVER if observer else "no host↔device syncs seen", style="dim")
     lines = []
     for s in sites:
-        t = Text(s.op, style="bold red" if s.kind == "sync" else "yellow")
+        t = Text(visible_line(s.op), style="bold red" if s.kind == "sync" else "yellow")
         t.append(f" {where(s)}")
         rate = sync_rate(s.per_step, s.error, s.seen, short=True)
         t.append(f" {rate}" if rate.startswith("~") else f" {rate}/step", style="dim")
