@@ -6,6 +6,7 @@ shared temporary directory before the victim (root here, as in CI) runs perftop.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import socket
@@ -39,8 +40,23 @@ def shared() -> Iterator[Path]:
     shutil.rmtree(d, ignore_errors=True)
 
 
+@functools.cache
+def their_python() -> str:
+    """A Python the neighbour can run: the system's (perftop's venv under /root is not)."""
+    base = Path(sys.base_prefix) / "bin" / "python3"
+    for cand in ("/usr/bin/python3", "/usr/local/bin/python3", str(base)):
+        try:
+            r = subprocess.run([cand, "-c", "pass"], user=NOBODY, group=NOBODY,
+                               capture_output=True, check=False)  # fmt: skip
+        except OSError:  # not there
+            continue
+        if r.returncode == 0:
+            return cand
+    pytest.fail("no Python that uid 65534 can run")
+
+
 def as_nobody(code: str, *args: str, **kw) -> subprocess.Popen:
-    return subprocess.Popen(["/usr/bin/python3", "-c", code, *args], user=NOBODY, group=NOBODY,
+    return subprocess.Popen([their_python(), "-c", code, *args], user=NOBODY, group=NOBODY,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)  # fmt: skip
 
 
