@@ -168,7 +168,8 @@ def _leave(job: Job) -> int:
     path = job.recorder.path if job.recording() and job.recorder is not None else None
     sock = job.server.path
     bg = job.leave()
-    msg = f"perftop: job {job.pid} keeps running; session {sock} (background monitor pid {bg})"
+    where = f"session {sock}" if sock.name else "not attachable"  # no socket: see NoServer
+    msg = f"perftop: job {job.pid} keeps running; {where} (background monitor pid {bg})"
     msg += f", recording to {path}" if path is not None else ", not recording"
     say(msg)
     say(f"perftop: see it again with: perftop attach {job.pid}")

@@ -15,6 +15,7 @@ stops the monitor.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import selectors
@@ -36,6 +37,9 @@ VIEW_MAGIC = b"PTVIEW\x00\x00"
 INFO_MAGIC = b"PTINFO\x00\x00"
 CTRL_MAGIC = b"PTCTRL\x00\x00"
 SUFFIX = ".sock"
+SUN_PATH_MAX = 107  # bytes of a Unix socket's path: sun_path's 108, less the NUL
+SOCKET_NAME_MAX = len(f"{1 << 22}-{'0' * 8}{SUFFIX}")  # PID-RANDOM.sock, the largest pid
+FALLBACK_BASES = ("/tmp", "/var/tmp", "/dev/shm")
 
 
 def peer_cred(conn: socket.socket) -> tuple[int, int] | None:
@@ -50,9 +54,37 @@ def peer_cred(conn: socket.socket) -> tuple[int, int] | None:
     return pid, uid
 
 
+def socket_bases() -> list[str]:
+    """Where this user's socket directory may go, first choice first: those of
+    ``$XDG_RUNTIME_DIR``, the temporary directory (``$TMPDIR``), ``/tmp``, ``/var/tmp`` and
+    ``/dev/shm`` that are writable directories where a socket's whole path fits in
+    ``SUN_PATH_MAX`` bytes (a long ``$TMPDIR`` does not stop the job)."""
+    out: list[str] = []
+    for base in (os.environ.get("XDG_RUNTIME_DIR"), tempfile.gettempdir(), *FALLBACK_BASES):
+        if not base or base in out:
+            continue
+        longest = os.path.join(base, f"perftop-{os.getuid()}", "x" * SOCKET_NAME_MAX)
+        if len(os.fsencode(longest)) <= SUN_PATH_MAX and os.access(base, os.W_OK | os.X_OK):
+            out.append(base)
+    return out
+
+
+def socket_base() -> str:
+    """The first of :func:`socket_bases`; an :class:`OSError` (``ENAMETOOLONG``) when there
+    is none: the caller runs the job without its socket, saying so."""
+    bases = socket_bases()
+    if not bases:
+        raise OSError(
+            errno.ENAMETOOLONG,
+            f"no writable directory where a socket's path fits in {SUN_PATH_MAX} bytes "
+            "($XDG_RUNTIME_DIR, $TMPDIR, " + ", ".join(FALLBACK_BASES) + ")",
+        )
+    return bases[0]
+
+
 def socket_dir() -> Path:
     """A private directory for this user's perftop sockets (created 0700)."""
-    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    base = socket_base()
     d = Path(base) / f"perftop-{os.getuid()}"
     d.mkdir(mode=0o700, exist_ok=True)
     st = d.stat()
