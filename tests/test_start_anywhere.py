@@ -15,7 +15,9 @@ PERFTOP = [sys.executable, "-m", "perftop", "run", "--no-record"]
 SAY_SOCKET = "import os; print('socket', os.environ.get('PERFTOP_SOCKET', '-'))"
 
 
-def _run(cmd: str, tmp_path: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def _run(
+    cmd: str, tmp_path: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """``cmd`` through a shell (its redirections close streams), with a timeout."""
     return subprocess.run(
         ["sh", "-c", cmd], cwd=tmp_path, env=env, text=True, capture_output=True, timeout=120,
