@@ -203,8 +203,10 @@ def decode_payload(payload: bytes) -> tuple[list[Event], int]:
     """The events in a payload and how many had a tag this reader does not know."""
     try:
         items = json.loads(payload)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise FrameError(f"frame is not JSON: {exc}") from None
+    except ValueError as exc:  # not JSON, not UTF-8, an integer of too many digits
+        raise FrameError(f"frame is not JSON: {exc}"[:200]) from None
+    except RecursionError:
+        raise FrameError("frame is not JSON: nested too deep") from None
     if not isinstance(items, list):
         raise FrameError("frame payload is not an array")
     events: list[Event] = []
