@@ -56,6 +56,14 @@ class LiveController:
         teller.until(set(pids), lambda: self.job.hub.captures.forget(cid))
         return f"capturing the next {steps} steps…" if pids else ""  # else told why
 
+    def waiting_for_input(self) -> bool:
+        """Whether the job is blocked reading its stdin (``input()``, ``breakpoint()``)."""
+        return self.job.input is not None and self.job.input.reading()
+
+    def send_input(self, line: str) -> bool:
+        """``j``: a line to the job's stdin; False when it cannot take it."""
+        return self.job.input is not None and self.job.input.send(line)
+
     def finish(self) -> None:
         """Drain the job's last events and close its recording, once: when the job exits
         (so the recording's timeline ends with the job, not when the user quits) or when

@@ -28,6 +28,7 @@ from perftop.monitor.capture import serve_control
 from perftop.monitor.header import session_start
 from perftop.monitor.hookless import HooklessWatch
 from perftop.monitor.hub import Hub
+from perftop.monitor.jobinput import JobInput
 from perftop.monitor.lifecycle import Background
 from perftop.monitor.nosocket import NoServer
 from perftop.monitor.outlive import become_subreaper, survivors
@@ -130,6 +131,7 @@ class Job(Background):
         self.hub.captures.connect(self.server.send_to_trainers, self.server.path.parent)
         self.proc: subprocess.Popen[bytes] | None = None
         self.output: OutputTail | None = None
+        self.input: JobInput | None = None  # the job's stdin under the TUI
         self.sources: list[Any] = []
         self.exit_code: int | None = None
         self.started_t = time.time()
@@ -169,7 +171,7 @@ class Job(Background):
             self.output = OutputTail(self.hub.submit)
             env["PYTHONUNBUFFERED"] = plain["PYTHONUNBUFFERED"] = "1"
             kwargs.update(
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.PIPE,  # input() waits for a line from the TUI (j)
                 stdout=self.output.stdout,
                 stderr=self.output.stderr,
                 start_new_session=True,
@@ -198,6 +200,8 @@ class Job(Background):
         except OSError as exc:
             self.close()
             raise LaunchError(f"cannot start {self.cfg.command[0]}: {exc.strerror}") from None
+        if self.proc.stdin is not None:
+            self.input = JobInput(self.proc.stdin, self.proc.pid)
         self.hub.submit(JobStart(time.time(), self.proc.pid, self.cfg.command))
         self.hub.snapshot_subscribers.append(StallWatch(self.proc.pid, self.hub.submit))
         if env is not plain:  # with no hook, none connecting says nothing more
@@ -335,6 +339,8 @@ class Job(Background):
                 pass
         if self.output is not None:
             self.output.stop()
+        if self.input is not None:
+            self.input.close()
         self.server.close()
         self.hub.stop()
         self.hub.captures.close()  # control connections send their last answers
