@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import IO, NamedTuple
 
 from perftop.errors import RecordingError
-from perftop.events import FORMAT_VERSION, Event, SessionStart, Step
+from perftop.events import FORMAT_VERSION, DecodeError, Event, SessionStart, Step
+from perftop.events.validate import check_all, check_packed_steps
 from perftop.wire import (
     HEADER,
     KIND_JSON,
@@ -37,6 +38,12 @@ from perftop.wire import (
 )
 
 RESYNC_BLOCK = 1 << 20  # bytes searched at a time for the next good frame
+# The work one block's search may take (bytes CRC-checked, 256 a try): noise made to look
+# like headers everywhere costs that, then the rest of its block is skipped unsearched.
+RESYNC_COST = 8 * RESYNC_BLOCK
+# The most one compressed frame inflates to: what a writer ever held before a flush (its
+# PENDING_MAX of 1 MiB and one frame of MAX_FRAME). More is a bomb, read as damage.
+INFLATE_MAX = MAX_FRAME + (1 << 20) + 2 * HEADER.size
 _OUTER_KINDS = (KIND_JSON, KIND_STEPS, KIND_ZLIB, KIND_NODE)
 _KIND_FIELD = re.compile(rb"(?=\x00\x00\x00[\x00-\x03])")  # a known kind (0-3), big-endian
 
@@ -139,7 +146,7 @@ class FrameScanner:
             length, crc, kind = HEADER.unpack(head)
             payload = f.read(length) if length <= MAX_FRAME else b""
             whole = length <= MAX_FRAME and len(payload) == length
-            if whole and zlib.crc32(payload) == crc:
+            if whole and length and zlib.crc32(payload) == crc:  # empty: zeros, not a frame
                 start, pos = pos, pos + HEADER.size + length
                 if kind == KIND_ZLIB:
                     resumable = bool(payload[:1]) and payload[0] & ZLIB_START != 0
@@ -179,15 +186,38 @@ class FrameScanner:
         while at + HEADER.size <= size:
             f.seek(at)
             buf = f.read(RESYNC_BLOCK + HEADER.size)
-            for m in _KIND_FIELD.finditer(buf, 8, RESYNC_BLOCK + 8):
-                c = m.start() - 8
-                length, crc, _kind = HEADER.unpack_from(buf, c)
-                if not 0 < length <= MAX_FRAME or at + c + HEADER.size + length > size:
-                    continue
-                f.seek(at + c + HEADER.size)
-                if zlib.crc32(f.read(length)) == crc:
-                    return at + c
+            found = self._candidate(buf, at)
+            if found is not None:
+                return found
             at += RESYNC_BLOCK
+        return None
+
+    def _candidate(self, buf: bytes, at: int) -> int | None:
+        """The first good frame's offset in ``buf`` (read at ``at``), or None. A run of
+        zeros (a crash's tail, a hole) is stepped over at C speed, not tried byte by byte:
+        a frame's length field is not zero. At most ``RESYNC_COST`` of work a block."""
+        f, size, i, cost = self.f, self.size, 8, 0
+        while cost < RESYNC_COST:
+            m = _KIND_FIELD.search(buf, i)  # the lookahead sees the whole header
+            if m is None or m.start() - 8 >= RESYNC_BLOCK:  # the next block's
+                return None
+            c = m.start() - 8
+            i = m.start() + 1
+            length, crc, _kind = HEADER.unpack_from(buf, c)
+            if length == 0:  # a zero run: on to 3 bytes before its next non-zero byte
+                i = max(i, _zeros_end(buf, c) - 3 + 8)
+                continue
+            if length > MAX_FRAME or at + c + HEADER.size + length > size:
+                continue
+            cost += length + 256  # bytes checked, and the try itself
+            end = c + HEADER.size + length
+            if end <= len(buf):
+                payload = buf[c + HEADER.size : end]
+            else:
+                f.seek(at + c + HEADER.size)
+                payload = f.read(length)
+            if zlib.crc32(payload) == crc:
+                return at + c
         return None
 
     def _salvaged(self, payload: bytes) -> list[Frame]:
@@ -209,7 +239,9 @@ class FrameScanner:
             st.skipped_bytes += HEADER.size + len(payload)
             return []
         try:
-            data = self._inflate.decompress(payload[1:])
+            data = self._inflate.decompress(payload[1:], INFLATE_MAX)
+            if self._inflate.unconsumed_tail:  # inflates past what any writer holds: a bomb
+                raise zlib.error("inflates past the limit")
         except zlib.error:
             self._inflate, data = None, b""
             st.damaged += 1
@@ -248,7 +280,11 @@ class FrameScanner:
             st.frames += 1
             try:
                 events, unknown = decode_frame(frame)
-            except FrameError:
+                if frame.kind == KIND_STEPS:
+                    check_packed_steps(events)
+                else:
+                    check_all(events)
+            except (FrameError, DecodeError):
                 st.bad_frames += 1
                 self._lost_steps()  # whatever steps it held are counted from their numbers
                 continue
@@ -275,13 +311,32 @@ class FrameScanner:
         return out
 
 
+def _zeros_end(buf: bytes, at: int) -> int:
+    """Where the run of zero bytes at ``at`` in ``buf`` ends: looked at in windows that
+    double (``lstrip`` runs at memory speed; a short run costs a short window)."""
+    win = 64
+    while at < len(buf):
+        piece = buf[at : at + win]
+        rest = len(piece.lstrip(b"\x00"))
+        if rest:
+            return at + len(piece) - rest
+        at += len(piece)
+        win *= 2
+    return len(buf)
+
+
 def _salvage(inflate: zlib._Decompress, data: bytes, piece: int = 512) -> bytes:
-    """What ``inflate`` gives for ``data`` up to the first error, a piece at a time."""
-    out = []
+    """What ``inflate`` gives for ``data`` up to the first error, a piece at a time, and
+    ``INFLATE_MAX`` bytes at most."""
+    out, room = [], INFLATE_MAX
     for i in range(0, len(data), piece):
         try:
-            out.append(inflate.decompress(data[i : i + piece]))
+            got = inflate.decompress(data[i : i + piece], room)
         except zlib.error:
+            break
+        out.append(got)
+        room -= len(got)
+        if room <= 0 or inflate.unconsumed_tail:
             break
     return b"".join(out)
 

@@ -18,7 +18,16 @@ from typing import Any, NoReturn
 from perftop.errors import RecordingError
 from perftop.events import Event
 from perftop.reader import FrameScanner, ReadStats, open_recording
-from perftop.wire import HEADER, KIND_ZLIB, MAGIC, ZLIB_START, Frame, encode_frame
+from perftop.wire import (
+    FIT_FRAME,
+    HEADER,
+    KIND_ZLIB,
+    MAGIC,
+    MAX_FRAME,
+    ZLIB_START,
+    Frame,
+    fitted_frames,
+)
 
 FLUSH_EVERY_S = 0.5
 PENDING_MAX = 1 << 20  # bytes held before a flush is forced
@@ -128,6 +137,7 @@ class RecordingWriter:
         self._deflate: Any = None
         self._segment = 0
         self.error: str | None = None  # why writing stopped before close (a full disk)
+        self.refused = 0  # frames over the reader's limit, never written (none come)
 
     def _fail(self, exc: OSError) -> NoReturn:
         """A write failed: stop writing for good (what is in the file stays readable) and
@@ -142,7 +152,10 @@ class RecordingWriter:
         raise RecordingError(f"{self.path}: cannot write: {self.error}") from None
 
     def write_events(self, events: Iterable[Event]) -> None:
-        self._write(encode_frame(events))
+        frames, left_out = fitted_frames(events)
+        self.refused += left_out
+        for frame in frames:
+            self._write(frame.encode())
 
     def write_frame(self, frame: Frame) -> None:
         """A frame already checked by the reader of the socket, written as is."""
@@ -151,13 +164,18 @@ class RecordingWriter:
     def _write(self, frame: bytes) -> None:
         if self.closed:
             return
-        if not self.compress:
-            try:
-                self._file.write(frame)
-            except OSError as exc:
-                self._fail(exc)
-            self.bytes_written += len(frame)
+        if len(frame) > HEADER.size + MAX_FRAME:  # one no reader takes: left out, counted
+            self.refused += 1
             return
+        if not self.compress or len(frame) > HEADER.size + FIT_FRAME:
+            # A frame too big to compress safely (deflate may grow it past the reader's
+            # limit) goes as it is, between two deflate streams.
+            self._emit()
+            self._deflate = None
+            self._raw(frame)
+            return
+        if self._pending and self._pending_bytes + len(frame) > PENDING_MAX:
+            self._emit()  # what one compressed frame holds stays under FIT_FRAME
         self._pending.append(frame)
         self._pending_bytes += len(frame)
         if self._pending_bytes >= PENDING_MAX:
@@ -177,7 +195,9 @@ class RecordingWriter:
         self._segment += len(data)
         body = self._deflate.compress(data) + self._deflate.flush(zlib.Z_SYNC_FLUSH)
         payload = bytes((flag,)) + body
-        out = HEADER.pack(len(payload), zlib.crc32(payload), KIND_ZLIB) + payload
+        self._raw(HEADER.pack(len(payload), zlib.crc32(payload), KIND_ZLIB) + payload)
+
+    def _raw(self, out: bytes) -> None:
         try:
             self._file.write(out)
         except OSError as exc:

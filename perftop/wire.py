@@ -25,6 +25,9 @@ from perftop.events.fleet import NodeScope
 MAGIC = b"PERFTOP\x00"
 HEADER = struct.Struct(">III")
 MAX_FRAME = 8 * 1024 * 1024
+# The most a writer puts in one frame: half the reader's limit, so that a frame compressed
+# in a recording (deflate may grow it a little) is still one the reader takes.
+FIT_FRAME = MAX_FRAME // 2
 
 KIND_JSON = 0
 KIND_STEPS = 1
@@ -76,6 +79,32 @@ def encode_frame(items: Iterable[Event | list[Any]]) -> bytes:
     """One frame holding ``items`` (events, or events already in array form)."""
     payload = _dumps([i.encode() if isinstance(i, Event) else i for i in items]).encode()
     return HEADER.pack(len(payload), zlib.crc32(payload), KIND_JSON) + payload
+
+
+def fitted_frames(events: Iterable[Event], limit: int = FIT_FRAME) -> tuple[list[Frame], int]:
+    """``events`` as JSON frames of at most ``limit`` payload bytes each, in order, and how
+    many events were left out because one alone does not fit (the caller counts them): a
+    writer never writes a frame that its reader refuses."""
+    frames: list[Frame] = []
+    parts: list[bytes] = []
+    size, left_out = 2, 0  # the brackets
+    for ev in events:
+        part = _dumps(ev.encode()).encode()
+        if len(part) + 2 > limit:
+            left_out += 1
+            continue
+        if parts and size + 1 + len(part) > limit:
+            frames.append(_json_frame(parts))
+            parts, size = [], 2
+        size += len(part) + (1 if parts else 0)
+        parts.append(part)
+    if parts:
+        frames.append(_json_frame(parts))
+    return frames, left_out
+
+
+def _json_frame(parts: list[bytes]) -> Frame:
+    return Frame(KIND_JSON, b"[" + b",".join(parts) + b"]")
 
 
 def encode_steps_frame(records: Iterable[bytes]) -> bytes:
@@ -174,8 +203,10 @@ def decode_payload(payload: bytes) -> tuple[list[Event], int]:
     """The events in a payload and how many had a tag this reader does not know."""
     try:
         items = json.loads(payload)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise FrameError(f"frame is not JSON: {exc}") from None
+    except ValueError as exc:  # not JSON, not UTF-8, an integer of too many digits
+        raise FrameError(f"frame is not JSON: {exc}"[:200]) from None
+    except RecursionError:
+        raise FrameError("frame is not JSON: nested too deep") from None
     if not isinstance(items, list):
         raise FrameError("frame payload is not an array")
     events: list[Event] = []

@@ -17,6 +17,7 @@ from perftop.cli.ls import LsCommand
 from perftop.cli.replay import ReplayCommand
 from perftop.cli.report import ReportCommand
 from perftop.cli.run import RunCommand
+from perftop.cli.stdfds import ensure_std_fds
 from perftop.cli.trace import TraceCommand
 from perftop.console import say
 from perftop.errors import PerftopError
@@ -73,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    ensure_std_fds()  # a stream the shell closed (`<&-`, `>&-`) is /dev/null from here on
     parser = build_parser()
     args = parser.parse_args(argv)
     handler: Command | None = getattr(args, "handler", None)

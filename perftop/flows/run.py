@@ -57,6 +57,14 @@ class LiveController:
         teller.until(set(pids), lambda: self.job.hub.captures.forget(cid))
         return f"capturing the next {steps} steps…" if pids else ""  # else told why
 
+    def waiting_for_input(self) -> bool:
+        """Whether the job is blocked reading its stdin (``input()``, ``breakpoint()``)."""
+        return self.job.input is not None and self.job.input.reading()
+
+    def send_input(self, line: str) -> bool:
+        """``j``: a line to the job's stdin; False when it cannot take it."""
+        return self.job.input is not None and self.job.input.send(line)
+
     def finish(self) -> None:
         """Drain the job's last events and close its recording, once: when the job exits
         (so the recording's timeline ends with the job, not when the user quits) or when
@@ -169,7 +177,8 @@ def _leave(job: Job) -> int:
     path = job.recorder.path if job.recording() and job.recorder is not None else None
     sock = job.server.path
     bg = job.leave()
-    msg = f"perftop: job {job.pid} keeps running; session {sock} (background monitor pid {bg})"
+    where = f"session {sock}" if sock.name else "not attachable"  # no socket: see NoServer
+    msg = f"perftop: job {job.pid} keeps running; {where} (background monitor pid {bg})"
     msg += f", recording to {path}" if path is not None else ", not recording"
     say(msg)
     say(f"perftop: see it again with: perftop attach {job.pid}")

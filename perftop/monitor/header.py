@@ -29,7 +29,7 @@ from perftop.events import (
     SessionStart,
     SyncInfo,
 )
-from perftop.wire import KIND_JSON, KIND_STEPS, Frame, encode_frame
+from perftop.wire import KIND_JSON, KIND_STEPS, Frame, encode_frame, fitted_frames
 
 HISTORY_BYTES = 16 * 1024 * 1024
 MAX_PROC_INFO = 2000
@@ -145,7 +145,7 @@ class Header:
         out: list[Frame] = []
         head = self.events(record_path, all_=False)
         if head:
-            out.append(_frame(head))
+            out.extend(fitted_frames(head)[0])  # 2000 command lines may not fit in one
         out.extend(f for _, f in self.history)
         if self.exit is not None and not self._kept(self.exit[1]):
             out.append(_frame([self.exit[0]]))

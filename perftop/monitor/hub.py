@@ -23,16 +23,16 @@ from typing import Any
 
 import psutil
 
-from perftop.events import Event, JobStart, MonitorStats, ObserverStart, SessionStart
+from perftop.events import Dropped, Event, JobStart, MonitorStats, ObserverStart, SessionStart
 from perftop.hints.session import hinted_session
 from perftop.model import SessionModel, Snapshot
 from perftop.monitor.capture import CaptureDesk, CaptureWatch
 from perftop.monitor.cutoff import CutOffs
-from perftop.monitor.header import Header, _frame
+from perftop.monitor.header import Header
 from perftop.monitor.sinks import BufferedSink, EventSink
 from perftop.recording import RecordingWriter, default_path
 from perftop.replay.autosave import index_after_recording
-from perftop.wire import Frame, event_count
+from perftop.wire import Frame, event_count, fitted_frames
 
 SnapshotSink = Callable[[Snapshot], object]
 MAX_FRAMES = 4096
@@ -69,6 +69,8 @@ class Hub:
         self.hook_events_in = 0  # the part of events_in that came through submit_frame
         self.dropped_events = 0  # hook events the bounded queue had to drop
         self.dropped_frames = 0
+        self._sinks_dropped_before = 0  # frames the buffered sinks since let go had dropped
+        self._sinks_dropped_said = 0
         self.latest: Snapshot | None = None  # read by the socket's info requests
         self.captures = CaptureDesk(self.submit)
         self.cutoffs = CutOffs(
@@ -180,13 +182,22 @@ class Hub:
                     self.events_in,
                     self.dropped_events,
                 )
-                self._handle((None, (stats,)))
+                self._handle((None, (stats, *self._sink_drops())))
             for rec in list(self._direct):
                 self._guard(rec, rec.tick, now)
             self.cutoffs.let_go(self._buffered)
             if now >= next_snap:
                 next_snap = now + self.refresh_s
                 self._snapshot()
+
+    def _sink_drops(self) -> tuple[Event, ...]:
+        """A :class:`Dropped` (source ``viewers``) when the buffered sinks (viewers,
+        forwarders) dropped more frames since the last one: no loss goes unsaid."""
+        total = self._sinks_dropped_before + sum(b.dropped for b in self._buffered)
+        if total == self._sinks_dropped_said:
+            return ()
+        self._sinks_dropped_said = total
+        return (Dropped(time.time(), os.getpid(), total, "viewers"),)
 
     def _snapshot(self) -> None:
         snap = self.session.snapshot(now=time.time())
@@ -209,18 +220,22 @@ class Hub:
             return
         frame, events = item
         n = event_count(events)
-        if frame is None:
+        if frame is None:  # the monitor's own: in frames its readers take (see fitted_frames)
             hist = [e for e in events if not isinstance(e, _HEADER_ONLY)]
-            frame = _frame(list(events))
-            hist_frame = frame if len(hist) == len(events) else (_frame(hist) if hist else None)
+            frames, left_out = fitted_frames(events)
+            hist_frames = frames if len(hist) == len(events) else fitted_frames(hist)[0]
+            self.dropped_events += left_out
         else:
-            hist_frame = frame
+            frames = hist_frames = [frame]
             self.hook_events_in += n
-        for rec in list(self._direct):
-            self._guard(rec, rec.write_frame, frame)
-        for b in self._buffered:
-            b.put(frame)
-        self.header.add(hist_frame, events, _HEADER_ONLY)
+        for f in frames:
+            for rec in list(self._direct):
+                self._guard(rec, rec.write_frame, f)
+            for b in self._buffered:
+                b.put(f)
+        for f in hist_frames[:-1]:
+            self.header.add(f, ())
+        self.header.add(hist_frames[-1] if hist_frames else None, events, _HEADER_ONLY)
         apply = self.session.apply
         for ev in events:
             apply(ev)
@@ -247,6 +262,7 @@ class Hub:
                 self._direct.remove(handle)
         elif handle in self._buffered:
             self._buffered.remove(handle)
+            self._sinks_dropped_before += handle.dropped
             handle.close()
 
     def _finish(self) -> None:

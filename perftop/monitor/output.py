@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import IO
 
 from perftop.events import Event, Output
-from perftop.monitor import outfiles
+from perftop.monitor import outfiles, outrate
 
 POLL_S = 0.1
 MAX_LINE = 4096
@@ -61,6 +61,11 @@ class OutputTail:
         self.stderr: IO[bytes] = open(self.paths["stderr"], "wb")  # noqa: SIM115
         self._readers = {name: open(p, "rb") for name, p in self.paths.items()}  # noqa: SIM115
         self._partial = {name: b"" for name in self.paths}
+        mono = time.monotonic()
+        self._buckets = {name: outrate.Bucket(mono) for name in self.paths}
+        self._left = dict.fromkeys(self.paths, 0)  # bytes left out since the last marker
+        self._marked = dict.fromkeys(self.paths, 0.0)
+        self.left_out = 0  # bytes of output left out, in all
         # our own write ends, for fallocate (the job's may be closed here)
         self._wfds = {n: os.open(p, os.O_WRONLY | os.O_CLOEXEC) for n, p in self.paths.items()}
         self._punched = dict.fromkeys(self.paths, 0)
@@ -96,26 +101,57 @@ class OutputTail:
 
     def poll(self, final: bool = False) -> None:
         events: list[Event] = []
-        now = time.time()
+        now, mono = time.time(), time.monotonic()
         for name, f in self._readers.items():
-            data = self._partial[name] + f.read()
+            data = self._partial[name] + self._take(name, f, mono)
             self._bound(name)
-            if not data:
-                continue
-            head, sep, tail = data.rpartition(b"\n")
-            if final or len(tail) > MAX_LINE:
-                head, tail = data, b""
-            elif not sep:
-                head = b""
-            self._partial[name] = tail
-            if head:
-                events.append(Output(now, name, head.decode("utf-8", "replace")))
-                if self.relay is not None and not self.relay(
-                    head if head[-1:] == b"\n" else head + b"\n"
-                ):
-                    self.relay = None  # its reader is gone: the job's output goes on here
+            if data:
+                head, sep, tail = data.rpartition(b"\n")
+                if final or len(tail) > MAX_LINE:
+                    head, tail = data, b""
+                elif not sep:
+                    head = b""
+                self._partial[name] = tail
+                if head:
+                    self._emit(name, head, now, mono, events)
+            left = self._left[name]
+            if left and (final or mono - self._marked[name] >= outrate.MARK_EVERY_S):
+                events.append(Output(now, name, outrate.marker(left)))
+                self._left[name], self._marked[name] = 0, mono
         if events:
             self.submit(*events)
+
+    def _take(self, name: str, f: IO[bytes], mono: float) -> bytes:
+        """What is new in ``name``'s file, ``READ_MAX`` at most. Without a relay, what the
+        rate does not allow is skipped unread (the newest kept), and counted."""
+        pos = f.tell()
+        avail = os.fstat(f.fileno()).st_size - pos
+        if avail <= 0:
+            return b""
+        want = min(avail, outrate.READ_MAX)
+        if self.relay is not None:
+            return f.read(want)
+        allowed = self._buckets[name].allow(want, mono)
+        if allowed < avail:
+            self._left[name] += avail - allowed + len(self._partial[name])
+            self.left_out += avail - allowed + len(self._partial[name])
+            self._partial[name] = b""  # the rest of its line is left out
+            f.seek(pos + avail - allowed)
+        return f.read(allowed)
+
+    def _emit(self, name: str, head: bytes, now: float, mono: float, out: list[Event]) -> None:
+        """``head`` relayed whole, and as events in pieces of ``EVENT_MAX`` bytes, as far
+        as the rate allows (with a relay: what it reads is over the rate only here)."""
+        if self.relay is not None:
+            if not self.relay(head if head[-1:] == b"\n" else head + b"\n"):
+                self.relay = None  # its reader is gone: the job's output goes on here
+            allowed = self._buckets[name].allow(len(head), mono)
+            if allowed < len(head):
+                self._left[name] += len(head) - allowed
+                self.left_out += len(head) - allowed
+                head = head[:allowed]
+        for piece in outrate.pieces(head):
+            out.append(Output(now, name, piece.decode("utf-8", "replace")))
 
     def _bound(self, name: str) -> None:
         """Punch out what was read; keep space reserved ahead of the job's writes."""

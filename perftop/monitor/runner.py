@@ -3,6 +3,7 @@ hear it (and to serve viewers), the hub, and the job's lifecycle as events."""
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import signal
@@ -20,14 +21,16 @@ from typing import Any
 import perftop
 from perftop.console import say
 from perftop.errors import LaunchError
-from perftop.events import JobExit, JobStart
+from perftop.events import JobExit, JobStart, Note
 from perftop.hook import ENV_SOCKET
 from perftop.model import Snapshot
 from perftop.monitor.capture import serve_control
 from perftop.monitor.header import session_start
 from perftop.monitor.hookless import HooklessWatch
 from perftop.monitor.hub import Hub
+from perftop.monitor.jobinput import JobInput
 from perftop.monitor.lifecycle import Background
+from perftop.monitor.nosocket import NoServer
 from perftop.monitor.outlive import become_subreaper, survivors
 from perftop.monitor.output import OutputTail, relay_to
 from perftop.monitor.server import Server
@@ -118,12 +121,17 @@ class Job(Background):
         for sink in sinks:  # forwarders and streams buffer on their own: never blocking
             self.hub.subscribe(sink, buffered=False)
         control = partial(serve_control, self.hub)  # `perftop trace`, attach --allow-control
-        self.server = Server(
-            self.hub.submit_frame, on_viewer=self._viewer, info=self.info, on_control=control
-        )
+        self.server: Server | NoServer
+        try:
+            self.server = Server(
+                self.hub.submit_frame, on_viewer=self._viewer, info=self.info, on_control=control
+            )
+        except OSError as exc:  # no socket here: the job runs all the same, without the hook
+            self.server = NoServer(exc.strerror or str(exc))
         self.hub.captures.connect(self.server.send_to_trainers, self.server.path.parent)
         self.proc: subprocess.Popen[bytes] | None = None
         self.output: OutputTail | None = None
+        self.input: JobInput | None = None  # the job's stdin under the TUI
         self.sources: list[Any] = []
         self.exit_code: int | None = None
         self.started_t = time.time()
@@ -152,13 +160,18 @@ class Job(Background):
                 record_path=str(self.recorder.path) if self.recorder is not None else "",
             )
         )
-        env = hook_env(self.server.path)
+        plain = dict(os.environ)  # the job's environment without the hook
+        if isinstance(self.server, NoServer):
+            self._without_hook(self.server.line())
+            env = plain
+        else:
+            env = hook_env(self.server.path)
         kwargs: dict[str, Any] = {}
         if self.cfg.capture_output:
             self.output = OutputTail(self.hub.submit)
-            env["PYTHONUNBUFFERED"] = "1"
+            env["PYTHONUNBUFFERED"] = plain["PYTHONUNBUFFERED"] = "1"
             kwargs.update(
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.PIPE,  # input() waits for a line from the TUI (j)
                 stdout=self.output.stdout,
                 stderr=self.output.stderr,
                 start_new_session=True,
@@ -167,18 +180,33 @@ class Job(Background):
             # Our stdout and stderr are ssh's: once its reader goes, a write there would
             # fail (EPIPE) and kill the job. The job writes to files; we relay them.
             self.output = OutputTail(self.hub.submit, relay=relay_to(sys.stderr.fileno()))
-            env["PYTHONUNBUFFERED"] = "1"
+            env["PYTHONUNBUFFERED"] = plain["PYTHONUNBUFFERED"] = "1"
             kwargs.update(stdout=self.output.stdout, stderr=self.output.stderr)
         become_subreaper()  # the training outliving a wrapper stays ours: its exit code too
+        argv = [exe, *self.cfg.command[1:]]
         try:
-            self.proc = subprocess.Popen([exe, *self.cfg.command[1:]], env=env, **kwargs)
+            try:
+                self.proc = subprocess.Popen(argv, env=env, **kwargs)
+            except OSError as exc:
+                if exc.errno != errno.E2BIG or env is plain:
+                    raise
+                # the hook's PYTHONPATH entry took the environment over the kernel's limit
+                self._without_hook(
+                    "the job's environment is too large for perftop's PYTHONPATH entry "
+                    "(E2BIG): the job runs without perftop's hook (no steps)"
+                )
+                env = plain
+                self.proc = subprocess.Popen(argv, env=env, **kwargs)
         except OSError as exc:
             self.close()
             raise LaunchError(f"cannot start {self.cfg.command[0]}: {exc.strerror}") from None
+        if self.proc.stdin is not None:
+            self.input = JobInput(self.proc.stdin, self.proc.pid)
         self.hub.submit(JobStart(time.time(), self.proc.pid, self.cfg.command))
         self.hub.snapshot_subscribers.append(StallWatch(self.proc.pid, self.hub.submit))
-        self.hookless = HooklessWatch(self.proc.pid, self.hub.submit, self.server.peer_pids)
-        self.hub.snapshot_subscribers.append(self.hookless)
+        if env is not plain:  # with no hook, none connecting says nothing more
+            self.hookless = HooklessWatch(self.proc.pid, self.hub.submit, self.server.peer_pids)
+            self.hub.snapshot_subscribers.append(self.hookless)
         if self.output is not None:
             self.output.start()
         for make in self._source_factories:
@@ -186,6 +214,13 @@ class Job(Background):
             src.start()
             self.sources.append(src)
         return self
+
+    def _without_hook(self, line: str) -> None:
+        """The one line saying the job runs without the hook: at once on stderr headless,
+        a notice under the TUI (and a note in the recording either way)."""
+        self.hub.submit(Note(time.time(), "warning", "monitor", line))
+        if not self.cfg.capture_output:
+            say(f"perftop: {line}")
 
     # -- viewers and `perftop ls` --------------------------------------------------------
     def _viewer(self, conn: socket.socket) -> None:
@@ -304,6 +339,8 @@ class Job(Background):
                 pass
         if self.output is not None:
             self.output.stop()
+        if self.input is not None:
+            self.input.close()
         self.server.close()
         self.hub.stop()
         self.hub.captures.close()  # control connections send their last answers

@@ -22,6 +22,7 @@ from perftop.model import Snapshot
 from perftop.tui.capture_keys import CaptureKeys
 from perftop.tui.driver import sized
 from perftop.tui.failure import TuiFailure, failure_of, panic_failure
+from perftop.tui.job_input_keys import JobInputKeys
 from perftop.tui.messages import JobEnded, SnapshotMessage, StreamEnded, TerminalLost
 from perftop.tui.mode import AppMode
 from perftop.tui.safe_text import SafeText
@@ -59,7 +60,7 @@ class Controller(Protocol):
     def capture(self, steps: int, tell: Callable[[str, bool], object]) -> str: ...
 
 
-class PerftopApp(CaptureKeys, SafeText, App[str | None]):
+class PerftopApp(CaptureKeys, JobInputKeys, SafeText, App[str | None]):
     """Exits with ``"stop"`` or ``"leave"`` when the user chose so, else ``None``."""
 
     TITLE = "perftop"
@@ -77,6 +78,7 @@ class PerftopApp(CaptureKeys, SafeText, App[str | None]):
         Binding("e", "goto_proof", "evidence"),
         Binding("k", "stacks", "stacks", show=False),
         Binding("t", "capture", "capture ops", show=False),
+        Binding("j", "job_input", "input for the job", show=False),
         *[Binding(str(i), f"focus_panel({i - 1})", show=False) for i in range(1, 10)],
     ]
 
@@ -144,6 +146,7 @@ class PerftopApp(CaptureKeys, SafeText, App[str | None]):
         self.query_one(StepsPanel).focus()
         # Zoom changes (ours, or the screen's own escape binding) switch detail levels.
         self.watch(self.screen, "maximized", lambda _: self._apply_size(*self.size), init=False)
+        self.watch_job_input()
 
     def on_resize(self, event: events.Resize) -> None:
         # The event's size, not ``self.size``: this handler runs before App's own, which is

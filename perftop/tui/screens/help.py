@@ -27,6 +27,7 @@ KEYS = (
     ("k", "stacks: of the latest stalled step; samples in observer mode"),
     ("e", "go to the panel that proves the top hint (again: the next hint's)"),
     ("t", "capture the next 3 steps op by op (torch.profiler); the Ops panel shows them"),
+    ("j", "type a line for the job's stdin (its input(), a breakpoint() prompt)"),
 )
 
 

@@ -1,0 +1,54 @@
+"""A job that reads its terminal under the TUI waits rather than dies (issue 43, item 1):
+its ``input()`` blocks on a pipe perftop holds, the app says the job waits for input, and
+``j`` sends it a line. A real job, a real pipe, the real app under Pilot."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+
+from perftop.flows.run import LiveController
+from perftop.monitor.runner import Job, RunConfig
+from perftop.tui.app import PerftopApp
+from perftop.tui.screens.job_input import JobInputScreen
+
+ASKS = (
+    "import sys\n"
+    "answer = input('overwrite? [y/N] ')\n"
+    "print('got', answer)\n"
+    "sys.exit(0 if answer == 'perftop' else 5)\n"
+)
+
+
+async def _until(cond, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.1)
+
+
+def test_input_in_a_job_gets_the_line_typed_after_j(tmp_path) -> None:
+    job = Job(RunConfig(command=(sys.executable, "-c", ASKS), capture_output=True))
+    ctl = LiveController(job)
+    app = PerftopApp(ctl)
+    told: list[str] = []
+    app.notify = lambda text, **kw: told.append(text)  # type: ignore[method-assign]
+    job.start()
+
+    async def drive() -> None:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await _until(ctl.waiting_for_input)  # blocked in input(), not dead of EOFError
+            assert job.poll() is None
+            await _until(lambda: any("waiting for input" in t for t in told))
+            await pilot.press("j")
+            await _until(lambda: isinstance(app.screen, JobInputScreen))
+            await pilot.press(*"perftop", "enter")
+            await _until(lambda: job.poll() is not None)
+
+    try:
+        asyncio.run(drive())
+    finally:
+        if job.poll() is None:
+            job.stop()
+    assert job.wait() == 0  # the answer arrived: the job exits 0, as at a terminal
