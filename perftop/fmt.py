@@ -110,13 +110,21 @@ FEW = 10  # a sampled site seen in fewer watched steps than this reads "about 1 
 
 
 def sync_rate(
-    per_step: float, error: float | None = None, seen: int | None = None, short: bool = False
+    per_step: float,
+    error: float | None = None,
+    seen: int | None = None,
+    short: bool = False,
+    every: bool = False,
 ) -> str:
     """A site's syncs per step as its sampling allows: ``0.52 ±0.04`` (one standard error;
     none when exact), or ``about 1 in 63 steps`` for a site seen in few watched steps (it
     runs on some steps only, and a few sightings tell its rate only roughly), if its
     error is below the rate (else the rate and its error: 1 in N would say too much). An
-    exact rate (error 0: every step watched) is the number."""
+    exact rate (error 0: every step watched) is the number. A site seen in every watched
+    step (``every``) reads ``every step ×1.00``: its count a step (and the spread)."""
+    if every and per_step > 0:
+        text = f"every step ×{per_step:.2f}" if not short else f"every ×{per_step:.1f}"
+        return text + (f" ±{error:.2f}" if error else "")
     if seen is not None and 0 < seen < FEW and 0 < per_step < 1 and 0 < (error or 0) < per_step:
         n = round(1 / per_step)
         return f"~1 in {n}" if short else f"about 1 in {n} steps"

@@ -308,6 +308,8 @@ class SyncSite:
     watched: int | None = None
     error: float | None = None
     seen: int | None = None
+    # Seen in every watched step: a per-step site, ``per_step`` its mean count in a step.
+    every_step: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -182,7 +182,12 @@ def _sync(sites: list[dict[str, Any]], between: bool = False) -> list[str]:
         shown = (
             f"{e[rate]:.2f}"
             if between
-            else sync_rate(e[rate], e.get("per_step_error"), e.get("seen_steps"))
+            else sync_rate(
+                e[rate],
+                e.get("per_step_error"),
+                e.get("seen_steps"),
+                every=bool(e.get("every_step")),
+            )
         )
         row = [where, e["op"], e["kind"], e["function"], shown, str(e["count"])]
         rows.append([*row, seconds(e.get("blocked_s"))] if blocked else row)
