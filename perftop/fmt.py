@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 NA = "N/A"
 
 
@@ -94,16 +96,38 @@ def command(argv: tuple[str, ...] | list[str]) -> str:
 
 
 def sync_where(
-    file: str, line: int, lib_file: str | None, lib_line: int | None, package: str | None
+    file: str,
+    line: int,
+    lib_file: str | None,
+    lib_line: int | None,
+    package: str | None,
+    callers: Sequence[tuple[str, int]] = (),
 ) -> tuple[str, str]:
     """A sync site's place in two parts: the user's line, and the library line it went
     through (``''`` when the user's own line made the call). With no user frame on the
-    stack the first part is the library's line, named with its package."""
+    stack the first part is the library's line, named with its package. A library file is
+    named from its package's folder (``ignite/engine/__init__.py``: one file, not
+    ``ignite/__init__.py``). A library line reached from several user lines (``callers``,
+    the most frequent first) names them all, up to three."""
     name = file.replace("\\", "/").rsplit("/", 1)[-1]
     if lib_file is None:
-        return (f"{package}/{name}:{line}" if package else f"{name}:{line}"), ""
-    lib = lib_file.replace("\\", "/").rsplit("/", 1)[-1]
-    return f"{name}:{line}", f"{package}/{lib}:{lib_line}" if package else f"{lib}:{lib_line}"
+        return (f"{_in_package(file, package)}:{line}" if package else f"{name}:{line}"), ""
+    user = f"{name}:{line}"
+    if len(callers) > 1:
+        shown = [f"{f.replace(chr(92), '/').rsplit('/', 1)[-1]}:{n}" for f, n in callers[:3]]
+        user = ", ".join(shown) + (f" +{len(callers) - 3}" if len(callers) > 3 else "")
+    lib = _in_package(lib_file, package) if package else lib_file.replace("\\", "/").rsplit("/")[-1]
+    return user, f"{lib}:{lib_line}"
+
+
+def _in_package(path: str, package: str) -> str:
+    """``path`` from its package's folder on: ``…/site-packages/ignite/engine/x.py`` is
+    ``ignite/engine/x.py`` (a top-level module, ``six.py``, is its name)."""
+    parts = path.replace("\\", "/").split("/")
+    for i in range(len(parts) - 2, -1, -1):
+        if parts[i] == package:
+            return "/".join(parts[i:])
+    return f"{package}/{parts[-1]}" if parts[-1] != f"{package}.py" else parts[-1]
 
 
 FEW = 10  # a sampled site seen in fewer watched steps than this reads "about 1 in N"

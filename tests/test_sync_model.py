@@ -310,7 +310,7 @@ def test_a_log_on_the_first_iterations_reads_its_rate_in_each_session():
         assert abs(row.per_step - truth) <= 2 * row.error, (seed, row)
         rates.append(row.per_step)
     assert len(set(rates)) > 1  # other draws in other sessions
-    assert sum(rates) / len(rates) == pytest.approx(truth, rel=0.5)
+    assert sorted(rates)[len(rates) // 2] == pytest.approx(truth, rel=0.3)
 
 
 def test_a_site_in_every_watched_step_is_a_per_step_site():

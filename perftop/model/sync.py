@@ -7,7 +7,9 @@ watched stretch (an evaluation or sampling pass) are kept apart, per pass watche
 hides the same line's ``potential`` entry (it is the same wait, now measured), and lends
 it the op name the detector knew when the debug mode could only say "sync", and the time
 blocked the detector measured. A site is a user line together with the library line it
-went through (if any): one user line reaching two library lines is two sites.
+went through (if any): one user line reaching two library lines is two sites, and one
+library line reached from two user lines is one site, its count theirs summed, with both
+lines as its ``callers`` (the most frequent one names the row).
 
 ``blocked_s`` is per watched step: the host time measured inside the site's calls in the
 sampled steps (on an accelerator only), divided by the sampled steps.
@@ -98,6 +100,8 @@ class SyncReducer:
         self.early: dict[int, int] = {}  # per process, the steps it always watches first
         self.weighed: set[int] = set()  # processes that sent a weight other than 1
         self.pid_sampled: dict[int, int] = {}  # per process, its watched steps
+        # a library site's user lines: (file, line, function) -> count
+        self.callers: dict[_Key, dict[tuple[str, int, str], int]] = {}
 
     def apply(self, ev: Any) -> None:
         if isinstance(ev, Step):
@@ -122,13 +126,28 @@ class SyncReducer:
                 else:
                     self.n_early += 1
             for into, sites in ((self.sites, ev.sites), (self.between, ev.between)):
+                # a library line reached from several user lines is one site: its count in
+                # this step is theirs summed, and each line is one of its callers
+                step: dict[_Key, list[Any]] = {}
                 for op, file, line, function, kind, count, *rest in sites:
                     lib = tuple(rest[1:5]) if len(rest) >= 5 else _NO_LIB
-                    key = (op, file, line, function, kind, *lib)
+                    key: _Key
+                    if lib[0] is not None:
+                        key = (op, "", 0, "", kind, *lib)  # type: ignore[assignment]
+                        callers = self.callers.setdefault(key, {})
+                        where = (file, line, function)
+                        callers[where] = callers.get(where, 0) + count
+                    else:
+                        key = (op, file, line, function, kind, *lib)  # type: ignore[assignment]
+                    acc_n = step.setdefault(key, [0, None])
+                    acc_n[0] += count
+                    blocked = rest[0] if rest else None
+                    if blocked is not None:
+                        acc_n[1] = (acc_n[1] or 0.0) + blocked
+                for key, (count, blocked) in step.items():
                     acc = into.get(key)
                     if acc is None:
                         acc = into[key] = _Acc()
-                    blocked = rest[0] if rest else None
                     acc.add(ev.step, ev.sampled, count, blocked, ev.weight)
         elif isinstance(ev, SyncInfo):
             if ev.cuda_debug:
@@ -165,6 +184,7 @@ class SyncReducer:
                     0.0,
                     blocked,
                     acc.last_step,
+                    self.callers.get(key),
                     per_pass=acc.count / n,
                     passes=passes,
                 )
@@ -200,7 +220,9 @@ class SyncReducer:
             blocked = None
             if acc.blocked is not None and self.w > 0:
                 blocked = acc.blocked / self.w
-            row = _site(key, acc.count, per_step, blocked, acc.last_step, **est)
+            row = _site(
+                key, acc.count, per_step, blocked, acc.last_step, self.callers.get(key), **est
+            )
             (real if row.kind == "sync" and not acc.sampled else potential).append(row)
         real_lines = {_place(r) for r in real}
         seen = {_place(r): r for r in potential}
@@ -220,19 +242,25 @@ class SyncReducer:
     def _stratified(self, acc: _Acc, steps: int, every: bool) -> tuple[float, float]:
         """A rate over ``steps`` and its standard error, in two strata: the steps watched
         for sure (the first ones: their count is known) and the rest, drawn with known
-        probabilities. The rest's rate: a per-step site's (``every``) weighed mean count,
-        with the spread of its counts for error; any other site's Horvitz-Thompson sum
-        over the rest (unbiased whatever the draws; a mean over the weights read a line
-        of steps 4-5, drawn nearly for sure, as the rest's rate) with its standard error
-        ``sqrt(sum (w² - w) c²)``, never below a Poisson count's over the effective
-        number of drawn steps; no drawn step yet: nothing for the rest (its Horvitz-Thompson
-        sum), with an error as large as the first steps' rate."""
+        probabilities. The rest's rate, for a site seen in every watched step: its weighed
+        mean count, with the spread of its counts for error where that rests on
+        ``EVERY`` drawn steps (``every``: a per-step site), else with an error as large as
+        that rate (a line of the first iterations only looks the same); for any other
+        site, its Horvitz-Thompson sum over the rest (unbiased whatever the draws: a mean
+        over the weights read a line of steps 4-5, drawn nearly for sure, as the rest's
+        rate) with its standard error ``sqrt(sum (w² - w) c²)``, never below a Poisson
+        count's over the effective number of drawn steps."""
         rest = max(0, steps - self.n_early)
         if rest == 0 or self.n_early + self.n_drawn == 0:
             return acc.wc / self.w, 0.0
-        if every:
-            r = acc.rwc / self.rw
-            err = _error(self.rw, self.rw2, acc.rwc, acc.rw2c, acc.rw2c2, r, floor=False)
+        if acc.seen >= self.sampled_steps:  # in every watched step
+            if self.n_drawn:
+                r = acc.rwc / self.rw
+                err = _error(self.rw, self.rw2, acc.rwc, acc.rw2c, acc.rw2c2, r, floor=not every)
+            else:
+                r, err = acc.early / self.n_early, 0.0
+            if not every:
+                err = max(err, r)
         elif self.n_drawn:
             r = acc.rwc / rest
             n = self.rw * self.rw / self.rw2
@@ -271,6 +299,8 @@ def _error(
 
 
 def _place(r: SyncSite) -> tuple[Any, ...]:
+    if r.lib_file is not None:  # a library line, whichever user lines reached it
+        return (r.lib_file, r.lib_line)
     return (r.file, r.line, r.lib_file, r.lib_line)
 
 
@@ -285,12 +315,18 @@ def _site(
     per_step: float,
     blocked: float | None,
     last_step: int | None,
+    callers: dict[tuple[str, int, str], int] | None = None,
     **extra: Any,
 ) -> SyncSite:
     """A row from a site's key ``(op, file, line, function, kind, *library detail)``; an
-    older recording's key carries fewer library fields (or none)."""
+    older recording's key carries fewer library fields (or none). A library site's key
+    has no user line: its ``callers`` (user lines and their counts) name it."""
     op, file, line, function, kind, *lib = key
     lib_file, lib_line, lib_function, package = (*lib, None, None, None, None)[:4]
+    if callers:  # the most frequent user line first: the row's own
+        ranked = sorted(callers.items(), key=lambda kv: (-kv[1], kv[0]))
+        file, line, function = ranked[0][0]
+        extra["callers"] = tuple((f, n, fn, c) for (f, n, fn), c in ranked)
     return SyncSite(
         op, file, line, function, kind, count, per_step, blocked, last_step,
         lib_file, lib_line, lib_function, package, **extra,

@@ -294,7 +294,9 @@ def _sync(snap: Snapshot, between: bool = False) -> list[dict[str, Any]]:
     every one (drawn ones included: a per-step site, ``per_step`` its count a step);
     ``blocked_s`` per watched step, measured on an accelerator only (else null). With
     ``between``: the syncs made outside training steps, ``per_pass`` (and ``passes``)
-    instead of ``per_step``, ``blocked_s`` per pass."""
+    instead of ``per_step``, ``blocked_s`` per pass. ``callers``: a library site's user lines
+    (``file``, ``line``, ``function``, ``count``), the most frequent first (``file`` and
+    ``line`` are that one's); its rate is theirs summed."""
     rows = snap.sync_between if between else snap.sync
     return [
         {
@@ -326,6 +328,9 @@ def _sync(snap: Snapshot, between: bool = False) -> list[dict[str, Any]]:
             "lib_line": s.lib_line,
             "lib_function": s.lib_function,
             "package": s.package,
+            "callers": [
+                {"file": f, "line": n, "function": fn, "count": c} for f, n, fn, c in s.callers
+            ],
         }
         for s in rows
     ]

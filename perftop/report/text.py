@@ -174,8 +174,9 @@ def _sync(sites: list[dict[str, Any]], between: bool = False) -> list[str]:
     rate = "per_pass" if between else "per_step"
     rows = []
     for e in sites:
+        callers = [(c["file"], c["line"]) for c in e.get("callers") or ()]
         where, via = sync_where(
-            e["file"], e["line"], e.get("lib_file"), e.get("lib_line"), e.get("package")
+            e["file"], e["line"], e.get("lib_file"), e.get("lib_line"), e.get("package"), callers
         )
         if via:
             where += f" → {via} {e.get('lib_function') or ''}".rstrip()

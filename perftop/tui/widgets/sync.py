@@ -30,7 +30,8 @@ WHERE = ("where", "file:line")
 
 def where(s: SyncSite) -> str:
     """The user's line, then the library line it went through: ``train.py:52 → …``."""
-    user, via = sync_where(s.file, s.line, s.lib_file, s.lib_line, s.package)
+    callers = [(f, n) for f, n, _, _ in s.callers]
+    user, via = sync_where(s.file, s.line, s.lib_file, s.lib_line, s.package, callers)
     return f"{user} → {via}" if via else user
 
 
