@@ -5,6 +5,7 @@ report`` (JSON and text)."""
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Any
 
@@ -34,7 +35,7 @@ def runs(tmp_path_factory) -> dict[str, Any]:
         assert rep["steps"]["count"] == 60
         text = perftop("report", str(folder / "r.perftop"), cwd=folder)
         assert text.returncode == 0, text.stderr
-        out[mode] = {"report": rep, "text": text.stdout}
+        out[mode] = {"report": rep, "text": text.stdout, "rec": folder / "r.perftop"}
     return out
 
 
@@ -42,7 +43,7 @@ def rows(rep: dict[str, Any], line: int, op: str | None = None) -> list[dict[str
     return [
         e
         for e in rep["sync_events"]
-        if line in {e["line"], *(c["line"] for c in e["callers"])} and op in (None, e["op"])
+        if line in {e["line"], *(c["line"] for c in e.get("callers", ()))} and op in (None, e["op"])
     ]
 
 
@@ -93,3 +94,22 @@ def test_a_value_read_on_the_host_after_cpu_is_no_site(runs):
     rep = runs["all"]["report"]
     assert [e["op"] for e in rows(rep, MARKS["cpu"])] == ["cpu"]
     assert rows(rep, line_of("total += host.item()")) == []
+
+
+def test_a_slice_holds_its_own_evaluations_only(runs, tmp_path):
+    """``--from-step 1 --to-step 3`` said "3 steps … eval (3×)": the steps were sliced,
+    the time between them not. Evaluations follow steps 20, 40 and 60."""
+    rec = str(runs["all"]["rec"])
+
+    def part(*args: str) -> dict[str, Any]:
+        r = perftop("report", "--json", *args, rec, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    assert runs["all"]["report"]["steps"]["between_s"]["eval"]["count"] == 3
+    first = part("--from-step", "1", "--to-step", "10")
+    assert first["steps"]["count"] == 10 and first["steps"]["between_s"] == {}
+    mid = part("--from-step", "15", "--to-step", "25")
+    assert mid["steps"]["count"] == 11 and mid["steps"]["between_s"]["eval"]["count"] == 1
+    (every,) = rows(mid, MARKS["every"], "item")  # the sync sites are the slice's too
+    assert every["count"] == 11 and every["per_step"] == pytest.approx(1.0)

@@ -3,12 +3,14 @@ first iterations only (ignite's shape), a line that syncs every step, one librar
 reached from two of the user's lines (skorch's ``net.py``), a library file in a
 subpackage whose name it shares with its package's own ``__init__.py`` (ignite's
 ``engine/__init__.py``), a value moved to the host and then read there, and a host batch
-kept beside its copy sent to the device (ignite's ``engine.state.batch``).
+kept beside its copy sent to the device (ignite's ``engine.state.batch``), and an
+evaluation every 20 steps.
 
 ``python sync_ecosystem.py [STEPS]``; the library is written under ``./lib/site-packages``.
 """
 
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -47,4 +49,8 @@ for it in range(STEPS):
     host = loss.cpu()  # SITE cpu
     total += host.item()  # on the host already: no wait on any device
     total += batch[0].mean().item()  # the host batch: no wait on any device
+    if it % 20 == 19:  # an evaluation between steps, after steps 20, 40 and 60
+        with torch.no_grad():
+            model(x)
+        time.sleep(0.3)
 print("done", len(logged), round(total, 3))
