@@ -95,6 +95,28 @@ def command(argv: tuple[str, ...] | list[str]) -> str:
     return shlex.join([os.path.basename(argv[0]), *argv[1:]])
 
 
+def process_label(name: str, cmdline: str, width: int = 40) -> str:
+    """What a process is, by its command: a Python process by its script or module
+    (``log_monitor.py``, ``-m torch.distributed.run``), one that set its title by that
+    title (Ray's ``ray::RayTrainWorker.train``, ``raylet``), any other by its name."""
+    argv = cmdline.split()
+    if not argv:
+        return name[:width]
+    prog = argv[0].replace("\\", "/").rsplit("/", 1)[-1]
+    if not prog.startswith("python") or "::" in argv[0]:  # a program, or a title set
+        label = argv[0] if "::" in argv[0] else (prog or name)
+        return label[:width]
+    rest = iter(argv[1:])
+    for a in rest:
+        if a in ("-m", "-c"):
+            what = next(rest, "")
+            return (f"-m {what}" if a == "-m" else f"{prog} -c")[:width]
+        if a.startswith("-"):
+            continue
+        return a.replace("\\", "/").rsplit("/", 1)[-1][:width]
+    return prog[:width]
+
+
 def sync_where(
     file: str,
     line: int,
