@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 NA = "N/A"
 
 
@@ -93,30 +95,82 @@ def command(argv: tuple[str, ...] | list[str]) -> str:
     return shlex.join([os.path.basename(argv[0]), *argv[1:]])
 
 
+def process_label(name: str, cmdline: str, width: int = 40) -> str:
+    """What a process is, by its command: a Python process by its script or module
+    (``log_monitor.py``, ``-m torch.distributed.run``), one that set its title by that
+    title (Ray's ``ray::RayTrainWorker.train``, ``raylet``), any other by its name."""
+    argv = cmdline.split()
+    if not argv:
+        return name[:width]
+    prog = argv[0].replace("\\", "/").rsplit("/", 1)[-1]
+    if not prog.startswith("python") or "::" in argv[0]:  # a program, or a title set
+        label = argv[0] if "::" in argv[0] else (prog or name)
+        return label[:width]
+    rest = iter(argv[1:])
+    for a in rest:
+        if a in ("-m", "-c"):
+            what = next(rest, "")
+            return (f"-m {what}" if a == "-m" else f"{prog} -c")[:width]
+        if a.startswith("-"):
+            continue
+        return a.replace("\\", "/").rsplit("/", 1)[-1][:width]
+    return prog[:width]
+
+
 def sync_where(
-    file: str, line: int, lib_file: str | None, lib_line: int | None, package: str | None
+    file: str,
+    line: int,
+    lib_file: str | None,
+    lib_line: int | None,
+    package: str | None,
+    callers: Sequence[tuple[str, int]] = (),
 ) -> tuple[str, str]:
     """A sync site's place in two parts: the user's line, and the library line it went
     through (``''`` when the user's own line made the call). With no user frame on the
-    stack the first part is the library's line, named with its package."""
+    stack the first part is the library's line, named with its package. A library file is
+    named from its package's folder (``ignite/engine/__init__.py``: one file, not
+    ``ignite/__init__.py``). A library line reached from several user lines (``callers``,
+    the most frequent first) names them all, up to three."""
     name = file.replace("\\", "/").rsplit("/", 1)[-1]
     if lib_file is None:
-        return (f"{package}/{name}:{line}" if package else f"{name}:{line}"), ""
-    lib = lib_file.replace("\\", "/").rsplit("/", 1)[-1]
-    return f"{name}:{line}", f"{package}/{lib}:{lib_line}" if package else f"{lib}:{lib_line}"
+        return (f"{_in_package(file, package)}:{line}" if package else f"{name}:{line}"), ""
+    user = f"{name}:{line}"
+    if len(callers) > 1:
+        shown = [f"{f.replace(chr(92), '/').rsplit('/', 1)[-1]}:{n}" for f, n in callers[:3]]
+        user = ", ".join(shown) + (f" +{len(callers) - 3}" if len(callers) > 3 else "")
+    lib = _in_package(lib_file, package) if package else lib_file.replace("\\", "/").rsplit("/")[-1]
+    return user, f"{lib}:{lib_line}"
+
+
+def _in_package(path: str, package: str) -> str:
+    """``path`` from its package's folder on: ``…/site-packages/ignite/engine/x.py`` is
+    ``ignite/engine/x.py`` (a top-level module, ``six.py``, is its name)."""
+    parts = path.replace("\\", "/").split("/")
+    for i in range(len(parts) - 2, -1, -1):
+        if parts[i] == package:
+            return "/".join(parts[i:])
+    return f"{package}/{parts[-1]}" if parts[-1] != f"{package}.py" else parts[-1]
 
 
 FEW = 10  # a sampled site seen in fewer watched steps than this reads "about 1 in N"
 
 
 def sync_rate(
-    per_step: float, error: float | None = None, seen: int | None = None, short: bool = False
+    per_step: float,
+    error: float | None = None,
+    seen: int | None = None,
+    short: bool = False,
+    every: bool = False,
 ) -> str:
     """A site's syncs per step as its sampling allows: ``0.52 ±0.04`` (one standard error;
     none when exact), or ``about 1 in 63 steps`` for a site seen in few watched steps (it
     runs on some steps only, and a few sightings tell its rate only roughly), if its
     error is below the rate (else the rate and its error: 1 in N would say too much). An
-    exact rate (error 0: every step watched) is the number."""
+    exact rate (error 0: every step watched) is the number. A site seen in every watched
+    step (``every``) reads ``every step ×1.00``: its count a step (and the spread)."""
+    if every and per_step > 0:
+        text = f"every step ×{per_step:.2f}" if not short else f"every ×{per_step:.1f}"
+        return text + (f" ±{error:.2f}" if error else "")
     if seen is not None and 0 < seen < FEW and 0 < per_step < 1 and 0 < (error or 0) < per_step:
         n = round(1 / per_step)
         return f"~1 in {n}" if short else f"about 1 in {n} steps"

@@ -11,6 +11,7 @@ from perftop.events import Step, SyncBatch, SyncInfo
 from perftop.hook.frames import op_at
 from perftop.hook.sync import Sampler
 from perftop.model import Session
+from perftop.wire import STEP_RECORD, StepBatch
 
 
 def run_sampler(s: Sampler, n: int, dur: float, watched_extra: float) -> list[int]:
@@ -190,7 +191,9 @@ def test_per_step_over_sampled_steps_only():
     s.apply(batch(2, [("item", "a.py", 3, "f", "potential", 2, None)]))
     s.apply(batch(3, []))
     (row,) = s.snapshot(window=None).sync
-    assert (row.count, row.per_step, row.last_step) == (4, pytest.approx(4 / 3), 2)
+    # steps 1-3 watched for sure, none of 4-9 drawn: the rest is unknown, and says so
+    assert (row.count, row.per_step, row.last_step) == (4, pytest.approx(4 / 9), 2)
+    assert row.error == pytest.approx(4 / 3 * 6 / 9) and not row.every_step
 
 
 def test_real_syncs_over_all_steps_and_they_hide_potentials():
@@ -250,12 +253,14 @@ def test_sites_group_by_user_line_and_library_line():
     assert rows[(60, None)].package is None and rows[(700, None)].package == "x"
 
 
-def sampled_session(n: int, line_at, exact: bool = False, fixed: bool = True) -> Session:
+def sampled_session(
+    n: int, line_at, exact: bool = False, fixed: bool = True, seed: int = 0
+) -> Session:
     """A job of ``n`` steps whose line runs ``line_at(i)`` times in step ``i``, watched as
     the Sampler places its samples (weights included), reduced by a Session."""
     s = Session()
     s.apply(SyncInfo(0.0, 1, False, True, 3, 200, False, exact))
-    sampler = Sampler(3, 200, 1e-6, fixed=fixed)
+    sampler = Sampler(3, 200, 1e-6, fixed=fixed, seed=seed)
     sampler.all = exact
     watched, weight = False, 1.0
     for i in range(n):
@@ -265,6 +270,11 @@ def sampled_session(n: int, line_at, exact: bool = False, fixed: bool = True) ->
             s.apply(SyncBatch(1, i, True, tuple(sites), (), 0, weight))
         watched = sampler.closed(i, i * 1e-3, watched)
         weight = sampler.weight
+    for lo in range(0, n, 50_000):  # the steps, packed as the hook sends them
+        recs = (
+            STEP_RECORD.pack(1, i, i, i + 1.0, 0, 0, 0, 0) for i in range(lo, min(n, lo + 50_000))
+        )
+        s.apply(StepBatch(b"".join(recs)))
     return s
 
 
@@ -285,6 +295,51 @@ def test_a_periodic_line_reads_its_own_rate_within_the_stated_error(period, phas
     if n >= 400_000:
         assert row.per_step == pytest.approx(1 / period, rel=0.15)
         assert row.error < 0.2 / period
+
+
+def test_a_log_on_the_first_iterations_reads_its_rate_in_each_session():
+    """ignite's shape: 6 formats in each of steps 1-4 of 60 (0.41 a step). The fixed
+    draw read it 3.79 ±1.57 in every run; each session's seed draws other steps, and
+    the first steps count as themselves: within two stated errors in each session,
+    and right on average."""
+    truth = 24 / 59
+    rates = []
+    for seed in range(40):
+        session = sampled_session(60, lambda i: 6 * (1 <= i <= 4), seed=seed)
+        (row,) = session.snapshot(window=None).sync
+        assert abs(row.per_step - truth) <= 2 * row.error, (seed, row)
+        rates.append(row.per_step)
+    assert len(set(rates)) > 1  # other draws in other sessions
+    assert sorted(rates)[len(rates) // 2] == pytest.approx(truth, rel=0.3)
+
+
+def test_a_site_in_every_watched_step_is_a_per_step_site():
+    """Seen in each watched step, drawn ones included: its count a step, not ±1.34."""
+    (row,) = sampled_session(3000, lambda i: 2).snapshot(window=None).sync
+    assert row.every_step and row.seen == row.watched > 3
+    assert (row.per_step, row.error) == (pytest.approx(2.0), pytest.approx(0.0))
+    (row,) = sampled_session(3000, lambda i: 1 + i % 2).snapshot(window=None).sync
+    assert row.every_step and 0 < row.error < 0.5 < row.per_step
+
+
+def test_sessions_draw_other_steps_and_ranks_the_same(monkeypatch):
+    """``perftop run`` puts a random seed in the job's environment, the one every rank
+    reads; without one, the ranks of a distributed job derive it from their rendezvous."""
+    from perftop.hook.sync import session_seed
+    from perftop.monitor.runner import hook_env
+
+    a, b = hook_env("/x", base={}), hook_env("/x", base={})
+    assert a["PERFTOP_SYNC_SEED"] != b["PERFTOP_SYNC_SEED"]
+    assert hook_env("/x", base={"PERFTOP_SYNC_SEED": "2a"})["PERFTOP_SYNC_SEED"] == "2a"
+    monkeypatch.setenv("PERFTOP_SYNC_SEED", a["PERFTOP_SYNC_SEED"])
+    assert session_seed() == session_seed() == int(a["PERFTOP_SYNC_SEED"], 16)
+    monkeypatch.delenv("PERFTOP_SYNC_SEED")
+    assert session_seed() != session_seed()
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("MASTER_PORT", "29500")
+    assert session_seed() == session_seed()
+    draws = [run_sampler(Sampler(3, 50, 1e-6, fixed=True, seed=s), 3000, 1e-3, 0) for s in (1, 2)]
+    assert draws[0] != draws[1] and draws[0][:3] == draws[1][:3] == [1, 2, 3]
 
 
 def test_the_exact_mode_is_exact():

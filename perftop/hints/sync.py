@@ -54,7 +54,8 @@ def rewrite(op: str) -> str:
 def where(s: SyncSite) -> str:
     """The user's line, and the library line it went through where a library made the
     call: two sites inside ``trainer.train()`` are two places, not one line twice."""
-    user, lib = sync_where(s.file, s.line, s.lib_file, s.lib_line, s.package)
+    callers = [(f, n) for f, n, _, _ in s.callers]
+    user, lib = sync_where(s.file, s.line, s.lib_file, s.lib_line, s.package, callers)
     return f"{user} (via {lib})" if lib else user
 
 

@@ -14,6 +14,7 @@ from perftop.hook.sender import debug
 from perftop.hook.state import HookState
 
 ENV_SOCKET = "PERFTOP_SOCKET"
+ENV_SYNC_SEED = "PERFTOP_SYNC_SEED"  # the sync sampler's seed, shared by a job's ranks
 
 _state: HookState | None = None
 

@@ -15,6 +15,11 @@ Settings, read from the environment when torch is imported:
   :class:`Sampler`), and every watched step is weighed by it, so rates stay unbiased.
 - ``PERFTOP_SYNC_EVERY``: the mean gap between later samples (default 200: a step is
   watched with probability 1/200; in a distributed job the same steps on every rank).
+- ``PERFTOP_SYNC_SEED``: the session's seed of the draws (hexadecimal), which
+  ``perftop run`` sets at random in the job's environment: every rank of a job draws the
+  same steps, and each session other steps (a fixed draw read a loop's periodic lines at
+  the same wrong rate in every run). Unset: drawn here, or from the rendezvous a
+  distributed job's ranks share.
 - ``PERFTOP_SYNC_BUDGET_US``: amortized extra µs per step the detector may cost
   (default 0.15, or 0.1% of a step where that is more); the gap between samples grows with
   the measured cost of a sampled step (and of the step before it, primed: see
@@ -24,6 +29,7 @@ Settings, read from the environment when torch is imported:
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
 import os
 import sys
@@ -49,13 +55,31 @@ WARM = 4  # steps before a sample that go through the sampler, to learn the base
 M64 = (1 << 64) - 1
 
 
-def unit(index: int, salt: int) -> float:
-    """A number in [0, 1) drawn from the step index alone (splitmix64): the same on every
-    rank, and unrelated to any period of the job's own work."""
-    h = (index * 0x9E3779B97F4A7C15 + salt * 0xD1B54A32D192ED03 + 1) & M64
+def unit(index: int, salt: int, seed: int = 0) -> float:
+    """A number in [0, 1) drawn from the step index and the session's seed (splitmix64):
+    the same on every rank, unrelated to any period of the job's own work, and another
+    draw in each session."""
+    h = (
+        index * 0x9E3779B97F4A7C15 + salt * 0xD1B54A32D192ED03 + seed * 0xA0761D6478BD642F + 1
+    ) & M64
     h = ((h ^ (h >> 30)) * 0xBF58476D1CE4E5B9) & M64
     h = ((h ^ (h >> 27)) * 0x94D049BB133111EB) & M64
     return ((h ^ (h >> 31)) >> 11) / 2**53
+
+
+def session_seed() -> int:
+    """The seed of the sampler's draws: ``PERFTOP_SYNC_SEED``, else one every rank of a
+    distributed job derives from its rendezvous, else a random one."""
+    text = os.environ.get("PERFTOP_SYNC_SEED", "").strip()
+    try:
+        return int(text, 16) & M64
+    except ValueError:
+        pass
+    if (env_int("WORLD_SIZE", 1) or 1) > 1:
+        keys = ("TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT")
+        shared = "\0".join(os.environ.get(k, "") for k in keys).encode()
+        return int.from_bytes(hashlib.sha256(shared).digest()[:8], "little")
+    return int.from_bytes(os.urandom(8), "little")
 
 
 class Sampler:
@@ -71,17 +95,23 @@ class Sampler:
     weighed means (each watched step stands for the steps it was drawn among), so the
     early steps count as themselves only. All mode: every step, weight 1.
 
-    The draws come from a hash of the step index (a geometric jump to the next watched
-    step, thinned where ``p`` falls), never from the clock. ``fixed`` (a distributed job:
+    The draws come from a hash of the step index and the session's ``seed`` (a geometric
+    jump to the next watched step, thinned where ``p`` falls), never from the clock. ``fixed`` (a distributed job:
     ``WORLD_SIZE`` > 1): the gap is ``every`` whatever this rank's timings, so every rank
     watches the same steps; a sampled step on one rank would otherwise stall every rank
     at the next collective, and the job would pay about world size times the budget.
     """
 
     def __init__(
-        self, early: int = 3, every: int = 200, budget_s: float = BUDGET_S, fixed: bool = False
+        self,
+        early: int = 3,
+        every: int = 200,
+        budget_s: float = BUDGET_S,
+        fixed: bool = False,
+        seed: int = 0,
     ) -> None:
         self.early = early
+        self.seed = seed & M64
         self.every = max(1, every)
         self.budget_s = budget_s
         self.fixed = fixed
@@ -109,10 +139,10 @@ class Sampler:
             if pmax >= 1.0:
                 j += 1
             else:
-                u = 1.0 - unit(j, 1)  # in (0, 1]
+                u = 1.0 - unit(j, 1, self.seed)  # in (0, 1]
                 j += 1 + int(math.log(u) / math.log1p(-pmax))
             pj = self.p(j)
-            if pj >= pmax or unit(j, 2) * pmax < pj:
+            if pj >= pmax or unit(j, 2, self.seed) * pmax < pj:
                 return j, 1.0 / pj
 
     def closed(self, index: int, t: float, watched: bool, primed: bool = False) -> bool:
@@ -235,6 +265,7 @@ def attach(state: Any, torch: Any) -> Collector | None:
         env_int("PERFTOP_SYNC_EVERY", 200, minimum=0) or 0,
         env_float("PERFTOP_SYNC_BUDGET_US", BUDGET_S * 1e6) * 1e-6,
         fixed=(env_int("WORLD_SIZE", 1) or 1) > 1,
+        seed=session_seed(),
     )
     sampler.all = mode == "all"
     collector.weight = lambda: sampler.weight

@@ -303,6 +303,8 @@ def make_detector(torch: Any, collector: Any, state: Any, real: Any = None) -> A
             self.priming = False
             self.real = None
             marks.ids.clear()
+            marks.host.clear()
+            marks.host.clear()
             try:
                 self.slot.forget()
             except Exception:

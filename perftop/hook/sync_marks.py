@@ -12,7 +12,9 @@ A tensor from ``torch.randint``, ``arange`` or ``from_numpy`` with no device, an
 computed from it alone, stays a host tensor: indexing a numpy array or list with it is no
 sync on any device. Following another tensor's device is no move to the accelerator: a
 tensor made or sent with ``device=x.device`` (torchvision's ``Normalize``) is device-bound
-only if ``x`` is (the mode sees the ``.device`` read).
+only if ``x`` is (the mode sees the ``.device`` read). What ``.cpu()`` returns is read on
+the host: ``y = x.cpu(); y.item()`` waits at ``.cpu()`` only (on CPU ``y`` is ``x``, so
+its direct reads are the host copy's, while what is computed from it stays device data).
 
 The marks are learnt while the detector's mode is on: its sampled steps, and the step
 before each (primed: marks only, so that a metric made there and read in the watched step
@@ -84,6 +86,9 @@ class Marks:
         self.followed: dict[int, tuple[Any, bool]] = {}  # id(x.device) -> (it, x bound)
         self.named: dict[Any, bool] = {}  # "cuda:0", device("cuda") -> whether a device
         self.virtual = True  # a CPU run: marks stand in for the device (set per sample)
+        # id(t) -> a weak reference: what ``.cpu()`` returned in a CPU run (the very tensor
+        # it was given): a read of it there is a read of host memory, the wait was the copy
+        self.host: dict[int, Any] = {}
 
     def has(self, t: Any) -> bool:
         """Whether ``t`` itself is marked (not a dead tensor that had its id)."""
@@ -93,9 +98,9 @@ class Marks:
     def prune(self) -> None:
         """Drop the marks of dead tensors (before each watch, and when full). A weak
         reference with no callback: a tensor's death costs the job no Python call."""
-        ids = self.ids
-        for k in [k for k, r in ids.items() if r() is None]:
-            del ids[k]
+        for ids in (self.ids, self.host):
+            for k in [k for k, r in ids.items() if r() is None]:
+                del ids[k]
 
     def bound(self, t: Any) -> bool:
         """Whether ``t`` is (or in a GPU run would be) an accelerator's tensor."""
@@ -104,8 +109,28 @@ class Marks:
         return not (t.is_cpu or t.is_meta)  # ``t.device.type not in NOT_DEVICES``, cheaper
 
     def any_bound(self, args: tuple[Any, ...]) -> bool:
+        """Whether a call reads device data: a tensor ``.cpu()`` returned is read on the
+        host (in a CPU run it is the very tensor moved, which goes on computing as device
+        data: only its direct reads are the host copy's)."""
         Tensor = self.Tensor
-        return any(isinstance(a, Tensor) and self.bound(a) for a in args[:2])
+        host = self.host
+        return any(
+            isinstance(a, Tensor)
+            and self.bound(a)
+            and not (host and (r := host.get(id(a))) is not None and r() is a)
+            for a in args[:2]
+        )
+
+    def moved_to_host(self, t: Any) -> None:
+        host = self.host
+        if len(host) >= MAX_MARKS:
+            self.prune()
+            if len(host) >= MAX_MARKS:
+                host.clear()
+        try:
+            host[id(t)] = ref(t)
+        except TypeError:  # a tensor subclass without weak references
+            pass
 
     def mark(self, t: Any) -> None:
         ids = self.ids
@@ -186,6 +211,8 @@ class Marks:
                 if t.dim() > 0:
                     self.mark(t)
         if name in HOST_OUT:
+            if name == "cpu" and isinstance(out, Tensor) and self.virtual:
+                self.moved_to_host(out)  # device data, now on the host
             return out
         if isinstance(out, Tensor):
             r = ids.get(id(out))

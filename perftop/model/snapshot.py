@@ -308,6 +308,11 @@ class SyncSite:
     watched: int | None = None
     error: float | None = None
     seen: int | None = None
+    # Seen in every watched step: a per-step site, ``per_step`` its mean count in a step.
+    every_step: bool = False
+    # A library site reached from user lines: each (file, line, function, count), the most
+    # frequent first (the row's own file/line); () where the user's own line made the call.
+    callers: tuple[tuple[str, int, str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

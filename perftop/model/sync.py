@@ -7,15 +7,23 @@ watched stretch (an evaluation or sampling pass) are kept apart, per pass watche
 hides the same line's ``potential`` entry (it is the same wait, now measured), and lends
 it the op name the detector knew when the debug mode could only say "sync", and the time
 blocked the detector measured. A site is a user line together with the library line it
-went through (if any): one user line reaching two library lines is two sites.
+went through (if any): one user line reaching two library lines is two sites, and one
+library line reached from two user lines is one site, its count theirs summed, with both
+lines as its ``callers`` (the most frequent one names the row).
 
 ``blocked_s`` is per watched step: the host time measured inside the site's calls in the
 sampled steps (on an accelerator only), divided by the sampled steps.
 
 Each sampled step comes with its weight (1 / the probability it had of being watched, see
-``hook.sync.Sampler``): a rate is the weighed mean of the watched steps' counts (a ratio
-estimate, unbiased whatever a line's period), and its standard error the linearized one,
-``sqrt(sum w²(c - r)²) / sum w``. In the exact mode (every step watched) the error is 0.
+``hook.sync.Sampler``). A rate is over the steps the sampled processes ran (from their
+second step, the first one a watch can hold), in two strata: the first steps, watched for
+sure (weight 1), count as themselves, and the rest by the drawn steps (Horvitz-Thompson,
+see :meth:`SyncReducer._stratified`). A ratio over all
+the weights read a loop's lines of its first iterations (a log on iterations 1-4) at
+several times their rate when few later steps were drawn, and every run the same. A site
+seen in every watched step, at least ``EVERY`` drawn ones included, is a per-step site
+(``every_step``): its rate is its weighed mean count, its error the spread of its counts. In the exact mode (every step watched) the error is 0.
+Recordings from before the weights (every weight 1 past the first steps) keep the ratio.
 """
 
 from __future__ import annotations
@@ -32,10 +40,12 @@ from perftop.wire import StepRecord
 # op, file, line, function, kind, lib_file, lib_line, lib_function, package
 _Key = tuple[str, str, int, str, str, str | None, int | None, str | None, str | None]
 _NO_LIB = (None, None, None, None)  # sites recorded before the library fields existed
+EVERY = 3  # drawn steps (past the first ones) a site must be seen in each of: "every step"
 
 
 class _Acc:
-    __slots__ = ("count", "blocked", "last_step", "sampled", "wc", "w2c", "w2c2", "seen")
+    __slots__ = ("count", "blocked", "last_step", "sampled", "wc", "w2c", "w2c2", "seen",
+                 "early", "rwc", "rwc2", "rw2c", "rw2c2")  # fmt: skip
 
     def __init__(self) -> None:
         self.count = 0
@@ -44,6 +54,9 @@ class _Acc:
         self.sampled = False
         self.wc = self.w2c = self.w2c2 = 0.0  # sums over sampled steps of w c, w² c, w² c²
         self.seen = 0  # sampled steps it was seen in
+        self.early = 0  # its count in the steps watched for sure (weight 1)
+        # sums over the drawn steps (weight > 1) of w c, w c², w² c, w² c²
+        self.rwc = self.rwc2 = self.rw2c = self.rw2c2 = 0.0
 
     def add(self, step: int, sampled: bool, count: int, blocked: float | None, w: float) -> None:
         self.count += count
@@ -53,6 +66,13 @@ class _Acc:
             self.wc += w * count
             self.w2c += w * w * count
             self.w2c2 += w * w * count * count
+            if w == 1.0:
+                self.early += count
+            else:
+                self.rwc += w * count
+                self.rwc2 += w * count * count
+                self.rw2c += w * w * count
+                self.rw2c2 += w * w * count * count
         if blocked is not None:
             self.blocked = (self.blocked or 0.0) + blocked * (w if sampled else 1.0)
         if self.last_step is None or step > self.last_step:
@@ -69,15 +89,26 @@ class SyncReducer:
         self.debug_steps = 0  # steps of processes whose every step the CUDA mode watched
         self.sampled_steps = 0
         self.w = self.w2 = 0.0  # sums of the sampled steps' weights, and of their squares
+        self.n_early = 0  # sampled steps watched for sure (weight 1)
+        self.rw = self.rw2 = 0.0  # sums of the drawn steps' weights (> 1), and their squares
+        self.n_drawn = 0
         self.exact_pids: set[int] = set()  # processes that watch every step
         self.sampled_pids: set[int] = set()
         self.passes = 0  # passes outside training steps that a watched stretch held whole
         self._sampled_seen: set[tuple[int, int]] = set()
+        self.steps: dict[int, int] = {}  # per process, its steps a watch can hold (index >= 1)
+        self.early: dict[int, int] = {}  # per process, the steps it always watches first
+        self.weighed: set[int] = set()  # processes that sent a weight other than 1
+        self.pid_sampled: dict[int, int] = {}  # per process, its watched steps
+        # a library site's user lines: (file, line, function) -> count
+        self.callers: dict[_Key, dict[tuple[str, int, str], int]] = {}
 
     def apply(self, ev: Any) -> None:
         if isinstance(ev, Step):
             if ev.pid in self.debug_pids:
                 self.debug_steps += 1
+            if ev.index >= 1:
+                self.steps[ev.pid] = self.steps.get(ev.pid, 0) + 1
         elif isinstance(ev, SyncBatch):
             if ev.sampled and (ev.pid, ev.step) not in self._sampled_seen:
                 self._sampled_seen.add((ev.pid, ev.step))
@@ -86,25 +117,53 @@ class SyncReducer:
                 self.w += ev.weight
                 self.w2 += ev.weight * ev.weight
                 self.sampled_pids.add(ev.pid)
+                self.pid_sampled[ev.pid] = self.pid_sampled.get(ev.pid, 0) + 1
+                if ev.weight != 1.0:
+                    self.weighed.add(ev.pid)
+                    self.n_drawn += 1
+                    self.rw += ev.weight
+                    self.rw2 += ev.weight * ev.weight
+                else:
+                    self.n_early += 1
             for into, sites in ((self.sites, ev.sites), (self.between, ev.between)):
+                # a library line reached from several user lines is one site: its count in
+                # this step is theirs summed, and each line is one of its callers
+                step: dict[_Key, list[Any]] = {}
                 for op, file, line, function, kind, count, *rest in sites:
                     lib = tuple(rest[1:5]) if len(rest) >= 5 else _NO_LIB
-                    key = (op, file, line, function, kind, *lib)
+                    key: _Key
+                    if lib[0] is not None:
+                        key = (op, "", 0, "", kind, *lib)  # type: ignore[assignment]
+                        callers = self.callers.setdefault(key, {})
+                        where = (file, line, function)
+                        callers[where] = callers.get(where, 0) + count
+                    else:
+                        key = (op, file, line, function, kind, *lib)  # type: ignore[assignment]
+                    acc_n = step.setdefault(key, [0, None])
+                    acc_n[0] += count
+                    blocked = rest[0] if rest else None
+                    if blocked is not None:
+                        acc_n[1] = (acc_n[1] or 0.0) + blocked
+                for key, (count, blocked) in step.items():
                     acc = into.get(key)
                     if acc is None:
                         acc = into[key] = _Acc()
-                    blocked = rest[0] if rest else None
                     acc.add(ev.step, ev.sampled, count, blocked, ev.weight)
         elif isinstance(ev, SyncInfo):
             if ev.cuda_debug:
                 self.debug_pids.add(ev.pid)
             if ev.exact:
                 self.exact_pids.add(ev.pid)
+            self.early[ev.pid] = ev.early
 
     def apply_steps(self, records: Sequence[StepRecord]) -> None:
         """Packed step records: as :meth:`apply` of each one's :class:`Step`."""
         if self.debug_pids:
             self.debug_steps += sum(1 for r in records if r[0] in self.debug_pids)
+        steps = self.steps
+        for r in records:
+            if r[1] >= 1:
+                steps[r[0]] = steps.get(r[0], 0) + 1
 
     def contribute(self, parts: dict[str, Any], window: int | None) -> None:
         parts["sync"] = self.rows()
@@ -125,6 +184,7 @@ class SyncReducer:
                     0.0,
                     blocked,
                     acc.last_step,
+                    self.callers.get(key),
                     per_pass=acc.count / n,
                     passes=passes,
                 )
@@ -136,22 +196,33 @@ class SyncReducer:
         real: list[SyncSite] = []
         potential: list[SyncSite] = []
         exact = self.sampled_pids <= self.exact_pids
+        steps = 0 if exact else self._steps_watchable()
         for key, acc in self.sites.items():
             if acc.sampled and self.w > 0:
-                per_step = acc.wc / self.w
+                every = acc.seen >= self.sampled_steps and (exact or self.n_drawn >= EVERY)
+                if exact:
+                    per_step, error = acc.wc / self.w, 0.0
+                elif steps:
+                    per_step, error = self._stratified(acc, steps, every)
+                else:  # an older recording: the ratio over the weights
+                    per_step = acc.wc / self.w
+                    error = _error(self.w, self.w2, acc.wc, acc.w2c, acc.w2c2, per_step)
                 est: dict[str, Any] = {
                     "watched": self.sampled_steps,
-                    "error": 0.0 if exact else _error(self.w, self.w2, acc, per_step),
+                    "error": error,
                     "seen": acc.seen,
+                    "every_step": every,
                 }
             else:
-                steps = self.debug_steps
-                per_step = acc.count / steps if steps else float(acc.count)
+                debug = self.debug_steps
+                per_step = acc.count / debug if debug else float(acc.count)
                 est = {}
             blocked = None
             if acc.blocked is not None and self.w > 0:
                 blocked = acc.blocked / self.w
-            row = _site(key, acc.count, per_step, blocked, acc.last_step, **est)
+            row = _site(
+                key, acc.count, per_step, blocked, acc.last_step, self.callers.get(key), **est
+            )
             (real if row.kind == "sync" and not acc.sampled else potential).append(row)
         real_lines = {_place(r) for r in real}
         seen = {_place(r): r for r in potential}
@@ -168,18 +239,68 @@ class SyncReducer:
         out.sort(key=_cost)
         return tuple(out)
 
+    def _stratified(self, acc: _Acc, steps: int, every: bool) -> tuple[float, float]:
+        """A rate over ``steps`` and its standard error, in two strata: the steps watched
+        for sure (the first ones: their count is known) and the rest, drawn with known
+        probabilities. The rest's rate, for a site seen in every watched step: its weighed
+        mean count, with the spread of its counts for error where that rests on
+        ``EVERY`` drawn steps (``every``: a per-step site), else with an error as large as
+        that rate (a line of the first iterations only looks the same); for any other
+        site, its Horvitz-Thompson sum over the rest (unbiased whatever the draws: a mean
+        over the weights read a line of steps 4-5, drawn nearly for sure, as the rest's
+        rate) with its standard error ``sqrt(sum (w² - w) c²)``, never below a Poisson
+        count's over the effective number of drawn steps."""
+        rest = max(0, steps - self.n_early)
+        if rest == 0 or self.n_early + self.n_drawn == 0:
+            return acc.wc / self.w, 0.0
+        if acc.seen >= self.sampled_steps:  # in every watched step
+            if self.n_drawn:
+                r = acc.rwc / self.rw
+                err = _error(self.rw, self.rw2, acc.rwc, acc.rw2c, acc.rw2c2, r, floor=not every)
+            else:
+                r, err = acc.early / self.n_early, 0.0
+            if not every:
+                err = max(err, r)
+        elif self.n_drawn:
+            r = acc.rwc / rest
+            n = self.rw * self.rw / self.rw2
+            var = max(0.0, acc.rw2c2 - acc.rwc2) / (rest * rest)
+            err = math.sqrt(max(var, (r + 1 / n) / n))
+        else:  # the Horvitz-Thompson sum is 0; the rest may hold as much as the first steps
+            r, err = 0.0, max(acc.early / self.n_early, 1.0 / self.n_early)
+        return (acc.early + rest * r) / steps, err * rest / steps
 
-def _error(w: float, w2: float, acc: _Acc, r: float) -> float:
-    """A rate's standard error: the linearized one of the weighed mean, but never below a
-    Poisson count's over the effective number of watched steps (Kish's ``w² / w2``), with
-    one pseudo-count: a line seen in none, or all, of a few heavy samples is no surer for
-    that."""
-    lin = max(0.0, acc.w2c2 - 2 * r * acc.w2c + r * r * w2) / (w * w)
+    def _steps_watchable(self) -> int:
+        """The steps the sampled processes ran that a watch could hold, the Horvitz-Thompson
+        divisor; 0 where a sampled process is of an older recording (weights all 1 past its
+        first steps: the ratio over the weights then) or its steps are not known."""
+        total = 0
+        for pid in self.sampled_pids:
+            n = self.steps.get(pid, 0)
+            older = pid not in self.weighed and self.pid_sampled.get(pid, 0) > self.early.get(
+                pid, 3
+            )
+            if older or n < self.pid_sampled.get(pid, 0):
+                return 0
+            total += n
+        return total
+
+
+def _error(
+    w: float, w2: float, wc: float, w2c: float, w2c2: float, r: float, floor: bool = True
+) -> float:
+    """A ratio's standard error (sums over its steps of w, w², w c, w² c, w² c²): the
+    linearized one of the weighed mean, but (``floor``) never below a Poisson count's over
+    the effective number of watched steps (Kish's ``w² / w2``), with one pseudo-count: a
+    line seen in none, or all, of a few heavy samples is no surer for that."""
+    lin = max(0.0, w2c2 - 2 * r * w2c + r * r * w2) / (w * w)
     n = w * w / w2
-    return math.sqrt(max(lin, (r + 1 / n) / n))
+    return math.sqrt(max(lin, (r + 1 / n) / n if floor else 0.0))
 
 
 def _place(r: SyncSite) -> tuple[Any, ...]:
+    if r.lib_file is not None:  # a library line, whichever user lines reached it
+        return (r.lib_file, r.lib_line)
     return (r.file, r.line, r.lib_file, r.lib_line)
 
 
@@ -194,12 +315,18 @@ def _site(
     per_step: float,
     blocked: float | None,
     last_step: int | None,
+    callers: dict[tuple[str, int, str], int] | None = None,
     **extra: Any,
 ) -> SyncSite:
     """A row from a site's key ``(op, file, line, function, kind, *library detail)``; an
-    older recording's key carries fewer library fields (or none)."""
+    older recording's key carries fewer library fields (or none). A library site's key
+    has no user line: its ``callers`` (user lines and their counts) name it."""
     op, file, line, function, kind, *lib = key
     lib_file, lib_line, lib_function, package = (*lib, None, None, None, None)[:4]
+    if callers:  # the most frequent user line first: the row's own
+        ranked = sorted(callers.items(), key=lambda kv: (-kv[1], kv[0]))
+        file, line, function = ranked[0][0]
+        extra["callers"] = tuple((f, n, fn, c) for (f, n, fn), c in ranked)
     return SyncSite(
         op, file, line, function, kind, count, per_step, blocked, last_step,
         lib_file, lib_line, lib_function, package, **extra,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -22,7 +23,7 @@ import perftop
 from perftop.console import say
 from perftop.errors import LaunchError
 from perftop.events import JobExit, JobStart, Note
-from perftop.hook import ENV_SOCKET
+from perftop.hook import ENV_SOCKET, ENV_SYNC_SEED
 from perftop.model import Snapshot
 from perftop.monitor.capture import serve_control
 from perftop.monitor.header import session_start
@@ -68,6 +69,9 @@ def hook_env(
     parts = [str(BOOTSTRAP_DIR)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join(parts)
     env[ENV_SOCKET] = str(socket_path)
+    # the sync sampler's draws: the same on every rank of the job, others each session
+    if not env.get(ENV_SYNC_SEED, "").strip():
+        env[ENV_SYNC_SEED] = secrets.token_hex(8)
     return env
 
 

@@ -290,10 +290,13 @@ def _sync(snap: Snapshot, between: bool = False) -> list[dict[str, Any]]:
     """One entry per site, most costly first; ``per_step`` over the steps watched
     (weighed by the chance each had of being watched), ``watched_steps`` it rests on,
     ``per_step_error`` its standard error (0: the exact mode; null: not sampled),
-    ``seen_steps`` the watched steps the site was seen in;
+    ``seen_steps`` the watched steps the site was seen in, ``every_step`` whether that is
+    every one (drawn ones included: a per-step site, ``per_step`` its count a step);
     ``blocked_s`` per watched step, measured on an accelerator only (else null). With
     ``between``: the syncs made outside training steps, ``per_pass`` (and ``passes``)
-    instead of ``per_step``, ``blocked_s`` per pass."""
+    instead of ``per_step``, ``blocked_s`` per pass. ``callers``: a library site's user lines
+    (``file``, ``line``, ``function``, ``count``), the most frequent first (``file`` and
+    ``line`` are that one's); its rate is theirs summed."""
     rows = snap.sync_between if between else snap.sync
     return [
         {
@@ -315,6 +318,7 @@ def _sync(snap: Snapshot, between: bool = False) -> list[dict[str, Any]]:
                     "watched_steps": s.watched,
                     "per_step_error": _round(s.error, 4),
                     "seen_steps": s.seen,
+                    "every_step": s.every_step,
                 }
             ),
             "blocked_s": _round(s.blocked_s),
@@ -324,6 +328,9 @@ def _sync(snap: Snapshot, between: bool = False) -> list[dict[str, Any]]:
             "lib_line": s.lib_line,
             "lib_function": s.lib_function,
             "package": s.package,
+            "callers": [
+                {"file": f, "line": n, "function": fn, "count": c} for f, n, fn, c in s.callers
+            ],
         }
         for s in rows
     ]

@@ -2,7 +2,8 @@
 
 Times are seconds since the session start. Steps are counted per process from 1, as the
 Steps panel counts them; a step range also bounds the probe samples, notes and output to
-the time its steps took on the primary process. The session and job start events are kept
+the time its steps took on the primary process, and the time outside steps (an evaluation,
+a checkpoint) to the intervals that began in it. The session and job start events are kept
 (moved to the slice's start, so the elapsed time is the slice's); the job's exit only when
 it falls inside.
 """
@@ -15,6 +16,8 @@ from pathlib import Path
 
 from perftop.errors import UsageError
 from perftop.events import (
+    Between,
+    BetweenOpen,
     Event,
     Hello,
     JobStart,
@@ -124,6 +127,9 @@ def sliced_events(path: str | Path, sl: Slice, stats: ReadStats) -> Iterator[Eve
             idx = ev.step if isinstance(ev, SyncBatch) else ev.index
             rng = kept.get(ev.pid)
             if rng is not None and rng[0] <= idx <= rng[1]:
+                yield ev
+        elif isinstance(ev, (Between, BetweenOpen)):
+            if lo <= ev.t0 < hi:  # begun inside: an evaluation after the last step is not
                 yield ev
         else:
             t = getattr(ev, "t", None)

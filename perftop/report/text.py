@@ -174,15 +174,21 @@ def _sync(sites: list[dict[str, Any]], between: bool = False) -> list[str]:
     rate = "per_pass" if between else "per_step"
     rows = []
     for e in sites:
+        callers = [(c["file"], c["line"]) for c in e.get("callers") or ()]
         where, via = sync_where(
-            e["file"], e["line"], e.get("lib_file"), e.get("lib_line"), e.get("package")
+            e["file"], e["line"], e.get("lib_file"), e.get("lib_line"), e.get("package"), callers
         )
         if via:
             where += f" → {via} {e.get('lib_function') or ''}".rstrip()
         shown = (
             f"{e[rate]:.2f}"
             if between
-            else sync_rate(e[rate], e.get("per_step_error"), e.get("seen_steps"))
+            else sync_rate(
+                e[rate],
+                e.get("per_step_error"),
+                e.get("seen_steps"),
+                every=bool(e.get("every_step")),
+            )
         )
         row = [where, e["op"], e["kind"], e["function"], shown, str(e["count"])]
         rows.append([*row, seconds(e.get("blocked_s"))] if blocked else row)

@@ -5,21 +5,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from perftop.fmt import NA, nbytes, number, percent, table
+from perftop.fmt import NA, nbytes, number, percent, process_label, table
 
 
 def processes_table(procs: list[dict[str, Any]]) -> str:
-    """One row per process: its role, then CPU and memory over the run; where a collector
+    """One row per process: its role and what it is (its script, title or program: Ray's
+    daemons are not anonymous "other" rows), then CPU and memory over the run; where a collector
     merged nodes, each pid is prefixed with its host (pids repeat across hosts)."""
     if any(p.get("host") for p in procs):
         procs = [{**p, "pid": f"{p['host']}:{p['pid']}"} for p in procs]
     return table(
-        ["pid", "role", "rank", "worker", "cpu avg", "cpu max", "rss max", "pss max",
-         "uss first", "uss last", "read", "written"],
+        ["pid", "role", "command", "rank", "worker", "cpu avg", "cpu max", "rss max",
+         "pss max", "uss first", "uss last", "read", "written"],
         [
             [
                 str(p["pid"]),
                 p["role"],
+                process_label(p.get("name") or "", p.get("cmdline") or "", 32) or "-",
                 _s(p["rank"]),
                 _s(p["worker_id"]),
                 percent(p.get("cpu_percent_avg")),

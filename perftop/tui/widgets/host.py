@@ -72,6 +72,23 @@ def summary_lines(h: HostRow) -> tuple[Text, Text, Text]:
     return cpu, mem, io_t
 
 
+def fold(t: Text, width: int) -> list[Text]:
+    """``t`` on as many lines as ``width`` needs, broken between its figures (at the
+    double spaces) rather than cut: "load 2.6 2.4 2.1" and "net ↓… ↑…" stay whole."""
+    plain = t.plain
+    if width <= 0 or len(plain) <= width:
+        return [t]
+    cuts = [i for i in range(1, len(plain)) if plain.startswith("  ", i) and plain[i - 1] != " "]
+    lines, start, last = [], 0, None
+    for c in [*cuts, len(plain)]:
+        if c - start > width and last is not None and last > start:
+            lines.append(t[start:last])
+            start = last + 2  # the next line starts at the figure, not at the spaces
+        last = c
+    lines.append(t[start:])
+    return lines
+
+
 class HostPanel(TextPanel):
     TITLE = "Host"
 
@@ -84,10 +101,11 @@ class HostPanel(TextPanel):
             return Text("waiting for the first host sample…", style="dim")
         cpu, mem, io = summary_lines(h)
         w = self.body_width
+        cpu_l, io_l = fold(cpu, w), fold(io, w)
         height = max(1, self.content_region.height or 4)
         if self.compact and not self.zoomed:
             cores = cores_grid(h.per_core, w, 0)[:1]
-            return Group(*[cpu, mem, io, *cores][:height])
+            return Group(*[*cpu_l, mem, *io_l, *cores][:height])
         mem_frac = (
             None
             if h.mem_used_bytes is None or not h.mem_total_bytes
@@ -99,8 +117,8 @@ class HostPanel(TextPanel):
         membar.append(f" {total}")
         used = f"mem {fmt.bytes_(h.mem_used_bytes)}/{fmt.bytes_(h.mem_total_bytes)}"
         extra = mem[len(used) :]  # swap and /dev/shm, when known
-        room = max(0, height - 4)
-        lines = [cpu, *cores_grid(h.per_core, w, room), membar]
+        room = max(0, height - 2 - len(cpu_l) - len(io_l))
+        lines = [*cpu_l, *cores_grid(h.per_core, w, room), membar]
         if extra.plain.strip():
             lines.append(Text("   ") + extra[2:])
-        return Group(*lines, io)
+        return Group(*lines, *io_l)

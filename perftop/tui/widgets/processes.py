@@ -11,6 +11,7 @@ from typing import Any
 from textual.app import ComposeResult
 from textual.markup import escape
 
+from perftop.fmt import process_label
 from perftop.model import Snapshot
 from perftop.model.roles import role_sort_key
 from perftop.model.snapshot import ProcessRole, ProcRow
@@ -67,7 +68,7 @@ def _figures(p: ProcRow | None) -> tuple[Any, ...]:
         p.pss_bytes,
         p.io_read_bps,
         p.io_write_bps,
-        p.name or p.cmdline,
+        process_label(p.name, p.cmdline),
     )
 
 

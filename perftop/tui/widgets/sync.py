@@ -31,7 +31,8 @@ WHERE = ("where", "file:line")
 
 def where(s: SyncSite) -> str:
     """The user's line, then the library line it went through: ``train.py:52 → …``."""
-    user, via = sync_where(s.file, s.line, s.lib_file, s.lib_line, s.package)
+    callers = [(f, n) for f, n, _, _ in s.callers]
+    user, via = sync_where(s.file, s.line, s.lib_file, s.lib_line, s.package, callers)
     return visible_line(f"{user} → {via}" if via else user)  # the job's file names
 
 
@@ -42,7 +43,7 @@ def site_cells(s: SyncSite, blocked: bool = True) -> list[Cell]:
         Cell(s.op, s.op, style=kind_style, justify="left"),
         # "potential": would make a GPU wait; seen on this device by the sampled detector.
         Cell(s.kind, s.kind, style=kind_style if s.kind == "sync" else "dim", justify="left"),
-        Cell(sync_rate(s.per_step, s.error, s.seen, short=True), s.per_step),
+        Cell(sync_rate(s.per_step, s.error, s.seen, short=True, every=s.every_step), s.per_step),
         Cell(f"{s.count:,}", s.count),
     ]
     if blocked:
@@ -64,7 +65,7 @@ def summary(sites: tuple[SyncSite, ...], observer: bool = False) -> Group | Text
     for s in sites:
         t = Text(visible_line(s.op), style="bold red" if s.kind == "sync" else "yellow")
         t.append(f" {where(s)}")
-        rate = sync_rate(s.per_step, s.error, s.seen, short=True)
+        rate = sync_rate(s.per_step, s.error, s.seen, short=True, every=s.every_step)
         t.append(f" {rate}" if rate.startswith("~") else f" {rate}/step", style="dim")
         if s.kind != "sync":
             t.append(" potential", style="dim")

@@ -1,0 +1,59 @@
+"""Labels at the default 160×48 (issue 45): the Host panel breaks its lines between
+figures instead of cutting "load" and "net", the key bar lists the capture key, and a
+process is named by what it runs (Ray's daemons are not all "python")."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets._footer import FooterKey
+
+from perftop.fmt import process_label
+from perftop.tui.widgets.footer import KeysFooter
+from perftop.tui.widgets.host import HostPanel
+from tests.tui.fakes import snapshot
+from tests.tui.test_app import aio, showing
+
+
+@aio
+async def test_the_host_panel_keeps_load_and_net_whole_and_the_footer_lists_t() -> None:
+    async with showing(snapshot()) as (app, pilot):
+        panel = app.query_one(HostPanel)
+        body = panel.render_body(app.shown)
+        text = "\n".join(t.plain for t in _texts(body))
+        width = panel.body_width
+        assert all(len(ln) <= width for ln in text.splitlines()), (width, text)
+        assert "load 7.9 6.2 4.0" in text
+        assert "net ↓" in text and "↑" in text.split("net ↓", 1)[1].splitlines()[0]
+        keys = {k.key for k in app.query_one(KeysFooter).query(FooterKey)}
+        assert "t" in keys
+
+
+def _texts(r):
+    """The lines of a panel body (a Group of Texts, perhaps inside the probe status)."""
+    if isinstance(r, Text):
+        return [r]
+    out = []
+    for x in getattr(r, "renderables", ()):
+        out.extend(_texts(x))
+    return out
+
+
+def test_a_process_is_named_by_what_it_runs() -> None:
+    """The command lines of a Ray Train run's processes (as psutil reads them)."""
+    cases = {
+        ("python", "/usr/bin/python3 -u /v/ray/_private/log_monitor.py --logs-dir=/t"): (
+            "log_monitor.py"
+        ),
+        ("raylet", "/v/ray/core/src/ray/raylet/raylet --raylet_socket_name=/t/s"): "raylet",
+        ("gcs_server", "/v/ray/core/src/ray/gcs/gcs_server --port=6379"): "gcs_server",
+        ("python", "ray::RayTrainWorker._RayTrainWorker__execute.get_next"): (
+            "ray::RayTrainWorker._RayTrainWorker__exe"
+        ),
+        ("python", "ray::IDLE"): "ray::IDLE",
+        ("python3", "python3 -m torch.distributed.run --nproc-per-node 2 t.py"): (
+            "-m torch.distributed.run"
+        ),
+        ("python", ""): "python",
+    }
+    for (name, cmd), want in cases.items():
+        assert process_label(name, cmd) == want, (name, cmd)
