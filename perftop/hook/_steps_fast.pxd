@@ -77,6 +77,4 @@ cdef object _opt_pre(object tr, object opt, object args, object kwargs)
 cdef object _opt_post(object tr, object opt, object args, object kwargs)
 cdef int _backward_done(object tr, double t0, double t1, bint ok, object first) except -1
 cdef int _grad_done(object tr, double t0, double t1, bint ok, object first) except -1
-cdef int _enter_done(object tr, double t0, double t1, bint ok, object ctx) except -1
-cdef int _exit_done(object tr, double t0, double t1, bint ok, object ctx) except -1
 cdef int _next_done(object tr, double t0, double t1, bint ok, object it) except -1

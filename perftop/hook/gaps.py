@@ -62,7 +62,13 @@ if TYPE_CHECKING:  # the tracker whose rare paths these are (no import at run ti
 
 # Where a no_grad region is torch's own housekeeping, not a pass over data: a module's
 # .to()/.cpu() (Module._apply), weight init, an optimizer's or clipping's internals.
-_HOUSEKEEPING = tuple(os.sep + os.path.join("torch", d) + os.sep for d in ("nn", "optim"))
+# A forward run by autograd (a Function's, activation checkpointing's recomputation) is a
+# step's own work, never a pass.
+_HOUSEKEEPING = (
+    *(os.sep + os.path.join("torch", d) + os.sep for d in ("nn", "optim", "autograd")),
+    os.sep + os.path.join("torch", "utils", "checkpoint.py"),
+)
+_MODULE_CALL = os.sep + os.path.join("torch", "nn", "modules", "module.py")
 _OURS = os.sep + os.path.join("perftop", "hook") + os.sep
 _TORCH = os.sep + "torch" + os.sep  # torch's own frames: a decorator's wrapper
 _MAX_SITES = 4096  # sites remembered (code lines: a real loop has a handful)
@@ -255,8 +261,8 @@ _FILE_KINDS: dict[str, int] = {}
 
 
 def _file_kind(name: str) -> int:
-    if _OURS in name:
-        kind = _SKIP
+    if _OURS in name or name.endswith(_MODULE_CALL):
+        kind = _SKIP  # perftop's frames; Module.__call__'s machinery around a forward
     elif any(p in name for p in _HOUSEKEEPING):
         kind = _HOUSE
     else:
