@@ -36,8 +36,8 @@ import time
 from typing import Any
 
 from perftop.hook.importwatch import after_import
-from perftop.hook.steps import OPTIMIZER
 from perftop.hook.state import HookState
+from perftop.hook.steps import OPTIMIZER
 from perftop.wire import DATA_WAIT_NOTE
 
 _perf = time.perf_counter

@@ -27,14 +27,14 @@ PASS = ["1"]
 SLOW = ("torch._inductor", "torch.testing._internal", "torch.onnx._internal")
 
 
-def record(name: str, fn):  # noqa: ANN001, ANN201
+def record(name: str, fn):
     buf = io.StringIO()
     try:
         with contextlib.redirect_stdout(buf), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             res = fn()
         text = repr(res)
-    except BaseException as e:  # noqa: BLE001  (SystemExit of a module's import, too)
+    except BaseException as e:
         text = f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
     text += "|out:" + buf.getvalue() if buf.getvalue() else ""
     OUT[PASS[0] + " " + name] = re.sub(r"0x[0-9a-f]+", "0x?", text)  # addresses differ
@@ -103,7 +103,7 @@ def scripted_fn(x: torch.Tensor) -> torch.Tensor:
     return y + 1
 
 
-def show(t) -> str:  # noqa: ANN001
+def show(t) -> str:
     if isinstance(t, torch.Tensor):
         return f"T{tuple(t.shape)} {t.dtype} rg={t.requires_grad} {t.detach().float().sum():.4f}"
     return repr(t)
@@ -126,7 +126,9 @@ def compiles() -> None:
         record(f"trace {name}", lambda f=f: show(torch.jit.trace(f, (x,), check_trace=False)(x)))
         record(f"compile {name}", lambda f=f: show(torch.compile(f, backend="eager")(x)))
     for name, m in mods.items():
-        record(f"export {name}", lambda m=m: show(torch.export.export(m, (x.detach(),)).module()(x)))
+        record(
+            f"export {name}", lambda m=m: show(torch.export.export(m, (x.detach(),)).module()(x))
+        )
     for name, obj in {
         "no_grad": torch.no_grad,
         "enable_grad": torch.enable_grad,
