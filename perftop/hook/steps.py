@@ -6,8 +6,9 @@ first); a ``backward()`` (or, in loops without one, ``torch.autograd.grad``; a b
 inside another, reentrant checkpointing, counts once); a DataLoader batch. Weaker sources close a step lazily, at the
 start of the next activity, so a manual SGD update after ``backward()`` stays in its step.
 Until an optimizer or an explicit step is seen, steps of the weaker sources are held back
-(``HOLD_STEPS`` steps or ``HOLD_S`` seconds) and merged into the optimizer's step if one
-comes, as after the micro-batches of gradient accumulation; batches fetched before the
+(``HOLD_STEPS`` steps, never a time: however long the first update takes to come, the
+count of steps is the same) and merged into the optimizer's step if one comes, as after
+the micro-batches of gradient accumulation; batches fetched before the
 first ``backward()`` (one a prefetcher fetches ahead) are merged into its step.
 
 The training thread is the one calling backward, the optimizer or ``perftop.step()``:
@@ -35,12 +36,11 @@ from typing import Any
 from perftop.hook import gaps
 from perftop.hook import passthrough as plain
 from perftop.hook import steps_cold as cold
-from perftop.wire import REC_T0, STEP_SOURCES
+from perftop.wire import STEP_SOURCES
 
 NONE, LOADER, BACKWARD, OPTIMIZER, EXPLICIT = 0, 1, 2, 3, 4
 SOURCES = STEP_SOURCES  # index = mode
 HOLD_STEPS = 64
-HOLD_S = 5.0
 LOADER_KEY = "_perftop_loader"  # set on DataLoader iterators: which loader they iterate
 _INF = float("inf")
 # The ring the sender reads steps from (ring.py): a step is the wire's record (STEP_RECORD,
@@ -237,11 +237,7 @@ class StepTracker:
     def _hold(self, step: tuple[Any, ...], t: float) -> None:
         held = self.held
         held.append(step)
-        # Batches fetched on another thread than main before any training may be a
-        # producer's, prefetched ahead of the loop: only as many steps end their hold.
-        if len(held) >= HOLD_STEPS or (
-            t - held[0][REC_T0] >= HOLD_S and self.fetch_thread in (0, self.main_thread)
-        ):
+        if len(held) >= HOLD_STEPS:
             cold.release(self)
 
     # -- sources: the hot path -------------------------------------------------------------

@@ -1,0 +1,52 @@
+"""Loop shapes of libraries' loops (issue 44), real jobs under ``perftop run``, each checked
+against its own counters: gradient accumulation whose first update comes late, a loader
+behind a prefetching wrapper, a checkpoint made of several saves. The finite shapes run
+at once, in one module fixture."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from tests.helpers import WORKLOADS, perftop
+
+JOB = str(WORKLOADS / "lib_shapes.py")
+SHAPES = ("accum_slow", "prefetch", "save_burst")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[dict, dict, str]]:
+    """shape -> (the job's own counters, report --json, headless summary)."""
+    procs = {}
+    for shape in SHAPES:
+        d = tmp_path_factory.mktemp(shape)
+        procs[shape] = (d, subprocess.Popen(
+            [sys.executable, "-m", "perftop", "run", "--headless", "--record",
+             str(d / "r.perftop"), "--", sys.executable, JOB, shape],
+            cwd=d, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL))  # fmt: skip
+    out: dict[str, tuple[dict, dict, str]] = {}
+    for shape, (d, p) in procs.items():
+        so, se = p.communicate(timeout=180)
+        assert p.returncode == 0, se[-3000:]
+        own = _own(so)
+        rep = perftop("report", "--json", str(d / "r.perftop"), cwd=d)
+        assert rep.returncode == 0, rep.stderr
+        out[shape] = (own, json.loads(rep.stdout), so + se)
+    return out
+
+
+def _own(text: str) -> dict[str, Any]:
+    return next(json.loads(line) for line in reversed(text.splitlines()) if line.startswith("{"))
+
+
+def test_accumulation_counts_updates_however_late_the_first_comes(runs) -> None:
+    """4 micro-batches per update; the first update comes 7 s after the first backward.
+    The held micro-batch steps are never released as steps by time: 4 steps, 4 updates."""
+    own, rep, _ = runs["accum_slow"]
+    assert own["updates"] == 4
+    assert rep["steps"]["count"] == own["updates"], rep["steps"]
