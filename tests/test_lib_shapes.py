@@ -8,14 +8,18 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from perftop.hints import hinted_session
+from perftop.recording import read_events
 from tests.helpers import WORKLOADS, perftop
 
 JOB = str(WORKLOADS / "lib_shapes.py")
-SHAPES = ("accum_slow", "prefetch", "save_burst")
+RECS: dict[str, Path] = {}
+SHAPES = ("accum_slow", "prefetch", "save_burst", "input_then_compute")
 
 
 @pytest.fixture(scope="module")
@@ -30,6 +34,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[dict, dict
             cwd=d, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL))  # fmt: skip
     out: dict[str, tuple[dict, dict, str]] = {}
+    RECS.update({shape: d / "r.perftop" for shape, (d, _) in procs.items()})
     for shape, (d, p) in procs.items():
         so, se = p.communicate(timeout=180)
         assert p.returncode == 0, se[-3000:]
@@ -50,3 +55,17 @@ def test_accumulation_counts_updates_however_late_the_first_comes(runs) -> None:
     own, rep, _ = runs["accum_slow"]
     assert own["updates"] == 4
     assert rep["steps"]["count"] == own["updates"], rep["steps"]
+
+
+def test_a_finished_run_keeps_the_hints_it_showed(runs) -> None:
+    """Input-bound for 10 s, shown live, then compute-bound until the end: the hint left
+    live, and the whole-run verdict does not give it. The finished run's hints (what the
+    TUI shows once the job ended) still have it, with its moments."""
+    own, rep, _ = runs["input_then_compute"]
+    s = hinted_session()
+    s.apply_all(read_events(RECS["input_then_compute"]))
+    snap = s.snapshot()  # the live view's window, as the TUI draws it
+    assert snap.meta.ended
+    hint = next((h for h in snap.hints if h.id == "input-bound"), None)
+    assert hint is not None, snap.hints
+    assert hint.seen_live and hint.until_t is not None  # it had left before the end

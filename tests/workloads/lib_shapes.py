@@ -6,6 +6,8 @@ JSON on the last line: ``lib_shapes.py SHAPE``.
 - ``idle_after``: 30 steps, then idles (as a Ray Train worker does) until killed;
 - ``prefetch``: a starved DataLoader behind a wrapper that fetches the next batch ahead
   (Ray Train's ``prepare_data_loader``), 3 epochs;
+- ``input_then_compute``: 10 s of steps starved by a slow DataLoader (input-bound), then
+  14 s of steps on batches in memory (the loop is compute-bound until the end);
 - ``save_burst``: 3 epochs of steps, each followed by one checkpoint made of three
   ``torch.save`` calls (model, optimizer, state: ``accelerator.save_state``).
 """
@@ -93,6 +95,27 @@ def prefetch():
             own["steps"] += 1
 
 
+def input_then_compute():
+    model, opt = model_opt()
+    t_end = time.perf_counter() + 10
+    while time.perf_counter() < t_end:
+        for x, y in DataLoader(Slow(), batch_size=4):
+            opt.zero_grad()
+            ((model(x) - y) ** 2).mean().backward()
+            opt.step()
+            own["steps"] += 1
+    x, y = torch.randn(4, 8), torch.randn(4, 1)
+    t_end = time.perf_counter() + 14
+    while time.perf_counter() < t_end:
+        opt.zero_grad()
+        ((model(x) - y) ** 2).mean().backward()
+        opt.step()
+        t = time.perf_counter()
+        while time.perf_counter() - t < 0.02:  # the model's own compute
+            pass
+        own["steps"] += 1
+
+
 def save_burst():
     model, opt = model_opt()
     x, y = torch.randn(4, 8), torch.randn(4, 1)
@@ -113,5 +136,5 @@ def save_burst():
 
 if __name__ == "__main__":
     {"accum_slow": accum_slow, "idle_after": idle_after, "prefetch": prefetch,
-     "save_burst": save_burst}[sys.argv[1]]()  # fmt: skip
+     "input_then_compute": input_then_compute, "save_burst": save_burst}[sys.argv[1]]()  # fmt: skip
     say()
