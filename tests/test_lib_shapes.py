@@ -69,3 +69,16 @@ def test_a_finished_run_keeps_the_hints_it_showed(runs) -> None:
     hint = next((h for h in snap.hints if h.id == "input-bound"), None)
     assert hint is not None, snap.hints
     assert hint.seen_live and hint.until_t is not None  # it had left before the end
+
+
+def test_a_burst_of_saves_is_one_checkpoint(runs) -> None:
+    """Each checkpoint is three torch.save calls with a file's writing between them
+    (accelerate's save_state): one pass each, its time the whole burst's."""
+    own, rep, _ = runs["save_burst"]
+    s = rep["steps"]
+    assert own["saves"] == 9 and own["checkpoints"] == 3
+    assert s["count"] == own["steps"] == 30
+    cp = s["between_s"]["checkpoint"]
+    assert cp["count"] == own["checkpoints"], s["between_s"]
+    # the burst's own timer also counts the last file's writing, after the last save
+    assert sum(own["checkpoint_s"]) - 0.2 <= cp["total_s"] <= sum(own["checkpoint_s"]) + 0.01

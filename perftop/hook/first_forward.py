@@ -111,8 +111,8 @@ class FirstForward:
         """Whether a forward with grad off can begin a pass here: not before training, not
         inside one or inside an optimizer's step; not inside a step that an optimizer (or
         ``perftop.step()``) ends once it has begun (a teacher's forward, a target network)."""
-        if tr.thread == 0 or tr.in_gap or tr.in_opt is not None:
-            return False
+        if tr.thread == 0 or (tr.in_gap and not tr.save_alone) or tr.in_opt is not None:
+            return False  # (after a checkpoint's saves, an evaluation joins its pass)
         return not (
             tr.running
             and tr.mode >= OPTIMIZER
