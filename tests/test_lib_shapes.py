@@ -82,3 +82,15 @@ def test_a_burst_of_saves_is_one_checkpoint(runs) -> None:
     assert cp["count"] == own["checkpoints"], s["between_s"]
     # the burst's own timer also counts the last file's writing, after the last save
     assert sum(own["checkpoint_s"]) - 0.2 <= cp["total_s"] <= sum(own["checkpoint_s"]) + 0.01
+
+
+def test_a_prefetching_wrapper_keeps_the_loader_measure_and_input_bound(runs) -> None:
+    """A wrapper that fetches the next batch ahead (Ray Train's prepare_data_loader): each
+    epoch's last step makes no fetch of its own. The data wait stays the DataLoader's, and
+    the starved loop is input-bound, as it is without the wrapper."""
+    own, rep, _ = runs["prefetch"]
+    s = rep["steps"]
+    assert s["count"] == own["steps"] == 30
+    assert s["data_wait_source"] == "dataloader", s
+    assert s["data_wait_fraction"] > 0.5
+    assert "input-bound" in [h["id"] for h in rep["hints"]], rep["hints"]

@@ -128,7 +128,9 @@ class FirstForward:
             # before it (none when armed inside it, after a closure's backward).
             wait = min(wait, max(0.0, tr.opt_t0 - self.t0))
         tr.first_forward(wait)
-        if not self.noted and tr.fwd_wait >= 0.0:
+        # Said once a step's forward came with no fetch before it: a step after one that
+        # made none (a prefetching wrapper's epoch end) that fetches is the loader's.
+        if not self.noted and tr.fwd_wait >= 0.0 and not (tr.has_fetch or tr.pend):
             self.noted = True
             self.state.sender.note("info", DATA_WAIT_NOTE)
 
