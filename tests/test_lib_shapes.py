@@ -6,8 +6,11 @@ at once, in one module fixture."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -94,3 +97,28 @@ def test_a_prefetching_wrapper_keeps_the_loader_measure_and_input_bound(runs) ->
     assert s["data_wait_source"] == "dataloader", s
     assert s["data_wait_fraction"] > 0.5
     assert "input-bound" in [h["id"] for h in rep["hints"]], rep["hints"]
+
+
+def test_idle_after_the_last_step_is_no_stall_and_a_kill_cuts_nothing_short(tmp_path) -> None:
+    """A Ray Train worker's shape: the training function (its own thread) returns after 30
+    steps and the process idles until it is killed. No "step 31 stalled", and all its
+    steps were counted: not "cut short"."""
+    rec = tmp_path / "r.perftop"
+    mon = subprocess.Popen(
+        [sys.executable, "-m", "perftop", "run", "--headless", "--record", str(rec), "--",
+         sys.executable, JOB, "idle_after"],
+        cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL)  # fmt: skip
+    try:
+        assert mon.stdout is not None
+        own = json.loads(next(ln for ln in mon.stdout if ln.startswith("{")))
+        time.sleep(5.0)  # idle: > MIN_STALL_S and 5x the median step
+        os.kill(own["pid"], signal.SIGKILL)
+        mon.communicate(timeout=60)
+    finally:
+        if mon.poll() is None:
+            mon.kill()
+    rep = json.loads(perftop("report", "--json", str(rec), cwd=tmp_path).stdout)
+    assert rep["steps"]["count"] == own["steps"] == 30
+    assert rep["steps"]["cut_short"] == []
+    assert rep["stalls"] == [], rep["stalls"]

@@ -3,7 +3,8 @@ JSON on the last line: ``lib_shapes.py SHAPE``.
 
 - ``accum_slow``: gradient accumulation, 4 micro-batches per update, the first update's
   micro-batches slow (1.8 s each: the first update comes 7 s after the first backward);
-- ``idle_after``: 30 steps, then idles (as a Ray Train worker does) until killed;
+- ``idle_after``: 30 steps in a thread that then returns; the process idles (as a Ray
+  Train worker does) until killed;
 - ``prefetch``: a starved DataLoader behind a wrapper that fetches the next batch ahead
   (Ray Train's ``prepare_data_loader``), 3 epochs;
 - ``input_then_compute``: 10 s of steps starved by a slow DataLoader (input-bound), then
@@ -14,7 +15,9 @@ JSON on the last line: ``lib_shapes.py SHAPE``.
 
 import io
 import json
+import os
 import sys
+import threading
 import time
 
 import torch
@@ -48,6 +51,16 @@ def accum_slow():
 
 
 def idle_after():
+    """Trains in a thread of its own (as a Ray Train worker's function), then idles."""
+    t = threading.Thread(target=train_then_return)
+    t.start()
+    t.join()
+    own["pid"] = os.getpid()
+    say()
+    time.sleep(600)  # idles after its last step, alive, until killed
+
+
+def train_then_return():
     model, opt = model_opt()
     x, y = torch.randn(4, 8), torch.randn(4, 1)
     for _ in range(30):
@@ -56,8 +69,6 @@ def idle_after():
         opt.step()
         time.sleep(0.01)
         own["steps"] += 1
-    say()
-    time.sleep(600)  # idles after its last step, alive, until killed
 
 
 class Slow(Dataset):
