@@ -72,7 +72,7 @@ if st is None or not st.torch_patched:
     sys.exit("the hook did not arm: run under perftop run")
 owners = [torch, torch.autograd, torch.Tensor, torch.nn.Module, torch.optim.Optimizer,
           torch.optim.SGD, dl._BaseDataLoaderIter, dl._SingleProcessDataLoaderIter,
-          torch.autograd.grad_mode.no_grad]
+          torch.serialization]
 tr = st.tracker
 kept = tr.on_step, tr.on_between  # the detector's callbacks stay: undo would drop them
 patched = [dict(o.__dict__) for o in owners]

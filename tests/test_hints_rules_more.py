@@ -140,14 +140,26 @@ def test_input_bound_bursts_every_num_workers_steps() -> None:
 # --- CPU and workers ----------------------------------------------------------------
 
 
+def _job(main: float, worker: float, nw: int) -> tuple[ProcRow, ...]:
+    """The job's processes as the probe sees them: the trainer and its workers' CPU %."""
+    workers = tuple(ProcRow(PID + 1 + i, PID, cpu_percent=worker) for i in range(nw))
+    return (ProcRow(PID, 1, cpu_percent=main), *workers)
+
+
 def test_too_many_workers_on_busy_cores() -> None:
-    def s(cpu: float) -> Snapshot:
-        return snap(0.0, nw=12, busy=0.9, host=HostRow(cpu_count=8, cpu_percent=cpu))
+    def s(cpu: float, procs: tuple[ProcRow, ...] = _job(100.0, 60.0, 12)) -> Snapshot:
+        host = HostRow(cpu_count=8, cpu_percent=cpu)
+        return snap(0.0, nw=12, busy=0.9, host=host, procs=procs)
 
     h = evaluate(s(97.0))[0]["too-many-workers"]
     assert any("at most 7 workers" in a for a in h.advice)
+    assert any("the job uses 8.2 cores" in e for e in h.evidence)
     assert not fires("too-many-workers", s(89.0))
     assert not fires("too-many-workers", replace(s(97.0), loaders=snap(nw=8).loaders))
+    # Other jobs fill the host (issue 44: the job's main process at 53%, its workers
+    # mostly waiting): nothing about the job's settings; nor where no probe measured it.
+    assert not fires("too-many-workers", s(97.0, _job(53.0, 4.0, 12)))
+    assert not fires("too-many-workers", s(97.0, ()))
 
 
 def test_too_many_workers_idle_with_hysteresis() -> None:

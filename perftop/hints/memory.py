@@ -147,6 +147,16 @@ def _duration(s: float) -> str:
     return f"{s / 3600:.1f} h"
 
 
+# A hint about the job's own settings needs the job to fill the cores, not other users.
+JOB_SHARE = 0.7
+
+
+def job_cores(snap: Snapshot) -> float:
+    """The cores the job's live processes (trainers and workers) keep busy, as the process
+    probe measures them; 0 where it has measured none."""
+    return sum(p.cpu_percent or 0.0 for p in snap.processes if p.alive) / 100.0
+
+
 def too_many_workers(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     lp = loop(snap)
     ld = lp.loader if lp is not None else None
@@ -156,8 +166,12 @@ def too_many_workers(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     cpu = snap.host.cpu_percent
     ev: list[str] = []
     advice: list[str] = []
-    if cores and nw > cores and cpu is not None and cpu >= CPU_BUSY:
-        ev.append(f"{nw} workers on {count(cores, 'core')}, the host CPU {cpu:.0f}% busy")
+    job = job_cores(snap)
+    if cores and nw > cores and cpu is not None and cpu >= CPU_BUSY and job >= JOB_SHARE * cores:
+        ev.append(
+            f"{nw} workers on {count(cores, 'core')}, the host CPU {cpu:.0f}% busy; "
+            f"the job uses {job:.1f} cores"
+        )
         advice.append(
             f"Use at most {max(1, cores - 1)} workers: more only take turns on the cores."
         )
@@ -222,8 +236,8 @@ def cpu_oversubscribed(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     wthreads = sum(w.torch_threads or 1 for w in workers)
     if not busy_main or threads + wthreads <= cores:
         return []
-    job = sum(p.cpu_percent or 0.0 for p in snap.processes if p.alive) / 100.0
-    if job < 0.7 * cores:
+    job = job_cores(snap)
+    if job < JOB_SHARE * cores:
         return []  # the host is busy with other work, not with this job
     parts = [f"{threads} torch threads in the training process" + ("es" if len(main) > 1 else "")]
     if workers:

@@ -26,10 +26,11 @@ class SessionHints(HintEngine):
     ) -> tuple[Hint, ...]:
         if window is None:  # whole-run figures: every hint shown during the run, and more
             return merge(self.whole_run(), self._whole(whole, key))
-        shown = self.active()
-        if snap.meta.ended:  # the job is over: the whole-run verdict joins what held live
-            shown = merge(shown, self._whole(whole, key))
-        return shown
+        if snap.meta.ended:
+            # The job is over: what the run showed (a hint that left before the end too,
+            # its moments kept), and the whole-run verdict's own.
+            return merge(self.whole_run(), self._whole(whole, key))
+        return self.active()
 
     def _whole(self, whole: Callable[[], Snapshot], key: int) -> tuple[Hint, ...]:
         if self._verdict_at != key:

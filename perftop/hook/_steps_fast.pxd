@@ -54,7 +54,8 @@ cdef class StepTracker:
     cdef public object on_open, clock, region, ng_sites, pend_loader
     cdef public bint gap_eval, pend_got
     cdef public unsigned long fetch_thread, main_thread
-    cdef public double gap_t0, gap_t1, save_s, save_t0, pend_t0, pend_t1
+    cdef public double gap_t0, gap_t1, save_s, save_t0, save_end, pend_t0, pend_t1
+    cdef public bint save_alone
     cdef public set train_loaders
     cdef public dict ring_phases
 
@@ -77,6 +78,4 @@ cdef object _opt_pre(object tr, object opt, object args, object kwargs)
 cdef object _opt_post(object tr, object opt, object args, object kwargs)
 cdef int _backward_done(object tr, double t0, double t1, bint ok, object first) except -1
 cdef int _grad_done(object tr, double t0, double t1, bint ok, object first) except -1
-cdef int _enter_done(object tr, double t0, double t1, bint ok, object ctx) except -1
-cdef int _exit_done(object tr, double t0, double t1, bint ok, object ctx) except -1
 cdef int _next_done(object tr, double t0, double t1, bint ok, object it) except -1

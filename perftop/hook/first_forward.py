@@ -37,6 +37,7 @@ from typing import Any
 
 from perftop.hook.importwatch import after_import
 from perftop.hook.state import HookState
+from perftop.hook.steps import OPTIMIZER
 from perftop.wire import DATA_WAIT_NOTE
 
 _perf = time.perf_counter
@@ -53,15 +54,18 @@ class FirstForward:
         self.noted = False
         self.in_wrapper = 0  # inside a torch.compile(model) wrapper's call
         self.t0 = self.c0 = 0.0  # wall and the training thread's CPU time when armed
+        self.timed = False  # the step's wait behind a feeder is timed (else grad mode only)
 
     def arm(self) -> None:
         """Starts the wait (again, where armed already: a new step's) on the training
         thread, where the tracker calls it."""
         if self.off:
             return
-        if threading.get_ident() != self.tracker.thread:
+        tr = self.tracker
+        if threading.get_ident() != tr.thread:
             self.disarm()  # another thread's CPU clock: this step's wait unseen
             return
+        self.timed = tr.timing and not tr.has_fetch
         self.t0, self.c0 = _perf(), _cpu()
         if self.handle is None:
             try:
@@ -69,8 +73,8 @@ class FirstForward:
             except Exception:
                 self.state.internal_error("forward pre-hook")
                 return
-        # timed from here: a step with no forward after this waited for none
-        self.tracker.first_forward(0.0)
+        if self.timed:  # timed from here: a step with no forward after this waited for none
+            tr.first_forward(0.0)
 
     def disarm(self) -> None:
         h, self.handle = self.handle, None
@@ -87,15 +91,46 @@ class FirstForward:
         tr = self.tracker
         if threading.get_ident() != tr.thread:
             return  # another thread's module call (a feeder's): not the training loop's
+        t = _perf()
+        if tr.region is self:  # inside the pass this hook began: until grad is on again
+            if tr.grad():
+                self.disarm()
+                tr.no_grad(False, self, t)  # the pass ends here (and arms again if timing)
+            return
+        if self.timed:
+            self.timed = False
+            self.timed_wait(tr, t)
+        if not tr.grad() and self.may_begin(tr):
+            tr.no_grad(True, self, t)
+            if tr.region is self:
+                return  # a pass began: watching for its end
         self.disarm()
-        wait = max(0.0, _perf() - self.t0 - (_cpu() - self.c0))
+
+    @staticmethod
+    def may_begin(tr: Any) -> bool:
+        """Whether a forward with grad off can begin a pass here: not before training, not
+        inside one or inside an optimizer's step; not inside a step that an optimizer (or
+        ``perftop.step()``) ends once it has begun (a teacher's forward, a target network)."""
+        if tr.thread == 0 or (tr.in_gap and not tr.save_alone) or tr.in_opt is not None:
+            return False  # (after a checkpoint's saves, an evaluation joins its pass)
+        return not (
+            tr.running
+            and tr.mode >= OPTIMIZER
+            and (tr.has_bwd or tr.has_fetch or tr.mark is None)
+            and tr.active()
+        )
+
+    def timed_wait(self, tr: Any, t: float) -> None:
+        wait = max(0.0, t - self.t0 - (_cpu() - self.c0))
         if tr.in_opt is not None:
             # A closure's forward, inside ``opt.step(closure)`` (LBFGS): the time since
             # the optimizer step began is that step's, so the wait is at most what came
             # before it (none when armed inside it, after a closure's backward).
             wait = min(wait, max(0.0, tr.opt_t0 - self.t0))
         tr.first_forward(wait)
-        if not self.noted and tr.fwd_wait >= 0.0:
+        # Said once a step's forward came with no fetch before it: a step after one that
+        # made none (a prefetching wrapper's epoch end) that fetches is the loader's.
+        if not self.noted and tr.fwd_wait >= 0.0 and not (tr.has_fetch or tr.pend):
             self.noted = True
             self.state.sender.note("info", DATA_WAIT_NOTE)
 

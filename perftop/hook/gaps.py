@@ -31,8 +31,8 @@ before any training, one on another thread than main; it is reported as
 An interval still open when the job exits (a final test pass after the last step) ends
 at the exit.
 
-It closes at the loop's next training activity (a ``torch.save`` on its own, once
-training was seen: when it returns): a grad-enabled batch from a training
+It closes at the loop's next training activity (saves on their own, once training was
+seen: where the last of them returned, so a burst of saves is one checkpoint): a grad-enabled batch from a training
 loader, ``backward()``, an optimizer step, ``perftop.step()``. The kind: ``checkpoint``
 for the time inside ``torch.save``, ``eval`` for the rest when evaluation batches were
 seen (a gap with only saves is all ``checkpoint``). An interval begins where its pass does
@@ -62,7 +62,13 @@ if TYPE_CHECKING:  # the tracker whose rare paths these are (no import at run ti
 
 # Where a no_grad region is torch's own housekeeping, not a pass over data: a module's
 # .to()/.cpu() (Module._apply), weight init, an optimizer's or clipping's internals.
-_HOUSEKEEPING = tuple(os.sep + os.path.join("torch", d) + os.sep for d in ("nn", "optim"))
+# A forward run by autograd (a Function's, activation checkpointing's recomputation) is a
+# step's own work, never a pass.
+_HOUSEKEEPING = (
+    *(os.sep + os.path.join("torch", d) + os.sep for d in ("nn", "optim", "autograd")),
+    os.sep + os.path.join("torch", "utils", "checkpoint.py"),
+)
+_MODULE_CALL = os.sep + os.path.join("torch", "nn", "modules", "module.py")
 _OURS = os.sep + os.path.join("perftop", "hook") + os.sep
 _TORCH = os.sep + "torch" + os.sep  # torch's own frames: a decorator's wrapper
 _MAX_SITES = 4096  # sites remembered (code lines: a real loop has a handful)
@@ -77,7 +83,8 @@ def reset(tr: Tracker) -> None:
     tr.gap_t0 = 0.0
     tr.gap_t1 = 0.0  # where the last interval ended
     tr.gap_eval = False
-    tr.save_s = tr.save_t0 = 0.0
+    tr.save_s = tr.save_t0 = tr.save_end = 0.0
+    tr.save_alone = False  # a checkpoint of saves alone: it ends where its last save did
     tr.pend = False  # a batch from an unknown loader: eval, or training if training follows
     tr.pend_t0 = tr.pend_t1 = 0.0
     tr.pend_got = False
@@ -115,8 +122,13 @@ def enter(tr: Tracker, t: float, is_eval: bool, seen: bool = True) -> None:
         tr.gap_eval = True
 
 
-def end(tr: Tracker, t: float) -> None:
-    """Training resumed at ``t``."""
+def end(tr: Tracker, t: float) -> float:
+    """Training resumed at ``t``. A checkpoint of saves only (a burst: model, optimizer,
+    state) is one pass from its first save's start to its last save's return: what comes
+    after that is the next step's (its batch, its forward)."""
+    if tr.save_alone and not tr.gap_eval:
+        t = max(tr.gap_t0, min(t, tr.save_end))
+    tr.save_alone = False
     tr.in_gap = False
     tr.region = None
     tr.gap_t1 = t
@@ -129,13 +141,15 @@ def end(tr: Tracker, t: float) -> None:
         tr.hole = 0.0
     cb = tr.on_between
     if cb is None or length <= 0.0:
-        return
+        return t
     save = min(tr.save_s, length)
     if save > 0.0 and tr.gap_eval:
         cb(CHECKPOINT, tr.save_t0, save)
-        cb(EVAL, tr.gap_t0, length - save)
+        # an evaluation after the checkpoint's saves begins where they ended
+        cb(EVAL, tr.save_end if tr.save_t0 <= tr.gap_t0 else tr.gap_t0, length - save)
     else:
         cb(CHECKPOINT if save > 0.0 else EVAL, tr.gap_t0, length)
+    return t
 
 
 def saved(tr: Tracker, t0: float, t1: float) -> None:
@@ -147,11 +161,12 @@ def saved(tr: Tracker, t0: float, t1: float) -> None:
     if tr.save_s == 0.0:
         tr.save_t0 = t0
     tr.save_s += t1 - t0
+    tr.save_end = t1
     tr.last_end = t1
     if alone and tr.thread != 0:
-        # A checkpoint on its own is its own time: what follows it (the next batch, the
-        # next forward) is the next step's.
-        end(tr, t1)
+        # A checkpoint on its own, once training was seen: the saves until training resumes
+        # are one pass (end() cuts it at the last save's return).
+        tr.save_alone = True
 
 
 def pend_fetch(tr: Tracker, t0: float, t1: float, got: bool, loader: Any) -> None:
@@ -182,8 +197,7 @@ def training(tr: Tracker, t: float) -> bool:
             if tr.on_fetched is not None:
                 tr.on_fetched()
     elif tr.in_gap:
-        end(tr, t)
-        ended = True
+        ended = end(tr, t) >= t  # else the next step began earlier: at a checkpoint's end
     if tr.fetch_loader is not None:
         tr.train_loaders.update(tr.fetch_loader)
         tr.fetch_loader = None
@@ -192,7 +206,7 @@ def training(tr: Tracker, t: float) -> bool:
 
 def region_enter(tr: Tracker, ctx: Any, t: float) -> None:
     """A ``no_grad`` region entered with grad on at ``t`` (module docstring)."""
-    if tr.thread == 0 or tr.in_gap or tr.pend or tr.in_opt is not None:
+    if tr.thread == 0 or (tr.in_gap and not tr.save_alone) or tr.pend or tr.in_opt is not None:
         return  # before training (a model's init), inside an optimizer step (LBFGS's)
     site = _site()
     if site is None:
@@ -255,8 +269,8 @@ _FILE_KINDS: dict[str, int] = {}
 
 
 def _file_kind(name: str) -> int:
-    if _OURS in name:
-        kind = _SKIP
+    if _OURS in name or name.endswith(_MODULE_CALL):
+        kind = _SKIP  # perftop's frames; Module.__call__'s machinery around a forward
     elif any(p in name for p in _HOUSEKEEPING):
         kind = _HOUSE
     else:

@@ -87,6 +87,7 @@ class Sender:
         # Told the perf_counter time of the next send on the training thread (INF: none),
         # which the step tracker compares each step's end with (HookState wires it).
         self.on_due: Callable[[float], None] | None = None
+        self.on_tick: Callable[[], None] | None = None  # the sender thread's, each interval
         self._reset()
         os.register_at_fork(after_in_child=self._reset)
 
@@ -192,6 +193,11 @@ class Sender:
         # finds ``closed`` at its next wake.
         while not self.closed:
             time.sleep(self.interval)
+            if self.on_tick is not None:
+                try:
+                    self.on_tick()
+                except Exception:
+                    self.errors += 1
             self.drain()
             if self.inbox is not None:
                 self.inbox.poll(self)

@@ -63,6 +63,8 @@ class Tracker(Protocol):
     gap_t1: float
     save_s: float
     save_t0: float
+    save_end: float
+    save_alone: bool
     pend_t0: float
     pend_t1: float
     # objects

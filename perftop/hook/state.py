@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from perftop.events import Between, BetweenOpen, CaptureAsk, Event, Hello
+from perftop.events import Between, BetweenOpen, CaptureAsk, Event, Hello, HookClose
 from perftop.hook import impl
 from perftop.hook.sender import Sender, debug
 
@@ -54,6 +54,8 @@ class HookState:
         # at or after the next due time, which the sender tells it.
         self.tracker.on_flush = self.sender.pump
         self.sender.on_due = self.due
+        self.sender.on_tick = self.tick
+        self.trained_out = False  # the training thread ended: its steps all went out
         self.handles: list[Any] = []  # torch hook handles (have .remove())
         self.undo: list[Callable[[], None]] = []
         self.errors: dict[str, int] = {}
@@ -127,6 +129,19 @@ class HookState:
         once, since the interval may be long and no step ends in it."""
         s = self.sender
         s.put(BetweenOpen(s.pid, kind, t0 + s.epoch_offset), urgent=True)
+
+    def tick(self) -> None:
+        """The sender thread's check, each interval: where the training thread has ended
+        (a Ray Train worker's training function returned; the process lives on, idle),
+        its last step ends where its last activity did and the hook's stream of steps
+        ends (``HookClose``): the process idling from now on is no stalled step, and a
+        kill later cuts nothing short."""
+        tr = self.tracker
+        if self.trained_out or not tr.thread or tr.thread in sys._current_frames():
+            return
+        self.trained_out = True
+        tr.flush()
+        self.sender.put(HookClose(time.time(), self.sender.pid))
 
     def due(self, t: float) -> None:
         """The sender's next send on the training thread (perf_counter; INF: none)."""

@@ -6,8 +6,9 @@ first); a ``backward()`` (or, in loops without one, ``torch.autograd.grad``; a b
 inside another, reentrant checkpointing, counts once); a DataLoader batch. Weaker sources close a step lazily, at the
 start of the next activity, so a manual SGD update after ``backward()`` stays in its step.
 Until an optimizer or an explicit step is seen, steps of the weaker sources are held back
-(``HOLD_STEPS`` steps or ``HOLD_S`` seconds) and merged into the optimizer's step if one
-comes, as after the micro-batches of gradient accumulation; batches fetched before the
+(``HOLD_STEPS`` steps, never a time: however long the first update takes to come, the
+count of steps is the same) and merged into the optimizer's step if one comes, as after
+the micro-batches of gradient accumulation; batches fetched before the
 first ``backward()`` (one a prefetcher fetches ahead) are merged into its step.
 
 The training thread is the one calling backward, the optimizer or ``perftop.step()``:
@@ -35,12 +36,11 @@ from typing import Any
 from perftop.hook import gaps
 from perftop.hook import passthrough as plain
 from perftop.hook import steps_cold as cold
-from perftop.wire import REC_T0, STEP_SOURCES
+from perftop.wire import STEP_SOURCES
 
 NONE, LOADER, BACKWARD, OPTIMIZER, EXPLICIT = 0, 1, 2, 3, 4
 SOURCES = STEP_SOURCES  # index = mode
 HOLD_STEPS = 64
-HOLD_S = 5.0
 LOADER_KEY = "_perftop_loader"  # set on DataLoader iterators: which loader they iterate
 _INF = float("inf")
 # The ring the sender reads steps from (ring.py): a step is the wire's record (STEP_RECORD,
@@ -195,8 +195,9 @@ class StepTracker:
         self.fwd_wait = -1.0
         # No DataLoader fetch in the last step: time the next forward. Where backward()
         # ends steps, the backward that ends one arms it when it returns (backward_like).
+        # Armed at every step end: the next forward with grad off may begin a pass.
         self.timing = not self.has_fetch and self.mode >= BACKWARD
-        if self.timing and self.mode >= OPTIMIZER and self.on_arm is not None:
+        if self.mode >= OPTIMIZER and self.on_arm is not None:
             self.on_arm()
         self.has_fetch = self.has_bwd = False
 
@@ -236,11 +237,7 @@ class StepTracker:
     def _hold(self, step: tuple[Any, ...], t: float) -> None:
         held = self.held
         held.append(step)
-        # Batches fetched on another thread than main before any training may be a
-        # producer's, prefetched ahead of the loop: only as many steps end their hold.
-        if len(held) >= HOLD_STEPS or (
-            t - held[0][REC_T0] >= HOLD_S and self.fetch_thread in (0, self.main_thread)
-        ):
+        if len(held) >= HOLD_STEPS:
             cold.release(self)
 
     # -- sources: the hot path -------------------------------------------------------------
@@ -339,11 +336,8 @@ class StepTracker:
         self.has_bwd = True
         self.last_end = t1
         if (
-            self.timing
-            and not self.has_fetch
-            and (mode == BACKWARD or self.multi_bwd)
-            and self.on_arm is not None
-        ):
+            mode == BACKWARD or (self.timing and not self.has_fetch and self.multi_bwd)
+        ) and self.on_arm is not None:
             # Behind a feeder, the wait for the next forward's batch runs from this
             # backward's end: where backward() ends steps (no optimizer), the next step's
             # first (the step began at this backward's start; a manual update in between);
@@ -427,8 +421,8 @@ class StepTracker:
         gaps.saved(self, t0, t1)
 
     def no_grad(self, entered: bool, ctx: Any, t: float) -> None:
-        """A ``torch.no_grad()`` region entered (or left) at ``t``: at a step's start, an
-        evaluation or sampling pass between steps (see gaps.py)."""
+        """A forward with grad off began (or one with grad on came after it) at ``t``: at
+        a step's start, an evaluation or sampling pass between steps (see gaps.py)."""
         if self.thread != 0 and _thread() != self.thread:  # noqa: F821
             return
         if entered:
@@ -462,11 +456,6 @@ class StepTracker:
         passes more than the optimizer (a closure, timed the hooks' way)."""
         return _stepwrap(orig, self, _opt_pre, _opt_post, slow, "optimizer step")  # noqa: F821
 
-    def wrap_no_grad(self, orig: Any, entered: bool) -> Any:
-        """``torch.no_grad.__enter__`` or ``__exit__``: where a region starts or ends."""
-        done = _enter_done if entered else _exit_done
-        return _passthrough(orig, self, done, "no_grad")  # noqa: F821
-
     def wrap_next(self, orig: Any, grad_enabled: Any) -> Any:
         """A DataLoader iterator's ``__next__``, timed; which loader, whether grad is on."""
         self.grad_enabled = grad_enabled
@@ -495,32 +484,6 @@ def _backward_done(tr: Any, t0: float, t1: float, ok: bool, first: Any) -> int:
 def _grad_done(tr: Any, t0: float, t1: float, ok: bool, first: Any) -> int:
     t: StepTracker = tr
     t.grads(t0, t1)
-    return 0
-
-
-def _enter_done(tr: Any, t0: float, t1: float, ok: bool, ctx: Any) -> int:
-    t: StepTracker = tr
-    # C checks first: a region inside an optimizer's step (clip_grad_norm_'s) costs only
-    # these. A step that a lazy source closes (a manual update after backward()), or that
-    # only a second optimizer's step began, may hold an evaluation: gaps.py looks.
-    if not ok or t.thread == 0 or t.in_gap or t.in_opt is not None:
-        return 0
-    if (
-        t.running
-        and t.mode >= OPTIMIZER
-        and (t.has_bwd or t.has_fetch or t.mark is None)
-        and t.active()
-    ):
-        return 0
-    if ctx.prev:  # grad was on: an outermost region (not a Function's forward)
-        t.no_grad(True, ctx, t0)
-    return 0
-
-
-def _exit_done(tr: Any, t0: float, t1: float, ok: bool, ctx: Any) -> int:
-    t: StepTracker = tr
-    if t.region is not None:
-        t.no_grad(False, ctx, t1)
     return 0
 
 

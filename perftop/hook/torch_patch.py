@@ -1,5 +1,6 @@
-"""Wiring the step tracker into torch once torch is imported: optimizer steps,
-``torch.autograd.backward``, the DataLoader iterators and ``torch.save``. What torch calls
+"""Wiring the step tracker into torch once torch is imported: optimizer steps, the
+autograd engine's entry (backward, autograd.grad), the DataLoader iterators and the
+writers of ``torch.save``. What torch calls
 every step comes from the tracker (``wrap_backward``, ``wrap_next``, ``wrap_step`` or the
 optimizer hooks: ``optim_steps.py``): in the compiled build C pass-throughs and hooks that call its compiled
 functions; each calls the original first and swallows its own errors: a perftop bug must
@@ -33,25 +34,15 @@ def patch_torch(state: HookState) -> None:
     # -- optimizer: around each class's step, or torch's global hooks under dynamo ---------
     OptimizerSteps(state, optim_mod).install()
 
-    # -- backward: Tensor.backward calls torch.autograd.backward -------------------------
-    orig_backward = torch.autograd.backward
-    torch.autograd.backward = functools.update_wrapper(
-        tracker.wrap_backward(orig_backward), orig_backward
-    )
-    state.undo.append(lambda: setattr(torch.autograd, "backward", orig_backward))
+    # -- backward and autograd.grad (functional training's backward; torch.func's too): both
+    # run the engine through torch.autograd's private ``_engine_run_backward``, wrapped in
+    # torch.autograd's namespace only. torch.autograd.backward and .grad stay torch's own
+    # objects, as TorchScript, dynamo, inspect and pickling see them. ------------------------
+    _wrap_engine(state, torch.autograd, tracker)
 
-    # -- autograd.grad: functional training's backward (torch.func calls it too) ---------
-    orig_grad = torch.autograd.grad
-    torch.autograd.grad = functools.update_wrapper(tracker.wrap_grad(orig_grad), orig_grad)
-    state.undo.append(lambda: setattr(torch.autograd, "grad", orig_grad))
-
-    # -- no_grad regions: an evaluation or sampling pass between steps (gaps.py) ---------
-    ng = torch.autograd.grad_mode.no_grad
-    for name, entered in (("__enter__", True), ("__exit__", False)):
-        orig = ng.__dict__[name]
-        setattr(ng, name, functools.update_wrapper(tracker.wrap_no_grad(orig, entered), orig))
-        state.undo.append(functools.partial(setattr, ng, name, orig))
-
+    # -- no_grad regions are never patched (TorchScript compiles no_grad's own methods): a
+    # pass begins at a forward with grad off, seen by the one-shot forward pre-hook armed
+    # at each step end (first_forward.py) -------------------------------------------------
     # -- dynamo: the optimizer hooks are no-ops in a traced graph (a compiled opt.step()
     # must compile as it does without perftop: no graph break on perftop's objects) ------
     from perftop.hook.importwatch import after_import
@@ -77,22 +68,51 @@ def patch_torch(state: HookState) -> None:
     for cls in (dl._SingleProcessDataLoaderIter, dl._MultiProcessingDataLoaderIter):
         _wrap_init(state, cls, loaders, counter)
 
-    # -- torch.save: a checkpoint is time outside training steps --------------------------
-    orig_save = torch.save
+    # -- torch.save: a checkpoint is time outside training steps. torch.save stays torch's
+    # own; the private writers it calls (the zip format's, the legacy one) are wrapped in
+    # torch.serialization's namespace: a save's time is its serialization's ------------------
+    import torch.serialization as ser
 
-    @functools.wraps(orig_save)
+    for name in ("_save", "_legacy_save"):
+        orig_save = ser.__dict__.get(name)
+        if callable(orig_save):
+            setattr(ser, name, _saving(state, orig_save))
+            state.undo.append(functools.partial(setattr, ser, name, orig_save))
+
+
+def _saving(state: HookState, orig: Any) -> Any:
+    tracker = state.tracker
+
+    @functools.wraps(orig)
     def save(*args: Any, **kwargs: Any) -> Any:
         t0 = _perf()
         try:
-            return orig_save(*args, **kwargs)
+            return orig(*args, **kwargs)
         finally:
             try:
                 tracker.saved(t0, _perf())
             except Exception:
                 state.internal_error("torch.save")
 
-    torch.save = save
-    state.undo.append(lambda: setattr(torch, "save", orig_save))
+    return save
+
+
+def _wrap_engine(state: HookState, autograd: Any, tracker: Any) -> None:
+    """``autograd._engine_run_backward``: backward() passes ``accumulate_grad=True``,
+    autograd.grad() ``False``; each timed by its own pass-through (outermost call only)."""
+    orig = autograd.__dict__.get("_engine_run_backward")
+    if not callable(orig):
+        state.sender.note("info", "backward() is not timed: this torch has no engine entry")
+        return
+    bwd, grad = tracker.wrap_backward(orig), tracker.wrap_grad(orig)
+
+    def _engine_run_backward(t_outputs: Any, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("accumulate_grad", True):
+            return bwd(t_outputs, *args, **kwargs)
+        return grad(t_outputs, *args, **kwargs)
+
+    autograd._engine_run_backward = functools.update_wrapper(_engine_run_backward, orig)
+    state.undo.append(lambda: setattr(autograd, "_engine_run_backward", orig))
 
 
 def _dynamo_ignores(tracker: Any) -> None:

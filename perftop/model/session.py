@@ -219,6 +219,7 @@ class StepsReducer:
         parts["unclosed"] = tuple(
             sorted(p for p in self.series if p in self.closing and p not in self.closed)
         )
+        parts["closed"] = tuple(sorted(self.closed))
         parts["loaders"] = tuple(self.loaders.values())
         parts["worker_loader"] = dict(self.worker_loader)
 

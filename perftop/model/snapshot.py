@@ -406,6 +406,7 @@ class Snapshot:
     # Training processes with steps whose hook has not sent its last event (yet): once the
     # job ended, each lost its last steps (os._exit, a fatal signal).
     unclosed: tuple[int, ...] = ()
+    closed: tuple[int, ...] = ()  # training processes whose hook ended its steps (HookClose)
     notes: tuple[NoteRow, ...] = ()
     events: int = 0
     between: tuple[BetweenRow, ...] = ()  # time outside training steps, by kind

@@ -44,9 +44,12 @@ class StallWatch:
             return
         stalled = []  # (how long, pid, rank stats, during) of every rank stuck anew
         latest = {pid: (kind, t0, t1) for pid, kind, t0, t1 in snap.between_latest}
+        closed = set(snap.closed)
         for r in snap.ranks:
             if r.count < MIN_STEPS or r.p50 is None or not r.recent or r.pid is None:
                 continue
+            if r.pid in closed:
+                continue  # its training ended (its hook said so): idle, no step runs
             last = r.recent[-1]
             since, during = last.t1, ""
             gap = latest.get(r.pid)

@@ -1,7 +1,7 @@
 """Evaluations in loops of every shape, each timed by the loop itself. One argument, the
 shape; prints one JSON line ``{"shape": ...}`` with its steps and each pass's own time.
 
-- ``manual``: no torch.optim: ``loss.backward()`` then ``p.add_`` under ``no_grad``; a
+- ``manual``: no torch.optim: a module's ``loss.backward()`` then ``p.add_`` under ``no_grad``; a
   decorated ``evaluate()`` after each epoch's last step (the last one after the run's last
   step), then a final test pass and a ``torch.save`` after the loop;
 - ``lbfgs``: ``optimizer.step(closure)`` then a ``no_grad`` prediction after every step,
@@ -25,10 +25,20 @@ def say():
     print(json.dumps(own), flush=True)
 
 
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w1 = torch.nn.Parameter(torch.randn(64, 64))
+        self.w2 = torch.nn.Parameter(torch.randn(64, 1))
+
+    def forward(self, x):
+        return torch.tanh(x @ self.w1) @ self.w2
+
+
 def manual():
     own["shape"] = "manual"
-    w1 = torch.randn(64, 64, requires_grad=True)
-    w2 = torch.randn(64, 1, requires_grad=True)
+    net = Net()  # a module: perftop sees a pass by its forward with grad off
+    w1, w2 = net.w1, net.w2
     x, y = torch.randn(2048, 64), torch.randn(2048, 1)
     xe = torch.randn(4096, 64)
 
@@ -36,7 +46,7 @@ def manual():
     def evaluate():
         t = perf()
         for _ in range(40):
-            out = torch.tanh(xe @ w1) @ w2
+            out = net(xe)
         acc = (out > 0).float().mean().item()
         own["evals"].append(perf() - t)
         return acc
@@ -44,7 +54,7 @@ def manual():
     for _epoch in range(4):
         for j in range(30):
             xb, yb = x[j * 64 : (j + 1) * 64], y[j * 64 : (j + 1) * 64]
-            loss = torch.nn.functional.mse_loss(torch.tanh(xb @ w1) @ w2, yb)
+            loss = torch.nn.functional.mse_loss(net(xb), yb)
             loss.backward()
             with torch.no_grad():
                 for p in (w1, w2):

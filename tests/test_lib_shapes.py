@@ -1,0 +1,124 @@
+"""Loop shapes of libraries' loops (issue 44), real jobs under ``perftop run``, each checked
+against its own counters: gradient accumulation whose first update comes late, a loader
+behind a prefetching wrapper, a checkpoint made of several saves. The finite shapes run
+at once, in one module fixture."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from perftop.hints import hinted_session
+from perftop.recording import read_events
+from tests.helpers import WORKLOADS, perftop
+
+JOB = str(WORKLOADS / "lib_shapes.py")
+RECS: dict[str, Path] = {}
+SHAPES = ("accum_slow", "prefetch", "save_burst", "input_then_compute")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[dict, dict, str]]:
+    """shape -> (the job's own counters, report --json, headless summary)."""
+    procs = {}
+    for shape in SHAPES:
+        d = tmp_path_factory.mktemp(shape)
+        procs[shape] = (d, subprocess.Popen(
+            [sys.executable, "-m", "perftop", "run", "--headless", "--record",
+             str(d / "r.perftop"), "--", sys.executable, JOB, shape],
+            cwd=d, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL))  # fmt: skip
+    out: dict[str, tuple[dict, dict, str]] = {}
+    RECS.update({shape: d / "r.perftop" for shape, (d, _) in procs.items()})
+    for shape, (d, p) in procs.items():
+        so, se = p.communicate(timeout=180)
+        assert p.returncode == 0, se[-3000:]
+        own = _own(so)
+        rep = perftop("report", "--json", str(d / "r.perftop"), cwd=d)
+        assert rep.returncode == 0, rep.stderr
+        out[shape] = (own, json.loads(rep.stdout), so + se)
+    return out
+
+
+def _own(text: str) -> dict[str, Any]:
+    return next(json.loads(line) for line in reversed(text.splitlines()) if line.startswith("{"))
+
+
+def test_accumulation_counts_updates_however_late_the_first_comes(runs) -> None:
+    """4 micro-batches per update; the first update comes 7 s after the first backward.
+    The held micro-batch steps are never released as steps by time: 4 steps, 4 updates."""
+    own, rep, _ = runs["accum_slow"]
+    assert own["updates"] == 4
+    assert rep["steps"]["count"] == own["updates"], rep["steps"]
+
+
+def test_a_finished_run_keeps_the_hints_it_showed(runs) -> None:
+    """Input-bound for 10 s, shown live, then compute-bound until the end: the hint left
+    live, and the whole-run verdict does not give it. The finished run's hints (what the
+    TUI shows once the job ended) still have it, with its moments."""
+    own, rep, _ = runs["input_then_compute"]
+    s = hinted_session()
+    s.apply_all(read_events(RECS["input_then_compute"]))
+    snap = s.snapshot()  # the live view's window, as the TUI draws it
+    assert snap.meta.ended
+    hint = next((h for h in snap.hints if h.id == "input-bound"), None)
+    assert hint is not None, snap.hints
+    assert hint.seen_live and hint.until_t is not None  # it had left before the end
+
+
+def test_a_burst_of_saves_is_one_checkpoint(runs) -> None:
+    """Each checkpoint is three torch.save calls with a file's writing between them
+    (accelerate's save_state): one pass each, its time the whole burst's."""
+    own, rep, _ = runs["save_burst"]
+    s = rep["steps"]
+    assert own["saves"] == 9 and own["checkpoints"] == 3
+    assert s["count"] == own["steps"] == 30
+    cp = s["between_s"]["checkpoint"]
+    assert cp["count"] == own["checkpoints"], s["between_s"]
+    # the burst's own timer also counts the last file's writing, after the last save
+    assert sum(own["checkpoint_s"]) - 0.2 <= cp["total_s"] <= sum(own["checkpoint_s"]) + 0.01
+
+
+def test_a_prefetching_wrapper_keeps_the_loader_measure_and_input_bound(runs) -> None:
+    """A wrapper that fetches the next batch ahead (Ray Train's prepare_data_loader): each
+    epoch's last step makes no fetch of its own. The data wait stays the DataLoader's, and
+    the starved loop is input-bound, as it is without the wrapper."""
+    own, rep, _ = runs["prefetch"]
+    s = rep["steps"]
+    assert s["count"] == own["steps"] == 30
+    assert s["data_wait_source"] == "dataloader", s
+    assert s["data_wait_fraction"] > 0.5
+    assert "input-bound" in [h["id"] for h in rep["hints"]], rep["hints"]
+
+
+def test_idle_after_the_last_step_is_no_stall_and_a_kill_cuts_nothing_short(tmp_path) -> None:
+    """A Ray Train worker's shape: the training function (its own thread) returns after 30
+    steps and the process idles until it is killed. No "step 31 stalled", and all its
+    steps were counted: not "cut short"."""
+    rec = tmp_path / "r.perftop"
+    mon = subprocess.Popen(
+        [sys.executable, "-m", "perftop", "run", "--headless", "--record", str(rec), "--",
+         sys.executable, JOB, "idle_after"],
+        cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL)  # fmt: skip
+    try:
+        assert mon.stdout is not None
+        own = json.loads(next(ln for ln in mon.stdout if ln.startswith("{")))
+        time.sleep(5.0)  # idle: > MIN_STALL_S and 5x the median step
+        os.kill(own["pid"], signal.SIGKILL)
+        mon.communicate(timeout=60)
+    finally:
+        if mon.poll() is None:
+            mon.kill()
+    rep = json.loads(perftop("report", "--json", str(rec), cwd=tmp_path).stdout)
+    assert rep["steps"]["count"] == own["steps"] == 30
+    assert rep["steps"]["cut_short"] == []
+    assert rep["stalls"] == [], rep["stalls"]

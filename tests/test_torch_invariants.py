@@ -1,0 +1,39 @@
+"""perftop changes nothing a job can see of torch: every public torch submodule and
+ecosystem library imports as it does plain, and TorchScript, tracing, torch.compile and
+torch.export of modules using the grad modes (decorators and context managers) give the
+same results and errors; inspect and pickling see torch's own objects. One job
+(workloads/torch_invariants.py) run plain and under ``perftop run``, both at once."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.helpers import WORKLOADS
+
+JOB = str(WORKLOADS / "torch_invariants.py")
+
+
+def test_torch_seen_by_the_job_is_unchanged(tmp_path: Path) -> None:
+    plain_out, hooked_out = tmp_path / "plain.json", tmp_path / "hooked.json"
+    run = dict(cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+               stdin=subprocess.DEVNULL)  # fmt: skip
+    plain = subprocess.Popen([sys.executable, JOB, str(plain_out)], **run)  # type: ignore[call-overload]
+    hooked = subprocess.Popen(  # type: ignore[call-overload]
+        [sys.executable, "-m", "perftop", "run", "--headless", "--no-record", "--",
+         sys.executable, JOB, str(hooked_out)], **run)  # fmt: skip
+    p_out, p_err = plain.communicate(timeout=240)
+    h_out, h_err = hooked.communicate(timeout=240)
+    assert plain.returncode == 0, p_err[-2000:]
+    assert hooked.returncode == 0, h_err[-2000:]
+    assert " steps" in h_out + h_err  # the hook was armed: it counted the job's steps
+    a, b = json.loads(plain_out.read_text()), json.loads(hooked_out.read_text())
+    # the record is a real one: scripted no_grad works plain, ignite and the walk imported
+    assert a["1 script scripted_fn"].startswith("'T(")
+    assert a["1 import ignite"] == "'ignite'"
+    assert a["1 import torch.distributed.optim"] == "'torch.distributed.optim'"
+    assert sum(k.startswith("1 import torch.") for k in a) > 300
+    diff = {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
+    assert not diff, json.dumps(diff, indent=1)[:4000]

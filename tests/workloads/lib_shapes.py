@@ -1,0 +1,151 @@
+"""Loop shapes that libraries' loops have (issue 44), each with its own counters printed as
+JSON on the last line: ``lib_shapes.py SHAPE``.
+
+- ``accum_slow``: gradient accumulation, 4 micro-batches per update, the first update's
+  micro-batches slow (1.8 s each: the first update comes 7 s after the first backward);
+- ``idle_after``: 30 steps in a thread that then returns; the process idles (as a Ray
+  Train worker does) until killed;
+- ``prefetch``: a starved DataLoader behind a wrapper that fetches the next batch ahead
+  (Ray Train's ``prepare_data_loader``), 3 epochs;
+- ``input_then_compute``: 10 s of steps starved by a slow DataLoader (input-bound), then
+  14 s of steps on batches in memory (the loop is compute-bound until the end);
+- ``save_burst``: 3 epochs of steps, each followed by one checkpoint made of three
+  ``torch.save`` calls (model, optimizer, state: ``accelerator.save_state``).
+"""
+
+import io
+import json
+import os
+import sys
+import threading
+import time
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+torch.manual_seed(0)
+torch.set_num_threads(1)
+own = {"updates": 0, "steps": 0, "saves": 0, "checkpoints": 0, "checkpoint_s": []}
+
+
+def say():
+    print(json.dumps(own), flush=True)
+
+
+def model_opt():
+    model = torch.nn.Linear(8, 1)
+    return model, torch.optim.SGD(model.parameters(), lr=0.01)
+
+
+def accum_slow():
+    model, opt = model_opt()
+    x, y = torch.randn(4, 8), torch.randn(4, 1)
+    for update in range(4):
+        for _micro in range(4):
+            if update == 0:
+                time.sleep(1.8)  # the first update's micro-batches: data loading warms up
+            ((model(x) - y) ** 2).mean().backward()
+        opt.step()
+        opt.zero_grad()
+        own["updates"] += 1
+
+
+def idle_after():
+    """Trains in a thread of its own (as a Ray Train worker's function), then idles."""
+    t = threading.Thread(target=train_then_return)
+    t.start()
+    t.join()
+    own["pid"] = os.getpid()
+    say()
+    time.sleep(600)  # idles after its last step, alive, until killed
+
+
+def train_then_return():
+    model, opt = model_opt()
+    x, y = torch.randn(4, 8), torch.randn(4, 1)
+    for _ in range(30):
+        opt.zero_grad()
+        ((model(x) - y) ** 2).mean().backward()
+        opt.step()
+        time.sleep(0.01)
+        own["steps"] += 1
+
+
+class Slow(Dataset):
+    def __len__(self):
+        return 40
+
+    def __getitem__(self, i):
+        time.sleep(0.004)  # 16 ms per batch of 4, loaded in the loop: starved
+        return torch.randn(8), torch.randn(1)
+
+
+class Prefetch:
+    """Fetches the next batch before handing out the current one (the last batch of an
+    epoch then makes no fetch of its own)."""
+
+    def __init__(self, loader):
+        self.loader = loader
+
+    def __iter__(self):
+        it = iter(self.loader)
+        nxt = next(it, None)
+        while nxt is not None:
+            cur, nxt = nxt, next(it, None)
+            yield cur
+
+
+def prefetch():
+    model, opt = model_opt()
+    for _epoch in range(3):
+        for x, y in Prefetch(DataLoader(Slow(), batch_size=4)):
+            opt.zero_grad()
+            ((model(x) - y) ** 2).mean().backward()
+            opt.step()
+            time.sleep(0.002)
+            own["steps"] += 1
+
+
+def input_then_compute():
+    model, opt = model_opt()
+    t_end = time.perf_counter() + 10
+    while time.perf_counter() < t_end:
+        for x, y in DataLoader(Slow(), batch_size=4):
+            opt.zero_grad()
+            ((model(x) - y) ** 2).mean().backward()
+            opt.step()
+            own["steps"] += 1
+    x, y = torch.randn(4, 8), torch.randn(4, 1)
+    t_end = time.perf_counter() + 14
+    while time.perf_counter() < t_end:
+        opt.zero_grad()
+        ((model(x) - y) ** 2).mean().backward()
+        opt.step()
+        t = time.perf_counter()
+        while time.perf_counter() - t < 0.02:  # the model's own compute
+            pass
+        own["steps"] += 1
+
+
+def save_burst():
+    model, opt = model_opt()
+    x, y = torch.randn(4, 8), torch.randn(4, 1)
+    for _epoch in range(3):
+        for _ in range(10):
+            opt.zero_grad()
+            ((model(x) - y) ** 2).mean().backward()
+            opt.step()
+            own["steps"] += 1
+        t = time.perf_counter()
+        for obj in (model.state_dict(), opt.state_dict(), {"epoch": _epoch}):
+            torch.save(obj, io.BytesIO())
+            own["saves"] += 1
+            time.sleep(0.05)  # writing each file
+        own["checkpoint_s"].append(time.perf_counter() - t)
+        own["checkpoints"] += 1
+
+
+if __name__ == "__main__":
+    {"accum_slow": accum_slow, "idle_after": idle_after, "prefetch": prefetch,
+     "input_then_compute": input_then_compute, "save_burst": save_burst}[sys.argv[1]]()  # fmt: skip
+    say()

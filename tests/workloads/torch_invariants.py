@@ -1,0 +1,187 @@
+"""What a job sees of torch: run plain and under perftop, the two JSON files must be equal.
+
+Imports every public torch submodule (walking the package) and ecosystem libraries, then
+scripts, traces, compiles and exports small modules that use torch's grad modes as
+decorators and context managers; records each result or error (type and message), the
+signatures ``inspect`` reads and what pickling sees. Writes the record to ``argv[1]``."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import inspect
+import io
+import json
+import pickle
+import pkgutil
+import re
+import sys
+import warnings
+
+import torch
+
+OUT: dict[str, str] = {}
+PASS = ["1"]
+# Needs hardware or a toolchain this CPU host lacks; imported or not, the two runs agree
+# anyway: this is only where a walk would take minutes (compilers' backends).
+SLOW = ("torch._inductor", "torch.testing._internal", "torch.onnx._internal")
+
+
+def record(name: str, fn):
+    buf = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(buf), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = fn()
+        text = repr(res)
+    except BaseException as e:
+        text = f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
+    text += "|out:" + buf.getvalue() if buf.getvalue() else ""
+    OUT[PASS[0] + " " + name] = re.sub(r"0x[0-9a-f]+", "0x?", text)  # addresses differ
+
+
+def walk() -> None:
+    names = []
+    for m in pkgutil.walk_packages(torch.__path__, "torch.", onerror=lambda _: None):
+        parts = m.name.split(".")
+        if any(p.startswith("_") for p in parts[1:]) or m.name.startswith(SLOW):
+            continue
+        names.append(m.name)
+    for name in sorted(names):
+        record("import " + name, lambda n=name: importlib.import_module(n).__name__)
+    for lib in ("ignite", "ignite.engine", "ignite.metrics", "ignite.handlers", "ignite.contrib"):
+        record("import " + lib, lambda n=lib: importlib.import_module(n).__name__)
+
+
+class Modes(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            a = x * 2
+        with torch.enable_grad():
+            b = x + 1
+        with torch.set_grad_enabled(False):
+            c = x - 1
+        with torch.autocast("cpu", enabled=False):
+            d = x * 3
+        return a + b + c + d
+
+
+class Inference(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.inference_mode():
+            return x * 2
+
+
+@torch.no_grad()
+def deco_no_grad(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+
+
+@torch.enable_grad()
+def deco_enable_grad(x: torch.Tensor) -> torch.Tensor:
+    return x + 1
+
+
+@torch.inference_mode()
+def deco_inference(x: torch.Tensor) -> torch.Tensor:
+    return x - 1
+
+
+@torch.set_grad_enabled(False)
+def deco_set_grad(x: torch.Tensor) -> torch.Tensor:
+    return x * 5
+
+
+@torch.autocast("cpu", dtype=torch.bfloat16)
+def deco_autocast(x: torch.Tensor) -> torch.Tensor:
+    return (x @ x.t()).float()
+
+
+def scripted_fn(x: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        y = x * 2
+    return y + 1
+
+
+def show(t) -> str:
+    if isinstance(t, torch.Tensor):
+        return f"T{tuple(t.shape)} {t.dtype} rg={t.requires_grad} {t.detach().float().sum():.4f}"
+    return repr(t)
+
+
+def compiles() -> None:
+    x = torch.arange(6.0).reshape(2, 3).requires_grad_()
+    fns = {
+        "deco_no_grad": deco_no_grad,
+        "deco_enable_grad": deco_enable_grad,
+        "deco_inference": deco_inference,
+        "deco_set_grad": deco_set_grad,
+        "deco_autocast": deco_autocast,
+        "scripted_fn": scripted_fn,
+    }
+    mods = {"Modes": Modes(), "Inference": Inference()}
+    for name, f in {**fns, **mods}.items():
+        record(f"eager {name}", lambda f=f: show(f(x)))
+        record(f"script {name}", lambda f=f: show(torch.jit.script(f)(x)))
+        record(f"trace {name}", lambda f=f: show(torch.jit.trace(f, (x,), check_trace=False)(x)))
+        record(f"compile {name}", lambda f=f: show(torch.compile(f, backend="eager")(x)))
+    for name, m in mods.items():
+        record(
+            f"export {name}", lambda m=m: show(torch.export.export(m, (x.detach(),)).module()(x))
+        )
+    for name, obj in {
+        "no_grad": torch.no_grad,
+        "enable_grad": torch.enable_grad,
+        "inference_mode": torch.inference_mode,
+        "set_grad_enabled": torch.set_grad_enabled,
+        "autocast": torch.autocast,
+        "backward": torch.autograd.backward,
+        "grad": torch.autograd.grad,
+        "save": torch.save,
+        "load": torch.load,
+        "compile": torch.compile,
+        "Module.compile": torch.nn.Module.compile,
+        "Module.__call__": torch.nn.Module.__call__,
+        "Tensor.to": torch.Tensor.to,
+        "Tensor.backward": torch.Tensor.backward,
+        "Optimizer.step": torch.optim.SGD.step,
+        "DataLoader.__iter__": torch.utils.data.DataLoader.__iter__,
+    }.items():
+        record(f"signature {name}", lambda o=obj: str(inspect.signature(o)))
+        record(f"source {name}", lambda o=obj: len(inspect.getsource(o)))
+        record(f"pickle {name}", lambda o=obj: pickle.loads(pickle.dumps(o)) is o)
+    for name, cls in {
+        "no_grad": torch.no_grad,
+        "enable_grad": torch.enable_grad,
+        "set_grad_enabled": torch.set_grad_enabled,
+        "inference_mode": torch.inference_mode,
+    }.items():
+        record(f"dict {name}", lambda c=cls: sorted(k for k in vars(c) if not k.startswith("__d")))
+        for attr in ("__init__", "__enter__", "__exit__", "clone"):
+            f = vars(cls).get(attr)
+            if f is not None:
+                record(f"code {name}.{attr}", lambda f=f: getattr(f, "__code__", f).co_filename)
+
+
+def train() -> None:
+    """A few real steps, so the hook's tracker is live during what follows."""
+    m = torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    for _ in range(3):
+        loss = m(torch.randn(4, 3)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    buf = io.BytesIO()
+    torch.save(m.state_dict(), buf)
+
+
+if __name__ == "__main__":
+    train()
+    compiles()
+    walk()
+    PASS[0] = "2"
+    train()
+    compiles()  # again, after every import: the second time must agree too
+    with open(sys.argv[1], "w") as f:
+        json.dump(OUT, f, indent=0, sort_keys=True)
