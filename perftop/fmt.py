@@ -5,7 +5,7 @@ from __future__ import annotations
 NA = "N/A"
 
 
-WHAT_HANGS = {"eval": "evaluation", "checkpoint": "checkpoint"}
+WHAT_HANGS = {"eval": "evaluation", "checkpoint": "checkpoint", "collective": "a collective"}
 
 
 def stall_words(

@@ -145,13 +145,11 @@ class CommReducer:
         parts["comm"] = CommStats(
             tuple(ranks),
             _straggler(per_pid, last_count, len(matched), step_p50, self.who),
-            self._hangs(matched, waits, bool(getattr(parts.get("meta"), "ended", False))),
+            self._hangs(matched, bool(getattr(parts.get("meta"), "ended", False))),
             "; ".join(sorted(set(self.why.values()))) if not matched else "",
         )
 
-    def _hangs(
-        self, matched: list[Any], waits: dict[Any, list[float]], ended: bool
-    ) -> tuple[HangRow, ...]:
+    def _hangs(self, matched: list[Any], ended: bool) -> tuple[HangRow, ...]:
         rows = []
         seen = set()
         for key, by in self.waiting.items():
@@ -161,16 +159,16 @@ class CommReducer:
             waited = max(w.waited_s for w in by.values()) + (
                 max(0.0, self.last_t - latest) if ongoing else 0.0
             )
-            typical = percentile(sorted(sum((v for (p, g, o), v in waits.items()
-                                             if g == key[0] and o == first.op), [])), 95.0)  # fmt: skip
+            typical = percentile(sorted(self._usual(key[0], first.op, matched)), 95.0)
             threshold = max(HANG_FACTOR * (typical or 0.0), HANG_AFTER_S)
             desync = len({v[0] for v in self.colls.get(key, {}).values()}) > 1
             if waited < threshold and not desync:
                 continue
             seen.add(key)
+            seen_t = first.t_created + threshold  # entered after this: missing at the hang
             rows.append(HangRow(key[0], key[1], first.op, first.sizes, first.t_created,
-                                round(waited, 3), threshold, self._where(key, by), desync,
-                                ongoing))  # fmt: skip
+                                round(waited, 3), threshold, self._where(key, by, seen_t),
+                                desync, ongoing))  # fmt: skip
         for key, by in matched:
             if key not in seen and len({v[0] for v in by.values()}) > 1 and len(rows) < 16:
                 v = next(iter(by.values()))
@@ -178,7 +176,19 @@ class CommReducer:
                                     self._where(key, {}), True, False))  # fmt: skip
         return tuple(rows)
 
-    def _where(self, key: tuple[str, int], waiting: dict[int, CollWaiting]) -> tuple[HangRank, ...]:
+    def _usual(self, pg: str, op: str, matched: list[Any]) -> list[float]:
+        """The waits of ``op`` in ``pg`` at collectives that never hung (their usual time)."""
+        out = []
+        for key, by in matched:
+            if key[0] == pg and key not in self.waiting:
+                end = max(v[3] for v in by.values())
+                out += [end - v[3] for v in by.values() if v[0] == op]
+        return out
+
+    def _where(
+        self, key: tuple[str, int], waiting: dict[int, CollWaiting], by_t: float | None = None
+    ) -> tuple[HangRank, ...]:
+        """Each rank of the group: entered (by ``by_t``, when the hang was seen) or not."""
         pg, seq = key
         group = set(self.members.get(pg, set()))
         if pg in DEFAULT_PGS:
@@ -187,14 +197,16 @@ class CommReducer:
         out = []
         for pid in sorted(group, key=lambda p: (self.who.get(p, (None, ""))[0] or 0, p)):
             rank = self.who.get(pid, (None, ""))[0]
-            if pid in entered or pid in waiting:
-                op = entered[pid][0] if pid in entered else waiting[pid].op
+            e = entered.get(pid)
+            if pid in waiting or (e is not None and (by_t is None or e[3] <= by_t)):
+                op = e[0] if e is not None else waiting[pid].op
                 line = waiting[pid].line if pid in waiting else ""
                 out.append(HangRank(rank, pid, True, op, line))
-            else:
-                last = self.last.get((pid, pg))
-                out.append(HangRank(rank, pid, False, "", "", last[0] if last else None,
-                                    last[1] if last else ""))  # fmt: skip
+                continue
+            last = next(((s, self.colls[(pg, s)][pid][0]) for s in range(seq - 1, seq - 65, -1)
+                         if pid in self.colls.get((pg, s), {})), None)  # fmt: skip
+            out.append(HangRank(rank, pid, False, "", "", last[0] if last else None,
+                                last[1] if last else ""))  # fmt: skip
         return tuple(out)
 
 

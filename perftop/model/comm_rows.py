@@ -88,6 +88,17 @@ class HangRow:
     def missing(self) -> tuple[HangRank, ...]:
         return tuple(r for r in self.ranks if not r.entered)
 
+    @property
+    def words(self) -> str:
+        """One line: the TUI's notice, the text report."""
+        if self.desync:
+            ops = ", ".join(f"rank {r.rank}: {r.op}" for r in self.ranks if r.entered)
+            return f"desync at {self.pg} seq {self.seq}: ranks in different collectives ({ops})"
+        miss = ", ".join(f"rank {r.rank}" if r.rank is not None else f"pid {r.pid}"
+                         for r in self.missing)  # fmt: skip
+        who = f"; not entered: {miss}" if miss else ""
+        return f"{self.op} {self.pg} seq {self.seq} has waited {self.waited_s:.0f} s{who}"
+
 
 @dataclass(frozen=True, slots=True)
 class CommStats:

@@ -102,12 +102,23 @@ def hangs_json(snap: Snapshot) -> list[dict[str, Any]]:
     return [hang_json(snap, h) for h in snap.comm.hangs]
 
 
-def hang_words(h: HangRow) -> str:
-    """One line for a hang or desync (the TUI's notice, the text report)."""
-    miss = ", ".join(f"rank {r.rank}" if r.rank is not None else f"pid {r.pid}"
-                     for r in h.missing)  # fmt: skip
-    if h.desync:
-        ops = ", ".join(f"rank {r.rank}: {r.op}" for r in h.ranks if r.entered)
-        return f"desync at {h.pg} seq {h.seq}: ranks in different collectives ({ops})"
-    who = f"; not entered: {miss}" if miss else ""
-    return f"{h.op} {h.pg} seq {h.seq} has waited {h.waited_s:.0f} s{who}"
+def hang_lines(r: dict[str, Any]) -> list[str]:
+    """The text report's section on hung and desynchronized collectives."""
+    if not r.get("hangs"):
+        return []
+    out = ["", "Hung collectives"]
+    for h in r["hangs"]:
+        what = "desync" if h["kind"] == "desync" else f"waited {h['waited_s']:.0f} s"
+        out.append(f"  {h['op']} {h['pg']} seq {h['seq']} {h['sizes']}: {what}")
+        for e in h["entered"]:
+            out.append(f"    rank {_s(e['rank'])} entered {e['op']}  {e['line'] or '-'}")
+        for m in h["missing"]:
+            top = m["stack"][0] if m["stack"] else None
+            at = f"{top['file']}:{top['line']} {top['function']}" if top else "no stack"
+            out.append(f"    rank {_s(m['rank'])} not entered (last seq {_s(m['last_seq'])} "
+                       f"{m['last_op'] or '-'})  {at}")  # fmt: skip
+    return out
+
+
+def _s(x: Any) -> str:
+    return "-" if x is None else str(x)

@@ -1,10 +1,10 @@
 """DDP on CPU (gloo) for the collectives tests, for torchrun --nproc_per_node=2.
 
-``MODE`` picks what goes wrong: ``slow`` (default): rank ``SLOW_RANK`` sleeps ``DELAY``
+``MODE`` picks what goes wrong (several, comma-separated): ``slow`` (default): rank ``SLOW_RANK`` sleeps ``DELAY``
 seconds before each backward, so the others wait for it at the gradient all-reduce;
 ``hang``: at step ``AT`` rank ``SLOW_RANK`` sleeps ``HANG_S`` seconds before a metric
-all-reduce the others already wait in; ``desync``: at step ``AT`` rank 0 all-reduces while
-the others broadcast. Every step also all-reduces a metric and every 5th step logs after
+all-reduce the others already wait in; ``desync``: at step ``AT`` (``AT + 2`` after a hang)
+rank 0 all-reduces while the others broadcast, until gloo gives up (``TIMEOUT`` s). Every step also all-reduces a metric and every 5th step logs after
 a barrier (explicit collectives in the user's code). ``STEPS`` steps (default 20).
 """
 
@@ -17,7 +17,7 @@ import torch.distributed as dist
 from gloo_exit import exit_cleanly  # beside this script
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-MODE = os.environ.get("MODE", "slow")
+MODE = set(os.environ.get("MODE", "slow").split(","))
 SLOW = int(os.environ.get("SLOW_RANK", "1"))
 STEPS = int(os.environ.get("STEPS", "20"))
 DELAY = float(os.environ.get("DELAY", "0.05"))
@@ -35,14 +35,14 @@ x, y = torch.randn(64, 256), torch.randn(64, 256)
 for step in range(STEPS):
     opt.zero_grad()
     loss = torch.nn.functional.mse_loss(model(x), y)
-    if MODE == "slow" and rank == SLOW:
+    if "slow" in MODE and rank == SLOW:
         time.sleep(DELAY)  # this rank's own work, before its backward
     loss.backward()
     opt.step()
     metric = loss.detach().clone()
-    if MODE == "hang" and step == AT and rank == SLOW:
+    if "hang" in MODE and step == AT and rank == SLOW:
         time.sleep(HANG_S)  # the rank the others wait for
-    if MODE == "desync" and step == AT and rank != 0:
+    if "desync" in MODE and step == AT + 2 * ("hang" in MODE) and rank != 0:
         dist.broadcast(metric, src=0)  # the others all-reduce here: a desync
     else:
         dist.all_reduce(metric)  # the metric every rank logs
