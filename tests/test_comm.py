@@ -85,6 +85,7 @@ def test_a_hang_names_the_missing_rank_and_the_lines(hang):
     assert h["missing"][0]["last_seq"] == h["seq"] - 1
     if pyspy() is not None:  # the missing rank's stack, at its sleep
         top = h["missing"][0]["stack"][0]
+        assert top["file"].endswith("ddp_comm.py"), h["missing"]
         assert "time.sleep(HANG_S)" in lines[top["line"] - 1], h["missing"]
     # shown at once: replaying the recording, the hang is there within 2x the threshold
     s = Session()
@@ -122,3 +123,20 @@ def test_the_metrics_of_a_straggler_run(slow):
     assert re.search(r'^perftop_collectives_total\{host="[^"]+",op="barrier",pg="default_pg",'
                      r'rank="1"\} 3\.0$', body, re.M), body  # fmt: skip
     assert 'perftop_comm_hangs{kind="hang"} 0.0' in body
+
+
+def test_the_recorder_is_asked_for_only_in_a_job_with_ranks():
+    from perftop.hook.collectives import ENV_BUFFER, prepare_env
+
+    single: dict[str, str] = {}
+    prepare_env(single)  # a single-process job: nothing set, nothing recorded
+    assert single == {}
+    ranked = {"WORLD_SIZE": "4"}
+    prepare_env(ranked)
+    assert int(ranked[ENV_BUFFER]) > 0
+    own = {"WORLD_SIZE": "4", ENV_BUFFER: "0"}  # the job's own setting stays
+    prepare_env(own)
+    assert own[ENV_BUFFER] == "0"
+    off = {"WORLD_SIZE": "4", "PERFTOP_COMM": "0"}
+    prepare_env(off)
+    assert ENV_BUFFER not in off

@@ -60,10 +60,11 @@ def comm_json(snap: Snapshot) -> dict[str, Any]:
 
 
 def stack_of(snap: Snapshot, pid: int, since: float) -> list[dict[str, Any]]:
-    """The newest stack captured of ``pid`` after ``since`` (stall capture), innermost first."""
-    for st in reversed(snap.stalls):
+    """The first stack captured of ``pid`` after ``since`` (stall capture), innermost first:
+    where it stood while the others waited."""
+    for st in snap.stalls:
         if st.t < since:
-            break
+            continue
         for p, _role, frames in st.stacks:
             if p == pid and frames:
                 return [{"function": f[0], "file": f[1], "line": f[2]}
