@@ -127,7 +127,7 @@ class CommPoller:
 
     def _send(self, entries: Any) -> None:
         train = getattr(self.state.tracker, "thread", 0)
-        records = []
+        records: list[tuple[Any, ...]] = []
         now = time.time()
         pending: set[int] = set()
         for e in entries:
