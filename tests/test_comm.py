@@ -4,6 +4,7 @@ a hang that names its missing rank and lines, and a desync. Three runs, shared."
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -140,3 +141,15 @@ def test_the_recorder_is_asked_for_only_in_a_job_with_ranks():
     off = {"WORLD_SIZE": "4", "PERFTOP_COMM": "0"}
     prepare_env(off)
     assert ENV_BUFFER not in off
+
+
+def test_the_collective_events_round_trip():
+    from perftop.events import CollBatch, CollInfo, decode
+
+    rec = ("default_pg", 7, "all_reduce", 68, "[[17]]", 1795923678.364687, 1)
+    for ev in (
+        CollBatch(1.0, 42, (rec,), 3),
+        CollInfo(1.0, 42, 0, "why"),
+        CollWaiting(2.0, 42, "default_pg", 7, "barrier", "[]", 1.0, 1.0, "x.py:3 f"),
+    ):
+        assert decode(json.loads(json.dumps(ev.encode()))) == ev  # fmt: skip
