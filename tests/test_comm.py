@@ -153,3 +153,26 @@ def test_the_collective_events_round_trip():
         CollWaiting(2.0, 42, "default_pg", 7, "barrier", "[]", 1.0, 1.0, "x.py:3 f"),
     ):
         assert decode(json.loads(json.dumps(ev.encode()))) == ev  # fmt: skip
+
+
+def test_a_collector_lines_up_ranks_across_nodes():
+    """Two nodes whose rank processes share a pid: rank 1, on node b, arrives 30 ms late
+    at every collective; the collector's model names it, under its own node and pid."""
+    from perftop.events import CollBatch, Hello, NodeScope, Step
+    from perftop.model.fleet import FleetSession
+
+    f = FleetSession()
+    for node, rank, late in (("a", 0, 0.0), ("b", 1, 0.03)):
+        f.apply(NodeScope(node))
+        f.apply(Hello(1000.0, 100, 1, node, ("train.py",), rank=rank, world_size=2))
+        recs = []
+        for i in range(10):
+            t0 = 1000.0 + i * 0.1
+            f.apply(Step(100, i, t0, t0 + 0.08, backward=0.05))
+            recs.append(("default_pg", i + 1, "all_reduce", 64, "[[16]]", t0 + 0.02 + late, 1))
+        f.apply(CollBatch(1002.0, 100, tuple(recs)))
+    c = f.snapshot(window=None).comm
+    assert c.straggler is not None and (c.straggler.rank, c.straggler.host) == (1, "b")
+    assert abs(c.straggler.wait_s - 0.03) < 1e-6 and c.straggler.pid == 100
+    wait = {(r.host, r.pid): r.wait_s for r in c.ranks}
+    assert wait[("b", 100)] == 0.0 and abs((wait[("a", 100)] or 0) - 0.03) < 1e-6

@@ -4,7 +4,7 @@ torch's flight recorder keeps a ring of the collectives each process entered: pr
 group, sequence id, op, sizes, and the system clock's time it was created (torch 2.13
 keeps it for gloo too, once ``TORCH_FR_BUFFER_SIZE`` is set before the first process group
 is made). Nothing here wraps a ``torch.distributed`` function or registers a comm hook:
-the sender's thread (never the training thread) dumps the ring twice a second, once the
+the sender's thread (never the training thread) reads the ring twice a second, once the
 job has initialized ``torch.distributed``, and sends the records it had not seen. A
 single-process job never initializes it, so it pays one ``sys.modules`` lookup per wake.
 
@@ -25,7 +25,10 @@ from perftop.events import CollBatch, CollInfo, CollWaiting
 
 ENV_OFF = "PERFTOP_COMM"
 ENV_BUFFER = "TORCH_FR_BUFFER_SIZE"
-BUFFER = 512  # the ring perftop asks for when the job did not set one
+# The ring perftop asks for when the job did not set one. A read's cost grows faster than
+# the ring (benchmarks/comm_recorder.py: 64 entries under 1 ms, 512 entries 15-60 ms on a
+# loaded 2-core machine), and two reads a second must see every record: 256.
+BUFFER = 256
 POLL_S = 0.5
 WAIT_REPORT_S = 1.0  # a collective incomplete this long is reported, about once a second
 _DTYPE_BYTES = {"Float": 4, "Double": 8, "Half": 2, "BFloat16": 2, "Long": 8, "Int": 4,
@@ -100,7 +103,7 @@ class CommPoller:
             if self.dump is None:
                 return
         try:
-            data = json.loads(self.dump(True, False))
+            data = self.dump()
         except Exception:
             self.state.internal_error("collectives")
             self.off = True
@@ -115,7 +118,7 @@ class CommPoller:
         except ValueError:
             size = 0
         c10d = getattr(getattr(sys.modules.get("torch"), "_C", None), "_distributed_c10d", None)
-        fn = getattr(c10d, "_dump_fr_trace_json", None)
+        fn = _reader(c10d)
         why = ""
         if fn is None:
             why = "this torch has no flight recorder dump (_dump_fr_trace_json)"
@@ -160,6 +163,21 @@ class CommPoller:
         self.reported = {k: v for k, v in self.reported.items() if k in pending}
         if records:
             self.state.sender.put(CollBatch(now, self.pid, tuple(records), self.lost))
+
+
+def _reader(c10d: Any) -> Any:
+    """A call that reads the recorder's ring as a dict: torch's pickled dump without stack
+    traces (the cheaper), else its JSON dump; None where this torch has neither. The pickle
+    is torch's own, made in this process from its own memory."""
+    pickled = getattr(c10d, "_dump_fr_trace", None)
+    if pickled is not None:
+        import pickle
+
+        return lambda: pickle.loads(pickled(True, False, False))
+    dumped = getattr(c10d, "_dump_fr_trace_json", None)
+    if dumped is not None:
+        return lambda: json.loads(dumped(True, False))
+    return None
 
 
 def attach(state: Any) -> None:

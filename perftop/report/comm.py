@@ -38,6 +38,7 @@ def rank_comm(snap: Snapshot, pid: int | None, host: str) -> dict[str, Any]:
         "comm_overlap_s": _r(c.overlap_s) if c else None,
         "comm_exposed_fraction": _r(c.exposed_share, 4) if c else None,
         "comm_waited_for_rank": c.waited_for if c else None,
+        "comm_records_lost": c.lost if c else None,
         "comm_straggler": s is not None and s.pid == pid and (not host or s.host == host),
     }
 
