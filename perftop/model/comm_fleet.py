@@ -16,7 +16,7 @@ from perftop.events import CollBatch, CollInfo, CollWaiting, Hello, Step
 from perftop.model.comm import CommReducer
 from perftop.model.comm_rows import CommStats
 from perftop.model.snapshot import Meta, StepStats
-from perftop.wire import StepBatch, steps_of
+from perftop.wire import StepBatch
 
 _COMM = (Hello, CollBatch, CollWaiting, CollInfo)
 
@@ -39,8 +39,8 @@ class FleetComm:
         if not node:
             return
         if type(ev) is StepBatch:
-            for st in steps_of(list(ev.records())):
-                self.reducer.apply(replace(st, pid=self._uid(node, st.pid)))  # type: ignore[type-var]
+            for rec in ev.records():
+                self.reducer.apply(Step(self._uid(node, rec[0]), rec[1], rec[2], rec[3]))
         elif isinstance(ev, Step):
             self.reducer.apply(replace(ev, pid=self._uid(node, ev.pid)))
         elif isinstance(ev, Hello):
