@@ -25,7 +25,10 @@ from perftop.events import CollBatch, CollInfo, CollWaiting, Hello, Step
 from perftop.model.comm_rows import CollRow, CommStats, CommStraggler, HangRank, HangRow, RankComm
 from perftop.model.stats import median, percentile
 
-MAX_COLLS = 8192  # (pg, seq) keys kept
+MAX_COLLS = 4096  # (pg, seq) keys kept (the whole-run report reads them all)
+# A live snapshot reads the newest collectives, this many (collective, rank) records in all,
+# at least 64 collectives: its cost grows with both (8 ranks, 512 collectives: ~25 ms).
+LIVE_RECORDS = 4096
 MAX_STEPS = 2048  # step intervals kept per process
 MAX_WAITING = 64
 ONGOING_S = 3.0  # a waiting collective's last report is at most this old: still waiting
@@ -106,9 +109,12 @@ class CommReducer:
             self.colls.popitem(last=False)
 
     # -- figures -----------------------------------------------------------------------
-    def _matched(self) -> list[tuple[tuple[str, int], dict[int, tuple[Any, ...]]]]:
+    def _matched(
+        self, limit: int | None
+    ) -> list[tuple[tuple[str, int], dict[int, tuple[Any, ...]]]]:
         out = []
-        for key, by in self.colls.items():
+        items = list(self.colls.items())
+        for key, by in items[-limit:] if limit else items:
             group = self.members.get(key[0], set())
             if len(by) >= 2 and len(by) >= len(group):
                 out.append((key, by))
@@ -118,7 +124,8 @@ class CommReducer:
         if not self.kinds and not self.waiting and not self.why:
             parts["comm"] = CommStats()
             return
-        matched = self._matched()
+        ranked = max(2, len(self.kinds))
+        matched = self._matched(None if window is None else max(64, LIVE_RECORDS // ranked))
         step_p50 = {r.pid: r.p50 for r in parts.get("ranks", ()) if r.pid is not None}
         per_pid, waits, last_count = _waits(matched, self.steps, window)
         ranks = []
