@@ -40,9 +40,9 @@ def slow(tmp_path_factory):
 @pytest.fixture(scope="module")
 def hang(tmp_path_factory):
     """Rank 1 sleeps 8 s before an all_reduce rank 0 waits in (a hang at 3 s), then two
-    steps later the ranks desync, until gloo gives up (12 s): one run for both."""
+    steps later the ranks desync in a second group, until gloo gives up (3 s): one run."""
     tmp = tmp_path_factory.mktemp("hang")
-    proc, r = _run(tmp, MODE="hang,desync", STEPS="10", AT="4", HANG_S="8", TIMEOUT="12",
+    proc, r = _run(tmp, MODE="hang,desync", STEPS="10", AT="4", HANG_S="8", TIMEOUT="3",
                    PERFTOP_HANG_AFTER="3")  # fmt: skip
     return proc, r, tmp / "r.perftop"
 
@@ -103,6 +103,7 @@ def test_a_desync_is_named(hang):
     _, r, _ = hang
     (h,) = [h for h in r["hangs"] if h["kind"] == "desync"]
     assert {(e["rank"], e["op"]) for e in h["entered"]} == {(0, "all_reduce"), (1, "broadcast")}
+    assert h["pg"] != "default_pg" and h["seq"] == 1  # the second group's first collective
 
 
 def test_the_metrics_of_a_straggler_run(slow):

@@ -4,7 +4,8 @@
 seconds before each backward, so the others wait for it at the gradient all-reduce;
 ``hang``: at step ``AT`` rank ``SLOW_RANK`` sleeps ``HANG_S`` seconds before a metric
 all-reduce the others already wait in; ``desync``: at step ``AT`` (``AT + 2`` after a hang)
-rank 0 all-reduces while the others broadcast, until gloo gives up (``TIMEOUT`` s). Every step also all-reduces a metric and every 5th step logs after
+rank 0 all-reduces while the others broadcast, in a second process group, until gloo gives
+up (``TIMEOUT`` s, default 3). Every step also all-reduces a metric and every 5th step logs after
 a barrier (explicit collectives in the user's code). ``STEPS`` steps (default 20).
 """
 
@@ -24,8 +25,9 @@ DELAY = float(os.environ.get("DELAY", "0.05"))
 AT = int(os.environ.get("AT", "8"))
 HANG_S = float(os.environ.get("HANG_S", "15"))
 
-# a desync never completes: gloo gives up after TIMEOUT seconds (the job fails)
-dist.init_process_group("gloo", timeout=timedelta(seconds=float(os.environ.get("TIMEOUT", "1800"))))
+dist.init_process_group("gloo")
+# a desync never completes: in a group of its own, gloo gives up after TIMEOUT seconds
+quick = dist.new_group(timeout=timedelta(seconds=float(os.environ.get("TIMEOUT", "3"))))
 rank = dist.get_rank()
 torch.manual_seed(0)
 net = torch.nn.Sequential(*[torch.nn.Linear(256, 256) for _ in range(4)])
@@ -43,7 +45,9 @@ for step in range(STEPS):
     if "hang" in MODE and step == AT and rank == SLOW:
         time.sleep(HANG_S)  # the rank the others wait for
     if "desync" in MODE and step == AT + 2 * ("hang" in MODE) and rank != 0:
-        dist.broadcast(metric, src=0)  # the others all-reduce here: a desync
+        dist.broadcast(metric, src=0, group=quick)  # rank 0 all-reduces here: a desync
+    elif "desync" in MODE and step == AT + 2 * ("hang" in MODE):
+        dist.all_reduce(metric, group=quick)
     else:
         dist.all_reduce(metric)  # the metric every rank logs
     if step % 5 == 4:
