@@ -7,7 +7,7 @@ from collections.abc import Sequence
 NA = "N/A"
 
 
-WHAT_HANGS = {"eval": "evaluation", "checkpoint": "checkpoint"}
+WHAT_HANGS = {"eval": "evaluation", "checkpoint": "checkpoint", "collective": "a collective"}
 
 
 def stall_words(

@@ -86,6 +86,16 @@ def captured(backward_s: float) -> Snapshot:
     return Snapshot(meta=Meta(start_t=T0, now_t=T0 + 10.0), **parts)
 
 
+def comm(share: float) -> Snapshot:
+    """Rank 0 waits ``share`` of its 100 ms step at collectives (exposed)."""
+    from perftop.model.comm_rows import CollRow, CommStats, RankComm
+
+    rows = (CollRow("default_pg", "all_reduce", 40, 4 << 20, share * 0.1, True),)
+    r0 = RankComm(PID, 0, "", rows, 10, share * 0.1, 0.002, share)
+    r1 = RankComm(PID + 1, 1, "", rows, 10, 0.0, 0.0, 0.0)
+    return replace(snap(0.0), comm=CommStats((r0, r1)))
+
+
 # rule id: (the workload's figures that fire it, the same just under the bar)
 CASES: dict[str, tuple[Callable[[], Snapshot], Callable[[], Snapshot]]] = {
     "input-bound": (lambda: snap(0.022, 0.05), lambda: snap(0.021, 0.05)),  # 30.6% / 29.6%
@@ -103,6 +113,7 @@ CASES: dict[str, tuple[Callable[[], Snapshot], Callable[[], Snapshot]]] = {
     "gpu-bound": (lambda: cuda(90.0), lambda: cuda(89.0)),
     "pageable-copy": (lambda: pinned(False), lambda: pinned(True)),
     "straggler": (lambda: ddp(0.0225), lambda: ddp(0.0195)),
+    "comm-bound": (lambda: comm(0.20), lambda: comm(0.19)),
     "gpu-imbalance": (lambda: imbalance(65.0), lambda: imbalance(66.0)),
     # backward 40.0% / 39.6% of the captured step
     "phase-top-ops": (lambda: captured(0.01934), lambda: captured(0.01895)),

@@ -43,6 +43,11 @@ def test_torchrun_names_the_slow_rank(tmp_path, monkeypatch, slow):
     # 20 steps: too short for the live engine, the whole-run verdict names it every time
     h = next(h for h in r["hints"] if h["id"] == "straggler")
     assert f"rank {slow}" in h["title"] and h["whole_run"], h
+    # by who arrives last at the collectives: a slow loader is named too, and the others'
+    # wait is the loader's delay (30 ms a step, ddp_slow_rank.py)
+    c = r["comm"]["straggler"]
+    assert c["rank"] == slow and abs(c["others_wait_s"] - 0.03) <= 0.2 * 0.03, c
+    assert s["comm_straggler"] and abs(fast["comm_wait_s"] - 0.03) <= 0.2 * 0.03, fast
 
 
 def _ranked(rank: int, own: float, bwd: float) -> StepStats:

@@ -3,9 +3,10 @@
 Each family of events lives in its own module; importing this package registers them all.
 """
 
-from perftop.events import capture, core, fleet, probes, stacks, sync, workers  # noqa: F401  (registers the tags)
+from perftop.events import capture, comm, core, fleet, probes, stacks, sync, workers  # noqa: F401  (registers the tags)
 from perftop.events.base import FORMAT_VERSION, DecodeError, Event, decode, event, registered
 from perftop.events.capture import CaptureAsk, CaptureOps, CaptureState
+from perftop.events.comm import CollBatch, CollInfo, CollWaiting
 from perftop.events.core import (
     Between,
     BetweenOpen,
@@ -41,6 +42,9 @@ __all__ = [
     "CaptureAsk",
     "CaptureOps",
     "CaptureState",
+    "CollBatch",
+    "CollInfo",
+    "CollWaiting",
     "BetweenOpen",
     "DecodeError",
     "Dropped",

@@ -13,6 +13,7 @@ import shlex
 from collections.abc import Iterator
 from typing import Any
 
+from perftop.fleet.metrics_comm import comm_families
 from perftop.fleet.metrics_state import MetricsState
 from perftop.model import Snapshot
 from perftop.model.steps import STEP_BUCKETS
@@ -41,6 +42,7 @@ def families(snap: Snapshot, state: MetricsState) -> Iterator[Any]:
     yield from _processes(snap, state)
     yield from _machine(snap)
     yield from _job(snap, state)
+    yield from comm_families(snap)
 
 
 def _steps(snap: Snapshot) -> Iterator[Any]:

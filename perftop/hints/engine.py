@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 from perftop.hints.base import Rule
 from perftop.hints.between import between_steps
+from perftop.hints.comm import comm_bound
 from perftop.hints.gpu import gpu_bound, gpu_memory_pressure, gpu_underutilized, pageable_copy
 from perftop.hints.inputs import input_bound, io_bound
 from perftop.hints.memory import cpu_oversubscribed, too_many_workers, worker_memory
@@ -34,6 +35,7 @@ RULES: tuple[Rule, ...] = (
     gpu_bound,
     pageable_copy,
     straggler,
+    comm_bound,
     gpu_imbalance,
     phase_top_ops,
 )

@@ -20,7 +20,7 @@ def straggler(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     report mark the same one), with its evidence."""
     s = find_straggler(snap.ranks, STAY_SHARE if "straggler" in active else MIN_SHARE)
     if s is None:
-        return []
+        return _by_arrival(snap)
     share = s.wait_s / s.step_s if s.step_s > 0 else None
     return [
         Hint(
@@ -40,6 +40,37 @@ def straggler(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
                 if share is not None
                 else ""
             ),
+            panel="ranks",
+        )
+    ]
+
+
+def _by_arrival(snap: Snapshot) -> list[Hint]:
+    """The straggler by who arrives last at the collectives (:mod:`perftop.model.comm`):
+    a rank starved of CPU or slow at its loader, whose own-work figures need not show it."""
+    c = snap.comm.straggler
+    if c is None:
+        return []
+    share = c.wait_s / c.step_s if c.step_s > 0 else None
+    return [
+        Hint(
+            id="straggler",
+            severity="medium",
+            title=f"Straggler: {c.label} makes the other ranks wait {seconds(c.wait_s)} a step",
+            evidence=(
+                f"{c.label} arrived last at {fraction(c.last_share)} of the collectives every "
+                "rank entered (c10d's flight recorder)",
+                f"the other ranks wait {seconds(c.wait_s)} a step for it (median) of a "
+                f"{seconds(c.step_s)} step",
+            ),
+            advice=(
+                f"Look at {c.label}: other jobs on its host (CPU starvation, niceness), a "
+                "slower device, or more data to load (its data wait is in the Ranks table).",
+            ),
+            est_gain=round(share, 4) if share is not None else None,
+            est_gain_text=f"up to {fraction(share)} of step time, what the other ranks wait"
+            if share is not None
+            else "",
             panel="ranks",
         )
     ]

@@ -30,6 +30,12 @@ def install(socket_path: str) -> HookState:
     if _state is not None:
         return _state
     _state = HookState(socket_path)
+    try:
+        from perftop.hook import collectives
+
+        collectives.prepare_env()  # before torch: the recorder reads it at its first group
+    except Exception:
+        pass
     atexit.register(_at_exit)
     os.register_at_fork(after_in_child=_in_forked_child)
     if "torch" in sys.modules and hasattr(sys.modules["torch"], "optim"):
@@ -84,6 +90,12 @@ def _on_torch(torch: object) -> None:
         workers.attach(st, torch)
     except Exception:
         st.internal_error("worker figures")
+    try:
+        from perftop.hook import collectives
+
+        collectives.attach(st)
+    except Exception:
+        st.internal_error("collectives")
 
 
 def _in_forked_child() -> None:
@@ -115,6 +127,8 @@ def _at_exit() -> None:
         if st.captures is not None:
             st.captures.abort()  # before anything else: a running profiler crashes the exit
         st.tracker.flush()
+        if st.comm is not None:
+            st.comm(final=True)  # the last records (the training is over)
         st.sender.close()
     except Exception:
         pass

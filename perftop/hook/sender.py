@@ -88,6 +88,9 @@ class Sender:
         # which the step tracker compares each step's end with (HookState wires it).
         self.on_due: Callable[[float], None] | None = None
         self.on_tick: Callable[[], None] | None = None  # the sender thread's, each interval
+        # Called on each wake of the sender's thread, never on the training thread
+        # (collectives.py reads c10d's flight recorder there).
+        self.pollers: list[Callable[[], None]] = []
         self._reset()
         os.register_at_fork(after_in_child=self._reset)
 
@@ -171,6 +174,11 @@ class Sender:
             self.drain(nowait=True)
             if self.inbox is not None:
                 self.inbox.poll(self)
+            for poll in self.pollers:
+                try:
+                    poll()
+                except Exception:
+                    self.errors += 1
         except Exception:
             self.errors += 1
         finally:
@@ -201,6 +209,11 @@ class Sender:
             self.drain()
             if self.inbox is not None:
                 self.inbox.poll(self)
+            for poll in self.pollers:
+                try:
+                    poll()
+                except Exception:
+                    self.errors += 1
 
     def drain(self, deadline: float | None = None, nowait: bool = False) -> None:
         """Send what is buffered; on any failure the batch is dropped and counted. With a

@@ -38,6 +38,7 @@ def env_float(name: str, default: float, minimum: float = 0.0) -> float:
 class HookState:
     def __init__(self, socket_path: str) -> None:
         self.sender = Sender(socket_path, self.hello, on_event=self.heard)
+        self.comm: Any = None  # collectives.CommPoller, once torch is imported
         self.captures: Any = None  # capture.Captures, made when the first ask arrives
         self.capturing = False  # a capture is asked for or runs: the sync detector waits
         # Steps go into the tracker's ring, which the sender reads (ring.py): in the

@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from perftop.events import Event, NodeLink, NodeScope
+from perftop.model.comm_fleet import FleetComm
 from perftop.model.session import Session
 from perftop.model.snapshot import Meta, NodeRow, NoteRow, Snapshot
 from perftop.model.steps import LIVE_WINDOW
@@ -34,16 +35,20 @@ class FleetSession:
         self._tags: dict[str, _Tags] = {}  # per node: its rows tagged at the last snapshot
         self.events = 0
         self.last_t: float | None = None
+        self.comm = FleetComm()  # collectives lined up across the nodes
+        self._node_name = ""
 
     def apply(self, ev: Event) -> None:
         if isinstance(ev, NodeScope):
             self._current = self._node(ev.node) if ev.node else self.local
+            self._node_name = ev.node
             return
         if isinstance(ev, NodeLink):
             self._node(ev.node)
             self.links[ev.node] = ev.connected
         self.events += counts_as(ev)
         self._current.apply(ev)
+        self.comm.apply(self._node_name, ev)
         lt = self._current.last_t
         if lt is not None and (self.last_t is None or lt > self.last_t):
             self.last_t = lt
@@ -71,7 +76,8 @@ class FleetSession:
             return local
         nodes = {n: s.snapshot(now=now, window=window) for n, s in self.nodes.items()}
         tags = {n: self._tags.setdefault(n, _Tags()) for n in nodes}
-        return merge(local, nodes, self.links, self.events, tags)
+        merged = merge(local, nodes, self.links, self.events, tags)
+        return replace(merged, comm=self.comm.stats(merged.ranks, merged.meta, window))
 
 
 class _Tags:

@@ -32,6 +32,7 @@ from perftop.events import (
 )
 from perftop.model.between import OVERLAPPED, BetweenReducer
 from perftop.model.capture import CaptureReducer
+from perftop.model.comm import CommReducer
 from perftop.model.probe_health import ProbeHealthReducer
 from perftop.model.protocol import Hinter, NoHints
 from perftop.model.resources import GpusReducer, HostReducer, ProcessesReducer
@@ -264,6 +265,7 @@ def default_reducers() -> list[Reducer]:
         StacksReducer(),
         WorkersReducer(),
         CaptureReducer(steps.series),  # a capture's cost against the steps before it
+        CommReducer(),  # after StepsReducer: it reads the ranks' step medians
     ]
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from perftop.model.capture import Capture
+from perftop.model.comm_rows import CommStats
 from perftop.model.workers import WorkerRow
 
 Role = Literal["main", "rank", "worker", "other"]  # what a process is to the job
@@ -425,6 +426,7 @@ class Snapshot:
     stacks: tuple[StackRow, ...] = ()  # stack samples per process (observer mode)
     stalls: tuple[StallRow, ...] = ()  # stacks captured during stalled steps, oldest first
     captures: tuple[Capture, ...] = ()  # on-demand op captures, oldest first
+    comm: CommStats = field(default_factory=CommStats)  # collectives across ranks
 
     @property
     def latest_capture(self) -> Capture | None:

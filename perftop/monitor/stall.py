@@ -35,6 +35,7 @@ class StallWatch:
         self.root = root_pid
         self.submit = submit
         self._seen: set[tuple[int, int] | tuple[int, int, str]] = set()
+        self._seen_hangs: set[tuple[str, int, str]] = set()  # (pg, seq, "collective")
         self._busy = threading.Lock()
         self.captures = 0
 
@@ -70,7 +71,10 @@ class StallWatch:
                 continue
             if now - since >= max(FACTOR * r.p50, MIN_STALL_S):
                 stalled.append((now - since, r.pid, r, during))
-        if not stalled or not self._busy.acquire(blocking=False):
+        if not stalled:
+            self._hang(snap, now)
+            return
+        if not self._busy.acquire(blocking=False):
             return
         # One dump covers every process: ranks stalled together (a hung collective) make
         # one capture, named after the longest-stalled rank.
@@ -88,6 +92,32 @@ class StallWatch:
             name="perftop-stall",
             daemon=True,
         ).start()
+
+    def _hang(self, snap: Snapshot, now: float) -> None:
+        """A collective that hangs (``snap.comm.hangs``): every process's stacks, once per
+        collective, so the hang names where each rank that never entered it stands."""
+        for h in snap.comm.hangs:
+            key = (h.pg, h.seq, "collective")
+            if not h.ongoing or h.desync or key in self._seen_hangs:
+                continue
+            waiting = next((r.pid for r in h.ranks if r.entered), None)
+            if waiting is None or not self._busy.acquire(blocking=False):
+                return
+            self._seen_hangs.add(key)
+            last = next(
+                (r.recent[-1].index for r in snap.ranks if r.pid == waiting and r.recent), -1
+            )
+            pids = [(waiting, _role(snap, waiting))]
+            pids += [
+                (p.pid, p.role) for p in snap.roles if p.role in DUMP_ROLES and p.pid != waiting
+            ]
+            threading.Thread(
+                target=self._capture,
+                args=(waiting, last + 1, h.t_created, h.threshold_s, pids, "collective"),
+                name="perftop-stall",
+                daemon=True,
+            ).start()
+            return
 
     def _capture(
         self,

@@ -17,6 +17,7 @@ from perftop.model.ranks import find_straggler, slowest
 from perftop.model.snapshot import Hint, ProcessRole, ProcRow, StepStats
 from perftop.recording import ReadStats, read_events
 from perftop.report.captures import captures_json
+from perftop.report.comm import comm_json, hangs_json, rank_comm
 from perftop.report.stacks import stacks_json, stalls_json
 
 REPORT_VERSION = 1
@@ -54,7 +55,9 @@ def build_report(snap: Snapshot, stats: ReadStats | None = None) -> dict[str, An
             **_trainers(snap),
             "cut_short": list(cut_short(snap)),
         },
-        "ranks": _ranks(snap.ranks),
+        "ranks": _ranks(snap),
+        "comm": comm_json(snap),
+        "hangs": hangs_json(snap),
         "processes": [_process(snap, r) for r in snap.roles],
         "loaders": [_loader(ld) for ld in snap.loaders],
         "host": _host(snap),
@@ -138,10 +141,16 @@ def _between(snap: Snapshot) -> dict[str, Any]:
     return {b.kind: {"total_s": _round(b.total_s), "count": b.count} for b in snap.between}
 
 
-def _ranks(ranks: tuple[StepStats, ...]) -> list[dict[str, Any]]:
+def _ranks(snap: Snapshot) -> list[dict[str, Any]]:
+    ranks = snap.ranks
     slow = slowest(ranks)
     strag = find_straggler(ranks)
-    return [_rank(r, r is slow, strag is not None and r is slow) for r in ranks]
+    out = []
+    for r in ranks:
+        comm = rank_comm(snap, r.pid, r.host)
+        own = strag is not None and r is slow
+        out.append({**_rank(r, r is slow, own or comm["comm_straggler"]), **comm})
+    return out
 
 
 def _rank(s: StepStats, slowest: bool = False, straggler: bool = False) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from perftop.model import Snapshot
 from perftop.model.between import OVERLAPPED
 from perftop.report.build import cut_short, cut_short_text
 from perftop.report.captures import capture_lines
+from perftop.report.comm import hang_lines
 from perftop.report.stacks import stack_lines
 from perftop.report.text_probes import gpu_lines, host_lines, processes_table
 
@@ -70,7 +71,18 @@ def render(r: dict[str, Any]) -> str:
         out.append("Ranks")
         out.append(
             table(
-                ["rank", "host", "pid", "steps", "p50", "data wait", "own work", "backward", ""],
+                [
+                    "rank",
+                    "host",
+                    "pid",
+                    "steps",
+                    "p50",
+                    "data wait",
+                    "own work",
+                    "backward",
+                    "comm wait",
+                    "",
+                ],  # fmt: skip
                 [
                     [
                         _s(x["rank"]),
@@ -81,6 +93,7 @@ def render(r: dict[str, Any]) -> str:
                         fraction(x["data_wait_fraction"]),
                         seconds(x.get("outside_backward_p50_s")),
                         seconds(x.get("backward_p50_s")),
+                        seconds(x.get("comm_wait_s")),
                         "straggler"
                         if x.get("straggler")
                         else "slowest"
@@ -132,6 +145,7 @@ def render(r: dict[str, Any]) -> str:
     out.extend(gpu_lines(r.get("gpus") or [], r.get("gpu_note", "")))
     out.extend(_sync(r["sync_events"]))
     out.extend(_sync(r.get("sync_between") or [], between=True))
+    out.extend(hang_lines(r))
     out.extend(stack_lines(r))
     out.extend(capture_lines(r))
     out.extend(_footer(r))

@@ -93,6 +93,7 @@ class PerftopApp(CaptureKeys, JobInputKeys, SafeText, App[str | None]):
         self.controller = controller
         self.mode = mode
         self._stalls = 0
+        self._hangs: set[tuple[str, int]] = set()  # collectives whose hang was notified
         self.paused = False
         self.latest: Snapshot | None = None
         self.shown: Snapshot | None = None
@@ -187,6 +188,11 @@ class PerftopApp(CaptureKeys, JobInputKeys, SafeText, App[str | None]):
                 severity="warning",
                 timeout=8,
             )
+        for h in snap.comm.hangs:
+            if (h.pg, h.seq) not in self._hangs:
+                self._hangs.add((h.pg, h.seq))
+                self.notify(h.words, title="desync" if h.desync else "hang",
+                            severity="error", timeout=30)  # fmt: skip
         screen = self.screen
         targets: list[StacksScreen | HeaderBar | Panel] = [self.query_one(HeaderBar), *self.panels]
         if isinstance(screen, StacksScreen):

@@ -169,3 +169,42 @@ async def test_a_tables_cells_are_drawn_anew_when_they_change_and_only_then() ->
         strip = table.render_line(2)  # the second row, under the cursor now
         plain = table.render_line(3)
         assert strip.text != plain.text or list(strip)[0].style != list(plain)[0].style
+
+
+def two_nodes_comm(hang: bool) -> Snapshot:
+    """Equal own work on both ranks; rank 1 (on n2) arrives 30 ms late at every
+    all-reduce; with ``hang``, rank 0 then waits 18 s in one rank 1 never entered."""
+    from perftop.events import CollBatch, CollWaiting
+
+    s = FleetSession()
+    for node, rank, late in (("n1", 0, 0.0), ("n2", 1, 0.03)):
+        evs: list = [Hello(1.0, 100, 1, "h", ("t",), rank, rank, 2)]
+        evs += [Step(100, i, 1.0 + i, 1.05 + i, backward=0.04) for i in range(10)]
+        recs = [("default_pg", i + 1, "all_reduce", 64, "[[16]]", 1.01 + i + late, 1)
+                for i in range(10)]  # fmt: skip
+        if hang and rank == 0:
+            recs.append(("default_pg", 11, "all_reduce", 64, "[[16]]", 12.0, 1))
+            evs.append(CollWaiting(30.0, 100, "default_pg", 11, "all_reduce", "[[16]]", 12.0,
+                                   18.0, "train.py:9 main"))  # fmt: skip
+        evs.append(CollBatch(11.0, 100, tuple(recs)))
+        data = encode_frame(evs)
+        s.apply_all(decode_frame(encode_node_frame(node, Frame(0, data[HEADER.size :])))[0])
+    return s.snapshot()
+
+
+@aio
+async def test_the_comm_wait_column_the_straggler_by_arrival_and_a_hang() -> None:
+    async with showing(snapshot()) as (app, pilot):
+        app.post_message(SnapshotMessage(two_nodes_comm(hang=False)))
+        await settle(pilot)
+        table = app.query_one(RanksPanel).table
+        assert table.get_cell("n1:100", "comm").plain.startswith(fmt.secs(0.03))
+        assert table.get_cell("n2:100", "comm").plain.startswith(fmt.secs(0.0))
+        assert table.get_cell("n2:100", "rank").plain == "1 ◀ straggler"
+        assert "rank 1 on n2 arrives last" in str(app.query_one(RanksPanel).border_subtitle)
+        app.post_message(SnapshotMessage(two_nodes_comm(hang=True)))
+        await settle(pilot)
+        sub = str(app.query_one(RanksPanel).border_subtitle)
+        assert "HANG: all_reduce default_pg seq 11 has waited 18 s; not entered: rank 1" in sub
+        notes = [n.message for n in app._notifications]
+        assert any("seq 11" in n and "rank 1" in n for n in notes), notes

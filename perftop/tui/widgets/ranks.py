@@ -14,6 +14,7 @@ from textual.app import ComposeResult
 from textual.widgets import Static
 
 from perftop.model import Snapshot
+from perftop.model.comm_rows import RankComm
 from perftop.model.ranks import Straggler, find_straggler, slowest
 from perftop.model.snapshot import StepStats
 from perftop.tui import fmt
@@ -26,6 +27,7 @@ COLUMNS = (  # what tells ranks apart first: a narrow terminal scrolls to the re
     ("data", "data"),
     ("own", "own work"),
     ("bwd", "backward"),
+    ("comm", "comm wait"),
     ("gpu", "GPU"),
     ("syncs", "syncs"),
     ("steps", "steps"),
@@ -41,14 +43,16 @@ def row_key(r: StepStats) -> str:
     return f"{r.host}:{r.pid}"
 
 
-def rank_values(r: StepStats) -> tuple[Any, ...]:
-    """The raw figures of the row, in column order: what its cells show and sort by."""
+def rank_values(r: StepStats, c: RankComm | None = None) -> tuple[Any, ...]:
+    """The raw figures of the row, in column order: what its cells show and sort by
+    (``c``: its collectives, from :mod:`perftop.model.comm`)."""
     return (
         r.rank,
         r.p50,
         r.phase_p50.get("data"),
         r.own_p50,
         r.phase_p50.get("backward"),
+        c.wait_s if c is not None else None,
         r.gpu_p50,
         r.sync_count,
         r.count,
@@ -57,8 +61,8 @@ def rank_values(r: StepStats) -> tuple[Any, ...]:
     )
 
 
-def rank_cells(r: StepStats, mark: str) -> list[Cell]:
-    rank, p50, data, own, bwd, gpu, syncs, count, host, pid = rank_values(r)
+def rank_cells(r: StepStats, mark: str, c: RankComm | None = None) -> list[Cell]:
+    rank, p50, data, own, bwd, comm, gpu, syncs, count, host, pid = rank_values(r, c)
 
     def t(v: float | None) -> Cell:
         return Cell(fmt.secs(v), v, style=fmt.NA_STYLE if v is None else "")
@@ -72,6 +76,7 @@ def rank_cells(r: StepStats, mark: str) -> list[Cell]:
         t(data),
         t(own),
         t(bwd),
+        _comm(comm, c),
         t(gpu),
         Cell(f"{syncs:,}", syncs),
         Cell(f"{count:,}", count),
@@ -80,16 +85,34 @@ def rank_cells(r: StepStats, mark: str) -> list[Cell]:
     ]
 
 
+def _comm(v: float | None, c: RankComm | None) -> Cell:
+    """The median exposed wait per step, with its share of the step."""
+    if v is None or c is None:
+        return Cell(fmt.secs(v), v, style=fmt.NA_STYLE)
+    share = f" {c.exposed_share:.0%}" if c.exposed_share is not None else ""
+    return Cell(fmt.secs(v) + share, v)
+
+
+def comm_of(snap: Snapshot) -> dict[str, RankComm]:
+    return {f"{c.host}:{c.pid}": c for c in snap.comm.ranks}
+
+
 def first_rows(snap: Snapshot, straggler: Straggler | None, limit: int = FIRST) -> First[StepStats]:
     """The ranks the table shows: the first ``limit`` of its order, and the marked one
-    (the straggler, or else the slowest) wherever it sorts."""
+    (the straggler, by its own work or by who arrives last, or else the slowest)
+    wherever it sorts."""
     slow = slowest(snap.ranks)
     mark = "straggler" if straggler is not None else "slowest"
+    cs = snap.comm.straggler
+    if straggler is None and cs is not None:
+        slow = next((r for r in snap.ranks if r.pid == cs.pid and r.host == cs.host), slow)
+        mark = "straggler"
     items = {row_key(r): r for r in snap.ranks}
+    comm = comm_of(snap)
     return First(
         items,
-        rank_values,
-        lambda k, r: rank_cells(r, mark if r is slow else ""),
+        lambda r: rank_values(r, comm.get(row_key(r))),
+        lambda k, r: rank_cells(r, mark if r is slow else "", comm.get(k)),
         limit,
         pinned=(row_key(slow),) if slow is not None else (),
     )
@@ -142,6 +165,12 @@ class RanksPanel(Panel):
             self.rest.update(others(snap, {str(k.value) for k in self.table.rows}))
         hosts = len({r.host for r in snap.ranks})
         sub = f"{len(snap.ranks)} ranks" + (f" on {hosts} hosts" if hosts > 1 else "")
+        cs = snap.comm.straggler
         if s is not None:
             sub += f" · {s.label} makes the others wait {fmt.secs(s.wait_s)}/step"
+        elif cs is not None:
+            sub += f" · {cs.label} arrives last: the others wait {fmt.secs(cs.wait_s)}/step"
+        hang = next((h for h in snap.comm.hangs if h.ongoing), None)
+        if hang is not None:
+            sub += f" · {'DESYNC' if hang.desync else 'HANG'}: {hang.words}"
         self.border_subtitle = sub

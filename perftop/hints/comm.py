@@ -1,0 +1,64 @@
+"""``comm-bound``: a rank's training thread waits at collectives for a large share of its
+step (exposed communication, from :mod:`perftop.model.comm`), with advice that fits what
+was seen: a late rank to wait for, DDP's many buckets, or explicit collectives in the loop.
+"""
+
+from __future__ import annotations
+
+from perftop.hints.base import fraction, seconds, threshold
+from perftop.model.comm_rows import RankComm
+from perftop.model.snapshot import Hint, Snapshot
+
+SHARE, SHARE_STAY = 0.20, 0.15  # exposed communication as a share of the rank's step
+
+
+def _label(r: RankComm) -> str:
+    return f"rank {r.rank}" if r.rank is not None else f"pid {r.pid}"
+
+
+def comm_bound(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
+    bar = threshold("comm-bound", active, SHARE, SHARE_STAY)
+    rows = [r for r in snap.comm.ranks if r.exposed_share is not None and r.wait_s]
+    worst = max(rows, key=lambda r: r.exposed_share or 0.0, default=None)
+    if worst is None or (worst.exposed_share or 0.0) < bar:
+        return []
+    share, wait = worst.exposed_share or 0.0, worst.wait_s or 0.0
+    evidence = [
+        f"{_label(worst)} waits {seconds(wait)} a step at collectives with nothing left to "
+        f"launch ({fraction(share)} of its step), {seconds(worst.overlap_s or 0.0)} more "
+        "overlapped with its own work (medians)"
+    ]
+    advice = []
+    s = snap.comm.straggler
+    if s is not None and s.pid != worst.pid:
+        evidence.append(f"it waits for {s.label}, the last to arrive at {fraction(s.last_share)}"
+                        " of the collectives")  # fmt: skip
+        advice.append(f"The wait is {s.label} arriving late, not the network: make {s.label} "
+                      "faster first (see the straggler hint and its data wait).")  # fmt: skip
+    ar = next((c for c in worst.collectives if c.op == "all_reduce"), None)
+    if ar is not None and worst.steps and ar.count >= 2 * worst.steps:
+        advice.append(
+            f"DDP all-reduces in {ar.count // worst.steps} buckets a step: a larger "
+            "bucket_cap_mb makes fewer, bigger all-reduces; gradients that are ready late "
+            "(the first layers) cannot overlap, whatever the buckets."
+        )
+    explicit = [c for c in worst.collectives if c.op in ("barrier", "all_reduce", "broadcast")
+                and c.training_thread and (c.wait_p50_s or 0.0) > 0.1 * wait]  # fmt: skip
+    if any(c.op == "barrier" for c in explicit):
+        advice.append("A barrier in the loop makes every rank wait for the slowest each "
+                      "time: log and checkpoint without one, or less often.")  # fmt: skip
+    advice.append("Under gradient accumulation, wrap the micro-batches but the last in "
+                  "model.no_sync(): one all-reduce per optimizer step, not per backward.")  # fmt: skip
+    return [
+        Hint(
+            id="comm-bound",
+            severity="medium",
+            title=f"Communication-bound: {_label(worst)} waits {fraction(share)} of its step "
+            "at collectives",
+            evidence=tuple(evidence),
+            advice=tuple(advice),
+            est_gain=round(share, 4),
+            est_gain_text=f"up to {fraction(share)} of step time, the exposed wait",
+            panel="ranks",
+        )
+    ]

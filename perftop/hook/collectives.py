@@ -1,0 +1,188 @@
+"""Collectives per rank, read from c10d's flight recorder on the hook's background thread.
+
+torch's flight recorder keeps a ring of the collectives each process entered: process
+group, sequence id, op, sizes, and the system clock's time it was created (torch 2.13
+keeps it for gloo too, once ``TORCH_FR_BUFFER_SIZE`` is set before the first process group
+is made). Nothing here wraps a ``torch.distributed`` function or registers a comm hook:
+the sender's thread (never the training thread) reads the ring twice a second, once the
+job has initialized ``torch.distributed``, and sends the records it had not seen. A
+single-process job never initializes it, so it pays one ``sys.modules`` lookup per wake.
+
+A collective that stays incomplete is reported about once a second while it waits
+(:class:`CollWaiting`), with the user's line its launching thread stands at: what a hang
+needs, from the waiting rank's side. ``PERFTOP_COMM=0`` turns all of it off.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from perftop.events import CollBatch, CollInfo, CollWaiting
+
+ENV_OFF = "PERFTOP_COMM"
+ENV_BUFFER = "TORCH_FR_BUFFER_SIZE"
+# The ring perftop asks for when the job did not set one. A read's cost grows faster than
+# the ring (benchmarks/comm_recorder.py: 64 entries under 1 ms, 512 entries 15-60 ms on a
+# loaded 2-core machine), and two reads a second must see every record: 256.
+BUFFER = 256
+POLL_S = 0.5
+WAIT_REPORT_S = 1.0  # a collective incomplete this long is reported, about once a second
+_DTYPE_BYTES = {"Float": 4, "Double": 8, "Half": 2, "BFloat16": 2, "Long": 8, "Int": 4,
+                "Short": 2, "Char": 1, "Byte": 1, "Bool": 1, "ComplexFloat": 8,
+                "ComplexDouble": 16}  # fmt: skip
+
+
+def enabled(environ: Any = os.environ) -> bool:
+    return environ.get(ENV_OFF, "").strip() != "0"
+
+
+def prepare_env(environ: Any = os.environ) -> None:
+    """Before torch is imported: ask for the recorder's ring in a job with several ranks
+    (``WORLD_SIZE`` > 1, as torchrun sets it), unless the job set its own size."""
+    if not enabled(environ) or ENV_BUFFER in environ:
+        return
+    try:
+        world = int(environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        return
+    if world > 1:
+        environ[ENV_BUFFER] = str(BUFFER)
+
+
+def nbytes(sizes: Any, dtypes: Any) -> int:
+    total = 0
+    for shape, dt in zip(sizes or (), dtypes or ()):
+        n = 1
+        for d in shape:
+            n *= int(d)
+        total += n * _DTYPE_BYTES.get(str(dt), 4)
+    return total
+
+
+def user_line(thread_id: int) -> str:
+    """``file:line function`` of the innermost user frame of thread ``thread_id``."""
+    from perftop.hook import frames
+
+    f: Any = sys._current_frames().get(thread_id)
+    while f is not None and frames.kind_of(f.f_code) != frames.USER:
+        f = f.f_back
+    return "" if f is None else f"{f.f_code.co_filename}:{f.f_lineno} {f.f_code.co_name}"
+
+
+class CommPoller:
+    """Called on every wake of the sender's thread (``Sender.pollers``)."""
+
+    def __init__(self, state: Any) -> None:
+        self.state = state
+        self.pid = os.getpid()
+        self.next_t = 0.0
+        self.last_id = -1  # the newest record id sent
+        self.lost = 0
+        self.dump: Any = None
+        self.off = not enabled()
+        self.reported: dict[int, float] = {}  # record id -> when its wait was last sent
+
+    def __call__(self, final: bool = False) -> None:
+        if self.off or os.getpid() != self.pid:  # a forked DataLoader worker: not a rank
+            return
+        now = time.monotonic()
+        if now < self.next_t and not final:
+            return
+        self.next_t = now + POLL_S
+        if self.dump is None:
+            dist = sys.modules.get("torch.distributed")
+            if dist is None or not dist.is_available():
+                return
+            if not dist.is_initialized() and not (final and os.environ.get(ENV_BUFFER)):
+                return  # at exit, a group made and destroyed already is read once
+            self._start()
+            if self.dump is None:
+                return
+        try:
+            data = self.dump()
+        except Exception:
+            self.state.internal_error("collectives")
+            self.off = True
+            return
+        self._send(data.get("entries") or ())
+
+    def _start(self) -> None:
+        self.off = True
+        put = self.state.sender.put
+        try:
+            size = int(os.environ.get(ENV_BUFFER, "0") or 0)
+        except ValueError:
+            size = 0
+        c10d = getattr(getattr(sys.modules.get("torch"), "_C", None), "_distributed_c10d", None)
+        fn = _reader(c10d)
+        why = ""
+        if fn is None:
+            why = "this torch has no flight recorder dump (_dump_fr_trace_json)"
+        elif size <= 0:
+            why = f"{ENV_BUFFER} is not set in the job (or is 0): the recorder keeps nothing"
+        put(CollInfo(time.time(), self.pid, size if not why else 0, why))
+        if not why:
+            self.dump, self.off = fn, False
+
+    def _send(self, entries: Any) -> None:
+        train = getattr(self.state.tracker, "thread", 0)
+        records: list[tuple[Any, ...]] = []
+        now = time.time()
+        pending: set[int] = set()
+        for e in entries:
+            rid = int(e.get("record_id", -1))
+            created = int(e.get("time_created_ns", 0)) / 1e9
+            pg = e.get("process_group") or ("", "")
+            pgname = str(pg[1] or pg[0]) if len(pg) > 1 else str(pg[0])
+            op = str(e.get("profiling_name", "")).rsplit(":", 1)[-1]
+            seq = int(e.get("collective_seq_id", 0))
+            if e.get("is_p2p"):
+                seq = -int(e.get("p2p_seq_id", 0))
+            sizes = json.dumps(e.get("input_sizes") or [], separators=(",", ":"))[:200]
+            try:
+                tid = int(e.get("thread_id", 0))
+            except ValueError:
+                tid = 0
+            if rid > self.last_id:
+                if self.last_id >= 0 and not records and rid > self.last_id + 1:
+                    self.lost += rid - self.last_id - 1
+                b = nbytes(e.get("input_sizes"), e.get("input_dtypes"))
+                records.append((pgname, seq, op, b, sizes, round(created, 6), int(tid == train)))
+                self.last_id = rid
+            if not e.get("retired", True) and now - created >= WAIT_REPORT_S:
+                pending.add(rid)
+                if now - self.reported.get(rid, 0.0) >= WAIT_REPORT_S:
+                    self.reported[rid] = now
+                    w = CollWaiting(now, self.pid, pgname, seq, op, sizes, round(created, 6),
+                                    round(now - created, 3), user_line(tid))  # fmt: skip
+                    self.state.sender.put(w, urgent=True)
+        self.reported = {k: v for k, v in self.reported.items() if k in pending}
+        if records:
+            self.state.sender.put(CollBatch(now, self.pid, tuple(records), self.lost))
+
+
+def _reader(c10d: Any) -> Any:
+    """A call that reads the recorder's ring as a dict: torch's pickled dump without stack
+    traces (the cheaper), else its JSON dump; None where this torch has neither. The pickle
+    is torch's own, made in this process from its own memory."""
+    pickled = getattr(c10d, "_dump_fr_trace", None)
+    if pickled is not None:
+        import pickle
+
+        return lambda: pickle.loads(pickled(True, False, False))
+    dumped = getattr(c10d, "_dump_fr_trace_json", None)
+    if dumped is not None:
+        return lambda: json.loads(dumped(True, False))
+    return None
+
+
+def attach(state: Any) -> None:
+    """Add the poller to the sender's wakes (a no-op with ``PERFTOP_COMM=0``)."""
+    if enabled():
+        poller = CommPoller(state)
+        state.comm = poller
+        state.sender.pollers.append(poller)

@@ -1,0 +1,297 @@
+"""Collectives across ranks: who waits, for whom, and which collective hangs.
+
+Each rank's hook sends the collectives it entered, with the time it entered each (c10d's
+flight recorder's creation time, on the system clock). A collective completes no earlier
+than its last rank arrives, so for each collective every rank entered, a rank's *wait* is
+``last arrival - its arrival``, and the rank that arrived last is the one it waited for.
+
+A rank's waits are merged into intervals: where it launched another collective before
+an earlier one could complete (DDP's buckets, launched during backward), it went on
+working, and that part is *overlapped*; from its last launch in an interval to the
+interval's end it had nothing left to launch, so the rest is *exposed* (its training
+thread waited). The transfer itself is not in these figures: gloo's recorder keeps no
+completion time. Per step (the rank's own steps), the exposed and overlapped sums give
+``wait_s`` and ``overlap_s`` (medians). A pure reducer: no I/O.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from collections import OrderedDict, deque
+from typing import Any
+
+from perftop.events import CollBatch, CollInfo, CollWaiting, Hello, Step
+from perftop.model.comm_rows import CollRow, CommStats, CommStraggler, HangRank, HangRow, RankComm
+from perftop.model.stats import median, percentile
+
+MAX_COLLS = 4096  # (pg, seq) keys kept (the whole-run report reads them all)
+# A live snapshot reads the newest collectives, this many (collective, rank) records in all,
+# at least 64 collectives: its cost grows with both (8 ranks, 512 collectives: ~25 ms).
+LIVE_RECORDS = 4096
+MAX_STEPS = 2048  # step intervals kept per process
+MAX_WAITING = 64
+ONGOING_S = 3.0  # a waiting collective's last report is at most this old: still waiting
+MIN_SHARE = 0.10  # the others' wait for the straggler, as a share of the step
+MIN_WAIT_S = 0.002
+MIN_LAST_SHARE = 0.6  # ... and it arrived last at this share of the collectives at least
+DEFAULT_PGS = ("default_pg", "0")
+
+
+def _env_float(name: str, default: float) -> float:
+    try:
+        v = float(os.environ.get(name, "") or default)
+    except ValueError:
+        return default
+    return v if v > 0 else default
+
+
+HANG_FACTOR = _env_float("PERFTOP_HANG_FACTOR", 10.0)  # times the op's p95 wait ...
+HANG_AFTER_S = _env_float("PERFTOP_HANG_AFTER", 10.0)  # ... and at least this long
+
+
+class CommReducer:
+    handles = (Hello, Step, CollBatch, CollWaiting, CollInfo)
+
+    def __init__(self) -> None:
+        self.who: dict[int, tuple[int | None, str]] = {}
+        self.steps: dict[int, deque[tuple[float, float]]] = {}
+        # (pg, seq) -> pid -> (op, bytes, sizes, t, thread)
+        self.colls: OrderedDict[tuple[str, int], dict[int, tuple[Any, ...]]] = OrderedDict()
+        self.members: dict[str, set[int]] = {}
+        self.kinds: dict[int, dict[tuple[str, str], list[Any]]] = {}  # count, bytes, thread
+        self.last: dict[tuple[int, str], tuple[int, str]] = {}  # (pid, pg) -> (seq, op)
+        self.waiting: OrderedDict[tuple[str, int], dict[int, CollWaiting]] = OrderedDict()
+        self.lost: dict[int, int] = {}
+        self.why: dict[int, str] = {}
+        self.last_t = 0.0
+
+    def apply(self, ev: Any) -> None:
+        if isinstance(ev, Step):
+            d = self.steps.setdefault(ev.pid, deque(maxlen=MAX_STEPS))
+            d.append((ev.t0, ev.t1))
+            self.last_t = max(self.last_t, ev.t1)
+        elif isinstance(ev, CollBatch):
+            self._records(ev)
+        elif isinstance(ev, CollWaiting):
+            w = self.waiting.setdefault((ev.pg, ev.seq), {})
+            w[ev.pid] = ev
+            while len(self.waiting) > MAX_WAITING:
+                self.waiting.popitem(last=False)
+            self.last_t = max(self.last_t, ev.t)
+        elif isinstance(ev, Hello):
+            if ev.worker_id is None:
+                self.who[ev.pid] = (ev.rank, ev.host)
+        elif isinstance(ev, CollInfo) and ev.why:
+            self.why[ev.pid] = ev.why
+
+    def _records(self, ev: CollBatch) -> None:
+        self.lost[ev.pid] = ev.lost
+        self.last_t = max(self.last_t, ev.t)
+        kinds = self.kinds.setdefault(ev.pid, {})
+        for rec in ev.records:
+            try:
+                pg, seq, op, nb, sizes, t, th = rec[:7]
+                seq, nb, t = int(seq), int(nb), float(t)
+            except (TypeError, ValueError):
+                continue  # a record of a newer or damaged writer
+            pg, op = str(pg), str(op)
+            k = kinds.setdefault((pg, op), [0, 0, False])
+            k[0] += 1
+            k[1] += nb
+            k[2] = k[2] or bool(th)
+            if seq <= 0:
+                continue  # point-to-point: no group-wide sequence to line up
+            self.colls.setdefault((pg, seq), {})[ev.pid] = (op, nb, str(sizes), t, th)
+            self.members.setdefault(pg, set()).add(ev.pid)
+            self.last[(ev.pid, pg)] = (seq, op)
+        while len(self.colls) > MAX_COLLS:
+            self.colls.popitem(last=False)
+
+    # -- figures -----------------------------------------------------------------------
+    def _matched(
+        self, limit: int | None
+    ) -> list[tuple[tuple[str, int], dict[int, tuple[Any, ...]]]]:
+        out = []
+        items = list(self.colls.items())
+        for key, by in items[-limit:] if limit else items:
+            group = self.members.get(key[0], set())
+            if len(by) >= 2 and len(by) >= len(group):
+                out.append((key, by))
+        return out
+
+    def contribute(self, parts: dict[str, Any], window: int | None) -> None:
+        if not self.kinds and not self.waiting and not self.why:
+            parts["comm"] = CommStats()
+            return
+        ranked = max(2, len(self.kinds))
+        matched = self._matched(None if window is None else max(64, LIVE_RECORDS // ranked))
+        step_p50 = {r.pid: r.p50 for r in parts.get("ranks", ()) if r.pid is not None}
+        per_pid, waits, last_count = _waits(matched, self.steps, window)
+        ranks = []
+        for pid in sorted(self.kinds, key=lambda p: (self.who.get(p, (None, ""))[0] or 0, p)):
+            rank, host = self.who.get(pid, (None, ""))
+            steps = per_pid.get(pid, {})
+            exposed = [v[0] for v in steps.values()]
+            overlap = [v[1] for v in steps.values()]
+            wait, p50 = median(exposed), step_p50.get(pid)
+            by: dict[int, float] = {}
+            for v in steps.values():
+                for q, w in v[2].items():
+                    by[q] = by.get(q, 0.0) + w
+            rows = tuple(
+                CollRow(pg, op, k[0], k[1], median(waits.get((pid, pg, op), [])), k[2])
+                for (pg, op), k in sorted(self.kinds[pid].items(), key=lambda x: -x[1][1])
+            )
+            ranks.append(RankComm(
+                pid, rank, host, rows, len(steps), wait, median(overlap),
+                wait / p50 if wait is not None and p50 else None,
+                self.who.get(max(by, key=by.__getitem__), (None, ""))[0] if by else None,
+                self.lost.get(pid, 0),
+            ))  # fmt: skip
+        parts["comm"] = CommStats(
+            tuple(ranks),
+            _straggler(per_pid, last_count, len(matched), step_p50, self.who),
+            self._hangs(matched, bool(getattr(parts.get("meta"), "ended", False))),
+            "; ".join(sorted(set(self.why.values()))) if not matched else "",
+        )
+
+    def _hangs(self, matched: list[Any], ended: bool) -> tuple[HangRow, ...]:
+        rows = []
+        seen = set()
+        for key, by in self.waiting.items():
+            first = next(iter(by.values()))
+            latest = max(w.t for w in by.values())
+            ongoing = not ended and self.last_t - latest <= ONGOING_S
+            waited = max(w.waited_s for w in by.values()) + (
+                max(0.0, self.last_t - latest) if ongoing else 0.0
+            )
+            typical = percentile(sorted(self._usual(key[0], first.op, matched)), 95.0)
+            threshold = max(HANG_FACTOR * (typical or 0.0), HANG_AFTER_S)
+            desync = len({v[0] for v in self.colls.get(key, {}).values()}) > 1
+            if waited < threshold and not desync:
+                continue
+            seen.add(key)
+            seen_t = first.t_created + threshold  # entered after this: missing at the hang
+            rows.append(HangRow(key[0], key[1], first.op, first.sizes, first.t_created,
+                                round(waited, 3), threshold, self._where(key, by, seen_t),
+                                desync, ongoing))  # fmt: skip
+        for key, by in matched:
+            if key not in seen and len({v[0] for v in by.values()}) > 1 and len(rows) < 16:
+                v = next(iter(by.values()))
+                rows.append(HangRow(key[0], key[1], v[0], v[2], v[3], 0.0, 0.0,
+                                    self._where(key, {}), True, False))  # fmt: skip
+        return tuple(rows)
+
+    def _usual(self, pg: str, op: str, matched: list[Any]) -> list[float]:
+        """The waits of ``op`` in ``pg`` at collectives that never hung (their usual time)."""
+        out = []
+        for key, by in matched:
+            if key[0] == pg and key not in self.waiting:
+                end = max(v[3] for v in by.values())
+                out += [end - v[3] for v in by.values() if v[0] == op]
+        return out
+
+    def _where(
+        self, key: tuple[str, int], waiting: dict[int, CollWaiting], by_t: float | None = None
+    ) -> tuple[HangRank, ...]:
+        """Each rank of the group: entered (by ``by_t``, when the hang was seen) or not."""
+        pg, seq = key
+        group = set(self.members.get(pg, set()))
+        if pg in DEFAULT_PGS:
+            group |= {p for p, (r, _h) in self.who.items() if r is not None}
+        entered = self.colls.get(key, {})
+        out = []
+        for pid in sorted(group, key=lambda p: (self.who.get(p, (None, ""))[0] or 0, p)):
+            rank = self.who.get(pid, (None, ""))[0]
+            e = entered.get(pid)
+            if pid in waiting or (e is not None and (by_t is None or e[3] <= by_t)):
+                op = e[0] if e is not None else waiting[pid].op
+                line = waiting[pid].line if pid in waiting else ""
+                out.append(HangRank(rank, pid, True, op, line))
+                continue
+            last = next(((s, self.colls[(pg, s)][pid][0]) for s in range(seq - 1, seq - 65, -1)
+                         if pid in self.colls.get((pg, s), {})), None)  # fmt: skip
+            out.append(HangRank(rank, pid, False, "", "", last[0] if last else None,
+                                last[1] if last else ""))  # fmt: skip
+        return tuple(out)
+
+
+def _step_of(starts: list[float], steps: Any, t: float) -> int | None:
+    i = bisect.bisect_right(starts, t) - 1
+    if i < 0 or t > steps[i][1]:
+        return None
+    return i
+
+
+def _waits(
+    matched: list[Any], steps: dict[int, Any], window: int | None
+) -> tuple[
+    dict[int, dict[int, list[Any]]], dict[tuple[int, str, str], list[float]], dict[int, int]
+]:
+    """Per process and step: [exposed, overlapped, {pid waited for: exposed}]; each
+    (pid, pg, op)'s waits; how often each process arrived last."""
+    arrivals: dict[int, list[tuple[float, float, int]]] = {}
+    waits: dict[tuple[int, str, str], list[float]] = {}
+    last_count: dict[int, int] = {}
+    for (pg, _seq), by in matched:
+        last_pid = max(by, key=lambda p: by[p][3])
+        end = by[last_pid][3]
+        last_count[last_pid] = last_count.get(last_pid, 0) + 1
+        for pid, v in by.items():
+            arrivals.setdefault(pid, []).append((v[3], end, last_pid))
+            waits.setdefault((pid, pg, v[0]), []).append(end - v[3])
+    out: dict[int, dict[int, list[Any]]] = {}
+    for pid, arr in arrivals.items():
+        st = list(steps.get(pid, ()))
+        if window is not None:
+            st = st[-window:]
+        starts = [s[0] for s in st]
+        per: dict[int, list[Any]] = {}
+        arr.sort()
+        comp: list[Any] | None = None  # [start, end, last own arrival, who]
+        for a, end, who in [*arr, (float("inf"), float("inf"), -1)]:
+            if comp is not None and a <= comp[1]:
+                comp[2] = a
+                if end > comp[1]:
+                    comp[1], comp[3] = end, who
+                continue
+            if comp is not None:
+                i = _step_of(starts, st, comp[0])
+                if i is not None:
+                    slot = per.setdefault(i, [0.0, 0.0, {}])
+                    exposed = comp[1] - comp[2]
+                    slot[0] += exposed
+                    slot[1] += comp[2] - comp[0]
+                    if comp[3] != pid and exposed > 0:
+                        slot[2][comp[3]] = slot[2].get(comp[3], 0.0) + exposed
+            comp = [a, end, a, who]
+        out[pid] = per
+    return out, waits, last_count
+
+
+def _straggler(
+    per_pid: dict[int, dict[int, list[Any]]],
+    last_count: dict[int, int],
+    matched: int,
+    step_p50: dict[int, float | None],
+    who: dict[int, tuple[int | None, str]],
+) -> CommStraggler | None:
+    pids = [p for p in per_pid if per_pid[p]]
+    if len(pids) < 2 or not matched:
+        return None
+    best: tuple[float, int] | None = None
+    for q in pids:
+        others = [median([s[2].get(q, 0.0) for s in per_pid[r].values()]) or 0.0
+                  for r in pids if r != q]  # fmt: skip
+        w = median(others) or 0.0
+        if best is None or w > best[0]:
+            best = (w, q)
+    assert best is not None
+    step = median([v for v in step_p50.values() if v]) or 0.0
+    w, q = best
+    last = last_count.get(q, 0) / matched
+    if step <= 0 or w < max(MIN_SHARE * step, MIN_WAIT_S) or last < MIN_LAST_SHARE:
+        return None
+    rank, host = who.get(q, (None, ""))
+    return CommStraggler(rank, q, host, w, step, last)

@@ -1,0 +1,126 @@
+"""The report's collectives: per rank (``ranks[].collectives``, ``ranks[].comm_wait_s``),
+the straggler by who arrives last (``comm``), and hung or desynchronized collectives
+(``hangs``), with the stack of each rank that never entered."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from perftop.model import Snapshot
+from perftop.model.comm_rows import HangRow, RankComm
+
+STACK_FRAMES = 8
+
+
+def _r(x: float | None, nd: int = 6) -> float | None:
+    return None if x is None else round(x, nd)
+
+
+def rank_comm(snap: Snapshot, pid: int | None, host: str) -> dict[str, Any]:
+    """The keys a ``ranks[]`` entry gets (null figures where nothing was measured)."""
+    c: RankComm | None = next(
+        (r for r in snap.comm.ranks if r.pid == pid and (not host or r.host == host)), None
+    )
+    s = snap.comm.straggler
+    return {
+        "collectives": [
+            {
+                "pg": x.pg,
+                "op": x.op,
+                "count": x.count,
+                "bytes": x.bytes,
+                "wait_p50_s": _r(x.wait_p50_s),
+                "training_thread": x.training_thread,
+            }
+            for x in (c.collectives if c else ())
+        ],  # fmt: skip
+        "comm_wait_s": _r(c.wait_s) if c else None,
+        "comm_overlap_s": _r(c.overlap_s) if c else None,
+        "comm_exposed_fraction": _r(c.exposed_share, 4) if c else None,
+        "comm_waited_for_rank": c.waited_for if c else None,
+        "comm_records_lost": c.lost if c else None,
+        "comm_straggler": s is not None and s.pid == pid and (not host or s.host == host),
+    }
+
+
+def comm_json(snap: Snapshot) -> dict[str, Any]:
+    s = snap.comm.straggler
+    return {
+        "straggler": None
+        if s is None
+        else {
+            "rank": s.rank,
+            "pid": s.pid,
+            "host": s.host,
+            "others_wait_s": _r(s.wait_s),
+            "step_s": _r(s.step_s),
+            "arrived_last_fraction": _r(s.last_share, 4),
+        },  # fmt: skip
+        "note": snap.comm.note,
+    }
+
+
+def stack_of(snap: Snapshot, pid: int, since: float) -> list[dict[str, Any]]:
+    """The first stack captured of ``pid`` after ``since`` (stall capture), innermost first:
+    where it stood while the others waited."""
+    for st in snap.stalls:
+        if st.t < since:
+            continue
+        for p, _role, frames in st.stacks:
+            if p == pid and frames:
+                return [{"function": f[0], "file": f[1], "line": f[2]}
+                        for f in frames[:STACK_FRAMES]]  # fmt: skip
+    return []
+
+
+def hang_json(snap: Snapshot, h: HangRow) -> dict[str, Any]:
+    return {
+        "kind": "desync" if h.desync else "hang",
+        "pg": h.pg,
+        "seq": h.seq,
+        "op": h.op,
+        "sizes": h.sizes,
+        "t_created": h.t_created,
+        "waited_s": h.waited_s,
+        "threshold_s": h.threshold_s,
+        "ongoing": h.ongoing,
+        "entered": [
+            {"rank": r.rank, "pid": r.pid, "op": r.op, "line": r.line} for r in h.ranks if r.entered
+        ],  # fmt: skip
+        "missing": [
+            {
+                "rank": r.rank,
+                "pid": r.pid,
+                "last_seq": r.last_seq,
+                "last_op": r.last_op,
+                "stack": stack_of(snap, r.pid, h.t_created),
+            }
+            for r in h.missing
+        ],  # fmt: skip
+    }
+
+
+def hangs_json(snap: Snapshot) -> list[dict[str, Any]]:
+    return [hang_json(snap, h) for h in snap.comm.hangs]
+
+
+def hang_lines(r: dict[str, Any]) -> list[str]:
+    """The text report's section on hung and desynchronized collectives."""
+    if not r.get("hangs"):
+        return []
+    out = ["", "Hung collectives"]
+    for h in r["hangs"]:
+        what = "desync" if h["kind"] == "desync" else f"waited {h['waited_s']:.0f} s"
+        out.append(f"  {h['op']} {h['pg']} seq {h['seq']} {h['sizes']}: {what}")
+        for e in h["entered"]:
+            out.append(f"    rank {_s(e['rank'])} entered {e['op']}  {e['line'] or '-'}")
+        for m in h["missing"]:
+            top = m["stack"][0] if m["stack"] else None
+            at = f"{top['file']}:{top['line']} {top['function']}" if top else "no stack"
+            out.append(f"    rank {_s(m['rank'])} not entered (last seq {_s(m['last_seq'])} "
+                       f"{m['last_op'] or '-'})  {at}")  # fmt: skip
+    return out
+
+
+def _s(x: Any) -> str:
+    return "-" if x is None else str(x)
