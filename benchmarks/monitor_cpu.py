@@ -45,8 +45,9 @@ CHILD = """
 import os, sys, time
 from perftop.demo.train import main
 out, argv = sys.argv[1], sys.argv[2:]
-with open(out + ".pid", "w") as f:
+with open(out + ".pid.tmp", "w") as f:
     f.write(str(os.getpid()))
+os.replace(out + ".pid.tmp", out + ".pid")
 t0 = time.monotonic()
 main(argv)
 with open(out + ".tmp", "w") as f:
@@ -119,6 +120,17 @@ def cpu_of(pid: int) -> float:
         return float("nan")
 
 
+def started(out: Path, timeout: float = 120.0) -> int:
+    """The job's pid, once it has started (it writes it first)."""
+    pidfile = Path(str(out) + ".pid")
+    end = time.monotonic() + timeout
+    while not pidfile.exists() or not pidfile.read_text():
+        if time.monotonic() > end:
+            raise SystemExit(f"the job did not start in {timeout:g} s")
+        time.sleep(0.1)
+    return int(pidfile.read_text())
+
+
 def run_arm(arm: str, job: str, steps: int, warmup: float, tmp: Path, k: int) -> dict:
     """One run: the monitor's and the terminal's CPU (% of a core), the job's steps/s."""
     out = tmp / f"{arm}-{job}-{k}.txt"
@@ -140,11 +152,11 @@ def run_arm(arm: str, job: str, steps: int, warmup: float, tmp: Path, k: int) ->
         if arm in ("htop", "htop15", "nvitop", "none"):
             job_proc = subprocess.Popen(job_cmd, stdout=subprocess.DEVNULL)
         t_launch = time.monotonic()
-        time.sleep(warmup)
+        time.sleep(1.0)
         if not psutil.pid_exists(pane) or psutil.Process(pane).status() == "zombie":
             return {"na": f"{arm} exited at once: {tmux.screen().strip()[:120]}"}
-        pidfile = Path(str(out) + ".pid")
-        job_pid = int(pidfile.read_text()) if pidfile.exists() else -1
+        job_pid = started(out)
+        time.sleep(warmup)
         c0, s0, w0 = tree_cpu(pane, {job_pid}), cpu_of(tmux.server), time.monotonic()
         header: list[float] = []
         while not out.exists():
@@ -176,7 +188,7 @@ def main() -> int:
     ap.add_argument("--jobs", default="demo,loader4")
     ap.add_argument("--arms", default=",".join(ARMS))
     ap.add_argument("--steps", type=int, default=120)
-    ap.add_argument("--warmup", type=float, default=8.0, help="seconds after launch")
+    ap.add_argument("--warmup", type=float, default=6.0, help="seconds after the job started")
     a = ap.parse_args()
     for tool in ("tmux", "perftop"):
         if shutil.which(tool) is None:
