@@ -10,16 +10,16 @@ from __future__ import annotations
 import os
 
 from rich.text import Text
-from textual.widgets import Static
 
 from perftop.fmt import command as command_line
 from perftop.model import Snapshot
 from perftop.report.build import cut_short
 from perftop.tui import fmt
 from perftop.tui.mode import AppMode
+from perftop.tui.widgets.quiet import QuietStatic
 
 
-class HeaderBar(Static):
+class HeaderBar(QuietStatic):
     DEFAULT_CSS = """
     HeaderBar {
         height: 2;

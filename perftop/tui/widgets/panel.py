@@ -6,9 +6,9 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.widgets import Static
 
 from perftop.model import Snapshot
+from perftop.tui.widgets.quiet import QuietStatic
 
 
 class Panel(Vertical, can_focus=False):
@@ -46,7 +46,8 @@ class Panel(Vertical, can_focus=False):
 class TextPanel(Panel, can_focus=True):
     """A panel whose body is one block of Rich text, rebuilt from each snapshot.
 
-    Text panels are cheap (one ``Static.update`` per refresh) and focusable so they can be
+    Text panels are cheap (one ``Static.update`` per refresh, none when the text is the
+    same as before, see :mod:`perftop.tui.widgets.quiet`) and focusable so they can be
     zoomed. Subclasses implement :meth:`render_body`.
     """
 
@@ -56,7 +57,7 @@ class TextPanel(Panel, can_focus=True):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._body = Static("", markup=False)
+        self._body = QuietStatic("", markup=False)
         self._last: Snapshot | None = None
 
     def compose(self) -> ComposeResult:
