@@ -6,7 +6,14 @@ from __future__ import annotations
 import dataclasses
 
 from perftop.tui.messages import SnapshotMessage
-from perftop.tui.widgets import HeaderBar, HintsPanel, HostPanel, StepsPanel, SyncPanel
+from perftop.tui.widgets import (
+    HeaderBar,
+    HintsPanel,
+    HostPanel,
+    ProcessesPanel,
+    StepsPanel,
+    SyncPanel,
+)
 from tests.tui.fakes import snapshot
 from tests.tui.test_app import aio, settle, showing, text_of
 
@@ -31,7 +38,10 @@ async def test_a_panel_whose_text_is_unchanged_is_not_repainted() -> None:
         host, hints = app.query_one(HostPanel), app.query_one(HintsPanel)
         sync = app.query_one(SyncPanel)
         header = app.query_one(HeaderBar)
-        spied = {w: spy(w) for w in (host._body, hints._body, sync.summary, header)}
+        procs = app.query_one(ProcessesPanel)  # its subtitle is set again, the same
+        assert procs.border_subtitle
+        watched = (host._body, hints._body, sync.summary, header, procs, sync)
+        spied = {w: spy(w) for w in watched}
         app.post_message(SnapshotMessage(snap))  # the same figures again
         await settle(pilot)
         assert {type(w).__name__: c for w, c in spied.items() if c} == {}

@@ -6,9 +6,12 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.widget import Widget
 
 from perftop.model import Snapshot
 from perftop.tui.widgets.quiet import QuietStatic
+
+_SUBTITLE = Widget.__dict__["border_subtitle"]  # Textual's descriptor
 
 
 class Panel(Vertical, can_focus=False):
@@ -35,6 +38,18 @@ class Panel(Vertical, can_focus=False):
         super().__init__(id=id)
         self.border_title = self.TITLE
         self.compact = False
+
+    @property
+    def border_subtitle(self) -> str | None:
+        return _SUBTITLE.__get__(self, type(self))
+
+    @border_subtitle.setter
+    def border_subtitle(self, title: str | None) -> None:
+        """Textual repaints the whole panel at each set; panels set their subtitle at each
+        snapshot, so only a new one is set."""
+        if title != getattr(self, "_subtitle_set", ""):
+            self._subtitle_set = title
+            _SUBTITLE.__set__(self, title)
 
     def show(self, snap: Snapshot) -> None:
         """Render ``snap``; called on the app's thread only."""
