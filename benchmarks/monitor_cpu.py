@@ -8,7 +8,8 @@ DataLoader workers) for a fixed number of steps, in tmux at 160x48 on a private 
 - ``htop``     the job alone, ``htop -d 5`` (0.5 s, perftop's refresh) in the pane;
 - ``htop15``   the same at htop's default ``-d 15`` (1.5 s);
 - ``nvitop``   the job alone, ``nvitop --interval 0.5`` in the pane (N/A without NVML);
-- ``none``     the job alone: its steps/s without any monitor.
+- ``none``     the job alone: its steps/s without any monitor;
+- ``tui-base``, ``headless-base`` (with ``--compare DIR``): perftop from another tree.
 
 The monitor's CPU is psutil's ``cpu_times`` of the monitor's process tree (perftop and
 its helpers, not the job's tree; htop; nvitop), from ``--warmup`` s after the launch to
@@ -112,6 +113,24 @@ def tree_cpu(root: int, exclude: set[int]) -> float:
     return total
 
 
+def end_trees(*roots: int) -> None:
+    """Kill what this run started: perftop outlives its terminal (a running job goes on,
+    so does its monitor), so killing tmux is not enough."""
+    procs: list[psutil.Process] = []
+    for root in roots:
+        try:
+            top = psutil.Process(root)
+            procs += [top, *top.children(recursive=True)]
+        except psutil.Error:
+            pass
+    for p in procs:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(procs, timeout=5)
+
+
 def cpu_of(pid: int) -> float:
     try:
         t = psutil.Process(pid).cpu_times()
@@ -131,25 +150,31 @@ def started(out: Path, timeout: float = 120.0) -> int:
     return int(pidfile.read_text())
 
 
-def run_arm(arm: str, job: str, steps: int, warmup: float, tmp: Path, k: int) -> dict:
+def run_arm(
+    arm: str, job: str, steps: int, warmup: float, tmp: Path, k: int, base: str = ""
+) -> dict:
     """One run: the monitor's and the terminal's CPU (% of a core), the job's steps/s."""
     out = tmp / f"{arm}-{job}-{k}.txt"
     child = tmp / "child.py"
     job_cmd = [sys.executable, str(child), str(out), *JOBS[job], "--steps", str(steps)]
     q = shlex.join
+    perftop = "perftop"
+    if arm.endswith("-base"):  # the same, from another tree's perftop
+        perftop = f"env PYTHONPATH={q([base])} {q([sys.executable])} -m perftop"
     pane_cmd = {
-        "tui": f"exec perftop run --no-record -- {q(job_cmd)}",
-        "headless": f"exec perftop run --headless --no-record -- {q(job_cmd)} >/dev/null 2>&1",
+        "tui": f"exec {perftop} run --no-record -- {q(job_cmd)}",
+        "headless": f"exec {perftop} run --headless --no-record -- {q(job_cmd)} >/dev/null 2>&1",
         "htop": "exec htop -d 5",
         "htop15": "exec htop -d 15",
         "nvitop": "exec nvitop --interval 0.5",
         "none": "exec sleep 3600",
-    }[arm]
+    }[arm.removesuffix("-base")]
     tmux = Tmux(f"perftop-bench-{os.getpid()}-{k}")
     job_proc = None
+    pane = job_pid = -1
     try:
         pane = tmux.start(pane_cmd, 160, 48)
-        if arm in ("htop", "htop15", "nvitop", "none"):
+        if not arm.startswith(("tui", "headless")):
             job_proc = subprocess.Popen(job_cmd, stdout=subprocess.DEVNULL)
         t_launch = time.monotonic()
         time.sleep(1.0)
@@ -160,8 +185,8 @@ def run_arm(arm: str, job: str, steps: int, warmup: float, tmp: Path, k: int) ->
         c0, s0, w0 = tree_cpu(pane, {job_pid}), cpu_of(tmux.server), time.monotonic()
         header: list[float] = []
         while not out.exists():
-            time.sleep(0.2 if arm != "tui" else 2.0)
-            if arm == "tui":
+            time.sleep(2.0 if arm.startswith("tui") else 0.2)
+            if arm.startswith("tui"):
                 m = HEADER_CPU.search(tmux.screen())
                 if m:
                     header.append(float(m.group(1)))
@@ -177,6 +202,7 @@ def run_arm(arm: str, job: str, steps: int, warmup: float, tmp: Path, k: int) ->
             "window": w1 - w0,
         }
     finally:
+        end_trees(job_pid, pane)
         tmux.kill()
         if job_proc is not None:
             job_proc.wait()
@@ -188,6 +214,12 @@ def main() -> int:
     ap.add_argument("--jobs", default="demo,loader4")
     ap.add_argument("--arms", default=",".join(ARMS))
     ap.add_argument("--steps", type=int, default=120)
+    ap.add_argument(
+        "--compare",
+        metavar="DIR",
+        help="also run the TUI and headless arms with the perftop of this tree (an unpacked "
+        "`git archive` of a base commit, its compiled tracker copied in): tui-base, headless-base",
+    )
     ap.add_argument("--warmup", type=float, default=6.0, help="seconds after the job started")
     a = ap.parse_args()
     for tool in ("tmux", "perftop"):
@@ -195,6 +227,8 @@ def main() -> int:
             print(f"monitor_cpu: {tool} not found on PATH")
             return 2
     arms = [x for x in a.arms.split(",") if x]
+    if a.compare:
+        arms[1:1] = [f"{x}-base" for x in ("tui", "headless") if x in arms]
     if not shutil.which("htop"):
         arms = [x for x in arms if not x.startswith("htop")]
         print("htop: not installed, left out")
@@ -214,7 +248,7 @@ def main() -> int:
                     if arm in na:
                         continue
                     k += 1
-                    r = run_arm(arm, job, a.steps, a.warmup, tmp, k)
+                    r = run_arm(arm, job, a.steps, a.warmup, tmp, k, a.compare or "")
                     if "na" in r:
                         na[arm] = r["na"]
                     else:

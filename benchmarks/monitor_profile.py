@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from monitor_cpu import CHILD, JOBS, Tmux, started, tree_cpu
+from monitor_cpu import CHILD, JOBS, Tmux, end_trees, started, tree_cpu
 
 from perftop.monitor.stacks import pyspy
 
@@ -99,6 +99,7 @@ def main() -> int:
         tail = " >/dev/null 2>&1" if a.mode == "headless" else ""
         tmux = Tmux(f"perftop-profile-{os.getpid()}")
         raw = Path(a.raw) if a.raw else tmp / "raw.txt"
+        pane = job_pid = -1
         try:
             pane = tmux.start(
                 f"exec perftop run {flag}--no-record -- {shlex.join(job)}{tail}", 160, 48
@@ -128,6 +129,7 @@ def main() -> int:
             )
             c1, w1 = tree_cpu(pane, {job_pid}), time.monotonic()
         finally:
+            end_trees(job_pid, pane)
             tmux.kill()
         counts: Counter[str] = Counter()
         for line in raw.read_text().splitlines():

@@ -19,12 +19,12 @@ from perftop.probes.procs import ProcProbe
 GROW = """
 import sys
 print("ready", flush=True)
-sys.stdin.readline()
-block = bytearray(64 * 1024 * 1024)
-for i in range(0, len(block), 4096):
-    block[i] = 1
-print("grown", flush=True)
-sys.stdin.readline()
+blocks = []
+for line in sys.stdin:
+    blocks.append(bytearray(64 * 1024 * 1024))
+    for i in range(0, len(blocks[-1]), 4096):
+        blocks[-1][i] = 1
+    print("grown", flush=True)
 """
 
 needs_uss = pytest.mark.skipif(not platform_caps().uss, reason="no USS on this OS")
@@ -56,14 +56,18 @@ def grower():
 
 @needs_uss
 def test_uss_of_a_process_dear_to_read_is_paced(grower):
-    """Over its budget, a process's USS is the last read's until its period has passed."""
+    """Over its budget, a process's USS is the last read's until its period has passed;
+    once it moved fast, it is read at every tick (a worker's copy-on-write growth)."""
     proc, grow = grower
     probe = ProcProbe(proc.pid, mem_budget=1e-9, mem_max_age_s=1.0)
     before = _uss(probe, proc.pid)
     grow()
     assert _uss(probe, proc.pid) == before  # not read again: the last figure
     time.sleep(1.0)
-    assert _uss(probe, proc.pid) > before + 50 * 2**20  # its period passed: read again
+    grown = _uss(probe, proc.pid)
+    assert grown > before + 50 * 2**20  # its period passed: read again
+    grow()
+    assert _uss(probe, proc.pid) > grown + 50 * 2**20  # moving: read at once
 
 
 @needs_uss

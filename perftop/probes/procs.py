@@ -38,6 +38,10 @@ SMAPS_PER_TICK = 10
 # least every MEM_MAX_AGE_S. The figures shown meanwhile are the last read's.
 MEM_BUDGET = 0.005
 MEM_MAX_AGE_S = 30.0
+# A process whose USS moved this fast between its last two reads is read at every tick
+# whatever it costs, so a worker's copy-on-write growth keeps its 1 s samples (the
+# worker-memory hint fits a line through 15 s of them): half the hint's GROW_RATE.
+MEM_MOVING_BPS = 0.25 * 2**20
 
 
 @dataclass(slots=True)
@@ -53,6 +57,7 @@ class _Tracked:
     mem: tuple[int | None, int | None, int | None] | None = None  # last (uss, pss, swap)
     mem_at: float = 0.0  # when it was read (monotonic)
     mem_cost: float = 0.0  # the CPU seconds that read took
+    mem_moving: bool = False  # its USS moved fast between its last two reads
     execed: bool = False  # its program changed since it was first seen (a fork, then exec)
 
 
@@ -124,6 +129,13 @@ def read_memory(p: psutil.Process, caps: PlatformCaps) -> tuple[int | None, int 
     if not uss and not pss:
         return None, None, None  # a process being torn down: its pages are not countable
     return uss, pss, swap
+
+
+def _moving(last: Any, new: Any, dt: float) -> bool:
+    """Whether USS moved at least :data:`MEM_MOVING_BPS` between two reads."""
+    if last is None or last[0] is None or new[0] is None or dt <= 0:
+        return False
+    return abs(new[0] - last[0]) >= MEM_MOVING_BPS * dt
 
 
 class ProcProbe:
@@ -207,7 +219,7 @@ class ProcProbe:
         """Whether to read this process's USS/PSS again: at its first sample, then when its
         share of :data:`MEM_BUDGET` allows; staggered by pid so each tick reads about the
         same number of ``smaps_rollup`` files."""
-        if tr.mem is None:
+        if tr.mem is None or tr.mem_moving:
             return True
         period = min(self.mem_max_age_s, tr.mem_cost * self._n / self.mem_budget)
         if now - tr.mem_at + 0.1 < period:  # 0.1 s: a tick that came a little early
@@ -249,8 +261,10 @@ class ProcProbe:
         tr.cpu_s, tr.io, tr.mono = cpu_s, io_now, now
         if self._mem_due(tr, now):
             c0 = time.thread_time()
+            last, last_at = tr.mem, tr.mem_at
             tr.mem = read_memory(p, self.caps)
             tr.mem_cost, tr.mem_at = time.thread_time() - c0, now
+            tr.mem_moving = _moving(last, tr.mem, now - last_at)
         uss, pss, swap = tr.mem
         return (
             p.pid,
