@@ -57,7 +57,8 @@ def grower():
 @needs_uss
 def test_uss_of_a_process_dear_to_read_is_paced(grower):
     """Over its budget, a process's USS is the last read's until its period has passed;
-    once it moved fast, it is read at every tick (a worker's copy-on-write growth)."""
+    once it rose fast over two reads in a row, at every tick (a worker's copy-on-write
+    growth)."""
     proc, grow = grower
     probe = ProcProbe(proc.pid, mem_budget=1e-9, mem_max_age_s=1.0)
     before = _uss(probe, proc.pid)
@@ -67,7 +68,11 @@ def test_uss_of_a_process_dear_to_read_is_paced(grower):
     grown = _uss(probe, proc.pid)
     assert grown > before + 50 * 2**20  # its period passed: read again
     grow()
-    assert _uss(probe, proc.pid) > grown + 50 * 2**20  # moving: read at once
+    assert _uss(probe, proc.pid) == grown  # one rise: still paced
+    time.sleep(1.0)
+    grown = _uss(probe, proc.pid)  # the second rise in a row
+    grow()
+    assert _uss(probe, proc.pid) > grown + 50 * 2**20  # growing: read at every tick
 
 
 @needs_uss

@@ -38,9 +38,10 @@ SMAPS_PER_TICK = 10
 # least every MEM_MAX_AGE_S. The figures shown meanwhile are the last read's.
 MEM_BUDGET = 0.005
 MEM_MAX_AGE_S = 30.0
-# A process whose USS moved this fast between its last two reads is read at every tick
-# whatever it costs, so a worker's copy-on-write growth keeps its 1 s samples (the
-# worker-memory hint fits a line through 15 s of them): half the hint's GROW_RATE.
+# A process whose USS rose at least this fast over each of its last two reads (not an
+# allocator's ups and downs) is read at every tick whatever it costs, so a worker's
+# copy-on-write growth gets 1 s samples (the worker-memory hint fits a line through 15 s
+# of them): half the hint's GROW_RATE.
 MEM_MOVING_BPS = 0.25 * 2**20
 
 
@@ -57,7 +58,7 @@ class _Tracked:
     mem: tuple[int | None, int | None, int | None] | None = None  # last (uss, pss, swap)
     mem_at: float = 0.0  # when it was read (monotonic)
     mem_cost: float = 0.0  # the CPU seconds that read took
-    mem_moving: bool = False  # its USS moved fast between its last two reads
+    mem_rises: int = 0  # reads in a row whose USS rose fast (see MEM_MOVING_BPS)
     execed: bool = False  # its program changed since it was first seen (a fork, then exec)
 
 
@@ -131,11 +132,11 @@ def read_memory(p: psutil.Process, caps: PlatformCaps) -> tuple[int | None, int 
     return uss, pss, swap
 
 
-def _moving(last: Any, new: Any, dt: float) -> bool:
-    """Whether USS moved at least :data:`MEM_MOVING_BPS` between two reads."""
+def _rose(last: Any, new: Any, dt: float) -> bool:
+    """Whether USS rose at least :data:`MEM_MOVING_BPS` between two reads."""
     if last is None or last[0] is None or new[0] is None or dt <= 0:
         return False
-    return abs(new[0] - last[0]) >= MEM_MOVING_BPS * dt
+    return new[0] - last[0] >= MEM_MOVING_BPS * dt
 
 
 class ProcProbe:
@@ -219,7 +220,7 @@ class ProcProbe:
         """Whether to read this process's USS/PSS again: at its first sample, then when its
         share of :data:`MEM_BUDGET` allows; staggered by pid so each tick reads about the
         same number of ``smaps_rollup`` files."""
-        if tr.mem is None or tr.mem_moving:
+        if tr.mem is None or tr.mem_rises >= 2:
             return True
         period = min(self.mem_max_age_s, tr.mem_cost * self._n / self.mem_budget)
         if now - tr.mem_at + 0.1 < period:  # 0.1 s: a tick that came a little early
@@ -264,7 +265,7 @@ class ProcProbe:
             last, last_at = tr.mem, tr.mem_at
             tr.mem = read_memory(p, self.caps)
             tr.mem_cost, tr.mem_at = time.thread_time() - c0, now
-            tr.mem_moving = _moving(last, tr.mem, now - last_at)
+            tr.mem_rises = tr.mem_rises + 1 if _rose(last, tr.mem, now - last_at) else 0
         uss, pss, swap = tr.mem
         return (
             p.pid,
