@@ -262,11 +262,10 @@ class ProcProbe:
         tr.cpu_s, tr.io, tr.mono = cpu_s, io_now, now
         if self._mem_due(tr, now):
             c0 = time.thread_time()
-            last, last_at = tr.mem, tr.mem_at
-            tr.mem = read_memory(p, self.caps)
-            tr.mem_cost, tr.mem_at = time.thread_time() - c0, now
-            tr.mem_rises = tr.mem_rises + 1 if _rose(last, tr.mem, now - last_at) else 0
-        uss, pss, swap = tr.mem
+            mem = read_memory(p, self.caps)
+            tr.mem_rises = tr.mem_rises + 1 if _rose(tr.mem, mem, now - tr.mem_at) else 0
+            tr.mem, tr.mem_cost, tr.mem_at = mem, time.thread_time() - c0, now
+        uss, pss, swap = tr.mem or (None, None, None)
         return (
             p.pid,
             ppid,
