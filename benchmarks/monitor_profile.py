@@ -5,6 +5,7 @@ rendering and diffing, and the rest.
 
     python benchmarks/monitor_profile.py [--mode tui|headless] [--seconds 20] [--rate 100]
         [--raw FILE]   # also keep py-spy's collapsed stacks
+        [--tree DIR]   # the perftop of another tree (`git archive` of a base, tracker copied in)
 
 Each bucket's share of the samples taken on a CPU, times the CPU psutil measured over the
 same seconds, is its cost in % of one core (py-spy's own idle test counts threads that wait
@@ -84,6 +85,9 @@ def main() -> int:
     ap.add_argument("--rate", type=int, default=100)
     ap.add_argument("--warmup", type=float, default=8.0)
     ap.add_argument("--raw", help="keep py-spy's collapsed stacks here")
+    ap.add_argument(
+        "--tree", metavar="DIR", help="profile the perftop of this tree (a `git archive` of a base)"
+    )
     a = ap.parse_args()
     spy = pyspy()
     if spy is None:
@@ -98,11 +102,16 @@ def main() -> int:
         flag = "--headless " if a.mode == "headless" else ""
         tail = " >/dev/null 2>&1" if a.mode == "headless" else ""
         tmux = Tmux(f"perftop-profile-{os.getpid()}")
+        perftop = "perftop"
+        if a.tree:
+            perftop = (
+                f"env PYTHONPATH={shlex.quote(a.tree)} {shlex.quote(sys.executable)} -m perftop"
+            )
         raw = Path(a.raw) if a.raw else tmp / "raw.txt"
         pane = job_pid = -1
         try:
             pane = tmux.start(
-                f"exec perftop run {flag}--no-record -- {shlex.join(job)}{tail}", 160, 48
+                f"exec {perftop} run {flag}--no-record -- {shlex.join(job)}{tail}", 160, 48
             )
             job_pid = started(out)
             time.sleep(a.warmup)
