@@ -12,12 +12,13 @@ DataLoader workers) for a fixed number of steps, in tmux at 160x48 on a private 
 - ``tui-base``, ``headless-base`` (with ``--compare DIR``): perftop from another tree.
 
 The monitor's CPU is psutil's ``cpu_times`` of the monitor's process tree (perftop and
-its helpers, not the job's tree; htop; nvitop), from ``--warmup`` s after the launch to
+its helpers, not the job's tree; htop; nvitop), from ``--warmup`` s after the job's DataLoader
+workers started (the steady state: torch's import and the model's set-up are over) to
 the job's end, per second of wall: percent of one core. The tmux server's CPU (the
 terminal drawing what the monitor writes) is printed beside it. The TUI arm also reads
 the header's ``perftop CPU`` off the screen every 2 s, to check the two agree.
 
-    python benchmarks/monitor_cpu.py [--repeats 3] [--jobs demo,loader4] [--steps 120]
+    python benchmarks/monitor_cpu.py [--repeats 3] [--jobs demo,loader4] [--steps 120] [--compare DIR]
 """
 
 from __future__ import annotations
@@ -139,15 +140,27 @@ def cpu_of(pid: int) -> float:
         return float("nan")
 
 
-def started(out: Path, timeout: float = 120.0) -> int:
-    """The job's pid, once it has started (it writes it first)."""
+def started(out: Path, timeout: float = 180.0) -> int:
+    """The job's pid, once it trains: its DataLoader workers run (they start at its first
+    batch, after torch's import and the model's set-up, whose growing memory the monitor
+    reads at every tick)."""
     pidfile = Path(str(out) + ".pid")
     end = time.monotonic() + timeout
     while not pidfile.exists() or not pidfile.read_text():
         if time.monotonic() > end:
             raise SystemExit(f"the job did not start in {timeout:g} s")
         time.sleep(0.1)
-    return int(pidfile.read_text())
+    pid = int(pidfile.read_text())
+    while not out.exists():
+        try:
+            if psutil.Process(pid).children():
+                break
+        except psutil.Error:
+            break
+        if time.monotonic() > end:
+            raise SystemExit(f"the job did not train in {timeout:g} s")
+        time.sleep(0.1)
+    return pid
 
 
 def run_arm(
@@ -220,7 +233,9 @@ def main() -> int:
         help="also run the TUI and headless arms with the perftop of this tree (an unpacked "
         "`git archive` of a base commit, its compiled tracker copied in): tui-base, headless-base",
     )
-    ap.add_argument("--warmup", type=float, default=6.0, help="seconds after the job started")
+    ap.add_argument(
+        "--warmup", type=float, default=3.0, help="seconds after the job's workers started"
+    )
     a = ap.parse_args()
     for tool in ("tmux", "perftop"):
         if shutil.which(tool) is None:
