@@ -65,9 +65,12 @@ class Tmux:
     def __init__(self, name: str) -> None:
         self.base = ["tmux", "-L", name, "-f", "/dev/null"]
 
-    def start(self, command: str, width: int, height: int) -> int:
+    def start(self, command: str, width: int, height: int, cwd: Path) -> int:
+        """Run ``command`` in ``cwd``: not this tree, whose ``perftop`` ``python -m``
+        would import before another tree's on ``PYTHONPATH``."""
+        size = ["-x", str(width), "-y", str(height)]
         subprocess.run(
-            [*self.base, "new-session", "-d", "-x", str(width), "-y", str(height), command],
+            [*self.base, "new-session", "-d", "-c", str(cwd), *size, command],
             check=True,
             env={**os.environ, "TERM": "xterm-256color"},
         )
@@ -186,9 +189,9 @@ def run_arm(
     job_proc = None
     pane = job_pid = -1
     try:
-        pane = tmux.start(pane_cmd, 160, 48)
+        pane = tmux.start(pane_cmd, 160, 48, tmp)
         if not arm.startswith(("tui", "headless")):
-            job_proc = subprocess.Popen(job_cmd, stdout=subprocess.DEVNULL)
+            job_proc = subprocess.Popen(job_cmd, stdout=subprocess.DEVNULL, cwd=tmp)
         t_launch = time.monotonic()
         time.sleep(1.0)
         if not psutil.pid_exists(pane) or psutil.Process(pane).status() == "zombie":

@@ -111,7 +111,7 @@ def main() -> int:
         pane = job_pid = -1
         try:
             pane = tmux.start(
-                f"exec {perftop} run {flag}--no-record -- {shlex.join(job)}{tail}", 160, 48
+                f"exec {perftop} run {flag}--no-record -- {shlex.join(job)}{tail}", 160, 48, tmp
             )
             job_pid = started(out)
             time.sleep(a.warmup)
