@@ -3,7 +3,8 @@
 Why these reads: RSS double-counts pages a DataLoader worker shares with its parent, so
 USS (private pages) and PSS (shared pages split between their users) come from psutil's
 ``memory_full_info()`` (on Linux one ``smaps_rollup`` read the kernel sums for us; it costs
-a page-table walk, so it is staggered over ticks). Everything else comes from psutil inside
+a page-table walk: ~0.15 ms for a small process, ~9 ms for one that imported torch, so it
+is paced by what it costs and staggered over ticks, see :data:`MEM_BUDGET`). Everything else comes from psutil inside
 ``oneshot()`` so ``stat`` and ``status`` are each read once per process per tick. What the
 OS cannot give (see :mod:`perftop.probes.platform`) is None, and the rest still shows.
 
@@ -31,6 +32,17 @@ CMDLINE_MAX = 300
 # process, most of a tick's cost): with more than this many processes, each one's USS/PSS
 # is refreshed every ceil(n / SMAPS_PER_TICK) ticks, staggered (last figures meanwhile).
 SMAPS_PER_TICK = 10
+# All processes' USS/PSS reads together take at most this share of one core: each process is
+# read again when its last read's CPU time x the number of processes / MEM_BUDGET has
+# passed (every tick for small processes; ~7 s for a torch job of 4 processes), and at
+# least every MEM_MAX_AGE_S. The figures shown meanwhile are the last read's.
+MEM_BUDGET = 0.005
+MEM_MAX_AGE_S = 30.0
+# A process whose USS rose at least this fast over each of its last two reads (not an
+# allocator's ups and downs) is read at every tick whatever it costs, so a worker's
+# copy-on-write growth gets 1 s samples (the worker-memory hint fits a line through 15 s
+# of them): half the hint's GROW_RATE.
+MEM_MOVING_BPS = 0.25 * 2**20
 
 
 @dataclass(slots=True)
@@ -44,6 +56,9 @@ class _Tracked:
     cmdline: str = ""
     start: Any = None  # start time in clock ticks, as /proc/PID/stat says
     mem: tuple[int | None, int | None, int | None] | None = None  # last (uss, pss, swap)
+    mem_at: float = 0.0  # when it was read (monotonic)
+    mem_cost: float = 0.0  # the CPU seconds that read took
+    mem_rises: int = 0  # reads in a row whose USS rose fast (see MEM_MOVING_BPS)
     execed: bool = False  # its program changed since it was first seen (a fork, then exec)
 
 
@@ -117,15 +132,31 @@ def read_memory(p: psutil.Process, caps: PlatformCaps) -> tuple[int | None, int 
     return uss, pss, swap
 
 
+def _rose(last: Any, new: Any, dt: float) -> bool:
+    """Whether USS rose at least :data:`MEM_MOVING_BPS` between two reads."""
+    if last is None or last[0] is None or new[0] is None or dt <= 0:
+        return False
+    return new[0] - last[0] >= MEM_MOVING_BPS * dt
+
+
 class ProcProbe:
     """Samples the tree under ``root_pid``; keeps psutil objects across ticks so CPU % and IO
     rates are deltas from the previous tick of the same (pid, create_time)."""
 
     name = "procs"
 
-    def __init__(self, root_pid: int, caps: PlatformCaps | None = None) -> None:
+    def __init__(
+        self,
+        root_pid: int,
+        caps: PlatformCaps | None = None,
+        *,
+        mem_budget: float = MEM_BUDGET,
+        mem_max_age_s: float = MEM_MAX_AGE_S,
+    ) -> None:
         self.root_pid = root_pid
         self.caps = caps or platform_caps()
+        self.mem_budget, self.mem_max_age_s = mem_budget, mem_max_age_s
+        self._n = 1  # processes in the last tick
         self._tracked: dict[int, _Tracked] = {}
         self._last_mono: float | None = None
         self._ticks = 0
@@ -143,6 +174,7 @@ class ProcProbe:
         alive: dict[int, _Tracked] = {}
         resend = self._ticks % INFO_EVERY == 0
         self._stride = max(1, -(-len(pids) // SMAPS_PER_TICK))
+        self._n = max(1, len(pids))
         self._ticks += 1
         for pid in pids:
             tr = self._tracked.get(pid)
@@ -184,6 +216,17 @@ class ProcProbe:
                 tr.cmdline = ""
         return tr
 
+    def _mem_due(self, tr: _Tracked, now: float) -> bool:
+        """Whether to read this process's USS/PSS again: at its first sample, then when its
+        share of :data:`MEM_BUDGET` allows; staggered by pid so each tick reads about the
+        same number of ``smaps_rollup`` files."""
+        if tr.mem is None or tr.mem_rises >= 2:
+            return True
+        period = min(self.mem_max_age_s, tr.mem_cost * self._n / self.mem_budget)
+        if now - tr.mem_at + 0.1 < period:  # 0.1 s: a tick that came a little early
+            return False
+        return (self._ticks + tr.proc.pid) % self._stride == 0
+
     def _read(self, tr: _Tracked, now: float) -> tuple[Any, ...] | None:
         """The row, or None when this pid is no longer the process we tracked."""
         p = tr.proc
@@ -217,10 +260,12 @@ class ProcProbe:
         elif io_now is not None:
             io_read = io_write = 0
         tr.cpu_s, tr.io, tr.mono = cpu_s, io_now, now
-        # staggered by pid so each tick reads about the same number of smaps_rollup files
-        if tr.mem is None or (self._ticks + p.pid) % self._stride == 0:
-            tr.mem = read_memory(p, self.caps)
-        uss, pss, swap = tr.mem
+        if self._mem_due(tr, now):
+            c0 = time.thread_time()
+            mem = read_memory(p, self.caps)
+            tr.mem_rises = tr.mem_rises + 1 if _rose(tr.mem, mem, now - tr.mem_at) else 0
+            tr.mem, tr.mem_cost, tr.mem_at = mem, time.thread_time() - c0, now
+        uss, pss, swap = tr.mem or (None, None, None)
         return (
             p.pid,
             ppid,

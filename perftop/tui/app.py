@@ -146,8 +146,13 @@ class PerftopApp(CaptureKeys, JobInputKeys, SafeText, App[str | None]):
         self._apply_size(self.size.width, self.size.height)
         self.query_one(StepsPanel).focus()
         # Zoom changes (ours, or the screen's own escape binding) switch detail levels.
-        self.watch(self.screen, "maximized", lambda _: self._apply_size(*self.size), init=False)
+        self.watch(self.screen, "maximized", self._zoomed, init=False)
         self.watch_job_input()
+
+    def _zoomed(self, _: object) -> None:
+        self._apply_size(*self.size)
+        if self.shown is not None:  # panels zoomed away were not updated: catch them up
+            self.show(self.shown)
 
     def on_resize(self, event: events.Resize) -> None:
         # The event's size, not ``self.size``: this handler runs before App's own, which is
@@ -194,7 +199,10 @@ class PerftopApp(CaptureKeys, JobInputKeys, SafeText, App[str | None]):
                 self.notify(h.words, title="desync" if h.desync else "hang",
                             severity="error", timeout=30)  # fmt: skip
         screen = self.screen
-        targets: list[StacksScreen | HeaderBar | Panel] = [self.query_one(HeaderBar), *self.panels]
+        # A panel zoomed away is not drawn: it is not updated either (see _zoomed).
+        zoom = self.screen_stack[0].maximized
+        panels = [p for p in self.panels if not isinstance(zoom, Panel) or p is zoom]
+        targets: list[StacksScreen | HeaderBar | Panel] = [self.query_one(HeaderBar), *panels]
         if isinstance(screen, StacksScreen):
             targets.insert(0, screen)
         for w in targets:

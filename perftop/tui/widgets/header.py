@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 
 from rich.text import Text
-from textual.widgets import Static
 
 from perftop.fmt import command as command_line
 from perftop.model import Snapshot
@@ -18,9 +17,10 @@ from perftop.report.build import cut_short
 from perftop.safe import visible_line
 from perftop.tui import fmt
 from perftop.tui.mode import AppMode
+from perftop.tui.widgets.quiet import QuietStatic
 
 
-class HeaderBar(Static):
+class HeaderBar(QuietStatic):
     DEFAULT_CSS = """
     HeaderBar {
         height: 2;

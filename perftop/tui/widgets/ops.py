@@ -11,7 +11,6 @@ from __future__ import annotations
 from rich.console import Group
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.widgets import Static
 
 from perftop.events.capture import PHASES
 from perftop.model import Snapshot
@@ -20,6 +19,7 @@ from perftop.safe import visible_line
 from perftop.tui import fmt
 from perftop.tui.widgets.difftable import Cell, DiffTable
 from perftop.tui.widgets.panel import Panel
+from perftop.tui.widgets.quiet import QuietStatic
 
 # The figures before the op's name: a long name ("autograd::engine::evaluate_function:
 # ConvolutionBackward0") never pushes them out of a narrow panel.
@@ -134,8 +134,8 @@ class OpsPanel(Panel):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.table = DiffTable((*COLUMNS, *REST), sort="phase", reverse=True)
-        self.status = Static(Text(NO_CAPTURE, style="dim"), id="ops-status")
-        self.summary = Static("", id="ops-summary")
+        self.status = QuietStatic(Text(NO_CAPTURE, style="dim"), id="ops-status")
+        self.summary = QuietStatic("", id="ops-summary")
         self.display = False
         self._seen: tuple[Capture, ...] = ()
 

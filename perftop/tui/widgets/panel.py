@@ -6,9 +6,12 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.widgets import Static
+from textual.widget import Widget
 
 from perftop.model import Snapshot
+from perftop.tui.widgets.quiet import QuietStatic
+
+_SUBTITLE = Widget.__dict__["border_subtitle"]  # Textual's descriptor
 
 
 class Panel(Vertical, can_focus=False):
@@ -36,6 +39,18 @@ class Panel(Vertical, can_focus=False):
         self.border_title = self.TITLE
         self.compact = False
 
+    @property
+    def border_subtitle(self) -> str | None:
+        return _SUBTITLE.__get__(self, type(self))
+
+    @border_subtitle.setter
+    def border_subtitle(self, title: str | None) -> None:
+        """Textual repaints the whole panel at each set; panels set their subtitle at each
+        snapshot, so only a new one is set."""
+        if title != getattr(self, "_subtitle_set", ""):
+            self._subtitle_set = title
+            _SUBTITLE.__set__(self, title)
+
     def show(self, snap: Snapshot) -> None:
         """Render ``snap``; called on the app's thread only."""
 
@@ -46,7 +61,8 @@ class Panel(Vertical, can_focus=False):
 class TextPanel(Panel, can_focus=True):
     """A panel whose body is one block of Rich text, rebuilt from each snapshot.
 
-    Text panels are cheap (one ``Static.update`` per refresh) and focusable so they can be
+    Text panels are cheap (one ``Static.update`` per refresh, none when the text is the
+    same as before, see :mod:`perftop.tui.widgets.quiet`) and focusable so they can be
     zoomed. Subclasses implement :meth:`render_body`.
     """
 
@@ -56,7 +72,7 @@ class TextPanel(Panel, can_focus=True):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._body = Static("", markup=False)
+        self._body = QuietStatic("", markup=False)
         self._last: Snapshot | None = None
 
     def compose(self) -> ComposeResult:

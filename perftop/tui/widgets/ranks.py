@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from textual.app import ComposeResult
-from textual.widgets import Static
 
 from perftop.model import Snapshot
 from perftop.model.comm_rows import RankComm
@@ -20,6 +19,7 @@ from perftop.model.snapshot import StepStats
 from perftop.tui import fmt
 from perftop.tui.widgets.difftable import FIRST_ROWS, Cell, DiffTable, First
 from perftop.tui.widgets.panel import Panel
+from perftop.tui.widgets.quiet import QuietStatic
 
 COLUMNS = (  # what tells ranks apart first: a narrow terminal scrolls to the rest
     ("rank", "rank"),
@@ -142,7 +142,7 @@ class RanksPanel(Panel):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.table = DiffTable(COLUMNS, sort="rank", reverse=False)
-        self.rest = Static("", markup=False)
+        self.rest = QuietStatic("", markup=False)
         self.display = False
 
     def compose(self) -> ComposeResult:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from rich.console import Group
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.widgets import Static
 
 from perftop.fmt import sync_rate, sync_where
 from perftop.model import Snapshot
@@ -15,6 +14,7 @@ from perftop.safe import visible_line
 from perftop.tui import fmt
 from perftop.tui.widgets.difftable import Cell, DiffTable
 from perftop.tui.widgets.panel import Panel
+from perftop.tui.widgets.quiet import QuietStatic
 
 # The place last: a library site's "user line → library line" can be long.
 COLUMNS = (
@@ -101,7 +101,7 @@ class SyncPanel(Panel):
         # Most frequent first: each sync drains the GPU's queue, so the rate is the cost
         # (the time blocked is measured on an accelerator only; its column is hidden else).
         self.table = DiffTable((*COLUMNS, WHERE), sort="per_step", reverse=True)
-        self.summary = Static("no host↔device syncs seen", markup=False)
+        self.summary = QuietStatic("no host↔device syncs seen", markup=False)
 
     def compose(self) -> ComposeResult:
         yield self.summary

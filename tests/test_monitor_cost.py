@@ -1,0 +1,85 @@
+"""The monitor's own cost: work nobody sees is not done, and costly reads are paced.
+
+USS/PSS (``memory_full_info``, a page-table walk) is read again only when its cost allows;
+a cheap process is still read at every tick.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from perftop.events import ProcSample
+from perftop.probes.platform import platform_caps
+from perftop.probes.procs import ProcProbe
+
+GROW = """
+import sys
+print("ready", flush=True)
+blocks = []
+for line in sys.stdin:
+    blocks.append(bytearray(64 * 1024 * 1024))
+    for i in range(0, len(blocks[-1]), 4096):
+        blocks[-1][i] = 1
+    print("grown", flush=True)
+"""
+
+needs_uss = pytest.mark.skipif(not platform_caps().uss, reason="no USS on this OS")
+
+
+def _uss(probe: ProcProbe, pid: int) -> int:
+    (sample,) = [e for e in probe.sample(time.time()) if isinstance(e, ProcSample)]
+    (row,) = [r for r in sample.rows if r[0] == pid]
+    return row[8]  # uss
+
+
+@pytest.fixture
+def grower():
+    proc = subprocess.Popen(
+        [sys.executable, "-c", GROW], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdin is not None
+    assert proc.stdout.readline() == "ready\n"
+
+    def grow() -> None:
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline() == "grown\n"
+
+    yield proc, grow
+    proc.kill()
+    proc.wait()
+
+
+@needs_uss
+def test_uss_of_a_process_dear_to_read_is_paced(grower):
+    """Over its budget, a process's USS is the last read's until its period has passed;
+    once it rose fast over two reads in a row, at every tick (a worker's copy-on-write
+    growth)."""
+    proc, grow = grower
+    probe = ProcProbe(proc.pid, mem_budget=1e-9, mem_max_age_s=1.0)
+    before = _uss(probe, proc.pid)
+    grow()
+    assert _uss(probe, proc.pid) == before  # not read again: the last figure
+    time.sleep(1.0)
+    grown = _uss(probe, proc.pid)
+    assert grown > before + 50 * 2**20  # its period passed: read again
+    grow()
+    assert _uss(probe, proc.pid) == grown  # one rise: still paced
+    time.sleep(1.0)
+    grown = _uss(probe, proc.pid)  # the second rise in a row
+    grow()
+    assert _uss(probe, proc.pid) > grown + 50 * 2**20  # growing: read at every tick
+
+
+@needs_uss
+def test_uss_of_a_cheap_process_is_read_at_every_tick(grower):
+    proc, grow = grower
+    probe = ProcProbe(proc.pid)
+    before = _uss(probe, proc.pid)
+    grow()
+    time.sleep(0.2)  # a tick apart (the probe refuses intervals under 0.2 s)
+    assert _uss(probe, proc.pid) > before + 50 * 2**20
