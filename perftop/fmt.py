@@ -14,13 +14,19 @@ def stall_words(
     step: int, pid: int, stalled_s: float, median_s: float, during: str
 ) -> tuple[str, str]:
     """(what, how long) of a stall capture, for the report and the Stacks panel: a step
-    stalled, or (``during``) an evaluation or checkpoint between steps that hangs."""
+    stalled, or (``during``) an evaluation or checkpoint between steps that hangs, or a
+    collective that hangs (``collective``)."""
     if not during:
         return (
             f"step {step} of pid {pid}",
             f"stalled {stalled_s:.1f} s when captured (median step {median_s:.3f} s)",
         )
     what = WHAT_HANGS.get(during, during)
+    if during == "collective":  # median_s: the hang's threshold
+        return (
+            f"{what} in step {step} of pid {pid}",
+            f"waited {stalled_s:.1f} s when captured (hang threshold {median_s:.1f} s)",
+        )
     usual = f"earlier ones took {median_s:.3f} s on average" if median_s else "the first one"
     return f"{what} before step {step} of pid {pid}", f"hung {stalled_s:.1f} s ({usual})"
 

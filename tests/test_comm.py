@@ -88,6 +88,8 @@ def test_a_hang_names_the_missing_rank_and_the_lines(hang):
         top = h["missing"][0]["stack"][0]
         assert top["file"].endswith("ddp_comm.py"), h["missing"]
         assert "time.sleep(HANG_S)" in lines[top["line"] - 1], h["missing"]
+        # the stacks were dumped for the hang itself, not only for the stalled step
+        assert any(s["during"] == "collective" for s in r["stalls"]), r["stalls"]
     # shown at once: replaying the recording, the hang is there within 2x the threshold
     s = Session()
     for ev in read_events(rec):
