@@ -133,12 +133,12 @@ class SyncReducer:
                     lib = tuple(rest[1:5]) if len(rest) >= 5 else _NO_LIB
                     key: _Key
                     if lib[0] is not None:
-                        key = (op, "", 0, "", kind, *lib)  # type: ignore[assignment]
+                        key = (op, "", 0, "", kind, *lib)
                         callers = self.callers.setdefault(key, {})
                         where = (file, line, function)
                         callers[where] = callers.get(where, 0) + count
                     else:
-                        key = (op, file, line, function, kind, *lib)  # type: ignore[assignment]
+                        key = (op, file, line, function, kind, *lib)
                     acc_n = step.setdefault(key, [0, None])
                     acc_n[0] += count
                     blocked = rest[0] if rest else None
