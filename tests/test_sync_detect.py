@@ -63,7 +63,7 @@ def test_each_sync_op(det):
     x.unique()
     x.sum().item()
     int(x[0]), float(x[0]), bool(x[0] > 0)
-    x.cpu(), x.tolist(), x.numpy()
+    x.tolist(), x.numpy()
     torch.masked_select(x, m)
     torch.repeat_interleave(x, torch.full((16,), 2))
     torch.repeat_interleave(x, torch.full((16,), 2), output_size=32)  # sized: no sync
@@ -71,6 +71,8 @@ def test_each_sync_op(det):
     torch.where(m)
     torch.where(m, x, 0.0)  # three-argument where: no sync
     f"{x.sum():.2f}"
+    h = x.cpu()  # on CPU ``h`` is ``x``: from here on its direct reads are the host's
+    h.tolist(), h.numpy()
     d.stop()
     assert ops(col) == {
         "boolean_mask": 1,

@@ -77,7 +77,7 @@ class PerftopApp(CaptureKeys, JobInputKeys, SafeText, App[str | None]):
         Binding("r", "record", "record"),
         Binding("e", "goto_proof", "evidence"),
         Binding("k", "stacks", "stacks", show=False),
-        Binding("t", "capture", "capture ops"),
+        Binding("t", "capture", "capture"),
         Binding("j", "job_input", "input for the job", show=False),
         *[Binding(str(i), f"focus_panel({i - 1})", show=False) for i in range(1, 10)],
     ]

@@ -29,10 +29,9 @@ STEPS = int(sys.argv[1]) if len(sys.argv) > 1 else 60
 torch.manual_seed(0)
 model = torch.nn.Linear(8, 4).to(device)
 opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-batches = [(torch.randn(16, 8), torch.randn(16, 4)) for _ in range(4)]
 logged, total = [], 0.0
 for it in range(STEPS):
-    batch = batches[it % 4]  # the host batch, kept (as ignite's engine.state.batch)
+    batch = (torch.randn(16, 8), torch.randn(16, 4))  # a loader's host batch, kept
     x, y = (t.to(device) for t in batch)
     loss = (model(x) - y).pow(2).mean()
     opt.zero_grad()

@@ -28,7 +28,9 @@ OPTIMIZED = frozenset({"optim", "lbfgs", "two_optims", "accum"})
 @dataclass(frozen=True)
 class Sync:
     op: str  # one of OPS, on a value computed from the model (device-bound)
-    period: int  # 1, k, or 0: random, with probability ``chance``
+    # 1, k, 0: random, with probability ``chance``, or -k: the first k iterations only
+    # (a log on iterations 1-4, as ignite's: the always-watched first steps hold it)
+    period: int
     phase: int = 0
     chance: float = 0.0
     after: bool = False  # after the update (then it is in the next step)
@@ -63,7 +65,7 @@ def syncs(data: str) -> st.SearchStrategy[Sync]:
     return st.builds(
         Sync,
         op=st.sampled_from(OPS),
-        period=st.sampled_from((1, 1, 2, 3, 5, 7, 10, 0)),
+        period=st.sampled_from((1, 1, 2, 3, 5, 7, 10, 0, -4)),
         phase=st.integers(0, 9),
         chance=st.sampled_from((0.2, 0.35, 0.5)),
         after=st.booleans(),

@@ -269,7 +269,8 @@ class Source:
 
     def __init__(self) -> None:
         self.lines: list[str] = []
-        self.periods: dict[int, int] = {}  # each sync line's period (-1: random)
+        # each sync line's period (-1: random; -4: the first 4 iterations)
+        self.periods: dict[int, int] = {}
 
     def add(self, text: str, indent: int = 0) -> int:
         for ln in text.splitlines():
@@ -283,6 +284,8 @@ class Source:
 def _sync(src: Source, s: Sync, indent: int, step: str, between: str = "") -> None:
     if s.period == 1:
         cond = "True"
+    elif s.period < 0:
+        cond = f"i < {-s.period}"
     elif s.period:
         cond = f"i % {s.period} == {s.phase % s.period}"
     else:
