@@ -191,7 +191,9 @@ def run_arm(
     try:
         pane = tmux.start(pane_cmd, 160, 48, tmp)
         if not arm.startswith(("tui", "headless")):
-            job_proc = subprocess.Popen(job_cmd, stdout=subprocess.DEVNULL, cwd=tmp)
+            job_proc = subprocess.Popen(
+                job_cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp
+            )
         t_launch = time.monotonic()
         time.sleep(1.0)
         if not psutil.pid_exists(pane) or psutil.Process(pane).status() == "zombie":
