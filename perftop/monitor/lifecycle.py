@@ -23,6 +23,7 @@ from perftop.probes.alive import alive
 
 if TYPE_CHECKING:
     from perftop.monitor.hub import Hub
+    from perftop.monitor.nosocket import NoServer
     from perftop.monitor.server import Server
 
 POLL_S = 0.5
@@ -80,7 +81,7 @@ def _terminal_foreground() -> bool:
 class Background:
     """The Job's "leave it running" half (:class:`~perftop.monitor.runner.Job` inherits it)."""
 
-    server: Server
+    server: Server | NoServer
     hub: Hub
     sources: list[Any]
     output: Any
