@@ -41,6 +41,7 @@ RESYNC_BLOCK = 1 << 20  # bytes searched at a time for the next good frame
 # The work one block's search may take (bytes CRC-checked, 256 a try): noise made to look
 # like headers everywhere costs that, then the rest of its block is skipped unsearched.
 RESYNC_COST = 8 * RESYNC_BLOCK
+MAX_INNER = 1 << 16  # frames read from one compressed frame (a writer holds ~1 MiB of them)
 MAX_BAD_INNER = 256  # bad frames decoded in one compressed frame before giving up the rest
 # The most one compressed frame inflates to: what a writer ever held before a flush (its
 # PENDING_MAX of 1 MiB and one frame of MAX_FRAME). More is a bomb, read as damage.
@@ -80,6 +81,9 @@ def inner_frames(data: bytes) -> tuple[list[Frame], int]:
     out: list[Frame] = []
     pos, n, bad = 0, len(data), 0
     while n - pos >= HEADER.size:
+        if len(out) + bad >= MAX_INNER:  # more than any writer holds: the rest is skipped
+            bad += 1
+            break
         length, crc, kind = HEADER.unpack_from(data, pos)
         end = pos + HEADER.size + length
         if end > n or not length:
