@@ -41,6 +41,8 @@ RESYNC_BLOCK = 1 << 20  # bytes searched at a time for the next good frame
 # The work one block's search may take (bytes CRC-checked, 256 a try): noise made to look
 # like headers everywhere costs that, then the rest of its block is skipped unsearched.
 RESYNC_COST = 8 * RESYNC_BLOCK
+MAX_INNER = 1 << 16  # frames read from one compressed frame (a writer holds ~1 MiB of them)
+MAX_BAD_INNER = 256  # bad frames decoded in one compressed frame before giving up the rest
 # The most one compressed frame inflates to: what a writer ever held before a flush (its
 # PENDING_MAX of 1 MiB and one frame of MAX_FRAME). More is a bomb, read as damage.
 INFLATE_MAX = MAX_FRAME + (1 << 20) + 2 * HEADER.size
@@ -79,10 +81,13 @@ def inner_frames(data: bytes) -> tuple[list[Frame], int]:
     out: list[Frame] = []
     pos, n, bad = 0, len(data), 0
     while n - pos >= HEADER.size:
+        if len(out) + bad >= MAX_INNER:  # more than any writer holds: the rest is skipped
+            bad += 1
+            break
         length, crc, kind = HEADER.unpack_from(data, pos)
         end = pos + HEADER.size + length
-        if end > n:
-            bad += 1  # cut by the end of a truncated or damaged stream
+        if end > n or not length:
+            bad += 1  # cut by the end of a truncated or damaged stream, or zeros: no frame
             break
         payload = data[pos + HEADER.size : end]
         pos = end
@@ -276,7 +281,8 @@ class FrameScanner:
     def _decode(self, frames: list[Frame]) -> list[Event]:
         st = self.stats
         out: list[Event] = []
-        for frame in frames:
+        bad = 0
+        for i, frame in enumerate(frames):
             st.frames += 1
             try:
                 events, unknown = decode_frame(frame)
@@ -287,6 +293,10 @@ class FrameScanner:
             except (FrameError, DecodeError):
                 st.bad_frames += 1
                 self._lost_steps()  # whatever steps it held are counted from their numbers
+                bad += 1
+                if bad >= MAX_BAD_INNER:  # made to be slow: the rest of the piece is skipped
+                    st.bad_frames += len(frames) - i - 1
+                    break
                 continue
             st.unknown_events += unknown
             if unknown and not events:
