@@ -28,6 +28,11 @@ async def _until(cond, timeout: float = 30.0) -> None:
         await asyncio.sleep(0.1)
 
 
+def _shown(job: Job) -> list[str]:
+    snap = job.hub.latest
+    return [line.text for line in snap.output] if snap is not None else []
+
+
 def test_input_in_a_job_gets_the_line_typed_after_j(tmp_path) -> None:
     job = Job(RunConfig(command=(sys.executable, "-c", ASKS), capture_output=True))
     ctl = LiveController(job)
@@ -41,6 +46,8 @@ def test_input_in_a_job_gets_the_line_typed_after_j(tmp_path) -> None:
             await _until(ctl.waiting_for_input)  # blocked in input(), not dead of EOFError
             assert job.poll() is None
             await _until(lambda: any("waiting for input" in t for t in told))
+            # The prompt, which has no newline, is shown while the job waits on it.
+            await _until(lambda: "overwrite? [y/N] " in _shown(job), timeout=10)
             await pilot.press("j")
             await _until(lambda: isinstance(app.screen, JobInputScreen))
             await pilot.press(*"perftop", "enter")
@@ -52,3 +59,4 @@ def test_input_in_a_job_gets_the_line_typed_after_j(tmp_path) -> None:
         if job.poll() is None:
             job.stop()
     assert job.wait() == 0  # the answer arrived: the job exits 0, as at a terminal
+    assert _shown(job)[-2:] == ["overwrite? [y/N] ", "got perftop"]
