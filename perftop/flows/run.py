@@ -58,8 +58,12 @@ class LiveController:
         return f"capturing the next {steps} steps…" if pids else ""  # else told why
 
     def waiting_for_input(self) -> bool:
-        """Whether the job is blocked reading its stdin (``input()``, ``breakpoint()``)."""
-        return self.job.input is not None and self.job.input.reading()
+        """Whether the job is blocked reading its stdin (``input()``, ``breakpoint()``);
+        its prompt, a line with no newline yet, is then shown."""
+        waiting = self.job.input is not None and self.job.input.reading()
+        if waiting and self.job.output is not None:
+            self.job.output.show_partial()
+        return waiting
 
     def send_input(self, line: str) -> bool:
         """``j``: a line to the job's stdin; False when it cannot take it."""

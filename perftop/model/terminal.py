@@ -6,14 +6,21 @@ as ``str.splitlines`` does, such a bar became a line per update, hundreds a minu
 pushed the job's own log lines out of the Output panel. Here a line rewritten with ``\\r``
 is kept as its last state, as a terminal leaves it (its longest earlier state's tail, which
 a terminal would still show past a shorter last one, is not kept: bars pad themselves).
+
+A line is kept to its first ``LINE_CHARS`` characters, the rest counted: output with no
+newline comes in pieces of 64 KiB, and the screen's 2,000 lines of the model and 5,000 of
+the Output panel held whole grew perftop by half a gigabyte under such a flood. The
+recording keeps each piece whole.
 """
 
 from __future__ import annotations
 
+LINE_CHARS = 4096
+
 
 def terminal_lines(text: str) -> list[str]:
-    """``text``'s lines, each rewritten line as its last non-empty state; ``[""]`` for
-    an empty text. A ``\\r\\n`` ends a line as ``\\n`` does."""
+    """``text``'s lines, each rewritten line as its last non-empty state and cut to
+    ``LINE_CHARS``; ``[""]`` for an empty text. A ``\\r\\n`` ends a line as ``\\n`` does."""
     pieces = text.replace("\r\n", "\n").split("\n")
     if len(pieces) > 1 and pieces[-1] == "":
         pieces.pop()  # the text ended with a newline
@@ -21,5 +28,11 @@ def terminal_lines(text: str) -> list[str]:
     for piece in pieces:
         if "\r" in piece:
             piece = next((s for s in reversed(piece.split("\r")) if s), "")
-        out.extend(piece.splitlines() or [""])  # the other separators, as before
+        out.extend(_cut(line) for line in piece.splitlines() or [""])  # the others, as before
     return out
+
+
+def _cut(line: str) -> str:
+    if len(line) <= LINE_CHARS:
+        return line
+    return f"{line[:LINE_CHARS]} … [perftop: {len(line) - LINE_CHARS:,} more characters]"

@@ -75,7 +75,14 @@ class OutputTail:
         self._keeper, self._lifeline = _start_keeper(self.dir)
         self._stop = threading.Event()
         self._paused = False
+        self._show_partial = False
         self._thread = threading.Thread(target=self._loop, name="perftop-output", daemon=True)
+
+    def show_partial(self) -> None:
+        """At the next poll, pass on each stream's unfinished line as a line: a prompt
+        (``input("overwrite? [y/N] ")``, pdb's ``(Pdb)``) ends with no newline, and the job
+        waits on it: held back for its newline, it showed only once answered."""
+        self._show_partial = True
 
     def start(self) -> None:
         # The child has its own copies of the write ends now.
@@ -102,12 +109,13 @@ class OutputTail:
     def poll(self, final: bool = False) -> None:
         events: list[Event] = []
         now, mono = time.time(), time.monotonic()
+        whole, self._show_partial = final or self._show_partial, False
         for name, f in self._readers.items():
             data = self._partial[name] + self._take(name, f, mono)
             self._bound(name)
             if data:
                 head, sep, tail = data.rpartition(b"\n")
-                if final or len(tail) > MAX_LINE:
+                if whole or len(tail) > MAX_LINE:
                     head, tail = data, b""
                 elif not sep:
                     head = b""

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from textual import events
+
 from perftop.tui.screens.job_input import JobInputScreen
 
 CHECK_S = 1.0
@@ -45,6 +47,15 @@ class JobInputKeys:
                 timeout=30,
             )
         self._input_told = waiting
+
+    def on_key(self, event: events.Key) -> None:
+        """A printable key that reaches the app while the ``j`` box is open was typed
+        ahead of it (one the box's line takes never gets here): it goes into the box."""
+        screen = getattr(self, "screen", None)
+        if isinstance(screen, JobInputScreen) and event.is_printable and event.character:
+            event.prevent_default()
+            event.stop()
+            screen.type_ahead(event.character)
 
     def action_job_input(self) -> None:
         app: Any = self

@@ -1,5 +1,10 @@
 """The ``j`` box: one line typed for the job's stdin (its ``input()``, a ``breakpoint()``
-prompt). Enter sends it; Esc closes without sending."""
+prompt). Enter sends it; Esc closes without sending.
+
+Keys typed ahead, in one burst with ``j`` (``j`` then ``no⏎`` on a screen that lags), were
+already on their way to the panel focused before the box: the letters were lost and the
+enter, checked against the box's bindings once it showed, sent an empty line. The app hands
+such letters to :meth:`JobInputScreen.type_ahead` (see :mod:`perftop.tui.job_input_keys`)."""
 
 from __future__ import annotations
 
@@ -26,6 +31,15 @@ class JobInputScreen(OnceModal[str | None]):
     def __init__(self, waiting: bool) -> None:
         super().__init__()
         self.waiting = waiting
+        self._ahead = ""  # typed before the box was there
+
+    def type_ahead(self, text: str) -> None:
+        """``text`` typed into the box, which may not be composed yet."""
+        line = self.query(Input).first() if self.is_mounted else None
+        if line is None:
+            self._ahead += text
+        else:
+            line.insert_text_at_cursor(text)
 
     def compose(self) -> ComposeResult:
         with Vertical() as v:
@@ -35,7 +49,11 @@ class JobInputScreen(OnceModal[str | None]):
             yield Input(placeholder="a line for the job's stdin", id="line")
 
     def on_mount(self) -> None:
-        self.query_one(Input).focus()
+        line = self.query_one(Input)
+        line.focus()
+        if self._ahead:
+            line.insert_text_at_cursor(self._ahead)
+            self._ahead = ""
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self.dismiss(event.value)
