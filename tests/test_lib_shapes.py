@@ -81,7 +81,7 @@ def test_accumulation_counts_updates_however_late_the_first_comes(runs) -> None:
 
 
 def test_a_finished_run_keeps_the_hints_it_showed(runs) -> None:
-    """Input-bound for 6 s, shown live, then compute-bound until the end: the hint left
+    """Input-bound for 8 s, shown live, then compute-bound until the end: the hint left
     live, and the whole-run verdict does not give it. The finished run's hints (what the
     TUI shows once the job ended) still have it, with its moments."""
     own, rep, _ = runs["input_then_compute"]
