@@ -1,11 +1,13 @@
 """Collectives per rank on real torchrun/gloo runs (2 ranks, CPU): DDP's exposed and
 overlapped all-reduce, explicit all_reduce and barrier, the straggler by who arrives last,
-a hang that names its missing rank and lines, and a desync. Three runs, shared."""
+a hang that names its missing rank and lines, and a desync. Two runs, shared, at once."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,35 +18,74 @@ from perftop.events import CollWaiting
 from perftop.model import Session
 from perftop.monitor.stacks import pyspy
 from perftop.recording import read_events
-from tests.helpers import WORKLOADS, run_and_report
+from tests.helpers import WORKLOADS
 
 TORCHRUN = (sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2")
 JOB = str(WORKLOADS / "ddp_comm.py")
 DELAY = 0.05
 
 
-def _run(tmp: Path, **env: str) -> tuple[Any, dict[str, Any]]:
-    with pytest.MonkeyPatch.context() as mp:
-        for k, v in env.items():
-            mp.setenv(k, v)
-        return run_and_report(tmp, *TORCHRUN, JOB)
+HANG_S, HANG_AFTER = 6.0, 2.0
+
+
+def _perftop(tmp: Path, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    """``perftop ARGS`` with ``env`` added to the environment (the job's and perftop's)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "perftop", *args], cwd=tmp, text=True, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env={**os.environ, **env})  # fmt: skip
+
+
+def _start(tmp: Path, **env: str) -> tuple[Path, dict[str, str], subprocess.Popen[str]]:
+    rec = str(tmp / "r.perftop")
+    return tmp, env, _perftop(tmp, env, "run", "--headless", "--record", rec, "--", *TORCHRUN, JOB)
+
+
+def _finish(
+    tmp: Path, env: dict[str, str], proc: subprocess.Popen[str]
+) -> tuple[Any, dict[str, Any], Path]:
+    out, err = proc.communicate(timeout=180)
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    rep = _perftop(tmp, env, "report", "--json", str(tmp / "r.perftop"))
+    rep_out, rep_err = rep.communicate(timeout=120)
+    assert rep.returncode == 0, rep_err
+    return done, json.loads(rep_out), tmp / "r.perftop"
 
 
 @pytest.fixture(scope="module")
-def slow(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("slow")
-    proc, r = _run(tmp, MODE="slow", STEPS="16", DELAY=str(DELAY))
-    return proc, r, tmp / "r.perftop"
+def runs(tmp_path_factory):
+    """Both runs at once (the hang run mostly sleeps and waits). The straggler run: rank 1
+    sleeps DELAY before each backward. The hang run: rank 1 sleeps HANG_S before an
+    all_reduce rank 0 waits in (a hang at HANG_AFTER), then two steps later the ranks
+    desync in a second group, until gloo gives up (3 s)."""
+    slow_tmp, hang_tmp = tmp_path_factory.mktemp("slow"), tmp_path_factory.mktemp("hang")
+    procs = [
+        _start(slow_tmp, MODE="slow", STEPS="16", DELAY=str(DELAY)),
+        _start(
+            hang_tmp,
+            MODE="hang,desync",
+            STEPS="10",
+            AT="4",
+            HANG_S=str(HANG_S),
+            TIMEOUT="3",
+            PERFTOP_HANG_AFTER=str(HANG_AFTER),
+        ),
+    ]
+    try:
+        return {"slow": _finish(*procs[0]), "hang": _finish(*procs[1])}
+    finally:
+        for _, _, p in procs:
+            if p.poll() is None:
+                p.kill()
 
 
 @pytest.fixture(scope="module")
-def hang(tmp_path_factory):
-    """Rank 1 sleeps 8 s before an all_reduce rank 0 waits in (a hang at 3 s), then two
-    steps later the ranks desync in a second group, until gloo gives up (3 s): one run."""
-    tmp = tmp_path_factory.mktemp("hang")
-    proc, r = _run(tmp, MODE="hang,desync", STEPS="10", AT="4", HANG_S="8", TIMEOUT="3",
-                   PERFTOP_HANG_AFTER="3")  # fmt: skip
-    return proc, r, tmp / "r.perftop"
+def slow(runs):
+    return runs["slow"]
+
+
+@pytest.fixture(scope="module")
+def hang(runs):
+    return runs["hang"]
 
 
 def _ranks(r: dict[str, Any]) -> dict[int, dict[str, Any]]:
@@ -77,7 +118,7 @@ def test_a_hang_names_the_missing_rank_and_the_lines(hang):
     proc, r, rec = hang
     assert r["exit_code"] == 1, proc.stderr  # the job's own exit: the desync failed it
     (h,) = [h for h in r["hangs"] if h["kind"] == "hang"]
-    assert h["op"] == "all_reduce" and h["pg"] == "default_pg" and h["waited_s"] >= 6
+    assert h["op"] == "all_reduce" and h["pg"] == "default_pg" and h["waited_s"] >= HANG_S - 2
     assert [m["rank"] for m in h["missing"]] == [1]
     (waiting,) = h["entered"]
     lines = Path(WORKLOADS / "ddp_comm.py").read_text().splitlines()
@@ -95,7 +136,7 @@ def test_a_hang_names_the_missing_rank_and_the_lines(hang):
     for ev in read_events(rec):
         s.apply(ev)
         if isinstance(ev, CollWaiting) and s.snapshot().comm.hangs:
-            assert ev.waited_s <= 2 * 3.0
+            assert ev.waited_s <= 2 * HANG_AFTER
             break
     else:
         raise AssertionError("no hang while replaying")

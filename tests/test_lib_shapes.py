@@ -27,9 +27,10 @@ SHAPES = ("accum_slow", "prefetch", "save_burst", "input_then_compute")
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[dict, dict, str]]:
-    """shape -> (the job's own counters, report --json, headless summary)."""
+    """shape -> (the job's own counters, report --json, headless summary). The idle shape
+    runs beside the others: killed 5 s after its last step, while they still run."""
     procs = {}
-    for shape in SHAPES:
+    for shape in ("idle_after", *SHAPES):
         d = tmp_path_factory.mktemp(shape)
         procs[shape] = (d, subprocess.Popen(
             [sys.executable, "-m", "perftop", "run", "--headless", "--record",
@@ -38,14 +39,33 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[dict, dict
             stdin=subprocess.DEVNULL))  # fmt: skip
     out: dict[str, tuple[dict, dict, str]] = {}
     RECS.update({shape: d / "r.perftop" for shape, (d, _) in procs.items()})
-    for shape, (d, p) in procs.items():
-        so, se = p.communicate(timeout=180)
-        assert p.returncode == 0, se[-3000:]
-        own = _own(so)
-        rep = perftop("report", "--json", str(d / "r.perftop"), cwd=d)
-        assert rep.returncode == 0, rep.stderr
-        out[shape] = (own, json.loads(rep.stdout), so + se)
+    try:
+        idle = _idle_then_kill(procs["idle_after"][1])
+        for shape, (d, p) in procs.items():
+            so, se = p.communicate(timeout=180)
+            if shape == "idle_after":
+                own, so = idle, json.dumps(idle) + "\n" + so
+            else:
+                assert p.returncode == 0, se[-3000:]
+                own = _own(so)
+            rep = perftop("report", "--json", str(d / "r.perftop"), cwd=d)
+            assert rep.returncode == 0, rep.stderr
+            out[shape] = (own, json.loads(rep.stdout), so + se)
+    finally:
+        for _, p in procs.values():
+            if p.poll() is None:
+                p.kill()
     return out
+
+
+def _idle_then_kill(mon: subprocess.Popen[str]) -> dict[str, Any]:
+    """The idle job's counters, once it has idled 5 s (> MIN_STALL_S and 5x the median
+    step) after its last step; then the job is killed."""
+    assert mon.stdout is not None
+    own = json.loads(next(ln for ln in mon.stdout if ln.startswith("{")))
+    time.sleep(5.0)
+    os.kill(own["pid"], signal.SIGKILL)
+    return own
 
 
 def _own(text: str) -> dict[str, Any]:
@@ -61,7 +81,7 @@ def test_accumulation_counts_updates_however_late_the_first_comes(runs) -> None:
 
 
 def test_a_finished_run_keeps_the_hints_it_showed(runs) -> None:
-    """Input-bound for 10 s, shown live, then compute-bound until the end: the hint left
+    """Input-bound for 8 s, shown live, then compute-bound until the end: the hint left
     live, and the whole-run verdict does not give it. The finished run's hints (what the
     TUI shows once the job ended) still have it, with its moments."""
     own, rep, _ = runs["input_then_compute"]
@@ -99,26 +119,11 @@ def test_a_prefetching_wrapper_keeps_the_loader_measure_and_input_bound(runs) ->
     assert "input-bound" in [h["id"] for h in rep["hints"]], rep["hints"]
 
 
-def test_idle_after_the_last_step_is_no_stall_and_a_kill_cuts_nothing_short(tmp_path) -> None:
+def test_idle_after_the_last_step_is_no_stall_and_a_kill_cuts_nothing_short(runs) -> None:
     """A Ray Train worker's shape: the training function (its own thread) returns after 30
     steps and the process idles until it is killed. No "step 31 stalled", and all its
     steps were counted: not "cut short"."""
-    rec = tmp_path / "r.perftop"
-    mon = subprocess.Popen(
-        [sys.executable, "-m", "perftop", "run", "--headless", "--record", str(rec), "--",
-         sys.executable, JOB, "idle_after"],
-        cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL)  # fmt: skip
-    try:
-        assert mon.stdout is not None
-        own = json.loads(next(ln for ln in mon.stdout if ln.startswith("{")))
-        time.sleep(5.0)  # idle: > MIN_STALL_S and 5x the median step
-        os.kill(own["pid"], signal.SIGKILL)
-        mon.communicate(timeout=60)
-    finally:
-        if mon.poll() is None:
-            mon.kill()
-    rep = json.loads(perftop("report", "--json", str(rec), cwd=tmp_path).stdout)
+    own, rep, _ = runs["idle_after"]
     assert rep["steps"]["count"] == own["steps"] == 30
     assert rep["steps"]["cut_short"] == []
     assert rep["stalls"] == [], rep["stalls"]

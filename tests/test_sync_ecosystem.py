@@ -1,17 +1,20 @@
 """Sync sites and rates as the ecosystem's programs make them (issue 45): one real job
 (``workloads/sync_ecosystem.py``, 60 steps) under ``perftop run --headless``, once in
 the exact mode (``PERFTOP_SYNC=all``) and once sampled, read back with ``perftop
-report`` (JSON and text)."""
+report`` (JSON and text). Both runs at once."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.helpers import WORKLOADS, perftop, run_and_report
+from tests.helpers import WORKLOADS, perftop
 from tests.test_sync_e2e import sites_marked
 
 SCRIPT = WORKLOADS / "sync_ecosystem.py"
@@ -23,19 +26,46 @@ def line_of(text: str) -> int:
     return next(n for n, t in enumerate(LINES, 1) if text in t)
 
 
+def _perftop(folder: Path, mode: str, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "perftop", *args], cwd=folder, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+        env={**os.environ, "PERFTOP_SYNC": mode})  # fmt: skip
+
+
+def _done(p: subprocess.Popen[str]) -> tuple[str, str]:
+    out, err = p.communicate(timeout=180)
+    assert p.returncode == 0, err[-2000:]
+    return out, err
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Any]:
-    out = {}
-    for mode in ("all", "sampled"):
-        folder = tmp_path_factory.mktemp(mode)
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setenv("PERFTOP_SYNC", mode)
-            proc, rep = run_and_report(folder, sys.executable, str(SCRIPT))
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        assert rep["steps"]["count"] == 60
-        text = perftop("report", str(folder / "r.perftop"), cwd=folder)
-        assert text.returncode == 0, text.stderr
-        out[mode] = {"report": rep, "text": text.stdout, "rec": folder / "r.perftop"}
+    """Both modes at once, and their reports (JSON and text) at once."""
+    folders = {mode: tmp_path_factory.mktemp(mode) for mode in ("all", "sampled")}
+    jobs = {
+        mode: _perftop(f, mode, "run", "--headless", "--record", str(f / "r.perftop"), "--",
+                       sys.executable, str(SCRIPT))
+        for mode, f in folders.items()
+    }  # fmt: skip
+    try:
+        for job in jobs.values():
+            _done(job)
+        reports = {
+            mode: (_perftop(f, mode, "report", "--json", str(f / "r.perftop")),
+                   _perftop(f, mode, "report", str(f / "r.perftop")))
+            for mode, f in folders.items()
+        }  # fmt: skip
+        out = {}
+        for mode, (as_json, as_text) in reports.items():
+            rep = json.loads(_done(as_json)[0])
+            assert rep["steps"]["count"] == 60
+            rec = folders[mode] / "r.perftop"
+            out[mode] = {"report": rep, "text": _done(as_text)[0], "rec": rec}
+    finally:
+        for p in jobs.values():
+            if p.poll() is None:
+                p.kill()
     return out
 
 
