@@ -120,7 +120,9 @@ def test_run_and_ls_work_beside_a_planted_socket_directory(shared: Path) -> None
         assert ls.returncode == 0 and "Traceback" not in ls.stderr, ls.stderr
         import json
 
-        (s,) = json.loads(ls.stdout)["sessions"]
+        # `ls` also lists this user's sessions in the other bases (/tmp, ...): this one's
+        (s,) = [s for s in json.loads(ls.stdout)["sessions"]
+                if Path(s["socket"]).parent.parent == shared]  # fmt: skip
         sock = Path(s["socket"])
         assert sock.parent.name.startswith(f"perftop-{uid}-") and sock.parent.parent == shared
         assert sock.parent.lstat().st_uid == uid

@@ -287,7 +287,8 @@ def _straggler(
         w = median(others) or 0.0
         if best is None or w > best[0]:
             best = (w, q)
-    assert best is not None
+    if best is None:  # pids has two or more: not reached
+        return None
     step = median([v for v in step_p50.values() if v]) or 0.0
     w, q = best
     last = last_count.get(q, 0) / matched
