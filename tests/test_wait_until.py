@@ -23,11 +23,16 @@ def hang_up_once() -> Callable[[], bool]:
 
 
 def test_a_signal_asked_for_ends_the_wait_and_the_handler_is_restored() -> None:
-    before = signal.getsignal(signal.SIGHUP)
-    t0 = time.monotonic()
-    wait_until(30.0, hang_up_once(), (signal.SIGTERM, signal.SIGHUP))
-    assert time.monotonic() - t0 < 5  # SIGHUP ended it, not the 30 s
-    assert signal.getsignal(signal.SIGHUP) is before
+    # The suite may run under nohup (CI started in the background): SIGHUP inherited as
+    # SIG_IGN, which wait_until rightly keeps ignored. This test needs it not ignored.
+    old = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    try:
+        t0 = time.monotonic()
+        wait_until(30.0, hang_up_once(), (signal.SIGTERM, signal.SIGHUP))
+        assert time.monotonic() - t0 < 5  # SIGHUP ended it, not the 30 s
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGHUP, old)
 
 
 def test_a_signal_the_process_ignores_stays_ignored() -> None:
