@@ -268,6 +268,10 @@ def finish_stats(p: Path, stats: ReadStats) -> None:
             f"{p}: skipped {stats.skipped_bytes} damaged bytes at {stats.damaged} place(s), "
             f"{_lost_steps(stats)} with them; read on after each"
         )
+    elif stats.skipped_steps or stats.steps_uncounted:
+        # No place lost, yet whole frames went (a flipped kind, a bad inner frame) and with
+        # them steps: said here, or a loss after the last step read would go unmentioned.
+        stats.warnings.append(f"{p}: {_lost_steps(stats)} went with the frames skipped")
     if stats.bad_frames:
         stats.warnings.append(f"{p}: skipped {stats.bad_frames} damaged frame(s)")
     if stats.unknown_events:

@@ -147,3 +147,18 @@ def test_damage_after_the_last_step_read_gives_no_count(tmp_path):
     assert "an unknown number of steps with them" in said[0] and "at least 0" not in said[0]
     assert "at least 351 steps with them" in said[351]
     assert "12 steps with them" in said[12] and "at least" not in said[12]
+
+
+def test_steps_lost_with_skipped_frames_are_said_without_a_damaged_place(tmp_path):
+    """A flipped kind skips a whole frame (an unknown event), no place is lost: the steps
+    that went with it are still said, "an unknown number" after the last step read (CI)."""
+    said = {}
+    for counted, uncounted in ((0, True), (7, True), (5, False), (0, False)):
+        stats = ReadStats(unknown_events=1, skipped_bytes=83)
+        stats.skipped_steps, stats.steps_uncounted = counted, uncounted
+        finish_stats(tmp_path / "r.perftop", stats)
+        said[counted, uncounted] = [w for w in stats.warnings if "went with" in w]
+    assert "an unknown number of steps went with" in said[0, True][0]
+    assert "at least 7 steps went with" in said[7, True][0]
+    assert "5 steps went with" in said[5, False][0] and "at least" not in said[5, False][0]
+    assert said[0, False] == []
