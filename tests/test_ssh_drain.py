@@ -26,7 +26,7 @@ from perftop.recording import read_events
 PRINTER = """
 import sys, time
 open(sys.argv[1], "w").write("1")
-for i in range(20):
+for i in range(int(sys.argv[2])):
     print("line", i, flush=True)
     print("err", i, file=sys.stderr, flush=True)
     time.sleep(0.1)
@@ -35,12 +35,14 @@ sys.exit(3)
 TMUX = shutil.which("tmux")
 
 
-def _job(tmp_path: Path) -> tuple[list[str], Path, Path]:
-    """The job (a shell running the printer, then writing its exit code), and the files
-    saying it started and how it ended."""
+def _job(tmp_path: Path, lines: int = 20) -> tuple[list[str], Path, Path]:
+    """The job (a shell running the printer, ``lines`` lines 0.1 s apart, then writing its
+    exit code), and the files saying it started and how it ended."""
     script, started, rc = tmp_path / "printer.py", tmp_path / "started", tmp_path / "rc"
     script.write_text(PRINTER)
-    line = f"{shlex.quote(sys.executable)} {script} {started}; r=$?; echo $r > {rc}; exit $r"
+    line = (
+        f"{shlex.quote(sys.executable)} {script} {started} {lines}; r=$?; echo $r > {rc}; exit $r"
+    )
     return ["sh", "-c", line], started, rc
 
 
