@@ -22,6 +22,14 @@ def sized(base: type[Driver]) -> type[Driver]:
         return base
 
     class TerminalSizedDriver(base):  # type: ignore[valid-type,misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            if getattr(self, "_size", None) is None:
+                # Textual's App.size, asked before the first Resize arrives (on a busy
+                # host: at mount), falls back to the console's size (COLUMNS/LINES) and
+                # keeps it here: the terminal's own size instead.
+                self._size = self._get_terminal_size()
+
         def _get_terminal_size(self) -> tuple[int, int]:
             out: Any = getattr(self, "_file", None)
             for fd in _fds(out):
