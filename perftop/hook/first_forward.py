@@ -93,9 +93,18 @@ class FirstForward:
             return  # another thread's module call (a feeder's): not the training loop's
         t = _perf()
         if tr.region is self:  # inside the pass this hook began: until grad is on again
-            if tr.grad():
+            if not tr.grad():
+                self.t0, self.c0 = t, _cpu()  # the pass's last module call so far
+                return
+            self.disarm()
+            # The time off the CPU since the pass's last module call (a feeder's next
+            # batch) is the step's wait before its forward, not the pass's.
+            wait = max(0.0, t - self.t0 - (_cpu() - self.c0))
+            tr.no_grad(False, self, t - wait)  # the pass ends (and arms again if timing)
+            if self.timed:
+                self.timed = False
+                tr.first_forward(wait)
                 self.disarm()
-                tr.no_grad(False, self, t)  # the pass ends here (and arms again if timing)
             return
         if self.timed:
             self.timed = False
@@ -103,6 +112,7 @@ class FirstForward:
         if not tr.grad() and self.may_begin(tr):
             tr.no_grad(True, self, t)
             if tr.region is self:
+                self.t0, self.c0 = t, _cpu()
                 return  # a pass began: watching for its end
         self.disarm()
 

@@ -69,14 +69,15 @@ def patch_torch(state: HookState) -> None:
         _wrap_init(state, cls, loaders, counter)
 
     # -- torch.save: a checkpoint is time outside training steps. torch.save stays torch's
-    # own; the private writers it calls (the zip format's, the legacy one) are wrapped in
-    # torch.serialization's namespace: a save's time is its serialization's ------------------
+    # own; the private writers it calls are wrapped in torch.serialization's namespace: the
+    # zip format's file (its opening, serialization, end record and close: the whole save
+    # but its argument checks), the legacy format's serializer ----------------------------
     import torch.serialization as ser
 
-    for name in ("_save", "_legacy_save"):
+    for name, wrap in (("_open_zipfile_writer", _zip_saving), ("_legacy_save", _saving)):
         orig_save = ser.__dict__.get(name)
         if callable(orig_save):
-            setattr(ser, name, _saving(state, orig_save))
+            setattr(ser, name, wrap(state, orig_save))
             state.undo.append(functools.partial(setattr, ser, name, orig_save))
 
 
@@ -95,6 +96,37 @@ def _saving(state: HookState, orig: Any) -> Any:
                 state.internal_error("torch.save")
 
     return save
+
+
+class _TimedWriter:
+    """torch.save's ``with _open_zipfile_writer(f) as z:``: the writer's own context,
+    timed from its opening to its close (the file written out)."""
+
+    __slots__ = ("_inner", "_state", "_t0")
+
+    def __init__(self, state: HookState, inner: Any, t0: float) -> None:
+        self._state, self._inner, self._t0 = state, inner, t0
+
+    def __enter__(self) -> Any:
+        return self._inner.__enter__()
+
+    def __exit__(self, *exc: Any) -> Any:
+        try:
+            return self._inner.__exit__(*exc)
+        finally:
+            try:
+                self._state.tracker.saved(self._t0, _perf())
+            except Exception:
+                self._state.internal_error("torch.save")
+
+
+def _zip_saving(state: HookState, orig: Any) -> Any:
+    @functools.wraps(orig)
+    def open_writer(*args: Any, **kwargs: Any) -> Any:
+        t0 = _perf()
+        return _TimedWriter(state, orig(*args, **kwargs), t0)
+
+    return open_writer
 
 
 def _wrap_engine(state: HookState, autograd: Any, tracker: Any) -> None:
