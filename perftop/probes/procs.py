@@ -224,8 +224,7 @@ class ProcProbe:
 
     def _same_program(self, ppid: int, cmdline: str) -> bool:
         """Whether the parent (in the tree) runs ``cmdline``: the child is a fork of it."""
-        parent = self._tracked.get(ppid)
-        if parent is not None:
+        if (parent := self._tracked.get(ppid)) is not None:
             return parent.cmdline == cmdline
         try:  # not tracked yet (seen this tick): a descendant's parent is in the tree
             return " ".join(psutil.Process(ppid).cmdline())[:CMDLINE_MAX] == cmdline
@@ -233,9 +232,8 @@ class ProcProbe:
             return False
 
     def _mem_due(self, tr: _Tracked, now: float) -> bool:
-        """Whether to read this process's USS/PSS again: at its first sample, then when its
-        share of :data:`MEM_BUDGET` allows; staggered by pid so each tick reads about the
-        same number of ``smaps_rollup`` files."""
+        """Whether to read its USS/PSS again: at its first sample, then when its share of
+        :data:`MEM_BUDGET` allows; staggered by pid (about as many reads at each tick)."""
         if tr.mem is None or tr.mem_rises >= 2:
             return True
         if tr.fork_until is not None and (now < tr.fork_until or tr.mem_rises >= 1):
