@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 
 from perftop.events import ProcSample
@@ -83,3 +84,41 @@ def test_uss_of_a_cheap_process_is_read_at_every_tick(grower):
     grow()
     time.sleep(0.2)  # a tick apart (the probe refuses intervals under 0.2 s)
     assert _uss(probe, proc.pid) > before + 50 * 2**20
+
+
+FORKER = (
+    """
+import os, sys
+child = os.fork()
+if child:
+    os.waitpid(child, 0)
+    sys.exit(0)
+"""
+    + GROW
+)
+
+
+@needs_uss
+def test_uss_of_a_fork_of_its_parent_is_read_at_every_tick_dear_or_not():
+    """A DataLoader worker's copy-on-write growth gets 1 s samples from its start, however
+    dear its reads (the worker-memory hint fits a line through them)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", FORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdin is not None
+    assert proc.stdout.readline() == "ready\n"
+    (child,) = psutil.Process(proc.pid).children()
+    try:
+        probe = ProcProbe(proc.pid, mem_budget=1e-9, mem_max_age_s=30.0)
+        before = _uss(probe, child.pid)
+        for _ in range(2):
+            proc.stdin.write("\n")
+            proc.stdin.flush()
+            assert proc.stdout.readline() == "grown\n"
+            grown = _uss(probe, child.pid)
+            assert grown > before + 50 * 2**20  # read at once, not paced to 30 s
+            before = grown
+    finally:
+        child.kill()
+        proc.kill()
+        proc.wait()

@@ -38,11 +38,13 @@ SMAPS_PER_TICK = 10
 # least every MEM_MAX_AGE_S. The figures shown meanwhile are the last read's.
 MEM_BUDGET = 0.005
 MEM_MAX_AGE_S = 30.0
-# A process whose USS rose at least this fast over each of its last two reads (not an
-# allocator's ups and downs) is read at every tick whatever it costs, so a worker's
-# copy-on-write growth gets 1 s samples (the worker-memory hint fits a line through 15 s
-# of them): half the hint's GROW_RATE.
+# A process whose USS rose this fast (half the worker hint's GROW_RATE) over each of its last
+# two reads is read at every tick whatever it costs, so its growth gets 1 s samples.
 MEM_MOVING_BPS = 0.25 * 2**20
+# A fork running its parent's program (a DataLoader worker) is read at every tick for its
+# first MEM_FORK_WATCH_S, then while each read rises fast: paced (~7 s), two rises would
+# take most of the window the worker-memory hint fits its line through (15 s of 1 s samples).
+MEM_FORK_WATCH_S = 30.0
 
 
 @dataclass(slots=True)
@@ -59,6 +61,7 @@ class _Tracked:
     mem_at: float = 0.0  # when it was read (monotonic)
     mem_cost: float = 0.0  # the CPU seconds that read took
     mem_rises: int = 0  # reads in a row whose USS rose fast (see MEM_MOVING_BPS)
+    fork_until: float | None = None  # a fork of its parent's program: watched (monotonic)
     execed: bool = False  # its program changed since it was first seen (a fork, then exec)
 
 
@@ -180,13 +183,13 @@ class ProcProbe:
             tr = self._tracked.get(pid)
             try:
                 if tr is None:
-                    tr = self._track(pid)
+                    tr = self._track(pid, now)
                     events.append(ProcInfo(t, pid, tr.key[1], tr.cmdline))
                 elif resend:
                     events.append(ProcInfo(t, pid, tr.key[1], tr.cmdline))
                 row = self._read(tr, now)
                 if row is None:  # the pid was reused by a new process: start afresh
-                    tr = self._track(pid)
+                    tr = self._track(pid, now)
                     events.append(ProcInfo(t, pid, tr.key[1], tr.cmdline))
                     row = self._read(tr, now)
                     if row is None:  # reused once more while we looked: next tick
@@ -204,24 +207,37 @@ class ProcProbe:
         events.append(ProcSample(t, round(dt, 4), self.root_pid, tuple(rows)))
         return events
 
-    def _track(self, pid: int) -> _Tracked:
+    def _track(self, pid: int, now: float) -> _Tracked:
         p = psutil.Process(pid)
         tr = _Tracked(p, (pid, p.create_time()))
         with p.oneshot():
             tr.start = _start_ticks(p)
             tr.name = p.name()
+            ppid = p.ppid()
             try:
                 tr.cmdline = " ".join(p.cmdline())[:CMDLINE_MAX]
             except psutil.AccessDenied:
                 tr.cmdline = ""
+        if tr.cmdline and pid != self.root_pid and self._same_program(ppid, tr.cmdline):
+            tr.fork_until = now + MEM_FORK_WATCH_S
         return tr
 
+    def _same_program(self, ppid: int, cmdline: str) -> bool:
+        """Whether the parent (in the tree) runs ``cmdline``: the child is a fork of it."""
+        if (parent := self._tracked.get(ppid)) is not None:
+            return parent.cmdline == cmdline
+        try:  # not tracked yet (seen this tick): a descendant's parent is in the tree
+            return " ".join(psutil.Process(ppid).cmdline())[:CMDLINE_MAX] == cmdline
+        except (*GONE, *UNAVAILABLE):
+            return False
+
     def _mem_due(self, tr: _Tracked, now: float) -> bool:
-        """Whether to read this process's USS/PSS again: at its first sample, then when its
-        share of :data:`MEM_BUDGET` allows; staggered by pid so each tick reads about the
-        same number of ``smaps_rollup`` files."""
+        """Whether to read its USS/PSS again: at its first sample, then when its share of
+        :data:`MEM_BUDGET` allows; staggered by pid (about as many reads at each tick)."""
         if tr.mem is None or tr.mem_rises >= 2:
             return True
+        if tr.fork_until is not None and (now < tr.fork_until or tr.mem_rises >= 1):
+            return True  # a fork: at every tick while young, then while it rises
         period = min(self.mem_max_age_s, tr.mem_cost * self._n / self.mem_budget)
         if now - tr.mem_at + 0.1 < period:  # 0.1 s: a tick that came a little early
             return False
