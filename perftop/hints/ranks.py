@@ -21,19 +21,26 @@ def straggler(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     s = find_straggler(snap.ranks, STAY_SHARE if "straggler" in active else MIN_SHARE)
     if s is None:
         return _by_arrival(snap)
-    share = s.wait_s / s.step_s if s.step_s > 0 else None
+    advice = (
+        f"Look at {s.label}: other jobs on its host, thermal throttling, a slower "
+        "device, or more data to load (its data wait is in the Ranks table).",
+        "Uneven batches (variable-length samples): bucket by length so ranks get equal work.",
+    )
+    return _straggler(s.label, s.wait_s, s.step_s, s.evidence(), advice)
+
+
+def _straggler(
+    label: str, wait_s: float, step_s: float, evidence: tuple[str, ...], advice: tuple[str, ...]
+) -> list[Hint]:
+    """The one ``straggler`` hint, whichever rule named the rank."""
+    share = wait_s / step_s if step_s > 0 else None
     return [
         Hint(
             id="straggler",
             severity="medium",
-            title=f"Straggler: {s.label} makes the other ranks wait {seconds(s.wait_s)} a step",
-            evidence=s.evidence(),
-            advice=(
-                f"Look at {s.label}: other jobs on its host, thermal throttling, a slower "
-                "device, or more data to load (its data wait is in the Ranks table).",
-                "Uneven batches (variable-length samples): bucket by length so ranks get "
-                "equal work.",
-            ),
+            title=f"Straggler: {label} makes the other ranks wait {seconds(wait_s)} a step",
+            evidence=evidence,
+            advice=advice,
             est_gain=round(share, 4) if share is not None else None,
             est_gain_text=(
                 f"up to {fraction(share)} of step time, what the other ranks wait"
@@ -51,29 +58,17 @@ def _by_arrival(snap: Snapshot) -> list[Hint]:
     c = snap.comm.straggler
     if c is None:
         return []
-    share = c.wait_s / c.step_s if c.step_s > 0 else None
-    return [
-        Hint(
-            id="straggler",
-            severity="medium",
-            title=f"Straggler: {c.label} makes the other ranks wait {seconds(c.wait_s)} a step",
-            evidence=(
-                f"{c.label} arrived last at {fraction(c.last_share)} of the collectives every "
-                "rank entered (c10d's flight recorder)",
-                f"the other ranks wait {seconds(c.wait_s)} a step for it (median) of a "
-                f"{seconds(c.step_s)} step",
-            ),
-            advice=(
-                f"Look at {c.label}: other jobs on its host (CPU starvation, niceness), a "
-                "slower device, or more data to load (its data wait is in the Ranks table).",
-            ),
-            est_gain=round(share, 4) if share is not None else None,
-            est_gain_text=f"up to {fraction(share)} of step time, what the other ranks wait"
-            if share is not None
-            else "",
-            panel="ranks",
-        )
-    ]
+    evidence = (
+        f"{c.label} arrived last at {fraction(c.last_share)} of the collectives every "
+        "rank entered (c10d's flight recorder)",
+        f"the other ranks wait {seconds(c.wait_s)} a step for it (median) of a "
+        f"{seconds(c.step_s)} step",
+    )
+    advice = (
+        f"Look at {c.label}: other jobs on its host (CPU starvation, niceness), a "
+        "slower device, or more data to load (its data wait is in the Ranks table).",
+    )
+    return _straggler(c.label, c.wait_s, c.step_s, evidence, advice)
 
 
 def gpu_imbalance(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
