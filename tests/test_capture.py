@@ -48,6 +48,17 @@ def _start(tmp: Path, mode: str, name: str = "", **env: str) -> dict[str, Any]:
     return {"mon": mon, "gate": gate, "rec": rec, "trace": None}
 
 
+def _steps_more(got: dict[str, Any], n: int) -> None:
+    """Waits (at most 60 s) until the job has made ``n`` more steps than now."""
+    def steps() -> int:
+        info = find_session(str(got["mon"].pid))
+        return int(info.get("steps", 0)) if info else 0
+
+    want, deadline = steps() + n, time.monotonic() + 60
+    while steps() < want and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
 def _finish(got: dict[str, Any]) -> dict[str, Any]:
     """Let the job end; what it said."""
     got["gate"].touch()
@@ -71,6 +82,7 @@ def tmp() -> Any:
 def captured(tmp: Path) -> dict[str, Any]:
     got = _start(tmp, "plain", PERFTOP_SYNC="all")  # every step watched, but the captured
     _trace(tmp, got, "--steps", "3", "--out", str(tmp / "copy.json"))
+    _steps_more(got, 15)  # watched again after the capture: steps to see it in
     _finish(got)
     events = list(read_events(got["rec"]))
     got["ops"] = [e for e in events if isinstance(e, CaptureOps)]

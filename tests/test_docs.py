@@ -201,14 +201,23 @@ def sections(path: Path) -> dict[str, str]:
     return {h.replace("`", "").strip(): body for h, body in zip(parts[1::2], parts[2::2])}
 
 
-def hint_ids(rule: Rule) -> set[str]:
-    """The ids a rule can give: the ``id=`` of each ``Hint(...)`` it builds, from its code."""
+def hint_ids(rule: Rule, seen: frozenset[str] = frozenset()) -> set[str]:
+    """The ids a rule can give: the ``id=`` of each ``Hint(...)`` it builds, from its code,
+    and from the helpers of its own module that it calls (one builder shared by two rules)."""
     ids = set()
     for node in ast.walk(ast.parse(inspect.getsource(rule))):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Hint":
+        if not isinstance(node, ast.Call):
+            continue
+        name = getattr(node.func, "id", None)
+        if name == "Hint":
             v = next((k.value for k in node.keywords if k.arg == "id"), None)
             assert isinstance(v, ast.Constant) and isinstance(v.value, str), rule.__name__
             ids.add(v.value)
+            continue
+        helper = rule.__globals__.get(name) if name else None
+        if (inspect.isfunction(helper) and helper.__module__ == rule.__module__
+                and name not in seen):  # fmt: skip
+            ids |= hint_ids(helper, seen | {rule.__name__, name})
     return ids
 
 

@@ -140,8 +140,13 @@ s.bind(path)
 os.chmod(path, 0o777)
 s.listen(16)
 s.settimeout(0.2)
-print("listening", flush=True)
 got, conns, end = 0, [], time.monotonic() + float(sys.argv[4])
+def note():
+    with open(log + ".new", "w") as f:
+        f.write(f"{len(conns)} {got}")
+    os.replace(log + ".new", log)  # whole, even when killed
+note()  # there before anyone is told to look
+print("listening", flush=True)
 while time.monotonic() < end:
     try:
         c, _ = s.accept()
@@ -155,9 +160,7 @@ while time.monotonic() < end:
             got += len(c.recv(65536))
         except OSError:
             pass
-    with open(log + ".new", "w") as f:
-        f.write(f"{len(conns)} {got}")
-    os.replace(log + ".new", log)  # whole, even when killed
+    note()
 """
 
 TRAIN = """

@@ -7,17 +7,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests.helpers import WORKLOADS, perftop, run_and_report
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open regression: a grad-off pass now ends at the next grad-on forward less the "
-    "time off the CPU since its last module call (a feeder's wait), so an evaluation that "
-    "sleeps is booked as data wait",
-)
 def test_a_long_evaluation_is_not_a_stall(tmp_path: Path) -> None:
     proc, report = run_and_report(
         tmp_path, sys.executable, str(WORKLOADS / "eval_pauses.py"), "10", "2.5,2.5"
@@ -29,12 +21,6 @@ def test_a_long_evaluation_is_not_a_stall(tmp_path: Path) -> None:
     assert report["stalls"] == [], report["stalls"]  # 2.5 s > 5x the median and 2 s
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open regression: a grad-off pass now ends at the next grad-on forward less the "
-    "time off the CPU since its last module call (a feeder's wait), so an evaluation that "
-    "sleeps is booked as data wait",
-)
 def test_an_evaluation_far_longer_than_the_earlier_ones_is_a_hang(tmp_path: Path) -> None:
     proc, report = run_and_report(
         tmp_path, sys.executable, str(WORKLOADS / "eval_pauses.py"), "10", "0.3,0.3,3.5"

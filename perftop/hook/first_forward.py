@@ -14,7 +14,12 @@ is not, nor is a generator's own CPU work on the training thread (it stays in th
 time). Both clocks are read without dropping the GIL (a read of /proc/thread-self/schedstat
 would drop it, and a busy feeder thread could keep the training thread waiting for it).
 A pass between steps (an evaluation) takes the hook with its own module calls: its
-region's exit arms it again, and the wait leaves the pass out, as the step does. A
+region's exit arms it again, and the wait leaves the pass out, as the step does. Where
+the pass ends is not seen (``no_grad`` is not patched): its last module call is, then the
+next forward with grad on. The time off the CPU between them is the pass's own (a
+metric's write, a barrier, a sleep) or the feeder's next batch; a feeder fills its queue
+while the pass runs, so the wait booked there is at most the longest of the last
+:data:`RECENT` waits before a step's forward, and the rest stays in the pass. A
 closure's forward inside ``opt.step(closure)`` (LBFGS) counts only the wait before the
 optimizer step began: the time inside it is the optimizer phase's. The job's
 own hooks run as before (ours is added after its global ones, and never changes arguments
@@ -40,6 +45,8 @@ from perftop.hook.state import HookState
 from perftop.hook.steps import OPTIMIZER
 from perftop.wire import DATA_WAIT_NOTE
 
+RECENT = 8  # a feeder's wait after a pass: at most the longest of this many steps' waits
+
 _perf = time.perf_counter
 _cpu = time.thread_time  # this thread's CPU time: a clock read, the GIL kept
 
@@ -55,6 +62,8 @@ class FirstForward:
         self.in_wrapper = 0  # inside a torch.compile(model) wrapper's call
         self.t0 = self.c0 = 0.0  # wall and the training thread's CPU time when armed
         self.timed = False  # the step's wait behind a feeder is timed (else grad mode only)
+        self.recent = [0.0] * RECENT  # the last waits before a step's forward (a ring)
+        self.recent_i = 0
 
     def arm(self) -> None:
         """Starts the wait (again, where armed already: a new step's) on the training
@@ -99,7 +108,7 @@ class FirstForward:
             self.disarm()
             # The time off the CPU since the pass's last module call (a feeder's next
             # batch) is the step's wait before its forward, not the pass's.
-            wait = max(0.0, t - self.t0 - (_cpu() - self.c0))
+            wait = min(max(0.0, t - self.t0 - (_cpu() - self.c0)), max(self.recent))
             tr.no_grad(False, self, t - wait)  # the pass ends (and arms again if timing)
             if self.timed:
                 self.timed = False
@@ -138,6 +147,8 @@ class FirstForward:
             # before it (none when armed inside it, after a closure's backward).
             wait = min(wait, max(0.0, tr.opt_t0 - self.t0))
         tr.first_forward(wait)
+        self.recent[self.recent_i] = wait
+        self.recent_i = (self.recent_i + 1) % RECENT
         # Said once a step's forward came with no fetch before it: a step after one that
         # made none (a prefetching wrapper's epoch end) that fetches is the loader's.
         if not self.noted and tr.fwd_wait >= 0.0 and not (tr.has_fetch or tr.pend):

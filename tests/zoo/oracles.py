@@ -180,7 +180,7 @@ def slower(plain: dict[str, Any], own: dict[str, Any]) -> str | None:
     first step is left out: its one-time start (a DataLoader worker's spawn, lazy init)
     is most of a short loop's time and swings with the machine's load, not a cost a step
     pays."""
-    p, o = _after_first(plain), _after_first(own)
+    p, o = after_first(plain), after_first(own)
     if p / max(1, plain["steps"] - 1) < 1e-3:
         return None
     ratio = o / p
@@ -191,5 +191,5 @@ def slower(plain: dict[str, Any], own: dict[str, Any]) -> str | None:
     )
 
 
-def _after_first(own: dict[str, Any]) -> float:
+def after_first(own: dict[str, Any]) -> float:
     return float(own["wall_s"] - own.get("first_s", 0.0))

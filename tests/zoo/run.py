@@ -19,12 +19,12 @@ from perftop.events import Between, Step
 from perftop.recording import read_events
 from perftop.report.build import build_report, session_from_file
 from tests.zoo.accounting import account
-from tests.zoo.oracles import check, slower
+from tests.zoo.oracles import after_first, check, slower
 from tests.zoo.parts import Spec
 from tests.zoo.render import render
 
 TIMEOUT = 300  # the plain run's; a run under perftop gets 10x the plain one's time, 60 s or more
-RETRIES = 2  # the wall-time oracle runs plain and perftop again this often before failing
+RETRIES = 3  # the wall-time oracle runs plain and perftop again this often before failing
 
 
 @dataclass
@@ -138,12 +138,20 @@ def run_spec(spec: Spec, folder: Path, modes: tuple[str, ...] | None = None) -> 
         runs[mode] = (own, rep)
     res.failures += check(spec, plain, runs)
     res.failures += account_runs(spec, folder, runs)
-    if "sampled" in runs:  # back to back, again while the machine is too busy
-        slow = slower(plain, runs["sampled"][0])
+    if "sampled" in runs:  # again while the machine is too busy: the best run of each
+        best_plain, best_own = plain, runs["sampled"][0]
+        slow = slower(best_plain, best_own)
         for _ in range(RETRIES if slow else 0):
-            plain, _, _ = _run(folder, "plain")
+            again, _, _ = _run(folder, "plain")
             own, _, _ = _run(folder, "sampled", limit)
-            slow = slower(plain, own) if plain and own else "wall_time: a rerun failed"
+            if again is None or own is None:
+                slow = "wall_time: a rerun failed"
+                break
+            # A busy machine only adds time: the fastest run of each is the one least
+            # disturbed, and a cost perftop adds to every step shows in its fastest too.
+            best_plain = min(best_plain, again, key=after_first)
+            best_own = min(best_own, own, key=after_first)
+            slow = slower(best_plain, best_own)
             if not slow:
                 break
         if slow:
