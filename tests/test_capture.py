@@ -50,6 +50,7 @@ def _start(tmp: Path, mode: str, name: str = "", **env: str) -> dict[str, Any]:
 
 def _steps_more(got: dict[str, Any], n: int) -> None:
     """Waits (at most 60 s) until the job has made ``n`` more steps than now."""
+
     def steps() -> int:
         info = find_session(str(got["mon"].pid))
         return int(info.get("steps", 0)) if info else 0
