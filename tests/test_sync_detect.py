@@ -223,11 +223,15 @@ def test_a_step_end_inside_the_modes_own_dispatch_leaves_no_mode(det, monkeypatc
         (w * 2).sum().backward()  # stop (or start) from inside the dispatch
         depths.append(torch._C._len_torch_function_stack())
     assert depths == [1] * 9  # on, or waiting for a safe point: never 2
-    # the wait ends at the next Tensor.backward, from outside the dispatch
-    assert not d.active and torch.Tensor.backward is not orig
-    (w * 2).sum().backward()
+    # the wait ends at the next module call (a global forward pre-hook: torch's API),
+    # outside the dispatch; Tensor.backward is never replaced
+    hooks = torch.nn.modules.module._global_forward_pre_hooks
+    assert not d.active and torch.Tensor.backward is orig and len(hooks) == 1
+    (w * 2).sum().backward()  # no module call yet: still waiting, never doubled
+    assert torch._C._len_torch_function_stack() == 1
+    torch.nn.Identity()(w)
     assert torch._C._len_torch_function_stack() == 0
-    assert torch.Tensor.backward is orig  # the trap is gone with the wait
+    assert len(hooks) == 0  # the trap is gone with the wait
     d.slot.check(9)
     assert notes == []
 

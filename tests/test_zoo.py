@@ -53,9 +53,6 @@ FIXED = [
     pytest.param(
         Spec("manual", "slice", (Sync("item", 1),), steps=80),
         id="manual-update",
-        # Open regression since the hook stopped patching no_grad (a hand-made update in a
-        # no_grad block): fails every run. Strict: the fix must remove this mark.
-        marks=pytest.mark.xfail(strict=True, reason="open regression: manual update"),
     ),
     pytest.param(
         Spec("optim", "slice", (Sync("item", 1),), steps=80, host_transform=True),
@@ -194,14 +191,7 @@ def test_feeder_wait_after_a_pass_behind_a_thread_over_a_dataloader(tmp_path):
     [
         ("optim", "sampled"),
         ("lbfgs", "exact"),
-        pytest.param(
-            "grad",
-            "sampled",
-            # A known regression of the no-patching change (backward timed at the engine):
-            # with a hand-made update after backward() behind a feeder thread, the sampled
-            # detector's mode stays on to the end. Strict: the fix must remove this mark.
-            marks=pytest.mark.xfail(strict=True, reason="sync mode left on: open regression"),
-        ),
+        ("grad", "sampled"),
     ],
 )
 def test_syncs_behind_a_feeder_thread_over_a_dataloader(update: str, mode: str, tmp_path):

@@ -17,11 +17,12 @@ The design:
   ``__torch_function__``). Anywhere else a request only records ``want``; until it is
   settled the mode passes every call straight through (``off``), counting nothing.
 - Safe points, where ``settle`` runs: each step end and each interval outside steps the
-  tracker reports, and, while a change waits, the entry of ``Tensor.backward``: a
-  wrapper put on the class for that wait only and taken off once it is done (the call a
-  step ended inside comes again next step, and its entry is outside the dispatch).
-  Nothing of perftop's stays on ``Tensor`` between samples. Autograd's engine is no safe
-  point either: it puts back the stack it found when a backward ends.
+  tracker reports, and, while a change waits, the next module call: a global forward
+  pre-hook registered for that wait only (torch's API; no torch class or function is
+  replaced) and removed once it is done. A module call is no torch function, so its
+  pre-hook runs outside any mode's dispatch; every step makes one (a loop whose steps
+  all end inside a dispatch, ``torch.autograd.grad``'s, settles there). Autograd's
+  engine is no safe point: it puts back the stack it found when a backward ends.
 - Checked. From a sample's start to the first step end after the mode is out, each step
   end reads the stack (``_get_function_stack_at``: no change to it) and counts perftop's
   modes. Any count but the one expected (a lost or doubled mode, whatever caused it) is
@@ -38,7 +39,6 @@ The design:
 
 from __future__ import annotations
 
-import functools
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -49,14 +49,14 @@ MARK = "_perftop_sync_mode"  # a class attribute of perftop's modes: how the che
 class Slot:
     def __init__(self, torch: Any, mode: Any, note: Callable[[str], None]) -> None:
         self.C = torch._C
-        self.Tensor = torch.Tensor
+        self.register = torch.nn.modules.module.register_module_forward_pre_hook
         self.mode = mode
         self.note = note
         self.want = False
         self.pushed = False
         self.thread: int | None = None  # the thread whose stack holds the push
         self.depth = 0  # the mode's own dispatch depth on that thread (kept by the mode)
-        self.trap: tuple[Any, Any] | None = None  # (wrapper, original) on Tensor.backward
+        self.trap: Any = None  # the forward pre-hook's handle while a change waits
         self.dirty = False  # checked once more at the next step end
         self.task: Callable[[], int] = getattr(self.C, "_current_graph_task_id", lambda: -1)
         self.local = threading.local()  # each pushing thread's sentinel (_ThreadEnd)
@@ -83,7 +83,7 @@ class Slot:
 
     def settle(self) -> bool:
         """Make the stack agree with ``want`` where it is safe; else wait for a safe point
-        (the ``Tensor.backward`` trap armed while a removal waits)."""
+        (the forward pre-hook trap armed while a change waits)."""
         if self.pushed == self.want:
             self.disarm()
             return True
@@ -141,34 +141,29 @@ class Slot:
         self.mode.off = True
         self.settle()
 
-    # -- the Tensor.backward trap ------------------------------------------------------
+    # -- the trap: a safe point while a change waits ---------------------------------------
     def arm(self) -> None:
+        """A global forward pre-hook (torch's own API: nothing of torch's is replaced) that
+        settles at the next module call, outside any dispatch, and goes once settled."""
         if self.trap is not None:
-            return
-        Tensor = self.Tensor
-        orig = Tensor.__dict__.get("backward")
-        if orig is None:
             return
         settle = self.settle
 
-        def backward(self: Any, *args: Any, **kwargs: Any) -> Any:
+        def hook(module: Any, args: Any) -> None:
             try:
                 settle()
             except Exception:
                 pass  # never in the job's way: the step-end check repairs and says so
-            return orig(self, *args, **kwargs)
 
-        functools.update_wrapper(backward, orig)
-        self.trap = (backward, orig)
-        Tensor.backward = backward
+        try:
+            self.trap = self.register(hook)
+        except Exception:
+            self.trap = None  # no trap: the next step end or interval settles it
 
     def disarm(self) -> None:
-        trap = self.trap
-        if trap is None:
-            return
-        self.trap = None
-        if self.Tensor.__dict__.get("backward") is trap[0]:
-            self.Tensor.backward = trap[1]  # (if wrapped since by another, ours passes on)
+        trap, self.trap = self.trap, None
+        if trap is not None:
+            trap.remove()
 
 
 class _ThreadEnd:

@@ -71,8 +71,8 @@ def _watched(rep: dict) -> int:
 def _stack(own: dict, plain: dict, rep: dict) -> list[tuple[str, str]]:
     """While a step is watched the detector's mode is on the stack (one more entry than the
     plain run's), and in the step before each watched stretch (primed: marks only, see
-    ``Detector.prime``); never more, never on more steps than were watched and primed
-    (one a stretch: a run of steps the mode was on after), and never left there after
+    ``Detector.prime``); never more, never on more steps than were watched, primed and
+    waited for a safe point (two a stretch of watched steps), and never left there after
     the loop, unless the step after the last one was to be watched."""
     out = []
     extra = [a - b for a, b in zip(own["depth"], plain["depth"])]
@@ -84,10 +84,18 @@ def _stack(own: dict, plain: dict, rep: dict) -> list[tuple[str, str]]:
         i = next(i for i, e in enumerate(extra) if e not in (0, 1))
         out.append(("stack_depth", f"{own['depth'][i]} at step {i}, plain {plain['depth'][i]}"))
     on = sum(1 for e in extra if e == 1)
-    runs = sum(1 for i, e in enumerate(extra) if e == 1 and (i == 0 or extra[i - 1] != 1))
-    watched = _watched(rep) or (0 if rep.get("sync_events") else on)
+    if "_watched" in rep:  # from the recording: which steps, so how many stretches
+        steps = rep["_watched"]
+        watched = len(steps)
+        runs = sum(1 for i, s in enumerate(steps) if i == 0 or steps[i - 1] != s - 1)
+    else:
+        runs = sum(1 for i, e in enumerate(extra) if e == 1 and (i == 0 or extra[i - 1] != 1))
+        watched = _watched(rep) or (0 if rep.get("sync_events") else on)
     last_on = bool(extra) and extra[-1] == 1  # the step after the last: never closed
-    if on - runs > watched + last_on:
+    # Each stretch of watched steps: its primed step before it, and one after it where
+    # its last step ended inside the mode's own dispatch (a backward): the mode leaves at
+    # the next module call (sync_stack's safe point), in the loop's next iteration.
+    if on > watched + 2 * runs + last_on:
         out.append(
             ("stack_depth", f"the mode on after {on} steps, {watched} watched in {runs} stretches")
         )

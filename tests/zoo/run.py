@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perftop.events import Between, Step
+from perftop.events import Between, Step, SyncBatch
 from perftop.recording import read_events
 from perftop.report.build import build_report, session_from_file
 from tests.zoo.accounting import account
@@ -97,13 +97,17 @@ def timeline(rec: Path, report: dict[str, Any]) -> dict[str, Any]:
     t0, length]`` from the recording, for the oracles of issue 30 (kept beside the
     report, so a campaign's loops can be checked again without their recordings)."""
     pid = report["steps"]["pid"]
-    steps, between = [], []
+    steps, between, watched = [], [], set()
     for ev in read_events(rec):
         if isinstance(ev, Step) and ev.pid == pid:
             steps.append([ev.index, ev.t0, ev.t1, ev.data])
         elif isinstance(ev, Between) and ev.pid == pid:
             between.append([ev.kind, ev.t0, ev.length])
-    return {"pid": pid, "steps": steps, "between": between}
+        elif isinstance(ev, SyncBatch) and ev.pid == pid and ev.sampled:
+            watched.add(ev.step)
+    # the steps the detector watched, for the stack oracle (not a report key)
+    report["_watched"] = sorted(watched)
+    return {"pid": pid, "steps": steps, "between": between, "watched": sorted(watched)}
 
 
 def account_runs(spec: Spec, folder: Path, runs: dict[str, tuple[dict, dict]]) -> list[str]:
