@@ -93,6 +93,9 @@ class Captures:
                 if run.finished():
                     self.run, self.last = None, run
                     run.stop_and_summarize(self._done)
+                    # The profiler is off: the detector may watch again while the summary
+                    # is built on its own thread (a long trace would keep it aside).
+                    self.state.capturing = False
                     return self._restore()
                 return index + 1
             if self.pending:
