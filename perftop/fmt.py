@@ -167,16 +167,28 @@ def sync_rate(
     seen: int | None = None,
     short: bool = False,
     every: bool = False,
+    watched: int | None = None,
 ) -> str:
     """A site's syncs per step as its sampling allows: ``0.52 ±0.04`` (one standard error;
     none when exact), or ``about 1 in 63 steps`` for a site seen in few watched steps (it
     runs on some steps only, and a few sightings tell its rate only roughly), if its
     error is below the rate (else the rate and its error: 1 in N would say too much). An
     exact rate (error 0: every step watched) is the number. A site seen in every watched
-    step (``every``) reads ``every step ×1.00``: its count a step (and the spread)."""
+    step (``every``) reads ``every step ×1.00``: its count a step (and the spread). Where
+    the error is as large as the rate, or the site was in each watched step but too few of
+    them were drawn to say "every step" (early in a run), no rate is given but what was
+    seen: ``in 5 of 5 watched steps`` (``5/5 watched``)."""
     if every and per_step > 0:
         text = f"every step ×{per_step:.2f}" if not short else f"every ×{per_step:.1f}"
         return text + (f" ±{error:.2f}" if error else "")
+    if (
+        error
+        and per_step > 0
+        and seen is not None
+        and watched
+        and (error >= per_step or seen >= watched)
+    ):
+        return f"{seen}/{watched} watched" if short else f"in {seen} of {watched} watched steps"
     if seen is not None and 0 < seen < FEW and 0 < per_step < 1 and 0 < (error or 0) < per_step:
         n = round(1 / per_step)
         return f"~1 in {n}" if short else f"about 1 in {n} steps"

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from perftop.events import Step, SyncBatch, SyncInfo
+from perftop.fmt import sync_rate
 from perftop.hook.frames import op_at
 from perftop.hook.sync import Sampler
 from perftop.model import Session
@@ -398,3 +399,25 @@ def test_the_report_says_what_a_rate_rests_on():
     exact = sampled_session(300, lambda i: int(i % 10 == 1), exact=True).snapshot(window=None)
     text = render(build_report(exact))
     assert "exact: all 299 steps watched" in text and "±" not in text
+
+
+def test_an_early_rate_says_what_was_seen_not_an_error_as_large_as_itself():
+    """Issue 45 item 4: a site seen in each of the first 5 watched steps (3 sure, 2 drawn:
+    too few to call it "every step") read "1.00 ±0.98", and a rare one "0.01 ±0.94". Where
+    the sampling cannot back a rate yet, the screen and the report say what was seen."""
+    from perftop.report.build import build_report
+    from perftop.report.text import render
+
+    (site,) = sampled_session(100, lambda i: 1).snapshot(window=None).sync
+    assert (site.seen, site.watched, site.every_step) == (5, 5, False)
+    assert site.error is not None and site.error > 0.5  # the estimate itself is kept (JSON)
+    assert sync_rate(site.per_step, site.error, site.seen, every=False, watched=5) == (
+        "in 5 of 5 watched steps"
+    )
+    assert sync_rate(0.01, 0.94, 1, short=True, watched=40) == "1/40 watched"
+    text = render(build_report(sampled_session(100, lambda i: 1).snapshot(window=None)))
+    assert "in 5 of 5 watched steps" in text and "±0.9" not in text
+    # once enough steps were drawn, the rate and its error again
+    (late,) = sampled_session(30_000, lambda i: int(i % 2 == 0)).snapshot(window=None).sync
+    shown = sync_rate(late.per_step, late.error, late.seen, watched=late.watched)
+    assert "±" in shown and "watched" not in shown

@@ -202,6 +202,7 @@ def _sync(sites: list[dict[str, Any]], between: bool = False) -> list[str]:
                 e.get("per_step_error"),
                 e.get("seen_steps"),
                 every=bool(e.get("every_step")),
+                watched=e.get("watched_steps"),
             )
         )
         row = [where, e["op"], e["kind"], e["function"], shown, str(e["count"])]

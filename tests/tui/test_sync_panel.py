@@ -78,7 +78,7 @@ async def test_rates_with_their_error_and_what_they_rest_on() -> None:
     """A sampled rate with its standard error, one seen in few watched steps as '~1 in N',
     the watched steps in the border; the exact mode says so and shows no error."""
     sampled = (
-        SyncSite("item", "/u/t.py", 9, "f", "potential", 40, 1.0, watched=40, error=0.0, seen=40),
+        SyncSite("item", "/u/t.py", 9, "f", "potential", 40, 1.0, watched=40, error=0.0, seen=38),
         SyncSite("item", "/u/t.py", 12, "f", "potential", 80, 0.1, watched=40, error=0.02, seen=4),
         SyncSite("bool", "/u/t.py", 15, "f", "potential", 9, 0.25, watched=40, error=0.05, seen=12),
     )

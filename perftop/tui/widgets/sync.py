@@ -29,6 +29,11 @@ BLOCKED = ("blocked", "blocked/step")
 WHERE = ("where", "file:line")
 
 
+def _rate(s: SyncSite) -> str:
+    """The rate cell: what the sampling allows (:func:`perftop.fmt.sync_rate`)."""
+    return sync_rate(s.per_step, s.error, s.seen, short=True, every=s.every_step, watched=s.watched)
+
+
 def where(s: SyncSite) -> str:
     """The user's line, then the library line it went through: ``train.py:52 → …``."""
     callers = [(f, n) for f, n, _, _ in s.callers]
@@ -43,7 +48,7 @@ def site_cells(s: SyncSite, blocked: bool = True) -> list[Cell]:
         Cell(s.op, s.op, style=kind_style, justify="left"),
         # "potential": would make a GPU wait; seen on this device by the sampled detector.
         Cell(s.kind, s.kind, style=kind_style if s.kind == "sync" else "dim", justify="left"),
-        Cell(sync_rate(s.per_step, s.error, s.seen, short=True, every=s.every_step), s.per_step),
+        Cell(_rate(s), s.per_step),
         Cell(f"{s.count:,}", s.count),
     ]
     if blocked:
@@ -65,7 +70,7 @@ def summary(sites: tuple[SyncSite, ...], observer: bool = False) -> Group | Text
     for s in sites:
         t = Text(visible_line(s.op), style="bold red" if s.kind == "sync" else "yellow")
         t.append(f" {where(s)}")
-        rate = sync_rate(s.per_step, s.error, s.seen, short=True, every=s.every_step)
+        rate = _rate(s)
         t.append(f" {rate}" if rate.startswith("~") else f" {rate}/step", style="dim")
         if s.kind != "sync":
             t.append(" potential", style="dim")
