@@ -146,7 +146,10 @@ def run_capture(
         "between": 0.0,
     }
     mean = sum(s.duration for s in captured) / n
-    before_s = sum(s.duration for s in before[-2:]) / 2  # as the hook: the 2 steps before
+    from perftop.hook.capture_ops import baseline  # the hook's own figure
+
+    mean2 = sum(s.duration for s in before[-2:]) / 2
+    before_s, before_n = baseline([(s.index, s.duration) for s in before], first_step, mean2)
     cid = "c1"
     states = [
         CaptureState(t_asked, 0, cid, "asked", steps=n),
@@ -167,6 +170,7 @@ def run_capture(
         None,
         str(trace),
         offset,
+        before_n,
     )
     return RealCapture(trace, offset, captured, before, summary, states)
 

@@ -7,9 +7,11 @@ from dataclasses import replace
 
 import pytest
 
-from perftop.events import CaptureAsk, CaptureState, Hello, Step
+from perftop.events import CaptureAsk, CaptureState
+from perftop.hook.batch import RECENT_STEPS
+from perftop.hook.capture_ops import baseline
 from perftop.model import Session
-from perftop.model.capture import BASELINE_STEPS, HOOK_BEFORE_STEPS, cost_text
+from perftop.model.capture import HOOK_BEFORE_STEPS, cost_text
 from perftop.model.stats import median
 
 
@@ -31,8 +33,8 @@ def test_a_done_capture_is_the_latest_with_its_ops_shares_and_cost(real_capture)
     part = cap.done()
     assert part is not None and part.first_step == 41 and part.last_step == 43
     assert part.trace == str(rc.trace) and part.clock_offset_us == rc.clock_offset_us
-    # against the median of the steps before it in the session (3 here), not the hook's mean
-    assert part.before_n == 3
+    # the hook's figure: the median of the steps sent before it (3 here)
+    assert part.before_n == rc.ops.before_n == 3
     assert part.before_s == pytest.approx(median([b.duration for b in rc.before]))
     assert part.cost_s == pytest.approx(rc.ops.step_s - part.before_s)
     forward = [op for op in part.ops if op.phase == "forward"]
@@ -98,22 +100,24 @@ def test_a_collector_shows_its_nodes_captures(real_capture) -> None:
 
 
 def test_the_cost_is_measured_against_the_median_of_the_steps_before(real_capture) -> None:
-    """Two slow steps just before the capture (a save, a busy machine): the hook's own
-    baseline, their mean, made the capture look free (-71% in a demo); the session's median
-    of the 20 steps before does not. Without steps in the session, the hook's figure."""
-    pid, t = 7, 100.0
-    events: list = [Hello(t, pid, 1, "h", ("train.py",))]
-    for i in range(30):
-        d = 0.05 if i >= 28 else 0.01
-        events.append(Step(pid, i, t, t + d, 0.0, 0.004, 0.001, None, "optimizer"))
-        t += d
+    """Two slow steps just before the capture (a save, a busy machine): the mean of the 2
+    steps before made the capture look free (-71% in a demo); the hook's median of the 20
+    steps before does not, and the model shows that one figure. An older hook's event
+    (``before_n`` 0) is the mean of the 2 steps before, shown as such."""
+    pid = 7
+    durations = [(i, 0.05 if i >= 28 else 0.01) for i in range(30)]
+    before_s, before_n = baseline(durations[-RECENT_STEPS:], 30, 0.05)
+    assert before_n == RECENT_STEPS and before_s == pytest.approx(0.01)
+    assert baseline(durations[:2], 30, 0.05) == (0.05, HOOK_BEFORE_STEPS)  # under 3: the mean
+    assert baseline([], 30, 0.0) == (0.0, 0)
     ops = replace(real_capture.ops, pid=pid, capture_id="c9", first_step=30, step_s=0.012,
-                  before_s=0.05)  # fmt: skip
-    started = CaptureState(t, pid, "c9", "started", first_step=30, steps=3)
-    part = _session(*events, started, ops).snapshot().captures[0].done()
-    assert part is not None and part.before_n == BASELINE_STEPS
+                  before_s=before_s, before_n=before_n)  # fmt: skip
+    started = CaptureState(100.0, pid, "c9", "started", first_step=30, steps=3)
+    part = _session(started, ops).snapshot().captures[0].done()
+    assert part is not None and part.before_n == RECENT_STEPS
     assert part.before_s == pytest.approx(0.01) and part.cost_s == pytest.approx(0.002)
     assert cost_text(part) == "cost +2.0ms/step (+20% on 20 steps before)"
-    alone = _session(started, ops).snapshot().captures[0].done()  # no steps: the hook's
+    old = replace(ops, before_s=0.05, before_n=0)  # an older hook's event
+    alone = _session(started, old).snapshot().captures[0].done()
     assert alone is not None and alone.before_n == HOOK_BEFORE_STEPS
     assert alone.before_s == pytest.approx(0.05) and alone.cost_s == pytest.approx(-0.038)

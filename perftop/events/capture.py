@@ -56,8 +56,8 @@ class CaptureOps(Event):
     """The summary of one finished capture of one process.
 
     Steps ``first_step`` .. ``first_step + steps - 1`` were captured. ``step_s`` is their
-    mean duration and ``before_s`` the mean of the steps just before (the capture's cost is
-    their difference; 0.0 when there were none). ``phase_s`` maps each phase to its seconds
+    mean duration and ``before_s`` the median of the ``before_n`` steps just before (up to
+    20; the capture's cost is their difference; 0.0 when there were none). ``phase_s`` maps each phase to its seconds
     per step during the capture; ``ops`` are the top :data:`OpRow`s by self time (per step)
     and ``more_ops`` how many smaller ones were left out. ``device`` maps a phase to
     ``(kernel_s, memcpy_s, idle_s)`` per step on the accelerator (empty on a CPU run).
@@ -78,3 +78,4 @@ class CaptureOps(Event):
     device: dict[str, tuple[float, float, float]] | None = None
     trace: str = ""
     clock_offset_us: float = 0.0
+    before_n: int = 0  # the steps ``before_s`` rests on (0: an older hook's 2-step mean)

@@ -148,4 +148,4 @@ def notice_lines(cap: CaptureOps, top: int = 3) -> list[str]:
 
 
 def _cost(cap: CaptureOps) -> str:
-    return cost_words(cap.step_s - cap.before_s, cap.before_s, HOOK_BEFORE_STEPS)
+    return cost_words(cap.step_s - cap.before_s, cap.before_s, cap.before_n or HOOK_BEFORE_STEPS)

@@ -31,6 +31,10 @@ from perftop.wire import (
 )
 
 SOURCE_CODE = {name: i for i, name in enumerate(STEP_SOURCES)}
+# The last steps sent, kept as (index, seconds): a capture's cost is measured against the
+# median of those before it (capture_ops.py). Read off the records as they are sent, on
+# the sender's thread: nothing more on the training thread.
+RECENT_STEPS = 20
 
 
 class Buffered(Protocol):
@@ -44,6 +48,7 @@ class Buffered(Protocol):
     buf: deque[Any]
     dropped: int
     next_index: int
+    recent: deque[tuple[int, float]]
 
 
 def encode(s: Buffered, limit: int) -> tuple[list[bytes], int]:
@@ -56,8 +61,11 @@ def encode(s: Buffered, limit: int) -> tuple[list[bytes], int]:
         if held:
             frames = ring_frames(s, held)
             taken = len(held) // RING_REC
+            tail = held[-RECENT_STEPS * RING_REC :]
+            s.recent.extend((r[1], r[3] - r[2]) for r in STEP_RECORD.iter_unpack(tail))
     steps = take(s.steps, limit - taken, s.solo)
     if steps:
+        s.recent.extend((r[REC_INDEX], r[REC_T1] - r[REC_T0]) for r in steps[-RECENT_STEPS:])
         pid, off, pack, code = s.pid, s.epoch_offset, STEP_RECORD.pack, SOURCE_CODE
         records = [pack(pid, i, t0 + off, t1 + off, data, bwd, opt, code.get(src, 0))
                    for i, t0, t1, data, bwd, opt, phases, src in steps

@@ -16,6 +16,7 @@ Each captured step is a ``ProfilerStep#N`` range in the trace: perftop's step tr
 from __future__ import annotations
 
 import re
+import statistics
 import sys
 import threading
 import time
@@ -212,11 +213,12 @@ class Run:
             for p, (k, m) in device.items()
         }
         trace, offset = self._write(prof)
+        before, before_n = baseline(list(s.recent), self.first, self.before)
         return CaptureOps(
             time.time(), s.pid, self.ask.capture_id, self.first, n,
-            sum(b - a for a, b in self.spans) / n, self.before, phase_s,
+            sum(b - a for a, b in self.spans) / n, before, phase_s,
             tuple(out[:TOP_OPS]), max(len(out) - TOP_OPS, 0),
-            dev_phases if self.cuda else None, trace, offset,
+            dev_phases if self.cuda else None, trace, offset, before_n,
         )  # fmt: skip
 
     def _write(self, prof: Any) -> tuple[str, float]:
@@ -275,3 +277,14 @@ def user_frame(
             return file, line, func
         p = p.cpu_parent
     return "", 0, ""
+
+
+def baseline(recent: list[tuple[int, float]], first: int, mean2: float) -> tuple[float, int]:
+    """What a capture's steps are compared with, and how many steps it rests on: the
+    median of the last steps sent before ``first`` (up to ``batch.RECENT_STEPS``; two slow
+    steps just before, a save or a busy moment, move it little), else, under 3 of them,
+    the mean of the 2 steps just before (``mean2``, 0.0 when none)."""
+    durations = [d for i, d in recent if i < first]
+    if len(durations) >= 3:
+        return statistics.median(durations), len(durations)
+    return mean2, 2 if mean2 > 0 else 0

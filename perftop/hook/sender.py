@@ -106,6 +106,7 @@ class Sender:
                 pass
         self.pid = os.getpid()
         self.steps.clear()  # cleared in place: the step tracker holds its append
+        self.recent: deque[tuple[int, float]] = deque(maxlen=batch.RECENT_STEPS)
         self.next_index = 0
         self.buf: deque[Any] = deque()
         self.dropped = 0

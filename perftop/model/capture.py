@@ -5,10 +5,10 @@ reason of a refusal), and, once done, its ops summary and the path of its full t
 A replay folds the same events, so the latest capture of a snapshot is the one in effect
 at that point of the recording.
 
-A capture's cost compares its steps with the median of up to ``BASELINE_STEPS`` steps of
-the same process just before it, taken from the session's own steps when the capture
-starts (the hook's own figure, the mean of the 2 steps before, is a fallback: too few to
-be steady on a busy machine).
+A capture's cost compares its steps with the median of up to 20 steps of the same process
+just before it, as the hook measured it (``CaptureOps.before_s``, ``before_n``; a hook of
+older than this sent the mean of the 2 steps before): the one figure the Ops panel, the report,
+the TUI's notice and ``perftop trace`` all give.
 """
 
 from __future__ import annotations
@@ -18,13 +18,11 @@ from typing import Any
 
 from perftop.events import CaptureAsk, CaptureOps, CaptureState
 from perftop.fmt import seconds, sync_where
-from perftop.model.stats import median
 
 MAX_CAPTURES = 64  # a session keeps its latest captures only
 MONITOR_PID = 0  # CaptureState.pid of the monitor itself (asked, or refused before any hook)
 ENDED = ("refused", "failed", "done")
-BASELINE_STEPS = 20  # the steps before a capture its cost is measured against (median)
-HOOK_BEFORE_STEPS = 2  # the hook's own baseline: the mean of this many steps before
+HOOK_BEFORE_STEPS = 2  # an older hook's baseline: the mean of this many steps before
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,11 +183,8 @@ def ops_of(ev: CaptureOps) -> tuple[CaptureOp, ...]:
 class CaptureReducer:
     handles = (CaptureAsk, CaptureState, CaptureOps)
 
-    def __init__(self, series: dict[int, Any] | None = None) -> None:
+    def __init__(self) -> None:
         self.captures: dict[str, Capture] = {}
-        # the session's step series by pid (StepsReducer's), for the baseline of a cost
-        self.series = series if series is not None else {}
-        self.baselines: dict[tuple[str, int], tuple[float, int]] = {}
 
     def _get(self, capture_id: str, t: float) -> Capture:
         c = self.captures.get(capture_id)
@@ -219,14 +214,14 @@ class CaptureReducer:
             first = ev.first_step if ev.first_step >= 0 else (old.first_step if old else -1)
             steps = ev.steps or (old.steps if old else 0) or c.steps
             self._put(c, CapturePart(ev.pid, ev.state, ev.t, ev.reason, first, steps))
-            if ev.state == "started":
-                self._baseline(ev.capture_id, ev.pid, first)
             if not c.steps and ev.steps:
                 self.captures[c.capture_id] = replace(self.captures[c.capture_id], steps=ev.steps)
         else:
-            base = self.baselines.pop((ev.capture_id, ev.pid), None)
-            if base is None and ev.before_s > 0:
-                base = (ev.before_s, HOOK_BEFORE_STEPS)
+            # The hook's figure: the median of up to 20 steps before (an older hook's:
+            # the mean of the 2 steps before, ``before_n`` 0). One cost, wherever shown.
+            base = None
+            if ev.before_s > 0:
+                base = (ev.before_s, ev.before_n or HOOK_BEFORE_STEPS)
             self._put(
                 c,
                 CapturePart(
@@ -246,18 +241,6 @@ class CaptureReducer:
                     clock_offset_us=ev.clock_offset_us,
                 ),
             )
-
-    def _baseline(self, capture_id: str, pid: int, first: int) -> None:
-        """The median of the process's last steps before ``first`` (at the capture's start
-        they are the session's latest), kept for its summary; none under 3 steps."""
-        series = self.series.get(pid)
-        if series is None or first < 0:
-            return
-        rows = [r.duration for r in series.recent if r.index < first][-BASELINE_STEPS:]
-        if len(rows) >= 3:
-            if len(self.baselines) >= MAX_CAPTURES:
-                del self.baselines[next(iter(self.baselines))]
-            self.baselines[(capture_id, pid)] = (median(rows) or 0.0, len(rows))
 
     def contribute(self, parts: dict[str, Any], window: int | None) -> None:
         parts["captures"] = tuple(self.captures.values())

@@ -264,7 +264,7 @@ def default_reducers() -> list[Reducer]:
         ProbeHealthReducer(),
         StacksReducer(),
         WorkersReducer(),
-        CaptureReducer(steps.series),  # a capture's cost against the steps before it
+        CaptureReducer(),
         CommReducer(),  # after StepsReducer: it reads the ranks' step medians
     ]
 
