@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -110,6 +111,22 @@ def test_trace_prints_the_top_ops_and_the_capture_is_recorded(captured):
     addmm = next(r for r in fwd if r[0] == "aten::addmm")
     assert addmm[6] == str(JOB) and addmm[7:9] == (1, "<module>"), addmm
     assert {r[1] for r in cap.ops} >= {"forward", "backward", "optimizer"}
+
+
+def test_the_cost_is_against_the_median_of_the_steps_sent_before_it(captured):
+    """One figure for the capture's cost: the hook's median of the last steps it had sent
+    when the capture began (up to 20), exactly those recorded steps' median."""
+    (cap,) = captured["ops"]
+    steps = captured["steps"]
+    assert 3 <= cap.before_n <= 20 and cap.before_s > 0
+    ends = range(cap.first_step - 1, cap.first_step - 40, -1)
+    medians = {
+        statistics.median(steps[i].t1 - steps[i].t0 for i in range(e - cap.before_n + 1, e + 1))
+        for e in ends
+        if all(i in steps for i in range(e - cap.before_n + 1, e + 1))
+    }
+    assert cap.before_s in medians
+    assert f"on {cap.before_n} steps before" in captured["trace"].stderr
 
 
 def test_the_sync_detector_steps_aside_during_a_capture(captured):

@@ -123,9 +123,12 @@ class Captures:
             self._answer(ask, "refused", reason)
             self._done()
             return
-        from perftop.hook.capture_ops import Run
+        from perftop.hook.capture_ops import Run, baseline
 
-        before = sum(self.before[-2:]) / len(self.before[-2:])
+        mean2 = sum(self.before[-2:]) / len(self.before[-2:])
+        # Read now: the steps sent so far are all before the capture (later, the captured
+        # ones and those after push them out of the sender's short memory).
+        before = baseline(list(self.state.sender.recent), index + 2, mean2)
         run = Run(self.state, ask, min(max(1, ask.steps), MAX_STEPS), index + 2, before)
         error = run.start()
         if error:

@@ -41,7 +41,9 @@ _SKIP = ("autograd::engine::", "Optimizer.", "enumerate(DataLoader)#", "Profiler
 
 
 class Run:
-    def __init__(self, state: Any, ask: CaptureAsk, steps: int, first: int, before: float):
+    def __init__(
+        self, state: Any, ask: CaptureAsk, steps: int, first: int, before: tuple[float, int]
+    ):
         self.state, self.ask, self.steps, self.first, self.before = state, ask, steps, first, before
         self.prof: Any = None
         self.marker: Any = None  # the open step's ProfilerStep# range (the trace's step track)
@@ -213,7 +215,7 @@ class Run:
             for p, (k, m) in device.items()
         }
         trace, offset = self._write(prof)
-        before, before_n = baseline(list(s.recent), self.first, self.before)
+        before, before_n = self.before
         return CaptureOps(
             time.time(), s.pid, self.ask.capture_id, self.first, n,
             sum(b - a for a, b in self.spans) / n, before, phase_s,
