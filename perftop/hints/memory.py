@@ -44,7 +44,8 @@ def worker_memory(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     first = [p.uss_bytes_first for p in procs if p.uss_bytes_first is not None]
     # a spawned worker's growth since its start is its imports, no dataset's pages copied
     grown = uss - sum(first) / len(first) if len(first) == n and not spawned else 0.0
-    growing = _growth(procs, k)
+    # ... and so is its steady rise while young (sampled every tick for its first 30 s)
+    growing = None if spawned else _growth(procs, k)
     if not (uss >= k * USS_LARGE or (uss >= k * USS_GROWN and grown >= k * GROWTH) or growing):
         return []
     total = sum(p.uss_bytes or 0 for p in procs)
