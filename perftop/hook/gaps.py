@@ -130,9 +130,12 @@ def end(tr: Tracker, t: float) -> float:
         t = max(tr.gap_t0, min(t, tr.save_end))
     tr.save_alone = False
     tr.in_gap = False
-    tr.region = None
+    region, tr.region = tr.region, None
     tr.gap_t1 = t
     length = max(0.0, t - tr.gap_t0)
+    site, fwd = "", -1.0
+    if region is not None:  # opened by a forward with grad off: its site, its forwards' time
+        site, fwd = region.verdict(max(0.0, length - min(tr.save_s, length)))
     if tr.running:
         tr.hole += t - max(tr.gap_t0, tr.start)
     else:  # the step restarts where the interval ends: what was cut out before is behind
@@ -146,9 +149,12 @@ def end(tr: Tracker, t: float) -> float:
     if save > 0.0 and tr.gap_eval:
         cb(CHECKPOINT, tr.save_t0, save)
         # an evaluation after the checkpoint's saves begins where they ended
-        cb(EVAL, tr.save_end if tr.save_t0 <= tr.gap_t0 else tr.gap_t0, length - save)
+        t0 = tr.save_end if tr.save_t0 <= tr.gap_t0 else tr.gap_t0
+        cb(EVAL, t0, length - save, site, fwd)
+    elif save > 0.0:
+        cb(CHECKPOINT, tr.gap_t0, length)
     else:
-        cb(CHECKPOINT if save > 0.0 else EVAL, tr.gap_t0, length)
+        cb(EVAL, tr.gap_t0, length, site, fwd)
     return t
 
 
@@ -239,6 +245,11 @@ def region_exit(tr: Tracker, t: float) -> None:
         if tr.timing and not (tr.has_fetch or tr.has_bwd) and tr.on_arm is not None:
             tr.on_arm()
     tr.region = None
+
+
+def site() -> Any:
+    """The call site of the module call being made (a forward hook's caller), as ``_site``."""
+    return _site()
 
 
 def _site() -> Any:
