@@ -1,5 +1,8 @@
-"""``between-steps``: evaluation, checkpointing or other work outside training steps takes
-a large share of the run's wall time (``Snapshot.between``, filled by the step tracker)."""
+"""``between-steps``: evaluation, checkpointing, rollouts or other work outside training
+steps takes a large share of the run's wall time (``Snapshot.between``, filled by the step
+tracker). Passes that forward calls opened name the user's function that made them and the
+share of their time inside the model's forward calls; a rollout's advice is about that
+function, never "evaluate less often"."""
 
 from __future__ import annotations
 
@@ -15,24 +18,17 @@ ADVICE = {
     "larger batch than training.",
     "checkpoint": "Save less often, to local disk, or asynchronously "
     "(torch.distributed.checkpoint.async_save).",
+    "rollout": "Rollouts are forward calls with grad off alternating with an environment's "
+    "steps, made from {site}: that function is where the time goes. Speed up what it "
+    "spends most in (the share inside the model's forward calls is in the evidence): the "
+    "environment (several environments stepped at once, in subprocesses), or the policy's "
+    "forward calls (a batch of observations per call, torch.inference_mode()).",
 }
-NAMES = {"eval": "evaluation", "checkpoint": "checkpointing"}
-# Passes that forward calls with grad off opened, with no DataLoader: an evaluation
-# (nanoGPT's estimate_loss) and an RL rollout (SB3's collect_rollouts) look the same to
-# the hook, so the advice names the function and does not guess which it is.
-SITE_ADVICE = (
-    "Most of it is forward calls with grad off and no DataLoader, made from {site}: if that "
-    "function evaluates the model, run it less often or on fewer batches, under "
-    "torch.inference_mode(); if it is the loop's own work (an RL rollout's environment "
-    "steps, sampling), that function is where the time goes: speed up the work between its "
-    "forward calls (the environment: step several at once), or the forward calls themselves."
-)
+NAMES = {"eval": "evaluation", "checkpoint": "checkpointing", "rollout": "rollouts"}
 
 
 def _advice(b: BetweenRow) -> str:
-    if b.kind == "eval" and b.site and b.site_s >= 0.5 * b.total_s:
-        return SITE_ADVICE.format(site=b.site)
-    return ADVICE[b.kind]
+    return ADVICE[b.kind].format(site=b.site or "the loop")
 
 
 def between_steps(snap: Snapshot, active: frozenset[str]) -> list[Hint]:

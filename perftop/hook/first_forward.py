@@ -132,11 +132,16 @@ class FirstForward:
                 return  # a pass began: watching for its end
         self.disarm()
 
-    def verdict(self, length: float) -> tuple[str, float]:
-        """The pass this hook opened ended (gaps.end): its site and time inside forwards."""
+    def verdict(self, length: float) -> tuple[str, str, float]:
+        """The pass this hook opened ended (gaps.end): its kind, site, forwards' time."""
         if self.meter is None:
-            return "", -1.0
-        return self.meter.verdict(length)  # type: ignore[no-any-return]
+            return gaps.EVAL, "", -1.0
+        return self.meter.verdict(length, gaps.EVAL)  # type: ignore[no-any-return]
+
+    def batch_seen(self) -> None:
+        """A DataLoader batch was fetched with grad off in the pass: an evaluation's."""
+        if self.meter is not None:
+            self.meter.batch = True
 
     @staticmethod
     def may_begin(tr: Any) -> bool:

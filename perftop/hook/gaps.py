@@ -120,6 +120,8 @@ def enter(tr: Tracker, t: float, is_eval: bool, seen: bool = True) -> None:
             cb(EVAL if is_eval else CHECKPOINT, tr.gap_t0)
     if is_eval:
         tr.gap_eval = True
+        if not seen and tr.region is not None:
+            tr.region.batch_seen()  # a loader's batch in a pass a forward opened: eval
 
 
 def end(tr: Tracker, t: float) -> float:
@@ -133,9 +135,9 @@ def end(tr: Tracker, t: float) -> float:
     region, tr.region = tr.region, None
     tr.gap_t1 = t
     length = max(0.0, t - tr.gap_t0)
-    site, fwd = "", -1.0
-    if region is not None:  # opened by a forward with grad off: its site, its forwards' time
-        site, fwd = region.verdict(max(0.0, length - min(tr.save_s, length)))
+    kind, site, fwd = EVAL, "", -1.0
+    if region is not None:  # opened by a forward with grad off: what it held (pass_meter)
+        kind, site, fwd = region.verdict(max(0.0, length - min(tr.save_s, length)))
     if tr.running:
         tr.hole += t - max(tr.gap_t0, tr.start)
     else:  # the step restarts where the interval ends: what was cut out before is behind
@@ -150,11 +152,11 @@ def end(tr: Tracker, t: float) -> float:
         cb(CHECKPOINT, tr.save_t0, save)
         # an evaluation after the checkpoint's saves begins where they ended
         t0 = tr.save_end if tr.save_t0 <= tr.gap_t0 else tr.gap_t0
-        cb(EVAL, t0, length - save, site, fwd)
+        cb(kind, t0, length - save, site, fwd)
     elif save > 0.0:
         cb(CHECKPOINT, tr.gap_t0, length)
     else:
-        cb(EVAL, tr.gap_t0, length, site, fwd)
+        cb(kind, tr.gap_t0, length, site, fwd)
     return t
 
 
