@@ -14,7 +14,7 @@ between the calls: where the process has imported an environment library (gymnas
 stable-baselines3), the first :data:`GAPS` stretches between two top-level forward calls
 of each pass are watched by a profile function (``sys.setprofile``, only where none is
 set, on the training thread, removed at the next forward call or as soon as it has seen
-enough) for a call of ``step`` on an environment (an instance of gymnasium's or gym's
+enough, or after :data:`EVENTS` calls) for a call of ``step`` on an environment (an instance of gymnasium's or gym's
 ``Env`` or ``VectorEnv``, or SB3's ``VecEnv``). A pass whose forward calls alternate with
 an environment's steps, with no DataLoader batch in it, is a ``rollout`` (SB3's
 ``evaluate_policy`` is one too: the function names it); any other stays ``eval``.
@@ -34,6 +34,7 @@ import time
 from typing import Any
 
 GAPS = 4  # stretches between forward calls looked into per pass
+EVENTS = 2048  # profile events looked at per pass, at most (a call-heavy loop's cost bound)
 ROLLOUT = "rollout"
 # Environment classes (module, name), looked up in sys.modules only (never imported).
 ENVS = (
@@ -63,6 +64,7 @@ class PassMeter:
         self.env = False  # an environment's step() between its forward calls
         self.envs: tuple[type, ...] = ()
         self.gaps_left = 0
+        self.events_left = 0
         self.profiling = False
 
     def start(self, t: float, site: Any) -> None:
@@ -72,6 +74,7 @@ class PassMeter:
         self.batch = self.env = False
         self.envs = env_types()
         self.gaps_left = GAPS if self.envs else 0
+        self.events_left = EVENTS
         if self.handle is None:
             try:
                 self.handle = self.register(self.post, always_call=True)
@@ -103,7 +106,10 @@ class PassMeter:
     def prof(self, frame: Any, event: str, arg: Any) -> None:
         """The profile function between two forward calls: an environment's ``step``?"""
         try:
-            if not self.profiling:
+            self.events_left -= 1
+            if self.events_left <= 0:
+                self.gaps_left = 0  # this pass's budget is spent: no more gaps watched
+            if not self.profiling or self.events_left <= 0:
                 self.unprofile()
             elif (
                 event == "call"
