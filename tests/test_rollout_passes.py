@@ -20,7 +20,7 @@ import pytest
 
 from perftop.events import Between
 from perftop.recording import read_events
-from tests.helpers import WORKLOADS, run_and_report
+from tests.helpers import WORKLOADS, perftop, run_and_report
 
 pytest.importorskip("stable_baselines3")
 pytest.importorskip("gymnasium")
@@ -44,7 +44,9 @@ def ppo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, ...]:
     script = str(WORKLOADS / "sb3_ppo.py")
     plain = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=120)
     proc, rep = run_and_report(d, sys.executable, script)
-    return plain, proc, rep, _passes(d)
+    text = perftop("report", str(d / "r.perftop"), cwd=d)
+    assert text.returncode == 0, text.stderr
+    return plain, proc, rep, _passes(d), text.stdout
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +66,7 @@ def _collect_line() -> int:
 
 
 def test_ppo_rollouts_are_rollouts_named_by_collect_rollouts(ppo):
-    plain, proc, rep, passes = ppo
+    plain, proc, rep, passes, _ = ppo
     assert proc.returncode == plain.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[0] == plain.stdout.splitlines()[0]  # what it computed
     own = _own(proc)
@@ -81,13 +83,16 @@ def test_ppo_rollouts_are_rollouts_named_by_collect_rollouts(ppo):
     assert 0.0 < row["forward_s"] < row["measured_s"] == row["total_s"]
 
 
-def test_ppo_report_says_rollout_and_no_evaluate_less_often(ppo):
-    """The text report names the pass and the function; no hint tells it to evaluate
-    less often (the between-steps rule on a rollout row, tests/test_hints_rules_more.py)."""
-    _, _, rep, _ = ppo
-    text = json.dumps(rep)
-    assert "Evaluate less often" not in text
-    assert "rollout" in rep["steps"]["between_s"]
+def test_ppo_report_names_the_rollouts_and_their_function(ppo):
+    """The text report says what the time between steps was and which code spent it; no
+    hint says to evaluate less often (the rule's rollout advice:
+    tests/test_hints_rules_more.py)."""
+    _, _, rep, passes, text = ppo
+    line = next(ln for ln in text.splitlines() if "between steps (not in any step)" in ln)
+    assert "rollout " in line and f"({len(passes)}×)" in line, line
+    assert "rollout: forward calls with grad off, made from collect_rollouts (" in text, text
+    assert "inside the model's forward calls" in text
+    assert "Evaluate less often" not in text + json.dumps(rep)
 
 
 def test_hand_written_loop_kinds_and_names(loop):
