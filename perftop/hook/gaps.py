@@ -120,8 +120,9 @@ def enter(tr: Tracker, t: float, is_eval: bool, seen: bool = True) -> None:
             cb(EVAL if is_eval else CHECKPOINT, tr.gap_t0)
     if is_eval:
         tr.gap_eval = True
-        if not seen and tr.region is not None:
-            tr.region.batch_seen()  # a loader's batch in a pass a forward opened: eval
+        seen_batch = getattr(tr.region, "batch_seen", None) if not seen else None
+        if seen_batch is not None:
+            seen_batch()  # a loader's batch in a pass a forward opened: an evaluation
 
 
 def end(tr: Tracker, t: float) -> float:
@@ -136,8 +137,9 @@ def end(tr: Tracker, t: float) -> float:
     tr.gap_t1 = t
     length = max(0.0, t - tr.gap_t0)
     kind, site, fwd = EVAL, "", -1.0
-    if region is not None:  # opened by a forward with grad off: what it held (pass_meter)
-        kind, site, fwd = region.verdict(max(0.0, length - min(tr.save_s, length)))
+    verdict = getattr(region, "verdict", None)
+    if verdict is not None:  # opened by a forward with grad off: what it held (pass_meter)
+        kind, site, fwd = verdict(max(0.0, length - min(tr.save_s, length)))
     if tr.running:
         tr.hole += t - max(tr.gap_t0, tr.start)
     else:  # the step restarts where the interval ends: what was cut out before is behind
@@ -148,15 +150,16 @@ def end(tr: Tracker, t: float) -> float:
     if cb is None or length <= 0.0:
         return t
     save = min(tr.save_s, length)
+    named = (site, fwd) if site or fwd >= 0.0 else ()  # a forward's pass: what it held
     if save > 0.0 and tr.gap_eval:
         cb(CHECKPOINT, tr.save_t0, save)
         # an evaluation after the checkpoint's saves begins where they ended
         t0 = tr.save_end if tr.save_t0 <= tr.gap_t0 else tr.gap_t0
-        cb(kind, t0, length - save, site, fwd)
+        cb(kind, t0, length - save, *named)
     elif save > 0.0:
         cb(CHECKPOINT, tr.gap_t0, length)
     else:
-        cb(kind, tr.gap_t0, length, site, fwd)
+        cb(kind, tr.gap_t0, length, *named)
     return t
 
 
