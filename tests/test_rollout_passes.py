@@ -20,6 +20,8 @@ import pytest
 
 from perftop.events import Between
 from perftop.recording import read_events
+from perftop.report.build import session_from_file
+from perftop.tui.widgets.steps import between_line
 from tests.helpers import WORKLOADS, perftop, run_and_report
 
 pytest.importorskip("stable_baselines3")
@@ -46,7 +48,8 @@ def ppo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, ...]:
     proc, rep = run_and_report(d, sys.executable, script)
     text = perftop("report", str(d / "r.perftop"), cwd=d)
     assert text.returncode == 0, text.stderr
-    return plain, proc, rep, _passes(d), text.stdout
+    snap = session_from_file(str(d / "r.perftop")).snapshot()
+    return plain, proc, rep, _passes(d), text.stdout + "\n" + between_line(snap.between).plain
 
 
 @pytest.fixture(scope="module")
@@ -84,8 +87,8 @@ def test_ppo_rollouts_are_rollouts_named_by_collect_rollouts(ppo):
 
 
 def test_ppo_report_names_the_rollouts_and_their_function(ppo):
-    """The text report says what the time between steps was and which code spent it; no
-    hint says to evaluate less often (the rule's rollout advice:
+    """The text report and the Steps panel say what the time between steps was and which
+    code spent it; nothing says to evaluate less often (the rule's rollout advice:
     tests/test_hints_rules_more.py)."""
     _, _, rep, passes, text = ppo
     line = next(ln for ln in text.splitlines() if "between steps (not in any step)" in ln)
@@ -93,6 +96,8 @@ def test_ppo_report_names_the_rollouts_and_their_function(ppo):
     assert "rollout: forward calls with grad off, made from collect_rollouts (" in text, text
     assert "inside the model's forward calls" in text
     assert "Evaluate less often" not in text + json.dumps(rep)
+    panel = text.splitlines()[-1]  # the Steps panel's line, from the recording's snapshot
+    assert "rollout " in panel and "in collect_rollouts (on_policy_algorithm.py:" in panel
 
 
 def test_hand_written_loop_kinds_and_names(loop):
