@@ -136,7 +136,7 @@ class FirstForward:
         """The pass this hook opened ended (gaps.end): its kind, site, forwards' time."""
         if self.meter is None:
             return gaps.EVAL, "", -1.0
-        return self.meter.verdict(length, gaps.EVAL)  # type: ignore[no-any-return]
+        return self.meter.verdict(length, gaps.EVAL)
 
     def batch_seen(self) -> None:
         """A DataLoader batch was fetched with grad off in the pass: an evaluation's."""
