@@ -6,7 +6,8 @@ comes before any training: in no step and no interval) is one ``rollout`` pass n
 updates, the exit code and what it computed unchanged. A hand-written loop
 (tests/workloads/rollout_loop.py): a gymnasium environment's rollout is a ``rollout``, an
 ``estimate_loss`` and a rollout of a plain class (not an environment) stay ``eval``, each
-named by its function."""
+named by its function; a few env steps between single updates (DQN's shape) are a
+rollout pass each time, not the steps' own work."""
 
 from __future__ import annotations
 
@@ -101,13 +102,23 @@ def test_ppo_report_names_the_rollouts_and_their_function(ppo):
 
 
 def test_hand_written_loop_kinds_and_names(loop):
+    """Each pass's kind and function exactly; each kind's time (the sum of its passes:
+    a pass of a few ms moves by a scheduler's slice on a busy host) within 10% + 0.5 ms a
+    pass of the loop's own timers."""
     own, rep, passes = loop
     assert rep["steps"]["count"] == own["steps"]
     kinds = {"rollout": "rollout", "eval": "eval", "plain": "eval"}
     names = {"rollout": "rollout (", "eval": "estimate_loss (", "plain": "plain_rollout ("}
     assert len(passes) == len(own["passes"]), (passes, own["passes"])
+    got: dict[str, list[float]] = {}
+    want: dict[str, list[float]] = {}
     for p, (what, length) in zip(passes, own["passes"], strict=True):
         assert p.kind == kinds[what], (p, what)
         assert p.site.startswith(names[what]) and "rollout_loop.py:" in p.site, p
-        assert _close(p.length, length), (p, what, length)
         assert 0.0 < p.forward_s < p.length
+        got.setdefault(what, []).append(p.length)
+        want.setdefault(what, []).append(length)
+    for what, lengths in want.items():
+        tol = 0.1 * sum(lengths) + 0.0005 * len(lengths)
+        assert abs(sum(got[what]) - sum(lengths)) <= tol, (what, got[what], lengths)
+    assert own["profile"] == "None"  # no profile function left behind

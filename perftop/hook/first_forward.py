@@ -138,6 +138,11 @@ class FirstForward:
             return gaps.EVAL, "", -1.0
         return self.meter.verdict(length, gaps.EVAL)
 
+    @property
+    def rollout_sites(self) -> Any:
+        """Sites whose pass was a rollout: a pass each time (gaps.region_enter)."""
+        return self.meter.rollout_sites if self.meter is not None else ()
+
     def batch_seen(self) -> None:
         """A DataLoader batch was fetched with grad off in the pass: an evaluation's."""
         if self.meter is not None:

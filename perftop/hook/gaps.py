@@ -19,7 +19,9 @@ What opens an interval:
   is that loop's own per-step work (a manual SGD update, a target network, a teacher's
   forward, an EMA) and stays in the step; so is a site first met inside the first step.
   A site met again in the same stretch between steps as its evaluation is one too
-  (``evaluate()`` called once per validation set). In a closure optimizer's loop
+  (``evaluate()`` called once per validation set). A site whose pass was a rollout
+  (pass_meter.py: an environment's steps between its forward calls) is a pass each time,
+  even after every step (DQN's few env steps between updates). In a closure optimizer's loop
   (LBFGS) training is all inside ``opt.step(closure)``: any region between its steps is a
   pass. A region entered in torch.nn or torch.optim code (a module's
   ``.to()``/``.cpu()``, weight init, gradient clipping) is torch's housekeeping, not a pass.
@@ -227,6 +229,8 @@ def region_enter(tr: Tracker, ctx: Any, t: float) -> None:
     inside = tr.running and tr.active()
     if tr.closure_s > 0.0 and not inside:
         per_step = False  # between a closure optimizer's steps: no training there
+    elif not inside and site in getattr(ctx, "rollout_sites", ()):
+        per_step = False  # a rollout's site (pass_meter): an environment's steps, not a step's
     elif last is None:
         per_step = inside and index == 0  # first met in the first step: its own work
     elif last[2] and last[1] == index and not inside:

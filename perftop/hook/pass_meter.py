@@ -45,6 +45,7 @@ ENVS = (
     ("stable_baselines3.common.vec_env.base_vec_env", "VecEnv"),
 )
 _MAX_NAME = 160
+MAX_SITES = 64
 
 _perf = time.perf_counter
 
@@ -65,6 +66,7 @@ class PassMeter:
         self.envs: tuple[type, ...] = ()
         self.gaps_left = 0
         self.events_left = 0
+        self.rollout_sites: set[Any] = set()  # sites whose pass was a rollout (gaps.py)
         self.profiling = False
 
     def start(self, t: float, site: Any) -> None:
@@ -141,6 +143,8 @@ class PassMeter:
         measured = self.handle is not None
         self.stop()
         kind = ROLLOUT if self.env and not self.batch else eval_kind
+        if kind == ROLLOUT and self.site is not None and len(self.rollout_sites) < MAX_SITES:
+            self.rollout_sites.add(self.site)  # a pass each time, even after every step
         fwd = min(self.fwd_s, length) if measured else -1.0
         return kind, site_name(self.site), fwd
 

@@ -2,7 +2,8 @@
 pendulum integrated in plain Python: CPU work, no torch) between tiny grad-off forwards,
 then updates; between updates, an evaluation as nanoGPT's ``estimate_loss`` does it (eval
 mode, no loader, forwards back to back) and a rollout of the same pendulum that is not a
-gymnasium ``Env`` (its steps are not an environment's to perftop: not claimed). Prints
+gymnasium ``Env`` (its steps are not an environment's to perftop: not claimed); then, as
+DQN, a few env steps between single updates. Prints
 its own timers as JSON: each pass after the first update, by what it was, and the number
 of optimizer steps. argv: rounds (default 4)."""
 
@@ -31,7 +32,7 @@ class Pendulum:
 
     def step(self, action: int) -> list[float]:
         x, v, a, w = self.state
-        for _ in range(400):
+        for _ in range(800):
             f = 1.0 if action else -1.0
             acc = (9.8 * math.sin(a) - math.cos(a) * f) / 1.3
             w += 0.0001 * acc
@@ -110,14 +111,22 @@ def timed(kind: str, fn, *args) -> None:
 env = PendulumEnv()
 passes: list[tuple[str, float]] = []
 steps = 0
+estimate_loss(2)  # as nanoGPT at iter 0: before any step (in no interval); torch warmed up
+plain_rollout(Pendulum(), 2)
 for _r in range(rounds):
     t0 = time.perf_counter()
     obs = rollout(env, 48)
     if steps:
         passes.append(("rollout", time.perf_counter() - t0))
     update(obs, 2)
-    timed("eval", estimate_loss, 30)
+    timed("eval", estimate_loss, 60)
     update(obs, 2)
     timed("plain", plain_rollout, Pendulum(), 24)
     update(obs, 2)
-print(json.dumps({"passes": passes, "steps": steps}), flush=True)
+for _ in range(6):  # as DQN: a few env steps between single updates, at one site each time
+    t0 = time.perf_counter()
+    obs = obs[4:] + rollout(env, 4)
+    passes.append(("rollout", time.perf_counter() - t0))
+    update(obs, 1)
+# the profile function perftop may set between forward calls is gone
+print(json.dumps({"passes": passes, "steps": steps, "profile": repr(sys.getprofile())}))
