@@ -17,7 +17,9 @@ set, on the training thread, removed at the next forward call or as soon as it h
 enough, or after :data:`EVENTS` calls) for a call of ``step`` on an environment (an instance of gymnasium's or gym's
 ``Env`` or ``VectorEnv``, or SB3's ``VecEnv``). A pass whose forward calls alternate with
 an environment's steps, with no DataLoader batch in it, is a ``rollout`` (SB3's
-``evaluate_policy`` is one too: the function names it); any other stays ``eval``.
+``evaluate_policy`` is one too: the function names it); any other stays ``eval``. A
+site whose pass was a rollout is a pass each time (``rollout_sites``, read by
+``gaps.region_enter``), even after every step (DQN's few env steps between updates).
 
 The pass is named by the user's function that made its first module call (``gaps.site``:
 the first frame outside torch and perftop), e.g. ``collect_rollouts
