@@ -89,9 +89,13 @@ class FirstForward:
             tr.first_forward(0.0)
 
     def disarm(self) -> None:
+        """Off until armed again; a pass's forward hook and profile function with it (before
+        a compiled wrapper's call or a compile: dynamo must trace no hook of ours)."""
         h, self.handle = self.handle, None
         if h is not None:
             h.remove()
+        if self.meter is not None and self.meter.handle is not None:
+            self.meter.stop()
 
     def hook(self, module: Any, args: Any) -> None:
         try:
@@ -187,8 +191,6 @@ class FirstForward:
     def stop(self) -> None:
         self.off = True
         self.disarm()
-        if self.meter is not None:
-            self.meter.stop()
 
     def wrap_compile(self, orig: Any, module_type: type) -> Any:
         """``torch.compile`` of anything but a module (a function, a method, a decorator

@@ -84,6 +84,7 @@ class PassMeter:
                 self.handle = self.register(self.post, always_call=True)
             except Exception:
                 self.on_error("pass forward hook")
+        self.measured = self.handle is not None
 
     def pre(self, t: float) -> None:
         """A module call inside the pass began at ``t`` (training thread)."""
@@ -142,7 +143,7 @@ class PassMeter:
     def verdict(self, length: float, eval_kind: str) -> tuple[str, str, float]:
         """The pass ended after ``length`` seconds: (its kind, its site, seconds inside
         forward calls; -1 where the hook could not be registered)."""
-        measured = self.handle is not None
+        measured = self.measured
         self.stop()
         kind = ROLLOUT if self.env and not self.batch else eval_kind
         if kind == ROLLOUT and self.site is not None and len(self.rollout_sites) < MAX_SITES:
