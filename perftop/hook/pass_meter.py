@@ -70,6 +70,7 @@ class PassMeter:
         self.events_left = 0
         self.rollout_sites: set[Any] = set()  # sites whose pass was a rollout (gaps.py)
         self.profiling = False
+        self.measured = False  # the forward hook was registered for this pass
 
     def start(self, t: float, site: Any) -> None:
         """The pass's first module call began at ``t`` (its pre-hook), made at ``site``."""
