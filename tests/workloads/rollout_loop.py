@@ -3,10 +3,12 @@ pendulum integrated in plain Python: CPU work, no torch) between tiny grad-off f
 then updates; between updates, an evaluation as nanoGPT's ``estimate_loss`` does it (eval
 mode, no loader, forwards back to back) and a rollout of the same pendulum that is not a
 gymnasium ``Env`` (its steps are not an environment's to perftop: not claimed); then, as
-DQN, a few env steps between single updates. Prints
+DQN, a few env steps between single updates; last, a rollout under the user's own
+profiler (cProfile: perftop's profile function stays out). Prints
 its own timers as JSON: each pass after the first update, by what it was, and the number
 of optimizer steps. argv: rounds (default 4)."""
 
+import cProfile
 import json
 import math
 import sys
@@ -129,4 +131,13 @@ for _ in range(6):  # as DQN: a few env steps between single updates, at one sit
     passes.append(("rollout", time.perf_counter() - t0))
     update(obs, 1)
 # the profile function perftop may set between forward calls is gone
-print(json.dumps({"passes": passes, "steps": steps, "profile": repr(sys.getprofile())}))
+gone = repr(sys.getprofile())
+user = cProfile.Profile()  # the user's own profiler: perftop looks into no gap then
+user.enable()
+t0 = time.perf_counter()
+obs = obs[8:] + rollout(env, 8)
+passes.append(("profiled", time.perf_counter() - t0))
+update(obs, 1)
+kept = sys.getprofile() is user
+user.disable()
+print(json.dumps({"passes": passes, "steps": steps, "profile": gone, "kept": kept}))
