@@ -249,6 +249,21 @@ def test_between_steps_with_hysteresis() -> None:
     assert not fires("between-steps", s(4.0, wall=10.0))  # 40% but only 4 s: too early
 
 
+def test_between_steps_rollouts_name_their_function_not_evaluation() -> None:
+    """A rollout row (issue 44 item 2): named, with the function that made it and the share
+    inside the model's forward calls; its advice is about that function, with no
+    "evaluate less often"."""
+    site = "collect_rollouts (on_policy_algorithm.py:202)"
+    rows = (BetweenRow("rollout", 40.0, 12, T0 + 50, T0 + 60, site=site, site_s=40.0,
+                       forward_s=30.0, measured_s=40.0),)  # fmt: skip
+    h = evaluate(Snapshot(meta=Meta(start_t=T0, now_t=T0 + 100), between=rows))[0]
+    h = h["between-steps"]
+    assert "mostly rollouts" in h.title
+    assert f"made from {site}; 75% of it inside the model's forward calls" in h.evidence[0]
+    assert any(site in a and "environment" in a for a in h.advice), h.advice
+    assert not any("Evaluate less often" in a for a in h.advice)
+
+
 # --- GPU ----------------------------------------------------------------------------
 
 

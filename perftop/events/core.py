@@ -83,13 +83,19 @@ class Step(Event):
 @event("between")
 class Between(Event):
     """Time outside training steps (an evaluation pass, a checkpoint): ``kind`` is
-    ``eval`` or ``checkpoint``, from ``t0`` for ``length`` seconds. The steps around it do
-    not include it (see perftop/hook/gaps.py for what decides)."""
+    ``eval``, ``checkpoint`` or ``checkpoint_overlapped``, from ``t0`` for ``length``
+    seconds. The steps around it do not include it (see perftop/hook/gaps.py for what
+    decides, pass_meter.py for what is measured). A pass a forward with grad off
+    opened has ``site``, the user's function that made its first module call
+    (``collect_rollouts (on_policy_algorithm.py:183)``), and ``forward_s``, its time inside
+    top-level module calls (-1: not measured; older recordings have neither)."""
 
     pid: int
     kind: str
     t0: float
     length: float
+    site: str = ""
+    forward_s: float = -1.0
 
 
 @event("between_open")

@@ -1,11 +1,14 @@
-"""``between-steps``: evaluation, checkpointing or other work outside training steps takes
-a large share of the run's wall time (``Snapshot.between``, filled by the step tracker)."""
+"""``between-steps``: evaluation, checkpointing, rollouts or other work outside training
+steps takes a large share of the run's wall time (``Snapshot.between``, filled by the step
+tracker). Passes that forward calls opened name the user's function that made them and the
+share of their time inside the model's forward calls; a rollout's advice is about that
+function, never "evaluate less often"."""
 
 from __future__ import annotations
 
 from perftop.hints.base import count, fraction, seconds, threshold
-from perftop.model.between import OVERLAPPED
-from perftop.model.snapshot import Hint, Snapshot
+from perftop.model.between import OVERLAPPED, pass_text, row_dict
+from perftop.model.snapshot import BetweenRow, Hint, Snapshot
 
 ENTER, STAY = 0.20, 0.15  # share of the run's wall time
 MIN_S = 5.0
@@ -15,8 +18,17 @@ ADVICE = {
     "larger batch than training.",
     "checkpoint": "Save less often, to local disk, or asynchronously "
     "(torch.distributed.checkpoint.async_save).",
+    "rollout": "Rollouts are forward calls with grad off alternating with an environment's "
+    "steps, made from {site}: that function is where the time goes. Speed up what it "
+    "spends most in (the share inside the model's forward calls is in the evidence): the "
+    "environment (several environments stepped at once, in subprocesses), or the policy's "
+    "forward calls (a batch of observations per call, torch.inference_mode()).",
 }
-NAMES = {"eval": "evaluation", "checkpoint": "checkpointing"}
+NAMES = {"eval": "evaluation", "checkpoint": "checkpointing", "rollout": "rollouts"}
+
+
+def _advice(b: BetweenRow) -> str:
+    return ADVICE[b.kind].format(site=b.site or "the loop")
 
 
 def between_steps(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
@@ -32,9 +44,10 @@ def between_steps(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     ev = [
         f"{NAMES.get(b.kind, b.kind)}: {seconds(b.total_s)} in {count(b.count, 'interval')} "
         f"({fraction(b.total_s / wall)} of the run)"
+        + (f": {pass_text(row_dict(b))}" if b.site else "")
         for b in rows
     ]
-    advice = [ADVICE[b.kind] for b in rows if b.kind in ADVICE]
+    advice = [_advice(b) for b in rows if b.kind in ADVICE]
     advice.append("Time outside steps is not training: the Steps panel's rate leaves it out.")
     top = NAMES.get(rows[0].kind, rows[0].kind)
     return [

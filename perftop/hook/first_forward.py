@@ -40,7 +40,9 @@ import threading
 import time
 from typing import Any
 
+from perftop.hook import gaps
 from perftop.hook.importwatch import after_import
+from perftop.hook.pass_meter import PassMeter
 from perftop.hook.state import HookState
 from perftop.hook.steps import OPTIMIZER
 from perftop.wire import DATA_WAIT_NOTE
@@ -64,6 +66,7 @@ class FirstForward:
         self.timed = False  # the step's wait behind a feeder is timed (else grad mode only)
         self.recent = [0.0] * RECENT  # the last waits before a step's forward (a ring)
         self.recent_i = 0
+        self.meter: Any = None  # pass_meter.PassMeter: what a pass this hook opened held
 
     def arm(self) -> None:
         """Starts the wait (again, where armed already: a new step's) on the training
@@ -86,9 +89,13 @@ class FirstForward:
             tr.first_forward(0.0)
 
     def disarm(self) -> None:
+        """Off until armed again; a pass's forward hook and profile function with it (before
+        a compiled wrapper's call or a compile: dynamo must trace no hook of ours)."""
         h, self.handle = self.handle, None
         if h is not None:
             h.remove()
+        if self.meter is not None and self.meter.handle is not None:
+            self.meter.stop()
 
     def hook(self, module: Any, args: Any) -> None:
         try:
@@ -104,6 +111,8 @@ class FirstForward:
         if tr.region is self:  # inside the pass this hook began: until grad is on again
             if not tr.grad():
                 self.t0, self.c0 = t, _cpu()  # the pass's last module call so far
+                if self.meter is not None:
+                    self.meter.pre(t)
                 return
             self.disarm()
             # The time off the CPU since the pass's last module call (a feeder's next
@@ -122,8 +131,26 @@ class FirstForward:
             tr.no_grad(True, self, t)
             if tr.region is self:
                 self.t0, self.c0 = t, _cpu()
+                if self.meter is not None:
+                    self.meter.start(t, gaps.site())
                 return  # a pass began: watching for its end
         self.disarm()
+
+    def verdict(self, length: float) -> tuple[str, str, float]:
+        """The pass this hook opened ended (gaps.end): its kind, site, forwards' time."""
+        if self.meter is None:
+            return gaps.EVAL, "", -1.0
+        return self.meter.verdict(length, gaps.EVAL)
+
+    @property
+    def rollout_sites(self) -> Any:
+        """Sites whose pass was a rollout: a pass each time (gaps.region_enter)."""
+        return self.meter.rollout_sites if self.meter is not None else ()
+
+    def batch_seen(self) -> None:
+        """A DataLoader batch was fetched with grad off in the pass: an evaluation's."""
+        if self.meter is not None:
+            self.meter.batch = True
 
     @staticmethod
     def may_begin(tr: Any) -> bool:
@@ -203,10 +230,19 @@ class FirstForward:
 def install(state: HookState) -> None:
     """Arms the tracker's feeder timing once torch is patched; dynamo hooked when imported."""
     import torch
-    from torch.nn.modules.module import register_module_forward_pre_hook
+    from torch.nn.modules.module import (
+        register_module_forward_hook,
+        register_module_forward_pre_hook,
+    )
 
     ff = FirstForward(state, register_module_forward_pre_hook)
-    state.tracker.on_arm = ff.arm
+    tr = state.tracker
+    ff.meter = PassMeter(
+        register_module_forward_hook,
+        lambda: tr.thread,
+        state.internal_error,
+    )
+    tr.on_arm = ff.arm
     orig = torch.compile
     torch.compile = ff.wrap_compile(orig, torch.nn.Module)
     state.undo.append(lambda: setattr(torch, "compile", orig))
@@ -214,6 +250,7 @@ def install(state: HookState) -> None:
     torch.nn.Module.compile = ff.wrap_compile(module_compile, type(None))  # type: ignore[method-assign]
     state.undo.append(lambda: setattr(torch.nn.Module, "compile", module_compile))
     state.undo.append(ff.disarm)
+    state.undo.append(ff.meter.stop)
     after_import("torch._dynamo", lambda _: _dynamo(state, ff))
 
 

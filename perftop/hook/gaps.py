@@ -19,7 +19,9 @@ What opens an interval:
   is that loop's own per-step work (a manual SGD update, a target network, a teacher's
   forward, an EMA) and stays in the step; so is a site first met inside the first step.
   A site met again in the same stretch between steps as its evaluation is one too
-  (``evaluate()`` called once per validation set). In a closure optimizer's loop
+  (``evaluate()`` called once per validation set). A site whose pass was a rollout
+  (pass_meter.py: an environment's steps between its forward calls) is a pass each time,
+  even after every step (DQN's few env steps between updates). In a closure optimizer's loop
   (LBFGS) training is all inside ``opt.step(closure)``: any region between its steps is a
   pass. A region entered in torch.nn or torch.optim code (a module's
   ``.to()``/``.cpu()``, weight init, gradient clipping) is torch's housekeeping, not a pass.
@@ -120,6 +122,9 @@ def enter(tr: Tracker, t: float, is_eval: bool, seen: bool = True) -> None:
             cb(EVAL if is_eval else CHECKPOINT, tr.gap_t0)
     if is_eval:
         tr.gap_eval = True
+        seen_batch = getattr(tr.region, "batch_seen", None) if not seen else None
+        if seen_batch is not None:
+            seen_batch()  # a loader's batch in a pass a forward opened: an evaluation
 
 
 def end(tr: Tracker, t: float) -> float:
@@ -130,9 +135,13 @@ def end(tr: Tracker, t: float) -> float:
         t = max(tr.gap_t0, min(t, tr.save_end))
     tr.save_alone = False
     tr.in_gap = False
-    tr.region = None
+    region, tr.region = tr.region, None
     tr.gap_t1 = t
     length = max(0.0, t - tr.gap_t0)
+    kind, site, fwd = EVAL, "", -1.0
+    verdict = getattr(region, "verdict", None)
+    if verdict is not None:  # opened by a forward with grad off: what it held (pass_meter)
+        kind, site, fwd = verdict(max(0.0, length - min(tr.save_s, length)))
     if tr.running:
         tr.hole += t - max(tr.gap_t0, tr.start)
     else:  # the step restarts where the interval ends: what was cut out before is behind
@@ -143,12 +152,16 @@ def end(tr: Tracker, t: float) -> float:
     if cb is None or length <= 0.0:
         return t
     save = min(tr.save_s, length)
+    named = (site, fwd) if site or fwd >= 0.0 else ()  # a forward's pass: what it held
     if save > 0.0 and tr.gap_eval:
         cb(CHECKPOINT, tr.save_t0, save)
         # an evaluation after the checkpoint's saves begins where they ended
-        cb(EVAL, tr.save_end if tr.save_t0 <= tr.gap_t0 else tr.gap_t0, length - save)
+        t0 = tr.save_end if tr.save_t0 <= tr.gap_t0 else tr.gap_t0
+        cb(kind, t0, length - save, *named)
+    elif save > 0.0:
+        cb(CHECKPOINT, tr.gap_t0, length)
     else:
-        cb(CHECKPOINT if save > 0.0 else EVAL, tr.gap_t0, length)
+        cb(kind, tr.gap_t0, length, *named)
     return t
 
 
@@ -216,6 +229,8 @@ def region_enter(tr: Tracker, ctx: Any, t: float) -> None:
     inside = tr.running and tr.active()
     if tr.closure_s > 0.0 and not inside:
         per_step = False  # between a closure optimizer's steps: no training there
+    elif not inside and site in getattr(ctx, "rollout_sites", ()):
+        per_step = False  # a rollout's site (pass_meter): an environment's steps, not a step's
     elif last is None:
         per_step = inside and index == 0  # first met in the first step: its own work
     elif last[2] and last[1] == index and not inside:
@@ -239,6 +254,11 @@ def region_exit(tr: Tracker, t: float) -> None:
         if tr.timing and not (tr.has_fetch or tr.has_bwd) and tr.on_arm is not None:
             tr.on_arm()
     tr.region = None
+
+
+def site() -> Any:
+    """The call site of the module call being made (a forward hook's caller), as ``_site``."""
+    return _site()
 
 
 def _site() -> Any:

@@ -22,7 +22,7 @@ class Tracker(Protocol):
     on_fetched: Callable[..., None] | None
     on_settle: Callable[[], None] | None
     on_error: Callable[[str], None] | None
-    on_between: Callable[[str, float, float], None] | None
+    on_between: Callable[..., None] | None  # kind, t0, length[, site, forward_s]
     on_open: Callable[[str, float], None] | None
     on_arm: Callable[[], None] | None
     on_flush: Callable[[], None] | None

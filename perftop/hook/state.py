@@ -120,10 +120,13 @@ class HookState:
         except Exception:
             self.internal_error("op capture")
 
-    def between(self, kind: str, t0: float, length: float) -> None:
-        """An interval outside training steps, from the tracker (perf_counter time)."""
+    def between(
+        self, kind: str, t0: float, length: float, site: str = "", forward_s: float = -1.0
+    ) -> None:
+        """An interval outside training steps, from the tracker (perf_counter time): a pass
+        a forward opened comes with its call site and its time inside forward calls."""
         s = self.sender
-        s.put(Between(s.pid, kind, t0 + s.epoch_offset, length))
+        s.put(Between(s.pid, kind, t0 + s.epoch_offset, length, site, forward_s))
 
     def opened(self, kind: str, t0: float) -> None:
         """An interval outside training steps began (the tracker's ``on_open``): sent at

@@ -294,7 +294,7 @@ def attach(state: Any, torch: Any) -> Collector | None:
     # evaluation's; then on to what was there before.
     prev_between = tracker.on_between
 
-    def on_between(kind: str, t0: float, length: float) -> None:
+    def on_between(kind: str, t0: float, length: float, *named: Any) -> None:
         if detector.active:
             collector.between(kind, t0, length)
         if slot.busy:  # a safe point for a removal that waits
@@ -303,7 +303,7 @@ def attach(state: Any, torch: Any) -> Collector | None:
             except Exception:
                 state.internal_error("sync step")
         if prev_between is not None:
-            prev_between(kind, t0, length)
+            prev_between(kind, t0, length, *named)
 
     tracker.on_between = on_between
     perf = time.perf_counter

@@ -8,10 +8,11 @@ from typing import Any
 from perftop.events import Between, BetweenOpen
 from perftop.model.snapshot import BetweenRow
 
-KIND_ORDER = ("eval", "checkpoint", "other", "checkpoint_overlapped")
+KIND_ORDER = ("eval", "rollout", "checkpoint", "other", "checkpoint_overlapped")
 # A torch.save on another thread than training's: it overlaps steps, it is not time
 # outside them (the hint and the time-between figures leave it out).
 OVERLAPPED = "checkpoint_overlapped"
+MAX_SITES = 64  # sites kept per kind (strings from the job: bounded)
 
 
 class BetweenReducer:
@@ -21,6 +22,8 @@ class BetweenReducer:
         self.rows: dict[int, dict[str, BetweenRow]] = {}
         # each process's latest interval: (kind, t0, t1), t1 None while it runs
         self.latest: dict[int, tuple[str, float, float | None]] = {}
+        # (pid, kind) -> {site: seconds}: the user's functions that opened passes
+        self.sites: dict[tuple[int, str], dict[str, float]] = {}
 
     def apply(self, ev: Any) -> None:
         if isinstance(ev, BetweenOpen):
@@ -36,8 +39,23 @@ class BetweenReducer:
             self.latest[ev.pid] = (ev.kind, ev.t0, end)
         rows = self.rows.setdefault(ev.pid, {})
         r = rows.get(ev.kind) or BetweenRow(ev.kind)
+        site, site_s = r.site, r.site_s
+        if ev.site:
+            sites = self.sites.setdefault((ev.pid, ev.kind), {})
+            if ev.site in sites or len(sites) < MAX_SITES:
+                sites[ev.site] = sites.get(ev.site, 0.0) + ev.length
+                site, site_s = max(sites.items(), key=lambda kv: kv[1])
+        measured = ev.forward_s >= 0.0
         rows[ev.kind] = BetweenRow(
-            ev.kind, r.total_s + ev.length, r.count + 1, ev.t0, ev.t0 + ev.length
+            ev.kind,
+            r.total_s + ev.length,
+            r.count + 1,
+            ev.t0,
+            ev.t0 + ev.length,
+            site=site,
+            site_s=site_s,
+            forward_s=r.forward_s + (min(ev.forward_s, ev.length) if measured else 0.0),
+            measured_s=r.measured_s + (ev.length if measured else 0.0),
         )
 
     def contribute(self, parts: dict[str, Any], window: int | None) -> None:
@@ -52,3 +70,31 @@ class BetweenReducer:
 
 def _order(r: BetweenRow) -> tuple[int, str]:
     return (KIND_ORDER.index(r.kind) if r.kind in KIND_ORDER else len(KIND_ORDER), r.kind)
+
+
+def pass_text(row: dict[str, Any]) -> str:
+    """What passes a forward opened held, from a report's ``between_s`` row: ``made from
+    collect_rollouts (on_policy_algorithm.py:202); 75% of it inside the model's forward
+    calls, the rest between them``."""
+    total = row.get("total_s") or 0.0
+    site_s = row.get("site_s") or 0.0
+    out = f"forward calls with grad off, made from {row['site']}"
+    if total and site_s < 0.995 * total:
+        out += f" ({site_s / total:.0%} of it)"
+    measured = row.get("measured_s") or 0.0
+    if measured > 0:
+        inside = (row.get("forward_s") or 0.0) / measured
+        out += f"; {inside:.0%} of it inside the model's forward calls, the rest between them"
+    return out
+
+
+def row_dict(b: BetweenRow) -> dict[str, Any]:
+    """A snapshot's row as a report's ``between_s`` row (the fields ``pass_text`` reads)."""
+    return {
+        "total_s": b.total_s,
+        "count": b.count,
+        "site": b.site,
+        "site_s": b.site_s,
+        "forward_s": b.forward_s,
+        "measured_s": b.measured_s,
+    }

@@ -327,6 +327,15 @@ class BetweenRow:
     last_t0: float | None = None
     last_t1: float | None = None
     host: str = ""  # set where a collector merges nodes
+    # Passes a forward with grad off opened (no loader): the user's function that made
+    # their first module call, the one that held the most of this kind's time
+    # (``estimate_loss (train.py:120)``), and its share of the kind's time.
+    site: str = ""
+    site_s: float = 0.0
+    # Time inside top-level forward calls, over the intervals where it was measured
+    # (``measured_s`` of them; 0 where none was).
+    forward_s: float = 0.0
+    measured_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -137,8 +137,19 @@ def _trainers(snap: Snapshot) -> dict[str, Any]:
 
 
 def _between(snap: Snapshot) -> dict[str, Any]:
-    """Time outside training steps, by kind: ``{"eval": {"total_s": 1.2, "count": 3}}``."""
-    return {b.kind: {"total_s": _round(b.total_s), "count": b.count} for b in snap.between}
+    """Time outside training steps, by kind: ``{"eval": {"total_s": 1.2, "count": 3}}``;
+    where passes a forward with grad off opened: ``site`` (the user's function that held
+    the most of it), ``site_s``, and ``forward_s`` (time inside the model's forward
+    calls) over ``measured_s`` of it."""
+    out: dict[str, Any] = {}
+    for b in snap.between:
+        row: dict[str, Any] = {"total_s": _round(b.total_s), "count": b.count}
+        if b.site:
+            row.update(site=b.site, site_s=_round(b.site_s))
+        if b.measured_s > 0:
+            row.update(forward_s=_round(b.forward_s), measured_s=_round(b.measured_s))
+        out[b.kind] = row
+    return out
 
 
 def _ranks(snap: Snapshot) -> list[dict[str, Any]]:

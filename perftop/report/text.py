@@ -8,7 +8,7 @@ from typing import Any
 from perftop.fmt import NA, fraction, seconds, sync_rate, sync_where, table
 from perftop.fmt import command as command_line
 from perftop.model import Snapshot
-from perftop.model.between import OVERLAPPED
+from perftop.model.between import OVERLAPPED, pass_text
 from perftop.report.build import cut_short, cut_short_text
 from perftop.report.captures import capture_lines
 from perftop.report.comm import hang_lines
@@ -61,6 +61,9 @@ def render(r: dict[str, Any]) -> str:
     if between:
         parts = [f"{k} {seconds(v['total_s'])} ({v['count']}×)" for k, v in between.items()]
         out.append(f"  between steps (not in any step): {', '.join(parts)}")
+        for k, v in between.items():
+            if v.get("site"):
+                out.append(f"    {k}: {pass_text(v)}")
     if overlapped is not None:
         out.append(
             f"  checkpoints on another thread, overlapping steps: "

@@ -132,6 +132,9 @@ def legend(s: StepStats, gaps: bool = False) -> Text:
     return t
 
 
+SITE_W = 48  # a pass's function, as much of it as the line shows
+
+
 def between_line(rows: tuple[BetweenRow, ...]) -> Text:
     """Time outside training steps, by kind: ``between steps: eval 12.3s (4×), …``."""
     t = Text()
@@ -143,6 +146,8 @@ def between_line(rows: tuple[BetweenRow, ...]) -> Text:
         t.append("checkpoint overlapping steps " if r.kind == OVERLAPPED else f"{r.kind} ")
         t.append(fmt.secs(r.total_s), style="bold")
         t.append(f" ({r.count}×)", style="dim")
+        if r.site:  # the user's function that made the pass's forward calls
+            t.append(f" in {r.site[:SITE_W]}", style="dim")
     return t
 
 

@@ -1,0 +1,126 @@
+"""RL rollouts are not evaluations (issue 44 item 2): real runs under ``perftop run``.
+
+stable-baselines3's PPO on CartPole-v1: each rollout after the first update (the first
+comes before any training: in no step and no interval) is one ``rollout`` pass named by
+``collect_rollouts``, its time within 10% + 0.5 ms of SB3's own timer, the steps SB3's
+updates, the exit code and what it computed unchanged. A hand-written loop
+(tests/workloads/rollout_loop.py): a gymnasium environment's rollout is a ``rollout``, an
+``estimate_loss`` and a rollout of a plain class (not an environment) stay ``eval``, each
+named by its function; a few env steps between single updates (DQN's shape) are a
+rollout pass each time, not the steps' own work; under the user's own profiler, perftop
+sets none (that rollout reads ``eval``: not looked into)."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from perftop.events import Between
+from perftop.recording import read_events
+from perftop.report.build import session_from_file
+from perftop.tui.widgets.steps import between_line
+from tests.helpers import WORKLOADS, perftop, run_and_report
+
+pytest.importorskip("stable_baselines3")
+pytest.importorskip("gymnasium")
+
+
+def _own(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    return json.loads(next(ln for ln in proc.stdout.splitlines() if ln.startswith("{")))
+
+
+def _passes(d: Any) -> list[Between]:
+    return [e for e in read_events(str(d / "r.perftop")) if isinstance(e, Between)]
+
+
+def _close(got: float, want: float) -> bool:
+    return abs(got - want) <= 0.1 * want + 0.0005
+
+
+@pytest.fixture(scope="module")
+def ppo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, ...]:
+    d = tmp_path_factory.mktemp("ppo")
+    script = str(WORKLOADS / "sb3_ppo.py")
+    plain = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=120)
+    proc, rep = run_and_report(d, sys.executable, script)
+    text = perftop("report", str(d / "r.perftop"), cwd=d)
+    assert text.returncode == 0, text.stderr
+    snap = session_from_file(str(d / "r.perftop")).snapshot()
+    return plain, proc, rep, _passes(d), text.stdout + "\n" + between_line(snap.between).plain
+
+
+@pytest.fixture(scope="module")
+def loop(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, ...]:
+    d = tmp_path_factory.mktemp("loop")
+    proc, rep = run_and_report(d, sys.executable, str(WORKLOADS / "rollout_loop.py"))
+    assert proc.returncode == 0, proc.stderr
+    return _own(proc), rep, _passes(d)
+
+
+def _collect_line() -> int:
+    """The line in SB3's collect_rollouts that calls the policy (its first module call)."""
+    from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
+
+    lines, first = inspect.getsourcelines(OnPolicyAlgorithm.collect_rollouts)
+    return next(first + i for i, ln in enumerate(lines) if "self.policy(" in ln)
+
+
+def test_ppo_rollouts_are_rollouts_named_by_collect_rollouts(ppo):
+    plain, proc, rep, passes, _ = ppo
+    assert proc.returncode == plain.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0] == plain.stdout.splitlines()[0]  # what it computed
+    own = _own(proc)
+    s = rep["steps"]
+    assert s["count"] == own["steps"] == 32
+    want = own["rollouts"][1:]  # the first rollout comes before any training
+    assert [p.kind for p in passes] == ["rollout"] * len(want), passes
+    for p, w in zip(passes, want, strict=True):
+        assert _close(p.length, w), (p, w)
+    row = s["between_s"]["rollout"]
+    assert row["count"] == len(want) and "eval" not in s["between_s"]
+    assert _close(row["total_s"], sum(want)), (row, want)
+    assert row["site"] == f"collect_rollouts (on_policy_algorithm.py:{_collect_line()})"
+    assert 0.0 < row["forward_s"] < row["measured_s"] == row["total_s"]
+
+
+def test_ppo_report_names_the_rollouts_and_their_function(ppo):
+    """The text report and the Steps panel say what the time between steps was and which
+    code spent it; nothing says to evaluate less often (the rule's rollout advice:
+    tests/test_hints_rules_more.py)."""
+    _, _, rep, passes, text = ppo
+    line = next(ln for ln in text.splitlines() if "between steps (not in any step)" in ln)
+    assert "rollout " in line and f"({len(passes)}×)" in line, line
+    assert "rollout: forward calls with grad off, made from collect_rollouts (" in text, text
+    assert "inside the model's forward calls" in text
+    assert "Evaluate less often" not in text + json.dumps(rep)
+    panel = text.splitlines()[-1]  # the Steps panel's line, from the recording's snapshot
+    assert "rollout " in panel and "in collect_rollouts (on_policy_algorithm.py:" in panel
+
+
+def test_hand_written_loop_kinds_and_names(loop):
+    """Each pass's kind and function exactly; each kind's time (the sum of its passes:
+    a pass of a few ms moves by a scheduler's slice on a busy host) within 10% + 0.5 ms a
+    pass of the loop's own timers."""
+    own, rep, passes = loop
+    assert rep["steps"]["count"] == own["steps"]
+    kinds = {"rollout": "rollout", "eval": "eval", "plain": "eval", "profiled": "eval"}
+    names = {"eval": "estimate_loss (", "plain": "plain_rollout ("}
+    assert len(passes) == len(own["passes"]), (passes, own["passes"])
+    got: dict[str, list[float]] = {}
+    want: dict[str, list[float]] = {}
+    for p, (what, length) in zip(passes, own["passes"], strict=True):
+        assert p.kind == kinds[what], (p, what)
+        assert p.site.startswith(names.get(what, "rollout (")) and "rollout_loop.py:" in p.site
+        assert 0.0 < p.forward_s < p.length
+        got.setdefault(what, []).append(p.length)
+        want.setdefault(what, []).append(length)
+    for what, lengths in want.items():
+        tol = 0.1 * sum(lengths) + 0.0005 * len(lengths)
+        assert abs(sum(got[what]) - sum(lengths)) <= tol, (what, got[what], lengths)
+    assert own["profile"] == "None"  # no profile function left behind
+    assert own["kept"]  # the user's own profiler untouched (its rollout then reads eval)

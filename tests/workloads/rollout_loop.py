@@ -1,0 +1,143 @@
+"""A hand-written RL loop (issue 44 item 2): rollouts of a gymnasium environment (a
+pendulum integrated in plain Python: CPU work, no torch) between tiny grad-off forwards,
+then updates; between updates, an evaluation as nanoGPT's ``estimate_loss`` does it (eval
+mode, no loader, forwards back to back) and a rollout of the same pendulum that is not a
+gymnasium ``Env`` (its steps are not an environment's to perftop: not claimed); then, as
+DQN, a few env steps between single updates; last, a rollout under the user's own
+profiler (cProfile: perftop's profile function stays out). Prints
+its own timers as JSON: each pass after the first update, by what it was, and the number
+of optimizer steps. argv: rounds (default 4)."""
+
+import cProfile
+import json
+import math
+import sys
+import time
+
+import gymnasium
+import numpy as np
+import torch
+
+torch.manual_seed(0)
+torch.set_num_threads(1)
+rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 4
+policy = torch.nn.Sequential(torch.nn.Linear(4, 32), torch.nn.Tanh(), torch.nn.Linear(32, 2))
+opt = torch.optim.Adam(policy.parameters(), lr=1e-3)
+data = torch.randn(4096, 4)
+
+
+class Pendulum:
+    """The environment's dynamics: plain Python."""
+
+    def __init__(self) -> None:
+        self.state = [0.0, 0.0, 0.1, 0.0]
+
+    def step(self, action: int) -> list[float]:
+        x, v, a, w = self.state
+        for _ in range(800):
+            f = 1.0 if action else -1.0
+            acc = (9.8 * math.sin(a) - math.cos(a) * f) / 1.3
+            w += 0.0001 * acc
+            a += 0.0001 * w
+            v += 0.0001 * f
+            x += 0.0001 * v
+        self.state = [x, v, a, w]
+        return self.state
+
+
+class PendulumEnv(gymnasium.Env):
+    observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (4,), np.float32)
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def __init__(self) -> None:
+        self.sim = Pendulum()
+
+    def reset(self, *, seed=None, options=None):
+        self.sim = Pendulum()
+        return np.array(self.sim.state, np.float32), {}
+
+    def step(self, action):
+        obs = np.array(self.sim.step(int(action)), np.float32)
+        return obs, 1.0, False, False, {}
+
+
+def rollout(env, n: int) -> list[np.ndarray]:
+    policy.eval()
+    obs, out = env.reset()[0], []
+    for _ in range(n):
+        with torch.no_grad():
+            logits = policy(torch.as_tensor(obs)[None])
+        obs = env.step(int(logits.argmax()))[0]
+        out.append(obs)
+    return out
+
+
+def plain_rollout(sim: Pendulum, n: int) -> None:
+    policy.eval()
+    for _ in range(n):
+        with torch.no_grad():
+            logits = policy(torch.tensor([sim.state]))
+        sim.step(int(logits.argmax()))
+
+
+def estimate_loss(iters: int) -> float:
+    policy.eval()
+    out = 0.0
+    with torch.no_grad():
+        for _ in range(iters):
+            ix = torch.randint(len(data), (64,))
+            x = data[ix]
+            out += torch.nn.functional.cross_entropy(policy(x), (x[:, 0] > 0).long()).item()
+    policy.train()
+    return out / iters
+
+
+def update(obs: list[np.ndarray], n: int) -> None:
+    global steps
+    policy.train()
+    x = torch.as_tensor(np.stack(obs))
+    for _ in range(n):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(policy(x), (x[:, 2] > 0).long()).backward()
+        opt.step()
+        steps += 1
+
+
+def timed(kind: str, fn, *args) -> None:
+    t0 = time.perf_counter()
+    fn(*args)
+    if steps:  # before the first update a pass is in no step and no interval
+        passes.append((kind, time.perf_counter() - t0))
+
+
+env = PendulumEnv()
+passes: list[tuple[str, float]] = []
+steps = 0
+estimate_loss(2)  # as nanoGPT at iter 0: before any step (in no interval); torch warmed up
+plain_rollout(Pendulum(), 2)
+for _r in range(rounds):
+    t0 = time.perf_counter()
+    obs = rollout(env, 48)
+    if steps:
+        passes.append(("rollout", time.perf_counter() - t0))
+    update(obs, 2)
+    timed("eval", estimate_loss, 60)
+    update(obs, 2)
+    timed("plain", plain_rollout, Pendulum(), 24)
+    update(obs, 2)
+for _ in range(6):  # as DQN: a few env steps between single updates, at one site each time
+    t0 = time.perf_counter()
+    obs = obs[4:] + rollout(env, 4)
+    passes.append(("rollout", time.perf_counter() - t0))
+    update(obs, 1)
+# the profile function perftop may set between forward calls is gone
+gone = repr(sys.getprofile())
+user = cProfile.Profile()  # the user's own profiler: perftop looks into no gap then
+user.enable()
+t0 = time.perf_counter()
+obs = obs[8:] + rollout(env, 8)
+passes.append(("profiled", time.perf_counter() - t0))
+update(obs, 1)
+kept = sys.getprofile() is user
+user.disable()
+print(json.dumps({"passes": passes, "steps": steps, "profile": gone, "kept": kept}))
