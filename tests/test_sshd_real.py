@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import WORKLOADS, perftop, spawn_slow_job
+from tests.helpers import WORKLOADS, default_sigint, perftop, spawn_slow_job
 from tests.test_ssh_drain import _job, _wait_file
 
 SSHD = "/usr/sbin/sshd"
@@ -171,7 +171,7 @@ def test_collect_ended_early_the_remote_job_goes_on(sshd: Sshd, tmp_path: Path) 
     p = subprocess.Popen([sys.executable, "-m", "perftop", "collect", "--headless", "--no-record",
                           "--ssh", HOST, "--", *cmd], cwd=tmp_path, env=sshd.env(), text=True,
                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE)  # fmt: skip
+                         stderr=subprocess.PIPE, preexec_fn=default_sigint)  # fmt: skip
     try:
         _wait_file(started)
         time.sleep(0.3)  # the job is printing, through ssh
