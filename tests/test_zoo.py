@@ -201,5 +201,5 @@ def test_syncs_behind_a_feeder_thread_over_a_dataloader(update: str, mode: str, 
     function-mode stack and no sync of the training thread was ever seen. The step-end
     callback runs on the training thread only (the one of backward, the optimizer)."""
     spec = Spec(update, "thread_loader", (Sync("item", 1), Sync("bool", 3)), steps=40)
-    res = run_spec(spec, tmp_path, (mode,))
+    res = run_spec(spec, tmp_path, (mode,), wall=False)  # a finding of counts, not of cost
     assert not res.failures, res.show()
