@@ -3,11 +3,12 @@
 Two figures, on CPU gloo:
 
 - ``dump``: one read of the recorder's ring, as perftop's hook makes it twice a second on
-  its background thread (``_dump_fr_trace_json`` and ``json.loads``), with the ring full
-  (``TORCH_FR_BUFFER_SIZE`` entries), and the longest pause a Python loop on another
+  its background thread (``_dump_fr_trace`` with the Python stacks and ``pickle.loads``),
+  beside the same read without the stacks, with the ring full (``TORCH_FR_BUFFER_SIZE``
+  entries, each made 24 frames deep), and the longest pause a Python loop on another
   thread saw meanwhile (the GIL the dump holds);
 - ``step``: a DDP job's median step, torchrun with 2 ranks, side by side: no recorder, the
-  recorder on (``TORCH_FR_BUFFER_SIZE=512``, what perftop asks for), and the recorder read
+  recorder on (``TORCH_FR_BUFFER_SIZE=256``, what perftop asks for), and the recorder read
   every 0.5 s as the hook does. Rounds alternate the arms.
 
     python benchmarks/comm_recorder.py [--rounds 3] [--steps 200]
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pickle
 import statistics
 import subprocess
 import sys
@@ -25,6 +27,7 @@ import tempfile
 import textwrap
 import threading
 import time
+from typing import Any
 
 JOB = textwrap.dedent("""
     import json, os, statistics, sys, threading, time
@@ -33,9 +36,10 @@ JOB = textwrap.dedent("""
     dist.init_process_group("gloo")
     if os.environ.get("READ") == "1":
         def read():
+            import pickle
             while True:
                 time.sleep(0.5)
-                json.loads(torch._C._distributed_c10d._dump_fr_trace_json(True, False))
+                pickle.loads(torch._C._distributed_c10d._dump_fr_trace(True, True, False))
         threading.Thread(target=read, daemon=True).start()
     net = torch.nn.Sequential(*[torch.nn.Linear(256, 256) for _ in range(4)])
     model = DDP(net, bucket_cap_mb=0.25)
@@ -56,7 +60,14 @@ JOB = textwrap.dedent("""
 """)
 
 
+def _deep(n: int, fn: Any) -> None:
+    if n:
+        return _deep(n - 1, fn)
+    fn()
+
+
 def dump_cost(size: int) -> dict[str, float]:
+    """Both reads, alternated: with the stacks (the hook's) and without."""
     os.environ["TORCH_FR_BUFFER_SIZE"] = str(size)
     import torch
     import torch.distributed as dist
@@ -64,9 +75,8 @@ def dump_cost(size: int) -> dict[str, float]:
     store = dist.HashStore()
     dist.init_process_group("gloo", store=store, rank=0, world_size=1)
     t = torch.ones(16)
-    for _ in range(size + 10):
-        dist.all_reduce(t)
-    dump = torch._C._distributed_c10d._dump_fr_trace_json
+    _deep(20, lambda: [dist.all_reduce(t) for _ in range(size + 10)])
+    raw = torch._C._distributed_c10d._dump_fr_trace
     gaps: list[float] = []
     done = threading.Event()
 
@@ -79,16 +89,18 @@ def dump_cost(size: int) -> dict[str, float]:
 
     th = threading.Thread(target=loop)
     th.start()
-    took = []
-    for _ in range(20):
+    took: dict[bool, list[float]] = {True: [], False: []}
+    for i in range(40):
+        stacks = bool(i % 2)
         t0 = time.perf_counter()
-        json.loads(dump(True, False))
-        took.append(time.perf_counter() - t0)
+        pickle.loads(raw(True, stacks, False))
+        took[stacks].append(time.perf_counter() - t0)
         time.sleep(0.05)
     done.set()
     th.join()
     dist.destroy_process_group()
-    return {"entries": size, "dump_ms_p50": statistics.median(took) * 1e3,
+    return {"entries": size, "dump_ms_p50": statistics.median(took[True]) * 1e3,
+            "dump_no_stacks_ms_p50": statistics.median(took[False]) * 1e3,
             "longest_pause_ms": max(gaps) * 1e3}  # fmt: skip
 
 
@@ -96,7 +108,7 @@ def step(arm: str, steps: int, path: str) -> float:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     env.pop("TORCH_FR_BUFFER_SIZE", None)
     if arm != "off":
-        env["TORCH_FR_BUFFER_SIZE"] = "512"
+        env["TORCH_FR_BUFFER_SIZE"] = "256"
     env["READ"] = "1" if arm == "read" else "0"
     out = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
@@ -122,7 +134,7 @@ def main() -> None:
     for arm, v in res.items():
         print(f"step {arm:>4}: median {statistics.median(v) * 1e3:.3f} ms "
               f"(rounds: {', '.join(f'{x * 1e3:.3f}' for x in v)})")  # fmt: skip
-    print("dump", json.dumps(dump_cost(512)))
+    print("dump", json.dumps(dump_cost(256)))
 
 
 if __name__ == "__main__":

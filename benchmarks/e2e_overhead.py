@@ -52,9 +52,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 ROOT = Path(__file__).resolve().parent.parent
+T = TypeVar("T")
 
 JOB = """
 import os, sys, threading, time
@@ -223,6 +226,41 @@ def pool(files: list[str]) -> Runs:
     return {k: [tuple(r) for s in saved for r in s[k]] for k in arms}
 
 
+def interleaved(
+    job: str,
+    args: list[str],
+    runs: int,
+    settings: list[tuple[str, dict[str, str]]],
+    run: Callable[[list[str], dict[str, str], str], T],
+) -> dict[str, list[T]]:
+    """The job (its source, its arguments) plain and under ``perftop run --headless
+    --no-record`` (and under it with each ``--with`` setting), ``runs`` rounds, the arms in
+    turn and back (A B, then B A, ...): each round's runs close in time, so a shared
+    machine's slow drifts cancel in their differences. ``run(cmd, env, cwd)`` runs one."""
+    res: dict[str, list[T]] = {"plain": [], "perftop": [], **{n: [] for n, _ in settings}}
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "job.py"
+        path.write_text(job)
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        env["OMP_NUM_THREADS"] = "1"
+        plain = [sys.executable, str(path), *args]
+        hooked = [sys.executable, "-m", "perftop", "run", "--headless", "--no-record", "--"]
+        arms = {"plain": (plain, env), "perftop": (hooked + plain, dict(env, PYTHONPATH=str(ROOT)))}
+        for name, extra in settings:
+            arms[name] = (arms["perftop"][0], {**arms["perftop"][1], **extra})
+        for i in range(runs):
+            for name in list(arms) if i % 2 == 0 else list(arms)[::-1]:
+                res[name].append(run(*arms[name], d))
+            print(f"round {i + 1}/{runs} done", file=sys.stderr, flush=True)
+    return res
+
+
+def with_option(p: argparse.ArgumentParser, what: str) -> None:
+    """``--with NAME:VAR=VALUE[,VAR=VALUE]``, as often as wanted: an arm each."""
+    p.add_argument("--with", dest="settings", action="append", default=[],
+                   metavar="NAME:VAR=VALUE,...", type=setting, help=what)  # fmt: skip
+
+
 def setting(text: str) -> tuple[str, dict[str, str]]:
     """``NAME:VAR=VALUE,VAR=VALUE`` -> (NAME, {VAR: VALUE})."""
     name, _, pairs = text.partition(":")
@@ -244,9 +282,7 @@ def main() -> int:
     p.add_argument("--placebo", action="store_true",
                    help="an arm with perftop's bootstrap on the path and no monitor (the "
                    "hook never arms): the run's noise floor")  # fmt: skip
-    p.add_argument("--with", dest="settings", action="append", default=[],
-                   metavar="NAME:VAR=VALUE,...", type=setting,
-                   help="an arm of this checkout with these environment settings")  # fmt: skip
+    with_option(p, "an arm of this checkout with these environment settings")
     p.add_argument("--save", metavar="FILE", help="also write each run's figures (JSON)")
     p.add_argument("--pool", nargs="+", metavar="FILE",
                    help="run nothing: the report of the runs saved in these files, pooled "

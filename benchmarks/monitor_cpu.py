@@ -14,8 +14,10 @@ DataLoader workers) for a fixed number of steps, in tmux at 160x48 on a private 
 The monitor's CPU is psutil's ``cpu_times`` of the monitor's process tree (perftop and
 its helpers, not the job's tree; htop; nvitop), from ``--warmup`` s after the job's DataLoader
 workers started (the steady state: torch's import and the model's set-up are over) to
-the job's end, per second of wall: percent of one core. The tmux server's CPU (the
-terminal drawing what the monitor writes) is printed beside it. The TUI arm also reads
+the job's end, per second of wall: percent of one core; beside it, in CPU seconds per
+second, the monitor process's own (its rusage: user + system time as ``/proc/PID/stat``
+counts them, without its helpers). The tmux server's CPU (the terminal drawing what the
+monitor writes) is printed beside it. The TUI arm also reads
 the header's ``perftop CPU`` off the screen every 2 s, to check the two agree.
 
     python benchmarks/monitor_cpu.py [--repeats 3] [--jobs demo,loader4] [--steps 120] [--compare DIR]
@@ -122,6 +124,8 @@ def end_trees(*roots: int) -> None:
     so does its monitor), so killing tmux is not enough."""
     procs: list[psutil.Process] = []
     for root in roots:
+        if root <= 0:  # not started
+            continue
         try:
             top = psutil.Process(root)
             procs += [top, *top.children(recursive=True)]
@@ -174,6 +178,7 @@ def run_arm(
     child = tmp / "child.py"
     job_cmd = [sys.executable, str(child), str(out), *JOBS[job], "--steps", str(steps)]
     q = shlex.join
+    err = tmp / f"{arm}-{k}.err"  # what a monitor that cannot run says, once it is gone
     perftop = "perftop"
     if arm.endswith("-base"):  # the same, from another tree's perftop
         perftop = f"env PYTHONPATH={q([base])} {q([sys.executable])} -m perftop"
@@ -182,7 +187,7 @@ def run_arm(
         "headless": f"exec {perftop} run --headless --no-record -- {q(job_cmd)} >/dev/null 2>&1",
         "htop": "exec htop -d 5",
         "htop15": "exec htop -d 15",
-        "nvitop": "exec nvitop --interval 0.5",
+        "nvitop": f"exec nvitop --interval 0.5 2>{q([str(err)])}",
         "none": "exec sleep 3600",
     }[arm.removesuffix("-base")]
     tmux = Tmux(f"perftop-bench-{os.getpid()}-{k}")
@@ -195,12 +200,16 @@ def run_arm(
                 job_cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp
             )
         t_launch = time.monotonic()
-        time.sleep(1.0)
-        if not psutil.pid_exists(pane) or psutil.Process(pane).status() == "zombie":
-            return {"na": f"{arm} exited at once: {tmux.screen().strip()[:120]}"}
+        said = ""  # what the pane showed last: a monitor that exits says why there
+        for _ in range(10):  # a monitor that cannot run (nvitop without NVML) exits soon
+            time.sleep(0.5)
+            said = tmux.screen().strip() or said
+            if not _alive(pane):
+                return {"na": f"{arm} exited at once: {_said(said, err)}"}
         job_pid = started(out)
         time.sleep(warmup)
         c0, s0, w0 = tree_cpu(pane, {job_pid}), cpu_of(tmux.server), time.monotonic()
+        o0 = cpu_of(pane)
         header: list[float] = []
         while not out.exists():
             time.sleep(2.0 if arm.startswith("tui") else 0.2)
@@ -210,20 +219,38 @@ def run_arm(
                     header.append(float(m.group(1)))
             if time.monotonic() - t_launch > 30 * 60:
                 raise SystemExit(f"{arm}: the job did not end")
+        if not _alive(pane):
+            return {"na": f"{arm} exited while the job ran: {_said(said, err)}"}
         c1, s1, w1 = tree_cpu(pane, {job_pid}), cpu_of(tmux.server), time.monotonic()
+        o1 = cpu_of(pane)
         n, secs = out.read_text().split()
         return {
             "cpu": 100 * (c1 - c0) / (w1 - w0),
+            "own": (o1 - o0) / (w1 - w0),
             "term": 100 * (s1 - s0) / (w1 - w0),
             "steps_s": int(n) / float(secs),
             "header": statistics.mean(header) if header else None,
             "window": w1 - w0,
         }
     finally:
-        end_trees(job_pid, pane)
+        end_trees(job_pid, pane, *([job_proc.pid] if job_proc is not None else []))
         tmux.kill()
         if job_proc is not None:
             job_proc.wait()
+
+
+def _said(screen: str, err: Path) -> str:
+    """What a monitor that exited said: on its screen, else on its stderr."""
+    if not screen and err.exists():
+        screen = re.sub(r"\x1b\[[0-9;]*m", "", err.read_text(errors="replace"))  # colours
+    return " ".join(screen.split())[:120]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def main() -> int:
@@ -281,7 +308,8 @@ def main() -> int:
 def _line(r: dict) -> str:
     head = "" if r["header"] is None else f"  header says {r['header']:.1f}%"
     return (
-        f"monitor {r['cpu']:5.2f}% of a core  tmux {r['term']:5.2f}%  "
+        f"monitor {r['cpu']:5.2f}% of a core ({r['own']:.4f} CPU-s/s its own)  "
+        f"tmux {r['term']:5.2f}%  "
         f"job {r['steps_s']:.2f} steps/s  ({r['window']:.0f} s){head}"
     )
 
@@ -292,7 +320,10 @@ def report(job: str, a: argparse.Namespace, results: dict[str, list[dict]], na: 
         return statistics.median(xs) if xs else None
 
     print(f"\n{job}: {a.steps} steps, {a.repeats} interleaved runs per arm (medians)")
-    print("arm        monitor CPU  tmux CPU  job steps/s  vs no monitor  monitor / htop -d 5")
+    print(
+        "arm        monitor CPU  own CPU-s/s  tmux CPU  job steps/s  vs no monitor"
+        "  monitor / htop -d 5"
+    )
     base = med("none", "steps_s")
     htop = med("htop", "cpu")
     for arm, rs in results.items():
@@ -302,10 +333,12 @@ def report(job: str, a: argparse.Namespace, results: dict[str, list[dict]], na: 
         if not rs:
             continue
         cpu, term, sps = med(arm, "cpu"), med(arm, "term"), med(arm, "steps_s")
+        own = med(arm, "own")
         vs = f"{sps / base:.3f}" if base and sps else "-"
         mon = "-" if arm == "none" else f"{cpu:.2f}%"
+        own_s = "-" if arm == "none" or own is None else f"{own:.4f}"
         rel = f"{cpu / htop:.2f}" if htop and cpu and arm != "none" else "-"
-        print(f"{arm:9s}  {mon:>11}  {term:7.2f}%  {sps:11.2f}  {vs:>13}  {rel:>19}")
+        print(f"{arm:9s}  {mon:>11}  {own_s:>11}  {term:7.2f}%  {sps:11.2f}  {vs:>13}  {rel:>19}")
     hdr = med("tui", "header")
     if hdr is not None:
         print(

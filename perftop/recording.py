@@ -8,6 +8,7 @@ and reads on at the next good one, with a warning.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import zlib
@@ -48,7 +49,8 @@ def default_path(now: float | None = None) -> Path:
 
 def _create(path: Path, force: bool, append: bool) -> tuple[Path, int]:
     """Open ``path`` for writing, exclusively created unless ``force`` or ``append``; a
-    :class:`DefaultPath` moves on to the next free name instead of failing."""
+    :class:`DefaultPath` moves on to the next free name instead of failing. Mode 0600: a
+    recording holds the job's command line and output."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC
     unique = isinstance(path, DefaultPath)
     if unique or not (force or append):
@@ -58,12 +60,14 @@ def _create(path: Path, force: bool, append: bool) -> tuple[Path, int]:
     candidate, n = Path(path), 1
     while True:
         try:
-            return candidate, os.open(candidate, flags, 0o644)
+            fd = os.open(candidate, flags, 0o600)
+            break
         except FileExistsError:
             if not unique:
                 raise
             n += 1
             candidate = path.with_name(f"{path.name.removesuffix(SUFFIX)}-{n}{SUFFIX}")
+    return candidate, fd
 
 
 try:
@@ -123,6 +127,8 @@ class RecordingWriter:
         _lock(self.path, fd)
         if force and not append:
             os.ftruncate(fd, 0)  # only once the lock says no live session writes here
+            with contextlib.suppress(OSError):  # another user's file we may write: as it is
+                os.fchmod(fd, 0o600)  # an old file reused: its mode as a new one's
         self._file = os.fdopen(fd, "ab" if append else "wb")  # closed in close()
         fresh = not append or self._file.tell() == 0
         if fresh:

@@ -5,7 +5,8 @@
 
 The recording is replayed into a session up to ``--at`` of its events (so the job is still
 "running" in the picture), and the real app renders that snapshot: SVG always, PNG too
-when a ``resvg`` binary is on PATH (or at $RESVG).
+when a ``resvg`` binary is on PATH (or at $RESVG). The Ranks view's pictures come from a
+real 4-rank job's recording on two "nodes", in a hang (``tests/tui/collect_hang.py``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,11 @@ SHOTS = (  # name, size, keys pressed before the picture
     ("wide-250x70", (250, 70), ()),
     ("zoomed-hints-160x48", (160, 48), ("6", "z")),
     ("zoomed-hints-80x24", (80, 24), ("6", "z")),
+)
+RANKS_SHOTS = (  # a 4-rank job on two "nodes", in a hang (tests/tui/collect_hang.py)
+    ("ranks-hang-160x48", (160, 48), ()),
+    ("zoomed-ranks-160x48", (160, 48), ("8", "z")),
+    ("zoomed-ranks-80x24", (80, 24), ("8", "z")),
 )
 OPS_SHOTS = (  # after a capture (t)
     ("ops-160x48", (160, 48), ()),
@@ -156,6 +162,13 @@ def main() -> int:
         print(svg.relative_to(ROOT), "and " + str(png.relative_to(ROOT)) if png else "")
     snap = captured(RECORDING, a.at, min(1.0, a.at + 0.1))
     for name, size, keys in OPS_SHOTS:
+        svg = asyncio.run(shoot(snap, name, size, keys))
+        png = to_png(svg)
+        print(svg.relative_to(ROOT), "and " + str(png.relative_to(ROOT)) if png else "")
+    from tests.tui.collect_hang import mid_hang
+
+    snap, _ = mid_hang()
+    for name, size, keys in RANKS_SHOTS:
         svg = asyncio.run(shoot(snap, name, size, keys))
         png = to_png(svg)
         print(svg.relative_to(ROOT), "and " + str(png.relative_to(ROOT)) if png else "")

@@ -146,7 +146,7 @@ def run_capture(
         "between": 0.0,
     }
     mean = sum(s.duration for s in captured) / n
-    from perftop.hook.capture_ops import baseline  # the hook's own figure
+    from perftop.hook.capture_cost import baseline  # the hook's own figure
 
     mean2 = sum(s.duration for s in before[-2:]) / 2
     before_s, before_n = baseline([(s.index, s.duration) for s in before], first_step, mean2)

@@ -3,7 +3,7 @@ events shaped as a real run sends them (a Between after the step it follows)."""
 
 from __future__ import annotations
 
-from perftop.events import Between, Hello, Step
+from perftop.events import Between, BetweenOpen, Hello, Step
 from perftop.model import Session
 from perftop.report.build import build_report
 from perftop.report.text import render
@@ -71,3 +71,19 @@ def test_a_save_on_another_thread_is_not_called_time_between_steps():
     assert "between steps (not in any step): eval 3.00s (2×), checkpoint 500ms (1×)\n" in text
     assert "checkpoints on another thread, overlapping steps: 250ms (1×)" in text
     assert between_line(snap.between).plain.endswith("checkpoint overlapping steps 250ms (1×)")
+
+
+def test_a_running_pass_is_what_its_end_says_it_was():
+    """A pass is announced when it opens (``BetweenOpen``), as an evaluation until its
+    forward calls are seen stepping an environment; its end names its kind: the running
+    interval (the stall watch's ``during``) then reads ``rollout``, not ``eval``, for the
+    rest of the run. An evaluation with a checkpoint in it stays an evaluation."""
+    s = _session()
+    s.apply(BetweenOpen(7, "eval", 200.0))
+    assert s.snapshot().between_latest[0] == (7, "eval", 200.0, None)
+    s.apply(Between(7, "rollout", 200.0, 2.0, "collect_rollouts (ppo.py:9)", 1.5))
+    assert s.snapshot().between_latest[0] == (7, "rollout", 200.0, 202.0)
+    s.apply(BetweenOpen(7, "eval", 210.0))
+    s.apply(Between(7, "checkpoint", 210.5, 0.5))
+    s.apply(Between(7, "eval", 211.0, 1.0))
+    assert s.snapshot().between_latest[0] == (7, "eval", 210.0, 212.0)

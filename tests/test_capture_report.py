@@ -75,8 +75,11 @@ def test_report_json_captures(recording: Path, real_capture) -> None:
     assert set(done["phase_s"]) == {"data", "forward", "backward", "optimizer", "between"}
     assert done["trace"] == str(rc.trace) and done["device"] == {}
     assert all(set(op) == OP_KEYS for op in done["ops"]) and len(done["ops"]) == 20
-    top_fwd = next(op for op in done["ops"] if op["phase"] == "forward")
-    assert top_fwd["name"] in ("aten::addmm", "aten::mm") and top_fwd["line"] > 0
+    # the capture's ops, heaviest first as recorded (a tiny step's top op may be aten::t)
+    assert [(op["name"], op["phase"]) for op in done["ops"]] == [r[:2] for r in rc.ops.ops]
+    fwd = [op for op in done["ops"] if op["phase"] == "forward"]
+    assert {"aten::addmm", "aten::mm"} & {op["name"] for op in fwd}
+    assert all(op["line"] > 0 for op in fwd)
     assert refused["reason"] == "torch.compile is compiling" and refused["first_step"] is None
     assert refused["status"] == "capture refused: torch.compile is compiling"
 
@@ -86,6 +89,7 @@ def test_report_text_captures(recording: Path, real_capture) -> None:
     section = text[text.index("Op captures") :]
     assert f"c1 (tui) pid {real_capture.ops.pid}: steps 41–43 captured, cost " in section
     fwd = next(line for line in section.splitlines() if line.strip().startswith("forward"))
-    assert "aten::addmm" in fwd or "aten::mm" in fwd
+    top = next(r[0] for r in real_capture.ops.ops if r[1] == "forward")  # heaviest recorded
+    assert top in fwd
     assert f"trace: {real_capture.trace}" in section
     assert "c2" in section and "capture refused: torch.compile is compiling" in section

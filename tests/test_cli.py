@@ -55,6 +55,14 @@ def test_a_bad_slice_is_one_clear_line(recordings, args, says):
     assert r.stderr.strip().count("\n") == 0 and r.stdout == ""
 
 
+def test_a_command_that_cannot_start_leaves_no_recording(tmp_path):
+    """No empty recording is left behind to refuse the next run ("already exists")."""
+    rec = tmp_path / "r.perftop"
+    r = perftop("run", "--headless", "--record", str(rec), "no-such-program", cwd=tmp_path)
+    assert r.returncode == 127 and "command not found" in r.stderr
+    assert not rec.exists()
+
+
 def test_existing_recording_is_not_overwritten(tmp_path):
     rec = tmp_path / "r.perftop"
     assert perftop("run", "--headless", "--record", str(rec), "true", cwd=tmp_path).returncode == 0

@@ -114,6 +114,29 @@ def test_ddp_exposed_and_overlapped_and_the_straggler(slow):
     assert "rank 0" in h["title"], h
 
 
+def _line_of(site: dict[str, Any]) -> str:
+    """The source text at a site's ``file:line function``."""
+    file, _, rest = site["line"].rpartition(":")
+    return Path(file).read_text().splitlines()[int(rest.split()[0]) - 1].strip()
+
+
+def test_each_collective_names_its_phase_and_the_users_line(slow):
+    """DDP's buckets come from backward (launched by C++, no torch.distributed call), at
+    the user's loss.backward(); the metric all_reduce and the logging barrier from the
+    user's own code in the step, at their lines; DDP's setup broadcast before any step."""
+    _, r, _ = slow
+    for rank in r["ranks"]:
+        sites = {(c["op"], s["phase"], s["call"], _line_of(s)): s["count"]
+                 for c in rank["collectives"] for s in c["sites"] if s["line"]}  # fmt: skip
+        assert sites[("all_reduce", "backward", "", "loss.backward()")] >= 15 * 4, sites
+        assert sites[("all_reduce", "step", "all_reduce", "dist.all_reduce(metric)  # the metric "
+                      "every rank logs")] >= 14, sites  # fmt: skip
+        assert sites[("barrier", "step", "barrier", "dist.barrier()")] == 16 // 5, sites
+        setup = [k for k in sites if k[1] == "between" and k[3].startswith("model = DDP(")]
+        assert setup and all(k[0] in ("broadcast", "all_gather") for k in setup), sites
+        assert not [k for k in sites if k[1] == "optimizer" or k[1] == "data"], sites
+
+
 def test_a_hang_names_the_missing_rank_and_the_lines(hang):
     proc, r, rec = hang
     assert r["exit_code"] == 1, proc.stderr  # the job's own exit: the desync failed it
@@ -185,6 +208,15 @@ def test_the_recorder_is_asked_for_only_in_a_job_with_ranks():
     off = {"WORLD_SIZE": "4", "PERFTOP_COMM": "0"}
     prepare_env(off)
     assert ENV_BUFFER not in off
+    # a Ray worker: Ray Train sets WORLD_SIZE only later, before its first process group
+    # (tests/test_ray_train.py runs a real one)
+    worker = ["/v/site-packages/ray/_private/workers/default_worker.py", "--node-ip-address=x"]
+    ray: dict[str, str] = {}
+    prepare_env(ray, worker)
+    assert int(ray[ENV_BUFFER]) > 0
+    driver: dict[str, str] = {}
+    prepare_env(driver, ["/v/ray/_private/workers/setup_worker.py"])
+    assert driver == {}
 
 
 def test_the_collective_events_round_trip():
@@ -199,24 +231,258 @@ def test_the_collective_events_round_trip():
         assert decode(json.loads(json.dumps(ev.encode()))) == ev  # fmt: skip
 
 
-def test_a_collector_lines_up_ranks_across_nodes():
-    """Two nodes whose rank processes share a pid: rank 1, on node b, arrives 30 ms late
-    at every collective; the collector's model names it, under its own node and pid."""
+def _two_nodes(f: Any, late: float = 0.0, hang: bool = False) -> None:
+    """Rank 0 on node "a" and rank 1 on node "b" (pid 100 both), 10 steps with an
+    all-reduce each; rank 1 ``late`` s later into each; with ``hang``, rank 0 alone in an
+    11th."""
     from perftop.events import CollBatch, Hello, NodeScope, Step
-    from perftop.model.fleet import FleetSession
 
-    f = FleetSession()
-    for node, rank, late in (("a", 0, 0.0), ("b", 1, 0.03)):
+    for node, rank in (("a", 0), ("b", 1)):
         f.apply(NodeScope(node))
         f.apply(Hello(1000.0, 100, 1, node, ("train.py",), rank=rank, world_size=2))
         recs = []
         for i in range(10):
             t0 = 1000.0 + i * 0.1
             f.apply(Step(100, i, t0, t0 + 0.08, backward=0.05))
-            recs.append(("default_pg", i + 1, "all_reduce", 64, "[[16]]", t0 + 0.02 + late, 1))
-        f.apply(CollBatch(1002.0, 100, tuple(recs)))
+            at = t0 + 0.02 + (late if rank == 1 else 0.0)
+            recs.append(("default_pg", i + 1, "all_reduce", 64, "[[16]]", at, 1))
+        if hang and rank == 0:
+            recs.append(("default_pg", 11, "all_reduce", 64, "[[16]]", 1001.0, 1))
+        f.apply(CollBatch(1001.5 if hang else 1002.0, 100, tuple(recs)))
+
+
+def test_a_collector_lines_up_ranks_across_nodes():
+    """Two nodes whose rank processes share a pid: rank 1, on node b, arrives 30 ms late
+    at every collective; the collector's model names it, under its own node and pid."""
+    from perftop.model.fleet import FleetSession
+
+    f = FleetSession()
+    _two_nodes(f, late=0.03)
     c = f.snapshot(window=None).comm
     assert c.straggler is not None and (c.straggler.rank, c.straggler.host) == (1, "b")
     assert abs(c.straggler.wait_s - 0.03) < 1e-6 and c.straggler.pid == 100
     wait = {(r.host, r.pid): r.wait_s for r in c.ranks}
     assert wait[("b", 100)] == 0.0 and abs((wait[("a", 100)] or 0) - 0.03) < 1e-6
+
+
+def test_a_collectors_hints_name_each_node_as_its_rows_do():
+    """Two "nodes" on one machine (PERFTOP_HOST n1, n2; both hosts named vm): a node's
+    hint names its straggler by the node's name, as the Ranks table and subtitle do."""
+    from perftop.events import Hello, NodeScope, Step
+    from perftop.hints.session import hinted_session
+    from perftop.model.fleet import FleetSession
+
+    f = FleetSession(hinted_session)
+    for node, ranks in (("n1", (0, 1)), ("n2", (2, 3))):
+        f.apply(NodeScope(node))
+        for rank in ranks:
+            own, bwd = (0.032, 0.002) if rank == 2 else (0.002, 0.032)
+            f.apply(Hello(1000.0, 100 + rank % 2, 1, "vm", ("t",), rank, rank, 4))
+            for i in range(30):
+                t0 = 1000.0 + i * 0.1
+                f.apply(Step(100 + rank % 2, i, t0, t0 + own + bwd, data=own - 0.001,
+                             backward=bwd))  # fmt: skip
+    snap = f.snapshot(window=None)
+    assert {(r.rank, r.host) for r in snap.ranks} == {(0, "n1"), (1, "n1"), (2, "n2"), (3, "n2")}
+    titles = [h.title for h in snap.hints if h.id == "straggler"]
+    assert titles and all("rank 2 on n2" in t for t in titles), titles
+
+
+def test_a_collectors_hang_shows_the_missing_ranks_stack_from_its_own_node():
+    """Across nodes each node's perftop dumps its own ranks' stacks: the collector keeps
+    them (with their node), and the hang's missing rank gets the stack its node dumped,
+    not that of the process with the same pid on another node."""
+    from perftop.events import NodeScope, StallCapture
+    from perftop.model.fleet import FleetSession
+    from perftop.report.comm import hangs_json
+
+    f = FleetSession()
+    _two_nodes(f, hang=True)  # rank 0 enters seq 11; rank 1 never does
+    waiting = ("a", ((100, "rank", (("all_reduce", "distributed_c10d.py", 9),)),))
+    sleeping = ("b", ((100, "rank", (("main", "train.py", 42),)),))
+    for t, (node, stacks) in ((1012.0, waiting), (1013.0, sleeping)):
+        f.apply(NodeScope(node))
+        f.apply(StallCapture(t, 100, 10, t - 1001.0, 0.0, stacks, "", "collective"))
+    f.apply(NodeScope("a"))
+    f.apply(CollWaiting(1019.0, 100, "default_pg", 11, "all_reduce", "[[16]]", 1001.0, 18.0,
+                        "train.py:9 main"))  # fmt: skip
+    snap = f.snapshot(window=None)
+    assert [(s.host, s.stacks[0][2][0][0]) for s in snap.stalls] == [("a", "all_reduce"),
+                                                                      ("b", "main")]  # fmt: skip
+    (h,) = hangs_json(snap)
+    (m,) = h["missing"]
+    assert (m["rank"], m["host"], m["pid"]) == (1, "b", 100)
+    assert m["stack"][0] == {"function": "main", "file": "train.py", "line": 42}
+    assert [(e["rank"], e["host"]) for e in h["entered"]] == [(0, "a")]
+
+
+def test_a_hangs_missing_rank_without_a_stack_says_why():
+    """No stack for the missing rank (py-spy absent, no permission): the report says why."""
+    from perftop.events import CollBatch, Hello, StallCapture, Step
+    from perftop.report.comm import hang_lines, hangs_json
+
+    s = Session()
+    why = "py-spy is not installed (pip install py-spy)"
+    for rank, pid in ((0, 100), (1, 101)):
+        s.apply(Hello(1000.0, pid, 1, "h", ("train.py",), rank=rank, world_size=2))
+        recs = []
+        for i in range(10):
+            t0 = 1000.0 + i * 0.1
+            s.apply(Step(pid, i, t0, t0 + 0.08, backward=0.05))
+            recs.append(("default_pg", i + 1, "all_reduce", 64, "[[16]]", t0 + 0.02, 1))
+        if rank == 0:
+            recs.append(("default_pg", 11, "all_reduce", 64, "[[16]]", 1001.0, 1))
+        s.apply(CollBatch(1001.5, pid, tuple(recs)))
+    s.apply(StallCapture(1012.0, 100, 10, 11.0, 0.0, (), why, "collective"))
+    s.apply(CollWaiting(1019.0, 100, "default_pg", 11, "all_reduce", "[[16]]", 1001.0, 18.0,
+                        "train.py:9 main"))  # fmt: skip
+    (h,) = hangs_json(s.snapshot(window=None))
+    (m,) = h["missing"]
+    assert m["rank"] == 1 and m["stack"] == [] and m["stack_note"] == why
+    assert any(line.endswith(f"no stack: {why}") for line in hang_lines({"hangs": [h]}))
+
+
+def test_the_rank_waited_for_is_the_one_of_most_steps_not_one_long_wait():
+    """Rank 2 arrives 30 ms late at every step's collective; rank 1 once, 0.5 s late (a
+    hang, a checkpoint): rank 0 waits for rank 2, as the straggler says, though its one
+    wait for rank 1 is longer than all of them together."""
+    from perftop.events import CollBatch, Hello, Step
+
+    s = Session()
+    for rank in range(3):
+        pid = 100 + rank
+        s.apply(Hello(1000.0, pid, 1, "h", ("train.py",), rank=rank, world_size=3))
+        recs = []
+        for i in range(10):
+            t0 = 1000.0 + i
+            s.apply(Step(pid, i, t0, t0 + 0.08, backward=0.05))
+            late = {2: 0.03, 1: 0.5 if i == 5 else 0.0}.get(rank, 0.0)
+            recs.append(("default_pg", i + 1, "all_reduce", 64, "[[16]]", t0 + 0.02 + late, 1))
+        s.apply(CollBatch(1011.0, pid, tuple(recs)))
+    snap = s.snapshot(window=None)
+    r0 = next(r for r in snap.comm.ranks if r.rank == 0)
+    assert r0.waited_for == 2 and snap.comm.straggler is not None
+    assert snap.comm.straggler.rank == 2
+
+
+def test_the_phase_call_and_line_of_a_recorded_stack():
+    """The recorder's frames, innermost first, in torch's own files: the innermost torch
+    frame that names a phase decides it (a forward inside a backward is backward); the
+    call is the outermost of distributed_c10d's frames at the top; the line the innermost
+    user frame."""
+    import torch
+
+    from perftop.hook.coll_origin import origin
+
+    td = os.path.dirname(torch.__file__)
+    user = str(WORKLOADS / "ddp_comm.py")
+
+    def f(path: str, name: str, line: int = 1) -> dict[str, Any]:
+        return {"filename": path if path.startswith("/") else f"{td}/{path}", "name": name,
+                "line": line}  # fmt: skip
+
+    c10d = [f("distributed/distributed_c10d.py", "all_reduce"), f("distributed/c10d_logger.py",
+            "wrapper")]  # fmt: skip
+    cases = {
+        "optimizer": [*c10d, f("distributed/optim/zero_redundancy_optimizer.py", "step"),
+                      f("optim/optimizer.py", "wrapper"), f(user, "<module>", 7)],
+        "data": [*c10d, f(user, "__getitem__", 3), f("utils/data/dataloader.py", "__next__"),
+                 f(user, "<module>", 7)],
+        # a checkpointed forward recomputed in backward: backward, the outermost
+        "backward": [*c10d, f("nn/modules/module.py", "_call_impl"),
+                     f("autograd/graph.py", "_engine_run_backward"), f("_tensor.py", "backward"),
+                     f(user, "<module>", 7)],
+        "forward": [*c10d, f(user, "forward", 5), f("nn/modules/module.py", "_call_impl"),
+                    f(user, "<module>", 7)],
+        # Lightning's closure: forward and backward inside the optimizer's step
+        "backward ": [*c10d, f("_tensor.py", "backward"), f(user, "<module>", 7),
+                      f("optim/optimizer.py", "wrapper")],
+        "forward ": [*c10d, f(user, "forward", 5), f("nn/modules/module.py", "_call_impl"),
+                     f(user, "<module>", 7), f("optim/optimizer.py", "wrapper")],
+        "": [*c10d, f(user, "<module>", 7)],
+    }  # fmt: skip
+    for case, stack in cases.items():
+        phase = case.strip()
+        call, got, line = origin(stack)
+        assert (call, got) == ("all_reduce", phase), (case, stack)
+        assert line == (f"{user}:3 __getitem__" if phase == "data" else f"{user}:5 forward"
+                        if phase == "forward" else f"{user}:7 <module>")  # fmt: skip
+    # launched from C++ (DDP's reducer in backward): no call; no stack at all: nothing
+    assert origin(cases["backward"][2:]) == ("", "backward", f"{user}:7 <module>")
+    assert origin([]) == origin(None) == ("", "", "")
+
+
+def test_a_dump_with_stacks_that_fails_is_made_without_them():
+    """Fail open: a torch whose recorder cannot give its stacks still gives its records."""
+    import pickle
+
+    from perftop.hook.collectives import _reader
+
+    calls = []
+
+    class C10d:
+        @staticmethod
+        def _dump_fr_trace(collectives: bool, stacks: bool, only_active: bool) -> bytes:
+            calls.append(stacks)
+            if stacks:
+                raise RuntimeError("cannot symbolize")
+            return pickle.dumps({"entries": []})
+
+    read = _reader(C10d)
+    assert read() == {"entries": []} and read() == {"entries": []}
+    assert calls == [True, False, False]
+
+
+def test_the_steps_place_each_collective_between_or_in_a_step():
+    """By the time a collective was entered: outside the rank's steps it is ``between``;
+    inside one, the stack's phase, else ``step`` from the training thread and "" from
+    another; one after the last step that ended waits for its step. An older recording's
+    records (no origin) read as before."""
+    from perftop.events import CollBatch, Hello, Step
+
+    s = Session()
+    s.apply(Hello(999.0, 100, 1, "h", ("train.py",), rank=0, world_size=2))
+    s.apply(Step(100, 0, 1000.0, 1000.1))
+    s.apply(Step(100, 1, 1000.1, 1000.2))
+
+    def rec(seq: int, t: float, th: int, *origin: str) -> tuple[Any, ...]:
+        return ("default_pg", seq, "all_reduce", 4, "[[1]]", t, th, *origin)
+
+    s.apply(CollBatch(1000.3, 100, (
+        rec(1, 999.9, 1, "broadcast", "", "t.py:1 <module>"),
+        rec(2, 1000.05, 1, "all_reduce", "", "t.py:9 <module>"),
+        rec(3, 1000.06, 0, "", "", ""),
+        rec(4, 1000.15, 1, "", "backward", "t.py:8 <module>"),
+        rec(5, 1000.16, 1),  # an older hook's record
+        rec(6, 1000.25, 1, "all_reduce", "", "t.py:9 <module>"),
+    )))  # fmt: skip
+
+    def sites() -> dict[tuple[str, str, str], int]:
+        (c,) = s.snapshot().comm.ranks[0].collectives
+        return {(x.phase, x.call, x.line): x.count for x in c.sites}
+
+    placed = {("between", "broadcast", "t.py:1 <module>"): 1,
+              ("step", "all_reduce", "t.py:9 <module>"): 1, ("", "", ""): 1,
+              ("backward", "", "t.py:8 <module>"): 1, ("step", "", ""): 1}  # fmt: skip
+    assert sites() == placed
+    s.apply(Step(100, 2, 1000.2, 1000.3))
+    assert sites() == {**placed, ("step", "all_reduce", "t.py:9 <module>"): 2}
+
+
+def test_a_hung_collective_names_the_line_that_launched_it():
+    """An async all_reduce launched at line 10 hangs while its thread waits at line 20:
+    the hang names line 10, where the recorder's stack says it was launched."""
+    from perftop.events import CollBatch, Hello
+
+    s = Session()
+    for pid, rank in ((100, 0), (101, 1)):
+        s.apply(Hello(1000.0, pid, 1, "h", ("t.py",), rank=rank, world_size=2))
+    launched = ("default_pg", 5, "all_reduce", 4, "[[1]]", 1001.0, 1, "all_reduce", "",
+                "t.py:10 launch")  # fmt: skip
+    s.apply(CollBatch(1002.0, 100, (launched,)))
+    s.apply(CollBatch(1002.0, 101, (("default_pg", 4, "all_reduce", 4, "[[1]]", 1000.5, 1),)))
+    s.apply(CollWaiting(1031.0, 100, "default_pg", 5, "all_reduce", "[[1]]", 1001.0, 30.0,
+                        "t.py:20 wait"))  # fmt: skip
+    (h,) = s.snapshot().comm.hangs
+    assert [(r.rank, r.entered, r.line) for r in h.ranks] == [(0, True, "t.py:10 launch"),
+                                                              (1, False, "")]  # fmt: skip

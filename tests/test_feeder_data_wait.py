@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from perftop.events import Hello, Note, Step
+from perftop.events import Between, Hello, Note, Step
 from perftop.hints.inputs import INPUT_ENTER
+from perftop.hook.first_forward import COMPILED_MODEL, DYNAMO, OFF_NOTE
 from perftop.model import Session
 from perftop.recording import read_events
 from perftop.wire import DATA_WAIT_NOTE, DATA_WAIT_NOTE_V1
@@ -31,27 +32,50 @@ def feeder(request, tmp_path_factory):
     d = tmp_path_factory.mktemp(request.param)
     proc, r = run_and_report(d, sys.executable, FEEDERS, request.param)
     assert proc.returncode == 0, proc.stderr
-    steps = [e for e in read_events(str(d / "r.perftop")) if isinstance(e, Step)]
-    return _own(proc.stdout), r["steps"], steps, {h["id"]: h for h in r["hints"]}
+    events = list(read_events(str(d / "r.perftop")))
+    steps = [e for e in events if isinstance(e, Step)]
+    passes = [e.length for e in events if isinstance(e, Between) and e.kind == "eval"]
+    return _own(proc.stdout), r["steps"], steps, {h["id"]: h for h in r["hints"]}, passes
 
 
 def test_feeder_data_wait_matches_the_loops_own_timer(feeder):
-    own, s, steps, _ = feeder
+    own, s, steps, _, _ = feeder
     assert s["count"] == own["steps"] == 40
     assert s["data_wait_source"] == "before_forward"
     assert s["data_wait_fraction"] is not None and "data" in s["phases_s"]
-    # the first step began at its first backward: its wait is not seen
+    # the first step began at its first backward: its wait is not seen. perftop's figure
+    # is the loop's own time off the CPU before each forward; the wait in next() is in it
+    # (a busy host adds waits for a core or the GIL outside next(): in blocked_s too)
     ours, theirs = sum(st.data for st in steps), own["wait_s"] - own["first_wait_s"]
-    assert abs(ours - theirs) <= max(0.1 * theirs, 0.002), (ours, theirs)
+    # (the loop's span holds perftop's: on a busy host its margins, inside torch's step
+    # wrapper and the forward's hooks, may hold waits for the GIL that perftop's does not)
+    off = own["blocked_s"]
+    assert theirs - max(0.1 * theirs, 0.002) <= ours <= off + max(0.1 * off, 0.002), (
+        ours,
+        off,
+        theirs,
+    )
 
 
 def test_a_slow_feeder_shows_its_wait_but_no_input_bound(feeder):
     """A batch every 20 ms for a step of a few ms: the figure says the loop waits most of
     each step, but behind a feeder it may hold the loop's own blocking work (a sleep), so
     ``input-bound`` stays out (the Steps panel shows the figure)."""
-    _own_count, s, _steps, hints = feeder
+    _own_count, s, _steps, hints, _ = feeder
     assert s["data_wait_fraction"] > 0.5
     assert "input-bound" not in hints
+
+
+def test_a_pass_keeps_its_own_time_off_the_cpu_after_a_slow_batch(feeder):
+    """The generator's evaluation ends 40 ms off the CPU (its metrics written), a few steps
+    after a batch that took 80 ms (a shard opened): the time off the CPU after the pass's
+    last module call is the step's data wait only up to the recent steps' median wait (the
+    next batch's 20 ms), so the pass keeps its 40 ms. Their longest (the 80 ms, or on a
+    busy host one wait a preemption stretched) gave the pass's own 40 ms to the step."""
+    own, _s, _steps, _hints, passes = feeder
+    assert len(passes) == len(own["evals"]), (passes, own["evals"])
+    for got, loop in zip(passes, own["evals"]):
+        assert loop * 0.9 - 0.0005 <= got <= loop + 0.01, (got, loop)
 
 
 def test_a_feeder_that_keeps_up_is_not_input_bound(tmp_path):
@@ -61,7 +85,14 @@ def test_a_feeder_that_keeps_up_is_not_input_bound(tmp_path):
     assert proc.returncode == 0, proc.stderr
     own, s = _own(proc.stdout), r["steps"]
     assert s["data_wait_source"] == "before_forward"
-    assert s["data_wait_fraction"] < INPUT_ENTER, (s, own)  # near 0 on an idle host
+    # Near 0 on an idle host. On a busy one the loop waits for a core, or for the GIL
+    # while the feeder thread makes batches: perftop's figure is the loop's own time off
+    # the CPU before its forwards, never its work on the CPU there.
+    steps = [e for e in read_events(str(tmp_path / "r.perftop")) if isinstance(e, Step)]
+    ours, off = sum(st.data for st in steps), own["blocked_s"]
+    assert ours <= off + max(0.1 * off, 0.002), (ours, off, s)  # off's span holds ours
+    if off < 0.1 * sum(st.duration for st in steps):
+        assert s["data_wait_fraction"] < INPUT_ENTER, (s, own)
     assert "input-bound" not in {h["id"] for h in r["hints"]}
 
 
@@ -76,8 +107,16 @@ def test_compiled_feeder_loop_computes_and_compiles_the_same(tmp_path, shape):
     a, b = _own(plain.stdout), _own(proc.stdout)
     assert (a["losses"], a["graphs"], a["frames"]) == (b["losses"], b["graphs"], b["frames"])
     assert "global hooks" not in proc.stderr and "perf_counter" not in proc.stderr
-    if shape == "compiled":  # the wrapper's call is the step's first forward, outside dynamo
-        assert r["steps"]["data_wait_source"] == "before_forward"
+    notes = [n["text"] for n in r["notes"]]
+    # once dynamo compiles, the wait before a forward is not seen: absent, not 0
+    assert r["steps"]["data_wait_fraction"] is None, r["steps"]
+    # The wrapper warns while any global module hook is registered, and dynamo would trace
+    # one: perftop registers none once either is seen, and says so once.
+    why = COMPILED_MODEL if shape == "compiled" else DYNAMO
+    assert [t for t in notes if OFF_NOTE in t] == [f"{why}: {OFF_NOTE}"], notes
+    if shape == "compiled":  # from the start: the wait before the forward is never measured
+        assert r["steps"]["data_wait_source"] is None, r["steps"]
+        assert DATA_WAIT_NOTE not in notes
 
 
 @pytest.mark.parametrize("text", [DATA_WAIT_NOTE, DATA_WAIT_NOTE_V1])

@@ -91,7 +91,7 @@ def test_hook_errors_never_reach_user_code(tmp_path, pure):
     r = _run(code, env)
     mon.close()
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "ok ['backward', 'optimizer step']"  # the class's step wrapper
+    assert r.stdout.strip() == "ok ['backward', 'optimizer pre-hook']"  # torch's global hook
 
 
 def test_hook_exit_is_prompt_without_a_monitor(tmp_path):

@@ -122,3 +122,65 @@ def test_uss_of_a_fork_of_its_parent_is_read_at_every_tick_dear_or_not():
         child.kill()
         proc.kill()
         proc.wait()
+
+
+@needs_uss
+def test_uss_of_a_flat_fork_is_read_every_few_ticks_until_it_rises(monkeypatch):
+    """Past its first seconds, a worker whose USS stays flat is read every MEM_FORK_FLAT_S,
+    not at every tick (a torch worker's read is ~1% of a core a second); once a read rises
+    fast, at every tick again."""
+    from perftop.probes import procs
+
+    monkeypatch.setattr(procs, "MEM_FORK_FIRST_S", 0.0)
+    monkeypatch.setattr(procs, "MEM_FORK_FLAT_S", 1.0)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", FORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdin is not None
+    assert proc.stdout.readline() == "ready\n"
+    (child,) = psutil.Process(proc.pid).children()
+
+    def grow() -> None:
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline() == "grown\n"
+
+    try:
+        probe = ProcProbe(proc.pid, mem_budget=1e-9, mem_max_age_s=30.0)
+        before = _uss(probe, child.pid)
+        grow()
+        assert _uss(probe, child.pid) == before  # flat so far: its last figure
+        time.sleep(1.0)
+        grown = _uss(probe, child.pid)
+        assert grown > before + 50 * 2**20  # MEM_FORK_FLAT_S passed: read again, risen
+        grow()
+        assert _uss(probe, child.pid) > grown + 50 * 2**20  # rising: at every tick
+    finally:
+        child.kill()
+        proc.kill()
+        proc.wait()
+
+
+def test_the_job_waiting_for_input_is_found_without_reading_every_process_of_the_host():
+    """The TUI asks once a second whether the job reads its stdin: the job's tree comes
+    from /proc/PID/task/TID/children (psutil's children() reads every process of the
+    host: ~5 ms a second on the app's thread of a busy machine)."""
+    from unittest import mock
+
+    from perftop.monitor.jobinput import JobInput
+
+    nested = "import subprocess, sys; subprocess.run([sys.executable, '-c', 'input()'])"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", nested], stdin=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
+    assert proc.stdin is not None
+    job_input = JobInput(proc.stdin, proc.pid)
+    try:
+        with mock.patch.object(psutil.Process, "children", side_effect=AssertionError):
+            deadline = time.monotonic() + 20
+            while not job_input.reading():  # its grandchild blocks in input()
+                assert time.monotonic() < deadline, "the read was not seen"
+                time.sleep(0.05)
+    finally:
+        job_input.close()
+        proc.wait(10)

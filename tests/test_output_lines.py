@@ -59,3 +59,28 @@ def test_terminal_lines():
     assert terminal_lines("\r 1%\r 2%\r 3%") == [" 3%"]
     assert terminal_lines("loss 1\n\r 5%\r 6%\r") == ["loss 1", " 6%"]
     assert terminal_lines("a\x0bb") == ["a", "b"]  # the other separators, as before
+
+
+def test_a_bar_update_read_half_written_at_a_page_end_stays_the_bar(tmp_path):
+    """A write grows the file page by page as the kernel copies it: a read can end at a
+    page's end inside one of a bar's updates (seen once in ~3 runs of test_output_order:
+    'fast bar 224/300' held as a line of its own). The rest of that update is the bar's,
+    not another writer's text; text after a whole update still ends the bar's line."""
+    from perftop.monitor.output import PAGE, OutputTail
+
+    bars = [b"\rbar %d/3 " % i + b"#" * 10 for i in (1, 2, 3)]
+    head = b"L" * (PAGE - len(bars[0]) - 7) + b"\n"
+    first = head + bars[0] + bars[1][:6]  # ends at the page's end, inside bar 2/3
+    assert len(first) == PAGE and first.endswith(b"\rbar 2")
+    events: list[Output] = []
+    tail = OutputTail(lambda *evs: events.extend(evs), directory=str(tmp_path))
+    try:
+        for piece in (first, bars[1][6:] + bars[2], b"log line\n"):
+            tail.stderr.write(piece)
+            tail.stderr.flush()
+            tail.poll(order=["stderr"])
+        tail.poll(final=True, order=["stderr"])
+    finally:
+        tail.stop()
+    lines = [e.text for e in events if e.stream == "stderr"]
+    assert lines == [head.decode(), bars[2].decode(), "log line\n"], lines

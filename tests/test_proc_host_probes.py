@@ -45,7 +45,9 @@ def test_tree_with_grandchildren_cpu_memory_and_clean_exits(python):
         later = rows(probe.sample(time.time()))
         assert len(later) == 3  # SHORT exited between the two reads: simply gone
         busy = max(later.values(), key=lambda r: r["cpu_percent"])
-        assert busy["cpu_percent"] > 50 and busy["threads"] == 1 and busy["state"]
+        # a busy loop's share of a core: near 100 idle, 42 seen with three test processes
+        # and their jobs on two cores; an idle child reads ~0
+        assert busy["cpu_percent"] > 20 and busy["threads"] == 1 and busy["state"]
         big = max(later.values(), key=lambda r: r["uss"])
         assert big["uss"] > 38 * 2**20 and big["rss"] >= big["pss"] >= big["uss"]
         assert big["pss"] - big["uss"] < 10 * 2**20

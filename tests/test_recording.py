@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import time
 
 import pytest
@@ -39,6 +40,24 @@ def test_refuses_to_overwrite_without_force(tmp_path):
     with pytest.raises(RecordingError, match="already exists"):
         RecordingWriter(p)
     RecordingWriter(p, force=True).close()
+
+
+def test_a_recording_is_readable_by_its_owner_only(tmp_path):
+    """It holds the job's command line and output: 0600 under a umask of 022, and an old
+    file overwritten with --force gets the same mode."""
+    old = os.umask(0o022)
+    try:
+        p = tmp_path / "r.perftop"
+        RecordingWriter(p).close()
+        assert stat.S_IMODE(p.stat().st_mode) == 0o600
+        q = tmp_path / "old.perftop"
+        q.write_bytes(b"x")
+        q.chmod(0o644)
+        RecordingWriter(q, force=True).close()
+        assert stat.S_IMODE(q.stat().st_mode) == 0o600
+        assert list(read_events(q)) == []  # a recording now, not the old bytes
+    finally:
+        os.umask(old)
 
 
 def test_truncated_tail_is_skipped_with_a_warning(tmp_path):

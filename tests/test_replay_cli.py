@@ -219,7 +219,7 @@ def test_diff_says_the_fix_helped(tmp_path: Path, recordings) -> None:
     assert rows["phase_data_p50_s"]["verdict"] == "better"
     assert rows["phase_data_p50_s"]["b"] < rows["phase_data_p50_s"]["a"] / 3
     assert rows["steps_per_s"]["verdict"] == "better"
-    assert rows["workers"]["a"] == 0 and rows["workers"]["b"] == 2
+    assert rows["workers"]["a"] == 0 and rows["workers"]["b"] == 4
     assert set(d["hints"]) == {"added", "removed", "kept"}
     text = perftop("diff", a, b, cwd=tmp_path)
     assert text.returncode == 0

@@ -3,12 +3,14 @@
 stable-baselines3's PPO on CartPole-v1: each rollout after the first update (the first
 comes before any training: in no step and no interval) is one ``rollout`` pass named by
 ``collect_rollouts``, its time within 10% + 0.5 ms of SB3's own timer, the steps SB3's
-updates, the exit code and what it computed unchanged. A hand-written loop
+updates, the exit code and what it computed unchanged. DQN (a few environment steps
+between single updates): a ``rollout`` pass between each two updates, inside the program's
+own ``train()`` timers. A hand-written loop
 (tests/workloads/rollout_loop.py): a gymnasium environment's rollout is a ``rollout``, an
 ``estimate_loss`` and a rollout of a plain class (not an environment) stay ``eval``, each
 named by its function; a few env steps between single updates (DQN's shape) are a
 rollout pass each time, not the steps' own work; under the user's own profiler, perftop
-sets none (that rollout reads ``eval``: not looked into)."""
+sets none (that rollout's site was one before: it is a rollout without a look)."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from perftop.events import Between
+from perftop.events import Between, BetweenOpen
 from perftop.recording import read_events
 from perftop.report.build import session_from_file
 from perftop.tui.widgets.steps import between_line
@@ -51,7 +53,9 @@ def ppo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, ...]:
     text = perftop("report", str(d / "r.perftop"), cwd=d)
     assert text.returncode == 0, text.stderr
     snap = session_from_file(str(d / "r.perftop")).snapshot()
-    return plain, proc, rep, _passes(d), text.stdout + "\n" + between_line(snap.between).plain
+    opens = [e for e in read_events(str(d / "r.perftop")) if isinstance(e, BetweenOpen)]
+    text_out = text.stdout + "\n" + between_line(snap.between).plain
+    return plain, proc, rep, _passes(d), text_out, opens
 
 
 @pytest.fixture(scope="module")
@@ -62,16 +66,28 @@ def loop(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, ...]:
     return _own(proc), rep, _passes(d)
 
 
-def _collect_line() -> int:
-    """The line in SB3's collect_rollouts that calls the policy (its first module call)."""
+@pytest.fixture(scope="module")
+def dqn(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, ...]:
+    d = tmp_path_factory.mktemp("dqn")
+    script = str(WORKLOADS / "sb3_dqn.py")
+    plain = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=120)
+    proc, rep = run_and_report(d, sys.executable, script)
+    return plain, proc, rep, _passes(d)
+
+
+def _collect_line(on: bool = True) -> int:
+    """The line in SB3's collect_rollouts that steps the environment (a rollout's name), of
+    the on-policy algorithms (PPO) or the off-policy ones (DQN)."""
+    from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
     from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 
-    lines, first = inspect.getsourcelines(OnPolicyAlgorithm.collect_rollouts)
-    return next(first + i for i, ln in enumerate(lines) if "self.policy(" in ln)
+    algo = OnPolicyAlgorithm if on else OffPolicyAlgorithm
+    lines, first = inspect.getsourcelines(algo.collect_rollouts)
+    return next(first + i for i, ln in enumerate(lines) if "env.step(" in ln)
 
 
 def test_ppo_rollouts_are_rollouts_named_by_collect_rollouts(ppo):
-    plain, proc, rep, passes, _ = ppo
+    plain, proc, rep, passes, *_ = ppo
     assert proc.returncode == plain.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[0] == plain.stdout.splitlines()[0]  # what it computed
     own = _own(proc)
@@ -92,7 +108,7 @@ def test_ppo_report_names_the_rollouts_and_their_function(ppo):
     """The text report and the Steps panel say what the time between steps was and which
     code spent it; nothing says to evaluate less often (the rule's rollout advice:
     tests/test_hints_rules_more.py)."""
-    _, _, rep, passes, text = ppo
+    _, _, rep, passes, text, _ = ppo
     line = next(ln for ln in text.splitlines() if "between steps (not in any step)" in ln)
     assert "rollout " in line and f"({len(passes)}×)" in line, line
     assert "rollout: forward calls with grad off, made from collect_rollouts (" in text, text
@@ -102,13 +118,74 @@ def test_ppo_report_names_the_rollouts_and_their_function(ppo):
     assert "rollout " in panel and "in collect_rollouts (on_policy_algorithm.py:" in panel
 
 
+def test_ppo_a_running_rollout_is_said_to_be_one(ppo):
+    """While it runs, a rollout is announced as one (the live view, the stall watch's
+    ``during``): from its open where its call site's pass was a rollout before, else from
+    its first environment step (an announcement again, same start)."""
+    passes, opens = ppo[3], ppo[5]
+    assert passes
+    for i, p in enumerate(passes):
+        said = [o.kind for o in opens if abs(o.t0 - p.t0) < 1e-6]
+        assert said and said[-1] == "rollout", (p, said)
+        if i:
+            assert said == ["rollout"], (p, said)
+
+
+def test_dqn_rollouts_between_single_updates(dqn):
+    """DQN (4 environment steps, then one update): the steps are SB3's updates, and each
+    stretch between two updates is one ``rollout`` pass named by the off-policy
+    ``collect_rollouts``: updates - 1 of them (the rollouts before the first update are in
+    no step; the job ends with an update, so none comes after the last). A pass runs from
+    the rollout's first forward call with grad off (the policy's, in ``predict``) to the
+    next update's first forward with grad on (``q_net``, after its replay sample and the
+    target network's forward with grad off): so each lies between one ``train()``'s exit
+    and the next one's (the program's own timers, same clock: ±0.5 ms), ends inside the
+    next ``train()`` and starts before its rollout ends; their total is at least the gaps
+    between the ``train()`` calls (within 10% + 0.5 ms a pass: the code before the first
+    forward, and a slice the host's scheduler takes there, is the next step's) and at most
+    those gaps plus the next calls' own time."""
+    plain, proc, rep, passes = dqn
+    assert proc.returncode == plain.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0] == plain.stdout.splitlines()[0]  # what it computed
+    own = _own(proc)
+    trains, rollouts = own["trains"], own["rollouts"]
+    s = rep["steps"]
+    assert s["count"] == own["updates"] == len(trains) == 75
+    assert len(passes) == own["updates"] - 1, passes
+    assert {p.kind for p in passes} == {"rollout"}
+    assert {p.site for p in passes} == {
+        f"collect_rollouts (off_policy_algorithm.py:{_collect_line(on=False)})"
+    }
+    tol = 0.0005
+    after = [r for r in rollouts if r[0] > trains[0][1]]  # the rollouts between updates
+    for p, (_, out), (into, nxt), (_, r_end) in zip(
+        passes, trains[:-1], trains[1:], after, strict=True
+    ):
+        end = p.t0 + p.length
+        assert out - tol <= p.t0 <= r_end + tol and into - tol <= end <= nxt + tol, (
+            p, out, into, nxt, r_end)  # fmt: skip
+        assert 0.0 < p.forward_s < p.length
+    gaps = sum(b[0] - a[1] for a, b in zip(trains[:-1], trains[1:], strict=True))
+    calls = sum(b - a for a, b in trains[1:])
+    total = sum(p.length for p in passes)
+    assert 0.9 * gaps - tol * len(passes) <= total <= gaps + calls, (total, gaps, calls)
+    row = s["between_s"]["rollout"]
+    assert row["count"] == len(passes) and list(s["between_s"]) == ["rollout"]
+    assert abs(row["total_s"] - total) < 1e-3
+    assert rep["stalls"] == [] and not s["cut_short"]
+    assert "input-bound" not in {h["id"] for h in rep["hints"]}
+
+
 def test_hand_written_loop_kinds_and_names(loop):
     """Each pass's kind and function exactly; each kind's time (the sum of its passes:
     a pass of a few ms moves by a scheduler's slice on a busy host) within 10% + 0.5 ms a
     pass of the loop's own timers."""
     own, rep, passes = loop
     assert rep["steps"]["count"] == own["steps"]
-    kinds = {"rollout": "rollout", "eval": "eval", "plain": "eval", "profiled": "eval"}
+    kinds = {"rollout": "rollout", "eval": "eval", "plain": "eval", "profiled": "rollout"}
+    # a rollout by the function that steps the env, not act(), which calls the policy (the
+    # user's profiler on: nothing looked into, but the site's passes were rollouts before,
+    # and its passes are from then on, named as they were)
     names = {"eval": "estimate_loss (", "plain": "plain_rollout ("}
     assert len(passes) == len(own["passes"]), (passes, own["passes"])
     got: dict[str, list[float]] = {}
@@ -123,4 +200,12 @@ def test_hand_written_loop_kinds_and_names(loop):
         tol = 0.1 * sum(lengths) + 0.0005 * len(lengths)
         assert abs(sum(got[what]) - sum(lengths)) <= tol, (what, got[what], lengths)
     assert own["profile"] == "None"  # no profile function left behind
-    assert own["kept"]  # the user's own profiler untouched (its rollout then reads eval)
+    assert own["kept"]  # the user's own profiler untouched
+
+
+def test_a_site_that_steps_no_environment_is_looked_into_three_times(loop):
+    """The profile function between forward calls costs a pass ~0.1-0.2 ms: estimate_loss's
+    site is looked into in its first three passes (an environment library is imported), and
+    in none after (the call before the first step is in no pass: not looked into)."""
+    own, _, _ = loop
+    assert own["looked"] == [False, True, True, True, False], own["looked"]

@@ -164,3 +164,22 @@ def test_ranks_stalled_together_make_one_capture():
     time.sleep(0.5)
     assert len(got) == 1 and got[0].step == 10
     assert [pid for pid, _role, _frames in got[0].stacks] == [me]  # only the job's processes
+
+
+def test_a_stall_without_py_spy_is_shown_with_the_reason(monkeypatch):
+    """No py-spy (a missing dependency, an image without it): the stall or hang is still
+    recorded, its stacks empty and the reason said, never dropped in silence."""
+    from perftop.monitor import stacks
+
+    monkeypatch.setattr(stacks, "pyspy", lambda: None)
+    s = Session()
+    for i in range(10):
+        s.apply(Step(os.getpid(), i, 100.0 + i * 0.1, 100.0 + i * 0.1 + 0.1))
+    got = []
+    w = StallWatch(os.getpid(), lambda *evs: got.extend(evs))
+    w(s.snapshot(now=101.0 + 2.5))
+    deadline = time.time() + 20
+    while not got and time.time() < deadline:
+        time.sleep(0.05)
+    assert len(got) == 1 and got[0].step == 10
+    assert got[0].stacks == () and "py-spy is not installed" in got[0].note

@@ -53,7 +53,7 @@ DEV = "cpu"  # a job's device variable; on a GPU run it would say "cuda"
 
 def test_each_sync_op(det):
     d, col = det
-    x = torch.randn(16).to(DEV)
+    x = torch.randn(16, device=DEV)  # made on the device
     m = x > 0
     x[m]
     x[torch.arange(3)]  # integer indexing: no sync
@@ -95,7 +95,7 @@ def test_each_sync_op(det):
 
 def test_line_and_function_are_the_callers(det):
     d, col = det
-    x = torch.randn(4).to(DEV)
+    x = torch.randn(4, device=DEV)
     x.sum().item()
     line = _lineno() - 1
     d.stop()
@@ -189,7 +189,7 @@ def test_stop_from_another_thread_only_asks(det):
     import threading
 
     d, col = det
-    x = torch.randn(4).to(DEV)
+    x = torch.randn(4, device=DEV)
     t = threading.Thread(target=d.stop)
     t.start()
     t.join()
@@ -260,11 +260,36 @@ def test_host_tensors_are_no_syncs(det):
     [order[int(j)] for j in torch.arange(3)]
     torch.from_numpy(data[:4].astype(np.int64)).tolist()
     ix.max().item()
-    x = x.to(DEV)  # the batch goes to the device: from here on it counts
-    x.sum().item()
+    x = x.to(DEV)  # its copy goes to the device (on CPU ``x`` itself: see below)
+    (x * torch.ones(8, device=DEV)).sum().item()  # with device data: it counts
     line = _lineno() - 1
     d.stop()
     assert [(k[0], k[2]) for k in flat(col)] == [("item", line)]
+
+
+def test_a_host_copy_made_by_cpu_is_host_data_and_a_sent_batch_device_data(det):
+    """On CPU ``.cpu()`` returns its input itself: the host copy it stands for is read on
+    the host, so ``.cpu()`` is the site and ``bool(h > 0)`` is not. ``.to(device)`` also
+    returns its input, and what the loop trains on is what it sent: the batch is device
+    data (``torch.unique(y)`` syncs on a GPU), its host reads reported on CPU."""
+    d, col = det
+    model = torch.nn.Linear(4, 2)
+    batch = (torch.randn(8, 4), torch.randn(8, 2))
+    x, y = (t.to(DEV) for t in batch)
+    loss = (model(x) - y).pow(2).mean()
+    loss.item()
+    at_loss = _lineno() - 1
+    torch.unique(y)  # a sent batch's: a GPU waits here
+    at_unique = _lineno() - 1
+    h = loss.detach().cpu()
+    at_cpu = _lineno() - 1
+    bool(h > 0), float(h), (h * 2).tolist(), h.item()
+    d.stop()
+    assert sorted((k[0], k[2]) for k in flat(col)) == [
+        ("cpu", at_cpu),
+        ("item", at_loss),
+        ("unique", at_unique),
+    ]
 
 
 def test_what_touches_the_model_is_on_the_device(det):
@@ -290,7 +315,7 @@ def lib(tmp_path_factory):
 
 def test_a_library_call_is_the_users_line_with_the_library_line(det, lib):
     d, col = det
-    x = torch.randn(1).to(DEV)
+    x = torch.randn(1, device=DEV)
     lib.fit(torch.Tensor.item, x)  # user line into the library
     line = _lineno() - 1
     x.to("cpu")  # a CPU run: a host-to-host no-op, not a potential sync

@@ -126,6 +126,19 @@ def test_a_value_read_on_the_host_after_cpu_is_no_site(runs):
     assert rows(rep, line_of("total += host.item()")) == []
 
 
+@pytest.mark.parametrize("mode", ["all", "sampled"])
+def test_a_host_copy_from_cpu_is_no_site(runs, mode):
+    """What is computed on the host from ``.cpu()``'s copy (``bool(host > 0)``) waits for
+    nothing: ``.cpu()`` is the site. The true sites stay, at their rates. (ignite's host
+    batch kept beside its copy, ``batch[0].mean().item()``, is reported on CPU: there
+    ``.to(device)`` returns the batch itself, and a loop trains on what it sent.)"""
+    rep = runs[mode]["report"]
+    assert rows(rep, line_of("bool(host > 0)")) == []
+    assert [e["op"] for e in rows(rep, MARKS["cpu"])] == ["cpu"]
+    (every,) = rows(rep, MARKS["every"], "item")  # the true site, in each watched step
+    assert every["count"] >= 3 and every["seen_steps"] >= every["watched_steps"] - 1
+
+
 def test_a_slice_holds_its_own_evaluations_only(runs, tmp_path):
     """``--from-step 1 --to-step 3`` said "3 steps … eval (3×)": the steps were sliced,
     the time between them not. Evaluations follow steps 20, 40 and 60."""

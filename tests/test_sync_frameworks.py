@@ -83,13 +83,15 @@ def counters(out: str) -> dict:
     return json.loads(line.split(" ", 1)[1])
 
 
-def test_compiled_model_compiles_the_same_graphs_under_perftop(tmp_path):
+def _compiles_the_same(tmp_path: Path, *args: str) -> list[str]:
+    """compiled.py plainly and under perftop: one graph, no break, the same counters, the
+    detector stepped aside and the steps still measured; the notes."""
     script = str(WORKLOADS / "compiled.py")
     plain = subprocess.run(
-        [sys.executable, script], capture_output=True, text=True, timeout=180, cwd=tmp_path
+        [sys.executable, script, *args], capture_output=True, text=True, timeout=180, cwd=tmp_path
     )
     assert plain.returncode == 0, plain.stderr[-2000:]
-    proc, report = run_and_report(tmp_path, sys.executable, script)
+    proc, report = run_and_report(tmp_path, sys.executable, script, *args)
     assert proc.returncode == 0, proc.stderr[-2000:]
     want, got = counters(plain.stdout), counters(proc.stdout)
     assert want["unique_graphs"] == 1 and want["graph_breaks"] == 0
@@ -97,3 +99,18 @@ def test_compiled_model_compiles_the_same_graphs_under_perftop(tmp_path):
     notes = [n["text"] for n in report["notes"]]
     assert any("sync detection paused: torch.compile" in t for t in notes), notes
     assert report["steps"]["count"] >= 10  # still measured
+    return notes
+
+
+def test_compiled_model_compiles_the_same_graphs_under_perftop(tmp_path):
+    _compiles_the_same(tmp_path)
+
+
+def test_a_function_compiled_in_a_watched_step_compiles_the_same(tmp_path, monkeypatch):
+    """``torch.compile(fn)``, first called in step 4 with the detector's mode on the stack
+    (the exact mode watches every step): dynamo's start callback takes the mode off before
+    dynamo snapshots the function-mode stack, so the same graphs compile, with no break,
+    and the detector says it steps aside."""
+    monkeypatch.setenv("PERFTOP_SYNC", "all")  # the plain run does not read it
+    notes = _compiles_the_same(tmp_path, "--fn")
+    assert not any("did not find its TorchFunctionMode" in t for t in notes), notes

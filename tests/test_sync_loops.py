@@ -53,21 +53,19 @@ def test_a_transform_on_host_samples_is_no_site(tmp_path, monkeypatch):
     assert sites(rep) == {(line, "item"): pytest.approx(1.0)}
 
 
-def test_data_sent_to_the_device_before_the_loop_is_device_data(tmp_path, monkeypatch):
+def test_data_sent_to_the_device_before_the_loop_is_not_known_on_cpu(tmp_path, monkeypatch):
     """A data set moved with ``.to(device)`` before the loop, and a meter sent there
-    before the watched steps: ``unique`` and ``format`` on them are sites."""
+    before it: on a GPU their device says they are device data; on CPU nothing does, since
+    perftop replaces no ``Tensor`` method to see the sends (it once wrapped ``Tensor.to``
+    and ``.cuda`` until the first step ended: tests/test_torch_invariants.py). So a CPU run
+    reports no site on them, never one a GPU run would not have."""
     monkeypatch.setenv("PERFTOP_SYNC", "all")
     script = WORKLOADS / "sync_preloaded.py"
     proc, rep = run_and_report(tmp_path, sys.executable, str(script))
     assert proc.returncode == 0, proc.stderr
-    marks = {name: n for n, name in sites_marked(script).items()}
+    assert set(sites_marked(script).values()) == {"unique", "meter"}
     assert rep["steps"]["count"] == 30
-    # watched: steps 1-29; the meter is read at the end of iterations 0, 5, ..., 25,
-    # each in the step after the optimizer's (6 of 29)
-    assert sites(rep) == {
-        (marks["unique"], "unique"): pytest.approx(1.0),
-        (marks["meter"], "format"): pytest.approx(6 / 29, abs=0.01),
-    }
+    assert sites(rep) == {}
 
 
 def test_advice_for_an_item_does_not_assume_a_loss(tmp_path):

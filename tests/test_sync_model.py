@@ -12,6 +12,7 @@ from perftop.fmt import sync_rate
 from perftop.hook.frames import op_at
 from perftop.hook.sync import Sampler
 from perftop.model import Session
+from perftop.tui.widgets.sync import subtitle
 from perftop.wire import STEP_RECORD, StepBatch
 
 
@@ -337,6 +338,8 @@ def test_a_site_in_every_watched_step_is_a_per_step_site():
     (row,) = sampled_session(3000, lambda i: 2).snapshot(window=None).sync
     assert row.every_step and row.seen == row.watched > 3
     assert (row.per_step, row.error) == (pytest.approx(2.0), pytest.approx(0.0))
+    # error 0 here is no exact mode: the panel says how many steps were watched
+    assert not row.exact and subtitle((row,)) == f"1 sites, {row.watched} steps watched"
     (row,) = sampled_session(3000, lambda i: 1 + i % 2).snapshot(window=None).sync
     assert row.every_step and 0 < row.error < 0.5 < row.per_step
 
@@ -366,6 +369,7 @@ def test_the_exact_mode_is_exact():
     (row,) = snap.sync
     assert (row.count, row.watched, row.error, row.seen) == (100, 499, 0.0, 50)
     assert row.per_step == pytest.approx(100 / 499)
+    assert row.exact and subtitle(snap.sync) == "1 sites, exact: 499 steps"
 
 
 def test_distributed_schedule_is_the_step_index_alone():

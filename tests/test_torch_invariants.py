@@ -1,7 +1,11 @@
 """perftop changes nothing a job can see of torch: every public torch submodule and
 ecosystem library imports as it does plain, and TorchScript, tracing, torch.compile and
 torch.export of modules using the grad modes (decorators and context managers) give the
-same results and errors; inspect and pickling see torch's own objects. One job
+same results and errors; inspect and pickling see torch's own objects, and the functions
+dynamo and the job call (``torch.compile``, ``Module.compile``, ``OptimizedModule.__call__``,
+each optimizer class's step and ``Optimizer._patch_step_function``) are torch's own code,
+not wrappers; a ``torch.compile(model)`` wrapper trained under the
+hook warns as it does plain (no "global hooks on modules"). One job
 (workloads/torch_invariants.py) run plain and under ``perftop run``, both at once."""
 
 from __future__ import annotations
@@ -35,5 +39,17 @@ def test_torch_seen_by_the_job_is_unchanged(tmp_path: Path) -> None:
     assert a["1 import ignite"] == "'ignite'"
     assert a["1 import torch.distributed.optim"] == "'torch.distributed.optim'"
     assert sum(k.startswith("1 import torch.") for k in a) > 300
+    for k in (
+        "compile",
+        "Module.compile",
+        "OptimizedModule.__call__",
+        "dynamo.optimize",
+    ):  # torch's own code
+        assert a[f"1 ident {k}"].startswith("('function', ("), a[f"1 ident {k}"]
+    for k in ("SGD.step", "Adam.step", "LBFGS.step"):  # torch's wrapper, not perftop's
+        assert a[f"1 ident {k}"].startswith("('function', ('optim/optimizer.py'"), a
+    assert a["1 ident Optimizer._patch_step_function"].startswith("('function', ('optim/")
+    assert a["1 compiled model"].startswith("T(")
+    assert "global hooks" not in p_err and "global hooks" not in h_err, h_err[-2000:]
     diff = {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
     assert not diff, json.dumps(diff, indent=1)[:4000]

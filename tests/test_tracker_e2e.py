@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
@@ -48,12 +49,19 @@ def test_lbfgs_one_step_per_step_call(tmp_path):
 def test_a_closures_wait_inside_the_optimizer_step_is_not_a_data_wait(tmp_path):
     """Time off the CPU in a closure, inside ``opt.step(closure)``, is the optimizer
     step's: it was also counted as the wait before the forward (a data wait), and the
-    phases added up to more than the step (CI, a busy core: 17.8 ms in a 15.7 ms step)."""
-    r = _run(tmp_path, "lbfgs-wait")
-    assert r["steps"]["count"] == 5
+    phases added up to more than the step (CI, a busy core: 17.8 ms in a 15.7 ms step).
+    Then a closure's 5 ms sleep filled the cap of the wall time before the step wherever
+    the loop ran 5 ms on the CPU between steps (here 8 ms: a log line): the wait is now
+    taken where the step begins, at most the loop's own time off the CPU between its
+    steps (a wait for a core on a busy host is such time: no fixed bar holds there)."""
+    proc, r = run_and_report(tmp_path, sys.executable, SHAPES, "lbfgs-wait")
+    assert proc.returncode == 0, proc.stderr
+    off = json.loads(proc.stdout.splitlines()[0])["off_cpu_between"]
+    assert r["steps"]["count"] == len(off) == 5
     for st in _steps(tmp_path):
         assert st.data + st.backward + st.optimizer <= st.duration + 1e-6, st
-        assert st.data < 0.005, st  # eight 5 ms sleeps a step, all inside the optimizer's
+        # eight 5 ms sleeps a step, all inside the optimizer's
+        assert st.data <= off[st.index] + 1e-4, (st, off)
 
 
 @pytest.mark.parametrize("shape", ["replaced", "replaced-alive"])

@@ -16,6 +16,9 @@ from tests.zoo.run import run_accounting, run_spec
 KNOWN = frozenset({"grad", "on_data", "compiled"})
 # A long evaluation costs 2.5 s (one loop below has it).
 KNOWN_30 = frozenset({"slow_eval"})
+# Drawn by the campaign; the fixed sample stays the one it was (two host-transform loops
+# below have the part).
+DRAWN_LATER = frozenset({"host_copy", "engine", "ahead", "save_burst", "idle"})
 
 
 @settings(
@@ -26,7 +29,7 @@ KNOWN_30 = frozenset({"slow_eval"})
     phases=(Phase.generate,),
     suppress_health_check=list(HealthCheck),
 )
-@given(spec=specs(avoid=KNOWN | KNOWN_30))
+@given(spec=specs(avoid=KNOWN | KNOWN_30 | DRAWN_LATER))
 @pytest.mark.timeout(600)  # a few real runs each; about 20 s a loop on 2 idle cores
 def test_a_fixed_sample_of_loop_shapes(spec: Spec, tmp_path_factory: pytest.TempPathFactory):
     assume(len(spec.syncs) >= 2 and (spec.evaluate or spec.sample or spec.checkpoint))
@@ -55,13 +58,14 @@ FIXED = [
         id="manual-update",
     ),
     pytest.param(
-        Spec("optim", "slice", (Sync("item", 1),), steps=80, host_transform=True),
+        # and the host batch read beside its device copy (issue 45 item 2)
+        Spec("optim", "slice", (Sync("item", 1),), steps=80, host_transform=True, host_copy=True),
         id="host-transform",
     ),
     # the fuzzer's own finding (issue 30): an evaluation after opt2.step() stayed in the step
     pytest.param(Spec("two_optims", "slice", (), steps=80, evaluate=7), id="eval-after-opt2"),
     pytest.param(  # the campaign's finding: a batch rebuilt from a worker's shared memory
-        Spec("optim", "loader1", (Sync("item", 1),), steps=80, host_transform=True),
+        Spec("optim", "loader1", (Sync("item", 1),), steps=80, host_transform=True, host_copy=True),
         id="host-transform-behind-loader-workers",
     ),
     pytest.param(
@@ -165,6 +169,49 @@ FIXED_30 += [
         id="feeder-wait-of-accumulated-micro-batches",
     ),
 ]
+
+
+# Found by the sample once it drew rollouts (issue 44's parts): a sampling pass, then a
+# save in the same stretch, behind a feeder that sleeps for its next batch. The feeder's
+# wait after the pass was taken from the time off the CPU since the pass's last forward,
+# the save's writing included: the pass ended inside the save and its evaluation read 0 s.
+FIXED_30.append(
+    pytest.param(
+        Spec("optim", "prefetch_slice", steps=40, sample=13, checkpoint=13, feed_ms=3),
+        id="pass-then-save-behind-a-feeder",
+    )
+)
+
+
+# Issue 44's parts at once: an ignite-like engine's handlers, a wrapper fetching the next
+# batch ahead an epoch at a time, a checkpoint of 3 saves (one interval each), a final test
+# and save, then 2.5 s idle after the last step. Found by their campaign, fixed: the final
+# test's interval ran to the exit and held the idle (2.5 s "eval" for its 1 ms).
+FIXED_30.append(
+    pytest.param(
+        Spec(
+            "optim",
+            "loader0",
+            (Sync("item", 1),),
+            steps=40,
+            checkpoint=13,
+            final=True,
+            engine=True,
+            ahead="same",
+            save_burst=True,
+            idle_s=2.5,
+        ),  # fmt: skip
+        id="engine-ahead-save-burst-then-idle",
+    )
+)
+
+# Found by the same campaign (a prefetcher class over a DataLoader, a rollout every 7th
+# step), fixed: a rollout after an epoch's last step read ``eval``; the loader's end
+# (StopIteration) and the next epoch's first batch were taken for an evaluation's batches.
+# A plain epoch over a DataLoader, a rollout every 8th step: the 8th after the 64th.
+FIXED_30.append(
+    pytest.param(Spec("optim", "loader0", steps=66, rollout=8), id="rollout-at-an-epochs-end")
+)
 
 
 @pytest.mark.parametrize("spec", FIXED_30)

@@ -57,7 +57,8 @@ class CaptureOps(Event):
 
     Steps ``first_step`` .. ``first_step + steps - 1`` were captured. ``step_s`` is their
     mean duration and ``before_s`` the median of the ``before_n`` steps just before (up to
-    20; the capture's cost is their difference; 0.0 when there were none). ``phase_s`` maps each phase to its seconds
+    20; the capture's cost is their difference, with ``after_s`` spread over its steps;
+    0.0 when there were none). ``phase_s`` maps each phase to its seconds
     per step during the capture; ``ops`` are the top :data:`OpRow`s by self time (per step)
     and ``more_ops`` how many smaller ones were left out. ``device`` maps a phase to
     ``(kernel_s, memcpy_s, idle_s)`` per step on the accelerator (empty on a CPU run).
@@ -79,3 +80,8 @@ class CaptureOps(Event):
     trace: str = ""
     clock_offset_us: float = 0.0
     before_n: int = 0  # the steps ``before_s`` rests on (0: an older hook's 2-step mean)
+    # The steps just after the capture, while its summary and trace were made (a thread
+    # that shares the interpreter with the training one): what they took over ``before_s``
+    # in all (seconds), and how many they were (0: none counted, or an older hook).
+    after_s: float = 0.0
+    after_n: int = 0

@@ -12,11 +12,15 @@ from typing import Any
 
 from perftop.events.base import Event, event
 
-# One collective as one rank entered it: (pg, seq, op, bytes, sizes, t_created, thread).
-# ``pg`` is the process group's name ("0", or its description); ``seq`` its collective
-# sequence id in that group; ``op`` the recorder's name without the backend ("all_reduce");
-# ``bytes`` the input tensors' bytes; ``sizes`` the input shapes as text ("[[17]]");
-# ``thread`` 1 when the training thread launched it, else 0.
+# One collective as one rank entered it: (pg, seq, op, bytes, sizes, t_created, thread,
+# call, phase, line). ``pg`` is the process group's name ("0", or its description); ``seq``
+# its collective sequence id in that group; ``op`` the recorder's name without the backend
+# ("all_reduce"); ``bytes`` the input tensors' bytes; ``sizes`` the input shapes as text
+# ("[[17]]"); ``thread`` 1 when the training thread launched it, else 0. From the stack the
+# recorder kept (perftop/hook/coll_origin.py; older recordings stop at ``thread``):
+# ``call`` the torch.distributed function called ("reduce_scatter_single"), ``phase`` the
+# part of the step that launched it ("forward", "backward", "optimizer", "data", or ""),
+# ``line`` the innermost user frame ("train.py:40 main"); "" where the stack shows none.
 CollRecord = tuple[Any, ...]
 
 

@@ -101,8 +101,10 @@ class Between(Event):
 @event("between_open")
 class BetweenOpen(Event):
     """An interval outside training steps began at ``t0``: ``kind`` as far as it is known
-    then (``eval``, or ``checkpoint`` for a ``torch.save``). Its ``Between`` follows when
-    training resumes. It lets the monitor tell an evaluation in progress from a stalled step."""
+    then (``eval``; ``rollout`` where its call site's pass was one; ``checkpoint`` for a
+    ``torch.save``); another with the same ``t0`` says more (``rollout`` once the pass is
+    seen stepping an environment). Its ``Between`` follows when training resumes. It lets
+    the monitor tell an evaluation in progress from a stalled step."""
 
     pid: int
     kind: str

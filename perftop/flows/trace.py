@@ -17,7 +17,13 @@ from perftop.events import CaptureOps, CaptureState, Event
 from perftop.export.capture_trace import TraceError, read_trace
 from perftop.fmt import command as fmt_command
 from perftop.fmt import seconds as fmt_seconds
-from perftop.model.capture import HOOK_BEFORE_STEPS, cost_words, ops_of, steps_text
+from perftop.model.capture import (
+    HOOK_BEFORE_STEPS,
+    capture_cost,
+    cost_words,
+    ops_of,
+    steps_text,
+)
 
 MAX_STEPS = 50  # the hook's own bound (perftop.hook.capture.MAX_STEPS)
 ANNOTATE_WAIT_S = 8.0  # the monitor's wait for a capture's last steps, and some
@@ -148,4 +154,6 @@ def notice_lines(cap: CaptureOps, top: int = 3) -> list[str]:
 
 
 def _cost(cap: CaptureOps) -> str:
-    return cost_words(cap.step_s - cap.before_s, cap.before_s, cap.before_n or HOOK_BEFORE_STEPS)
+    cost = capture_cost(cap.step_s, cap.before_s, cap.after_s, cap.steps)
+    n = cap.before_n or HOOK_BEFORE_STEPS
+    return cost_words(cost, cap.before_s, n, cap.after_s, cap.after_n)

@@ -60,7 +60,8 @@ def _by_arrival(snap: Snapshot) -> list[Hint]:
         return []
     evidence = (
         f"{c.label} arrived last at {fraction(c.last_share)} of the collectives every "
-        "rank entered (c10d's flight recorder)",
+        f"rank entered (c10d's flight recorder); {fraction(c.wait_share)} of the ranks' "
+        "exposed wait at them was for it",
         f"the other ranks wait {seconds(c.wait_s)} a step for it (median) of a "
         f"{seconds(c.step_s)} step",
     )

@@ -127,6 +127,8 @@ def _at_exit() -> None:
         if st.captures is not None:
             st.captures.abort()  # before anything else: a running profiler crashes the exit
         st.tracker.flush()
+        if st.sync_exit is not None:
+            st.sync_exit()  # after the tracker closed a final pass
         if st.comm is not None:
             st.comm(final=True)  # the last records (the training is over)
         st.sender.close()

@@ -20,15 +20,6 @@
  *       _opt_post), with no bound method and no argument parsing on the way. Its
  *       plain-Python twin is passthrough.hook.
  *
- *   perftop_stepwrap(orig, tr, before, after, slow, where)  an optimizer class's step:
- *       called with its optimizer alone (opt.step()), before(tr, opt, (), None), then
- *       `orig` (torch's wrapper of the step, which runs torch's hooks) with the arguments
- *       as they came, then after(tr, opt, (), None) if it returned: steps.py's _opt_pre
- *       and _opt_post, as the global hooks call them, without torch's Python loops over
- *       its hook tables around them. Called otherwise (a closure), `slow` (Python, the
- *       hooks' way: a closure is timed with the arguments it rewrites). Its plain-Python
- *       twin is passthrough.stepwrap.
- *
  *   perftop_refers(ref, obj)  whether the weak reference `ref` (None: no) points at `obj`,
  *       read without calling it. Its plain-Python twin is passthrough.refers.
  *
@@ -90,9 +81,7 @@ typedef struct {
     PyObject *target;
     PyObject *where; /* what to tell target._error() */
     perftop_done_fn done;
-    perftop_hook_fn hook; /* a hook's function; an optimizer step's before the step */
-    perftop_hook_fn after; /* an optimizer step's after it */
-    PyObject *slow; /* an optimizer step called with more than its optimizer (a closure) */
+    perftop_hook_fn hook; /* a hook's function */
     int outer; /* done for the outermost call only (perftop_depth) */
     PyObject *dict; /* functools.update_wrapper's __name__, __doc__, __wrapped__, ... */
     vectorcallfunc vectorcall;
@@ -165,36 +154,6 @@ static PyObject *perftop_hook_call(PyObject *self, PyObject *const *args, size_t
     Py_RETURN_NONE; /* after an error, or a call of another shape: no effect */
 }
 
-/* A hook function's result: dropped; 1 where an interrupt is to be passed on. */
-static int perftop_hooked(PerftopCall *p, PyObject *r) {
-    if (r != NULL) {
-        Py_DECREF(r);
-        return 0;
-    }
-    return perftop_failed(p);
-}
-
-static PyObject *perftop_step_call(PyObject *self, PyObject *const *args, size_t nargsf,
-                                   PyObject *kwnames) {
-    PerftopCall *p = (PerftopCall *)self;
-    if (PyVectorcall_NARGS(nargsf) != 1 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0))
-        return PyObject_Vectorcall(p->slow, args, nargsf, kwnames); /* a closure: Python */
-    PyObject *opt = args[0], *none = PyTuple_New(0); /* the empty tuple: a singleton */
-    if (none == NULL)
-        return NULL;
-    if (perftop_hooked(p, p->hook(p->target, opt, none, Py_None))) {
-        Py_DECREF(none);
-        return NULL;
-    }
-    PyObject *res = PyObject_Vectorcall(p->orig, args, nargsf, kwnames);
-    /* as torch's own post-hooks: after a step that returned, not one that raised */
-    if (res != NULL && perftop_hooked(p, p->after(p->target, opt, none, Py_None))) {
-        Py_CLEAR(res);
-    }
-    Py_DECREF(none);
-    return res;
-}
-
 /* Set as a class attribute (a DataLoader iterator's __next__) it binds like a function;
  * the for loop's slot calls it unbound with the iterator first (METHOD_DESCRIPTOR). */
 static PyObject *perftop_call_get(PyObject *self, PyObject *obj, PyObject *type) {
@@ -219,7 +178,6 @@ static int perftop_call_traverse(PyObject *self, visitproc visit, void *arg) {
     Py_VISIT(p->target);
     Py_VISIT(p->where);
     Py_VISIT(p->dict);
-    Py_VISIT(p->slow);
     return 0;
 }
 
@@ -229,7 +187,6 @@ static int perftop_call_clear(PyObject *self) {
     Py_CLEAR(p->target);
     Py_CLEAR(p->where);
     Py_CLEAR(p->dict);
-    Py_CLEAR(p->slow);
     return 0;
 }
 
@@ -293,8 +250,6 @@ static PyObject *perftop_call_new(PyObject *orig, PyObject *target, PyObject *wh
     p->where = where;
     p->done = NULL;
     p->hook = NULL;
-    p->after = NULL;
-    p->slow = NULL;
     p->outer = 0;
     p->dict = NULL;
     p->vectorcall = call;
@@ -323,18 +278,6 @@ static PyObject *perftop_hook(PyObject *target, perftop_hook_fn fn, PyObject *wh
     if (h != NULL)
         ((PerftopCall *)h)->hook = fn;
     return h;
-}
-
-static PyObject *perftop_stepwrap(PyObject *orig, PyObject *target, perftop_hook_fn before,
-                                  perftop_hook_fn after, PyObject *slow, PyObject *where) {
-    PyObject *p = perftop_call_new(orig, target, where, perftop_step_call);
-    if (p != NULL) {
-        ((PerftopCall *)p)->hook = before;
-        ((PerftopCall *)p)->after = after;
-        Py_INCREF(slow);
-        ((PerftopCall *)p)->slow = slow;
-    }
-    return p;
 }
 
 /* 1: `ref` is a weak reference to `obj` (a reference to a live object); 0: it is None, or

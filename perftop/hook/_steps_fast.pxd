@@ -14,7 +14,6 @@ cdef extern from "_steps_fast.h":
     object _passthrough "perftop_passthrough" (object orig, object target, done_fn done, object where)
     ctypedef object (*hook_fn "perftop_hook_fn")(object, object, object, object)
     object _hook "perftop_hook" (object target, hook_fn fn, object where)
-    object _stepwrap "perftop_stepwrap" (object orig, object target, hook_fn before, hook_fn after, object slow, object where)
     bint _grad "perftop_grad" (object fallback) except -1
     bint _grad_resolve "perftop_grad_resolve" (object path)
     void _grad_forget "perftop_grad_forget" ()
@@ -51,7 +50,7 @@ cdef class StepTracker:
     cdef char *ring  # ring_buf's bytes, for C stores (in range by construction)
     # Not on a step's way.
     cdef public object opt_pre_hook, opt_post_hook, emit, on_settle, on_error, on_between
-    cdef public object on_open, clock, region, ng_sites, pend_loader
+    cdef public object on_open, on_closure, clock, region, ng_sites, pend_loader, cand
     cdef public bint gap_eval, pend_got
     cdef public unsigned long fetch_thread, main_thread
     cdef public double gap_t0, gap_t1, save_s, save_t0, save_end, pend_t0, pend_t1

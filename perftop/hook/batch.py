@@ -32,7 +32,7 @@ from perftop.wire import (
 
 SOURCE_CODE = {name: i for i, name in enumerate(STEP_SOURCES)}
 # The last steps sent, kept as (index, seconds): a capture's cost is measured against the
-# median of those before it (capture_ops.py). Read off the records as they are sent, on
+# median of those before it (capture_cost.py). Read off the records as they are sent, on
 # the sender's thread: nothing more on the training thread.
 RECENT_STEPS = 20
 

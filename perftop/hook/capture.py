@@ -42,6 +42,7 @@ class Captures:
         self.before: list[float] = []  # durations of the steps just before the capture
         self.run: Any = None  # the running capture (capture_ops.Run)
         self.last: Any = None  # the last one stopped (its summary may be in the making)
+        self.after: Any = None  # the last one, while the steps after it are counted
         self.busy = False  # a capture is running or its summary is being built
 
     # -- the sender's thread ------------------------------------------------------------
@@ -91,19 +92,22 @@ class Captures:
             if run is not None:
                 run.boundary(index, t, tracker)
                 if run.finished():
-                    self.run, self.last = None, run
+                    self.run, self.last, self.after = None, run, run
                     run.stop_and_summarize(self._done)
                     # The profiler is off: the detector may watch again while the summary
                     # is built on its own thread (a long trace would keep it aside).
                     self.state.capturing = False
                     return self._restore()
                 return index + 1
+            after = self.after
+            if after is not None and after.after.step(t, tracker):
+                self.after = None
             if self.pending:
                 self._pending(index, t, tracker)
             return self._restore()
         except Exception:
             self.state.internal_error("op capture")
-            self.run = None
+            self.run = self.after = None
             self.pending.clear()
             self._done()
             return self._restore()
@@ -123,7 +127,8 @@ class Captures:
             self._answer(ask, "refused", reason)
             self._done()
             return
-        from perftop.hook.capture_ops import Run, baseline
+        from perftop.hook.capture_cost import baseline
+        from perftop.hook.capture_ops import Run
 
         mean2 = sum(self.before[-2:]) / len(self.before[-2:])
         # Read now: the steps sent so far are all before the capture (later, the captured
@@ -146,6 +151,8 @@ class Captures:
             run.abort()
             self._answer(run.ask, "failed", "the process exited during the capture")
             self._done()
+        if self.last is not None:
+            self.last.after.end()  # no step comes any more: the summary goes on
         thread = getattr(self.last, "thread", None)
         if thread is not None and thread.is_alive():
             thread.join(SUMMARY_EXIT_S)  # torch's objects must not be read during teardown
@@ -153,7 +160,7 @@ class Captures:
     def _restore(self) -> int:
         """Hand on_step back (to the detector, or to nobody) when nothing is under way."""
         tracker = self.state.tracker
-        if self.pending or self.run is not None:
+        if self.pending or self.run is not None or self.after is not None:
             return tracker.index + 1
         if tracker.on_step == self.boundary:
             tracker.on_step = self.inner

@@ -16,7 +16,6 @@ Each captured step is a ``ProfilerStep#N`` range in the trace: perftop's step tr
 from __future__ import annotations
 
 import re
-import statistics
 import sys
 import threading
 import time
@@ -26,6 +25,7 @@ from types import FrameType
 from typing import Any
 
 from perftop.events import CaptureAsk, CaptureOps, CaptureState
+from perftop.hook.capture_cost import After
 from perftop.hook.quiet import quiet_stderr
 from perftop.hook.trace_file import trace_path, write_trace
 
@@ -59,6 +59,7 @@ class Run:
         # mapped to their function's first line here, so that every op's place is its
         # function (file, first line, name), the same however the capture began.
         self.running: dict[tuple[int, str], list[tuple[str, int]]] = {}
+        self.after = After()  # the steps after it, while its summary is made
 
     def start(self) -> str:
         """Start the profiler; a one-line reason when it cannot."""
@@ -137,7 +138,9 @@ class Run:
         self.thread.start()
 
     def abort(self) -> None:
-        """Stop the profiler and drop what it holds (the process exits)."""
+        """Stop the profiler and drop what it holds (the process exits); a summary waiting
+        for the steps after it waits no more."""
+        self.after.end()
         prof, self.prof = self.prof, None
         for stop in (self._close_marker, lambda: prof.__exit__(None, None, None)):
             try:
@@ -147,6 +150,7 @@ class Run:
                 pass
 
     def _fail(self, reason: str, done: Callable[[], None]) -> None:
+        self.after.built.set()  # nothing more to count after it
         s = self.state.sender
         s.put(
             CaptureState(time.time(), s.pid, self.ask.capture_id, "failed", reason[:200]),
@@ -162,6 +166,8 @@ class Run:
             return
         finally:
             del prof
+            self.after.built.set()
+        ops = self.after.counted_in(ops)  # its cost on the training thread, after it
         s = self.state.sender
         s.put(
             CaptureState(
@@ -279,14 +285,3 @@ def user_frame(
             return file, line, func
         p = p.cpu_parent
     return "", 0, ""
-
-
-def baseline(recent: list[tuple[int, float]], first: int, mean2: float) -> tuple[float, int]:
-    """What a capture's steps are compared with, and how many steps it rests on: the
-    median of the last steps sent before ``first`` (up to ``batch.RECENT_STEPS``; two slow
-    steps just before, a save or a busy moment, move it little), else, under 3 of them,
-    the mean of the 2 steps just before (``mean2``, 0.0 when none)."""
-    durations = [d for i, d in recent if i < first]
-    if len(durations) >= 3:
-        return statistics.median(durations), len(durations)
-    return mean2, 2 if mean2 > 0 else 0

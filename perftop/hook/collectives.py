@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 from perftop.events import CollBatch, CollInfo, CollWaiting
+from perftop.hook.coll_origin import origin
 
 ENV_OFF = "PERFTOP_COMM"
 ENV_BUFFER = "TORCH_FR_BUFFER_SIZE"
@@ -40,17 +41,29 @@ def enabled(environ: Any = os.environ) -> bool:
     return environ.get(ENV_OFF, "").strip() != "0"
 
 
-def prepare_env(environ: Any = os.environ) -> None:
-    """Before torch is imported: ask for the recorder's ring in a job with several ranks
-    (``WORLD_SIZE`` > 1, as torchrun sets it), unless the job set its own size."""
+def prepare_env(environ: Any = os.environ, argv: Any = None) -> None:
+    """Before torch is imported: ask for the recorder's ring in a job with several ranks,
+    unless the job set its own size. A rank is known by ``WORLD_SIZE`` > 1 (torchrun sets it
+    before the process starts) or by being a Ray worker process: Ray Train sets
+    ``WORLD_SIZE`` in a worker that has long imported torch, just before its first process
+    group, and the recorder reads its size there, at its first group."""
     if not enabled(environ) or ENV_BUFFER in environ:
         return
     try:
         world = int(environ.get("WORLD_SIZE", "1"))
     except ValueError:
         return
-    if world > 1:
+    if world > 1 or ray_worker(getattr(sys, "argv", None) if argv is None else argv):
         environ[ENV_BUFFER] = str(BUFFER)
+
+
+def ray_worker(argv: Any) -> bool:
+    """Whether this process is a Ray worker (raylet starts each as ``python
+    .../ray/_private/workers/default_worker.py``; its title, ``ray::IDLE``, comes later)."""
+    try:
+        return str(argv[0]).replace(os.sep, "/").endswith("ray/_private/workers/default_worker.py")
+    except (IndexError, TypeError):
+        return False
 
 
 def nbytes(sizes: Any, dtypes: Any) -> int:
@@ -151,7 +164,12 @@ class CommPoller:
                 if self.last_id >= 0 and not records and rid > self.last_id + 1:
                     self.lost += rid - self.last_id - 1
                 b = nbytes(e.get("input_sizes"), e.get("input_dtypes"))
-                records.append((pgname, seq, op, b, sizes, round(created, 6), int(tid == train)))
+                try:
+                    call, phase, line = origin(e.get("frames"))
+                except Exception:  # a stack of an unexpected shape: no origin, the record stays
+                    call = phase = line = ""
+                records.append((pgname, seq, op, b, sizes, round(created, 6), int(tid == train),
+                                call, phase, line))  # fmt: skip
                 self.last_id = rid
             if not e.get("retired", True) and now - created >= WAIT_REPORT_S:
                 pending.add(rid)
@@ -166,14 +184,27 @@ class CommPoller:
 
 
 def _reader(c10d: Any) -> Any:
-    """A call that reads the recorder's ring as a dict: torch's pickled dump without stack
-    traces (the cheaper), else its JSON dump; None where this torch has neither. The pickle
-    is torch's own, made in this process from its own memory."""
+    """A call that reads the recorder's ring as a dict: torch's pickled dump with the
+    Python stacks it kept (where each collective came from: :mod:`coll_origin`), else its
+    JSON dump; None where this torch has neither. A dump with stacks that fails is made
+    without them from then on. The pickle is torch's own, made in this process from its
+    own memory."""
     pickled = getattr(c10d, "_dump_fr_trace", None)
     if pickled is not None:
         import pickle
 
-        return lambda: pickle.loads(pickled(True, False, False))
+        stacks = [True]
+
+        def read() -> Any:
+            try:
+                return pickle.loads(pickled(True, stacks[0], False))
+            except Exception:
+                if not stacks[0]:
+                    raise
+                stacks[0] = False
+                return pickle.loads(pickled(True, False, False))
+
+        return read
     dumped = getattr(c10d, "_dump_fr_trace_json", None)
     if dumped is not None:
         return lambda: json.loads(dumped(True, False))

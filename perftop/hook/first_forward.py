@@ -18,55 +18,73 @@ region's exit arms it again, and the wait leaves the pass out, as the step does.
 the pass ends is not seen (``no_grad`` is not patched): its last module call is, then the
 next forward with grad on. The time off the CPU between them is the pass's own (a
 metric's write, a barrier, a sleep) or the feeder's next batch; a feeder fills its queue
-while the pass runs, so the wait booked there is at most the longest of the last
-:data:`RECENT` waits before a step's forward, and the rest stays in the pass. A
-closure's forward inside ``opt.step(closure)`` (LBFGS) counts only the wait before the
-optimizer step began: the time inside it is the optimizer phase's. The job's
+while the pass runs, so the wait booked there is at most the median of the last
+:data:`RECENT` waits before a step's forward (their longest would let one wait that a
+busy host stretched move the pass's own time off the CPU to the step), and the rest
+stays in the pass. A
+closure's forward inside ``opt.step(closure)`` (LBFGS) waits only for what came before the
+optimizer step: the wait is taken where the step begins (its pre-hook), the time inside it
+is the optimizer phase's. The job's
 own hooks run as before (ours is added after its global ones, and never changes arguments
 or outputs).
 
-Never where dynamo could trace it: a model compiled in place (``Module.compile()``) or a
-compiled function runs module hooks inside the compiled region, where an armed hook would
-be traced and guarded on. Any compile that does not start inside a ``torch.compile(model)``
-wrapper's call turns the hook off for good (before dynamo traces anything), and the
-wrapper's call is itself the step's first forward: it fires and disarms before the
-wrapper runs (so its warning about global hooks never shows).
+Never where dynamo could trace it, nor where torch.compile(model)'s wrapper would warn
+(compile_watch.py; nothing of torch's is replaced): a model compiled in place
+(``Module.compile()``) or a compiled function runs module hooks inside the compiled
+region, where an armed hook would be traced and guarded on, so the hook is off for good
+once dynamo starts compiling a frame (its start callback, before it traces anything). A
+``torch.compile(model)`` wrapper warns at each call while any global forward hook is
+registered (``OptimizedModule.__call__``: "global hooks on modules"), which a plain run
+does not print: the hook is off for good once such a wrapper is made (at
+``torch.compile(model)``, before its first call), and the job's data wait behind a
+feeder and its passes opened by a forward with grad off are not seen (a note says so;
+DataLoader fetches, ``torch.save`` and the steps are timed as before).
 """
 
 from __future__ import annotations
 
-import functools
 import threading
 import time
 from typing import Any
 
 from perftop.hook import gaps
-from perftop.hook.importwatch import after_import
-from perftop.hook.pass_meter import PassMeter
+from perftop.hook.compile_watch import CompileWatch
+from perftop.hook.pass_meter import ROLLOUT, PassMeter
 from perftop.hook.state import HookState
 from perftop.hook.steps import OPTIMIZER
 from perftop.wire import DATA_WAIT_NOTE
 
-RECENT = 8  # a feeder's wait after a pass: at most the longest of this many steps' waits
+MAX_STEP_SITES = 64  # call sites of a step's own forwards with grad off, kept
+# The note said once the hook is off for good, after why (COMPILED_MODEL or DYNAMO).
+OFF_NOTE = (
+    "perftop registers no global module hook from now on, so data wait behind a feeder "
+    "(before a step's first forward) and passes begun by a forward with grad off are no "
+    "longer seen in this process"
+)
+COMPILED_MODEL = "torch.compile(model) is in use (its wrapper warns about global module hooks)"
+DYNAMO = "dynamo compiles (it would trace a global module hook)"
+RECENT = 8  # a feeder's wait after a pass: at most the median of this many steps' waits
 
 _perf = time.perf_counter
 _cpu = time.thread_time  # this thread's CPU time: a clock read, the GIL kept
 
 
 class FirstForward:
-    def __init__(self, state: HookState, register: Any) -> None:
+    def __init__(self, state: HookState, register: Any, watch: CompileWatch) -> None:
         self.state = state
+        self.watch = watch
         self.tracker = state.tracker
         self.register = register  # torch's register_module_forward_pre_hook
         self.handle: Any = None
         self.off = False  # dynamo compiles module calls: never armed again
         self.noted = False
-        self.in_wrapper = 0  # inside a torch.compile(model) wrapper's call
         self.t0 = self.c0 = 0.0  # wall and the training thread's CPU time when armed
         self.timed = False  # the step's wait behind a feeder is timed (else grad mode only)
         self.recent = [0.0] * RECENT  # the last waits before a step's forward (a ring)
-        self.recent_i = 0
+        self.recent_i = self.recent_n = 0  # where the next goes; how many there are
         self.meter: Any = None  # pass_meter.PassMeter: what a pass this hook opened held
+        self.step_sites: set[Any] = set()  # sites of forwards with grad off that were a
+        # step's own work after its batch (a teacher's): never watched again
 
     def arm(self) -> None:
         """Starts the wait (again, where armed already: a new step's) on the training
@@ -77,8 +95,10 @@ class FirstForward:
         if threading.get_ident() != tr.thread:
             self.disarm()  # another thread's CPU clock: this step's wait unseen
             return
+        self.watch.ensure()  # a compile is seen as it starts (after a torch._dynamo.reset())
         self.timed = tr.timing and not tr.has_fetch
-        self.t0, self.c0 = _perf(), _cpu()
+        # The CPU clock is a system call (~0.8 µs): read only where the wait is timed.
+        self.t0, self.c0 = _perf(), (_cpu() if self.timed else 0.0)
         if self.handle is None:
             try:
                 self.handle = self.register(self.hook)
@@ -90,7 +110,7 @@ class FirstForward:
 
     def disarm(self) -> None:
         """Off until armed again; a pass's forward hook and profile function with it (before
-        a compiled wrapper's call or a compile: dynamo must trace no hook of ours)."""
+        a compile: dynamo must trace no hook of ours)."""
         h, self.handle = self.handle, None
         if h is not None:
             h.remove()
@@ -99,6 +119,16 @@ class FirstForward:
 
     def hook(self, module: Any, args: Any) -> None:
         try:
+            tr, meter = self.tracker, self.meter
+            if (
+                meter is not None
+                and meter.depth > 0
+                and tr.region is self
+                and threading.get_ident() == meter.tid
+                and not tr.grad()
+            ):  # a module inside one of the pass's forward calls: only counted
+                meter.depth += 1
+                return
             self.fire()
         except Exception:
             self.state.internal_error("forward pre-hook")
@@ -110,31 +140,89 @@ class FirstForward:
         t = _perf()
         if tr.region is self:  # inside the pass this hook began: until grad is on again
             if not tr.grad():
-                self.t0, self.c0 = t, _cpu()  # the pass's last module call so far
-                if self.meter is not None:
-                    self.meter.pre(t)
+                if tr.pend:  # a batch, then this forward: the pass's batch
+                    gaps.pending_was_eval(tr)
+                meter = self.meter
+                if meter is None or not meter.measured:  # else its forward hook marks
+                    self.t0, self.c0 = t, _cpu()  # the pass's last module call so far
+                if meter is not None:
+                    meter.pre(t)
                 return
+            self.last_out()
             self.disarm()
+            if tr.pend:  # a batch, then this forward with grad on: the pass ended at its fetch
+                gaps.training(tr, t)
+                return
             # The time off the CPU since the pass's last module call (a feeder's next
             # batch) is the step's wait before its forward, not the pass's.
-            wait = min(max(0.0, t - self.t0 - (_cpu() - self.c0)), max(self.recent))
+            wait = min(max(0.0, t - self.t0 - (_cpu() - self.c0)), self.typical())
+            if tr.save_s > 0.0 and tr.save_end > self.t0:
+                # a save after the pass's last module call (its file's writing is time off
+                # the CPU too): the pass holds it, the wait comes after it returned
+                wait = min(wait, max(0.0, t - tr.save_end))
             tr.no_grad(False, self, t - wait)  # the pass ends (and arms again if timing)
             if self.timed:
                 self.timed = False
                 tr.first_forward(wait)
                 self.disarm()
             return
+        cand = tr.cand
+        if cand is not None and cand[0] is self:  # a batch pends, and this hook's forward
+            if not tr.grad():
+                if self.meter is not None:
+                    self.meter.pre(t)
+                return  # the same forward's modules, or the next forward with grad off
+            # A forward with grad on: the batch was the step's, the forward its own work
+            # (a teacher's; ``dropped`` remembers its call site).
+            gaps.training(tr, t)
+            self.disarm()
+            return
+        self.watch.ensure()  # as in arm: a torch._dynamo.reset() since the step began
         if self.timed:
             self.timed = False
             self.timed_wait(tr, t)
-        if not tr.grad() and self.may_begin(tr):
+        if tr.grad():
+            pass
+        elif self.may_pend(tr, t):
+            return  # the batch before it pends: watching what comes next
+        elif self.may_begin(tr):
             tr.no_grad(True, self, t)
             if tr.region is self:
                 self.t0, self.c0 = t, _cpu()
                 if self.meter is not None:
-                    self.meter.start(t, gaps.site())
+                    self.meter.start(t, *gaps.site())
                 return  # a pass began: watching for its end
         self.disarm()
+
+    def last_out(self) -> None:
+        """Where the pass's last forward returned, as its forward hook saw it (one CPU
+        clock read a forward, not one a module call): the time off the CPU since then is
+        the pass's own tail or a feeder's next batch."""
+        meter = self.meter
+        if meter is not None and meter.measured and meter.t_out > self.t0:
+            self.t0, self.c0 = meter.t_out, meter.c_out
+
+    def closure_began(self) -> None:
+        """``opt.step(closure)`` began (its pre-hook): the closures' forwards come inside
+        it, so the step's wait is the time off the CPU before it, taken here. (Taken at the
+        first closure's forward and capped by the wall time before the step, a closure's
+        own time off the CPU, a sleep, filled that cap wherever the loop ran on the CPU
+        between steps: a log line, a garbage collection, a core it waited for.)"""
+        try:
+            tr = self.tracker
+            if self.timed and threading.get_ident() == tr.thread:
+                self.timed = False
+                self.timed_wait(tr, _perf())
+        except Exception:
+            self.state.internal_error("forward pre-hook")
+
+    def typical(self) -> float:
+        """What a feeder's next batch takes: the median of the last :data:`RECENT` waits
+        before a step's forward (0 before any). Not their longest: on a busy host one of
+        them stretched by a preemption (or a wait for the GIL) lets the time off the CPU at
+        a pass's end, its own, go to the wait, and the pass reads that much shorter."""
+        n = min(self.recent_n, RECENT)
+        return sorted(self.recent[:n])[n // 2] if n else 0.0
 
     def verdict(self, length: float) -> tuple[str, str, float]:
         """The pass this hook opened ended (gaps.end): its kind, site, forwards' time."""
@@ -151,6 +239,34 @@ class FirstForward:
         """A DataLoader batch was fetched with grad off in the pass: an evaluation's."""
         if self.meter is not None:
             self.meter.batch = True
+
+    def may_pend(self, tr: Any, t: float) -> bool:
+        """A forward with grad off after a batch (gaps.may_pend): watched until what follows
+        says whose the batch was; not at a call site that was a step's own work before."""
+        if self.meter is None or not gaps.may_pend(tr):
+            return False
+        site, name = gaps.site()
+        if site in self.step_sites:
+            return False
+        gaps.pend_batch(tr, self)
+        self.meter.start(t, site, name)
+        return True
+
+    def env_seen(self) -> None:
+        """The pass this hook holds steps an environment: said to be a rollout from now on
+        (a ``BetweenOpen`` again, same start), not an evaluation, while it runs."""
+        tr = self.tracker
+        if tr.in_gap and tr.region is self and tr.on_open is not None:
+            tr.on_open(ROLLOUT, tr.gap_t0)
+
+    def dropped(self) -> None:
+        """The forward this hook watched was the step's own work (gaps.training: a forward
+        with grad on, a backward or an optimizer step came next): its call site is one
+        from now on, never watched again (a frozen encoder's forward in every step)."""
+        if self.meter is not None:
+            self.meter.stop()
+            if len(self.step_sites) < MAX_STEP_SITES:
+                self.step_sites.add(self.meter.site)
 
     @staticmethod
     def may_begin(tr: Any) -> bool:
@@ -169,73 +285,49 @@ class FirstForward:
     def timed_wait(self, tr: Any, t: float) -> None:
         wait = max(0.0, t - self.t0 - (_cpu() - self.c0))
         if tr.in_opt is not None:
-            # A closure's forward, inside ``opt.step(closure)`` (LBFGS): the time since
-            # the optimizer step began is that step's, so the wait is at most what came
-            # before it (none when armed inside it, after a closure's backward).
+            # Inside ``opt.step(closure)`` (LBFGS): the time since the optimizer step began
+            # is that step's, so the wait is at most what came before it (taken where it
+            # began, closure_began; none when armed inside it, after a closure's backward).
             wait = min(wait, max(0.0, tr.opt_t0 - self.t0))
         tr.first_forward(wait)
-        self.recent[self.recent_i] = wait
-        self.recent_i = (self.recent_i + 1) % RECENT
+        if tr.grad():  # a step's forward (a pass's first one waits for no batch)
+            self.recent[self.recent_i] = wait
+            self.recent_i = (self.recent_i + 1) % RECENT
+            self.recent_n += 1
         # Said once a step's forward came with no fetch before it: a step after one that
         # made none (a prefetching wrapper's epoch end) that fetches is the loader's.
         if not self.noted and tr.fwd_wait >= 0.0 and not (tr.has_fetch or tr.pend):
             self.noted = True
             self.state.sender.note("info", DATA_WAIT_NOTE)
 
-    def compile_started(self, args: Any) -> None:
-        """Dynamo starts compiling a frame, before it traces anything."""
-        if self.handle is not None or self.in_wrapper == 0:
-            self.off = True
-            self.disarm()
+    def compile_started(self) -> None:
+        """dynamo starts compiling a frame, before it traces anything: off for good."""
+        self.stop(DYNAMO)
 
-    def stop(self) -> None:
-        self.off = True
+    def wrapper_made(self) -> None:
+        """A torch.compile(model) wrapper exists: its calls warn while a global forward
+        hook is registered, so off for good."""
+        self.stop(COMPILED_MODEL)
+
+    def stop(self, why: str) -> None:
+        """Off for good, said once: a step with no fetch on the training thread has its
+        data wait absent from now on (not seen, so not 0)."""
+        if not self.off:
+            self.off = True
+            self.noted = True  # the feeder's note would contradict it
+            self.tracker.blind = True
+            self.state.sender.note("info", f"{why}: {OFF_NOTE}")
         self.disarm()
 
-    def wrap_compile(self, orig: Any, module_type: type) -> Any:
-        """``torch.compile`` of anything but a module (a function, a method, a decorator
-        to come), or ``Module.compile()`` (``module_type`` None): dynamo will trace module
-        calls; the hook is off from now on, before any compile."""
-        ff = self
 
-        @functools.wraps(orig)
-        def compile(*args: Any, **kwargs: Any) -> Any:
-            model = args[0] if args else kwargs.get("model")
-            if not isinstance(model, module_type):
-                ff.stop()
-            return orig(*args, **kwargs)
-
-        return compile
-
-    def wrap_optimized(self, orig: Any) -> Any:
-        ff = self
-
-        @functools.wraps(orig)
-        def __call__(mod: Any, *args: Any, **kwargs: Any) -> Any:
-            if ff.handle is not None:
-                try:
-                    ff.fire()
-                    ff.disarm()  # another thread's call: the wrapper must not see ours
-                except Exception:
-                    ff.state.internal_error("forward pre-hook")
-            ff.in_wrapper += 1
-            try:
-                return orig(mod, *args, **kwargs)
-            finally:
-                ff.in_wrapper -= 1
-
-        return __call__
-
-
-def install(state: HookState) -> None:
-    """Arms the tracker's feeder timing once torch is patched; dynamo hooked when imported."""
-    import torch
+def install(state: HookState, watch: CompileWatch) -> None:
+    """Arms the tracker's feeder timing once torch is patched; off once compiles are seen."""
     from torch.nn.modules.module import (
         register_module_forward_hook,
         register_module_forward_pre_hook,
     )
 
-    ff = FirstForward(state, register_module_forward_pre_hook)
+    ff = FirstForward(state, register_module_forward_pre_hook, watch)
     tr = state.tracker
     ff.meter = PassMeter(
         register_module_forward_hook,
@@ -243,29 +335,8 @@ def install(state: HookState) -> None:
         state.internal_error,
     )
     tr.on_arm = ff.arm
-    orig = torch.compile
-    torch.compile = ff.wrap_compile(orig, torch.nn.Module)
-    state.undo.append(lambda: setattr(torch, "compile", orig))
-    module_compile = torch.nn.Module.compile
-    torch.nn.Module.compile = ff.wrap_compile(module_compile, type(None))  # type: ignore[method-assign]
-    state.undo.append(lambda: setattr(torch.nn.Module, "compile", module_compile))
+    tr.on_closure = ff.closure_began
+    ff.meter.on_env = ff.env_seen
     state.undo.append(ff.disarm)
     state.undo.append(ff.meter.stop)
-    after_import("torch._dynamo", lambda _: _dynamo(state, ff))
-
-
-def _dynamo(state: HookState, ff: FirstForward) -> None:
-    try:
-        import torch._dynamo.callback as cb
-        import torch._dynamo.eval_frame as ef
-
-        cb.callback_handler.register_start_callback(ff.compile_started)
-        cls = ef.OptimizedModule
-        orig = cls.__call__
-        cls.__call__ = ff.wrap_optimized(orig)  # type: ignore[method-assign]
-        state.undo.append(lambda: setattr(cls, "__call__", orig))
-        state.undo.append(lambda: cb.callback_handler.remove_start_callback(ff.compile_started))
-    except Exception:
-        ff.off = True  # no way to tell where dynamo traces: never arm
-        ff.disarm()
-        state.internal_error("dynamo callbacks")
+    watch.listen(ff.wrapper_made, ff.compile_started)

@@ -7,6 +7,11 @@ What opens an interval:
 - a batch from a loader that has never fed a training step, unless training (backward,
   an optimizer step) follows it before the next batch (then it is the next training
   loader, as in a second ``fit``);
+- a batch with grad on from a training loader followed by a forward with grad off (the
+  first module call since the step's end) and then another batch of that loader before
+  any training: an evaluation over the training loader, ``no_grad`` inside each of its
+  iterations (ignite's ``evaluator.run(train_loader)``); the batch pends from that forward
+  on (:func:`may_pend`), and training instead makes it the step's (a teacher's forward);
 - a ``torch.save`` call;
 - a ``torch.no_grad()`` region (a ``with`` block, a decorated ``estimate_loss()`` or
   ``generate()``) entered with grad on where a step has not begun yet (after an optimizer
@@ -31,11 +36,16 @@ before any training, one on another thread than main; it is reported as
 ``checkpoint_overlapped`` time, overlapping the steps around it.
 
 An interval still open when the job exits (a final test pass after the last step) ends
-at the exit.
+at the exit, less the training thread's time off the CPU since the pass's last module
+call or its last save's return (:func:`at_exit`): a process that idles after its last
+work (a sleep, a wait for other workers) holds no pass in that time.
 
 It closes at the loop's next training activity (saves on their own, once training was
 seen: where the last of them returned, so a burst of saves is one checkpoint): a grad-enabled batch from a training
-loader, ``backward()``, an optimizer step, ``perftop.step()``. The kind: ``checkpoint``
+loader, ``backward()``, an optimizer step, ``perftop.step()``. In a pass that a forward
+with grad off holds, such a batch pends (:func:`train_fetch`): the pass's if a forward
+with grad off or another batch follows, the next step's if training does (a forward with
+grad on too), and the pass then ends where it was fetched. The kind: ``checkpoint``
 for the time inside ``torch.save``, ``eval`` for the rest when evaluation batches were
 seen (a gap with only saves is all ``checkpoint``). An interval begins where its pass does
 (the region's entry, the save's start), not where the last step ended: the loop's code
@@ -54,9 +64,14 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
+import time
 from typing import TYPE_CHECKING, Any
 
+from perftop.hook.pass_meter import ROLLOUT
 from perftop.hook.steps_cold import release
+
+OPTIMIZER = 3  # steps.OPTIMIZER (steps imports this module)
 
 if TYPE_CHECKING:  # the tracker whose rare paths these are (no import at run time)
     from perftop.hook.shape import Tracker
@@ -92,13 +107,15 @@ def reset(tr: Tracker) -> None:
     tr.pend_got = False
     tr.pend_loader = None
     tr.region = None
+    tr.cand = None  # (a forward's hook, retro): the pass a pending batch would open
     # a no_grad call site -> (step index where last met, after it, whether it was a pass)
     tr.ng_sites = {}
 
 
-def enter(tr: Tracker, t: float, is_eval: bool, seen: bool = True) -> None:
+def enter(tr: Tracker, t: float, is_eval: bool, seen: bool = True, kind: str = EVAL) -> None:
     """Something that is not training started at ``t``; ``seen``: the pass began there (a
-    region's entry, a save's start), not only its first batch was fetched there."""
+    region's entry, a save's start), not only its first batch was fetched there; ``kind``:
+    what an evaluation is said to be while it runs (a rollout's site: ``rollout``)."""
     if not tr.in_gap:
         tr.lazy_close(t)
         if tr.held:
@@ -119,7 +136,7 @@ def enter(tr: Tracker, t: float, is_eval: bool, seen: bool = True) -> None:
             tr.running = False  # the next step starts where the interval ends
         cb = tr.on_open
         if cb is not None:
-            cb(EVAL if is_eval else CHECKPOINT, tr.gap_t0)
+            cb(kind if is_eval else CHECKPOINT, tr.gap_t0)
     if is_eval:
         tr.gap_eval = True
         seen_batch = getattr(tr.region, "batch_seen", None) if not seen else None
@@ -133,6 +150,8 @@ def end(tr: Tracker, t: float) -> float:
     after that is the next step's (its batch, its forward)."""
     if tr.save_alone and not tr.gap_eval:
         t = max(tr.gap_t0, min(t, tr.save_end))
+    elif tr.save_s > 0.0 and t < tr.save_end:
+        t = tr.save_end  # a pass with saves in it ends after its last save returned
     tr.save_alone = False
     tr.in_gap = False
     region, tr.region = tr.region, None
@@ -165,6 +184,28 @@ def end(tr: Tracker, t: float) -> float:
     return t
 
 
+def at_exit(tr: Tracker, now: float) -> float:
+    """Where an interval still open at the job's exit ends: ``now``, less the time the
+    training thread spent off the CPU since the pass's last module call (a forward's
+    pass: its hooks keep the wall and CPU time where its last forward returned) or, where a save came after it,
+    since the save returned (its file's writing is off the CPU too, and the pass's). So a
+    final test and a last save hold their own time, not the idle after them (a Ray
+    worker's wait for the others, a sleep). Only on the training thread (its CPU clock),
+    at the interpreter's exit; elsewhere (the sender's tick after the training thread
+    ended) ``now``."""
+    region = tr.region
+    last_out = getattr(region, "last_out", None)
+    if last_out is not None:
+        last_out()  # the pass's last forward's return, where its forward hook has it
+    t0, c0 = getattr(region, "t0", None), getattr(region, "c0", None)
+    if t0 is None or c0 is None or threading.get_ident() != tr.thread:
+        return now
+    idle = max(0.0, now - t0 - (time.thread_time() - c0))
+    if tr.save_s > 0.0 and tr.save_end > t0:
+        idle = min(idle, max(0.0, now - tr.save_end))
+    return max(tr.gap_t0, now - idle)
+
+
 def saved(tr: Tracker, t0: float, t1: float) -> None:
     """A ``torch.save`` call from ``t0`` to ``t1``."""
     if tr.pend:
@@ -188,14 +229,89 @@ def pend_fetch(tr: Tracker, t0: float, t1: float, got: bool, loader: Any) -> Non
 
 
 def pending_was_eval(tr: Tracker) -> None:
-    """Another batch came before any training: the pending one was an evaluation's."""
+    """Another batch came before any training: the pending one was an evaluation's. Where
+    a forward with grad off came after it (``cand``), that forward's hook holds the pass
+    (its function, its time inside forward calls) and a forward with grad on ends it."""
     tr.pend = False
+    cand, tr.cand = tr.cand, None
+    if cand is not None and not tr.in_gap:
+        if cand[1]:  # the step's own batch, counted in it: the evaluation's, not the step's
+            tr.data = max(0.0, tr.data - (tr.pend_t1 - tr.pend_t0))
+            tr.has_fetch = False
+        tr.region = cand[0]
     enter(tr, tr.pend_t0, True, False)
+
+
+def may_pend(tr: Tracker) -> bool:
+    """Whether a forward with grad off, the first module call since the step's end (that
+    of first_forward's hook, armed there), may be an evaluation's after its batch: an
+    unknown loader's batch pends, or the step has made a batch and nothing else. That
+    is an evaluation's first batch over a training loader (ignite's
+    ``evaluator.run(train_loader)``, its ``no_grad`` inside each iteration) or the step's
+    own batch before a teacher's forward: :func:`pend_batch` says which, later."""
+    if tr.in_gap or tr.in_opt is not None or tr.cand is not None or not tr.running:
+        return False
+    mark = tr.mark  # a second optimizer stepped after the step's end (a GAN's): its time
+    return tr.pend or (  # is this step's optimizer phase so far, and nothing else is
+        tr.mode >= OPTIMIZER
+        and tr.has_fetch
+        and not tr.has_bwd
+        and tr.bwd == 0.0
+        and tr.opt == (0.0 if mark is None else mark[4])
+        and tr.phases is None
+    )
+
+
+def pend_batch(tr: Tracker, hook: Any) -> None:
+    """After :func:`may_pend`: the batch pends (an unknown loader's pends already), with
+    ``hook`` the forward's. Another batch before training makes it an evaluation's (its
+    pass from the last step's end, ``hook`` holding it: its function, its time inside
+    forward calls, its end at a forward with grad on); training makes it the step's."""
+    if tr.pend:
+        tr.cand = (hook, False)
+        return
+    tr.pend, tr.pend_got, tr.pend_loader = True, True, tr.train_last
+    tr.pend_t0, tr.pend_t1 = tr.last_end - tr.data, tr.last_end
+    tr.cand = (hook, True)
+
+
+def train_fetch(tr: Tracker, t0: float, t1: float, got: bool, loader: Any) -> bool:
+    """A batch with grad on from a training loader while an interval is open or a batch
+    pends; True where it is taken here (the step's fetch is not counted). In a pass that a
+    forward with grad off holds (ignite's evaluator iterating the training loader with
+    grad on) a batch pends: the pass's if a forward with grad off or another batch comes
+    next, the next step's (the pass ending at its fetch) if training does. The loader's
+    end (``StopIteration``), then a batch, is an epoch's turn (a new iterator of it, a
+    prefetcher's reload): one fetch, still pending, no evaluation's batch."""
+    if tr.pend and tr.in_gap and not tr.pend_got:
+        tr.pend_t1, tr.pend_got, tr.pend_loader = t1, got, loader
+        tr.last_end = t1
+        return True
+    if tr.pend:
+        if not tr.in_gap and (
+            tr.cand is None or (tr.cand[1] and loader is not tr.pend_loader)
+        ):  # an unknown loader's batch, then a training one's; the step's batch, then
+            return False  # another loader's (a teacher's forward between): training decides
+        pending_was_eval(tr)
+    if getattr(tr.region, "verdict", None) is not None:
+        pend_fetch(tr, t0, t1, got, loader)
+        tr.last_end = t1
+        return True
+    end(tr, t0)
+    return False
 
 
 def training(tr: Tracker, t: float) -> bool:
     """Training activity at ``t``; True when it ended an interval right there."""
     ended = False
+    cand = tr.cand
+    if cand is not None:  # the forward after the pending batch was the step's own work
+        tr.cand = None
+        dropped = getattr(cand[0], "dropped", None)
+        if dropped is not None:
+            dropped()
+        if cand[1]:  # the step's own batch, counted in it already
+            tr.pend = False
     if tr.pend:  # the pending batch fed training: its loader is a training loader now
         tr.pend = False
         tr.train_loaders.add(tr.pend_loader)
@@ -227,10 +343,11 @@ def region_enter(tr: Tracker, ctx: Any, t: float) -> None:
     index, sites = tr.index, tr.ng_sites
     last = sites.get(site)
     inside = tr.running and tr.active()
+    kind = EVAL  # what the pass is said to be while it runs (its end says what it was)
     if tr.closure_s > 0.0 and not inside:
         per_step = False  # between a closure optimizer's steps: no training there
     elif not inside and site in getattr(ctx, "rollout_sites", ()):
-        per_step = False  # a rollout's site (pass_meter): an environment's steps, not a step's
+        per_step, kind = False, ROLLOUT  # a rollout's site (pass_meter): an environment's
     elif last is None:
         per_step = inside and index == 0  # first met in the first step: its own work
     elif last[2] and last[1] == index and not inside:
@@ -238,7 +355,13 @@ def region_enter(tr: Tracker, ctx: Any, t: float) -> None:
     else:
         per_step = last[0] >= index - 1
     if not per_step:
-        enter(tr, t, True)  # (a lazy source's step closes here: the index moves on)
+        seen = True
+        if inside and tr.has_fetch and not (tr.has_bwd or tr.bwd or tr.opt or tr.phases):
+            # The step has made its batch and nothing else (a loop without an optimizer:
+            # its step began at that fetch): an evaluation's first batch over the training
+            # loader, the pass's (from the step's start), not the step's.
+            tr.data, tr.has_fetch, seen = 0.0, False, False
+        enter(tr, t, True, seen, kind)  # (a lazy source's step closes here: the index moves on)
         tr.region = ctx
     if len(sites) < _MAX_SITES:
         sites[site] = (index, tr.index, not per_step)
@@ -256,9 +379,25 @@ def region_exit(tr: Tracker, t: float) -> None:
     tr.region = None
 
 
-def site() -> Any:
-    """The call site of the module call being made (a forward hook's caller), as ``_site``."""
-    return _site()
+_ANON = frozenset(("<lambda>", "<genexpr>", "<listcomp>", "<dictcomp>", "<setcomp>"))
+
+
+def site() -> tuple[Any, Any]:
+    """The call site of the module call being made (a forward hook's caller), as ``_site``,
+    and the site that names it: the same, or where a lambda or comprehension was called
+    (ignite's evaluator calls the model in its default ``model_fn``, a lambda, from its
+    ``evaluate_step``): a name that says what ran."""
+    key = _site()
+    if key is None or key[0].co_name not in _ANON:
+        return key, key
+    f: Any = sys._getframe(1)
+    while f is not None and f.f_code is not key[0]:
+        f = f.f_back
+    for _ in range(8):
+        if f is None or f.f_code.co_name not in _ANON:
+            break
+        f = f.f_back
+    return key, ((f.f_code, f.f_lasti) if f is not None else key)
 
 
 def _site() -> Any:

@@ -19,12 +19,17 @@ enough, or after :data:`EVENTS` calls) for a call of ``step`` on an environment 
 an environment's steps, with no DataLoader batch in it, is a ``rollout`` (SB3's
 ``evaluate_policy`` is one too: the function names it); any other stays ``eval``. A
 site whose pass was a rollout is a pass each time (``rollout_sites``, read by
-``gaps.region_enter``), even after every step (DQN's few env steps between updates).
+``gaps.region_enter``), even after every step (DQN's few env steps between updates), and a
+rollout, not looked into again; a site whose :data:`LOOKS` passes stepped no environment
+is not looked into again either (the profile function costs a pass ~0.1-0.2 ms).
 
 The pass is named by the user's function that made its first module call (``gaps.site``:
 the first frame outside torch and perftop), e.g. ``collect_rollouts
-(on_policy_algorithm.py:202)``. The hooks run on the training thread only; another
-thread's module calls are not the pass's.
+(on_policy_algorithm.py:202)``; a rollout by the function that called the environment's
+``step`` (a policy's forward called through a library's ``predict``, as SB3's DQN does,
+would name ``_predict``; the rollout is ``collect_rollouts``, which steps the env).
+The hooks run on the training thread only; another thread's module calls are not the
+pass's.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import time
 from typing import Any
 
 GAPS = 4  # stretches between forward calls looked into per pass
+LOOKS = 3  # passes of a site looked into; none stepped an environment: not looked again
 EVENTS = 2048  # profile events looked at per pass, at most (a call-heavy loop's cost bound)
 ROLLOUT = "rollout"
 # Environment classes (module, name), looked up in sys.modules only (never imported).
@@ -50,6 +56,7 @@ _MAX_NAME = 160
 MAX_SITES = 64
 
 _perf = time.perf_counter
+_cpu = time.thread_time  # the training thread's CPU time (a clock read, the GIL kept)
 
 
 class PassMeter:
@@ -58,27 +65,46 @@ class PassMeter:
         self.thread = thread  # callable: the training thread's ident
         self.on_error = on_error
         self.handle: Any = None
-        self.depth = 0
+        self.depth = 0  # module calls open inside the pass's current forward call
+        self.tid = -1  # the training thread's ident while a pass is measured
         self.t_in = 0.0
+        self.t_out = self.c_out = 0.0  # wall and CPU time where the last forward returned
         self.fwd_s = 0.0
-        self.calls = 0
         self.site: Any = None
+        self.name: Any = None  # the site that names the pass
+        self.env_site: Any = None  # the caller of the environment's step(): a rollout's name
         self.batch = False  # a DataLoader batch in the pass
         self.env = False  # an environment's step() between its forward calls
         self.envs: tuple[type, ...] = ()
         self.gaps_left = 0
         self.events_left = 0
-        self.rollout_sites: set[Any] = set()  # sites whose pass was a rollout (gaps.py)
+        # sites whose pass was a rollout (gaps.py), each with the caller of its env's step
+        self.rollout_sites: dict[Any, Any] = {}
+        self.plain_sites: dict[Any, int] = {}  # sites of passes looked into: no env stepped
+        self.looked = False  # this pass's gaps are looked into
         self.profiling = False
         self.measured = False  # the forward hook was registered for this pass
+        self.on_env: Any = None  # called where a pass is first seen stepping an environment
 
-    def start(self, t: float, site: Any) -> None:
-        """The pass's first module call began at ``t`` (its pre-hook), made at ``site``."""
-        self.depth, self.t_in, self.fwd_s, self.calls = 1, t, 0.0, 1
+    def start(self, t: float, site: Any, name: Any = None) -> None:
+        """The pass's first module call began at ``t`` (its pre-hook), made at ``site``,
+        named by ``name`` (gaps.site: the caller of a lambda that made it)."""
+        self.t_in, self.fwd_s = t, 0.0
+        self.tid = self.thread()
+        self.t_out = 0.0  # none returned yet (first_forward.py marks the pass's start)
         self.site = site
+        self.name = site if name is None else name
+        self.env_site = None
         self.batch = self.env = False
         self.envs = env_types()
-        self.gaps_left = GAPS if self.envs else 0
+        if site in self.rollout_sites:  # looked into before: each of its passes is one
+            self.env, self.env_site = True, self.rollout_sites[site]
+            self.gaps_left = 0
+        elif self.plain_sites.get(site, 0) >= LOOKS:
+            self.gaps_left = 0  # LOOKS of its passes were looked into: no environment
+        else:
+            self.gaps_left = GAPS if self.envs else 0
+        self.looked = self.gaps_left > 0
         self.events_left = EVENTS
         if self.handle is None:
             try:
@@ -86,22 +112,26 @@ class PassMeter:
             except Exception:
                 self.on_error("pass forward hook")
         self.measured = self.handle is not None
+        self.depth = 1 if self.measured else 0  # (first_forward.py counts calls by it)
 
     def pre(self, t: float) -> None:
-        """A module call inside the pass began at ``t`` (training thread)."""
+        """A module call inside the pass began at ``t`` (training thread); first_forward.py
+        counts those inside a forward call itself (its hook's fast path)."""
+        if not self.measured:
+            return
         if self.depth == 0:
             if self.profiling:
                 self.unprofile()
             self.t_in = t
-            self.calls += 1
         self.depth += 1
 
     def post(self, module: Any, args: Any, out: Any) -> None:
         try:
-            if self.depth > 0 and threading.get_ident() == self.thread():
+            if self.depth > 0 and threading.get_ident() == self.tid:
                 self.depth -= 1
                 if self.depth == 0:
-                    self.fwd_s += _perf() - self.t_in
+                    self.t_out, self.c_out = _perf(), _cpu()
+                    self.fwd_s += self.t_out - self.t_in
                     if self.gaps_left > 0 and not self.env and sys.getprofile() is None:
                         self.gaps_left -= 1
                         self.profiling = True
@@ -123,7 +153,11 @@ class PassMeter:
                 and isinstance(frame.f_locals.get("self"), self.envs)
             ):
                 self.env = True
+                up = frame.f_back
+                self.env_site = (up.f_code, up.f_lasti) if up is not None else None
                 self.unprofile()
+                if self.on_env is not None and self.site not in self.rollout_sites:
+                    self.on_env()  # said at once (a rollout site's pass was, at its open)
         except Exception:
             self.profiling = False
             self.on_error("pass profile")
@@ -147,10 +181,17 @@ class PassMeter:
         measured = self.measured
         self.stop()
         kind = ROLLOUT if self.env and not self.batch else eval_kind
-        if kind == ROLLOUT and self.site is not None and len(self.rollout_sites) < MAX_SITES:
-            self.rollout_sites.add(self.site)  # a pass each time, even after every step
+        site = self.site
+        if kind == ROLLOUT and site is not None and len(self.rollout_sites) < MAX_SITES:
+            self.rollout_sites[site] = self.env_site  # a pass each time, even after every step
+        elif self.looked and not self.env and site is not None and self._room(site):
+            self.plain_sites[site] = self.plain_sites.get(site, 0) + 1
         fwd = min(self.fwd_s, length) if measured else -1.0
-        return kind, site_name(self.site), fwd
+        named = self.env_site if kind == ROLLOUT and self.env_site is not None else self.name
+        return kind, site_name(named), fwd
+
+    def _room(self, site: Any) -> bool:
+        return site in self.plain_sites or len(self.plain_sites) < MAX_SITES
 
 
 def env_types() -> tuple[type, ...]:
@@ -164,10 +205,24 @@ def env_types() -> tuple[type, ...]:
     return tuple(out)
 
 
+_NAMES: dict[Any, str] = {}  # site_name's answers: a pass's site is named once
+MAX_NAMES = 256
+
+
 def site_name(site: Any) -> str:
-    """``function (file.py:line)`` for a site from ``gaps.site`` ((code, instruction))."""
+    """``function (file.py:line)`` for a site from ``gaps.site`` ((code, instruction)),
+    looked up once per site (a module's code has many lines to walk: ~40 µs a pass)."""
     if site is None:
         return ""
+    name = _NAMES.get(site)
+    if name is None:
+        name = _name(site)
+        if len(_NAMES) < MAX_NAMES:
+            _NAMES[site] = name
+    return name
+
+
+def _name(site: Any) -> str:
     code, lasti = site
     line = code.co_firstlineno
     for start, end, ln in code.co_lines():

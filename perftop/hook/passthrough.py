@@ -97,36 +97,6 @@ def hook(target: Any, fn: Callable[..., Any], where: str) -> Any:
     return call
 
 
-def stepwrap(
-    orig: Callable[..., Any],
-    target: Any,
-    before: Callable[..., Any],
-    after: Callable[..., Any],
-    slow: Callable[..., Any],
-    where: str,
-) -> Any:
-    """The plain-Python ``perftop_stepwrap``: an optimizer class's step that calls
-    ``before(target, opt, (), None)``, the step, then ``after(...)`` if it returned; called
-    with more than its optimizer (a closure), ``slow`` instead."""
-
-    def step(*args: Any, **kwargs: Any) -> Any:
-        if len(args) != 1 or kwargs:
-            return slow(*args, **kwargs)
-        opt = args[0]
-        try:
-            before(target, opt, (), None)
-        except Exception:
-            failed(target, where)
-        res = orig(opt)
-        try:
-            after(target, opt, (), None)
-        except Exception:
-            failed(target, where)
-        return res
-
-    return step
-
-
 def refers(ref: Any, obj: Any) -> bool:
     """Whether the weak reference ``ref`` (None: no) points at ``obj``."""
     return ref is not None and ref() is obj
@@ -152,7 +122,6 @@ PRIMITIVES: dict[str, Any] = {
     "_now": _perf,
     "_passthrough": passthrough,
     "_hook": hook,
-    "_stepwrap": stepwrap,
     "_grad": _call,
     "_grad_resolve": _false,
     "_grad_forget": _false,

@@ -25,6 +25,7 @@ class Tracker(Protocol):
     on_between: Callable[..., None] | None  # kind, t0, length[, site, forward_s]
     on_open: Callable[[str, float], None] | None
     on_arm: Callable[[], None] | None
+    on_closure: Callable[[], None] | None
     on_flush: Callable[[], None] | None
     flush_at: float
     clock: Callable[[], float]
@@ -69,6 +70,7 @@ class Tracker(Protocol):
     pend_t1: float
     # objects
     region: Any
+    cand: Any  # (a forward's hook, retro) whose pass the pending batch may open
     ng_sites: dict[Any, tuple[int, int, bool]]
     primary: Any  # a weak reference to the primary optimizer, or None
     mark: Any

@@ -41,6 +41,8 @@ class HookState:
         self.comm: Any = None  # collectives.CommPoller, once torch is imported
         self.captures: Any = None  # capture.Captures, made when the first ask arrives
         self.capturing = False  # a capture is asked for or runs: the sync detector waits
+        self.sync_exit: Callable[[], None] | None = None  # a final pass's syncs, at exit
+        self.compiles: Any = None  # compile_watch.CompileWatch, once torch is patched
         # Steps go into the tracker's ring, which the sender reads (ring.py): in the
         # compiled build (impl.py) eight C stores a step, no Python object kept.
         self.tracker = impl.new_tracker(self.sender.steps.append)

@@ -57,7 +57,6 @@ _perf = time.perf_counter
 _now: Callable[[], float]
 _passthrough: Callable[[Any, Any, Any, str], Any]
 _hook: Callable[[Any, Any, str], Any]  # _hook(tr, f, where): h(a, b, c) calls f(tr, a, b, c)
-_stepwrap: Callable[..., Any]  # an optimizer class's step around torch's: see wrap_step
 _grad: Callable[[Any], bool]  # _grad(torch.is_grad_enabled)
 _grad_resolve: Callable[[str], bool]
 _grad_forget: Callable[[], None]
@@ -99,6 +98,8 @@ class StepTracker:
         self.on_between: Callable[[str, float, float], None] | None = None  # kind, t0, length
         self.on_open: Callable[[str, float], None] | None = None  # kind, t0: one began
         self.on_arm: Callable[[], None] | None = None  # arms the one-shot forward pre-hook
+        # opt.step(closure) began: the wait before the closures' forwards ends there
+        self.on_closure: Callable[[], None] | None = None
         # Where the training thread sends (the sender's solo mode, solo.py): a step that
         # ends at or after ``flush_at`` calls ``on_flush``; never while it is INF.
         self.on_flush: Callable[[], None] | None = None
@@ -274,10 +275,8 @@ class StepTracker:
                 return
             else:  # before any training: loaders for training to confirm
                 cold.loader_seen(self, loader)
-        if self.in_gap:
-            if self.pend:
-                gaps.pending_was_eval(self)
-            gaps.end(self, t0)
+        if (self.in_gap or self.pend) and gaps.train_fetch(self, t0, t1, got_batch, loader):
+            return  # a pass's batch, or one that may be (pending: what follows decides)
         mode = self.mode
         if mode == NONE:
             self.mode = mode = LOADER
@@ -435,8 +434,8 @@ class StepTracker:
         interval outside training ends there too."""
         if self.pend:
             gaps.pending_was_eval(self)
-        if self.in_gap:  # a pass after the last step (a final test): it ran until now
-            gaps.end(self, max(self.clock(), self.gap_t0))
+        if self.in_gap:  # a pass after the last step (a final test): until its last work
+            gaps.end(self, gaps.at_exit(self, max(self.clock(), self.gap_t0)))
         elif self.running:
             self.lazy_close(max(self.last_end, self.start))
         cold.release(self)
@@ -449,12 +448,6 @@ class StepTracker:
     def wrap_grad(self, orig: Any) -> Any:
         """``torch.autograd.grad``, timed."""
         return _passthrough_outer(orig, self, _grad_done, "autograd.grad")  # noqa: F821
-
-    def wrap_step(self, orig: Any, slow: Any) -> Any:
-        """An optimizer class's ``step`` (torch's wrapper, which runs torch's hooks): the
-        optimizer hooks' functions around it, called directly; ``slow`` where a call
-        passes more than the optimizer (a closure, timed the hooks' way)."""
-        return _stepwrap(orig, self, _opt_pre, _opt_post, slow, "optimizer step")  # noqa: F821
 
     def wrap_next(self, orig: Any, grad_enabled: Any) -> Any:
         """A DataLoader iterator's ``__next__``, timed; which loader, whether grad is on."""

@@ -126,12 +126,18 @@ def other_optimizer(tr: Tracker, opt: Any, t1: float) -> None:
 
 
 def closure_args(tr: Tracker, args: Any, kwargs: Any) -> Any:
-    """``opt.step(closure)``: the arguments with the closure timed, or None."""
+    """``opt.step(closure)``: the arguments with the closure timed, or None. The step's
+    forwards are its closures', inside the optimizer step: the wait before them (behind a
+    feeder, first_forward.py) is what came before the step, taken now (``on_closure``)."""
     if len(args) > 1 and args[1] is not None:
-        return (args[0], timed_closure(tr, args[1]), *args[2:]), kwargs
-    if kwargs and kwargs.get("closure") is not None:
-        return args, {**kwargs, "closure": timed_closure(tr, kwargs["closure"])}
-    return None
+        new = (args[0], timed_closure(tr, args[1]), *args[2:]), kwargs
+    elif kwargs and kwargs.get("closure") is not None:
+        new = args, {**kwargs, "closure": timed_closure(tr, kwargs["closure"])}
+    else:
+        return None
+    if tr.on_closure is not None:
+        tr.on_closure()
+    return new
 
 
 def timed_closure(tr: Tracker, closure: Any) -> Any:

@@ -65,6 +65,17 @@ def _backward(tensors: Any, *args: Any, **kwargs: Any) -> None:
     return None
 
 
+def _hooked_step(pre: Any, post: Any) -> Any:
+    """An optimizer class's step as torch wraps it: the global hooks around the step."""
+
+    def step(self: Any, *args: Any, **kwargs: Any) -> None:
+        pre(self, args, kwargs)
+        _Optimizer._step(self)
+        post(self, args, kwargs)
+
+    return step
+
+
 def run(mod: Any, loader: bool, backwards: int, optimizer: bool, explicit: bool, steps: int) -> int:
     """``steps`` steps of one shape through a fresh tracker of ``mod``; the steps it closed."""
     tr = mod.StepTracker(lambda rec: None)
@@ -74,7 +85,7 @@ def run(mod: Any, loader: bool, backwards: int, optimizer: bool, explicit: bool,
     batches = type("Batches", (_Batches,), {})
     batches.__next__ = tr.wrap_next(_Batches._next, lambda: True)  # type: ignore[attr-defined]
     opt_cls = type("Optimizer", (_Optimizer,), {})
-    opt_cls.step = tr.wrap_step(_Optimizer._step, _Optimizer._step)  # type: ignore[attr-defined]
+    opt_cls.step = _hooked_step(tr.opt_pre_hook, tr.opt_post_hook)  # type: ignore[attr-defined]
     backward = tr.wrap_backward(_backward)
     opt, data = opt_cls(), object()
     done = 0

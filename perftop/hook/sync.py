@@ -28,7 +28,6 @@ Settings, read from the environment when torch is imported:
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import math
 import os
@@ -220,12 +219,12 @@ class Collector:
         """An interval outside training steps, as the tracker reports it."""
         self.gaps.append((kind, t0, t0 + length))
 
-    def flush(self, step: int, sampled: bool) -> None:
+    def _take(self) -> tuple[dict[SiteKey, list[Any]], dict[SiteKey, list[Any]], int]:
+        """The stretch's syncs since the last flush, split into a step's own and those
+        inside the intervals between steps, and the passes it held whole (intervals other
+        than checkpoints: a gap with both is reported as two); the log emptied."""
         log, gaps = self.log, self.gaps
-        self.gaps = []
-        if not log and not sampled:
-            return
-        self.log = []
+        self.log, self.gaps = [], []
         inside: dict[SiteKey, list[Any]] = {}
         outside: dict[SiteKey, list[Any]] = {}
         for t, key, n, blocked in log:
@@ -234,13 +233,27 @@ class Collector:
             acc[0] += n
             if blocked is not None:
                 acc[1] = (acc[1] or 0.0) + blocked
-        # passes: intervals other than checkpoints (a gap with both is reported as two)
         since = self.since
         passes = len({g0 for k, g0, _ in gaps if k != "checkpoint" and g0 >= since})
+        return inside, outside, passes
+
+    def flush(self, step: int, sampled: bool) -> None:
+        if not self.log and not sampled:
+            self.gaps = []
+            return
+        inside, outside, passes = self._take()
         weight = self.weight() if sampled else 1.0
         self.put(
             SyncBatch(self.pid(), step, sampled, _sites(inside), _sites(outside), passes, weight)
         )
+
+    def flush_exit(self, step: int) -> None:
+        """At exit: the syncs of passes after the last step (a final test), which no later
+        step end flushes. Only those between steps go out, with no watched step: a stretch
+        after the last step is no step, and the job's per-step rates stay as they were."""
+        _inside, outside, passes = self._take()
+        if outside:
+            self.put(SyncBatch(self.pid(), step, False, (), _sites(outside), passes))
 
 
 def _sites(acc: dict[SiteKey, list[Any]]) -> tuple[Any, ...]:
@@ -256,7 +269,7 @@ def attach(state: Any, torch: Any) -> Collector | None:
     mode = os.environ.get("PERFTOP_SYNC", "sampled").strip().lower()
     if mode in ("off", "0", "no", "false"):
         return None
-    from perftop.hook import frames, sync_cuda, sync_detect, sync_marks
+    from perftop.hook import frames, sync_cuda, sync_detect
 
     frames.configure()
     collector = Collector(state.sender.put, lambda: state.sender.pid)
@@ -274,7 +287,6 @@ def attach(state: Any, torch: Any) -> Collector | None:
     if detector is None:
         return None
     slot = detector.slot
-    unwrap_sends = sync_marks.wrap_sends(torch, detector.marks, state)
     info = SyncInfo(
         time.time(),
         state.sender.pid,
@@ -288,7 +300,7 @@ def attach(state: Any, torch: Any) -> Collector | None:
     told = [False]  # sent at the first step: a process that never trains stays silent
     last = [-1]  # the last step index closed: the tracker numbers merged steps again
     tracker = state.tracker
-    aside = compile_guard(state, torch, detector, real is not None)
+    aside = compile_guard(state, detector, real is not None)
 
     # Intervals outside training steps, for the collector to tell a step's syncs from an
     # evaluation's; then on to what was there before.
@@ -321,7 +333,6 @@ def attach(state: Any, torch: Any) -> Collector | None:
             if not told[0]:
                 told[0] = True
                 state.sender.put(replace(info, pid=state.sender.pid))
-                unwrap_sends()  # sends before the loop are marked; the loop's are seen
             watched, primed = detector.active, detector.priming
             if watched:
                 detector.stop()
@@ -351,9 +362,11 @@ def attach(state: Any, torch: Any) -> Collector | None:
             return index + 1
 
     tracker.on_step = on_step
+    state.sync_exit = lambda: collector.flush_exit(max(0, last[0]))
 
     def undo() -> None:
         tracker.on_step = None
+        state.sync_exit = None
         tracker.on_between = prev_between
         detector.stop()
         slot.disarm()
@@ -363,19 +376,31 @@ def attach(state: Any, torch: Any) -> Collector | None:
     return collector
 
 
-def compile_guard(state: Any, torch: Any, detector: Any, cuda_debug: bool) -> Callable[[], bool]:
+def compile_guard(state: Any, detector: Any, cuda_debug: bool) -> Callable[[], bool]:
     """The detector steps aside for good once torch.compile is in use: dynamo guards on
     the function-mode stack, so a mode pushed on some steps only would make it recompile,
-    and a mode on the stack while it traces would be traced. Noticed when ``torch.compile``
-    is called (wrapped; nothing else about the call changes), or else from dynamo's own
-    counters before each sample. Returns the check made before each sample."""
+    and a mode on the stack while it traces would be traced. Seen without replacing
+    anything of torch's (compile_watch.py): when a ``torch.compile(model)`` wrapper is
+    made, and when dynamo starts compiling a frame, before it snapshots this thread's
+    function-mode stack (``convert_frame.compile_inner`` runs the start callbacks first),
+    so the mode of a watched step leaves the stack there, where that is safe
+    (``sync_stack.Slot.safe``: a compile started inside a torch function's dispatch or
+    inside autograd's engine traces the mode; one on another thread does not see this
+    thread's stack, but may see the trap, the one-shot global forward pre-hook that takes
+    the mode off at this thread's next module call); or else from dynamo's counters before
+    each sample (a compile that dynamo started while its callbacks were cleared). Returns
+    the check made before each sample."""
     aside = [detector is None]
+    watch = getattr(state, "compiles", None)
 
     def step_aside(why: str) -> None:
         if aside[0]:
             return
         aside[0] = True
-        detector.stop()  # only from the top of the stack; else at the next step end
+        detector.stop()  # off the stack now where that is safe, else at a safe point
+        # A change still waiting (its trap, a global forward pre-hook: a wrapper's call
+        # would warn about it, dynamo would trace it) is made here too where that is safe.
+        detector.slot.settle()
         rest = " (real syncs are still counted by CUDA's sync debug mode)" if cuda_debug else ""
         state.sender.note(
             "info",
@@ -385,23 +410,17 @@ def compile_guard(state: Any, torch: Any, detector: Any, cuda_debug: bool) -> Ca
 
     def check() -> bool:
         if not aside[0]:
+            if watch is not None:
+                watch.ensure()  # a compile in the sample is seen as it starts
             utils = sys.modules.get("torch._dynamo.utils")
             frames = getattr(utils, "counters", {}).get("frames") if utils else None
             if frames and frames.get("total"):
                 step_aside("torch.compile (dynamo) is in use")
         return aside[0]
 
-    orig = getattr(torch, "compile", None)
-    if orig is not None and detector is not None:
-
-        @functools.wraps(orig)
-        def compile(*args: Any, **kwargs: Any) -> Any:
-            try:
-                step_aside("torch.compile is in use")
-            except Exception:
-                state.internal_error("sync detection (torch.compile)")
-            return orig(*args, **kwargs)
-
-        torch.compile = compile
-        state.undo.append(lambda: setattr(torch, "compile", orig))
+    if watch is not None and detector is not None:
+        watch.listen(
+            lambda: step_aside("torch.compile is in use (a compiled model)"),
+            lambda: step_aside("torch.compile is in use (dynamo compiles)"),
+        )
     return check

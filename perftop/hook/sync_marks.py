@@ -12,14 +12,19 @@ A tensor from ``torch.randint``, ``arange`` or ``from_numpy`` with no device, an
 computed from it alone, stays a host tensor: indexing a numpy array or list with it is no
 sync on any device. Following another tensor's device is no move to the accelerator: a
 tensor made or sent with ``device=x.device`` (torchvision's ``Normalize``) is device-bound
-only if ``x`` is (the mode sees the ``.device`` read). What ``.cpu()`` returns is read on
-the host: ``y = x.cpu(); y.item()`` waits at ``.cpu()`` only (on CPU ``y`` is ``x``, so
-its direct reads are the host copy's, while what is computed from it stays device data).
+only if ``x`` is (the mode sees the ``.device`` read).
 
-The marks are learnt while the detector's mode is on: its sampled steps, and the step
-before each (primed: marks only, so that a metric made there and read in the watched step
-is known), and before the first step from ``Tensor.to`` and ``Tensor.cuda`` only
-(:func:`wrap_sends`: a data set moved to the device before the loop). Factories given
+On CPU ``x.cpu()`` of device data returns ``x`` itself, where a GPU run makes a host
+copy; the object is then kept as the *host* copy (:attr:`Marks.host`): read on the host,
+what it computes alone is host data. So ``h = y.cpu()`` is the site and ``bool(h > 0)``
+is not. ``x.to(device)`` of host data also returns ``x`` on CPU, and there the object is
+marked as device data: nearly every loop trains on what it sent (``x, y = x.to(device),
+y.to(device)``; ``torch.unique(y)`` syncs on a GPU), so a host batch kept beside its copy
+(ignite's ``engine.state.batch``) and read on the host is reported on CPU although it
+would wait for nothing on a GPU. Marks are learnt while the detector's mode is
+on (its sampled steps, and the step before each, primed: marks only, so a metric made
+there and read in the watched step is known); a data set sent before the loop is not seen
+(no ``Tensor`` method is replaced to see it), so a CPU run reports no site on it. Factories given
 ``device=`` are seen while the mode is on only: wrapping ``torch.zeros`` and its kind
 would break ``torch.jit.script``. A device named by torch's own code (:func:`by_job`) is
 not the job's choice and marks nothing. Marks are weak references keyed by ``id()``
@@ -29,13 +34,11 @@ stored on the tensor (that would change what ``torch.save`` writes).
 
 from __future__ import annotations
 
-import functools
 import sys
-from collections.abc import Callable
 from typing import Any
 from weakref import ref
 
-from perftop.hook.frames import direct_caller, forwarder
+from perftop.hook.frames import direct_caller
 
 NOT_DEVICES = frozenset({"cpu", "meta"})  # copies to these never stall the host
 # Calls whose other tensor operands may stay on the host in a GPU run (an index, a copy's
@@ -86,8 +89,9 @@ class Marks:
         self.followed: dict[int, tuple[Any, bool]] = {}  # id(x.device) -> (it, x bound)
         self.named: dict[Any, bool] = {}  # "cuda:0", device("cuda") -> whether a device
         self.virtual = True  # a CPU run: marks stand in for the device (set per sample)
-        # id(t) -> a weak reference: what ``.cpu()`` returned in a CPU run (the very tensor
-        # it was given): a read of it there is a read of host memory, the wait was the copy
+        # id(t) -> a weak reference: a tensor that in a GPU run would be the host copy of
+        # another, the same object on CPU (what ``.cpu()`` returned of device data, what a
+        # move in a watched step returned of host data): read on the host, never marked
         self.host: dict[int, Any] = {}
 
     def has(self, t: Any) -> bool:
@@ -102,9 +106,18 @@ class Marks:
             for k in [k for k, r in ids.items() if r() is None]:
                 del ids[k]
 
+    def is_host(self, t: Any) -> bool:
+        """Whether ``t`` is a host copy (:attr:`host`): on CPU the very tensor moved."""
+        r = self.host.get(id(t))
+        return r is not None and r() is t
+
     def bound(self, t: Any) -> bool:
         """Whether ``t`` is (or in a GPU run would be) an accelerator's tensor."""
-        if self.virtual and (self.has(t) or t.requires_grad or isinstance(t, self.Parameter)):
+        if (
+            self.virtual
+            and not (self.host and self.is_host(t))
+            and (self.has(t) or t.requires_grad or isinstance(t, self.Parameter))
+        ):
             return True
         return not (t.is_cpu or t.is_meta)  # ``t.device.type not in NOT_DEVICES``, cheaper
 
@@ -122,6 +135,9 @@ class Marks:
         )
 
     def moved_to_host(self, t: Any) -> None:
+        """``t`` is a host copy (:attr:`host`); a parameter never is: it stays bound."""
+        if isinstance(t, self.Parameter):
+            return
         host = self.host
         if len(host) >= MAX_MARKS:
             self.prune()
@@ -167,16 +183,20 @@ class Marks:
 
     def spread(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Any:
         """After a call in a sampled step of a CPU run: mark what it made (and its other
-        operands) when it read a device-bound tensor or was sent to a device."""
+        operands) when it read a device-bound tensor or was sent to a device; what it
+        made of host copies alone is a host copy too."""
         Tensor = self.Tensor
         ids = self.ids
+        host = self.host
         Parameter = self.Parameter
-        dev = False
+        dev = copy = False
         others: list[Any] | None = None
         for a in (args, kwargs.values()) if kwargs else (args,):
             for t in a:
                 if isinstance(t, Tensor):
-                    if (
+                    if host and (h := host.get(id(t))) is not None and h() is t and t.is_cpu:
+                        copy = True  # beside device data, a GPU run uses the other copy
+                    elif (
                         ((r := ids.get(id(t))) is not None and r() is t)  # marked
                         or t.requires_grad
                         or isinstance(t, Parameter)
@@ -190,7 +210,9 @@ class Marks:
                 elif isinstance(t, tuple | list) and t and isinstance(t[0], Tensor):
                     for b in t:
                         if isinstance(b, Tensor):
-                            if self.bound(b):
+                            if host and self.is_host(b):
+                                copy = True
+                            elif self.bound(b):
                                 dev = True
                             elif others is None:
                                 others = [b]
@@ -205,13 +227,13 @@ class Marks:
             # a factory given device= by torch's own code follows what torch was given
             and (name in SENDS or by_job(sys._getframe(2)))  # the mode's caller's caller
         ):
-            return out
+            return self.host_out(out) if copy else out
         if others and name not in NO_SPREAD:
             for t in others:
                 if t.dim() > 0:
                     self.mark(t)
         if name in HOST_OUT:
-            if name == "cpu" and isinstance(out, Tensor) and self.virtual:
+            if name == "cpu" and isinstance(out, Tensor):
                 self.moved_to_host(out)  # device data, now on the host
             return out
         if isinstance(out, Tensor):
@@ -220,6 +242,16 @@ class Marks:
                 self.mark(out)
             return out
         return self.mark_out(out)
+
+    def host_out(self, out: Any) -> Any:
+        """A call's result made of host copies alone: host copies (returns it)."""
+        if isinstance(out, self.Tensor):
+            self.moved_to_host(out)
+        elif isinstance(out, tuple | list):
+            for o in out:
+                if isinstance(o, self.Tensor):
+                    self.moved_to_host(o)
+        return out
 
     def sent(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """A call that names a device: ``.to(device)``, ``.cuda()``, ``device=`` given.
@@ -274,50 +306,3 @@ def by_job(frame: Any) -> bool:
     a DataLoader worker is rebuilt on its shared memory (a host batch in any run). Sends
     (``.to``, ``.cuda``) by torch's code carry the job's device (``Module.to``)."""
     return direct_caller(frame) is not None
-
-
-def wrap_sends(torch: Any, marks: Marks, state: Any) -> Callable[[], None]:
-    """``Tensor.to`` and ``Tensor.cuda`` mark what they send to a device until the first
-    step ends (a data set or a meter moved before the loop: a step's own sends are seen
-    in the watched steps, and in the step before each). Returns the removal, called at the
-    first step end: the training loop pays nothing for them."""
-    Tensor = torch.Tensor
-    undo = []
-    for name in sorted(SENDS):
-        own = Tensor.__dict__.get(name)  # else inherited from torch._C.TensorBase
-        orig = getattr(Tensor, name, None)
-        if orig is not None:
-            send = _sender(orig, name, Tensor, marks, state)
-            forwarder(send.__code__)
-            setattr(Tensor, name, functools.update_wrapper(send, orig))
-            undo.append(functools.partial(_put_back, Tensor, name, send, own))
-
-    def unwrap() -> None:
-        while undo:
-            undo.pop()()
-
-    state.undo.append(unwrap)
-    return unwrap
-
-
-def _sender(orig: Any, name: str, Tensor: Any, marks: Marks, state: Any) -> Any:
-    mark, sent = marks.mark, marks.sent
-
-    def send(self: Any, *args: Any, **kwargs: Any) -> Any:
-        out = orig(self, *args, **kwargs)
-        try:
-            if isinstance(out, Tensor) and sent(name, (self, *args), kwargs):
-                mark(out)
-        except Exception:
-            state.internal_error("sync marks")
-        return out
-
-    return send
-
-
-def _put_back(cls: Any, name: str, mine: Any, own: Any) -> None:
-    if cls.__dict__.get(name) is mine:
-        if own is None:
-            delattr(cls, name)
-        else:
-            setattr(cls, name, own)

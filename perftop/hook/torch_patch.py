@@ -1,8 +1,8 @@
 """Wiring the step tracker into torch once torch is imported: optimizer steps, the
 autograd engine's entry (backward, autograd.grad), the DataLoader iterators and the
 writers of ``torch.save``. What torch calls
-every step comes from the tracker (``wrap_backward``, ``wrap_next``, ``wrap_step`` or the
-optimizer hooks: ``optim_steps.py``): in the compiled build C pass-throughs and hooks that call its compiled
+every step comes from the tracker (``wrap_backward``, ``wrap_next`` or the optimizer
+hooks: ``optim_steps.py``): in the compiled build C pass-throughs and hooks that call its compiled
 functions; each calls the original first and swallows its own errors: a perftop bug must
 never surface in user code."""
 
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from perftop.events import LoaderInfo
-from perftop.hook.optim_steps import OptimizerSteps
+from perftop.hook import optim_steps
 from perftop.hook.state import HookState
 from perftop.hook.steps import LOADER_KEY
 
@@ -31,8 +31,14 @@ def patch_torch(state: HookState) -> None:
 
     tracker = state.tracker
 
-    # -- optimizer: around each class's step, or torch's global hooks under dynamo ---------
-    OptimizerSteps(state, optim_mod).install()
+    # -- torch.compile in use, seen through torch's registration hook and dynamo's start
+    # callback (nothing replaced): what dynamo must not trace steps aside before it does
+    from perftop.hook import compile_watch
+
+    state.compiles = compile_watch.install(state)
+
+    # -- optimizer: torch's global step hooks; each class's step stays torch's ----------
+    optim_steps.install(state, optim_mod, state.compiles)
 
     # -- backward and autograd.grad (functional training's backward; torch.func's too): both
     # run the engine through torch.autograd's private ``_engine_run_backward``, wrapped in
@@ -61,7 +67,7 @@ def patch_torch(state: HookState) -> None:
     # -- feeders (a queue, a generator): the wait before each step's first forward -------
     from perftop.hook import first_forward
 
-    first_forward.install(state)
+    first_forward.install(state, state.compiles)
 
     loaders: Any = weakref.WeakKeyDictionary()  # loader -> its number; never an id()
     counter = itertools.count()

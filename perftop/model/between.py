@@ -12,6 +12,7 @@ KIND_ORDER = ("eval", "rollout", "checkpoint", "other", "checkpoint_overlapped")
 # A torch.save on another thread than training's: it overlaps steps, it is not time
 # outside them (the hint and the time-between figures leave it out).
 OVERLAPPED = "checkpoint_overlapped"
+CHECKPOINT = "checkpoint"
 MAX_SITES = 64  # sites kept per kind (strings from the job: bounded)
 
 
@@ -33,8 +34,11 @@ class BetweenReducer:
         if ev.kind == OVERLAPPED:  # a save on another thread: the steps went on
             pass
         elif last is not None and last[1] - 1e-6 <= ev.t0 and (last[2] is None or ev.t0 <= last[2]):
-            # the latest interval's end (an eval and a checkpoint in one come as two)
-            self.latest[ev.pid] = (last[0], last[1], max(end, last[2] or end))
+            # the latest interval's end (an eval and a checkpoint in one come as two): an
+            # interval said to be an evaluation while it ran was what its end says it was
+            # (a rollout's kind is known once its pass is seen stepping an environment)
+            kind = ev.kind if last[2] is None and ev.kind != CHECKPOINT else last[0]
+            self.latest[ev.pid] = (kind, last[1], max(end, last[2] or end))
         elif last is None or ev.t0 > last[1]:  # one whose start was not seen
             self.latest[ev.pid] = (ev.kind, ev.t0, end)
         rows = self.rows.setdefault(ev.pid, {})

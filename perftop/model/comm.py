@@ -5,36 +5,32 @@ flight recorder's creation time, on the system clock). A collective completes no
 than its last rank arrives, so for each collective every rank entered, a rank's *wait* is
 ``last arrival - its arrival``, and the rank that arrived last is the one it waited for.
 
-A rank's waits are merged into intervals: where it launched another collective before
-an earlier one could complete (DDP's buckets, launched during backward), it went on
-working, and that part is *overlapped*; from its last launch in an interval to the
-interval's end it had nothing left to launch, so the rest is *exposed* (its training
-thread waited). The transfer itself is not in these figures: gloo's recorder keeps no
-completion time. Per step (the rank's own steps), the exposed and overlapped sums give
-``wait_s`` and ``overlap_s`` (medians). A pure reducer: no I/O.
+A rank's waits are merged into intervals: where it launched another collective before an
+earlier one could complete (DDP's buckets), it went on working: *overlapped*; from its
+last launch in an interval to the interval's end it had nothing left to launch: *exposed*
+(gloo's recorder keeps no completion time: the transfer itself is not in it). Per step,
+the exposed and overlapped sums give ``wait_s`` and ``overlap_s`` (medians). Pure.
 """
 
 from __future__ import annotations
 
-import bisect
 import os
 from collections import OrderedDict, deque
 from typing import Any
 
 from perftop.events import CollBatch, CollInfo, CollWaiting, Hello, Step
 from perftop.model.comm_rows import CollRow, CommStats, CommStraggler, HangRank, HangRow, RankComm
+from perftop.model.comm_sites import Sites, step_of
 from perftop.model.stats import median, percentile
 
 MAX_COLLS = 4096  # (pg, seq) keys kept (the whole-run report reads them all)
-# A live snapshot reads the newest collectives, this many (collective, rank) records in all,
-# at least 64 collectives: its cost grows with both (8 ranks, 512 collectives: ~25 ms).
-LIVE_RECORDS = 4096
+LIVE_RECORDS = 4096  # a live snapshot's newest (collective, rank) records, >= 64 collectives
 MAX_STEPS = 2048  # step intervals kept per process
 MAX_WAITING = 64
 ONGOING_S = 3.0  # a waiting collective's last report is at most this old: still waiting
 MIN_SHARE = 0.10  # the others' wait for the straggler, as a share of the step
 MIN_WAIT_S = 0.002
-MIN_LAST_SHARE = 0.6  # ... and it arrived last at this share of the collectives at least
+MIN_LAST_SHARE = 0.6  # ... and last at this share of the collectives, or of all the wait
 DEFAULT_PGS = ("default_pg", "0")
 
 
@@ -64,6 +60,7 @@ class CommReducer:
         self.waiting: OrderedDict[tuple[str, int], dict[int, CollWaiting]] = OrderedDict()
         self.lost: dict[int, int] = {}
         self.why: dict[int, str] = {}
+        self.sites = Sites()
         self.last_t = 0.0
 
     def apply(self, ev: Any) -> None:
@@ -100,15 +97,16 @@ class CommReducer:
             k[0] += 1
             k[1] += nb
             k[2] = k[2] or bool(th)
+            self.sites.add(ev.pid, pg, op, nb, t, th, rec[7:10])
             if seq <= 0:
                 continue  # point-to-point: no group-wide sequence to line up
-            self.colls.setdefault((pg, seq), {})[ev.pid] = (op, nb, str(sizes), t, th)
+            line = str(rec[9]) if len(rec) > 9 else ""  # the user's line that launched it
+            self.colls.setdefault((pg, seq), {})[ev.pid] = (op, nb, str(sizes), t, th, line)
             self.members.setdefault(pg, set()).add(ev.pid)
             self.last[(ev.pid, pg)] = (seq, op)
         while len(self.colls) > MAX_COLLS:
             self.colls.popitem(last=False)
 
-    # -- figures -----------------------------------------------------------------------
     def _matched(
         self, limit: int | None
     ) -> list[tuple[tuple[str, int], dict[int, tuple[Any, ...]]]]:
@@ -127,32 +125,36 @@ class CommReducer:
         ranked = max(2, len(self.kinds))
         matched = self._matched(None if window is None else max(64, LIVE_RECORDS // ranked))
         step_p50 = {r.pid: r.p50 for r in parts.get("ranks", ()) if r.pid is not None}
+        ended = bool(getattr(parts.get("meta"), "ended", False))
+        self.sites.resolve(self.steps, ended)
         per_pid, waits, last_count = _waits(matched, self.steps, window)
         ranks = []
         for pid in sorted(self.kinds, key=lambda p: (self.who.get(p, (None, ""))[0] or 0, p)):
             rank, host = self.who.get(pid, (None, ""))
             steps = per_pid.get(pid, {})
-            exposed = [v[0] for v in steps.values()]
-            overlap = [v[1] for v in steps.values()]
+            exposed, overlap = [v[0] for v in steps.values()], [v[1] for v in steps.values()]
             wait, p50 = median(exposed), step_p50.get(pid)
-            by: dict[int, float] = {}
+            by: dict[int, list[float]] = {}  # rank waited for: [steps it was the most, wait]
             for v in steps.values():
+                if v[2]:
+                    by.setdefault(max(v[2], key=v[2].__getitem__), [0.0, 0.0])[0] += 1
                 for q, w in v[2].items():
-                    by[q] = by.get(q, 0.0) + w
+                    by.setdefault(q, [0.0, 0.0])[1] += w
             rows = tuple(
-                CollRow(pg, op, k[0], k[1], median(waits.get((pid, pg, op), [])), k[2])
+                CollRow(pg, op, k[0], k[1], median(waits.get((pid, pg, op), [])), k[2],
+                        self.sites.rows(pid, pg, op))
                 for (pg, op), k in sorted(self.kinds[pid].items(), key=lambda x: -x[1][1])
-            )
+            )  # fmt: skip
             ranks.append(RankComm(
                 pid, rank, host, rows, len(steps), wait, median(overlap),
                 wait / p50 if wait is not None and p50 else None,
-                self.who.get(max(by, key=by.__getitem__), (None, ""))[0] if by else None,
+                self.who.get(max(by, key=lambda q: by[q]), (None, ""))[0] if by else None,
                 self.lost.get(pid, 0),
             ))  # fmt: skip
         parts["comm"] = CommStats(
             tuple(ranks),
             _straggler(per_pid, last_count, len(matched), step_p50, self.who),
-            self._hangs(matched, bool(getattr(parts.get("meta"), "ended", False))),
+            self._hangs(matched, ended),
             "; ".join(sorted(set(self.why.values()))) if not matched else "",
         )
 
@@ -205,9 +207,11 @@ class CommReducer:
         for pid in sorted(group, key=lambda p: (self.who.get(p, (None, ""))[0] or 0, p)):
             rank = self.who.get(pid, (None, ""))[0]
             e = entered.get(pid)
-            if pid in waiting or (e is not None and (by_t is None or e[3] <= by_t)):
-                op = e[0] if e is not None else waiting[pid].op
-                line = waiting[pid].line if pid in waiting else ""
+            w = waiting.get(pid)
+            if w is not None or (e is not None and (by_t is None or e[3] <= by_t)):
+                op, line = (e[0], e[5]) if e is not None else ("", "")
+                if w is not None:  # the line that launched it, else the one it waits at
+                    op, line = op or w.op, line or w.line
                 out.append(HangRank(rank, pid, True, op, line))
                 continue
             last = next(((s, self.colls[(pg, s)][pid][0]) for s in range(seq - 1, seq - 65, -1)
@@ -215,13 +219,6 @@ class CommReducer:
             out.append(HangRank(rank, pid, False, "", "", last[0] if last else None,
                                 last[1] if last else ""))  # fmt: skip
         return tuple(out)
-
-
-def _step_of(starts: list[float], steps: Any, t: float) -> int | None:
-    i = bisect.bisect_right(starts, t) - 1
-    if i < 0 or t > steps[i][1]:
-        return None
-    return i
 
 
 def _waits(
@@ -257,7 +254,7 @@ def _waits(
                     comp[1], comp[3] = end, who
                 continue
             if comp is not None:
-                i = _step_of(starts, st, comp[0])
+                i = step_of(starts, st, comp[0])
                 if i is not None:
                     slot = per.setdefault(i, [0.0, 0.0, {}])
                     exposed = comp[1] - comp[2]
@@ -292,7 +289,12 @@ def _straggler(
     step = median([v for v in step_p50.values() if v]) or 0.0
     w, q = best
     last = last_count.get(q, 0) / matched
-    if step <= 0 or w < max(MIN_SHARE * step, MIN_WAIT_S) or last < MIN_LAST_SHARE:
+    # of all the exposed wait, the share for q: a rank late at the first of a step's many
+    # collectives only (a slow loader under FSDP2) is last at few of them
+    total = sum(sum(s[2].values()) for r in pids for s in per_pid[r].values())
+    caused = sum(s[2].get(q, 0.0) for r in pids if r != q for s in per_pid[r].values())
+    share = caused / total if total > 0 else 0.0
+    if step <= 0 or w < max(MIN_SHARE * step, MIN_WAIT_S) or max(last, share) < MIN_LAST_SHARE:
         return None
     rank, host = who.get(q, (None, ""))
-    return CommStraggler(rank, q, host, w, step, last)
+    return CommStraggler(rank, q, host, w, step, last, share)

@@ -72,7 +72,9 @@ class FleetComm:
             ranks=tuple(replace(r, pid=pid(r.pid), host=host(r.pid)) for r in c.ranks),
             straggler=None if s is None else replace(s, pid=pid(s.pid), host=host(s.pid)),
             hangs=tuple(
-                replace(h, ranks=tuple(replace(x, pid=pid(x.pid)) for x in h.ranks))
+                replace(
+                    h, ranks=tuple(replace(x, pid=pid(x.pid), host=host(x.pid)) for x in h.ranks)
+                )  # fmt: skip
                 for h in c.hangs
             ),
         )

@@ -9,6 +9,20 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True, slots=True)
+class CollSite:
+    """Where some of a rank's collectives of one op came from (perftop/model/comm_sites.py):
+    the ``phase`` of the step (forward, backward, optimizer, data, step, between; "" when
+    unknown), the ``torch.distributed`` function called ("" from C++: DDP's reducer), and
+    the user's ``line`` (``file:line function``; "" when no user frame was on the stack)."""
+
+    phase: str
+    call: str
+    line: str
+    count: int
+    bytes: int
+
+
+@dataclass(frozen=True, slots=True)
 class CollRow:
     """One kind of collective of one rank: ``op`` in process group ``pg``."""
 
@@ -18,6 +32,7 @@ class CollRow:
     bytes: int  # input bytes, all calls together
     wait_p50_s: float | None  # median time this rank waited for the last rank to arrive
     training_thread: bool  # launched from the training thread (else a library's thread)
+    sites: tuple[CollSite, ...] = ()  # where they came from, the most frequent first
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +49,9 @@ class RankComm:
     wait_s: float | None = None
     overlap_s: float | None = None
     exposed_share: float | None = None  # wait_s over the rank's median step
-    waited_for: int | None = None  # the rank it waited for most (by wait)
+    # the rank it waited for most: in the most steps (one long hang does not outweigh a
+    # straggler's every step), by the wait on a tie
+    waited_for: int | None = None
     lost: int = 0  # records the recorder's ring overwrote before they were read
 
 
@@ -48,6 +65,7 @@ class CommStraggler:
     wait_s: float  # the others' median exposed wait per step, for this rank
     step_s: float  # the median step over ranks
     last_share: float  # of the collectives matched, the share it arrived last at
+    wait_share: float = 0.0  # of all the ranks' exposed wait, the share that was for it
 
     @property
     def label(self) -> str:
@@ -66,6 +84,7 @@ class HangRank:
     line: str = ""  # a waiting rank's user line
     last_seq: int | None = None  # a missing rank's last collective in this group
     last_op: str = ""
+    host: str = ""  # its node (a collector's; "" on one machine)
 
 
 @dataclass(frozen=True, slots=True)

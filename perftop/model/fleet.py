@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
-from perftop.events import Event, NodeLink, NodeScope
+from perftop.events import Event, Hello, NodeLink, NodeScope
 from perftop.model.comm_fleet import FleetComm
 from perftop.model.session import Session
 from perftop.model.snapshot import Meta, NodeRow, NoteRow, Snapshot
@@ -47,6 +47,10 @@ class FleetSession:
             self._node(ev.node)
             self.links[ev.node] = ev.connected
         self.events += counts_as(ev)
+        if isinstance(ev, Hello) and self._node_name and ev.host != self._node_name:
+            # the node's name is its host here: what its rows are tagged with, and what its
+            # hints name its ranks by (two nodes on one machine share a host name)
+            ev = replace(ev, host=self._node_name)
         self._current.apply(ev)
         self.comm.apply(self._node_name, ev)
         lt = self._current.last_t
@@ -118,8 +122,11 @@ def merge(
     (the report lists every node's GPUs)."""
     parts: dict[str, list[Any]] = {
         k: []
-        for k in ("ranks", "trainers", "loaders", "roles", "processes", "gpus", "sync", "between")
-    }
+        for k in (
+            "ranks", "trainers", "loaders", "roles", "processes", "gpus", "sync", "between",
+            "stalls",  # each node's perftop dumps its own ranks' stacks
+        )
+    }  # fmt: skip
     parts["hints"] = []
     notes: list[NoteRow] = list(local.notes)
     output = list(local.output)
@@ -166,6 +173,7 @@ def merge(
         + tuple((p, f"{n}: {why}") for n, x in nodes.items() for p, why in x.probes_stopped),
         nodes=tuple(rows),
         captures=tuple(sorted((c for s in nodes.values() for c in s.captures), key=lambda c: c.t)),
+        stalls=tuple(sorted((*local.stalls, *parts["stalls"]), key=lambda s: s.t)),
     )
 
 

@@ -305,12 +305,15 @@ class SyncSite:
     passes: int | None = None
     # Sampled sites (kind ``potential``, or ``sync`` seen in sampled steps): the watched
     # steps ``per_step`` rests on, its standard error (0 when every step was watched: the
-    # exact mode), and in how many of those steps the site was seen. None where unknown.
+    # exact mode, or a per-step site of the same count in each watched step), and in how many of those steps the site was seen. None where unknown.
     watched: int | None = None
     error: float | None = None
     seen: int | None = None
     # Seen in every watched step: a per-step site, ``per_step`` its mean count in a step.
     every_step: bool = False
+    # Every step was watched (the exact mode): error 0 says that only with this (a sampled
+    # per-step site of one count in each watched step has error 0 too).
+    exact: bool = False
     # A library site reached from user lines: each (file, line, function, count), the most
     # frequent first (the row's own file/line); () where the user's own line made the call.
     callers: tuple[tuple[str, int, str, int], ...] = ()
@@ -396,6 +399,7 @@ class StallRow:
     stacks: tuple[tuple[int, str, tuple[tuple[str, str, int], ...]], ...] = ()
     note: str = ""
     during: str = ""  # "eval" or "checkpoint": an interval between steps that hangs
+    host: str = ""  # the node whose perftop dumped them (a collector's; "" on one machine)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,13 @@ them to a file descriptor, which it simply stops doing once that descriptor fail
 has read is punched out of the files, with space reserved ahead, and a keeper process takes
 over if the monitor dies (see :mod:`perftop.monitor.outfiles`): their disk use stays small
 however long the job writes.
+
+The two files are read at each write (:mod:`perftop.monitor.outorder`), in the order the job
+wrote them, so lines keep their order across stdout and stderr. A progress bar's unfinished
+line (rewritten with carriage returns) is held as its last state, and ended as a line of
+its own when another writer's text follows it (see :func:`_text_after_bar`; not where a
+read may have ended inside a write, :func:`_cut_in_a_write`); a relay gets
+the job's bytes as written.
 """
 
 from __future__ import annotations
@@ -23,9 +30,12 @@ from typing import IO
 
 from perftop.events import Event, Output
 from perftop.monitor import outfiles, outrate
+from perftop.monitor.outorder import WriteOrder
 
 POLL_S = 0.1
+MIN_GAP_S = 0.02  # between two reads (a job that never pauses: 50 reads a second)
 MAX_LINE = 4096
+PAGE = 4096  # a file's size grows by whole pages of a write (the kernel's page cache)
 KEEPER_WAIT_S = 2.0
 
 
@@ -61,6 +71,7 @@ class OutputTail:
         self.stderr: IO[bytes] = open(self.paths["stderr"], "wb")  # noqa: SIM115
         self._readers = {name: open(p, "rb") for name, p in self.paths.items()}  # noqa: SIM115
         self._partial = {name: b"" for name in self.paths}
+        self._cut = dict.fromkeys(self.paths, False)  # the last read may end inside a write
         mono = time.monotonic()
         self._buckets = {name: outrate.Bucket(mono) for name in self.paths}
         self._left = dict.fromkeys(self.paths, 0)  # bytes left out since the last marker
@@ -73,6 +84,9 @@ class OutputTail:
         for name in self.paths:
             self._bound(name)
         self._keeper, self._lifeline = _start_keeper(self.dir)
+        self._order = WriteOrder(self.paths)
+        self._pending: list[Event] = []  # read, not yet sent (sent every POLL_S)
+        self._sent = 0.0  # when they were last sent (monotonic)
         self._stop = threading.Event()
         self._paused = False
         self._show_partial = False
@@ -90,6 +104,7 @@ class OutputTail:
         self.stderr.close()
         if self._paused:  # after a pause: a new thread on the same files
             self._paused = False
+            self._order.rearm()
             self._stop = threading.Event()
             self._thread = threading.Thread(target=self._loop, name="perftop-output", daemon=True)
         self._thread.start()
@@ -98,42 +113,88 @@ class OutputTail:
         """Stop tailing without closing anything (before the monitor forks)."""
         self._paused = True
         self._stop.set()
+        self._order.wake()
         self._thread.join(timeout=2)
 
     def _loop(self) -> None:
-        while not self._stop.wait(POLL_S):
-            self.poll()
+        """Read at each write (see :mod:`perftop.monitor.outorder`), the streams in the
+        order they were written, and at least every ``POLL_S`` (markers, prompts); what
+        was read goes on as events every ``POLL_S``, in the order read."""
+        while not self._stop.is_set():
+            due = self._sent + POLL_S - time.monotonic() if self._pending else POLL_S
+            order = self._order.wait(max(0.0, due))
+            if self._stop.is_set():
+                break
+            self.poll(order=order)
+            time.sleep(MIN_GAP_S)
         if not self._paused:
-            self.poll(final=True)
+            self.poll(final=True, order=self._order.wait(0))
 
-    def poll(self, final: bool = False) -> None:
-        events: list[Event] = []
+    def poll(self, final: bool = False, order: list[str] | None = None) -> None:
+        """Read what is new, stream by stream in ``order`` (the order of their writes), up
+        to the sizes seen now: what is written while we read is read next time, in its
+        order."""
+        events = self._pending
         now, mono = time.time(), time.monotonic()
         whole, self._show_partial = final or self._show_partial, False
-        for name, f in self._readers.items():
-            data = self._partial[name] + self._take(name, f, mono)
-            self._bound(name)
+        ends = self._sizes()
+        self._order.settle(ends, self._sizes)
+        for name in order or list(self._readers):
+            f = self._readers[name]
+            new = self._take(name, f, mono, ends[name])
+            data = self._partial[name]
+            cut = self._cut[name]  # the read before this one's data (kept over empty reads)
+            if new:
+                self._cut[name] = _cut_in_a_write(f, ends[name])
+            if new and not cut and _text_after_bar(data, new):
+                # A line rewritten in place (a progress bar) that this write does not
+                # rewrite or end: another writer's text. The bar's last state is a line
+                # of its own, never one line with what the other wrote after it.
+                self._emit(name, data, now, mono, events)
+                data = b""
+            data += new
             if data:
                 head, sep, tail = data.rpartition(b"\n")
+                head += sep  # whole lines, as written (an empty last one too)
                 if whole or len(tail) > MAX_LINE:
                     head, tail = data, b""
-                elif not sep:
-                    head = b""
-                self._partial[name] = tail
                 if head:
-                    self._emit(name, head, now, mono, events)
+                    self._emit(name, head, now, mono, events, end_line=final)
+                self._partial[name] = self._rewound(tail)  # relayed after the head
             left = self._left[name]
             if left and (final or mono - self._marked[name] >= outrate.MARK_EVERY_S):
                 events.append(Output(now, name, outrate.marker(left)))
                 self._left[name], self._marked[name] = 0, mono
-        if events:
-            self.submit(*events)
+        if whole or mono - self._sent >= POLL_S:
+            for name in self._readers:
+                self._bound(name)
+            self._pending, self._sent = [], mono
+            if events:
+                self.submit(*events)
 
-    def _take(self, name: str, f: IO[bytes], mono: float) -> bytes:
-        """What is new in ``name``'s file, ``READ_MAX`` at most. Without a relay, what the
-        rate does not allow is skipped unread (the newest kept), and counted."""
+    def _sizes(self) -> dict[str, int]:
+        return {name: os.fstat(f.fileno()).st_size for name, f in self._readers.items()}
+
+    def _rewound(self, tail: bytes) -> bytes:
+        """An unfinished line rewritten in place, held as its last state: a progress bar
+        that runs for an hour is one line, not one for each ``MAX_LINE`` of its updates.
+        The states it overwrote are relayed as they came, never held nor sent as events."""
+        k = tail.rfind(b"\r", 0, len(tail.rstrip(b"\r")))
+        if k <= 0:
+            return tail
+        self._relay(tail[:k])
+        return tail[k:]
+
+    def _relay(self, data: bytes) -> None:
+        if self.relay is not None and data and not self.relay(data):
+            self.relay = None  # its reader is gone: the job's output goes on here
+
+    def _take(self, name: str, f: IO[bytes], mono: float, end: int) -> bytes:
+        """What is new in ``name``'s file up to ``end``, ``READ_MAX`` at most. Without a
+        relay, what the rate does not allow is skipped unread (the newest kept), and
+        counted."""
         pos = f.tell()
-        avail = os.fstat(f.fileno()).st_size - pos
+        avail = end - pos
         if avail <= 0:
             return b""
         want = min(avail, outrate.READ_MAX)
@@ -147,12 +208,21 @@ class OutputTail:
             f.seek(pos + avail - allowed)
         return f.read(allowed)
 
-    def _emit(self, name: str, head: bytes, now: float, mono: float, out: list[Event]) -> None:
-        """``head`` relayed whole, and as events in pieces of ``EVENT_MAX`` bytes, as far
-        as the rate allows (with a relay: what it reads is over the rate only here)."""
+    def _emit(
+        self,
+        name: str,
+        head: bytes,
+        now: float,
+        mono: float,
+        out: list[Event],
+        end_line: bool = False,
+    ) -> None:
+        """``head`` relayed as the job wrote it (``end_line``, the job's last: ended with
+        a newline if it was not, so that perftop's own lines start theirs), and as events
+        in pieces of ``EVENT_MAX`` bytes, as far as the rate allows (with a relay: what it
+        reads is over the rate only here)."""
         if self.relay is not None:
-            if not self.relay(head if head[-1:] == b"\n" else head + b"\n"):
-                self.relay = None  # its reader is gone: the job's output goes on here
+            self._relay(head if head[-1:] == b"\n" or not end_line else head + b"\n")
             allowed = self._buckets[name].allow(len(head), mono)
             if allowed < len(head):
                 self._left[name] += len(head) - allowed
@@ -171,8 +241,10 @@ class OutputTail:
         """The last output read; the files are then the keeper's, which removes them once
         no process of the job holds them (at once, usually)."""
         self._stop.set()
+        self._order.wake()
         if self._thread.is_alive():
             self._thread.join(timeout=2)
+        self._order.close()
         for f in self._readers.values():
             f.close()
         for fd in self._wfds.values():
@@ -186,6 +258,26 @@ class OutputTail:
             self._keeper.wait(timeout=KEEPER_WAIT_S)
         except subprocess.TimeoutExpired:
             pass  # the job's processes still write there: the keeper goes on alone
+
+
+def _cut_in_a_write(f: IO[bytes], end: int) -> bool:
+    """Whether the read that left ``f`` where it is may have ended inside one of the job's
+    writes: short of the size taken (a read's bound), or at a page's end: a write to a file
+    grows its size page by page as it copies (a bar's update that crosses a page was seen
+    half written, and its second half read as another writer's text)."""
+    pos = f.tell()
+    return pos < end or pos % PAGE == 0
+
+
+def _text_after_bar(partial: bytes, new: bytes) -> bool:
+    """Whether ``new``, read after ``partial`` (a stream's unfinished line), is text that
+    does not go on with it: ``partial`` is a progress bar's state (rewritten with a carriage
+    return, not waiting for its next state after one), and ``new`` starts with a character
+    that is printed, not a newline, carriage return, backspace or escape sequence (a bar
+    rewrites itself with those: tqdm's ``\r``, Keras's ``\b…\r``, ``\x1b[2K``)."""
+    if b"\r" not in partial or partial.endswith(b"\r"):
+        return False
+    return new[0] >= 0x20 and new[0] != 0x7F
 
 
 def _start_keeper(directory: str) -> tuple[subprocess.Popen[bytes] | None, int]:

@@ -104,8 +104,10 @@ class Job(Background):
         sources: Sequence[SourceFactory] = (),
         sinks: Sequence[Any] = (),
     ) -> None:
-        """``sinks`` get the stream as the recording does (forwarders)."""
+        """``sinks`` get the stream as the recording does (forwarders). A command that
+        cannot start is a LaunchError here, before a recording file is made."""
         self.cfg = cfg
+        self.exe = resolve(cfg.command)
         self._source_factories = tuple(sources)
         self.hub = Hub(
             refresh_s=cfg.refresh_s,
@@ -154,7 +156,7 @@ class Job(Background):
         return self.proc.pid if self.proc is not None else None
 
     def start(self) -> Job:
-        exe = resolve(self.cfg.command)
+        exe = self.exe
         self.server.start()
         self.hub.start()
         self.hub.submit(

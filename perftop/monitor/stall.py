@@ -131,7 +131,9 @@ class StallWatch:
         try:
             got: list[Any] = []
             why: list[str] = []
-            refused = False  # a permission problem is worth recording: it says how to fix it
+            # A permission problem or no py-spy is worth recording: it says how to fix it
+            # (a hang or stall with no reason for its missing stacks says nothing).
+            refused = stacks.pyspy() is None
             for p, role in pids:
                 if not stacks.in_job(self.root, p):
                     continue  # never dump a process outside the job

@@ -4,11 +4,10 @@ Why these reads: RSS double-counts pages a DataLoader worker shares with its par
 USS (private pages) and PSS (shared pages split between their users) come from psutil's
 ``memory_full_info()`` (on Linux one ``smaps_rollup`` read the kernel sums for us; it costs
 a page-table walk: ~0.15 ms for a small process, ~9 ms for one that imported torch, so it
-is paced by what it costs and staggered over ticks, see :data:`MEM_BUDGET`). Everything else comes from psutil inside
+is paced by its cost, see :data:`MEM_BUDGET`). Everything else comes from psutil inside
 ``oneshot()`` so ``stat`` and ``status`` are each read once per process per tick. What the
-OS cannot give (see :mod:`perftop.probes.platform`) is None, and the rest still shows.
-
-A process that exits between two reads is simply gone from the next sample.
+OS cannot give (see :mod:`perftop.probes.platform`) is None, and the rest still shows. A
+process that exits between two reads is simply gone from the next sample.
 """
 
 from __future__ import annotations
@@ -28,23 +27,21 @@ GONE = (psutil.NoSuchProcess, psutil.ZombieProcess)
 UNAVAILABLE = (AttributeError, NotImplementedError, psutil.AccessDenied)
 INFO_EVERY = 60  # re-send command lines this often (ticks) so a late recording has them
 CMDLINE_MAX = 300
-# smaps_rollup makes the kernel walk the process's page tables (~0.15 ms for a small
-# process, most of a tick's cost): with more than this many processes, each one's USS/PSS
-# is refreshed every ceil(n / SMAPS_PER_TICK) ticks, staggered (last figures meanwhile).
+# With more than this many processes, each one's USS/PSS is refreshed every
+# ceil(n / SMAPS_PER_TICK) ticks, staggered (last figures meanwhile).
 SMAPS_PER_TICK = 10
 # All processes' USS/PSS reads together take at most this share of one core: each process is
 # read again when its last read's CPU time x the number of processes / MEM_BUDGET has
 # passed (every tick for small processes; ~7 s for a torch job of 4 processes), and at
 # least every MEM_MAX_AGE_S. The figures shown meanwhile are the last read's.
-MEM_BUDGET = 0.005
-MEM_MAX_AGE_S = 30.0
+MEM_BUDGET, MEM_MAX_AGE_S = 0.005, 30.0
 # A process whose USS rose this fast (half the worker hint's GROW_RATE) over each of its last
 # two reads is read at every tick whatever it costs, so its growth gets 1 s samples.
 MEM_MOVING_BPS = 0.25 * 2**20
-# A fork running its parent's program (a DataLoader worker) is read at every tick for its
-# first MEM_FORK_WATCH_S, then while each read rises fast: paced (~7 s), two rises would
-# take most of the window the worker-memory hint fits its line through (15 s of 1 s samples).
-MEM_FORK_WATCH_S = 30.0
+# A fork of its parent's program (a DataLoader worker) is read at every tick for its first
+# MEM_FORK_FIRST_S and while each read rises fast; flat, every MEM_FORK_FLAT_S until
+# MEM_FORK_WATCH_S (paced, ~7 s, its growth would reach the worker hint's fit late).
+MEM_FORK_WATCH_S, MEM_FORK_FIRST_S, MEM_FORK_FLAT_S = 30.0, 5.0, 3.0
 
 
 @dataclass(slots=True)
@@ -62,6 +59,7 @@ class _Tracked:
     mem_cost: float = 0.0  # the CPU seconds that read took
     mem_rises: int = 0  # reads in a row whose USS rose fast (see MEM_MOVING_BPS)
     fork_until: float | None = None  # a fork of its parent's program: watched (monotonic)
+    fork_first: float = 0.0  # ... and read at every tick until then
     execed: bool = False  # its program changed since it was first seen (a fork, then exec)
 
 
@@ -101,11 +99,8 @@ def descendants(root: int, caps: PlatformCaps | None = None) -> list[int]:
 
 
 def _start_ticks(p: psutil.Process) -> Any:
-    """The process's start time from the ``stat`` read that ``oneshot()`` already cached.
-
-    psutil's own ``is_running()`` would re-read ``stat`` through a new Process object, a
-    third of this probe's cost; this uses psutil's cached parse when it is there.
-    """
+    """The process's start time from the ``stat`` read that ``oneshot()`` already cached
+    (psutil's own ``is_running()`` would re-read ``stat``: a third of this probe's cost)."""
     try:
         return p._proc._parse_stat_file()["create_time"]  # type: ignore[attr-defined,unused-ignore]
     except (AttributeError, KeyError, TypeError):
@@ -219,7 +214,7 @@ class ProcProbe:
             except psutil.AccessDenied:
                 tr.cmdline = ""
         if tr.cmdline and pid != self.root_pid and self._same_program(ppid, tr.cmdline):
-            tr.fork_until = now + MEM_FORK_WATCH_S
+            tr.fork_until, tr.fork_first = now + MEM_FORK_WATCH_S, now + MEM_FORK_FIRST_S
         return tr
 
     def _same_program(self, ppid: int, cmdline: str) -> bool:
@@ -236,8 +231,12 @@ class ProcProbe:
         :data:`MEM_BUDGET` allows; staggered by pid (about as many reads at each tick)."""
         if tr.mem is None or tr.mem_rises >= 2:
             return True
-        if tr.fork_until is not None and (now < tr.fork_until or tr.mem_rises >= 1):
-            return True  # a fork: at every tick while young, then while it rises
+        if tr.fork_until is not None and (
+            tr.mem_rises >= 1  # a fork: at every tick while it rises
+            or now < tr.fork_first
+            or (now < tr.fork_until and now - tr.mem_at + 0.1 >= MEM_FORK_FLAT_S)
+        ):
+            return True
         period = min(self.mem_max_age_s, tr.mem_cost * self._n / self.mem_budget)
         if now - tr.mem_at + 0.1 < period:  # 0.1 s: a tick that came a little early
             return False

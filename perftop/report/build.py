@@ -309,9 +309,11 @@ def source(h: Hint) -> str:
 def _sync(snap: Snapshot, between: bool = False) -> list[dict[str, Any]]:
     """One entry per site, most costly first; ``per_step`` over the steps watched
     (weighed by the chance each had of being watched), ``watched_steps`` it rests on,
-    ``per_step_error`` its standard error (0: the exact mode; null: not sampled),
-    ``seen_steps`` the watched steps the site was seen in, ``every_step`` whether that is
-    every one (drawn ones included: a per-step site, ``per_step`` its count a step);
+    ``per_step_error`` its standard error (0 in the exact mode, and for a per-step site of
+    the same count in each watched step; null: not sampled), ``seen_steps`` the watched
+    steps the site was seen in, ``every_step`` whether that is every one (drawn ones
+    included: a per-step site, ``per_step`` its count a step), ``exact`` whether every
+    step was watched (``PERFTOP_SYNC=all``);
     ``blocked_s`` per watched step, measured on an accelerator only (else null). With
     ``between``: the syncs made outside training steps, ``per_pass`` (and ``passes``)
     instead of ``per_step``, ``blocked_s`` per pass. ``callers``: a library site's user lines
@@ -339,6 +341,7 @@ def _sync(snap: Snapshot, between: bool = False) -> list[dict[str, Any]]:
                     "per_step_error": _round(s.error, 4),
                     "seen_steps": s.seen,
                     "every_step": s.every_step,
+                    "exact": s.exact,
                 }
             ),
             "blocked_s": _round(s.blocked_s),

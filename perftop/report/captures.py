@@ -32,6 +32,8 @@ def _part(c: Capture, p: CapturePart) -> dict[str, Any]:
         "before_s": _r(p.before_s),
         "before_steps": p.before_n,
         "cost": _r(p.cost_s),
+        "after_s": _r(p.after_s),
+        "after_steps": p.after_n,
         "phase_s": {k: _r(v) for k, v in p.phase_s.items()},
         "ops": [
             {
@@ -72,7 +74,13 @@ def capture_lines(r: dict[str, Any]) -> list[str]:
         head = f"  {c['id']}" + (f" ({c['by']})" if c["by"] else "")
         head += f" pid {c['pid']}: {c['status']}" if c["pid"] else f": {c['status']}"
         if c["state"] == "done":
-            head += f", {cost_words(c['cost'], c['before_s'], c.get('before_steps', 0))}"
+            head += ", " + cost_words(
+                c["cost"],
+                c["before_s"],
+                c.get("before_steps", 0),
+                c.get("after_s") or 0.0,
+                c.get("after_steps", 0),
+            )
         out.append(head)
         for phase in PHASES:
             ops = [op for op in c["ops"] if op["phase"] == phase][:TEXT_OPS]

@@ -4,10 +4,12 @@ the straggler by who arrives last (``comm``), and hung or desynchronized collect
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
+from perftop.fmt import nbytes, table
 from perftop.model import Snapshot
-from perftop.model.comm_rows import HangRow, RankComm
+from perftop.model.comm_rows import HangRank, HangRow, RankComm
 
 STACK_FRAMES = 8
 
@@ -31,6 +33,16 @@ def rank_comm(snap: Snapshot, pid: int | None, host: str) -> dict[str, Any]:
                 "bytes": x.bytes,
                 "wait_p50_s": _r(x.wait_p50_s),
                 "training_thread": x.training_thread,
+                "sites": [
+                    {
+                        "phase": y.phase,
+                        "call": y.call,
+                        "line": y.line,
+                        "count": y.count,
+                        "bytes": y.bytes,
+                    }
+                    for y in x.sites
+                ],
             }
             for x in (c.collectives if c else ())
         ],  # fmt: skip
@@ -55,22 +67,28 @@ def comm_json(snap: Snapshot) -> dict[str, Any]:
             "others_wait_s": _r(s.wait_s),
             "step_s": _r(s.step_s),
             "arrived_last_fraction": _r(s.last_share, 4),
+            "wait_fraction": _r(s.wait_share, 4),
         },  # fmt: skip
         "note": snap.comm.note,
     }
 
 
-def stack_of(snap: Snapshot, pid: int, since: float) -> list[dict[str, Any]]:
-    """The first stack captured of ``pid`` after ``since`` (stall capture), innermost first:
-    where it stood while the others waited."""
+def stack_of(
+    snap: Snapshot, pid: int, since: float, host: str = ""
+) -> tuple[list[dict[str, Any]], str]:
+    """The first stack captured of ``pid`` (on node ``host``, when a collector's) after
+    ``since`` (stall capture), innermost first: where it stood while the others waited;
+    without one, why (a capture's note: no permission, no py-spy), else ""."""
+    why = ""
     for st in snap.stalls:
-        if st.t < since:
+        if st.t < since or (host and st.host and st.host != host):
             continue
         for p, _role, frames in st.stacks:
             if p == pid and frames:
                 return [{"function": f[0], "file": f[1], "line": f[2]}
-                        for f in frames[:STACK_FRAMES]]  # fmt: skip
-    return []
+                        for f in frames[:STACK_FRAMES]], ""  # fmt: skip
+        why = why or st.note
+    return [], why
 
 
 def hang_json(snap: Snapshot, h: HangRow) -> dict[str, Any]:
@@ -85,18 +103,24 @@ def hang_json(snap: Snapshot, h: HangRow) -> dict[str, Any]:
         "threshold_s": h.threshold_s,
         "ongoing": h.ongoing,
         "entered": [
-            {"rank": r.rank, "pid": r.pid, "op": r.op, "line": r.line} for r in h.ranks if r.entered
+            {"rank": r.rank, "pid": r.pid, "host": r.host, "op": r.op, "line": r.line}
+            for r in h.ranks
+            if r.entered
         ],  # fmt: skip
-        "missing": [
-            {
-                "rank": r.rank,
-                "pid": r.pid,
-                "last_seq": r.last_seq,
-                "last_op": r.last_op,
-                "stack": stack_of(snap, r.pid, h.t_created),
-            }
-            for r in h.missing
-        ],  # fmt: skip
+        "missing": [_missing(snap, h, r) for r in h.missing],
+    }
+
+
+def _missing(snap: Snapshot, h: HangRow, r: HangRank) -> dict[str, Any]:
+    stack, why = stack_of(snap, r.pid, h.t_created, r.host)
+    return {
+        "rank": r.rank,
+        "pid": r.pid,
+        "host": r.host,
+        "last_seq": r.last_seq,
+        "last_op": r.last_op,
+        "stack": stack,
+        "stack_note": why,
     }
 
 
@@ -117,9 +141,46 @@ def hang_lines(r: dict[str, Any]) -> list[str]:
         for m in h["missing"]:
             top = m["stack"][0] if m["stack"] else None
             at = f"{top['file']}:{top['line']} {top['function']}" if top else "no stack"
+            if not top and m.get("stack_note"):
+                at += f": {m['stack_note']}"
             out.append(f"    rank {_s(m['rank'])} not entered (last seq {_s(m['last_seq'])} "
                        f"{m['last_op'] or '-'})  {at}")  # fmt: skip
     return out
+
+
+SITE_HEAD = ["line", "op", "group", "phase", "call", "count", "a step", "bytes"]
+
+
+def sites_of(c: dict[str, Any]) -> list[dict[str, Any]]:
+    """A ``ranks[].collectives[]`` entry's sites (one without a site for an older report)."""
+    return c.get("sites") or [{"phase": "", "call": "", "line": "", **c}]
+
+
+def short_line(line: str) -> str:
+    """A user's line (``file:line function``) with its file's name only."""
+    file, _, rest = (line or "-").rpartition(":")
+    return f"{os.path.basename(file)}:{rest}" if file else rest
+
+
+def site_texts(c: dict[str, Any], s: dict[str, Any], steps: int) -> list[str]:
+    """One site of collective ``c`` as the report and the TUI write it, in ``SITE_HEAD``
+    order: the user's line cut to its file's name, and ``count`` per step of ``steps``."""
+    return [
+        short_line(s["line"]), c["op"], c["pg"],
+        s["phase"] or "-", s["call"] or "-", str(s["count"]),
+        f"{s['count'] / steps:.1f}" if steps else "-", nbytes(s["bytes"]),
+    ]  # fmt: skip
+
+
+def collective_lines(r: dict[str, Any]) -> list[str]:
+    """The text report's collectives of the first rank that made any: where each came
+    from (the other ranks' are in ``ranks[].collectives``)."""
+    rank = next((x for x in r.get("ranks") or () if x.get("collectives")), None)
+    if rank is None:
+        return []
+    steps = rank.get("steps") or 0
+    rows = [site_texts(c, s, steps) for c in rank["collectives"] for s in sites_of(c)]
+    return ["", f"Collectives (rank {_s(rank['rank'])}, {steps} steps)", table(SITE_HEAD, rows)]
 
 
 def _s(x: Any) -> str:

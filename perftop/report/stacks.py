@@ -44,6 +44,7 @@ def stalls_json(snap: Snapshot) -> list[dict[str, Any]]:
             ],
             "note": s.note,
             "during": s.during,
+            "host": s.host,
         }
         for s in snap.stalls
     ]

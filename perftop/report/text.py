@@ -11,7 +11,7 @@ from perftop.model import Snapshot
 from perftop.model.between import OVERLAPPED, pass_text
 from perftop.report.build import cut_short, cut_short_text
 from perftop.report.captures import capture_lines
-from perftop.report.comm import hang_lines
+from perftop.report.comm import collective_lines, hang_lines
 from perftop.report.stacks import stack_lines
 from perftop.report.text_probes import gpu_lines, host_lines, processes_table
 
@@ -107,6 +107,7 @@ def render(r: dict[str, Any]) -> str:
                 ],
             )
         )
+    out.extend(collective_lines(r))
     if r.get("nodes"):
         out.append("")
         out.append("Nodes")
@@ -217,7 +218,7 @@ def _sync(sites: list[dict[str, Any]], between: bool = False) -> list[str]:
     else:
         title = "Host-device sync sites (potential: would stall on a GPU)"
         watched = max((e.get("watched_steps") or 0) for e in sites)
-        if any(e.get("per_step_error") == 0 for e in sites):
+        if any(e.get("exact") for e in sites):
             title += f"; exact: all {watched} steps watched"
         elif watched:
             title += f"; per step over {watched} watched steps, ± one standard error"

@@ -138,9 +138,14 @@ class PerftopApp(CaptureKeys, JobInputKeys, SafeText, App[str | None]):
         """Lines between the panels and the footer (a replay's timeline and controls)."""
         yield from ()
 
+    _panels: list[Panel] | None = None
+
     @property
     def panels(self) -> list[Panel]:
-        return list(self.query(Panel))
+        """The panels, as composed (they stay: a CSS query at each snapshot costs)."""
+        if not self._panels and self.screen_stack:
+            self._panels = list(self.screen_stack[0].query(Panel))
+        return list(self._panels or ())
 
     def on_mount(self) -> None:
         self._apply_size(self.size.width, self.size.height)

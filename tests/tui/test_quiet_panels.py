@@ -4,6 +4,9 @@ panels zoomed away are not updated until they are shown again."""
 from __future__ import annotations
 
 import dataclasses
+from unittest import mock
+
+from textual.widget import Widget
 
 from perftop.tui.messages import SnapshotMessage
 from perftop.tui.widgets import (
@@ -66,3 +69,73 @@ async def test_panels_zoomed_away_are_not_updated_until_shown_again() -> None:
         await pilot.press("escape")
         await settle(pilot)
         assert host._last is not None and host._last.steps.count == 1254  # caught up
+
+
+@aio
+async def test_a_text_panel_whose_text_loses_a_line_keeps_its_height_without_a_layout() -> None:
+    """A line that comes and goes (a figure that fits its line or not) would lay the whole
+    screen out twice each time: the body keeps the height of its tallest text instead."""
+    snap = snapshot()
+    async with showing(snap) as (app, pilot):
+        body = app.query_one(HostPanel)._body
+        height = body.size.height
+        calls = spy(body)
+        shorter = dataclasses.replace(
+            snap, host=dataclasses.replace(snap.host, shm_used_bytes=None)
+        )
+        app.post_message(SnapshotMessage(shorter))  # no /dev/shm line
+        await settle(pilot)
+        assert "shm" not in text_of(body)
+        app.post_message(SnapshotMessage(snap))  # and back
+        await settle(pilot)
+        assert "shm" in text_of(body)
+        assert calls == [{"layout": False}, {"layout": False}]
+        assert body.size.height == height
+
+
+@aio
+async def test_a_table_draws_again_only_the_rows_whose_figures_changed() -> None:
+    """Textual's own update_cell has the whole table drawn (header, every row and blank
+    line) for any one cell."""
+    snap = snapshot()
+    async with showing(snap) as (app, pilot):
+        table = app.query_one(ProcessesPanel).table
+        calls: list[tuple] = []  # the refreshes that reach Textual's widget
+        real = Widget.refresh
+
+        def counted(self, *regions, **kwargs):
+            if self is table:
+                calls.append(regions)
+            return real(self, *regions, **kwargs)
+
+        w0 = snap.processes[1]
+        procs = (snap.processes[0], dataclasses.replace(w0, cpu_percent=41.0), *snap.processes[2:])
+        with mock.patch.object(Widget, "refresh", counted):
+            app.post_message(SnapshotMessage(dataclasses.replace(snap, processes=procs)))
+            await settle(pilot)
+        assert len(calls) == 1 and len(calls[0]) == 1, calls  # one region: worker 0's row
+        drawn = ["".join(s.text for s in strip) for strip in table.render_lines(table.size.region)]
+        row = next(line for line in drawn if str(w0.pid) in line)
+        assert " 41%" in row and " 40%" not in row
+
+
+@aio
+async def test_hints_equal_to_the_last_ones_are_not_wrapped_again() -> None:
+    snap = snapshot()
+    async with showing(snap) as (app, pilot):
+        hints = app.query_one(HintsPanel)
+        drawn: list[int] = []
+        real = hints.render_body
+        hints.render_body = lambda s: drawn.append(1) or real(s)  # type: ignore[method-assign]
+        h = snap.hints[0]
+        moved = dataclasses.replace(h, est_gain=(h.est_gain or 0) + 0.01, since_t=1.0)
+        later = dataclasses.replace(snap, steps=snapshot(steps=30).steps)
+        app.post_message(
+            SnapshotMessage(dataclasses.replace(later, hints=(moved, *snap.hints[1:])))
+        )
+        await settle(pilot)
+        assert drawn == []  # other steps, the same lines (a gain not shown moved)
+        other = dataclasses.replace(h, evidence=(*h.evidence, "one more line of evidence"))
+        app.post_message(SnapshotMessage(dataclasses.replace(snap, hints=(other, *snap.hints[1:]))))
+        await settle(pilot)
+        assert drawn == [1] and "one more line of evidence" in text_of(hints._body)

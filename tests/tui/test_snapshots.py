@@ -49,8 +49,10 @@ def _recorded(name: str, *keys: str):
     from perftop.report.build import session_from_file
 
     path = Path(__file__).parent / "recordings" / name
-    snap = session_from_file(str(path)).snapshot()
+    return _showing(session_from_file(str(path)).snapshot(), *keys)
 
+
+def _showing(snap, *keys: str):
     async def run_before(pilot) -> None:
         pilot.app.post_message(SnapshotMessage(snap))
         await pilot.pause()
@@ -125,3 +127,20 @@ def test_ops_capturing_and_refused_160x48(snap_compare) -> None:
     """A capture refused after an earlier one: the reason, and the earlier one's ops."""
     run_before = show(capture="refused-after")
     assert snap_compare(PerftopApp(), terminal_size=(160, 48), run_before=run_before)
+
+
+def _mid_hang(*keys: str):
+    """A real 4-rank job on two "nodes" (perftop collect), in a hang
+    (tests/tui/collect_hang.py): the Ranks view's collectives and hang line."""
+    from tests.tui.collect_hang import mid_hang
+
+    return _showing(mid_hang()[0], *keys)
+
+
+def test_ranks_hang_160x48(snap_compare) -> None:
+    assert snap_compare(PerftopApp(), terminal_size=(160, 48), run_before=_mid_hang())
+
+
+def test_zoomed_ranks_hang_80x24(snap_compare) -> None:
+    """Zoomed (8 z): the rank's collectives, each place that launched them."""
+    assert snap_compare(PerftopApp(), terminal_size=(80, 24), run_before=_mid_hang("8", "z"))

@@ -8,6 +8,7 @@ import dataclasses
 from perftop.model.snapshot import SyncSite
 from perftop.tui.app import PerftopApp
 from perftop.tui.messages import SnapshotMessage
+from perftop.tui.widgets.sync import squeeze
 from tests.tui.fakes import snapshot
 from tests.tui.test_app import SIZE, aio, settle, showing, text_of
 
@@ -63,7 +64,8 @@ async def test_blocked_column_on_cuda_runs_only() -> None:
 async def test_a_library_site_names_the_users_line_then_the_library() -> None:
     async with showing(snapshot()) as (app, pilot):
         where = column(app.query_one("#sync").table, "where")
-        assert "train.py:52 → transformers/trainer.py:1911" in where
+        # cut in the middle to the panel's width (the whole place is the report's)
+        assert [w for w in where if w.startswith("train.py:52 → ")][0].endswith(":1911")
         lone = SyncSite("item", "/v/site-packages/lightning/loop.py", 7, "run", "potential", 3, 1.0)
         snap = dataclasses.replace(
             snapshot(), sync=(dataclasses.replace(lone, package="lightning"),)
@@ -87,8 +89,41 @@ async def test_rates_with_their_error_and_what_they_rest_on() -> None:
         panel = app.query_one("#sync")
         assert column(panel.table, "per_step") == ["1.0 ±0.10", "0.25 ±0.05", "~1 in 10"]
         assert panel.border_subtitle == "3 sites, 40 steps watched"
-        exact = tuple(dataclasses.replace(s, error=0.0, watched=99) for s in sampled)
+        exact = tuple(dataclasses.replace(s, error=0.0, watched=99, exact=True) for s in sampled)
         app.post_message(SnapshotMessage(dataclasses.replace(snapshot(), sync=exact)))
         await settle(pilot)
         assert column(panel.table, "per_step") == ["1.0", "0.25", "0.10"]
         assert panel.border_subtitle == "3 sites, exact: 99 steps"
+
+
+def test_a_place_is_cut_in_the_middle_never_losing_the_users_line() -> None:
+    lib = "ignite/engine/a_long_module_name_of_the_engine.py:1069"
+    assert squeeze("train.py:52", lib, 80) == f"train.py:52 → {lib}"
+    assert squeeze("train.py:52", lib, 40) == "train.py:52 → …ame_of_the_engine.py:1069"
+    assert squeeze("train.py:52", lib, 24) == "train.py:52 → …e.py:1069"
+    assert squeeze("train.py:52", lib, 20) == "train.py:52 → …:1069"
+    assert squeeze("train.py:52", lib, 16) == f"train.py:52 → {lib}"  # the table scrolls
+    assert squeeze("a.py:1, b.py:2 +3", "", 12) == "…, b.py:2 +3"
+
+
+@aio
+async def test_sites_one_line_reaches_through_a_library_differ_in_the_panel() -> None:
+    """Two sites of one user line through one library file, at two of its lines: their
+    places are cut in the middle to the panel's width, never at its right edge (which
+    made them read alike), and each ends with its library line."""
+    base = SyncSite("item", "/home/u/train.py", 52, "train", "potential", 9, 1.0)
+    lib = "/v/site-packages/ignite/engine/a_long_module_name_of_the_engine.py"
+    sites = tuple(
+        dataclasses.replace(base, lib_file=lib, lib_line=n, package="ignite", count=c)
+        for n, c in ((1069, 9), (1077, 8))
+    )
+    app = PerftopApp()
+    async with app.run_test(size=(200, 50)) as pilot:
+        app.post_message(SnapshotMessage(dataclasses.replace(snapshot(), sync=sites)))
+        await settle(pilot)
+        table = app.query_one("#sync").table
+        where = column(table, "where")
+        assert [w[-4:] for w in where] == ["1069", "1077"], where
+        assert all(w.startswith("train.py:52 → …") for w in where), where
+        drawn = sum(c.get_render_width(table) for c in table.columns.values())
+        assert drawn <= table.scrollable_content_region.width, (drawn, where)

@@ -1,6 +1,6 @@
 """Loops fed without a DataLoader on the training thread, each timing its own batch fetch:
 ``queue`` (a thread fills a queue.Queue), ``fast_queue`` (one that keeps it full),
-``generator``, ``prefetcher`` (a class whose
+``generator`` (one slow batch, one evaluation), ``prefetcher`` (a class whose
 __next__ takes from a background thread), and ``compiled`` / ``inplace`` (a generator
 feeding a torch.compile(model) wrapper / a Module.compile()'d model). Prints one JSON line:
 steps, the loop's own fetch wait, and for the compiled ones the outputs and graph count."""
@@ -17,12 +17,15 @@ import torch
 
 STEPS = 40
 PERIOD = 0.02  # a batch every 20 ms; a step's compute is a few ms: the loop waits
+# ``generator``: batch SLOW_AT takes SLOW periods (a shard opened); after step EVAL_AT an
+# evaluation ends with EVAL_SLEEP s off the CPU (its metrics written), the loop timing it
+SLOW_AT, SLOW, EVAL_AT, EVAL_SLEEP = 6, 4, 10, 0.04
 
 
-def batches(n=STEPS, period=PERIOD):
+def batches(n=STEPS, period=PERIOD, slow_at=-1):
     g = torch.Generator().manual_seed(0)
-    for _ in range(n):
-        time.sleep(period)
+    for i in range(n):
+        time.sleep(period * (SLOW if i == slow_at else 1))
         yield torch.randn(16, 32, generator=g), torch.randn(16, 1, generator=g)
 
 
@@ -68,8 +71,30 @@ def main(shape: str) -> None:
         model.compile(backend="eager")
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     fast = lambda: queue_feed(0.0)  # noqa: E731
-    feed = {"queue": queue_feed, "fast_queue": fast, "prefetcher": Prefetcher}.get(shape, batches)()
-    wait, n, losses, first = 0.0, 0, [], 0.0
+    slow = lambda: batches(slow_at=SLOW_AT)  # noqa: E731
+    feeds = {"queue": queue_feed, "fast_queue": fast, "prefetcher": Prefetcher, "generator": slow}
+    feed = feeds.get(shape, batches)()
+    wait, n, losses, first, evals = 0.0, 0, [], 0.0, []
+    # The training thread's own time off the CPU from each step's end to the next step's
+    # forward (wall less its CPU time): what perftop's data wait behind a feeder is. The
+    # wait in next() is part of it; a busy host adds a wait for a core, or for the GIL
+    # while the feeder thread holds it, outside next() too.
+    # Taken from the optimizer's own post-hook (torch runs it before the global ones
+    # perftop's step end is) to the model's own forward pre-hook (run after the global
+    # one perftop's wait ends at): a span that holds perftop's.
+    mark: list = [None, 0.0]  # (wall, thread CPU) at the step's end; the sum so far
+
+    def step_end(*_):
+        mark[0] = (time.perf_counter(), time.thread_time())
+
+    def forward_began(*_):
+        if mark[0] is not None and torch.is_grad_enabled():
+            mark[1] += time.perf_counter() - mark[0][0] - (time.thread_time() - mark[0][1])
+            mark[0] = None
+
+    if shape not in ("compiled", "inplace"):  # those compile the same as without perftop
+        opt.register_step_post_hook(step_end)
+        model.register_forward_pre_hook(forward_began)
     while True:
         t0 = time.perf_counter()
         b = next(feed, None)
@@ -85,12 +110,21 @@ def main(shape: str) -> None:
         opt.step()
         losses.append(loss.item())
         n += 1
+        if shape == "generator" and n == EVAL_AT:
+            t1 = time.perf_counter()
+            with torch.no_grad():
+                run(x)
+                time.sleep(EVAL_SLEEP)
+            evals.append(time.perf_counter() - t1)
+            step_end()  # the pass's time is its own
     out = {
         "shape": shape,
         "steps": n,
         "wait_s": wait,
         "first_wait_s": first,
+        "blocked_s": mark[1],
         "losses": [repr(v) for v in losses],
+        "evals": evals,
     }
     if shape in ("compiled", "inplace"):
         from torch._dynamo.utils import counters

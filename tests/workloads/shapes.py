@@ -1,7 +1,9 @@
 """Training loops of the shapes that decide step boundaries, one per argument:
 
 - ``lbfgs``: ``optimizer.step(closure)``, the closure evaluated several times per step;
-- ``lbfgs-wait``: the same, each closure off the CPU 5 ms before its forward;
+- ``lbfgs-wait``: the same, each closure off the CPU 5 ms before its forward, and 8 ms of
+  CPU work between steps (a log line); prints the loop's time off the CPU between steps
+  (from a step's last closure to the next one's first sleep) as JSON first;
 - ``replaced``: an SGD warm-up optimizer, freed, then Adam on the same model;
 - ``replaced-alive``: the same with the warm-up optimizer still referenced;
 - ``gan``: a discriminator and a generator optimizer, one of each step per iteration;
@@ -12,6 +14,7 @@ Each prints ``steps N`` with the number of optimizer iterations it ran.
 """
 
 import gc
+import json
 import sys
 import time
 
@@ -32,17 +35,30 @@ def loss_fn():
 if shape in ("lbfgs", "lbfgs-wait"):
     opt = torch.optim.LBFGS(model.parameters(), lr=0.5, max_iter=8)
 
+    last, between, first = [time.perf_counter(), time.thread_time()], [], [True]
+
     def closure():
         opt.zero_grad()
         if shape == "lbfgs-wait":
+            if first[0]:  # the step's first closure
+                first[0] = False
+                between.append(time.perf_counter() - last[0] - (time.thread_time() - last[1]))
             time.sleep(0.005)  # off the CPU inside the optimizer step, before the forward
         loss = loss_fn()
         loss.backward()
+        last[:] = time.perf_counter(), time.thread_time()
         return loss
 
     n = 5
-    for _ in range(n):
+    for i in range(n):
+        if shape == "lbfgs-wait" and i:
+            t = time.thread_time()
+            while time.thread_time() - t < 0.008:  # a log line's 8 ms of CPU between steps
+                pass
+        first[0] = True
         opt.step(closure)
+    if shape == "lbfgs-wait":
+        print(json.dumps({"off_cpu_between": between}))
 
 elif shape in ("replaced", "replaced-alive"):
     warm = torch.optim.SGD(model.parameters(), lr=0.01)

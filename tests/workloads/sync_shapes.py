@@ -5,6 +5,8 @@
 - ``loss.item()`` once a step: a real sync on a GPU (SITE step_item).
 - Every 10 steps, after the optimizer step, an evaluation pass over a DataLoader with grad
   disabled reads each batch's loss (SITE eval_item, EVAL_BATCHES per pass): between steps.
+- A final evaluation after the last step (a test pass): its reads are between steps too,
+  though no later step end comes to send them.
 """
 
 import os
@@ -57,4 +59,5 @@ for it in range(STEPS):
     opt.step()
     if it % EVERY == 0:
         evaluate()
+evaluate()  # the final test
 print("done", total, file=sys.stderr)

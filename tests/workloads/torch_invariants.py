@@ -3,7 +3,10 @@
 Imports every public torch submodule (walking the package) and ecosystem libraries, then
 scripts, traces, compiles and exports small modules that use torch's grad modes as
 decorators and context managers; records each result or error (type and message), the
-signatures ``inspect`` reads and what pickling sees. Writes the record to ``argv[1]``."""
+signatures ``inspect`` reads, what pickling sees, and what the functions dynamo and the
+job call are (their own code's file and line: a wrapper's is not torch's, whatever
+``functools.wraps`` copies); trains a ``torch.compile(model)`` wrapper with its warnings
+shown (stderr) and recorded. Writes the record to ``argv[1]``."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import importlib
 import inspect
 import io
 import json
+import os
 import pickle
 import pkgutil
 import re
@@ -38,6 +42,18 @@ def record(name: str, fn):
         text = f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
     text += "|out:" + buf.getvalue() if buf.getvalue() else ""
     OUT[PASS[0] + " " + name] = re.sub(r"0x[0-9a-f]+", "0x?", text)  # addresses differ
+
+
+def ident(obj) -> tuple:
+    """What a function is, not what it says it is: where its own code lies (a wrapper's
+    is perftop's, whatever ``functools.wraps`` copied onto it), its type and whether it
+    wraps another."""
+    code = getattr(getattr(obj, "__func__", obj), "__code__", None)
+    where = None
+    if code is not None:
+        where = (os.path.relpath(code.co_filename, os.path.dirname(torch.__file__)),
+                 code.co_firstlineno)  # fmt: skip
+    return type(obj).__name__, where, hasattr(obj, "__wrapped__")
 
 
 def walk() -> None:
@@ -150,6 +166,17 @@ def compiles() -> None:
         record(f"signature {name}", lambda o=obj: str(inspect.signature(o)))
         record(f"source {name}", lambda o=obj: len(inspect.getsource(o)))
         record(f"pickle {name}", lambda o=obj: pickle.loads(pickle.dumps(o)) is o)
+    from torch._dynamo.eval_frame import OptimizedModule
+
+    for name, obj in {
+        "compile": torch.compile,
+        "Module.compile": vars(torch.nn.Module)["compile"],
+        "Module.__call__": vars(torch.nn.Module)["__call__"],
+        "OptimizedModule.__call__": vars(OptimizedModule)["__call__"],
+        "OptimizedModule.__init__": vars(OptimizedModule)["__init__"],
+        "dynamo.optimize": torch._dynamo.optimize,
+    }.items():
+        record(f"ident {name}", lambda o=obj: ident(o))
     for name, cls in {
         "no_grad": torch.no_grad,
         "enable_grad": torch.enable_grad,
@@ -174,14 +201,61 @@ def train() -> None:
         opt.step()
     buf = io.BytesIO()
     torch.save(m.state_dict(), buf)
+    # each optimizer class's step, as torch wrapped it at its first optimizer, is torch's
+    # wrapper (before anything compiled: dynamo in use changes nothing here either)
+    for cls in (torch.optim.SGD, torch.optim.Adam, torch.optim.LBFGS):
+        o = cls(m.parameters(), lr=0.1)
+        o.step(lambda: m(torch.ones(1, 3)).sum())
+        record(f"ident {cls.__name__}.step", lambda c=cls: ident(vars(c)["step"]))
+    opt_patch = vars(torch.optim.Optimizer)["_patch_step_function"]
+    record("ident Optimizer._patch_step_function", lambda: ident(opt_patch))
+
+
+def compiled_model() -> None:
+    """A torch.compile(model) wrapper trained between steps of the hook's tracker, with an
+    evaluation through it (grad off) between steps: its warnings go to stderr as a job's
+    would, and are recorded."""
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    cm = torch.compile(m, backend="eager")
+    x = torch.randn(4, 3)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for i in range(4):
+            loss = cm(x).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if i == 1:
+                with torch.no_grad():
+                    cm(x)
+    for w in seen:
+        warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    OUT[PASS[0] + " compiled model"] = show(cm(x))
+    OUT[PASS[0] + " compiled model warnings"] = repr([str(w.message)[:120] for w in seen])
+
+
+def before_training() -> None:
+    """What the job calls before its first step is torch's own too (a data set sent to the
+    device with ``.to``: perftop once wrapped it until the first step ended)."""
+    for name in ("to", "cuda", "cpu"):
+        record(
+            f"ident Tensor.{name} before the first step",
+            lambda n=name: ident(getattr(torch.Tensor, n)),
+        )
+        record(f"dict Tensor.{name} before the first step", lambda n=name: n in vars(torch.Tensor))
 
 
 if __name__ == "__main__":
+    before_training()
     train()
+    compiled_model()
     compiles()
     walk()
     PASS[0] = "2"
     train()
+    compiled_model()
     compiles()  # again, after every import: the second time must agree too
     with open(sys.argv[1], "w") as f:
         json.dump(OUT, f, indent=0, sort_keys=True)

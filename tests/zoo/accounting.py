@@ -13,10 +13,11 @@ from typing import Any
 from tests.zoo.parts import Spec
 
 ACCOUNTING = {
-    "passes": "each evaluation, sampling pass and checkpoint is one interval between steps, "
+    "passes": "each evaluation, sampling pass, rollout and checkpoint is one interval between "
+    "steps, of its kind (a rollout's is rollout), "
     "its time within 10% (+0.5 ms) of the loop's own timer; a pass with grad off may run "
     "longer, to the loop's next training activity (docs/steps.md: its end is seen there), "
-    "never into the step after it",
+    "never into the step after it, nor into the idle after the last step",
     "stalls": "no stalled step where the loop had none (a hang only of a pass that long)",
     "data_wait": "data wait measured (not N/A) as the data asks (a DataLoader's fetch, or a "
     "feeder's time blocked before the forwards), within 10% (or 2 ms, 50 us a step) of the "
@@ -34,30 +35,52 @@ FETCH_SLACK_S = (
 # the same instructions (a call, a hook's own time, a preemption under load between them)
 HANG_S = 2.0  # a pass this long may be captured as hanging (perftop/monitor/stall.py)
 OVERLAP_S = 1e-4  # an interval and a step may touch, not overlap
+TAIL_S = 0.05  # the loop's code after its last pass (its count written) before it idles
 
 
 def account(spec: Spec, own: dict[str, Any], rep: dict[str, Any], tl: dict[str, Any]) -> list[str]:
     """Failures as ``oracle: what``; ``tl``: the trainer's timeline (run.timeline);"""
-    out = [f"passes: {m}" for m in _passes(own, tl)]
-    out += [f"stalls: {m}" for m in _stalls(own, rep)]
+    out = [f"passes: {m}" for m in _passes(own, tl, spec.compiled)]
+    out += [f"passes: {m}" for m in _idle_after(spec, own, tl)]
+    out += [f"stalls: {m}" for m in _stalls(own, rep, spec.compiled)]
     out += [f"data_wait: {m}" for m in _data_wait(spec, own, rep, tl)]
     return out
 
 
-def _passes(own: dict[str, Any], tl: dict[str, Any]) -> list[str]:
+def _passes(own: dict[str, Any], tl: dict[str, Any], compiled: bool = False) -> list[str]:
+    """A compiled model's evaluations and sampling passes are not seen (first_forward.py:
+    no global forward hook once a torch.compile(model) wrapper exists): their time stays
+    in the steps; checkpoints are."""
     out = []
     # (iteration, kind, the loop's time, its time in garbage collections and waiting for a
     # core inside it: 0 in older runs)
     evals = [(p[0], p[1], p[3], _gc(p, 4) + _gc(p, 5)) for p in own["passes"]]
     saves = [(c[0], "checkpoint", c[1], _gc(c, 2) + _gc(c, 3)) for c in own["checkpoints"]]
     steps = [(t0, t1) for _i, t0, t1, _d in tl["steps"]]
-    for kind, made in (("eval", evals), ("checkpoint", saves)):
-        got = sorted((t0, length) for k, t0, length in tl["between"] if k == kind)
+    # Passes after one step are one stretch outside the steps: one interval, of the kind
+    # of the evidence seen first (a rollout's env steps, or not: eval)
+    merged: dict[int, tuple[int, str, float, float]] = {}
+    for i, what, dur, gc in evals:
+        kind = "rollout" if what == "rollout" else "eval"
+        if i in merged:
+            _, k, d, g = merged[i]
+            merged[i] = (i, k if k == kind else "", d + dur, g + gc)
+        else:
+            merged[i] = (i, kind, dur, gc)
+    for kind, made in (("", list(merged.values())), ("checkpoint", saves)):
+        kinds = ("eval", "rollout") if not kind else (kind,)
+        got = sorted((t0, length, k) for k, t0, length in tl["between"] if k in kinds)
+        if compiled and not kind:
+            if got:
+                out.append(f"{len(got)} eval intervals, none seen under torch.compile(model)")
+            continue
         if len(got) != len(made):
             last = f" (after the last step: {sum(1 for m in made if m[0] >= len(steps) - 1)})"
-            out.append(f"{len(got)} {kind} intervals, the loop made {len(made)}{last}")
+            out.append(f"{len(got)} {'/'.join(kinds)} intervals, the loop made {len(made)}{last}")
             continue
-        for (i, what, dur, gc), (_t0, length) in zip(made, got):
+        for (i, what, dur, gc), (_t0, length, k) in zip(made, got):
+            if what and what != k and kind != "checkpoint":
+                out.append(f"the pass after iteration {i} read {k}, the loop made {what}")
             # A collection or a preemption in the loop's timer may fall outside perftop's
             # interval (in state_dict() before torch.save, after the region's exit): the
             # interval may be that much shorter.
@@ -68,9 +91,25 @@ def _passes(own: dict[str, Any], tl: dict[str, Any]) -> list[str]:
             # bounded by _counted_once (no interval overlaps the step after it).
             capped = what != "checkpoint" or length <= dur + slack
             if not capped or length < dur - gc - slack:
-                out.append(f"{what} after iteration {i}: {length:.4f} s, the loop's {dur:.4f} s")
+                out.append(f"{k} after iteration {i}: {length:.4f} s, the loop's {dur:.4f} s")
     cut = [(t0, t0 + n) for k, t0, n in tl["between"] if k != "checkpoint_overlapped"]
     return out + _counted_once(steps, cut)
+
+
+def _idle_after(spec: Spec, own: dict[str, Any], tl: dict[str, Any]) -> list[str]:
+    """A process that idles after its last step (``idle_s``): the intervals after that
+    step hold the passes and saves the loop made there (a final test, a last save), within
+    10% and TAIL_S of its own code after them, not the idle (no interval of its own, none
+    longer by it)."""
+    if not spec.idle_s or not tl["steps"]:
+        return []
+    last = tl["steps"][-1][2]
+    after = sum(n for _k, t0, n in tl["between"] if t0 >= last - OVERLAP_S)
+    made = sum(p[3] for p in own["passes"] if p[0] >= spec.steps - 1)
+    made += sum(c[1] for c in own["checkpoints"] if c[0] >= spec.steps - 1)
+    if after > made * (1 + SHARE) + TAIL_S:
+        return [f"{after:.4f} s between steps after the last one, the loop's {made:.4f} s"]
+    return []
 
 
 def _counted_once(steps: list[tuple[float, float]], gaps: list[tuple[float, float]]) -> list[str]:
@@ -100,7 +139,9 @@ def _counted_once(steps: list[tuple[float, float]], gaps: list[tuple[float, floa
     return out
 
 
-def _stalls(own: dict[str, Any], rep: dict[str, Any]) -> list[str]:
+def _stalls(own: dict[str, Any], rep: dict[str, Any], compiled: bool = False) -> list[str]:
+    """No stall but a long pass's; a compiled model's unseen pass stays in a step, which
+    may then be a stalled one (the step after the pass)."""
     out = []
     long_passes = {p[0]: p[3] for p in own["passes"] if p[3] >= HANG_S}
     long_passes.update({c[0]: c[1] for c in own["checkpoints"] if c[1] >= HANG_S})
@@ -110,6 +151,8 @@ def _stalls(own: dict[str, Any], rep: dict[str, Any]) -> list[str]:
                 out.append(f"a {s['during']} reported hanging {s['stalled_s']} s, none so long")
             continue
         before = long_passes.get(s["step"]) or long_passes.get(s["step"] - 1)
+        if before and compiled:
+            continue
         was = f" (a {before:.1f} s pass before it)" if before else ""
         out.append(f"step {s['step']} stalled {s['stalled_s']} s{was}")
     return out
@@ -127,12 +170,14 @@ def _data_wait(
     thread's time blocked before its forwards: at least the fetch's time blocked (a
     generator's own CPU work is not waiting), at most the loop's time off the CPU between
     forwards (it holds any wait for a feeder thread's GIL, wherever the loop's lines were)."""
-    feeder = spec.data not in LOADER_ON_TRAINING_THREAD
+    feeder = spec.data not in LOADER_ON_TRAINING_THREAD or spec.ahead == "thread"
     waits = [w for w in own["waits"] if w[0] >= 1]
     # a collection, or a wait for a core, in the fetch's timer may fall outside a
     # DataLoader's __next__ (in a prefetcher's own code): the lower bound leaves them out
     fetch = sum(w[2] if feeder and len(w) > 2 else w[1] - _gc(w, 3) - _gc(w, 4) for w in waits)
     whole = max(sum(w for i, w in own["batch_waits"] if i >= 1), sum(own.get("blocked", ())))
+    if feeder and spec.compiled:  # no forward hook once a torch.compile(model) wrapper exists
+        return [] if rep["steps"].get("data_wait_fraction") is None else ["measured, not N/A"]
     if rep["steps"].get("data_wait_fraction") is None:
         return [f"N/A, the loop waited {fetch:.4f} s"]
     source = rep["steps"].get("data_wait_source")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.zoo.parts import Spec, Sync
+from tests.zoo.parts import ENGINE_EPOCH, Spec, Sync, loader_eval_at
 
 HEAD = """\
 # a loop of the zoo: {spec}
@@ -177,6 +177,55 @@ def fetch(i):
         + "pre = Prefetcher(slices)\ndef fetch(i):\n    return pre.next()\n",
     }
 )
+# Issue 44's wrappers over the DataLoader, an epoch at a time, fetching the next batch
+# ahead: on the training thread (Ray Train's prepare_data_loader: an epoch's last batch
+# makes no fetch), or on a thread of their own (stopped and joined at exit, as the feeders)
+AHEAD = {
+    "same": """\
+class Ahead:  # wraps the DataLoader: the next batch is fetched before this one is used
+    def __init__(self, loader):
+        self.loader = loader
+    def __iter__(self):
+        it = iter(self.loader)
+        nxt = next(it, None)
+        while nxt is not None:
+            cur, nxt = nxt, next(it, None)
+            yield cur
+""",
+    "thread": """\
+import atexit
+stop, THREADS = threading.Event(), []
+class Ahead:  # wraps the DataLoader: a thread fetches the next batch while a step runs
+    def __init__(self, loader):
+        self.loader = loader
+    def __iter__(self):
+        q = queue.Queue(maxsize=1)
+        def offer(b):
+            while not stop.is_set():
+                try:
+                    q.put(b, timeout=0.05)
+                    return True
+                except queue.Full:
+                    pass
+            return False
+        def work():
+            for b in self.loader:
+                if not offer(b):
+                    return
+            offer(None)
+        THREADS.append(threading.Thread(target=work, daemon=True))
+        THREADS[-1].start()
+        while (b := q.get()) is not None:
+            yield b
+atexit.register(lambda: (stop.set(), [t.join(5) for t in THREADS]))
+""",
+}
+_AHEAD_FOREVER = """\
+def forever():
+    while True:
+        yield from Ahead(loader)
+"""
+
 # the producer thread of slices, FEED_S a batch
 DATA["thread_slow"] = (
     _STOPPABLE
@@ -253,10 +302,34 @@ OPS = {
     "bool": "_v = bool({x} > 1e9)",
     "nonzero": "_v = torch.nonzero({x}.reshape(-1) > 0)",
     "format": '_v = f"{{{x}:.4f}}"',
+    # a host copy read twice (issue 45 item 1): the copy is the site, its reads are not.
+    # Of a tensor of its own (``.detach()``): on CPU ``metric.cpu()`` is ``metric``, the host
+    # copy from then on (docs/steps.md), and another line's later read of it no site
+    "cpu_read": "_h = {x}.detach().cpu(); _v = float(_h) + _h.item()",
 }
 
+# An RL environment (gymnasium's Env): its observation the next row of the held-out set,
+# whatever the action (a simulator's own time is not the point: its step() between the
+# policy's forwards is)
+ENV = """\
+import gymnasium
+
+
+class ZooEnv(gymnasium.Env):
+    def reset(self, *, seed=None, options=None):
+        self.t = 0
+        return XE[0], {}
+
+    def step(self, action):
+        self.t += 1
+        return XE[self.t % len(XE)] + 0 * action.sum(), 0.0, False, False, {}
+
+
+ENV = ZooEnv()
+"""
+
 TAIL = """\
-own["wall_s"] = perf() - T0
+own["wall_s"], own["cpu_s"] = perf() - T0, time.thread_time()
 own["depth_end"] = torch._C._len_torch_function_stack()
 own["checksum"] = float(sum(p.detach().double().sum() for p in params))
 with open(os.environ.get("ZOO_OUT", "zoo.json"), "w") as f:
@@ -304,8 +377,13 @@ def render(spec: Spec) -> str:
     src = Source()
     src.add(HEAD.format(spec=spec.show(), **_fields(spec)))
     src.add("net = torch.compile(model)" if spec.compiled else "net = model")
+    if spec.rollout:
+        src.add(ENV)
     src.add(_data(spec))
     src.add(UPDATE_SETUP[spec.update])
+    _engine_setup(src, spec)
+    if spec.host_copy:
+        src.add("HOST = []  # the host batch, kept beside its copy on the device")
     src.add("\n\ndef batch(i):")
     src.add("    q, c, g = rq(), time.thread_time(), GCS[0]  # rq() drops the GIL: before t")
     src.add("    t = perf()\n    xb, yb = fetch(i)")
@@ -321,6 +399,8 @@ def render(spec: Spec) -> str:
         src.add("            raise ValueError('std')")
         if spec.data != "preloaded":  # there xb is device data: the transform's bool() syncs
             src.add(f'    own["host_lines"] = [{n}]')
+    if spec.host_copy:  # the host batch, kept (ignite's engine.state.batch)
+        src.add("    HOST[:] = [xb, yb]")
     if spec.data != "preloaded":
         src.add("    xb, yb = xb.to(device), yb.to(device)")
     src.add('    own.setdefault("batch_waits", []).append([i, perf() - t])  # and its transform')
@@ -334,10 +414,11 @@ def render(spec: Spec) -> str:
     src.add("metric = loss.detach()", inner)
     for s in pre:  # in this iteration's step, before the update closes it
         _sync(src, s, inner, "i")
+    host_lines = _host_copy(src, spec, inner)
     src.add(body[1], 4)
     src.add('own["steps"] += 1', 4)
     src.add("if i == 0:  # its one-time start (a worker spawned, lazy init) apart", 4)
-    src.add('own["first_s"] = perf() - T0', 8)
+    src.add('own["first_s"], own["first_cpu_s"] = perf() - T0, time.thread_time()', 8)
     src.add('own["depth"].append(torch._C._len_torch_function_stack())', 4)
     _after_work(src, spec)
     # After the update: in the next step, a pass or a checkpoint after it in this iteration
@@ -345,18 +426,94 @@ def render(spec: Spec) -> str:
     for s in spec.syncs:
         if s.after:
             _sync(src, s, 4, "i + 1")
+    if spec.engine:  # its handlers: after the update, in the next step
+        src.add(ENGINE_FIRE, 4)
     _between(src, spec)
+    _loader_eval(src, spec)
     _slow_eval(src, spec)
     _final(src, spec)
+    if host_lines:
+        src.add(f'own["host_lines"] += {host_lines!r}')
     src.add(f'own["periods"] = {src.periods!r}')
     src.add(TAIL)
+    if spec.idle_s:  # after its count is written: not in the loop's wall time
+        src.add(f"time.sleep({spec.idle_s})  # idle after the last step (a Ray worker)")
     return str(src)
+
+
+# pytorch-ignite's shape: handlers registered on an engine's events, called by it
+ENGINE = """\
+import types
+
+
+class Engine:
+    def __init__(self):
+        self.handlers = {}
+        self.state = types.SimpleNamespace(iteration=0, epoch=0, output=None)
+
+    def on(self, event):
+        def add(fn):
+            self.handlers.setdefault(event, []).append(fn)
+            return fn
+        return add
+
+    def fire(self, event):
+        for fn in self.handlers.get(event, ()):
+            fn(self)
+
+
+engine = Engine()
+
+
+@engine.on("iteration_completed")
+def log_iteration(engine):
+    s = engine.state"""
+ENGINE_FIRE = f"""\
+engine.state.iteration, engine.state.output = i + 1, metric
+engine.fire("iteration_completed")
+if (i + 1) % {ENGINE_EPOCH} == 0:
+    engine.state.epoch += 1
+    engine.fire("epoch_completed")"""
+
+
+def _engine_setup(src: Source, spec: Spec) -> None:
+    """The engine and its two handlers: a log line of each iteration's loss and one of
+    each epoch's (each a sync, counted in the next step: the engine calls them after the
+    update)."""
+    if not spec.engine:
+        return
+    src.add(ENGINE)
+    line = len(src.lines) + 1
+    src.periods[line] = 1
+    src.add(f'_v = f"{{s.iteration}} {{s.output.item():.4f}}"; called({line}, s.iteration)', 4)
+    src.add('\n\n@engine.on("epoch_completed")\ndef log_epoch(engine):\n    s = engine.state')
+    line = len(src.lines) + 1
+    src.periods[line] = ENGINE_EPOCH
+    src.add(f"_v = float(s.output) + s.epoch; called({line}, s.iteration)", 4)
+
+
+def _host_copy(src: Source, spec: Spec, indent: int) -> list[int]:
+    """A value computed on the host from ``.cpu()``'s copy of the loss: a line that waits
+    for nothing on any device; the ``.cpu()`` before it is a site of every step. Its line
+    number. (The host batch kept beside its copy, ``HOST``, is not read: on CPU
+    ``.to(device)`` returns it, and perftop takes what was sent for device data.)"""
+    if not spec.host_copy:
+        return []
+    line = len(src.lines) + 1
+    src.periods[line] = 1
+    src.add(f"_h = loss.detach().cpu(); called({line}, i)", indent)
+    host = src.add("_v = bool(_h > 0) or _h.item() == 0  # computed on the host", indent)
+    return [host]
 
 
 def _data(spec: Spec) -> str:
     """The data part, with its feeder's own time a batch (``FEED_S``)."""
     slow = spec.data == "thread" and spec.feed_ms
-    return f"FEED_S = {spec.feed_ms / 1000}\n" + DATA["thread_slow" if slow else spec.data]
+    data = DATA["thread_slow" if slow else spec.data]
+    if spec.ahead:  # the DataLoader behind a wrapper that fetches ahead
+        head, tail = data.split("def forever():\n    while True:\n        yield from loader\n")
+        data = head + AHEAD[spec.ahead] + _AHEAD_FOREVER + tail
+    return f"FEED_S = {spec.feed_ms / 1000}\n" + data
 
 
 def _fields(spec: Spec) -> dict[str, object]:
@@ -381,14 +538,51 @@ def _between(src: Source, spec: Spec) -> None:
         )
         n = src.add("        tok = int(net(z).argmax())", 8)
         src.add(f'own["passes"].append([i, "sample", {n}, perf() - t, GCS[0] - gc0, rq() - q0])', 8)
+    if spec.rollout:
+        src.add(f"if i % {spec.rollout} == {spec.rollout - 1}:", 4)
+        src.add("q0, gc0 = rq(), GCS[0]\nt = perf()\nobs = ENV.reset()[0]", 8)
+        src.add("with torch.no_grad():\n    for _ in range(6):", 8)
+        src.add("        obs = ENV.step(net(obs[None])[0])[0]", 8)
+        n = src.add("    ret = float(obs.sum())", 8)
+        src.add(
+            f'own["passes"].append([i, "rollout", {n}, perf() - t, GCS[0] - gc0, rq() - q0])', 8
+        )
     if spec.checkpoint:
         # Timed as a user times a checkpoint, state_dict() included. perftop's checkpoint is
         # torch.save's own time (its signal); the state_dict() before it (microseconds for a
         # plain module) stays in the next step, as the loop's other code after the update
         # does: within accounting.PASS_SLACK_S here (a sharded model's would not be).
         src.add(f"if i % {spec.checkpoint} == {spec.checkpoint - 1}:", 4)
-        src.add("q0, gc0 = rq(), GCS[0]\nt = perf()\ntorch.save(model.state_dict(), CKPT)", 8)
+        src.add("q0, gc0 = rq(), GCS[0]\nt = perf()\n" + _save(spec), 8)
         src.add('own["checkpoints"].append([i, perf() - t, GCS[0] - gc0, rq() - q0])', 8)
+
+
+def _save(spec: Spec) -> str:
+    """A checkpoint: one ``torch.save``, or a burst of them (accelerate's ``save_state``:
+    the model, the RNG state, a copy of some weights; torch work between them)."""
+    if not spec.save_burst:
+        return "torch.save(model.state_dict(), CKPT)"
+    return (
+        "torch.save(model.state_dict(), CKPT)\n"
+        'torch.save({"rng": torch.get_rng_state(), "step": i}, CKPT + ".rng")\n'
+        'torch.save([p.detach().clone() for p in params[:2]], CKPT + ".ema")'
+    )
+
+
+def _loader_eval(src: Source, spec: Spec) -> None:
+    """An evaluation over the training DataLoader's first 3 batches (a new iterator of it:
+    its batches fetched with grad on, ``no_grad`` inside each iteration, as
+    pytorch-ignite's ``evaluator.run(train_loader)`` does), timed; left before the
+    loader's end (the training's iterator goes on)."""
+    at = loader_eval_at(spec)
+    if not at:
+        return
+    src.add(f"if i in {set(at)!r}:", 4)
+    src.add("q0, gc0 = rq(), GCS[0]\nt = perf()", 8)
+    src.add("for _k, (xe, _ye) in zip(range(3), loader):", 8)
+    src.add("    with torch.no_grad():\n        out = net(xe.to(device))", 8)
+    n = src.add("acc = (out > 0).float().mean().item()", 8)
+    src.add(f'own["passes"].append([i, "eval", {n}, perf() - t, GCS[0] - gc0, rq() - q0])', 8)
 
 
 def _after_work(src: Source, spec: Spec) -> None:
@@ -418,5 +612,5 @@ def _final(src: Source, spec: Spec) -> None:
         src.add("        out = net(XE)")
         n = src.add("    acc = (out > 0).float().mean().item()")
         src.add(f'own["passes"].append([i, "final", {n}, perf() - t, GCS[0] - gc0, rq() - q0])')
-        src.add("q0, gc0 = rq(), GCS[0]\nt = perf()\ntorch.save(model.state_dict(), CKPT)")
+        src.add("q0, gc0 = rq(), GCS[0]\nt = perf()\n" + _save(spec))
         src.add('own["checkpoints"].append([i, perf() - t, GCS[0] - gc0, rq() - q0])')

@@ -141,6 +141,11 @@ class DiffTable(DataTable):
             self.add_column(label, key=key)
         self._mark_sort()
 
+    def label_widths(self) -> list[int]:
+        """Each shown column's label width, in order (a sort arrow included)."""
+        shown = {c.key.value: c.label.cell_len for c in self.columns.values()}
+        return [shown.get(k, len(label)) for k, label in self._columns]
+
     def set_columns(self, columns: Sequence[tuple[str, str]]) -> None:
         """Show another set of columns (a column that a run cannot fill is hidden): the
         table is rebuilt once; the sort falls back to the default if its column went away."""
@@ -153,26 +158,57 @@ class DiffTable(DataTable):
         self._add_columns()
 
     def set_rows(self, rows: Mapping[str, Sequence[Cell]]) -> None:
-        """Make the table show exactly ``rows`` (row key -> cells in column order)."""
+        """Make the table show exactly ``rows`` (row key -> cells in column order).
+
+        Where rows only changed figures, in the same order and column widths, only those
+        rows are drawn again: Textual's ``update_cell`` and ``sort`` have the whole table
+        drawn (its header and every visible row and blank line) for any one cell."""
         keys = [k for k, _ in self._columns]
         changed = False
         patched: set[str] = set()  # columns with a cell rewritten
+        rewritten: set[str] = set()  # rows with a cell rewritten
         for row_key in [k.value for k in self.rows if k.value is not None and k.value not in rows]:
             self.remove_row(row_key)
             changed = True
-        for row_key, cells in rows.items():
-            if row_key not in self.rows:
-                self.add_row(*cells, key=row_key)  # the table measures new rows itself
-                changed = True
-                continue
-            for col, cell in zip(keys, cells):
-                if self.get_cell(row_key, col) != cell:
-                    self.update_cell(row_key, col, cell)
-                    patched.add(col)
-        if patched:
-            self._fit(patched, rows)
-        if changed or patched:
-            self._apply_sort()
+        order = None if changed else self._order()
+        self._holding = order is not None  # see refresh: drawn below
+        try:
+            for row_key, cells in rows.items():
+                if row_key not in self.rows:
+                    self.add_row(*cells, key=row_key)  # the table measures new rows itself
+                    changed = True
+                    continue
+                for col, cell in zip(keys, cells):
+                    if self.get_cell(row_key, col) != cell:
+                        self.update_cell(row_key, col, cell)
+                        patched.add(col)
+                        rewritten.add(row_key)
+            widened = self._fit(patched, rows) if patched else False
+            if changed or patched:
+                self._apply_sort()
+        finally:
+            self._holding = False
+        if order is None or changed or widened or self._order() != order:
+            if self._held:
+                self.refresh()
+        else:
+            for row_key in rewritten:
+                self.refresh_row(self.get_row_index(row_key))
+        self._held = False
+
+    _holding = False  # set_rows is patching: a whole-table refresh is held back
+    _held = False  # ... and one was asked for
+
+    def refresh(self, *regions: Any, **kwargs: Any) -> DiffTable:
+        if self._holding and not regions and not kwargs:
+            self._held = True
+            return self
+        super().refresh(*regions, **kwargs)
+        return self
+
+    def _order(self) -> list[Any]:
+        """The row keys in the order shown."""
+        return [r.key for r in self.ordered_rows]
 
     def set_first(self, first: First[Any]) -> None:
         """Show the first ``first.limit`` rows in the table's order (and the pinned ones):
@@ -189,10 +225,12 @@ class DiffTable(DataTable):
         self.left_out = len(first.items) - len(keys)
         self.set_rows({k: first.cells(k, first.items[k]) for k in keys})
 
-    def _fit(self, columns: set[str], rows: Mapping[str, Sequence[Cell]]) -> None:
-        """Size each patched column to its widest cell, one pass over the column. (The
+    def _fit(self, columns: set[str], rows: Mapping[str, Sequence[Cell]]) -> bool:
+        """Size each patched column to its widest cell, one pass over the column (the
         table's own ``update_width`` measures the whole column again for every cell that
-        got narrower: with hundreds of rows changing at each refresh, that is quadratic.)"""
+        got narrower: with hundreds of rows changing at each refresh, that is quadratic);
+        whether a width changed."""
+        widened = False
         for i, (key, _) in enumerate(self._columns):
             col = self.columns.get(key)  # type: ignore[call-overload]
             if key not in columns or col is None:
@@ -205,6 +243,8 @@ class DiffTable(DataTable):
                 # width (or the label's, if wider) and lays itself out again.
                 col.content_width = widest.cell_len
                 self.update_cell(row_key, key, widest, update_width=True)
+                widened = True
+        return widened
 
     def _apply_sort(self) -> None:
         rev = self.sort_reverse

@@ -78,6 +78,7 @@ class HintsPanel(TextPanel):
     DEFAULT_CSS = """
     HintsPanel { overflow-y: auto; scrollbar-size-vertical: 1; scrollbar-gutter: stable; }
     """
+    KEEP_HEIGHT = False  # blank lines would scroll
 
     @property
     def body_width(self) -> int:
@@ -85,14 +86,26 @@ class HintsPanel(TextPanel):
         anyone knows whether they will scroll, and the bar would hide their last letter)."""
         return max(10, self.scrollable_content_region.width or self.size.width or 40)
 
+    _drawn: tuple[object, ...] | None = None  # what the body was last drawn from
+
     def show(self, snap: Snapshot) -> None:
-        """Like every text panel, but the lines come wrapped already (no ellipsis)."""
+        """Like every text panel, but the lines come wrapped already (no ellipsis). Hints
+        and notes equal to the last ones, in the same room, are not wrapped again."""
         self._last = snap
-        self._body.update(self.render_body(snap))
+        height = self.content_region.height if self.is_attached else 0
+        shown = tuple(
+            (h.severity, h.title, h.seen_live, h.panel, h.evidence, h.est_gain_text, h.advice)
+            for h in snap.hints
+        )  # what the lines say: est_gain, since_t... move at each evaluation
+        key = (shown, _notes(snap), snap.meta.observer, self.body_width, height,
+               self.zoomed, self.compact)  # fmt: skip
+        if key != self._drawn:
+            self._drawn = key
+            self._body.update(self.render_body(snap))
 
     def render_body(self, snap: Snapshot) -> RenderableType:
         hints = snap.hints
-        notes = [n for n in snap.notes if n.level in ("warning", "error")][-5:]
+        notes = _notes(snap)
         self.border_subtitle = "e: show the proof" if hints else ""
         width = self.body_width
         if not hints and not notes:
@@ -112,6 +125,11 @@ class HintsPanel(TextPanel):
         for n in note_lines:
             lines.extend(n)
         return Group(*lines)
+
+
+def _notes(snap: Snapshot) -> list[NoteRow]:
+    """The last warnings and errors about the monitoring itself, shown below the hints."""
+    return [n for n in snap.notes if n.level in ("warning", "error")][-5:]
 
 
 def empty_text(snap: Snapshot) -> str:

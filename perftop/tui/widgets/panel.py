@@ -63,8 +63,11 @@ class TextPanel(Panel, can_focus=True):
 
     Text panels are cheap (one ``Static.update`` per refresh, none when the text is the
     same as before, see :mod:`perftop.tui.widgets.quiet`) and focusable so they can be
-    zoomed. Subclasses implement :meth:`render_body`.
+    zoomed. Subclasses implement :meth:`render_body`. The body keeps the height of its
+    tallest text until the panel's room changes (``KEEP_HEIGHT``, see QuietStatic).
     """
+
+    KEEP_HEIGHT = True
 
     DEFAULT_CSS = """
     TextPanel > Static { width: 1fr; height: auto; }
@@ -72,7 +75,7 @@ class TextPanel(Panel, can_focus=True):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._body = QuietStatic("", markup=False)
+        self._body = QuietStatic("", markup=False, keep_height=self.KEEP_HEIGHT)
         self._last: Snapshot | None = None
 
     def compose(self) -> ComposeResult:
@@ -91,10 +94,12 @@ class TextPanel(Panel, can_focus=True):
         if compact == self.compact:
             return  # a zoom sets every panel's state again: re-rendering each costs a key
         super().set_compact(compact)
+        self._body.forget_height()
         if self._last is not None:
             self.show(self._last)
 
     def on_resize(self) -> None:
+        self._body.forget_height()
         if self._last is not None:
             self.show(self._last)
 

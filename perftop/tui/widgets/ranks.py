@@ -3,14 +3,17 @@
 Under DDP every rank's step takes the same time, so the columns that tell ranks apart are
 where the time goes: data wait and the rest of its own work, and backward, which holds the
 wait for the gradient all-reduce. The rank the others wait for is marked (see
-:mod:`perftop.model.ranks`).
+:mod:`perftop.model.ranks`). Under the table, the collectives of the rank under its cursor
+(:mod:`perftop.tui.widgets.rank_colls`): one line, and zoomed, each site that launched them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from textual.app import ComposeResult
+from textual.widgets import DataTable
 
 from perftop.model import Snapshot
 from perftop.model.comm_rows import RankComm
@@ -20,6 +23,7 @@ from perftop.tui import fmt
 from perftop.tui.widgets.difftable import FIRST_ROWS, Cell, DiffTable, First
 from perftop.tui.widgets.panel import Panel
 from perftop.tui.widgets.quiet import QuietStatic
+from perftop.tui.widgets.rank_colls import RankColls
 
 COLUMNS = (  # what tells ranks apart first: a narrow terminal scrolls to the rest
     ("rank", "rank"),
@@ -137,17 +141,48 @@ class RanksPanel(Panel):
     DEFAULT_CSS = """
     RanksPanel > Static { height: 1; color: $text-muted; display: none; }
     RanksPanel.-cut > Static { display: block; }
+    RanksPanel.-compact > RankColls { display: none; }
+    RanksPanel.-compact > RankColls.-hang { display: block; }  /* a hang shows at any size */
+    RanksPanel.-full > DiffTable { height: auto; max-height: 45%; }
     """
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.table = DiffTable(COLUMNS, sort="rank", reverse=False)
         self.rest = QuietStatic("", markup=False)
+        self.colls = RankColls()
         self.display = False
+        self._snap: Snapshot | None = None
+        self._rows: Mapping[str, StepStats] = {}
 
     def compose(self) -> ComposeResult:
         yield self.table
         yield self.rest
+        yield self.colls
+
+    def set_compact(self, compact: bool) -> None:
+        super().set_compact(compact)
+        self.set_class(compact, "-compact")
+
+    @property
+    def selected(self) -> StepStats | None:
+        """The rank under the table's cursor (its first row before any move)."""
+        t = self.table
+        if not t.row_count:
+            return None
+        row = t.ordered_rows[min(max(t.cursor_row, 0), t.row_count - 1)]
+        return self._rows.get(str(row.key.value))
+
+    def _show_colls(self) -> None:
+        if self._snap is None:
+            return
+        full = self.is_attached and self.screen.maximized is self
+        self.set_class(full, "-full")
+        self.colls.show(self._snap, self.selected, full)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table is self.table:
+            self._show_colls()
 
     def show(self, snap: Snapshot) -> None:
         many = len(snap.ranks) > 1
@@ -158,7 +193,10 @@ class RanksPanel(Panel):
         if not many:
             return
         s = find_straggler(snap.ranks)
-        self.table.set_first(first_rows(snap, s))
+        first = first_rows(snap, s)
+        self._snap, self._rows = snap, first.items
+        self.table.set_first(first)
+        self._show_colls()
         cut = self.table.left_out > 0
         self.set_class(cut, "-cut")
         if cut:

@@ -9,6 +9,7 @@ from rich.text import Text
 from perftop.fmt import stall_words
 from perftop.model import Snapshot
 from perftop.model.stacks import is_library, short, where
+from perftop.report.comm import stack_of
 from perftop.safe import visible_line
 from perftop.tui import fmt
 from perftop.tui.widgets.panel import TextPanel
@@ -52,7 +53,7 @@ class StacksPanel(TextPanel):
             how + (f"  · {len(snap.stalls)} stalls" if len(snap.stalls) > 1 else ""),
             style="red",
         )
-        out = [title]
+        out = [title, *self._missing(snap, s.during)]
         for pid, role, frames in s.stacks:
             head = Text(f"{role:<7} {pid:>7}  ", style="bold")
             head.append(visible_line(where(frames)), style="cyan")
@@ -65,4 +66,23 @@ class StacksPanel(TextPanel):
                 out.append(Text("    no Python frame", style=fmt.NA_STYLE))
         if s.note:
             out.append(Text(visible_line(s.note), style="yellow"))
+        return out
+
+    def _missing(self, snap: Snapshot, during: str) -> list[Text]:
+        """A hung collective: first, each rank that never entered it, with the stack its own
+        perftop dumped (under ``collect``, the latest capture may be another node's)."""
+        h = next((h for h in reversed(snap.comm.hangs) if not h.desync and h.missing), None)
+        if h is None or during != "collective":
+            return []
+        out = [Text(f"never entered {h.op} {h.pg} seq {h.seq}:", style="bold red")]
+        for r in h.missing:
+            stack, why = stack_of(snap, r.pid, h.t_created, r.host)
+            frames = tuple((f["function"], f["file"], f["line"]) for f in stack)
+            head = Text(f"rank {r.rank} {r.pid:>7}{' ' + r.host if r.host else ''}  ", "bold")
+            head.append(visible_line(where(frames) if frames else why or "no stack yet"), "cyan")
+            out.append(head)
+            for f in frames[: 2 if self.compact else FRAMES]:
+                out.append(
+                    Text("    " + visible_line(short(f)), style="dim" if is_library(f[1]) else "")
+                )
         return out

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from itertools import groupby
+from math import ceil
+from operator import itemgetter
+
 from rich.console import Group, RenderableType
 from rich.text import Text
 
@@ -9,6 +14,7 @@ from perftop.model import Snapshot
 from perftop.model.between import OVERLAPPED
 from perftop.model.snapshot import PHASES, BetweenRow, StepRow, StepStats
 from perftop.tui import fmt
+from perftop.tui.widgets.lines import Runs
 from perftop.tui.widgets.panel import TextPanel
 
 STALL_FACTOR = 3.0  # a step this many times the median stands out: a "slow step" (a
@@ -21,50 +27,42 @@ def _phases(row: StepRow) -> tuple[float, float, float, float]:
     return (row.data, row.other, row.backward, row.optimizer)
 
 
-def chart(rows: tuple[StepRow, ...], width: int, height: int, p50: float | None) -> list[Text]:
+def chart(rows: tuple[StepRow, ...], width: int, height: int, p50: float | None) -> list[Runs]:
     """Stacked bars, one column per step, newest on the right; phases bottom-up in
-    ``PHASES`` order. Bars above the scale are clipped and a slow step gets a red ``▲``."""
+    ``PHASES`` order. Bars above the scale are clipped and a slow step gets a red ``▲``.
+    Each line is its runs of one style (drawn straight to strips, see ``lines``)."""
     rows = rows[-width:]
     if not rows or height <= 0:
-        return [Text(" " * width) for _ in range(max(0, height))]
+        return [Runs(((" " * width, ""),)) for _ in range(max(0, height))]
     durs = sorted(r.duration for r in rows)
     top = max(durs[min(len(durs) - 1, int(0.95 * len(durs)))] * 1.25, 1e-9)
     stall = (p50 or durs[len(durs) // 2]) * STALL_FACTOR
     styles = [fmt.PHASE_STYLES[p] for p in PHASES]
-    grid: list[list[tuple[str, str]]] = [[(" ", "")] * width for _ in range(height)]
+    blank = (" ", "")
+    grid: list[list[tuple[str, str]]] = [[blank] * width for _ in range(height)]
     x0 = width - len(rows)
+    last = len(PHASES) - 1
     for i, row in enumerate(rows):
         total_cells = min(row.duration, top) / top * height
         bounds, acc = [], 0.0
         for part in _phases(row):
             acc += part
             bounds.append(min(acc, top) / top * height)
-        for y in range(height):  # y = 0 is the bottom cell
+        x = x0 + i
+        for y in range(min(height, ceil(total_cells))):  # y = 0 is the bottom cell
             fill = total_cells - y
-            if fill <= 0:
-                break
-            mid = y + min(fill, 1.0) / 2
-            k = next((j for j, b in enumerate(bounds) if mid <= b), len(bounds) - 1)
+            k = min(bisect_left(bounds, y + min(fill, 1.0) / 2), last)  # the phase at mid-cell
             ch = "█" if fill >= 1 else EIGHTHS[max(1, round(fill * 8))]
-            grid[height - 1 - y][x0 + i] = (ch, styles[k])
+            grid[height - 1 - y][x] = (ch, styles[k])
         if row.duration >= stall:
-            grid[0][x0 + i] = ("▲", "bold red")
+            grid[0][x] = ("▲", "bold red")
         elif row.gap_before:
-            grid[0][x0 + i] = (GAP_MARK, GAP_STYLE)
-    lines = []
-    for cells in grid:  # one span per run of equal style: cheaper to build and to render
-        t, run_style = Text(), None
-        run: list[str] = []
-        for ch, style in cells:
-            if style != run_style and run:
-                t.append("".join(run), style=run_style or None)
-                run = []
-            run.append(ch)
-            run_style = style
-        if run:
-            t.append("".join(run), style=run_style or None)
-        lines.append(t)
-    return lines
+            grid[0][x] = (GAP_MARK, GAP_STYLE)
+    join, first = "".join, itemgetter(0)
+    return [  # one run per style: cheaper to build and to draw
+        Runs((join(map(first, run)), style) for style, run in groupby(cells, key=itemgetter(1)))
+        for cells in grid
+    ]
 
 
 def stats_line(s: StepStats, compact: bool = False, trainers: tuple[StepStats, ...] = ()) -> Text:

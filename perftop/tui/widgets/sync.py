@@ -34,16 +34,46 @@ def _rate(s: SyncSite) -> str:
     return sync_rate(s.per_step, s.error, s.seen, short=True, every=s.every_step, watched=s.watched)
 
 
-def where(s: SyncSite) -> str:
-    """The user's line, then the library line it went through: ``train.py:52 → …``."""
+MIN_WHERE = 12  # the place's cell is never squeezed narrower
+
+
+def where(s: SyncSite, width: int | None = None) -> str:
+    """The user's line, then the library line it went through: ``train.py:52 → …``; in
+    ``width`` cells at most (:func:`squeeze`)."""
     callers = [(f, n) for f, n, _, _ in s.callers]
     user, via = sync_where(s.file, s.line, s.lib_file, s.lib_line, s.package, callers)
-    return visible_line(f"{user} → {via}" if via else user)  # the job's file names
+    user, via = visible_line(user), visible_line(via)  # the job's file names
+    return squeeze(user, via, width) if width is not None else (f"{user} → {via}" if via else user)
 
 
-def site_cells(s: SyncSite, blocked: bool = True) -> list[Cell]:
+def squeeze(user: str, via: str, width: int) -> str:
+    """``user → via`` in ``width`` cells, cut in the middle, never at the end: sites that
+    one user line reaches through a library differ in the library's file and line, which a
+    cut at the right edge took off (``train.py:52 → ignite/eng…`` twice). The library's
+    folders go first, then the start of its file's name, then all but its line; narrower
+    still, the whole place (the table scrolls: the user's line is never the part cut)."""
+    full = f"{user} → {via}" if via else user
+    width = max(width, MIN_WHERE)
+    if len(full) <= width:
+        return full
+    if via:
+        name = via.rsplit("/", 1)[-1]
+        if len(user) + len(" → …") + len(name) <= width:
+            return f"{user} → …{name}"
+        keep = width - len(user) - len(" → …")
+        if keep >= 8:
+            return f"{user} → …{name[len(name) - keep :]}"
+        line = f"{user} → …:{via.rsplit(':', 1)[-1]}"
+        if len(line) <= width:
+            return line
+        return full  # too narrow for the user's line and the library's: the table scrolls
+    return "…" + full[len(full) - width + 1 :]
+
+
+def site_cells(s: SyncSite, blocked: bool = True, width: int | None = None) -> list[Cell]:
+    """A site's row; its place in ``width`` cells at most (:func:`squeeze`)."""
     kind_style = "bold red" if s.kind == "sync" else "yellow"
-    place = where(s)
+    place = where(s, width)
     cells = [
         Cell(s.op, s.op, style=kind_style, justify="left"),
         # "potential": would make a GPU wait; seen on this device by the sampled detector.
@@ -88,7 +118,7 @@ def subtitle(sites: tuple[SyncSite, ...]) -> str:
         return ""
     out = f"{len(sites)} sites"
     watched = max((s.watched or 0) for s in sites)
-    if any(s.error == 0 for s in sites if s.watched):
+    if any(s.exact for s in sites):
         return f"{out}, exact: {watched} steps"
     return f"{out}, {watched} steps watched" if watched else out
 
@@ -107,6 +137,7 @@ class SyncPanel(Panel):
         # (the time blocked is measured on an accelerator only; its column is hidden else).
         self.table = DiffTable((*COLUMNS, WHERE), sort="per_step", reverse=True)
         self.summary = QuietStatic("no host↔device syncs seen", markup=False)
+        self._last: Snapshot | None = None
 
     def compose(self) -> ComposeResult:
         yield self.summary
@@ -120,14 +151,36 @@ class SyncPanel(Panel):
         self.set_class(compact, "-compact")
         self.can_focus = compact  # the summary has nothing to focus; the panel does
 
+    def on_resize(self) -> None:
+        """The place's cells fit the new width now, not at the next snapshot (a paused
+        replay has none)."""
+        if self._last is not None:
+            self.show(self._last)
+
     def show(self, snap: Snapshot) -> None:
+        self._last = snap
         self.set_class(not snap.sync, "-empty")
         self.summary.update(summary(snap.sync, snap.meta.observer))
         blocked = any(s.blocked_s is not None for s in snap.sync)
         self.table.set_columns((*COLUMNS, BLOCKED, WHERE) if blocked else (*COLUMNS, WHERE))
-        rows = {}
-        for s in snap.sync:
-            key = f"{s.file}:{s.line}:{s.op}:{s.kind}:{s.lib_file}:{s.lib_line}"
-            rows[key] = site_cells(s, blocked)
+        sites = {
+            f"{s.file}:{s.line}:{s.op}:{s.kind}:{s.lib_file}:{s.lib_line}": s for s in snap.sync
+        }
+        rows = {key: site_cells(s, blocked) for key, s in sites.items()}
+        width = self._where_width(rows)  # the cells' widths but the place's
+        rows = {key: site_cells(s, blocked, width) for key, s in sites.items()}
         self.table.set_rows(rows)
         self.border_subtitle = subtitle(snap.sync)
+
+    def _where_width(self, rows: dict[str, list[Cell]]) -> int:
+        """What the table's width leaves the place's column (the last), once the other
+        columns have their cells' width: the place is squeezed into it, not cut."""
+        pad = 2 * self.table.cell_padding
+        labels = self.table.label_widths()
+        others = sum(
+            max([label, *(cells[i].cell_len for cells in rows.values())]) + pad
+            for i, label in enumerate(labels[:-1])
+        )
+        # (the table's own region, once laid out; the panel's until then)
+        shown = self.table.scrollable_content_region.width or self.content_region.width
+        return shown - others - pad

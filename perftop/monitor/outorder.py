@@ -1,0 +1,119 @@
+"""The order in which the job wrote its stdout and stderr files (see
+:mod:`perftop.monitor.output`), from the kernel's own record of the writes (inotify).
+
+The job writes to two ordinary files, and a file keeps no time of its writes: read at each
+poll, one stream's lines all came before the other's, whichever the job wrote first (a
+job's end-of-run stdout block showed above the stderr lines it wrote before it). Each
+``write(2)`` to a watched file queues an ``IN_MODIFY`` event, in order, one queue for both
+files; the reader wakes at the first write instead of the next poll, and reads the streams
+in the order they were written.
+
+The order is exact when the reader keeps up with the writes (it wakes on each one): what
+one stream wrote, then the other, between two wake-ups is read in the order of each
+stream's first write. Without inotify (or when its queue overflowed), the streams are read
+in a fixed order, as before, at each poll. Nothing here touches the job or its files.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import select
+import struct
+from collections.abc import Callable
+
+IN_MODIFY = 0x00000002
+IN_NONBLOCK = os.O_NONBLOCK
+IN_CLOEXEC = os.O_CLOEXEC
+_EVENT = struct.Struct("iIII")  # wd, mask, cookie, len (a file's watch has no name)
+
+
+class WriteOrder:
+    """Which of ``paths`` (name → path) were written, in the order they were written."""
+
+    def __init__(self, paths: dict[str, str]) -> None:
+        self.names = list(paths)
+        self._wds: dict[int, str] = {}
+        self._carried: list[str] = []  # written after a read's sizes were taken
+        self.fd = -1
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
+        except (OSError, AttributeError):
+            return
+        if fd < 0:
+            return
+        for name, path in paths.items():
+            wd = libc.inotify_add_watch(fd, os.fsencode(path), IN_MODIFY)
+            if wd < 0:
+                os.close(fd)
+                self._wds = {}
+                return
+            self._wds[wd] = name
+        self.fd = fd
+
+    def wait(self, timeout: float) -> list[str]:
+        """Every name, those written since the last call first, in the order of their
+        first write; waits up to ``timeout`` for a write (the whole of it without inotify)."""
+        fds = [self._wake_r] + ([self.fd] if self.fd >= 0 else [])
+        carried, self._carried = self._carried, []
+        try:
+            ready, _, _ = select.select(fds, [], [], 0.0 if carried else timeout)
+        except (OSError, ValueError):
+            ready = []
+        written = carried
+        for name in self._drain() if self.fd in ready else []:
+            if name not in written:
+                written.append(name)
+        return written + [n for n in self.names if n not in written]
+
+    def settle(self, ends: dict[str, int], sizes: Callable[[], dict[str, int]]) -> None:
+        """Once the sizes to read up to (``ends``) were taken: the writes whose events came
+        since then are in them, and their events are dropped (left queued, they put a
+        stream first in the next read that another wrote to first), unless a file grew
+        since (``sizes()``): then they are the next read's order."""
+        if self.fd < 0:
+            return
+        late = self._drain()
+        if late and sizes() != ends:
+            self._carried = late
+
+    def wake(self) -> None:
+        """End a :meth:`wait` now (the tail stops or pauses)."""
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:
+            pass  # full: a wake-up is pending already
+
+    def _drain(self) -> list[str]:
+        written: list[str] = []
+        size = 1024 * _EVENT.size
+        while True:
+            try:
+                buf = os.read(self.fd, size)
+            except OSError:  # nothing more (EAGAIN), or the fd is gone
+                return written
+            for off in range(0, len(buf) - _EVENT.size + 1, _EVENT.size):
+                wd, mask, _, length = _EVENT.unpack_from(buf, off)
+                if length:  # never for a file's own watch
+                    return written
+                name = self._wds.get(wd)  # None for IN_Q_OVERFLOW: its order is lost
+                if name is not None and name not in written:
+                    written.append(name)
+            if len(buf) < size:
+                return written
+
+    def rearm(self) -> None:
+        """Take back the wake-ups sent (a paused tail starts again)."""
+        try:
+            while os.read(self._wake_r, 64):
+                pass
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        for fd in (self.fd, self._wake_r, self._wake_w):
+            if fd >= 0:
+                os.close(fd)
+        self.fd = self._wake_r = self._wake_w = -1

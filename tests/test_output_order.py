@@ -1,0 +1,161 @@
+"""The job's output in the order it wrote it, across stdout and stderr, and a progress bar
+never one line with another writer's text (issue 45, item 10). A real job with its output
+captured as under the TUI (and its recording, replayed), and one under
+``perftop run --stream-out``, whose relay must pass the job's bytes on unchanged.
+
+Read at each poll, one stream's new lines all came before the other's: timm's end-of-run
+stdout block showed above the stderr lines it wrote before it, in the TUI and in replay.
+A tqdm bar's unfinished line took the next log line written after it ("…40.0it/s]Training
+Reported step 0"), and a bar running long was a line for each 4 KiB of its updates. Each phase below writes two streams back to back, microseconds apart
+(one poll always read both), then pauses for the reader, which reads at each write: what
+one stream, then the other, then the first again wrote within one read has no order."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from perftop.events import Output
+from perftop.monitor.runner import Job, RunConfig
+from perftop.recording import read_events
+
+JOB = r"""
+import sys, time
+def say(stream, text):
+    stream.write(text)
+    stream.flush()
+for i in range(2):
+    say(sys.stderr, f"err {i}a\nerr {i}b\n")
+    say(sys.stdout, f"out {i}a\nout {i}b\n")
+    time.sleep(0.1)
+    say(sys.stdout, f"OUT {i}\n")
+    say(sys.stderr, f"ERR {i}\n")
+    time.sleep(0.1)
+for i in range(3):
+    say(sys.stderr, f"\r{i * 10:3d}%|{'#' * i:10s}| {i}/10 [00:01<00:02, 40.0it/s]")
+    time.sleep(0.05)
+    say(sys.stderr, f"TrainingReported step {i}\n")
+    time.sleep(0.05)
+say(sys.stderr, "\r100%|##########| 10/10\n")
+for i in range(1, 5):  # Keras's old bar: backspaces, a carriage return, the bar: 3 writes
+    for part in ("\b" * 12 if i > 1 else "", "\r", f"[{'=' * i:4s}] {i}/4 "):
+        say(sys.stdout, part)
+        time.sleep(0.025)  # each read alone: the bar goes on, it is no other writer's text
+say(sys.stdout, "\n")
+for i in range(1, 301):  # 12 KiB of updates on one line: more than MAX_LINE
+    say(sys.stderr, f"\rfast bar {i:3d}/300 " + "#" * (i // 10))
+say(sys.stderr, "\n")
+time.sleep(0.1)
+say(sys.stdout, "L" * 6000)  # a line longer than MAX_LINE, ended later
+time.sleep(0.05)
+say(sys.stdout, "L\n")
+say(sys.stdout, "end block 1\nend block 2\n\n")
+"""
+
+WANT = [
+    *[
+        (s, t)
+        for i in range(2)
+        for s, t in [
+            ("stderr", f"err {i}a"),
+            ("stderr", f"err {i}b"),
+            ("stdout", f"out {i}a"),
+            ("stdout", f"out {i}b"),
+            ("stdout", f"OUT {i}"),
+            ("stderr", f"ERR {i}"),
+        ]
+    ],
+    *[
+        (s, t)
+        for i in range(3)
+        for s, t in [
+            ("stderr", f"{i * 10:3d}%|{'#' * i:10s}| {i}/10 [00:01<00:02, 40.0it/s]"),
+            ("stderr", f"TrainingReported step {i}"),
+        ]
+    ],
+    ("stderr", "100%|##########| 10/10"),
+    ("stdout", "[====] 4/4 "),  # one line, its last state
+    ("stderr", "fast bar 300/300 " + "#" * 30),  # one line, its last state
+    ("stdout", "end block 1"),
+    ("stdout", "end block 2"),
+    ("stdout", ""),  # an empty last line is a line
+]
+
+
+def _shown(output) -> list[tuple[str, str]]:
+    """The lines shown, but the long line's pieces (cut where the reads fell)."""
+    return [(line.stream, line.text) for line in output if not line.text.startswith("L")]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Job, Path]:
+    d = tmp_path_factory.mktemp("order")
+    script = d / "job.py"
+    script.write_text(JOB)
+    rec = d / "r.perftop"
+    job = Job(RunConfig(command=(sys.executable, str(script)), record=rec, capture_output=True))
+    assert job.start().wait() == 0
+    return job, rec
+
+
+def test_the_panel_shows_lines_in_the_order_written_across_streams(run) -> None:
+    job, _ = run
+    snap = job.hub.latest
+    assert snap is not None
+    assert _shown(snap.output) == WANT
+
+
+def test_replay_shows_the_same_lines_in_the_same_order(run) -> None:
+    from perftop.replay.index import ReplayIndex
+    from perftop.replay.player import Player
+
+    _, rec = run
+    ix = ReplayIndex(rec)
+    ix.build()
+    p = Player(ix)
+    p.seek_event(ix.events)
+    assert _shown(p.snapshot().output) == WANT
+    # No event recorded holds a bar's state with the line written after it.
+    texts = [e.text for e in read_events(rec) if isinstance(e, Output)]
+    assert not [t for t in texts if "it/s]" in t and "Training" in t]
+
+
+def test_the_relay_passes_the_jobs_bytes_on_unchanged_in_order(tmp_path) -> None:
+    """``--stream-out`` (what `perftop collect --ssh` runs): the job's output relayed to
+    our stderr, byte for byte, in the order written, before perftop's own summary: a
+    line longer than ``MAX_LINE`` passed on in pieces once had a newline after each."""
+    script = tmp_path / "job.py"
+    script.write_text(JOB)
+    plain = subprocess.run(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    cmd = [sys.executable, "-m", "perftop", "run", "--stream-out", "--no-record", "--"]
+    got = subprocess.run(
+        [*cmd, sys.executable, str(script)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert got.returncode == 0
+    assert plain.stdout and got.stderr.startswith(plain.stdout)
+
+
+def test_headless_the_job_writes_its_own_streams_byte_for_byte(tmp_path) -> None:
+    """``--headless``: the job's stdout and stderr are perftop's own, untouched (perftop's
+    summary follows on stderr)."""
+    script = tmp_path / "job.py"
+    script.write_text(JOB)
+    run = [sys.executable, str(script)]
+    plain = subprocess.run(run, capture_output=True)
+    got = subprocess.run(
+        [sys.executable, "-m", "perftop", "run", "--headless", "--no-record", "--", *run],
+        capture_output=True,
+        timeout=60,
+    )
+    assert got.returncode == 0
+    assert got.stdout == plain.stdout
+    assert plain.stderr and got.stderr.startswith(plain.stderr)

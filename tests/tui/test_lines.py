@@ -1,0 +1,123 @@
+"""Panels' lines drawn straight to strips (``widgets/lines.py``) draw what Rich drew: the
+same strips, segment for segment, as the ``Group`` of Rich text they replace, on the
+snapshots of real recordings as they grow (the Steps chart shifting, slow-step marks,
+hints and host lines coming and going)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Group
+from textual.strip import Strip
+from textual.visual import RichVisual, Visual
+from textual.widget import Widget
+
+from perftop.hints.session import hinted_session
+from perftop.recording import read_events
+from perftop.tui.app import PerftopApp
+from perftop.tui.messages import SnapshotMessage
+from perftop.tui.widgets.lines import Lines, Runs
+from perftop.tui.widgets.quiet import QuietStatic
+from tests.tui.test_app import aio, settle
+
+RECORDINGS = Path(__file__).parent / "recordings"
+
+
+def growing(name: str, every: int) -> list:
+    """Snapshots of a recording every ``every`` events, as a live session would show it."""
+    session, out = hinted_session(), []
+    for i, event in enumerate(read_events(str(RECORDINGS / name)), 1):
+        session.apply(event)
+        if i % every == 0:
+            out.append(session.snapshot())
+    out.append(session.snapshot())
+    return out
+
+
+def rich_strips(widget: QuietStatic, parts: tuple) -> list:
+    """What Textual drew for these parts before: a Rich Group, links styled."""
+    texts = [p.to_text() if isinstance(p, Runs) else p for p in parts]
+    widget.set_reactive(Widget.auto_links, True)
+    try:
+        w, h = widget.size
+        return Visual.to_strips(
+            widget, RichVisual(widget, Group(*texts)), w, h, widget.visual_style
+        )
+    finally:
+        widget.set_reactive(Widget.auto_links, False)
+
+
+@aio
+async def test_lines_draw_the_strips_rich_drew() -> None:
+    compared: dict[str, int] = {}
+    marks = 0
+    for name, every, size in (("hogwild.perftop", 16, (160, 48)), ("stall.perftop", 6, (80, 24))):
+        app = PerftopApp()
+        async with app.run_test(size=size) as pilot:
+            for snap in growing(name, every):
+                app.post_message(SnapshotMessage(snap))
+                await settle(pilot, 2)
+                for widget in app.query(QuietStatic):
+                    visual = widget.visual
+                    if not isinstance(visual, Lines) or not widget.size.area:
+                        continue
+                    w, h = widget.size
+                    drawn = Visual.to_strips(widget, visual, w, h, widget.visual_style)
+                    assert drawn == rich_strips(widget, visual.parts), (name, widget.parent.id)
+                    panel = widget.parent.id
+                    compared[panel] = compared.get(panel, 0) + 1
+                    marks += any(isinstance(p, Runs) and "▲" in p.plain for p in visual.parts)
+    assert compared.get("steps", 0) >= 10 and compared.get("host", 0) >= 10, compared
+    assert marks  # a slow step's mark drawn too
+
+
+@aio
+async def test_a_line_that_did_not_change_is_not_drawn_again() -> None:
+    app = PerftopApp()
+    snaps = growing("hogwild.perftop", 40)
+    async with app.run_test(size=(160, 48)) as pilot:
+        app.post_message(SnapshotMessage(snaps[-2]))
+        await settle(pilot)
+        body = app.query_one("#steps QuietStatic")
+        w, h = body.size
+        first = Visual.to_strips(body, body.visual, w, h, body.visual_style)
+        app.post_message(SnapshotMessage(snaps[-1]))
+        await settle(pilot)
+        again = Visual.to_strips(body, body.visual, w, h, body.visual_style)
+        parts = body.visual.parts  # type: ignore[attr-defined]
+        kept = [a is b for a, b in zip(first, again, strict=True)]
+        # the legend (last line) is the same Text: the same strip; the chart moved
+        assert kept[-1] and not all(kept)
+        assert isinstance(parts[-2], Runs)
+
+
+def screen_of(app: PerftopApp) -> list[list[tuple[str, str]]]:
+    """The screen as drawn: each line's cells, (character, style)."""
+    lines = []
+    for line in app.screen._compositor.render_update(full=True).strips:  # type: ignore[union-attr]
+        strips = [line] if isinstance(line, Strip) else list(line)
+        lines.append([(c, str(seg.style)) for st in strips for seg in st for c in seg.text])
+    return lines
+
+
+@aio
+async def test_lines_repainted_alone_leave_the_screen_a_fresh_one_draws() -> None:
+    """Only a panel's changed lines are repainted; after a run of snapshots the screen is
+    the one an app that shows only the last snapshot draws."""
+    snaps = growing("hogwild.perftop", 14)
+    app = PerftopApp()
+    async with app.run_test(size=(160, 48)) as pilot:
+        body = app.query_one("#host QuietStatic")
+        calls: list[tuple] = []
+        real = body.refresh
+        body.refresh = lambda *regions, **kw: calls.append(regions) or real(*regions, **kw)  # type: ignore[method-assign]
+        for snap in snaps:
+            app.post_message(SnapshotMessage(snap))
+            await settle(pilot, 2)
+        grown = screen_of(app)
+        assert any(0 < len(regions) < body.size.height for regions in calls), calls
+    fresh = PerftopApp()
+    async with fresh.run_test(size=(160, 48)) as pilot:
+        fresh.post_message(SnapshotMessage(snaps[-1]))
+        await settle(pilot)
+        assert screen_of(fresh) == grown

@@ -1,0 +1,80 @@
+"""A loop of HF accelerate's (issue 44): gradient accumulation over 4 micro-batches
+(``accelerator.accumulate``), an evaluation pass over a held-out loader after each epoch
+and ``accelerator.save_state`` every few updates, each timed by the job itself. Prints one
+JSON line: its updates (``sync_gradients``), micro-batches, evaluations and saves, each
+with its own time, and its data wait (each fetch but the first, which starts the loader),
+the time from the start of each epoch's last update to the end of the next epoch's first
+forward (``gaps``: the evaluation and all around it, with some of both steps), and the held-out loss on stderr."""
+
+import json
+import os
+import sys
+import tempfile
+import time
+
+import torch
+from accelerate import Accelerator
+from torch.utils.data import DataLoader, TensorDataset
+
+EPOCHS, BATCHES, ACC, SAVE_EVERY = 2, 24, 4, 4
+perf = time.perf_counter
+
+
+def main() -> None:
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    acc = Accelerator(gradient_accumulation_steps=ACC, cpu=True)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    train = DataLoader(
+        TensorDataset(torch.randn(16 * BATCHES, 32), torch.randn(16 * BATCHES, 1)), batch_size=16
+    )
+    held = DataLoader(TensorDataset(torch.randn(16 * 8, 32), torch.randn(16 * 8, 1)), batch_size=16)
+    model, opt, train, held = acc.prepare(model, opt, train, held)
+    own = {
+        "updates": 0,
+        "micro": 0,
+        "evals": [],
+        "saves": [],
+        "data_wait_s": 0.0,
+        "gaps": [],
+    }
+    out = tempfile.mkdtemp()
+    for _epoch in range(EPOCHS):
+        model.train()
+        batches = iter(train)
+        while True:
+            t = perf()
+            try:
+                x, y = next(batches)
+            except StopIteration:
+                break
+            if own["micro"]:  # the first fetch starts the loader: before the first step
+                own["data_wait_s"] += perf() - t
+            with acc.accumulate(model):
+                loss = torch.nn.functional.mse_loss(model(x), y)
+                if own["micro"] % BATCHES == 0 and own["micro"]:  # after an evaluation
+                    own["gaps"].append(perf() - own.pop("updated"))
+                acc.backward(loss)
+                if acc.sync_gradients:
+                    own["updated"] = perf()  # before the update, in which the step ends
+                opt.step()
+                opt.zero_grad()
+            own["micro"] += 1
+            if acc.sync_gradients:
+                own["updates"] += 1
+                if own["updates"] % SAVE_EVERY == 0:
+                    t = perf()
+                    acc.save_state(os.path.join(out, f"ckpt{own['updates']}"))
+                    own["saves"].append(perf() - t)
+        t = perf()
+        model.eval()
+        with torch.no_grad():
+            total = sum(float(torch.nn.functional.mse_loss(model(x), y)) for x, y in held)
+        own["evals"].append(perf() - t)
+    print(json.dumps(own), flush=True)
+    print(f"held-out loss {total:.4f}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""A Ray Train job: ``TorchTrainer`` with 2 CPU workers (gloo), ``prepare_model`` (DDP) and
+``prepare_data_loader``, 3 epochs of a small MLP, ``ray.train.report`` each epoch.
+
+Its own counters, one JSON line on stdout at the end: per worker its pid, the rank and world
+size Ray set in its environment, its steps (optimizer updates), each epoch's time, the
+all-reduces DDP made (buckets a step, times steps), and the time its training function
+returned. ``python ray_train.py OUT_DIR``."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import ray
+import torch
+from ray.train import RunConfig, ScalingConfig
+from ray.train.torch import TorchTrainer, prepare_data_loader, prepare_model
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+EPOCHS = 3
+SAMPLES = 192  # 96 a worker (DistributedSampler), 6 batches of 16: 6 steps an epoch
+BATCH = 16
+
+
+def train_fn(config: dict) -> None:
+    ctx = ray.train.get_context()
+    torch.manual_seed(0)
+    model = prepare_model(nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1)))
+    g = torch.Generator().manual_seed(1)
+    data = TensorDataset(
+        torch.randn(SAMPLES, 32, generator=g), torch.randn(SAMPLES, 1, generator=g)
+    )
+    loader = prepare_data_loader(DataLoader(data, batch_size=BATCH, shuffle=True))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    steps, epoch_s, step_s, report_s = 0, [], [], []
+    for epoch in range(EPOCHS):
+        if ray.train.get_context().get_world_size() > 1:
+            loader.sampler.set_epoch(epoch)
+        t0 = t = time.perf_counter()
+        for x, y in loader:
+            # 1.2 s an epoch: Ray Train's controller takes each result out of a queue of
+            # one every 2 s, and a report waits for it (docs/distributed.md#ray-train): the
+            # last report's wait, after the last step, stays well short of a stall (2 s)
+            time.sleep(0.2)
+            loss = nn.functional.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            steps += 1
+            step_s.append(-t + (t := time.perf_counter()))
+        epoch_s.append(time.perf_counter() - t0)
+        ray.train.report({"epoch": epoch, "steps": steps, "loss": loss.item()})
+        report_s.append(time.perf_counter() - t)
+    own = {
+        "pid": os.getpid(),
+        "rank": ctx.get_world_rank(),
+        "world_size": ctx.get_world_size(),
+        "env_rank": os.environ.get("RANK"),
+        "env_world_size": os.environ.get("WORLD_SIZE"),
+        "steps": steps,
+        "epoch_s": epoch_s,
+        "step_s": step_s,  # each step's time, from the last one's end (an epoch's first: its start)
+        "report_s": report_s,  # each epoch's ray.train.report (a barrier of the workers)
+        # DDP's reducer: one all-reduce per bucket a step (this model's 4 tensors: 1 bucket)
+        "buckets": len(model._get_ddp_logging_data().get("bucket_sizes", "1").split(", ")),
+        "done_t": time.time(),
+    }
+    Path(config["out"], f"rank{own['rank']}.json").write_text(json.dumps(own))
+
+
+def main() -> None:
+    out = Path(sys.argv[1]).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    trainer = TorchTrainer(
+        train_fn,
+        train_loop_config={"out": str(out)},
+        scaling_config=ScalingConfig(num_workers=2, use_gpu=False),
+        run_config=RunConfig(storage_path=str(out / "results"), name="ray46"),
+    )
+    result = trainer.fit()
+    workers = sorted(
+        (json.loads(p.read_text()) for p in out.glob("rank*.json")), key=lambda w: w["rank"]
+    )
+    print(json.dumps({"error": repr(result.error), "workers": workers, "driver": os.getpid()}))
+    ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()
