@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 
 from tests.zoo.accounting import ACCOUNTING  # noqa: E402
-from tests.zoo.oracles import ORACLES, check  # noqa: E402
+from tests.zoo.oracles import ORACLES, check, errors_off  # noqa: E402
 from tests.zoo.parts import Spec, Sync, specs  # noqa: E402
 from tests.zoo.run import Result, account_runs, run_spec  # noqa: E402
 
@@ -70,7 +70,27 @@ def summary(results: list[Result]) -> str:
         bad = sum(1 for r in results if name in r.oracles())
         rows.append(f"{name:<14} {bad:>6}  {what}")
     failed = sum(1 for r in results if r.failures)
-    return "\n".join([f"loops: {len(results)}, failed: {failed}", *rows])
+    return "\n".join([f"loops: {len(results)}, failed: {failed}", *rows, coverage(results)])
+
+
+def coverage(results: list[Result]) -> str:
+    """How often the sampled rate's stated error covers the loop's own rate: the share of
+    sampled lines within 1, 2 and 3 stated errors (a normal error: 68%, 95%, 99.7%)."""
+    off: list[float] = []
+    for r in results:
+        try:
+            own = json.loads((r.folder / "sampled.json").read_text())
+            rep = json.loads((r.folder / "sampled.report.json").read_text())
+        except (OSError, ValueError):
+            continue  # not run, or failed before its report
+        off += errors_off(own, rep)
+    if not off:
+        return "stated error's coverage: no sampled line with an error stated"
+    within = ", ".join(f"{k}: {sum(z <= k for z in off) / len(off):.1%}" for k in (1, 2, 3))
+    return (
+        f"stated error's coverage, {len(off)} sampled lines with an error stated: within "
+        f"{within} (a normal error: 68%, 95%, 99.7%); worst {max(off):.1f} errors off"
+    )
 
 
 def recheck(out: Path) -> list[Result]:

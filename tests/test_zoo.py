@@ -6,9 +6,12 @@ failures that flip when the fix lands."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import HealthCheck, Phase, assume, given, settings
 
+from tests.zoo.oracles import errors_off
 from tests.zoo.parts import Spec, Sync, specs
 from tests.zoo.run import run_accounting, run_spec
 
@@ -50,6 +53,10 @@ def test_periodic_lines_sampled_on_a_long_loop(tmp_path):
     )
     res = run_spec(spec, tmp_path, ("sampled",))
     assert not res.failures, res.show()
+    own = json.loads((tmp_path / "sampled.json").read_text())
+    rep = json.loads((tmp_path / "sampled.report.json").read_text())
+    off = errors_off(own, rep)  # the campaign's coverage figure: the two periodic lines
+    assert len(off) == 2, off  # (the every-step one states none: seen in every watched step)
 
 
 FIXED = [

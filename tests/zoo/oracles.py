@@ -214,6 +214,21 @@ def _sampled(own: dict, rep: dict) -> list[tuple[str, str]]:
     return out
 
 
+def errors_off(own: dict, rep: dict) -> list[float]:
+    """Each sampled sync line's distance from the loop's own rate, in its stated errors
+    (lines with an error above 0; a line of every watched step states none): a campaign's
+    coverage of the stated error (scripts/loop_fuzz.py), which the oracle's 3 errors hide."""
+    rows = _rows(rep)
+    out = []
+    for line in own["periods"]:
+        r = rows.get(int(line))
+        if r is None or not r.get("per_step_error"):
+            continue
+        truth, _ = _truth(own, line)
+        out.append(abs(r["per_step"] - truth) / r["per_step_error"])
+    return out
+
+
 def _exact(own: dict, rep: dict) -> list[tuple[str, str]]:
     out = []
     rows = _rows(rep)
