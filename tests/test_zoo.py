@@ -57,6 +57,8 @@ def test_periodic_lines_sampled_on_a_long_loop(tmp_path):
     rep = json.loads((tmp_path / "sampled.report.json").read_text())
     off = errors_off(own, rep)  # the campaign's coverage figure: the two periodic lines
     assert len(off) == 2, off  # (the every-step one states none: seen in every watched step)
+    # reported (a distance in errors) or seen by no watched step (None)
+    assert all(z is None or 0 <= z < float("inf") for z in off), off
 
 
 FIXED = [

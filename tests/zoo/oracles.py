@@ -214,18 +214,24 @@ def _sampled(own: dict, rep: dict) -> list[tuple[str, str]]:
     return out
 
 
-def errors_off(own: dict, rep: dict) -> list[float]:
-    """Each sampled sync line's distance from the loop's own rate, in its stated errors
-    (lines with an error above 0; a line of every watched step states none): a campaign's
-    coverage of the stated error (scripts/loop_fuzz.py), which the oracle's 3 errors hide."""
+def errors_off(own: dict, rep: dict) -> list[float | None]:
+    """Each of the loop's sync lines not made every step: its sampled rate's distance from
+    the loop's own, in its stated errors (None: not reported, no watched step saw it): a
+    campaign's coverage of the stated error (scripts/loop_fuzz.py), which the oracle's 3
+    errors and its slack hide."""
     rows = _rows(rep)
-    out = []
-    for line in own["periods"]:
+    out: list[float | None] = []
+    for line, period in own["periods"].items():
         r = rows.get(int(line))
-        if r is None or not r.get("per_step_error"):
-            continue
+        if period == 1 or (r is not None and r.get("every_step")):
+            continue  # seen in every watched step: a count, no error stated
         truth, _ = _truth(own, line)
-        out.append(abs(r["per_step"] - truth) / r["per_step_error"])
+        if r is None:
+            out.append(None)
+        elif r.get("per_step_error"):
+            out.append(abs(r["per_step"] - truth) / r["per_step_error"])
+        else:
+            out.append(0.0 if abs(r["per_step"] - truth) < 1e-9 else float("inf"))
     return out
 
 
