@@ -150,8 +150,9 @@ def _stalls(
     long_passes = {p[0]: p[3] for p in own["passes"] if p[3] >= HANG_S}
     long_passes.update({c[0]: c[1] for c in own["checkpoints"] if c[1] >= HANG_S})
     for s in rep.get("stalls") or []:
-        if idle and s["step"] >= own["steps"]:
-            continue  # after the loop's last step: its idle
+        if idle and s["step"] >= own["steps"] - 1:
+            continue  # after the loop's last step (or in it, where backward ends steps: the
+            # last one ends where its last activity did, once the process exits): its idle
         if s.get("during"):  # a pass that hangs: only one that ran that long
             if not long_passes:
                 out.append(f"a {s['during']} reported hanging {s['stalled_s']} s, none so long")
