@@ -114,7 +114,11 @@ def recheck(out: Path) -> list[Result]:
             for mode in ("sampled", "exact"):
                 if (folder / f"{mode}.report.json").exists():
                     own = json.loads((folder / f"{mode}.json").read_text())
-                    runs[mode] = (own, json.loads((folder / f"{mode}.report.json").read_text()))
+                    rep = json.loads((folder / f"{mode}.report.json").read_text())
+                    # the watched steps, from the recording when it ran (run.timeline)
+                    tl = json.loads((folder / f"{mode}.events.json").read_text())
+                    rep["_watched"] = tl["watched"]
+                    runs[mode] = (own, rep)
         except (OSError, ValueError):
             res.failures = kept
         else:
