@@ -14,11 +14,13 @@ order), each making rank ``SLOW_RANK`` late in its own way:
   by weight; only a privileged thread can lower its niceness again, so this comes last).
 
 Rank 0 appends each segment's kind and wall-clock bounds to ``SEGMENTS`` (a JSON line
-each), after a barrier at both ends. No other collective is made.
+each), after a barrier at both ends (and one more once ``starve``'s burners spin). No
+other collective is made.
 """
 
 import json
 import os
+import select
 import subprocess
 import sys
 import time
@@ -86,15 +88,31 @@ def starve(on):
     if rank != SLOW:
         os.sched_setaffinity(0, [c for c in cpus if c != core] or cpus)
         return
-    # busy until killed, or this rank is gone, or 60 s passed: never left spinning
+    # busy until killed, or this rank is gone, or 60 s passed: never left spinning; each
+    # says so once it runs on that core (a loaded host starts a Python slowly: a fixed
+    # sleep let a segment of 8 steps pass before any burner spun, and nothing was starved)
+    r, w = os.pipe()
     spin = (
-        f"import os, time; os.sched_setaffinity(0, [{core}]); end = time.monotonic() + 60"
+        f"import os, time; os.sched_setaffinity(0, [{core}]); os.write({w}, b'x')"
+        f"\nend = time.monotonic() + 60"
         f"\nwhile os.getppid() == {os.getpid()} and time.monotonic() < end: pass"
     )
-    burners.extend(subprocess.Popen([sys.executable, "-S", "-c", spin]) for _ in range(BURN))
+    burners.extend(
+        subprocess.Popen([sys.executable, "-S", "-c", spin], pass_fds=(w,)) for _ in range(BURN)
+    )
+    os.close(w)
     os.sched_setaffinity(0, [core])  # this (the training) thread only
     os.nice(NICE)  # weaker than the burners and any other job on that core
-    time.sleep(0.2)  # the burners are spinning
+    end, got = time.monotonic() + 30, 0
+    while got < BURN and time.monotonic() < end:
+        ready, _, _ = select.select([r], [], [], max(0.0, end - time.monotonic()))
+        if not ready:
+            break
+        chunk = os.read(r, 16)
+        if not chunk:
+            break
+        got += len(chunk)
+    os.close(r)
 
 
 allowed, burners = sorted(os.sched_getaffinity(0)), []
@@ -106,6 +124,7 @@ for i, x in enumerate(loader):
         dist.barrier()
         if kind == "starve":
             starve(True)
+            dist.barrier()  # rank SLOW's burners spin: the segment starts together
         segments.append({"kind": kind, "t0": time.time()})
     opt.zero_grad()
     net(x).square().mean().backward()
