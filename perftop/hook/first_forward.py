@@ -88,6 +88,7 @@ class PreHookSlot:
         self.register = register  # torch's register_module_forward_pre_hook
         self.table: dict[Any, Any] | None = None  # where the hook is, while it is
         self.handle: Any = None
+        self.held = False  # the hook is in torch's table (put, not yet taken)
 
     def put(self, hook: Any) -> None:
         table = getattr(self.module, "_global_forward_pre_hooks", None)
@@ -96,8 +97,10 @@ class PreHookSlot:
             self.table = table
         else:
             self.handle = self.register(hook)
+        self.held = True
 
     def take(self) -> None:
+        self.held = False
         table, self.table = self.table, None
         if table is not None:
             table.pop(KEY, None)
@@ -111,8 +114,7 @@ class FirstForward:
         self.state = state
         self.watch = watch
         self.tracker = state.tracker
-        self.slot = slot
-        self.armed = False
+        self.slot = slot  # holds the pre-hook while armed
         self.off = False  # dynamo compiles module calls: never armed again
         self.noted = False
         self.t0 = self.c0 = 0.0  # wall and the training thread's CPU time when armed
@@ -136,21 +138,19 @@ class FirstForward:
         self.timed = tr.timing and not tr.has_fetch
         # The CPU clock is a system call (~0.8 µs): read only where the wait is timed.
         self.t0, self.c0 = _perf(), (_cpu() if self.timed else 0.0)
-        if not self.armed:
+        if not self.slot.held:
             try:
                 self.slot.put(self.hook)
             except Exception:
                 self.state.internal_error("forward pre-hook")
                 return
-            self.armed = True
         if self.timed:  # timed from here: a step with no forward after this waited for none
             tr.first_forward(0.0)
 
     def disarm(self) -> None:
         """Off until armed again; a pass's forward hook and profile function with it (before
         a compile: dynamo must trace no hook of ours)."""
-        if self.armed:
-            self.armed = False
+        if self.slot.held:
             self.slot.take()
         if self.meter is not None and self.meter.handle is not None:
             self.meter.stop()
