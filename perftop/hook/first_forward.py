@@ -186,23 +186,7 @@ class FirstForward:
                 if meter is not None:
                     meter.pre(t)
                 return
-            self.last_out()
-            self.disarm()
-            if tr.pend:  # a batch, then this forward with grad on: the pass ended at its fetch
-                gaps.training(tr, t)
-                return
-            # The time off the CPU since the pass's last module call (a feeder's next
-            # batch) is the step's wait before its forward, not the pass's.
-            wait = min(max(0.0, t - self.t0 - (_cpu() - self.c0)), self.typical())
-            if tr.save_s > 0.0 and tr.save_end > self.t0:
-                # a save after the pass's last module call (its file's writing is time off
-                # the CPU too): the pass holds it, the wait comes after it returned
-                wait = min(wait, max(0.0, t - tr.save_end))
-            tr.no_grad(False, self, t - wait)  # the pass ends (and arms again if timing)
-            if self.timed:
-                self.timed = False
-                tr.first_forward(wait)
-                self.disarm()
+            self.resumed(t)
             return
         cand = tr.cand
         if cand is not None and cand[0] is self:  # a batch pends, and this hook's forward
@@ -231,6 +215,32 @@ class FirstForward:
                     self.meter.start(t, *gaps.site())
                 return  # a pass began: watching for its end
         self.disarm()
+
+    def resumed(self, t: float) -> None:
+        """Training resumed at ``t`` after the pass this hook opened: a forward with grad
+        on, or an optimizer step whose closure makes the step's forwards (LBFGS: the
+        optimizer's pre-hook comes first, gaps.resumed). The pass ends where the step's
+        wait for its batch began."""
+        tr = self.tracker
+        if tr.region is not self or threading.get_ident() != tr.thread:
+            return
+        self.last_out()
+        self.disarm()
+        if tr.pend:  # a batch, then this forward with grad on: the pass ended at its fetch
+            gaps.training(tr, t)
+            return
+        # The time off the CPU since the pass's last module call (a feeder's next
+        # batch) is the step's wait before its forward, not the pass's.
+        wait = min(max(0.0, t - self.t0 - (_cpu() - self.c0)), self.typical())
+        if tr.save_s > 0.0 and tr.save_end > self.t0:
+            # a save after the pass's last module call (its file's writing is time off
+            # the CPU too): the pass holds it, the wait comes after it returned
+            wait = min(wait, max(0.0, t - tr.save_end))
+        tr.no_grad(False, self, t - wait)  # the pass ends (and arms again if timing)
+        if self.timed:
+            self.timed = False
+            tr.first_forward(wait)
+            self.disarm()
 
     def last_out(self) -> None:
         """Where the pass's last forward returned, as its forward hook saw it (one CPU

@@ -367,6 +367,16 @@ def region_enter(tr: Tracker, ctx: Any, t: float) -> None:
         sites[site] = (index, tr.index, not per_step)
 
 
+def resumed(tr: Tracker, t: float) -> None:
+    """An optimizer step begins at ``t`` inside a pass that a forward with grad off opened
+    (``opt.step(closure)``: the step's forwards come inside it, after its pre-hook): the
+    pass's opener ends it where the step's wait for its batch began, as at a forward with
+    grad on (first_forward.py), not at the step's start."""
+    resume = getattr(tr.region, "resumed", None)
+    if resume is not None:
+        resume(t)
+
+
 def region_exit(tr: Tracker, t: float) -> None:
     """The region that opened the interval exited at ``t``: the next step starts there.
     Its module calls took the one-shot first-forward timer (first_forward.py) of a step

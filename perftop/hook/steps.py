@@ -355,6 +355,8 @@ class StepTracker:
         self.opt_t0 = t0
         self.closure_s = 0.0
         if self.pend or self.in_gap or self.fetch_loader is not None:
+            if self.in_gap and self.region is not None:
+                gaps.resumed(self, t0)
             gaps.training(self, t0)
         if not self.running:
             self.running = True
