@@ -44,6 +44,8 @@ def test_torch_seen_by_the_job_is_unchanged(tmp_path: Path) -> None:
         "Module.compile",
         "OptimizedModule.__call__",
         "dynamo.optimize",
+        "_SingleProcessDataLoaderIter.__init__",
+        "_MultiProcessingDataLoaderIter.__init__",
     ):  # torch's own code
         assert a[f"1 ident {k}"].startswith("('function', ("), a[f"1 ident {k}"]
     for k in ("SGD.step", "Adam.step", "LBFGS.step"):  # torch's wrapper, not perftop's

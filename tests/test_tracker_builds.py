@@ -15,7 +15,6 @@ import torch.utils.data.dataloader as dl
 from torch.utils.data import DataLoader, TensorDataset
 
 from perftop.hook import steps, steps_train
-from perftop.hook.steps import LOADER_KEY
 from perftop.monitor.runner import hook_env
 from tests.conftest import _on_ci, compiled_steps_module
 from tests.helpers import listening
@@ -27,6 +26,7 @@ def _hooked(cls: type, undo: list) -> tuple[object, list, list]:
     between: list = []
     tr = cls(out.append)
     tr.on_between = lambda kind, t0, length: between.append(kind)
+    tr.on_iter = lambda it: it.loader_no  # _train numbers its iterators' loaders
     undo.append(optim_mod.register_optimizer_step_pre_hook(tr.opt_pre_hook).remove)
     undo.append(optim_mod.register_optimizer_step_post_hook(tr.opt_post_hook).remove)
     orig_b, orig_n = torch.autograd.backward, dl._BaseDataLoaderIter.__next__
@@ -46,7 +46,7 @@ def _train() -> None:
     sgd, other = torch.optim.SGD(m.parameters(), lr=0.1), torch.optim.SGD(m.parameters(), lr=0)
     for epoch in range(2):
         it = iter(train)
-        setattr(it, LOADER_KEY, 0)  # as the wrapped DataLoader iterator __init__ does
+        it.loader_no = 0
         for x, y in it:
             sgd.zero_grad()
             torch.nn.functional.mse_loss(m(x), y).backward()
@@ -55,7 +55,7 @@ def _train() -> None:
                 other.step()
         with torch.no_grad():
             v = iter(val)
-            setattr(v, LOADER_KEY, 1)
+            v.loader_no = 1
             for (x,) in v:
                 m(x)
     lbfgs = torch.optim.LBFGS(m.parameters(), max_iter=4)

@@ -26,6 +26,7 @@ class Tracker(Protocol):
     on_open: Callable[[str, float], None] | None
     on_arm: Callable[[], None] | None
     on_closure: Callable[[], None] | None
+    on_iter: Callable[[Any], Any] | None
     on_flush: Callable[[], None] | None
     flush_at: float
     clock: Callable[[], float]

@@ -41,7 +41,6 @@ from perftop.wire import STEP_SOURCES
 NONE, LOADER, BACKWARD, OPTIMIZER, EXPLICIT = 0, 1, 2, 3, 4
 SOURCES = STEP_SOURCES  # index = mode
 HOLD_STEPS = 64
-LOADER_KEY = "_perftop_loader"  # set on DataLoader iterators: which loader they iterate
 _INF = float("inf")
 # The ring the sender reads steps from (ring.py): a step is the wire's record (STEP_RECORD,
 # 53 bytes: its size, checked by a test), the source byte plus PHASED where the step has
@@ -100,6 +99,9 @@ class StepTracker:
         self.on_arm: Callable[[], None] | None = None  # arms the one-shot forward pre-hook
         # opt.step(closure) began: the wait before the closures' forwards ends there
         self.on_closure: Callable[[], None] | None = None
+        # A DataLoader iterator met for the first time: which loader it iterates (its
+        # number, torch_patch.py); None: not known
+        self.on_iter: Callable[[Any], Any] | None = None
         # Where the training thread sends (the sender's solo mode, solo.py): a step that
         # ends at or after ``flush_at`` calls ``on_flush``; never while it is INF.
         self.on_flush: Callable[[], None] | None = None
@@ -487,8 +489,8 @@ def _next_done(tr: Any, t0: float, t1: float, ok: bool, it: Any) -> int:
     last = t.last_it
     if _refers(last[0], it):  # noqa: F821
         loader = last[1]
-    else:  # a new iterator (an epoch, another loader): which loader, from its key
-        loader = getattr(it, LOADER_KEY, None)
+    else:  # a new iterator (an epoch, another loader): which loader it iterates
+        loader = cold.loader_of(t, it)
         t.last_it = (cold.weak(it), loader)
     t.fetched(t0, t1, ok, loader, _grad(t.grad_enabled))  # noqa: F821
     return 0

@@ -30,6 +30,14 @@ def weak(obj: Any) -> Any:
         return None
 
 
+def loader_of(tr: Tracker, it: Any) -> Any:
+    """Which loader a DataLoader iterator met for the first time iterates (its number, from
+    ``tr.on_iter``; torch_patch.py numbers loaders at their iterators' first batch), None
+    where not known."""
+    f = tr.on_iter
+    return f(it) if f is not None else None
+
+
 def ref(opt: Any) -> Any:
     """A weak reference to an optimizer; one that takes none (torch's do) is held."""
     r = weak(opt)

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from perftop.hook import ring
-from perftop.hook.steps import LOADER_KEY
 
 # (loader, backwards a step, optimizer, explicit step, weight)
 SHAPES = (
@@ -47,13 +46,17 @@ class _Batches:
 
     def __init__(self, n: int, loader: object) -> None:
         self.left = n
-        setattr(self, LOADER_KEY, loader)
+        self.loader = loader  # which loader (the tracker's ``on_iter`` reads it)
 
     def _next(self) -> int:
         if self.left == 0:
             raise StopIteration
         self.left -= 1
         return self.left
+
+
+def _loader_of(it: _Batches) -> object:
+    return it.loader
 
 
 class _Optimizer:
@@ -79,6 +82,7 @@ def _hooked_step(pre: Any, post: Any) -> Any:
 def run(mod: Any, loader: bool, backwards: int, optimizer: bool, explicit: bool, steps: int) -> int:
     """``steps`` steps of one shape through a fresh tracker of ``mod``; the steps it closed."""
     tr = mod.StepTracker(lambda rec: None)
+    tr.on_iter = _loader_of
     tr.ring_cap = 4096
     tr.on_step = lambda index, t: index + 100  # the sync detector, asleep between samples
     tr.on_arm = lambda: None  # the forward's timer behind a feeder

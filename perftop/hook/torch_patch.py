@@ -19,7 +19,6 @@ from typing import Any
 from perftop.events import LoaderInfo
 from perftop.hook import optim_steps
 from perftop.hook.state import HookState
-from perftop.hook.steps import LOADER_KEY
 
 _perf = time.perf_counter
 
@@ -69,10 +68,10 @@ def patch_torch(state: HookState) -> None:
 
     first_forward.install(state, state.compiles)
 
-    loaders: Any = weakref.WeakKeyDictionary()  # loader -> its number; never an id()
-    counter = itertools.count()
-    for cls in (dl._SingleProcessDataLoaderIter, dl._MultiProcessingDataLoaderIter):
-        _wrap_init(state, cls, loaders, counter)
+    # -- which loader an iterator iterates, and its settings: read off the iterator at its
+    # first batch (its classes' __init__ stay torch's) --------------------------------------
+    tracker.on_iter = _Iterators(state).seen
+    state.undo.append(lambda: setattr(tracker, "on_iter", None))
 
     # -- torch.save: a checkpoint is time outside training steps. torch.save stays torch's
     # own; the private writers it calls are wrapped in torch.serialization's namespace: the
@@ -212,37 +211,52 @@ def _start_method(workers: Any) -> str:
     return method if isinstance(method, str) else ""
 
 
-def _wrap_init(state: HookState, cls: type, loaders: Any, counter: Any) -> None:
-    orig_init = cls.__init__  # type: ignore[misc]  # the class's own, restored on undo
+class _Iterators:
+    """DataLoader iterators, met at their first batch (the tracker asks once per iterator
+    it switches to): each loader numbered, by its index sampler (the batch sampler or
+    sampler every loader makes for itself at its construction, which its iterators
+    share; the iterator keeps no reference to its loader), and its settings sent once per
+    iterator: an epoch's start where the workers start again (no ``persistent_workers``),
+    once where they persist (the loader keeps its iterator)."""
 
-    @functools.wraps(orig_init)
-    def __init__(self: Any, loader: Any, *args: Any, **kwargs: Any) -> None:
-        orig_init(self, loader, *args, **kwargs)
+    def __init__(self, state: HookState) -> None:
+        self.state = state
+        self.loaders: Any = weakref.WeakKeyDictionary()  # index sampler -> its number
+        self.iters: Any = weakref.WeakKeyDictionary()  # iterator -> its loader's number
+        self.counter = itertools.count()
+
+    def seen(self, it: Any) -> Any:
         try:
-            number = _number(loaders, loader, counter)
-            setattr(self, LOADER_KEY, number)
-            workers = tuple(
-                (i, int(w.pid))
-                for i, w in enumerate(getattr(self, "_workers", ()) or ())
-                if w.pid is not None
-            )
-            state.sender.put(
-                LoaderInfo(
-                    t=time.time(),
-                    pid=state.sender.pid,
-                    loader_id=number,
-                    num_workers=int(loader.num_workers),
-                    batch_size=loader.batch_size,
-                    pin_memory=bool(loader.pin_memory),
-                    prefetch_factor=loader.prefetch_factor if loader.num_workers else None,
-                    persistent_workers=bool(loader.persistent_workers),
-                    workers=workers,
-                    dataset=type(loader.dataset).__name__,
-                    start_method=_start_method(getattr(self, "_workers", ())),
-                )
-            )
+            number = self.iters.get(it)
+            if number is None:
+                key = getattr(it, "_index_sampler", None)
+                number = _number(self.loaders, it if key is None else key, self.counter)
+                self.iters[it] = number
+                self.state.sender.put(_loader_info(self.state.sender.pid, it, number))
+            return number
         except Exception:
-            state.internal_error("DataLoader iterator")
+            self.state.internal_error("DataLoader iterator")
+            return None
 
-    cls.__init__ = __init__  # type: ignore[misc]
-    state.undo.append(lambda: setattr(cls, "__init__", orig_init))
+
+def _loader_info(pid: int, it: Any, number: int) -> LoaderInfo:
+    """A loader's settings as its iterator holds them (torch's ``_BaseDataLoaderIter``):
+    the batch size is its batch sampler's (a loader made with ``batch_size``, or one given
+    its own batch sampler that has one), ``pin_memory`` whether batches are pinned (torch
+    pins only where an accelerator is available)."""
+    n = int(getattr(it, "_num_workers", 0) or 0)
+    size = getattr(it._index_sampler, "batch_size", None) if it._auto_collation else None
+    workers = getattr(it, "_workers", ()) or ()
+    return LoaderInfo(
+        t=time.time(),
+        pid=pid,
+        loader_id=number,
+        num_workers=n,
+        batch_size=size if isinstance(size, int) else None,
+        pin_memory=bool(getattr(it, "_pin_memory", False)),
+        prefetch_factor=getattr(it, "_prefetch_factor", None) if n else None,
+        persistent_workers=bool(getattr(it, "_persistent_workers", False)),
+        workers=tuple((i, int(w.pid)) for i, w in enumerate(workers) if w.pid is not None),
+        dataset=type(it._dataset).__name__,
+        start_method=_start_method(workers),
+    )

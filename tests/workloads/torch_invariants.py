@@ -166,6 +166,7 @@ def compiles() -> None:
         record(f"signature {name}", lambda o=obj: str(inspect.signature(o)))
         record(f"source {name}", lambda o=obj: len(inspect.getsource(o)))
         record(f"pickle {name}", lambda o=obj: pickle.loads(pickle.dumps(o)) is o)
+    import torch.utils.data.dataloader as dl
     from torch._dynamo.eval_frame import OptimizedModule
 
     for name, obj in {
@@ -175,6 +176,10 @@ def compiles() -> None:
         "OptimizedModule.__call__": vars(OptimizedModule)["__call__"],
         "OptimizedModule.__init__": vars(OptimizedModule)["__init__"],
         "dynamo.optimize": torch._dynamo.optimize,
+        "_SingleProcessDataLoaderIter.__init__": vars(dl._SingleProcessDataLoaderIter)["__init__"],
+        "_MultiProcessingDataLoaderIter.__init__": vars(dl._MultiProcessingDataLoaderIter)[
+            "__init__"
+        ],
     }.items():
         record(f"ident {name}", lambda o=obj: ident(o))
     for name, cls in {
