@@ -43,7 +43,8 @@ def add_launch_options(p: argparse.ArgumentParser) -> None:
         type=seconds,
         default=0.5,
         metavar="SECONDS",
-        help="TUI refresh interval (default 0.5 = 2 Hz)",
+        help="TUI refresh interval (default 0.5 = 2 Hz); headless, snapshots (metrics) "
+        "come once a second, or at this interval where it is longer",
     )
     add_forward_option(p)
     add_prometheus_option(p)

@@ -25,6 +25,8 @@ from perftop.monitor.runner import Job, RunConfig, SourceFactory
 from perftop.report.text import summary
 from perftop.safe import visible
 
+HEADLESS_SNAPSHOT_S = 1.0  # headless: snapshots at most this often (the probes' interval)
+
 if TYPE_CHECKING:  # Textual loads only for the TUI: a headless run works without it
     from perftop.tui.app import PerftopApp
 
@@ -196,7 +198,10 @@ def run_headless(
     sinks: Sequence[Any] = (),
     on_snapshot: Callable[[Snapshot], object] | None = None,
 ) -> int:
-    """Run ``cfg.command`` without a TUI: signals reach the job, a summary at its end."""
+    """Run ``cfg.command`` without a TUI: signals reach the job, a summary at its end.
+    Snapshots (for the metrics, the stall and worker watches) come once a second at most:
+    no screen shows them twice a second."""
+    cfg = replace(cfg, refresh_s=max(cfg.refresh_s, HEADLESS_SNAPSHOT_S))
     job = Job(cfg, on_snapshot=on_snapshot, sources=sources, sinks=sinks)
     follow_captures(job.hub)
     job.start()

@@ -37,6 +37,10 @@ from perftop.wire import Frame, event_count, fitted_frames
 SnapshotSink = Callable[[Snapshot], object]
 MAX_FRAMES = 4096
 MAX_BYTES = 64 * 1024 * 1024
+# The loop's longest sleep with nothing queued: in-line sinks tick at least this often (a
+# recording flushes every 0.5 s, recording.FLUSH_EVERY_S). It woke every 50 ms: 20 wake-ups
+# a second with nothing to do cost an idle headless monitor ~0.1% of a core.
+TICK_S = 0.25
 _HEADER_ONLY = (SessionStart, JobStart, ObserverStart)  # kept in the header, not the history
 
 
@@ -162,7 +166,10 @@ class Hub:
         next_stats = time.monotonic() + 1.0
         cpu0, wall0 = time.process_time(), time.monotonic()
         while True:
-            for item in self._take(0.05):
+            # asleep until an item comes or the next snapshot, stats line or sink tick is
+            # due (a recording's flush, a capture's deadline: TICK_S at most)
+            wait = min(next_snap, next_stats) - time.monotonic()
+            for item in self._take(min(max(wait, 0.0), TICK_S)):
                 if item is None:
                     self._finish()
                     return
