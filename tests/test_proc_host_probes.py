@@ -154,3 +154,45 @@ def test_a_process_seen_before_its_exec_gets_its_new_command_line():
     finally:
         proc.kill()
         proc.wait()
+
+
+BLANK = """
+import sys, time
+# The kernel reads an empty command line where the first byte of the argument area is a
+# NUL and its last is not (as while a process execs, before its new arguments are set):
+# written through /proc/self/mem, then put back once told (a byte on stdin).
+fields = open("/proc/self/stat").read().rsplit(")", 1)[1].split()
+start, end = int(fields[45]), int(fields[46])
+with open("/proc/self/mem", "r+b", buffering=0) as mem:
+    mem.seek(start)
+    args = mem.read(end - start)
+    mem.seek(start)
+    mem.write(b"\\0" + b"x" * (end - start - 1))
+    print("blank", flush=True)
+    sys.stdin.read(1)
+    mem.seek(start)
+    mem.write(args)
+print("back", flush=True)
+time.sleep(5)
+"""
+
+
+def test_a_command_line_first_read_empty_is_read_again(python):
+    """A process first seen with an empty command line (caught inside its exec of a program
+    of the same name: one of Ray's, which kept showing as "python") gets its command line
+    once it has one."""
+    proc = subprocess.Popen([python, "-c", BLANK], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        assert proc.stdout.readline() == b"blank\n"
+        probe = ProcProbe(proc.pid)
+        first = [e.cmdline for e in probe.sample(time.time()) if isinstance(e, ProcInfo)]
+        assert first == [""]
+        proc.stdin.write(b"x")
+        proc.stdin.flush()
+        assert proc.stdout.readline() == b"back\n"
+        again = [e.cmdline for e in probe.sample(time.time()) if isinstance(e, ProcInfo)]
+        assert len(again) == 1 and again[0].startswith(f"{python} -c "), again
+    finally:
+        proc.kill()
+        proc.wait()

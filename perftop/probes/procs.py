@@ -27,6 +27,7 @@ GONE = (psutil.NoSuchProcess, psutil.ZombieProcess)
 UNAVAILABLE = (AttributeError, NotImplementedError, psutil.AccessDenied)
 INFO_EVERY = 60  # re-send command lines this often (ticks) so a late recording has them
 CMDLINE_MAX = 300
+BLANK_TRIES = 30  # ticks an empty command line is read again (see _Tracked.blank_tries)
 # With more than this many processes, each one's USS/PSS is refreshed every
 # ceil(n / SMAPS_PER_TICK) ticks, staggered (last figures meanwhile).
 SMAPS_PER_TICK = 10
@@ -61,6 +62,9 @@ class _Tracked:
     fork_until: float | None = None  # a fork of its parent's program: watched (monotonic)
     fork_first: float = 0.0  # ... and read at every tick until then
     execed: bool = False  # its program changed since it was first seen (a fork, then exec)
+    # ticks left to read an empty command line again: one read between a fork and its exec
+    # of a program of the same name (Ray's workers, a python starting python) is empty
+    blank_tries: int = 0
 
 
 def descendants(root: int, caps: PlatformCaps | None = None) -> list[int]:
@@ -213,6 +217,8 @@ class ProcProbe:
                 tr.cmdline = " ".join(p.cmdline())[:CMDLINE_MAX]
             except psutil.AccessDenied:
                 tr.cmdline = ""
+            else:
+                tr.blank_tries = 0 if tr.cmdline else BLANK_TRIES
         if tr.cmdline and pid != self.root_pid and self._same_program(ppid, tr.cmdline):
             tr.fork_until, tr.fork_first = now + MEM_FORK_WATCH_S, now + MEM_FORK_FIRST_S
         return tr
@@ -255,6 +261,11 @@ class ProcProbe:
                     tr.cmdline = " ".join(p.cmdline())[:CMDLINE_MAX]
                 except psutil.AccessDenied:
                     tr.cmdline = ""
+            elif tr.blank_tries > 0:  # read empty: again, until it says what runs
+                tr.blank_tries -= 1
+                cmdline = _optional(lambda: " ".join(p.cmdline())[:CMDLINE_MAX])
+                if cmdline:
+                    tr.cmdline, tr.execed, tr.blank_tries = cmdline, True, 0
             ct = p.cpu_times()
             ppid = p.ppid()
             state = p.status()
