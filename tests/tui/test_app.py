@@ -285,7 +285,15 @@ async def test_no_data_states_are_plain() -> None:
         app.post_message(SnapshotMessage(s))
         await settle(pilot)
         assert "no GPU" in text_of(app.query_one("#gpu Static"))
-        assert "no hints yet" in text_of(app.query_one("#hints Static"))
+        assert "no hints yet: nothing found" in text_of(app.query_one("#hints Static"))
+        # a run too short for the step rules says so, not that nothing was found
+        app.post_message(
+            SnapshotMessage(dataclasses.replace(s, steps=dataclasses.replace(s.steps, count=3)))
+        )
+        await settle(pilot)
+        assert "3 steps so far (the step rules wait for 10)" in text_of(
+            app.query_one("#hints Static")
+        )
         await asyncio.sleep(0)
 
 

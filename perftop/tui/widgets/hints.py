@@ -12,6 +12,7 @@ import textwrap
 from rich.console import Group, RenderableType
 from rich.text import Text
 
+from perftop.hints.base import MIN_STEPS
 from perftop.model import Snapshot
 from perftop.model.snapshot import Hint, NoteRow
 from perftop.safe import visible_line
@@ -97,8 +98,8 @@ class HintsPanel(TextPanel):
             (h.severity, h.title, h.seen_live, h.panel, h.evidence, h.est_gain_text, h.advice)
             for h in snap.hints
         )  # what the lines say: est_gain, since_t... move at each evaluation
-        key = (shown, _notes(snap), snap.meta.observer, self.body_width, height,
-               self.zoomed, self.compact)  # fmt: skip
+        empty = "" if snap.hints else empty_text(snap)  # (its step count, while too few)
+        key = (shown, _notes(snap), empty, self.body_width, height, self.zoomed, self.compact)
         if key != self._drawn:
             self._drawn = key
             self._body.update(self.render_body(snap))
@@ -138,6 +139,9 @@ def empty_text(snap: Snapshot) -> str:
             "no hints in observer mode: hints need the hook's step timings "
             "(perftop run, or attach to a job started under perftop)"
         )
+    n = snap.steps.count
+    if n < MIN_STEPS:  # too soon to judge: not "nothing found"
+        return f"no hints yet: {n} step{'' if n == 1 else 's'} so far (the step rules wait for {MIN_STEPS})"
     return "no hints yet: nothing found that slows this job down"
 
 
