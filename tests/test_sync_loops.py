@@ -139,3 +139,20 @@ def test_syncs_of_a_trainer_thread_fed_by_the_main_thread(tmp_path, monkeypatch,
     assert rep["steps"]["count"] == 40
     (line,) = sites_marked(script)
     assert sites(rep) == {(line, "item"): pytest.approx(1.0)}
+
+
+def test_micro_batches_held_then_folded_are_no_watched_steps(tmp_path, monkeypatch):
+    """Accumulation (4 micro-batches, an ``.item()`` in each): until its first optimizer
+    step the tracker holds each backward as a step, then folds them into step 0. The
+    syncs of those provisional steps are counted but in no watched step: in the exact mode
+    the rate is 4 a step exactly (the HF Trainer's read 8.8 for 8, "in 7 of 5 watched
+    steps": the first micro-batches were watched steps 1 and 2, and the real steps 1 and 2
+    after the fold watched again)."""
+    monkeypatch.setenv("PERFTOP_SYNC", "all")
+    proc, rep = run_and_report(tmp_path, sys.executable, str(WORKLOADS / "sync_accum.py"))
+    assert proc.returncode == 0, proc.stderr
+    assert rep["steps"]["count"] == 30
+    (site,) = rep["sync_events"]
+    # steps 1-29 watched whole, and the micro-batches held as steps (step 0 is never watched)
+    assert site["op"] == "item" and 116 < site["count"] < 120
+    assert site["per_step"] == pytest.approx(4.0)  # exact: 4.07 with the held ones

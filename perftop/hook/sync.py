@@ -300,6 +300,18 @@ def attach(state: Any, torch: Any) -> Collector | None:
     told = [False]  # sent at the first step: a process that never trains stays silent
     last = [-1]  # the last step index closed: the tracker numbers merged steps again
     tracker = state.tracker
+    # Watched steps the tracker still holds (provisional: backward() ends them until an
+    # optimizer may show up; accumulation's micro-batches fold into one step then): their
+    # batches wait for its verdict. Steps that stand go out as watched; folded ones as
+    # unwatched (their syncs counted, no rate: a micro-batch is no step), else the model
+    # would count a micro-batch and the step that takes its number after it as one
+    # watched step seen twice.
+    pending: list[SyncBatch] = []
+
+    def settle_pending(folded: bool) -> None:
+        for b in pending:
+            state.sender.put(replace(b, sampled=False, weight=1.0) if folded else b)
+        pending.clear()
     aside = compile_guard(state, detector, real is not None)
 
     # Intervals outside training steps, for the collector to tell a step's syncs from an
@@ -343,8 +355,17 @@ def attach(state: Any, torch: Any) -> Collector | None:
                 collector.log.clear()
                 collector.gaps.clear()
                 watched = False
+            if pending and (index <= last[0] or tracker.settled):
+                settle_pending(folded=index <= last[0])
             last[0] = index
-            collector.flush(index, watched)
+            if watched and not tracker.settled:
+                collector.put = pending.append
+                try:
+                    collector.flush(index, True)
+                finally:
+                    collector.put = state.sender.put
+            else:
+                collector.flush(index, watched)
             capturing = getattr(state, "capturing", False)  # a capture: the detector steps aside
             if sampler.closed(index, t, watched, primed) and not aside() and not capturing:
                 collector.since = t
@@ -362,7 +383,11 @@ def attach(state: Any, torch: Any) -> Collector | None:
             return index + 1
 
     tracker.on_step = on_step
-    state.sync_exit = lambda: collector.flush_exit(max(0, last[0]))
+    def at_exit() -> None:
+        settle_pending(folded=False)  # the tracker's flush released what it held, as steps
+        collector.flush_exit(max(0, last[0]))
+
+    state.sync_exit = at_exit
 
     def undo() -> None:
         tracker.on_step = None
