@@ -94,6 +94,26 @@ def test_the_subscriber_waits_for_the_captures_steps_then_rewrites(real_capture,
     assert not (trace.parent / (trace.name + ".gone")).exists()
 
 
+def test_the_subscriber_decodes_steps_only_while_a_capture_may_need_them(
+    real_capture, trace
+) -> None:
+    """Steps before any capture are not decoded nor kept (a run without captures costs the
+    subscriber a byte search a frame); from a capture's first state event on, they are,
+    and its trace gets its steps as before."""
+    rc = real_capture
+    sink = CaptureTraces(lambda text: None)
+    for s in rc.before:
+        sink.write_frame(_frame(s))
+    assert sink.steps == {} and not sink.watching()
+    sink.write_frame(_frame(*rc.states))
+    assert sink.watching()
+    for s in rc.steps:
+        sink.write_frame(_frame(s))
+    sink.write_frame(_frame(replace(rc.ops, trace=str(trace))))
+    assert sink.annotated == [str(trace)]
+    _check_ops_in_steps(json.loads(trace.read_text())["traceEvents"], rc.ops.pid, 3)
+
+
 def test_export_chrome_trace_includes_the_capture_on_its_clock(real_capture, tmp_path) -> None:
     rc = real_capture
     trace = Path(shutil.copy(rc.trace, tmp_path / "c.trace.json"))

@@ -4,6 +4,10 @@ recording opens in Perfetto with the steps on the ops' clock.
 
 It runs on a buffered sink's own thread (rewriting a trace never holds up ingest) and
 fails open: a trace it cannot rewrite is one note in the session, and the next goes on.
+Frames are decoded only while a capture may need their steps (from its first state event
+until :data:`AFTER_S` after its last, and while a summary waits for its steps); else only
+a frame that names a capture event is (a byte search): the rest of a run costs it no
+decoding.
 """
 
 from __future__ import annotations
@@ -12,13 +16,16 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 
-from perftop.events import CaptureOps, Event, Note, Step
+from perftop.events import CaptureOps, CaptureState, Event, Note, Step
 from perftop.export.capture_trace import TraceError, annotate
 from perftop.monitor.hub import Hub
 from perftop.wire import Frame, decode_frame
 
 RECENT_STEPS = 512  # steps kept per process, to find a capture's
 WAIT_S = 5.0  # how long a summary waits for the last of its steps to arrive
+AFTER_S = 30.0  # steps are kept this long after a capture's last state event
+CAPTURE_TAG = b"capture_"  # in the JSON of every capture event (capture_state, capture_ops)
+ENDED = ("done", "refused", "failed")
 
 
 class CaptureTraces:
@@ -30,8 +37,16 @@ class CaptureTraces:
         self.steps: dict[int, deque[Step]] = {}
         self.pending: list[tuple[float, CaptureOps]] = []
         self.annotated: list[str] = []  # the traces rewritten, in order
+        self.running: set[tuple[int, str]] = set()  # (pid, capture id) started, not ended
+        self.until = 0.0  # steps are kept until then (monotonic)
+
+    def watching(self) -> bool:
+        """Whether a capture may need the steps now arriving."""
+        return bool(self.running or self.pending) or time.monotonic() < self.until
 
     def write_frame(self, frame: Frame) -> None:
+        if not self.watching() and CAPTURE_TAG not in frame.payload:
+            return  # no capture in sight: its steps are of no use (nor decoded)
         events, _unknown = decode_frame(frame)
         self.write_events(events)
 
@@ -42,6 +57,13 @@ class CaptureTraces:
                 if q is None:
                     q = self.steps[ev.pid] = deque(maxlen=RECENT_STEPS)
                 q.append(ev)
+            elif isinstance(ev, CaptureState):
+                self.until = time.monotonic() + AFTER_S
+                key = (ev.pid, ev.capture_id)
+                if ev.state == "started":
+                    self.running.add(key)
+                elif ev.state in ENDED:
+                    self.running.discard(key)
             elif isinstance(ev, CaptureOps) and ev.trace:
                 self.pending.append((time.monotonic() + WAIT_S, ev))
         self.tick(time.monotonic())

@@ -312,6 +312,7 @@ def attach(state: Any, torch: Any) -> Collector | None:
         for b in pending:
             state.sender.put(replace(b, sampled=False, weight=1.0) if folded else b)
         pending.clear()
+
     aside = compile_guard(state, detector, real is not None)
 
     # Intervals outside training steps, for the collector to tell a step's syncs from an
@@ -383,6 +384,7 @@ def attach(state: Any, torch: Any) -> Collector | None:
             return index + 1
 
     tracker.on_step = on_step
+
     def at_exit() -> None:
         settle_pending(folded=False)  # the tracker's flush released what it held, as steps
         collector.flush_exit(max(0, last[0]))
