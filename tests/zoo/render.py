@@ -525,27 +525,37 @@ def _between(src: Source, spec: Spec) -> None:
     if spec.evaluate:
         src.add(f"if i % {spec.evaluate} == {spec.evaluate - 1}:", 4)
         src.add(
-            "q0, gc0 = rq(), GCS[0]\nt = perf()\nwith torch.no_grad():\n    for _ in range(3):", 8
+            "q0, gc0, c0 = rq(), GCS[0], time.thread_time()\nt = perf()\nwith torch.no_grad():\n    for _ in range(3):",
+            8,
         )
         src.add("        out = net(XE)", 8)
         n = src.add("    acc = (out > 0).float().mean().item()", 8)
-        src.add(f'own["passes"].append([i, "eval", {n}, perf() - t, GCS[0] - gc0, rq() - q0])', 8)
+        src.add(
+            f'own["passes"].append([i, "eval", {n}, perf() - t, GCS[0] - gc0, rq() - q0, time.thread_time() - c0])',
+            8,
+        )
     if spec.sample:
         src.add(f"if i % {spec.sample} == {spec.sample - 1}:", 4)
         src.add(
-            "q0, gc0 = rq(), GCS[0]\nt = perf()\nwith torch.no_grad():\n    z = XE[:2]\n    for _ in range(4):",
+            "q0, gc0, c0 = rq(), GCS[0], time.thread_time()\nt = perf()\nwith torch.no_grad():\n    z = XE[:2]\n    for _ in range(4):",
             8,
         )
         n = src.add("        tok = int(net(z).argmax())", 8)
-        src.add(f'own["passes"].append([i, "sample", {n}, perf() - t, GCS[0] - gc0, rq() - q0])', 8)
+        src.add(
+            f'own["passes"].append([i, "sample", {n}, perf() - t, GCS[0] - gc0, rq() - q0, time.thread_time() - c0])',
+            8,
+        )
     if spec.rollout:
         src.add(f"if i % {spec.rollout} == {spec.rollout - 1}:", 4)
-        src.add("q0, gc0 = rq(), GCS[0]\nt = perf()\nobs = ENV.reset()[0]", 8)
+        src.add(
+            "q0, gc0, c0 = rq(), GCS[0], time.thread_time()\nt = perf()\nobs = ENV.reset()[0]", 8
+        )
         src.add("with torch.no_grad():\n    for _ in range(6):", 8)
         src.add("        obs = ENV.step(net(obs[None])[0])[0]", 8)
         n = src.add("    ret = float(obs.sum())", 8)
         src.add(
-            f'own["passes"].append([i, "rollout", {n}, perf() - t, GCS[0] - gc0, rq() - q0])', 8
+            f'own["passes"].append([i, "rollout", {n}, perf() - t, GCS[0] - gc0, rq() - q0, time.thread_time() - c0])',
+            8,
         )
     if spec.checkpoint:
         # Timed as a user times a checkpoint, state_dict() included. perftop's checkpoint is
@@ -553,8 +563,11 @@ def _between(src: Source, spec: Spec) -> None:
         # plain module) stays in the next step, as the loop's other code after the update
         # does: within accounting.PASS_SLACK_S here (a sharded model's would not be).
         src.add(f"if i % {spec.checkpoint} == {spec.checkpoint - 1}:", 4)
-        src.add("q0, gc0 = rq(), GCS[0]\nt = perf()\n" + _save(spec), 8)
-        src.add('own["checkpoints"].append([i, perf() - t, GCS[0] - gc0, rq() - q0])', 8)
+        src.add("q0, gc0, c0 = rq(), GCS[0], time.thread_time()\nt = perf()\n" + _save(spec), 8)
+        src.add(
+            'own["checkpoints"].append([i, perf() - t, GCS[0] - gc0, rq() - q0, time.thread_time() - c0])',
+            8,
+        )
 
 
 def _save(spec: Spec) -> str:
@@ -578,11 +591,14 @@ def _loader_eval(src: Source, spec: Spec) -> None:
     if not at:
         return
     src.add(f"if i in {set(at)!r}:", 4)
-    src.add("q0, gc0 = rq(), GCS[0]\nt = perf()", 8)
+    src.add("q0, gc0, c0 = rq(), GCS[0], time.thread_time()\nt = perf()", 8)
     src.add("for _k, (xe, _ye) in zip(range(3), loader):", 8)
     src.add("    with torch.no_grad():\n        out = net(xe.to(device))", 8)
     n = src.add("acc = (out > 0).float().mean().item()", 8)
-    src.add(f'own["passes"].append([i, "eval", {n}, perf() - t, GCS[0] - gc0, rq() - q0])', 8)
+    src.add(
+        f'own["passes"].append([i, "eval", {n}, perf() - t, GCS[0] - gc0, rq() - q0, time.thread_time() - c0])',
+        8,
+    )
 
 
 def _after_work(src: Source, spec: Spec) -> None:
@@ -598,19 +614,30 @@ def _slow_eval(src: Source, spec: Spec) -> None:
     steps, no stalled step."""
     if spec.slow_eval:
         src.add("if i == STEPS // 2:", 4)
-        src.add("q0, gc0 = rq(), GCS[0]\nt = perf()\nwith torch.no_grad():", 8)
+        src.add(
+            "q0, gc0, c0 = rq(), GCS[0], time.thread_time()\nt = perf()\nwith torch.no_grad():", 8
+        )
         src.add(f"    while perf() - t < {spec.slow_eval}:\n        out = net(XE)", 8)
         n = src.add("    acc = (out > 0).float().mean().item()", 8)
-        src.add(f'own["passes"].append([i, "eval", {n}, perf() - t, GCS[0] - gc0, rq() - q0])', 8)
+        src.add(
+            f'own["passes"].append([i, "eval", {n}, perf() - t, GCS[0] - gc0, rq() - q0, time.thread_time() - c0])',
+            8,
+        )
 
 
 def _final(src: Source, spec: Spec) -> None:
     """A final test pass and a last save after the loop (after the last step: ``i`` is
     STEPS - 1, as the loop left it), each timed."""
     if spec.final:
-        src.add("q0, gc0 = rq(), GCS[0]\nt = perf()\nwith torch.no_grad():\n    for _ in range(3):")
+        src.add(
+            "q0, gc0, c0 = rq(), GCS[0], time.thread_time()\nt = perf()\nwith torch.no_grad():\n    for _ in range(3):"
+        )
         src.add("        out = net(XE)")
         n = src.add("    acc = (out > 0).float().mean().item()")
-        src.add(f'own["passes"].append([i, "final", {n}, perf() - t, GCS[0] - gc0, rq() - q0])')
-        src.add("q0, gc0 = rq(), GCS[0]\nt = perf()\n" + _save(spec))
-        src.add('own["checkpoints"].append([i, perf() - t, GCS[0] - gc0, rq() - q0])')
+        src.add(
+            f'own["passes"].append([i, "final", {n}, perf() - t, GCS[0] - gc0, rq() - q0, time.thread_time() - c0])'
+        )
+        src.add("q0, gc0, c0 = rq(), GCS[0], time.thread_time()\nt = perf()\n" + _save(spec))
+        src.add(
+            'own["checkpoints"].append([i, perf() - t, GCS[0] - gc0, rq() - q0, time.thread_time() - c0])'
+        )
