@@ -10,6 +10,7 @@ import time
 from perftop.events import HostSample, ProcInfo, ProcSample, decode
 from perftop.events.probes import proc_row
 from perftop.model import Session
+from perftop.monitor.hookless import HooklessWatch
 from perftop.probes.host import HostProbe
 from perftop.probes.procs import ProcProbe, descendants
 
@@ -196,3 +197,16 @@ def test_a_command_line_first_read_empty_is_read_again(python):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_python_without_torch_is_looked_at_less_often():
+    """The no-hook watch reads a Python process's maps at each check (every second) for its
+    first checks, then ever less often, up to every 8 s (a dozen of Ray's daemons never
+    load torch); a process seen with torch is no longer looked for it."""
+    w = HooklessWatch(1, lambda *events: None, ())
+    times = [float(s) for s in range(60)]
+    looked = [t for t in times if w.torch_due(7, t)]
+    assert looked[:10] == times[:10]  # dense at first
+    gaps = [b - a for a, b in zip(looked[10:], looked[11:])]
+    assert gaps == sorted(gaps) and gaps[0] == 2.0 and max(gaps) == 8.0, gaps
+    assert len(looked) < 20

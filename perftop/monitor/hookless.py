@@ -32,6 +32,11 @@ from perftop.monitor.inject import python_version
 MIN_PYTHON = (3, 10)
 GRACE_S = 10.0  # torch loaded this long without a connection: the hook is not coming
 CHECK_EVERY_S = 1.0
+# A Python process seen this many checks without torch is read less often (its maps, every
+# check: a dozen of Ray's daemons never load torch, ~0.2 ms each): the gap doubles up to
+# TORCH_GAP_S. The first seconds stay dense: a process that loads torch late and exits is
+# still seen with it.
+DENSE_CHECKS, TORCH_GAP_S = 10, 8.0
 _PYTHON = re.compile(r"python[\d.]*$")
 _FLAGS = {"I": "-I (isolated mode)", "E": "-E (PYTHON* variables ignored)", "S": "-S (no site)"}
 _TORCH = ("libtorch_python", "/torch/_C")
@@ -86,6 +91,7 @@ class HooklessWatch:
         self.grace_s = grace_s
         self.said: set[int] = set()
         self.torch_since: dict[int, tuple[float, str]] = {}  # pid -> (first seen, cmdline)
+        self.no_torch: dict[int, tuple[int, float, float]] = {}  # pid -> (looks, next, gap)
         self._next = 0.0
         self._busy = threading.Lock()
 
@@ -133,8 +139,12 @@ class HooklessWatch:
                 self._say(pid, f"{label} was started with {', '.join(flags)}: Python never "
                           "ran perftop's bootstrap, so it has no hook (no steps from it)")  # fmt: skip
                 continue
-            if alive and pid not in self.torch_since and has_torch(pid):
+            looks = alive and pid not in self.torch_since and self.torch_due(pid, now)
+            if looks and has_torch(pid):
                 self.torch_since[pid] = (now, label)
+                self.no_torch.pop(pid, None)
+        for pid in [p for p in self.no_torch if p not in by_pid]:
+            del self.no_torch[pid]  # gone
         for pid, (since, label) in list(self.torch_since.items()):
             if pid in hooked:
                 del self.torch_since[pid]
@@ -143,6 +153,17 @@ class HooklessWatch:
             if now - since >= self.grace_s or row is None or not row[4]:
                 del self.torch_since[pid]
                 self._say(pid, _failed(label))
+
+    def torch_due(self, pid: int, now: float) -> bool:
+        """Whether to read ``pid``'s maps for torch at this check: at each of its first
+        :data:`DENSE_CHECKS`, then with a gap that doubles up to :data:`TORCH_GAP_S`."""
+        looks, due, gap = self.no_torch.get(pid, (0, 0.0, CHECK_EVERY_S))
+        if now < due:
+            return False
+        if looks >= DENSE_CHECKS:
+            gap = min(gap * 2, TORCH_GAP_S)
+        self.no_torch[pid] = (looks + 1, now + gap - 0.1 * CHECK_EVERY_S, gap)
+        return True
 
     def finish(self) -> None:
         """The job has ended: every process seen with torch and never connected is said
