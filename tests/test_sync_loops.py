@@ -156,3 +156,20 @@ def test_micro_batches_held_then_folded_are_no_watched_steps(tmp_path, monkeypat
     # steps 1-29 watched whole, and the micro-batches held as steps (step 0 is never watched)
     assert site["op"] == "item" and 116 < site["count"] < 120
     assert site["per_step"] == pytest.approx(4.0)  # exact: 4.07 with the held ones
+
+
+def test_a_passes_last_sync_after_a_preemption_stays_the_passes(tmp_path, monkeypatch):
+    """Issue 44 ("syncs in a pass belong to the pass"), found by the loop fuzzer's campaigns
+    (a rollout's last ``float()`` booked in the next step, 1 pass in 15, on a busy host):
+    behind a feeder the pass ends where the thread's time off the CPU since its last
+    forward began, and a preemption before the pass's last sync moved that end before the
+    sync. Here a 1 ms sleep stands for the preemption, and the next batch comes sooner
+    than the feeder's usual (4 ms, against 5): every pass's sync, the last one (after the last step) too,
+    is between steps, at 1 a pass, none in a step."""
+    monkeypatch.setenv("PERFTOP_SYNC", "all")
+    proc, rep = run_and_report(tmp_path, sys.executable, str(WORKLOADS / "rollout_tail_sync.py"))
+    assert proc.returncode == 0, proc.stderr
+    assert "passes 6" in proc.stdout and rep["steps"]["count"] == 60
+    assert rep["sync_events"] == []
+    (site,) = rep["sync_between"]
+    assert site["op"] == "float" and site["count"] == 6 and site["per_pass"] == pytest.approx(1.0)

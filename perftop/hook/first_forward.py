@@ -232,6 +232,7 @@ class FirstForward:
         # The time off the CPU since the pass's last module call (a feeder's next
         # batch) is the step's wait before its forward, not the pass's.
         wait = min(max(0.0, t - self.t0 - (_cpu() - self.c0)), self.typical())
+        wait = self.after_sync(t, wait)
         if tr.save_s > 0.0 and tr.save_end > self.t0:
             # a save after the pass's last module call (its file's writing is time off
             # the CPU too): the pass holds it, the wait comes after it returned
@@ -241,6 +242,31 @@ class FirstForward:
             self.timed = False
             tr.first_forward(wait)
             self.disarm()
+
+    def after_sync(self, t: float, wait: float) -> float:
+        """The wait, where a sync was seen in the pass after its last module call (a
+        rollout's return read): the thread's time off the CPU before that sync (less its
+        own blocking) and after it tell which side the feeder's wait lay on. More after it:
+        the sync is the pass's, which ends after it (a preemption before the sync would
+        otherwise move the pass's end before it, and the sync into the next step). More
+        before it: the sync came after the batch (a step's own check of its data)."""
+        gs = self.tail()
+        if gs is None:
+            return wait
+        ts, cs, blocked = gs
+        before = (ts - self.t0) - (cs - self.c0) - blocked
+        after = (t - ts) - (_cpu() - cs)
+        return min(wait, max(0.0, t - ts)) if after >= before else wait
+
+    def tail(self) -> tuple[float, float, float] | None:
+        """The last sync seen in this pass after its last module call, if any."""
+        gs = self.state.gap_sync
+        return gs if gs is not None and gs[0] > self.t0 else None
+
+    def tail_sync(self) -> float | None:
+        """When that sync was seen (gaps.at_exit: a final pass holds it)."""
+        gs = self.tail()
+        return gs[0] if gs is not None else None
 
     def last_out(self) -> None:
         """Where the pass's last forward returned, as its forward hook saw it (one CPU

@@ -203,6 +203,7 @@ class Collector:
         self.gaps: list[tuple[str, float, float]] = []  # kind, t0, t1 (perf_counter)
         self.since = 0.0  # when the detector started: passes that began before are partial
         self.weight: Callable[[], float] = lambda: 1.0  # the watched step's (Sampler.weight)
+        self.on_add: Callable[[float, float | None], None] | None = None  # (t, blocked_s)
 
     @property
     def counts(self) -> dict[SiteKey, int]:
@@ -213,7 +214,10 @@ class Collector:
         return out
 
     def add(self, site: SiteKey, blocked_s: float | None = None, n: int = 1) -> None:
-        self.log.append((time.perf_counter(), site, n, blocked_s))
+        t = time.perf_counter()
+        self.log.append((t, site, n, blocked_s))
+        if self.on_add is not None:
+            self.on_add(t, blocked_s)
 
     def between(self, kind: str, t0: float, length: float) -> None:
         """An interval outside training steps, as the tracker reports it."""
@@ -307,6 +311,14 @@ def attach(state: Any, torch: Any) -> Collector | None:
     # would count a micro-batch and the step that takes its number after it as one
     # watched step seen twice.
     pending: list[SyncBatch] = []
+
+    def gap_sync(t: float, blocked_s: float | None) -> None:
+        """A sync seen outside training steps (no batch pending): where it was, for the
+        pass's end (first_forward.FirstForward.resumed)."""
+        if tracker.in_gap and not tracker.pend:
+            state.gap_sync = (t, time.thread_time(), blocked_s or 0.0)
+
+    collector.on_add = gap_sync
 
     def settle_pending(folded: bool) -> None:
         for b in pending:
