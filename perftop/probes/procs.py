@@ -111,6 +111,17 @@ def _start_ticks(p: psutil.Process) -> Any:
         return None  # another psutil: no reuse check beyond (pid, create_time) at start
 
 
+def _read_cmdline(tr: _Tracked) -> None:
+    """Its command line, as one string; read empty (inside an exec), read again at each of
+    the next :data:`BLANK_TRIES` ticks (``blank_tries``); not ours to read: empty."""
+    try:
+        tr.cmdline = " ".join(tr.proc.cmdline())[:CMDLINE_MAX]
+    except psutil.AccessDenied:
+        tr.cmdline, tr.blank_tries = "", 0
+    else:
+        tr.blank_tries = 0 if tr.cmdline else BLANK_TRIES
+
+
 def _optional(read: Any) -> Any:
     """``read()``, or None when this OS or this process will not say."""
     try:
@@ -213,12 +224,7 @@ class ProcProbe:
             tr.start = _start_ticks(p)
             tr.name = p.name()
             ppid = p.ppid()
-            try:
-                tr.cmdline = " ".join(p.cmdline())[:CMDLINE_MAX]
-            except psutil.AccessDenied:
-                tr.cmdline = ""
-            else:
-                tr.blank_tries = 0 if tr.cmdline else BLANK_TRIES
+            _read_cmdline(tr)
         if tr.cmdline and pid != self.root_pid and self._same_program(ppid, tr.cmdline):
             tr.fork_until, tr.fork_first = now + MEM_FORK_WATCH_S, now + MEM_FORK_FIRST_S
         return tr
@@ -257,15 +263,14 @@ class ProcProbe:
             name = p.name()
             if name != tr.name:  # the same process ran another program (exec)
                 tr.name, tr.execed = name, True
-                try:
-                    tr.cmdline = " ".join(p.cmdline())[:CMDLINE_MAX]
-                except psutil.AccessDenied:
-                    tr.cmdline = ""
+                _read_cmdline(tr)
             elif tr.blank_tries > 0:  # read empty: again, until it says what runs
-                tr.blank_tries -= 1
-                cmdline = _optional(lambda: " ".join(p.cmdline())[:CMDLINE_MAX])
-                if cmdline:
-                    tr.cmdline, tr.execed, tr.blank_tries = cmdline, True, 0
+                tries = tr.blank_tries - 1
+                _read_cmdline(tr)
+                if tr.cmdline:
+                    tr.execed = True
+                else:
+                    tr.blank_tries = min(tries, tr.blank_tries)
             ct = p.cpu_times()
             ppid = p.ppid()
             state = p.status()
