@@ -259,14 +259,10 @@ class FirstForward:
         return min(wait, max(0.0, t - ts)) if after >= before else wait
 
     def tail(self) -> tuple[float, float, float] | None:
-        """The last sync seen in this pass after its last module call, if any."""
+        """The last sync seen in this pass after its last module call, if any (also read by
+        gaps.at_exit: a final pass holds it)."""
         gs = self.state.gap_sync
         return gs if gs is not None and gs[0] > self.t0 else None
-
-    def tail_sync(self) -> float | None:
-        """When that sync was seen (gaps.at_exit: a final pass holds it)."""
-        gs = self.tail()
-        return gs[0] if gs is not None else None
 
     def last_out(self) -> None:
         """Where the pass's last forward returned, as its forward hook saw it (one CPU

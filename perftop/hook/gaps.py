@@ -203,10 +203,10 @@ def at_exit(tr: Tracker, now: float) -> float:
     idle = max(0.0, now - t0 - (time.thread_time() - c0))
     if tr.save_s > 0.0 and tr.save_end > t0:
         idle = min(idle, max(0.0, now - tr.save_end))
-    tail = getattr(region, "tail_sync", None)
-    ts = tail() if tail is not None else None
-    if ts is not None:  # a sync after the last forward: the pass's own work, up to there
-        idle = min(idle, max(0.0, now - ts))
+    tail = getattr(region, "tail", None)
+    gs = tail() if tail is not None else None
+    if gs is not None:  # a sync after the last forward: the pass's own work, up to there
+        idle = min(idle, max(0.0, now - gs[0]))
     return max(tr.gap_t0, now - idle)
 
 
