@@ -241,13 +241,14 @@ class Collector:
         passes = len({g0 for k, g0, _ in gaps if k != "checkpoint" and g0 >= since})
         return inside, outside, passes
 
-    def flush(self, step: int, sampled: bool) -> None:
+    def flush(self, step: int, sampled: bool, put: Callable[[Any], None] | None = None) -> None:
+        """The stretch's batch, to ``put`` where given (else sent)."""
         if not self.log and not sampled:
             self.gaps = []
             return
         inside, outside, passes = self._take()
         weight = self.weight() if sampled else 1.0
-        self.put(
+        (put or self.put)(
             SyncBatch(self.pid(), step, sampled, _sites(inside), _sites(outside), passes, weight)
         )
 
@@ -371,14 +372,8 @@ def attach(state: Any, torch: Any) -> Collector | None:
             if pending and (index <= last[0] or tracker.settled):
                 settle_pending(folded=index <= last[0])
             last[0] = index
-            if watched and not tracker.settled:
-                collector.put = pending.append
-                try:
-                    collector.flush(index, True)
-                finally:
-                    collector.put = state.sender.put
-            else:
-                collector.flush(index, watched)
+            held = watched and not tracker.settled  # a provisional step: its verdict first
+            collector.flush(index, watched, pending.append if held else None)
             capturing = getattr(state, "capturing", False)  # a capture: the detector steps aside
             if sampler.closed(index, t, watched, primed) and not aside() and not capturing:
                 collector.since = t
