@@ -5,8 +5,11 @@ mode, no loader, forwards back to back) and a rollout of the same pendulum that 
 gymnasium ``Env`` (its steps are not an environment's to perftop: not claimed); then, as
 DQN, a few env steps between single updates; last, a rollout under the user's own
 profiler (cProfile: perftop's profile function stays out). Prints
-its own timers as JSON: each pass after the first update, by what it was, and the number
-of optimizer steps. argv: rounds (default 4)."""
+its own timers as JSON (wall clock, as perftop's): each pass after the first update, by
+what it was, with its start and end; each update's time before its first forward and
+before its last optimizer step (what lies between two updates is between their steps:
+a pass is inside that and covers the function timed); the number of optimizer steps.
+argv: rounds (default 4)."""
 
 import cProfile
 import json
@@ -104,51 +107,65 @@ def update(obs: list[np.ndarray], n: int) -> None:
     global steps
     policy.train()
     x = torch.as_tensor(np.stack(obs))
-    for _ in range(n):
+    first = last = 0.0
+    for i in range(n):
         opt.zero_grad()
+        first = first or time.time()
         torch.nn.functional.cross_entropy(policy(x), (x[:, 2] > 0).long()).backward()
+        last = time.time() if i == n - 1 else 0.0
         opt.step()
         steps += 1
+    updates.append((first, last))
 
 
 def timed(kind: str, fn, *args) -> None:
-    t0 = time.perf_counter()
+    t0 = time.time()
     fn(*args)
     if steps:  # before the first update a pass is in no step and no interval
-        passes.append((kind, time.perf_counter() - t0))
+        passes.append((kind, t0, time.time()))
 
 
 env = PendulumEnv()
-passes: list[tuple[str, float]] = []
+passes: list[tuple[str, float, float]] = []
+updates: list[tuple[float, float]] = []
 looked: list[bool] = []  # estimate_loss: whether a profile function was set between forwards
 steps = 0
 estimate_loss(2)  # as nanoGPT at iter 0: before any step (in no interval); torch warmed up
 plain_rollout(Pendulum(), 2)
 for _r in range(rounds):
-    t0 = time.perf_counter()
+    t0 = time.time()
     obs = rollout(env, 48)
     if steps:
-        passes.append(("rollout", time.perf_counter() - t0))
+        passes.append(("rollout", t0, time.time()))
     update(obs, 2)
     timed("eval", estimate_loss, 60)
     update(obs, 2)
     timed("plain", plain_rollout, Pendulum(), 24)
     update(obs, 2)
 for _ in range(6):  # as DQN: a few env steps between single updates, at one site each time
-    t0 = time.perf_counter()
+    t0 = time.time()
     obs = obs[4:] + rollout(env, 4)
-    passes.append(("rollout", time.perf_counter() - t0))
+    passes.append(("rollout", t0, time.time()))
     update(obs, 1)
 # the profile function perftop may set between forward calls is gone
 gone = repr(sys.getprofile())
 user = cProfile.Profile()  # the user's own profiler: perftop looks into no gap then
 user.enable()
-t0 = time.perf_counter()
+t0 = time.time()
 obs = obs[8:] + rollout(env, 8)
-passes.append(("profiled", time.perf_counter() - t0))
+passes.append(("profiled", t0, time.time()))
 update(obs, 1)
 kept = sys.getprofile() is user
 user.disable()
 print(
-    json.dumps({"passes": passes, "steps": steps, "profile": gone, "kept": kept, "looked": looked})
+    json.dumps(
+        {
+            "passes": passes,
+            "updates": updates,
+            "steps": steps,
+            "profile": gone,
+            "kept": kept,
+            "looked": looked,
+        }
+    )
 )
