@@ -51,8 +51,8 @@ def test_ls_lists_a_headless_session_and_attach_gets_its_history(tmp_path):
             assert len(mine) == 1
             return mine[0]
 
-        # ls answers from the monitor's last snapshot (refreshed every 0.5 s): under load it
-        # may be a second behind the job's own count, so ask again until it has the steps.
+        # ls answers from a snapshot taken when asked, of the steps the hook has sent (it
+        # holds them up to 0.25 s; more under load): ask again until it has them.
         s = listed()
         deadline = time.monotonic() + 20
         while s["steps"] <= 10 and time.monotonic() < deadline:
@@ -77,6 +77,21 @@ def test_ls_lists_a_headless_session_and_attach_gets_its_history(tmp_path):
         mon.communicate(timeout=30)
     ls = json.loads(perftop("ls", "--json", cwd=tmp_path, timeout=60).stdout)
     assert all(x["monitor_pid"] != mon.pid for x in ls["sessions"])
+
+
+def test_ls_says_the_steps_as_of_now(tmp_path):
+    """`perftop ls` has the monitor take a snapshot when asked: with snapshots 5 s apart
+    (``--refresh 5``) the last one read 0 steps of a job 100 steps in."""
+    mon = spawn_slow_job(tmp_path, "--no-record", "--refresh", "5")
+    try:
+        until_step(mon, 100)
+        time.sleep(0.5)  # the hook sends its steps within 0.25 s
+        ls = perftop("ls", "--json", cwd=tmp_path, timeout=60)
+        (s,) = [x for x in json.loads(ls.stdout)["sessions"] if x["monitor_pid"] == mon.pid]
+        assert s["steps"] >= 100, s
+    finally:
+        mon.send_signal(signal.SIGTERM)
+        mon.communicate(timeout=30)
 
 
 def test_dead_sockets_are_removed_never_listed():

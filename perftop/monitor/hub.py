@@ -141,6 +141,15 @@ class Hub:
         rec = next((r for r in self._direct if isinstance(r, RecordingWriter)), None)
         return self.captures.ask(steps, by, on_event, str(rec.path) if rec else "")
 
+    def fresh(self, timeout: float = 1.0) -> Snapshot | None:
+        """A snapshot taken now on the hub's thread (``perftop ls``: the last one may be a
+        refresh old, a second headless, while a fast job ran 100 steps); the last one when
+        the hub does not answer within ``timeout`` (stopped, or behind a burst)."""
+        done = threading.Event()
+        self._put(("snap", done))
+        done.wait(timeout)
+        return self.latest
+
     def _put(self, item: Any) -> None:
         with self._cv:
             self._q.append(item)
@@ -219,6 +228,10 @@ class Hub:
 
     def _handle(self, item: Any) -> None:
         head = item[0]
+        if head == "snap":  # for the asker only: no subscriber's refresh is due
+            self.latest = self.session.snapshot(now=time.time())
+            item[1].set()
+            return
         if head == "sub":
             self._add(item[1], item[2])
             return

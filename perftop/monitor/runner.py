@@ -233,8 +233,9 @@ class Job(Background):
         self.hub.subscribe(SocketSink(conn))
 
     def info(self) -> dict[str, Any]:
-        """What `perftop ls` shows (answered on the socket's thread from the last snapshot)."""
-        snap = self.hub.latest
+        """What `perftop ls` shows (answered on the socket's thread, from a snapshot the
+        hub takes now)."""
+        snap = self.hub.fresh()
         pids = [r.pid for r in snap.roles if r.role != "other"] if snap is not None else []
         return {
             "socket": str(self.server.path),
