@@ -21,8 +21,14 @@ sure (weight 1), count as themselves, and the rest by the drawn steps (Horvitz-T
 see :meth:`SyncReducer._stratified`). A ratio over all
 the weights read a loop's lines of its first iterations (a log on iterations 1-4) at
 several times their rate when few later steps were drawn, and every run the same. A site
-seen in every watched step, at least ``EVERY`` drawn ones included, is a per-step site
-(``every_step``): its rate is its weighed mean count, its error the spread of its counts. In the exact mode (every step watched) the error is 0.
+seen in every watched step, at least ``EVERY`` drawn ones included and one of them past
+the first ``REACH`` of its process's steps, is a per-step site (``every_step``): its
+rate is its weighed mean count, its error the spread of its counts. The draws thin out
+as a run goes on (most fall in its first steps): an L-BFGS loop made 2 syncs in each of
+steps 1-11, all its watched ones, and 1.19 a step over its 80, which "every step ×2.00"
+would have read with no error; till a draw reaches further in, such a site reads as what
+was seen ("in 6 of 6 watched steps"), its error as large as its rate. In the exact mode
+(every step watched) the error is 0.
 Recordings from before the weights (every weight 1 past the first steps) keep the ratio.
 """
 
@@ -41,6 +47,7 @@ from perftop.wire import StepRecord
 _Key = tuple[str, str, int, str, str, str | None, int | None, str | None, str | None]
 _NO_LIB = (None, None, None, None)  # sites recorded before the library fields existed
 EVERY = 3  # drawn steps (past the first ones) a site must be seen in each of: "every step"
+REACH = 0.25  # the share of a process's steps one of its drawn steps must come after
 
 
 class _Acc:
@@ -100,6 +107,7 @@ class SyncReducer:
         self.early: dict[int, int] = {}  # per process, the steps it always watches first
         self.weighed: set[int] = set()  # processes that sent a weight other than 1
         self.pid_sampled: dict[int, int] = {}  # per process, its watched steps
+        self.last_drawn: dict[int, int] = {}  # per process, its latest drawn step's index
         # a library site's user lines: (file, line, function) -> count
         self.callers: dict[_Key, dict[tuple[str, int, str], int]] = {}
 
@@ -121,6 +129,8 @@ class SyncReducer:
                 if ev.weight != 1.0:
                     self.weighed.add(ev.pid)
                     self.n_drawn += 1
+                    if ev.step > self.last_drawn.get(ev.pid, 0):
+                        self.last_drawn[ev.pid] = ev.step
                     self.rw += ev.weight
                     self.rw2 += ev.weight * ev.weight
                 else:
@@ -199,9 +209,10 @@ class SyncReducer:
         potential: list[SyncSite] = []
         exact = self.sampled_pids <= self.exact_pids
         steps = 0 if exact else self._steps_watchable()
+        spread = exact or (self.n_drawn >= EVERY and self._reached())
         for key, acc in self.sites.items():
             if acc.sampled and self.w > 0:
-                every = acc.seen >= self.sampled_steps and (exact or self.n_drawn >= EVERY)
+                every = acc.seen >= self.sampled_steps and spread
                 if exact:
                     per_step, error = acc.wc / self.w, 0.0
                 elif steps:
@@ -272,6 +283,10 @@ class SyncReducer:
         else:  # the Horvitz-Thompson sum is 0; the rest may hold as much as the first steps
             r, err = 0.0, max(acc.early / self.n_early, 1.0 / self.n_early)
         return (acc.early + rest * r) / steps, err * rest / steps
+
+    def _reached(self) -> bool:
+        """Whether a drawn step came after the first ``REACH`` of its process's steps."""
+        return any(j > REACH * self.steps.get(pid, 0) for pid, j in self.last_drawn.items())
 
     def _steps_watchable(self) -> int:
         """The steps the sampled processes ran that a watch could hold, the Horvitz-Thompson
