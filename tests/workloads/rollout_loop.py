@@ -6,9 +6,10 @@ gymnasium ``Env`` (its steps are not an environment's to perftop: not claimed); 
 DQN, a few env steps between single updates; last, a rollout under the user's own
 profiler (cProfile: perftop's profile function stays out). Prints
 its own timers as JSON (wall clock, as perftop's): each pass after the first update, by
-what it was, with its start and end; each update's time before its first forward and
-before its last optimizer step (what lies between two updates is between their steps:
-a pass is inside that and covers the function timed); the number of optimizer steps.
+what it was, with its start and end; each update's time before its first forward, before
+its last optimizer step and after it (what lies between two updates is between their
+steps: a pass is inside that, covers the function timed and takes about the time from
+one update's end to the next one's first forward); the number of optimizer steps.
 argv: rounds (default 4)."""
 
 import cProfile
@@ -115,7 +116,7 @@ def update(obs: list[np.ndarray], n: int) -> None:
         last = time.time() if i == n - 1 else 0.0
         opt.step()
         steps += 1
-    updates.append((first, last))
+    updates.append((first, last, time.time()))
 
 
 def timed(kind: str, fn, *args) -> None:
@@ -127,7 +128,7 @@ def timed(kind: str, fn, *args) -> None:
 
 env = PendulumEnv()
 passes: list[tuple[str, float, float]] = []
-updates: list[tuple[float, float]] = []
+updates: list[tuple[float, float, float]] = []
 looked: list[bool] = []  # estimate_loss: whether a profile function was set between forwards
 steps = 0
 estimate_loss(2)  # as nanoGPT at iter 0: before any step (in no interval); torch warmed up
