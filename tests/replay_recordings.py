@@ -30,9 +30,10 @@ def recordings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     bound = str(WORKLOADS / "input_bound.py")
     return {
         "starved": record(where, "starved", bound, "40", "0"),
-        # workers live long enough to sample; 4 keep up with the loop (a batch every 4 ms of
-        # 16 each; 2 left it waiting ~4 ms a step, near a third of the starved run's 18 ms)
-        "fixed": record(where, "fixed", bound, "120", "4"),
+        # workers live long enough to sample (300 steps, 5 s: at 120, 2 s, a busy CI host
+        # once sampled none of them); 4 keep up with the loop (a batch every 4 ms of 16
+        # each; 2 left it waiting ~4 ms a step, near a third of the starved run's 18 ms)
+        "fixed": record(where, "fixed", bound, "300", "4"),
         "sync": record(where, "sync", str(WORKLOADS / "sync_train.py")),
     }
 

@@ -18,7 +18,7 @@ import torch
 torch.manual_seed(0)
 torch.set_num_threads(1)
 perf = time.perf_counter
-own = {"steps": 0, "evals": [], "saves": []}
+own = {"steps": 0, "evals": [], "saves": [], "eval_at": []}  # eval_at: wall-clock bounds
 
 
 def say():
@@ -44,11 +44,12 @@ def manual():
 
     @torch.no_grad()
     def evaluate():
-        t = perf()
+        t, wall = perf(), time.time()
         for _ in range(40):
             out = net(xe)
         acc = (out > 0).float().mean().item()
         own["evals"].append(perf() - t)
+        own["eval_at"].append((wall, time.time()))
         return acc
 
     for _epoch in range(4):
