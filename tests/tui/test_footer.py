@@ -20,3 +20,17 @@ async def test_focus_changes_leave_the_footer_bound_to_its_own_keys_only() -> No
         keys = len(footer.query(FooterKey))
         assert keys > 0
         assert footer.watcher_count() <= keys + 1  # the keys shown now (and the footer)
+
+
+@aio
+async def test_a_narrow_key_bar_leaves_out_the_palette_key_not_capture() -> None:
+    """At 80 columns the command palette's key on the right cut "t capture" to "t ca";
+    it is left out below 90 columns (ctrl+p still opens the palette), back when wider."""
+    async with showing(snapshot(), size=(80, 24)) as (app, pilot):
+        footer = app.query_one(KeysFooter)
+        keys = {k.key: k for k in footer.query(FooterKey)}
+        assert "t" in keys and not footer.show_command_palette
+        assert keys["t"].region.right <= 80 and keys["t"].description == "capture"
+        await pilot.resize_terminal(120, 30)
+        await settle(pilot)
+        assert app.query_one(KeysFooter).show_command_palette
