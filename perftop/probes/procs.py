@@ -102,13 +102,26 @@ def descendants(root: int, caps: PlatformCaps | None = None) -> list[int]:
     return out
 
 
-def _start_ticks(p: psutil.Process) -> Any:
-    """The process's start time from the ``stat`` read that ``oneshot()`` already cached
-    (psutil's own ``is_running()`` would re-read ``stat``: a third of this probe's cost)."""
+def _stat(p: psutil.Process, field: str) -> Any:
+    """A field of the ``stat`` read that ``oneshot()`` already cached, None where this
+    psutil does not keep it so. psutil's own ``is_running()`` (which ``ppid()`` calls in
+    psutil 7 too) would build another ``Process`` and read ``stat`` again: a third of this
+    probe's cost."""
     try:
-        return p._proc._parse_stat_file()["create_time"]  # type: ignore[attr-defined,unused-ignore]
+        return p._proc._parse_stat_file()[field]  # type: ignore[attr-defined,unused-ignore]
     except (AttributeError, KeyError, TypeError):
-        return None  # another psutil: no reuse check beyond (pid, create_time) at start
+        return None
+
+
+def _start_ticks(p: psutil.Process) -> Any:
+    """The process's start time (another psutil: None, no reuse check beyond (pid,
+    create_time) at start)."""
+    return _stat(p, "create_time")
+
+
+def _ppid(p: psutil.Process) -> int:
+    stat = _stat(p, "ppid")
+    return int(stat) if stat is not None else p.ppid()
 
 
 def _read_cmdline(tr: _Tracked) -> None:
@@ -223,7 +236,7 @@ class ProcProbe:
         with p.oneshot():
             tr.start = _start_ticks(p)
             tr.name = p.name()
-            ppid = p.ppid()
+            ppid = _ppid(p)
             _read_cmdline(tr)
         if tr.cmdline and pid != self.root_pid and self._same_program(ppid, tr.cmdline):
             tr.fork_until, tr.fork_first = now + MEM_FORK_WATCH_S, now + MEM_FORK_FIRST_S
@@ -272,7 +285,7 @@ class ProcProbe:
                 else:
                     tr.blank_tries = min(tries, tr.blank_tries)
             ct = p.cpu_times()
-            ppid = p.ppid()
+            ppid = _ppid(p)
             state = p.status()
             core = _optional(p.cpu_num) if self.caps.core_placement else None
             threads = p.num_threads()
