@@ -164,8 +164,8 @@ def test_a_passes_last_sync_after_a_preemption_stays_the_passes(tmp_path, monkey
     behind a feeder the pass ends where the thread's time off the CPU since its last
     forward began, and a preemption before the pass's last sync moved that end before the
     sync. Here a 1 ms sleep stands for the preemption, and the next batch comes sooner
-    than the feeder's usual (4 ms, against 5): every pass's sync, the last one (after the last step) too,
-    is between steps, at 1 a pass, none in a step."""
+    than the feeder's usual (16 ms, against 20): every pass's sync, the last one (after the
+    last step) too, is between steps, at 1 a pass, none in a step."""
     monkeypatch.setenv("PERFTOP_SYNC", "all")
     proc, rep = run_and_report(tmp_path, sys.executable, str(WORKLOADS / "rollout_tail_sync.py"))
     assert proc.returncode == 0, proc.stderr
