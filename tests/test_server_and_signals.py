@@ -80,3 +80,29 @@ def test_sigint_without_a_terminal_is_forwarded(tmp_path):
     out, err = mon.communicate(timeout=30)
     assert "interrupted at" in out  # the job's own KeyboardInterrupt handler ran
     assert mon.returncode == 42
+
+
+def test_an_info_answer_that_waits_holds_up_no_hook(tmp_path):
+    """`perftop ls` is answered from a snapshot the hub takes when asked (up to a second
+    behind a burst): on a thread of its own, so a hook's frames are read meanwhile."""
+    from perftop.monitor.server import INFO_MAGIC
+
+    got: list = []
+    srv = Server(
+        lambda payload, events: got.extend(events),
+        tmp_path / "s.sock",
+        info=lambda: time.sleep(1.5) or {"steps": 7},
+    ).start()
+    try:
+        asker = _connect(srv.path)
+        asker.sendall(INFO_MAGIC)
+        time.sleep(0.1)  # the answer is being made
+        t0 = time.monotonic()
+        hook = _connect(srv.path)
+        hook.sendall(MAGIC + encode_frame([Note(1.0, "info", "t", "meanwhile")]))
+        assert _wait(lambda: len(got) == 1, timeout=1.0), "the hook waited for the answer"
+        assert time.monotonic() - t0 < 1.0
+        asker.settimeout(5)
+        assert json.loads(asker.makefile().readline()) == {"steps": 7}
+    finally:
+        srv.close()

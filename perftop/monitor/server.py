@@ -187,13 +187,10 @@ class Server:
         elif kind == CTRL_MAGIC and self.on_control is not None:
             self.on_control(conn, buf[len(MAGIC) :])
         elif kind == INFO_MAGIC and self.info is not None:
-            try:
-                conn.setblocking(True)
-                conn.settimeout(2.0)
-                conn.sendall(json.dumps(self.info()).encode() + b"\n")
-            except (OSError, ValueError, TypeError):
-                pass
-            conn.close()
+            # on a thread of its own: the answer waits for a snapshot the hub takes now
+            # (up to a second) and for a reader that may be slow, while the job's hooks
+            # go on being read here
+            threading.Thread(target=self._answer_info, args=(conn,), daemon=True).start()
         else:
             self.rejected_frames += 1
             self.closed_streams += 1
@@ -229,6 +226,17 @@ class Server:
             if conn not in self._hello:
                 self._sort(conn, events)
             self.sink(frame, events)
+
+    def _answer_info(self, conn: socket.socket) -> None:
+        try:
+            conn.setblocking(True)
+            conn.settimeout(2.0)
+            if self.info is not None:
+                conn.sendall(json.dumps(self.info()).encode() + b"\n")
+        except (OSError, ValueError, TypeError):
+            pass
+        finally:
+            conn.close()
 
     def _sort(self, conn: socket.socket, events: list[Event]) -> None:
         """A hook's hello says whether it is a training process or a DataLoader worker."""
