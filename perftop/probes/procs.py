@@ -124,15 +124,15 @@ def _ppid(p: psutil.Process) -> int:
     return int(stat) if stat is not None else p.ppid()
 
 
-def _read_cmdline(tr: _Tracked) -> None:
+def _read_cmdline(tr: _Tracked, tries: int = BLANK_TRIES) -> None:
     """Its command line, as one string; read empty (inside an exec), read again at each of
-    the next :data:`BLANK_TRIES` ticks (``blank_tries``); not ours to read: empty."""
+    the next ``tries`` ticks (``blank_tries``); not ours to read: empty."""
     try:
         tr.cmdline = " ".join(tr.proc.cmdline())[:CMDLINE_MAX]
     except psutil.AccessDenied:
         tr.cmdline, tr.blank_tries = "", 0
     else:
-        tr.blank_tries = 0 if tr.cmdline else BLANK_TRIES
+        tr.blank_tries = 0 if tr.cmdline else tries
 
 
 def _optional(read: Any) -> Any:
@@ -278,12 +278,8 @@ class ProcProbe:
                 tr.name, tr.execed = name, True
                 _read_cmdline(tr)
             elif tr.blank_tries > 0:  # read empty: again, until it says what runs
-                tries = tr.blank_tries - 1
-                _read_cmdline(tr)
-                if tr.cmdline:
-                    tr.execed = True
-                else:
-                    tr.blank_tries = min(tries, tr.blank_tries)
+                _read_cmdline(tr, tr.blank_tries - 1)
+                tr.execed = tr.execed or bool(tr.cmdline)
             ct = p.cpu_times()
             ppid = _ppid(p)
             state = p.status()
