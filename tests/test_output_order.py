@@ -49,6 +49,11 @@ for i in range(1, 301):  # 12 KiB of updates on one line: more than MAX_LINE
     say(sys.stderr, f"\rfast bar {i:3d}/300 " + "#" * (i // 10))
 say(sys.stderr, "\n")
 time.sleep(0.1)
+# 300 updates in one write (a reader late by that much): 12 KiB read at once, one line
+say(sys.stderr, "".join(f"\rburst bar {i:3d}/300 " + "#" * (i // 10) for i in range(301)))
+time.sleep(0.1)
+say(sys.stderr, "\n")
+time.sleep(0.1)
 say(sys.stdout, "L" * 6000)  # a line longer than MAX_LINE, ended later
 time.sleep(0.05)
 say(sys.stdout, "L\n")
@@ -79,6 +84,7 @@ WANT = [
     ("stderr", "100%|##########| 10/10"),
     ("stdout", "[====] 4/4 "),  # one line, its last state
     ("stderr", "fast bar 300/300 " + "#" * 30),  # one line, its last state
+    ("stderr", "burst bar 300/300 " + "#" * 30),  # one line, however many states a read had
     ("stdout", "end block 1"),
     ("stdout", "end block 2"),
     ("stdout", ""),  # an empty last line is a line

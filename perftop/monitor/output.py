@@ -156,11 +156,17 @@ class OutputTail:
             if data:
                 head, sep, tail = data.rpartition(b"\n")
                 head += sep  # whole lines, as written (an empty last one too)
-                if whole or len(tail) > MAX_LINE:
+                if whole:
                     head, tail = data, b""
                 if head:
                     self._emit(name, head, now, mono, events, end_line=final)
-                self._partial[name] = self._rewound(tail)  # relayed after the head
+                # A bar's overwritten states are relayed after the head and dropped before
+                # the length is judged: many updates read at once are still one line.
+                tail = self._rewound(tail)
+                if len(tail) > MAX_LINE:
+                    self._emit(name, tail, now, mono, events)
+                    tail = b""
+                self._partial[name] = tail
             left = self._left[name]
             if left and (final or mono - self._marked[name] >= outrate.MARK_EVERY_S):
                 events.append(Output(now, name, outrate.marker(left)))
