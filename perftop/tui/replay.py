@@ -7,7 +7,9 @@ its timeline and status line, and the go-to prompt.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -33,14 +35,26 @@ REPLAY_KEYS = (
 )
 
 
+# Live keys a replay answers with a line only (record, capture) or that the replay bar
+# lists already (p, as space): left out of the key bar, which then fits 80 columns.
+UNLISTED = ("pause", "record", "capture")
+
+
+def _unlisted(bindings: list[Any]) -> list[Any]:
+    return [
+        replace(b, show=False) if isinstance(b, Binding) and b.action in UNLISTED else b
+        for b in bindings
+    ]
+
+
 class ReplayApp(PerftopApp):
     """Live keys keep their meaning (``p`` pauses: here the playback); these are added."""
 
     BINDINGS = [
-        *PerftopApp.BINDINGS,
-        Binding("space", "pause", "play/pause", key_display="space"),
-        Binding("right_square_bracket", "speed(1)", "faster", key_display="]"),
-        Binding("left_square_bracket", "speed(-1)", "slower", key_display="["),
+        *_unlisted(PerftopApp.BINDINGS),
+        Binding("space", "pause", "play/pause", key_display="space", show=False),
+        Binding("right_square_bracket", "speed(1)", "faster", key_display="]", show=False),
+        Binding("left_square_bracket", "speed(-1)", "slower", key_display="[", show=False),
         Binding("a", "fast", "fastest", show=False),
         Binding("full_stop", "event(1)", "+1 event", show=False),
         Binding("comma", "event(-1)", "-1 event", show=False),

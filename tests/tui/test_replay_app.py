@@ -144,3 +144,32 @@ async def test_truncated_recording_replays_with_a_notice(
             assert app.replay_state.event == ctl.index.events > 0
         finally:
             ctl.stop()
+
+
+@aio
+async def test_the_key_bar_fits_80_columns_and_live_only_keys_still_answer(
+    recordings: dict[str, Path],
+) -> None:
+    """At 80 columns the replay's key bar cut its last key ("] fas"): the live-only keys
+    (record, capture) and those the replay bar lists (p, [, ]) are left out of it, and
+    still answer when pressed."""
+    from textual.widgets._footer import FooterKey
+
+    app, ctl = make_replay(recordings["fixed"], playing=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        ctl.start()
+        try:
+            await until(pilot, lambda: app.replay_state is not None and app.replay_state.index_done)
+            await pilot.pause(0.2)
+            keys = {k.key: k for k in app.screen.query(FooterKey)}
+            assert {"q", "question_mark", "g", "n"} <= set(keys)
+            assert not {"r", "t", "p", "left_square_bracket"} & set(keys)
+            assert all(k.region.right <= 80 for k in keys.values()), {
+                k: v.region for k, v in keys.items()
+            }
+            await pilot.press("t")
+            await until(pilot, lambda: "captures come from a live job" in notices(app))
+            await pilot.press("p")
+            await until(pilot, lambda: app.replay_state.playing)
+        finally:
+            ctl.stop()
