@@ -22,6 +22,8 @@ import select
 import struct
 from collections.abc import Callable
 
+from perftop.monitor.wakepipe import WakePipe
+
 IN_MODIFY = 0x00000002
 IN_NONBLOCK = os.O_NONBLOCK
 IN_CLOEXEC = os.O_CLOEXEC
@@ -36,7 +38,7 @@ class WriteOrder:
         self._wds: dict[int, str] = {}
         self._carried: list[str] = []  # written after a read's sizes were taken
         self.fd = -1
-        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._waker = WakePipe()
         try:
             libc = ctypes.CDLL(None, use_errno=True)
             fd = libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
@@ -56,12 +58,14 @@ class WriteOrder:
     def wait(self, timeout: float) -> list[str]:
         """Every name, those written since the last call first, in the order of their
         first write; waits up to ``timeout`` for a write (the whole of it without inotify)."""
-        fds = [self._wake_r] + ([self.fd] if self.fd >= 0 else [])
+        fds = [self._waker.r] + ([self.fd] if self.fd >= 0 else [])
         carried, self._carried = self._carried, []
         try:
             ready, _, _ = select.select(fds, [], [], 0.0 if carried else timeout)
         except (OSError, ValueError):
             ready = []
+        if self._waker.r in ready:
+            self._waker.drain()
         written = carried
         for name in self._drain() if self.fd in ready else []:
             if name not in written:
@@ -80,11 +84,9 @@ class WriteOrder:
             self._carried = late
 
     def wake(self) -> None:
-        """End a :meth:`wait` now (the tail stops or pauses)."""
-        try:
-            os.write(self._wake_w, b"x")
-        except OSError:
-            pass  # full: a wake-up is pending already
+        """End a :meth:`wait` now (the tail stops or pauses, or a prompt is to be shown);
+        that wait takes the wake-up back."""
+        self._waker.wake()
 
     def _drain(self) -> list[str]:
         written: list[str] = []
@@ -106,14 +108,10 @@ class WriteOrder:
 
     def rearm(self) -> None:
         """Take back the wake-ups sent (a paused tail starts again)."""
-        try:
-            while os.read(self._wake_r, 64):
-                pass
-        except OSError:
-            pass
+        self._waker.drain()
 
     def close(self) -> None:
-        for fd in (self.fd, self._wake_r, self._wake_w):
-            if fd >= 0:
-                os.close(fd)
-        self.fd = self._wake_r = self._wake_w = -1
+        if self.fd >= 0:
+            os.close(self.fd)
+        self.fd = -1
+        self._waker.close()

@@ -33,6 +33,10 @@ from perftop.monitor import outfiles, outrate
 from perftop.monitor.outorder import WriteOrder
 
 POLL_S = 0.1
+# Asleep this long with nothing to send, mark or read, where inotify wakes the reader at
+# each write: each wake-up of an idle thread costs ~0.3 ms of CPU (its caches are cold),
+# and ten a second were a third of a percent of a core for a job printing a line a second.
+IDLE_S = 2.0
 MIN_GAP_S = 0.02  # between two reads (a job that never pauses: 50 reads a second)
 MAX_LINE = 4096
 PAGE = 4096  # a file's size grows by whole pages of a write (the kernel's page cache)
@@ -97,6 +101,7 @@ class OutputTail:
         (``input("overwrite? [y/N] ")``, pdb's ``(Pdb)``) ends with no newline, and the job
         waits on it: held back for its newline, it showed only once answered."""
         self._show_partial = True
+        self._order.wake()
 
     def start(self) -> None:
         # The child has its own copies of the write ends now.
@@ -121,19 +126,23 @@ class OutputTail:
         order they were written, and at least every ``POLL_S`` (markers, prompts); what
         was read goes on as events every ``POLL_S``, in the order read."""
         while not self._stop.is_set():
-            due = self._sent + POLL_S - time.monotonic() if self._pending else POLL_S
+            if self._pending:
+                due = self._sent + POLL_S - time.monotonic()
+            else:
+                due = POLL_S if self._order.fd < 0 or any(self._left.values()) else IDLE_S
             order = self._order.wait(max(0.0, due))
             if self._stop.is_set():
                 break
-            self.poll(order=order)
-            time.sleep(MIN_GAP_S)
+            if self.poll(order=order):
+                time.sleep(MIN_GAP_S)
         if not self._paused:
             self.poll(final=True, order=self._order.wait(0))
 
-    def poll(self, final: bool = False, order: list[str] | None = None) -> None:
+    def poll(self, final: bool = False, order: list[str] | None = None) -> bool:
         """Read what is new, stream by stream in ``order`` (the order of their writes), up
         to the sizes seen now: what is written while we read is read next time, in its
-        order."""
+        order. Whether anything was read."""
+        read = False
         events = self._pending
         now, mono = time.time(), time.monotonic()
         whole, self._show_partial = final or self._show_partial, False
@@ -142,6 +151,7 @@ class OutputTail:
         for name in order or list(self._readers):
             f = self._readers[name]
             new = self._take(name, f, mono, ends[name])
+            read = read or bool(new)
             data = self._partial[name]
             cut = self._cut[name]  # the read before this one's data (kept over empty reads)
             if new:
@@ -177,6 +187,7 @@ class OutputTail:
             self._pending, self._sent = [], mono
             if events:
                 self.submit(*events)
+        return read
 
     def _sizes(self) -> dict[str, int]:
         return {name: os.fstat(f.fileno()).st_size for name, f in self._readers.items()}
