@@ -29,6 +29,7 @@ from typing import Any
 
 from perftop.events import Event, Hello
 from perftop.monitor.sockdir import private_dir, private_dirs
+from perftop.monitor.wakepipe import WakePipe
 from perftop.peer import peer_cred
 from perftop.wire import MAGIC, EventReader, Frame, StreamError
 
@@ -41,6 +42,7 @@ SUFFIX = ".sock"
 SUN_PATH_MAX = 107  # bytes of a Unix socket's path: sun_path's 108, less the NUL
 SOCKET_NAME_MAX = len(f"{1 << 22}-{'0' * 8}{SUFFIX}")  # PID-RANDOM.sock, the largest pid
 FALLBACK_BASES = ("/tmp", "/var/tmp", "/dev/shm")
+IDLE_S = 5.0  # select()'s timeout: a safety net only (peers and the wake pipe end it)
 
 
 def socket_bases() -> list[str]:
@@ -129,6 +131,8 @@ class Server:
         self._lsock.listen(64)
         self._lsock.setblocking(False)
         self._sel.register(self._lsock, selectors.EVENT_READ)
+        self._waker = WakePipe()  # the thread sleeps until a peer or this wakes it
+        self._sel.register(self._waker, selectors.EVENT_READ)
 
     @property
     def open_connections(self) -> int:
@@ -141,10 +145,12 @@ class Server:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            for key, _ in self._sel.select(timeout=0.1):
+            for key, _ in self._sel.select(timeout=IDLE_S):
                 sock = key.fileobj
                 if sock is self._lsock:
                     self._accept()
+                elif sock is self._waker:
+                    self._waker.drain()
                 else:
                     self._read(sock)  # type: ignore[arg-type]
 
@@ -278,18 +284,22 @@ class Server:
         """Stop the serving thread, keeping the socket and every connection open (the
         monitor is about to fork itself into the background, see lifecycle.detach)."""
         self._stop.set()
+        self._waker.wake()
         if self._thread is not None:
             self._thread.join(timeout=2)
         self._stop = threading.Event()
+        self._waker.drain()
 
     def close(self) -> None:
         self._stop.set()
+        self._waker.wake()
         if self._thread is not None:
             self._thread.join(timeout=2)
         for conn in [*self._readers, *self._greeting]:
             self._drop(conn)
         self._sel.close()
         self._lsock.close()
+        self._waker.close()
         try:
             self.path.unlink()
         except OSError:
