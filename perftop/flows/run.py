@@ -20,6 +20,7 @@ from perftop.console import say
 from perftop.flows.captures import follow_captures
 from perftop.fmt import command as command_line
 from perftop.model import Snapshot
+from perftop.monitor import gc_settle
 from perftop.monitor.lifecycle import install_signal_forwarding, tui_signals
 from perftop.monitor.runner import Job, RunConfig, SourceFactory
 from perftop.report.text import summary
@@ -205,6 +206,7 @@ def run_headless(
     job = Job(cfg, on_snapshot=on_snapshot, sources=sources, sinks=sinks)
     follow_captures(job.hub)
     job.start()
+    gc_settle.settle()
     install_signal_forwarding(job)
     rc = job.wait()
     try:

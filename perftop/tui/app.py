@@ -19,6 +19,7 @@ from textual.driver import Driver
 
 from perftop.demo import TRAIN_MODULE
 from perftop.model import Snapshot
+from perftop.monitor import gc_settle
 from perftop.tui.capture_keys import CaptureKeys
 from perftop.tui.driver import sized
 from perftop.tui.failure import TuiFailure, failure_of, panic_failure
@@ -193,6 +194,8 @@ class PerftopApp(CaptureKeys, JobInputKeys, SafeText, App[str | None]):
     def show(self, snap: Snapshot) -> None:
         """Render a snapshot in every panel; a failing panel becomes a notification. One
         that arrives while the app shuts down (its screens gone) is dropped."""
+        if self.shown is None:  # the panels are built: start-up's objects are for good
+            self.call_after_refresh(gc_settle.settle)
         self.shown = snap
         if not self.screen_stack:
             return

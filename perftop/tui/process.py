@@ -9,7 +9,6 @@ the in-process TUI, and quits by itself when the collector closes the pipe.
 
 from __future__ import annotations
 
-import gc
 import os
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perftop.model import Snapshot
+from perftop.monitor import gc_settle
 from perftop.monitor.snapshot_pipe import SnapshotSender, read_snapshots
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def feed(app: App[Any], fd: int) -> threading.Thread:
 
     # The modules, classes and constants loaded by now are never garbage: a full
     # collection need not scan them again (at 512 ranks one took up to 90 ms, a key's wait).
-    gc.freeze()
+    gc_settle.settle()
 
     def loop() -> None:
         try:
