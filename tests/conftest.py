@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from perftop.monitor import gc_settle
+from perftop import gc_settle
 
 ROOT = Path(__file__).resolve().parent.parent
 os.environ["PYTHONPATH"] = os.pathsep.join(

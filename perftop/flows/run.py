@@ -16,11 +16,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from perftop import gc_settle
 from perftop.console import say
 from perftop.flows.captures import follow_captures
 from perftop.fmt import command as command_line
 from perftop.model import Snapshot
-from perftop.monitor import gc_settle
 from perftop.monitor.lifecycle import install_signal_forwarding, tui_signals
 from perftop.monitor.runner import Job, RunConfig, SourceFactory
 from perftop.report.text import summary

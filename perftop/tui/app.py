@@ -17,9 +17,9 @@ from textual.binding import Binding
 from textual.containers import Container
 from textual.driver import Driver
 
+from perftop import gc_settle
 from perftop.demo import TRAIN_MODULE
 from perftop.model import Snapshot
-from perftop.monitor import gc_settle
 from perftop.tui.capture_keys import CaptureKeys
 from perftop.tui.driver import sized
 from perftop.tui.failure import TuiFailure, failure_of, panic_failure

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from perftop import gc_settle
 from perftop.model import Snapshot
-from perftop.monitor import gc_settle
 from perftop.monitor.snapshot_pipe import SnapshotSender, read_snapshots
 
 if TYPE_CHECKING:

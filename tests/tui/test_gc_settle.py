@@ -1,5 +1,5 @@
 """The monitor's garbage collector is settled once its screen is up (see
-perftop/monitor/gc_settle.py): start-up's objects (modules, classes, the panels) frozen,
+perftop/gc_settle.py): start-up's objects (modules, classes, the panels) frozen,
 so that a full collection no longer walks them (~65 ms each in the demo, a pause of the
 screen too), and the youngest generation collected less often. Run in a process of its
 own: the test process itself is never settled (conftest.py)."""
@@ -14,7 +14,7 @@ from tests.conftest import ROOT
 
 APP = """
 import asyncio, gc, json
-from perftop.monitor import gc_settle
+from perftop import gc_settle
 from perftop.tui.app import PerftopApp
 from perftop.tui.messages import SnapshotMessage
 from tests.tui.fakes import snapshot
