@@ -123,8 +123,9 @@ class OutputTail:
 
     def _loop(self) -> None:
         """Read at each write (see :mod:`perftop.monitor.outorder`), the streams in the
-        order they were written, and at least every ``POLL_S`` (markers, prompts); what
-        was read goes on as events every ``POLL_S``, in the order read."""
+        order they were written, and when the TUI asks for a prompt; at least every
+        ``POLL_S`` while a marker of left-out bytes is due or without inotify, else every
+        ``IDLE_S``. What was read goes on as events every ``POLL_S``, in the order read."""
         while not self._stop.is_set():
             if self._pending:
                 due = self._sent + POLL_S - time.monotonic()
