@@ -8,8 +8,9 @@ loaders keep torch's own code on their hot path.
 
 Per batch the worker only adds up wall time, thread CPU time and tensor bytes; a few
 times a second (and once more as it exits, through multiprocessing's finalizers, which
-run where ``atexit`` does not) it puts one :class:`WorkerStats` with its running totals
-into the hook's bounded sender. Nothing here blocks the worker or raises into it.
+run where ``atexit`` does not) it sends one :class:`WorkerStats` with its running totals,
+from its own thread without waiting: no thread of perftop's runs in a worker, so an idle
+worker costs nothing. Nothing here blocks the worker or raises into it.
 """
 
 from __future__ import annotations
@@ -90,7 +91,8 @@ class WorkerMeter:
                 batch_bytes=self.nbytes,
                 torch_threads=threads,
                 final=final,
-            )
+            ),
+            urgent=True,  # the worker's own thread sends it now (Sender.pin_solo)
         )
 
     def close(self) -> None:
@@ -147,6 +149,7 @@ def _instrument(state: HookState, torch: Any, fetcher: Any) -> None:
     meter = _meter
     if meter is None or meter.pid != os.getpid():
         meter = _meter = WorkerMeter(state, torch, info)
+        state.sender.pin_solo()
         from multiprocessing import util
 
         util.Finalize(None, meter.close, exitpriority=100)
