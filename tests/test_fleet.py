@@ -197,3 +197,38 @@ def test_forward_without_token_is_one_line(tmp_path):
         "perftop: error: --forward needs the collector's token in PERFTOP_TOKEN "
         "(`perftop collect` prints it)"
     ]
+
+
+def test_an_idle_collector_sleeps_until_a_handshake_falls_due_or_it_closes(monkeypatch):
+    """The collector's thread sleeps in select() until a node, a handshake's deadline or
+    close() wakes it (a 0.2 s timeout woke it five times a second for nothing)."""
+    from perftop.fleet import collector
+
+    monkeypatch.setattr(collector, "HANDSHAKE_S", 1.0)
+    logged: list[str] = []
+    c = Collector(("127.0.0.1", 0), "t", lambda f, e: None, lambda *e: None, log=logged.append)
+    calls = 0
+    select = c._sel.select
+
+    def counted(timeout=None):
+        nonlocal calls
+        calls += 1
+        return select(timeout)
+
+    c._sel.select = counted  # type: ignore[method-assign]
+    c.start()
+    try:
+        time.sleep(1.2)
+        assert calls <= 2, calls  # idle
+        silent = socket.create_connection(c.address)  # greeted, never answers
+        t0 = time.monotonic()
+        _wait_for(lambda: c.refused == 1, 5)
+        took = time.monotonic() - t0
+        assert 0.9 <= took < 1.5, took  # refused at its deadline, not a poll later
+        assert any("no handshake in time" in line for line in logged), logged
+        silent.close()
+    finally:
+        t0 = time.monotonic()
+        c.close()
+        assert time.monotonic() - t0 < 1.0  # the wake pipe ended its select() at once
+    assert c._thread is not None and not c._thread.is_alive()

@@ -23,9 +23,13 @@ from perftop.errors import UsageError
 from perftop.events import Event, NodeLink, NodeScope, Note
 from perftop.fleet import link
 from perftop.fleet.refusals import REASONS, Refusals
+from perftop.monitor.wakepipe import WakePipe
 from perftop.wire import EventReader, Frame, StreamError, encode_node_frame
 
 HANDSHAKE_S = 10.0  # a connection that has not proved the token by then is dropped
+# The longest select() while no handshake is due: a node's frames, a connection and
+# close() (the wake pipe) end it at once, so an idle collector wakes no more than this.
+IDLE_S = 5.0
 
 
 @dataclass
@@ -74,6 +78,8 @@ class Collector:
         self._lsock.listen(64)
         self._lsock.setblocking(False)
         self._sel.register(self._lsock, selectors.EVENT_READ)
+        self._wake = WakePipe()
+        self._sel.register(self._wake, selectors.EVENT_READ)
         self.address: tuple[str, int] = self._lsock.getsockname()[:2]
 
     @property
@@ -87,15 +93,24 @@ class Collector:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            for key, _ in self._sel.select(timeout=0.2):
+            for key, _ in self._sel.select(timeout=self._next_wake()):
                 if key.fileobj is self._lsock:
                     self._accept()
+                elif key.fileobj is self._wake:
+                    self._wake.drain()
                 elif (c := self._conns.get(key.fileobj)) is not None:  # type: ignore[call-overload]
                     self._read(c)
             now = time.monotonic()
             for c in [c for c in self._conns.values() if not c.node]:
-                if now - c.opened > HANDSHAKE_S:
+                if now - c.opened >= HANDSHAKE_S:
                     self._refuse(c, "no handshake in time")
+
+    def _next_wake(self) -> float:
+        """Seconds until the first handshake falls due, IDLE_S when none is pending."""
+        opened = [c.opened for c in self._conns.values() if not c.node]
+        if not opened:
+            return IDLE_S
+        return min(IDLE_S, max(0.0, min(opened) + HANDSHAKE_S - time.monotonic()))
 
     def _accept(self) -> None:
         try:
@@ -208,12 +223,14 @@ class Collector:
 
     def close(self) -> None:
         self._stop.set()
+        self._wake.wake()
         if self._thread is not None:
             self._thread.join(timeout=2)
         for c in list(self._conns.values()):
             self._drop(c)
         self._sel.close()
         self._lsock.close()
+        self._wake.close()
 
 
 def _scoped(node: str, events: list[Event]) -> list[Event]:
