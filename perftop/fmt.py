@@ -101,6 +101,17 @@ def command(argv: tuple[str, ...] | list[str]) -> str:
     return shlex.join([os.path.basename(argv[0]), *argv[1:]])
 
 
+def loader_label(loader_id: int | None) -> str:
+    """A DataLoader as the Processes panel and the report name it: its number in the
+    order the training process first iterated its loaders (L0, L1, ...)."""
+    return "-" if loader_id is None else f"L{loader_id}"
+
+
+def loader_suffix(loader_id: int | None) -> str:
+    """What a worker's index gets for its loader where that is not the first (``·L1``)."""
+    return f"·{loader_label(loader_id)}" if loader_id else ""
+
+
 def process_label(name: str, cmdline: str, width: int = 40) -> str:
     """What a process is, by its command: a Python process by its script or module
     (``log_monitor.py``, ``-m torch.distributed.run``), one that set its title by that

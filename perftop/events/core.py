@@ -135,6 +135,9 @@ class LoaderInfo(Event):
     workers: tuple[tuple[int, int], ...] = ()  # (worker_id, pid)
     dataset: str = ""
     start_method: str = ""  # the workers' (fork, spawn, forkserver); "" none or unknown
+    # autograd on at the iterator's first batch: a training loader's, where an evaluation's
+    # runs with grad off; None: not known (a recording from before it was kept)
+    grad: bool | None = None
 
 
 @event("dropped")

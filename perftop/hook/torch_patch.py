@@ -259,4 +259,5 @@ def _loader_info(pid: int, it: Any, number: int) -> LoaderInfo:
         workers=tuple((i, int(w.pid)) for i, w in enumerate(workers) if w.pid is not None),
         dataset=type(it._dataset).__name__,
         start_method=_start_method(workers),
+        grad=bool(sys.modules["torch"].is_grad_enabled()),
     )

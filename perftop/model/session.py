@@ -174,6 +174,7 @@ class StepsReducer:
                 ev.t,
                 start_method=ev.start_method,
                 starts=starts,
+                grad=ev.grad,
             )
 
     def apply_steps(self, records: Sequence[StepRecord]) -> None:

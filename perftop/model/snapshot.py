@@ -137,6 +137,7 @@ class Loader:
     host: str = ""  # set where a collector merges nodes
     start_method: str = ""  # the workers' (fork, spawn, forkserver); "" none or unknown
     starts: tuple[float, ...] = ()  # its iterators' starts (each epoch's), the latest last
+    grad: bool | None = None  # autograd on at its latest iterator's first batch
 
 
 @dataclass(frozen=True, slots=True)

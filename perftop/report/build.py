@@ -233,6 +233,7 @@ def _loader(ld: Any) -> dict[str, Any]:
         "host": ld.host,
         "start_method": ld.start_method or None,
         "starts": len(ld.starts),
+        "grad_enabled": ld.grad,
     }
 
 

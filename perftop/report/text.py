@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from perftop.fmt import NA, fraction, seconds, sync_rate, sync_where, table
+from perftop.fmt import NA, fraction, loader_label, seconds, sync_rate, sync_where, table
 from perftop.fmt import command as command_line
 from perftop.model import Snapshot
 from perftop.model.between import OVERLAPPED, pass_text
@@ -125,11 +125,14 @@ def render(r: dict[str, Any]) -> str:
         out.append("DataLoaders")
         out.append(
             table(
-                ["pid", "dataset", "workers", "start", "batch", "pin", "prefetch", "persistent"],
+                ["pid", "loader", "dataset", "grad", "workers", "start", "batch", "pin",
+                 "prefetch", "persistent"],  # fmt: skip
                 [
                     [
                         f"{ld['host']}:{ld['pid']}" if ld.get("host") else str(ld["pid"]),
+                        loader_label(ld.get("loader_id")),
                         ld["dataset"],
+                        _s({True: "on", False: "off"}.get(ld.get("grad_enabled"))),
                         str(ld["num_workers"]),
                         _s(ld.get("start_method")),
                         _s(ld["batch_size"]),

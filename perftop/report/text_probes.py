@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from perftop.fmt import NA, nbytes, number, percent, process_label, table
+from perftop.fmt import NA, loader_suffix, nbytes, number, percent, process_label, table
 
 
 def processes_table(procs: list[dict[str, Any]]) -> str:
@@ -23,7 +23,7 @@ def processes_table(procs: list[dict[str, Any]]) -> str:
                 p["role"],
                 process_label(p.get("name") or "", p.get("cmdline") or "", 32) or "-",
                 _s(p["rank"]),
-                _s(p["worker_id"]),
+                _s(p["worker_id"]) + loader_suffix(p.get("loader_id")),
                 percent(p.get("cpu_percent_avg")),
                 percent(p.get("cpu_percent_max")),
                 nbytes(p.get("rss_bytes_max")),

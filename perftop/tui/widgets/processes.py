@@ -11,7 +11,7 @@ from typing import Any
 from textual.app import ComposeResult
 from textual.markup import escape
 
-from perftop.fmt import process_label
+from perftop.fmt import loader_suffix, process_label
 from perftop.model import Snapshot
 from perftop.model.roles import role_sort_key
 from perftop.model.snapshot import ProcessRole, ProcRow
@@ -40,9 +40,7 @@ def role_label(pid: int, role: ProcessRole | None) -> tuple[str, tuple[int, ...]
         return f"rank {role.rank}", role_sort_key(role)
     if role.role == "worker":
         text = "worker" if role.worker_id is None else f"worker {role.worker_id}"
-        if role.loader_id:
-            text += f"·L{role.loader_id}"
-        return text, role_sort_key(role)
+        return text + loader_suffix(role.loader_id), role_sort_key(role)
     return role.role, role_sort_key(role)
 
 
