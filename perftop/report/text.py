@@ -125,8 +125,18 @@ def render(r: dict[str, Any]) -> str:
         out.append("DataLoaders")
         out.append(
             table(
-                ["pid", "loader", "dataset", "grad", "workers", "start", "batch", "pin",
-                 "prefetch", "persistent"],  # fmt: skip
+                [
+                    "pid",
+                    "loader",
+                    "dataset",
+                    "grad",
+                    "workers",
+                    "start",
+                    "batch",
+                    "pin",
+                    "prefetch",
+                    "persistent",
+                ],  # fmt: skip
                 [
                     [
                         f"{ld['host']}:{ld['pid']}" if ld.get("host") else str(ld["pid"]),
