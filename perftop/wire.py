@@ -50,6 +50,9 @@ DATA_WAIT_NOTE = (
 DATA_WAIT_NOTE_V1 = (
     "data wait: measured before each step's first forward (no DataLoader on the training thread)"
 )
+# How the hook's note (source ``hook:PID``) begins when its sync detector stops sampling for
+# good (torch.compile in use), followed by why and what that means; the model keeps the why.
+SYNC_PAUSED_NOTE = "sync detection paused: "
 # The hook's own step record: the tuple the tracker emits (steps.py) and holds (steps_cold)
 # and the sender packs, by position: (index, t0, t1, data, backward, optimizer, phases or
 # None, source name). A record without phases is packed with STEP_RECORD, else sent as JSON.

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from perftop.hints import hinted_session
+from perftop.recording import read_events
 from tests.helpers import WORKLOADS, perftop, run_and_report
 
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
@@ -99,6 +101,11 @@ def _compiles_the_same(tmp_path: Path, *args: str) -> list[str]:
     notes = [n["text"] for n in report["notes"]]
     assert any("sync detection paused: torch.compile" in t for t in notes), notes
     assert report["steps"]["count"] >= 10  # still measured
+    # the model keeps why the detector stopped looking: the Sync panel says so, not "none"
+    session = hinted_session()
+    session.apply_all(read_events(tmp_path / "r.perftop"))
+    watch = session.snapshot(window=None).sync_watch
+    assert watch.paused.startswith("torch.compile is in use"), watch
     return notes
 
 

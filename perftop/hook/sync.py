@@ -40,6 +40,7 @@ from typing import Any
 from perftop.events import SyncBatch, SyncInfo
 from perftop.hook.frames import Where
 from perftop.hook.state import env_float, env_int
+from perftop.wire import SYNC_PAUSED_NOTE
 
 # op, kind, then where: (file, line, function, lib_file, lib_line, lib_function, package)
 SiteKey = tuple[str, str, Where]
@@ -438,7 +439,7 @@ def compile_guard(state: Any, detector: Any, cuda_debug: bool) -> Callable[[], b
         rest = " (real syncs are still counted by CUDA's sync debug mode)" if cuda_debug else ""
         state.sender.note(
             "info",
-            f"sync detection paused: {why}; its TorchFunctionMode would make dynamo "
+            f"{SYNC_PAUSED_NOTE}{why}; its TorchFunctionMode would make dynamo "
             f"recompile, so potential sync sites are no longer sampled{rest}",
         )
 

@@ -275,6 +275,15 @@ class GpuRow:
 
 
 @dataclass(frozen=True, slots=True)
+class SyncWatch:
+    """Whether the sync detector is looking: the steps it watched (all processes), and
+    why it stopped sampling for good where it did ("" while it samples)."""
+
+    watched: int = 0
+    paused: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class SyncSite:
     """A line of user code that made (``sync``) or would make (``potential``) the host wait
     for the device, directly or through a library. ``per_step`` is averaged over the steps
@@ -416,6 +425,7 @@ class Snapshot:
     gpus: tuple[GpuRow, ...] = ()
     gpu_note: str = ""  # why the GPU list is empty ("no NVML", "no GPU"), or a warning
     sync: tuple[SyncSite, ...] = ()  # most costly first
+    sync_watch: SyncWatch = field(default_factory=SyncWatch)
     output: tuple[OutputLine, ...] = ()
     output_total: int = 0
     # Training processes with steps whose hook has not sent its last event (yet): once the

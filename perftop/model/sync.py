@@ -39,9 +39,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from perftop.events import Step, SyncBatch, SyncInfo
-from perftop.model.snapshot import SyncSite
-from perftop.wire import StepRecord
+from perftop.events import Note, Step, SyncBatch, SyncInfo
+from perftop.model.snapshot import SyncSite, SyncWatch
+from perftop.wire import SYNC_PAUSED_NOTE, StepRecord
 
 # op, file, line, function, kind, lib_file, lib_line, lib_function, package
 _Key = tuple[str, str, int, str, str, str | None, int | None, str | None, str | None]
@@ -87,7 +87,7 @@ class _Acc:
 
 
 class SyncReducer:
-    handles = (SyncInfo, SyncBatch, Step)
+    handles = (SyncInfo, SyncBatch, Step, Note)
 
     def __init__(self) -> None:
         self.sites: dict[_Key, _Acc] = {}
@@ -110,6 +110,7 @@ class SyncReducer:
         self.last_drawn: dict[int, int] = {}  # per process, its latest drawn step's index
         # a library site's user lines: (file, line, function) -> count
         self.callers: dict[_Key, dict[tuple[str, int, str], int]] = {}
+        self.paused = ""  # why a process's detector stopped sampling (its hook's note)
 
     def apply(self, ev: Any) -> None:
         if isinstance(ev, Step):
@@ -161,6 +162,9 @@ class SyncReducer:
                     if acc is None:
                         acc = into[key] = _Acc()
                     acc.add(ev.step, ev.sampled, count, blocked, ev.weight)
+        elif isinstance(ev, Note):
+            if ev.source.startswith("hook:") and ev.text.startswith(SYNC_PAUSED_NOTE):
+                self.paused = ev.text[len(SYNC_PAUSED_NOTE) :].split(";", 1)[0]
         elif isinstance(ev, SyncInfo):
             if ev.cuda_debug:
                 self.debug_pids.add(ev.pid)
@@ -179,6 +183,7 @@ class SyncReducer:
 
     def contribute(self, parts: dict[str, Any], window: int | None) -> None:
         parts["sync"] = self.rows()
+        parts["sync_watch"] = SyncWatch(self.sampled_steps, self.paused)
         parts["sync_between"] = self.between_rows()
 
     def between_rows(self) -> tuple[SyncSite, ...]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from perftop.model.snapshot import SyncSite
+from perftop.model.snapshot import SyncSite, SyncWatch
 from perftop.tui.app import PerftopApp
 from perftop.tui.messages import SnapshotMessage
 from perftop.tui.widgets.sync import squeeze
@@ -127,3 +127,23 @@ async def test_sites_one_line_reaches_through_a_library_differ_in_the_panel() ->
         assert all(w.startswith("train.py:52 → …") for w in where), where
         drawn = sum(c.get_render_width(table) for c in table.columns.values())
         assert drawn <= table.scrollable_content_region.width, (drawn, where)
+
+
+@aio
+async def test_no_site_is_no_all_clear_where_detection_paused() -> None:
+    """torch.compile stopped the detector: the panel says so, with the steps it watched,
+    instead of "no host-device syncs seen" alone."""
+    why = "torch.compile is in use (a compiled model)"
+    for watch, said in (
+        (SyncWatch(0, why), ["no host↔device syncs seen", f"detection paused: {why}"]),
+        (SyncWatch(12, why), ["no host↔device syncs seen in 12 watched steps", "paused"]),
+        (SyncWatch(1, ""), ["no host↔device syncs seen in 1 watched step"]),
+    ):
+        snap = dataclasses.replace(snapshot(), sync=(), sync_watch=watch)
+        async with showing(snap) as (app, pilot):
+            shown = text_of(app.query_one("#sync").summary)
+            assert all(s in shown for s in said), shown
+            assert ("paused" in shown) == bool(watch.paused), shown
+    paused = dataclasses.replace(cpu_snapshot(), sync_watch=SyncWatch(40, why))
+    async with showing(paused) as (app, pilot):
+        assert app.query_one("#sync").border_subtitle.endswith("· detection paused")

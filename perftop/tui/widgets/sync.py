@@ -9,7 +9,7 @@ from textual.app import ComposeResult
 
 from perftop.fmt import sync_rate, sync_where
 from perftop.model import Snapshot
-from perftop.model.snapshot import SyncSite
+from perftop.model.snapshot import SyncSite, SyncWatch
 from perftop.safe import visible_line
 from perftop.tui import fmt
 from perftop.tui.widgets.difftable import Cell, DiffTable
@@ -91,11 +91,22 @@ def site_cells(s: SyncSite, blocked: bool = True, width: int | None = None) -> l
 OBSERVER = "sync sites need the hook: observer mode (attached without it) cannot see them"
 
 
-def summary(sites: tuple[SyncSite, ...], observer: bool = False) -> Group | Text:
+def summary(
+    sites: tuple[SyncSite, ...], observer: bool = False, watch: SyncWatch | None = None
+) -> Group | Text:
     """One line per site, most costly first, for narrow terminals; in observer mode, that
-    no site can be seen (an empty list there is no all-clear)."""
+    no site can be seen, and where the detector stopped looking (torch.compile), that it
+    did: an empty list there is no all-clear."""
     if not sites:
-        return Text(OBSERVER if observer else "no host↔device syncs seen", style="dim")
+        if observer:
+            return Text(OBSERVER, style="dim")
+        watch = watch or SyncWatch()
+        none = "no host↔device syncs seen"
+        if watch.watched:
+            none += f" in {watch.watched:,} watched {'step' if watch.watched == 1 else 'steps'}"
+        if not watch.paused:
+            return Text(none, style="dim")
+        return Group(Text(none, style="dim"), paused_line(watch.paused))
     lines = []
     for s in sites:
         t = Text(visible_line(s.op), style="bold red" if s.kind == "sync" else "yellow")
@@ -109,6 +120,15 @@ def summary(sites: tuple[SyncSite, ...], observer: bool = False) -> Group | Text
         t.no_wrap, t.overflow = True, "ellipsis"
         lines.append(t)
     return Group(*lines)
+
+
+def paused_line(why: str) -> Text:
+    """The detector stopped sampling for good: its rates end there, and later lines are
+    not looked for."""
+    t = Text("detection paused: ", style="yellow")
+    t.append(f"{visible_line(why)}; later sites are not looked for", style="dim")
+    t.no_wrap, t.overflow = True, "ellipsis"
+    return t
 
 
 def subtitle(sites: tuple[SyncSite, ...]) -> str:
@@ -160,7 +180,7 @@ class SyncPanel(Panel):
     def show(self, snap: Snapshot) -> None:
         self._last = snap
         self.set_class(not snap.sync, "-empty")
-        self.summary.update(summary(snap.sync, snap.meta.observer))
+        self.summary.update(summary(snap.sync, snap.meta.observer, snap.sync_watch))
         blocked = any(s.blocked_s is not None for s in snap.sync)
         self.table.set_columns((*COLUMNS, BLOCKED, WHERE) if blocked else (*COLUMNS, WHERE))
         sites = {
@@ -170,7 +190,8 @@ class SyncPanel(Panel):
         width = self._where_width(rows)  # the cells' widths but the place's
         rows = {key: site_cells(s, blocked, width) for key, s in sites.items()}
         self.table.set_rows(rows)
-        self.border_subtitle = subtitle(snap.sync)
+        paused = " · detection paused" if snap.sync_watch.paused and snap.sync else ""
+        self.border_subtitle = subtitle(snap.sync) + paused
 
     def _where_width(self, rows: dict[str, list[Cell]]) -> int:
         """What the table's width leaves the place's column (the last), once the other
