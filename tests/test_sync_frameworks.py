@@ -106,6 +106,14 @@ def _compiles_the_same(tmp_path: Path, *args: str) -> list[str]:
     session.apply_all(read_events(tmp_path / "r.perftop"))
     watch = session.snapshot(window=None).sync_watch
     assert watch.paused.startswith("torch.compile is in use"), watch
+    assert report["sync_watch"] == {"watched_steps": watch.watched, "paused": watch.paused}
+    if not report["sync_events"]:  # and the text report, where it lists no site
+        text = perftop("report", str(tmp_path / "r.perftop"), cwd=tmp_path).stdout
+        assert f"detection paused: {watch.paused}" in text, text
+    # `perftop diff` against itself: a count the detector never looked for is N/A
+    diff = perftop("diff", "--json", *[str(tmp_path / "r.perftop")] * 2, cwd=tmp_path)
+    rows = {f["name"]: f for f in json.loads(diff.stdout)["figures"]}
+    assert (rows["potential_count"]["a"] is None) == (watch.watched == 0), rows
     return notes
 
 

@@ -65,6 +65,10 @@ def build_report(snap: Snapshot, stats: ReadStats | None = None) -> dict[str, An
         "gpu_note": snap.gpu_note,
         "sync_events": _sync(snap),
         "sync_between": _sync(snap, between=True),
+        "sync_watch": {
+            "watched_steps": snap.sync_watch.watched,
+            "paused": snap.sync_watch.paused or None,
+        },
         "hints": [_hint(h, m.start_t) for h in snap.hints],
         "stacks": stacks_json(snap),
         "stalls": stalls_json(snap),

@@ -51,7 +51,9 @@ def figures(snap: Snapshot, report: dict[str, Any], between_s: float | None) -> 
     f["worker_cpu_percent_avg"] = (sum(cpu) / len(cpu) if cpu else None, None, "%cpu")
     for kind in ("sync", "potential"):
         n = sum(e["count"] for e in report["sync_events"] if e["kind"] == kind)
-        f[f"{kind}_count"] = (n, True, "n")
+        # none watched (torch.compile stopped the detector first): not measured, not 0
+        looked = kind == "sync" or snap.sync_watch.watched
+        f[f"{kind}_count"] = (n if looked else None, True, "n")
     f["duration_s"] = (report["duration_s"], None, "s")
     return f
 

@@ -160,7 +160,7 @@ def render(r: dict[str, Any]) -> str:
         out.append(processes_table(r["processes"]))
     out.extend(host_lines(r.get("host") or {}))
     out.extend(gpu_lines(r.get("gpus") or [], r.get("gpu_note", "")))
-    out.extend(_sync(r["sync_events"]))
+    out.extend(_sync(r["sync_events"]) or _no_sync(r.get("sync_watch") or {}))
     out.extend(_sync(r.get("sync_between") or [], between=True))
     out.extend(hang_lines(r))
     out.extend(stack_lines(r))
@@ -192,6 +192,20 @@ def _when(h: dict[str, Any]) -> str:
         return "  [whole-run verdict; not shown live]"
     seen = "seen live" if h.get("active", True) else "seen live earlier in the run"
     return f"  [{seen}" + (f"; {whole}]" if whole else "]")
+
+
+def _no_sync(watch: dict[str, Any]) -> list[str]:
+    """No site listed where the detector stopped looking: said, with its steps watched
+    (no section at all would read as an all-clear)."""
+    if not watch.get("paused"):
+        return []
+    n = watch.get("watched_steps") or 0
+    seen = f"none seen in {n} watched {'step' if n == 1 else 'steps'}" if n else "no step watched"
+    return [
+        "",
+        "Host-device sync sites",
+        f"  {seen}; detection paused: {watch['paused']} (later sites are not looked for)",
+    ]
 
 
 def _sync(sites: list[dict[str, Any]], between: bool = False) -> list[str]:
