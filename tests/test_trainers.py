@@ -22,6 +22,7 @@ def test_hogwild_trainers_are_counted_each_and_together(tmp_path: Path) -> None:
     steps = report["steps"]
     assert steps["trainers"] == 2 and steps["total_count"] == 80, steps
     assert steps["total_steps_per_s"] > steps["steps_per_s"]
+    assert steps["one_after_another"] is False  # they trained together: rates add up
     assert "80 steps in 2 trainers (40 + 40)" in proc.stderr, proc.stderr
     roles = {p["pid"]: p["role"] for p in report["processes"]}
     assert sorted(roles[r["pid"]] for r in ranks) == ["main", "main"]

@@ -42,6 +42,7 @@ from perftop.model.stacks import StacksReducer
 from perftop.model.steps import LIVE_WINDOW, StepSeries
 from perftop.model.sync import SyncReducer
 from perftop.model.terminal import terminal_lines
+from perftop.model.trainers import primary
 from perftop.model.workers import WorkersReducer
 from perftop.wire import DATA_WAIT_NOTE, DATA_WAIT_NOTE_V1, StepBatch, StepRecord, steps_of
 
@@ -197,6 +198,11 @@ class StepsReducer:
             return replace(s, data_wait_source="dataloader")
         return s
 
+    def primary_pid(self) -> int | None:
+        """The process the step figures are of (:func:`perftop.model.trainers.primary`)."""
+        spans = [(p, self.rank_of(p), s.first_t0, s.last_t1) for p, s in self.series.items()]
+        return primary(spans, self.closed)
+
     def rank_of(self, pid: int) -> int | None:
         t = self.trainers.get(pid)
         return t.rank if t is not None else None
@@ -215,8 +221,9 @@ class StepsReducer:
         # Lowest rank first; processes without a rank in order of their first step.
         ranks.sort(key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0))
         parts["ranks"] = tuple(ranks)
-        if ranks:
-            parts["steps"] = ranks[0]
+        pid = self.primary_pid()
+        if pid is not None:
+            parts["steps"] = next(r for r in ranks if r.pid == pid)
         parts["trainers"] = tuple(self.trainers.values())
         parts["unclosed"] = tuple(
             sorted(p for p in self.series if p in self.closing and p not in self.closed)

@@ -251,6 +251,7 @@ class StepSeries:
             gpu_p50=percentile(gpus, 50) if gpus else None,
             last_t=self.last_t1,
             recent=tuple(self.recent),
+            first_t=self.first_t0,
             host=host,
             own_p50=own_p50,
             sync_count=syncs,

@@ -40,14 +40,9 @@ def steps_reducer(session: Session | FleetSession) -> StepsReducer | None:
 
 
 def primary_pid(session: Session | FleetSession) -> int | None:
-    """The process the Steps panel shows: lowest rank, else the first that stepped."""
+    """The process the Steps panel shows (``StepsReducer.primary_pid``)."""
     steps = steps_reducer(session)
-    series = steps.series if steps is not None else None
-    if not series:
-        return None
-    rank_of = steps.rank_of  # type: ignore[union-attr]
-    pids = list(series)
-    return min(pids, key=lambda p: (rank_of(p) is None, rank_of(p) or 0, pids.index(p)))
+    return steps.primary_pid() if steps is not None else None
 
 
 class ReplayIndex:

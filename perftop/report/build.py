@@ -15,6 +15,7 @@ from perftop.model import Session, Snapshot
 from perftop.model.fleet import FleetSession
 from perftop.model.ranks import find_straggler, slowest
 from perftop.model.snapshot import Hint, ProcessRole, ProcRow, StepStats
+from perftop.model.trainers import one_after_another, rate_over_run, span
 from perftop.recording import ReadStats, read_events
 from perftop.report.captures import captures_json
 from perftop.report.comm import comm_json, hangs_json, rank_comm
@@ -127,16 +128,17 @@ def _steps(s: StepStats) -> dict[str, Any]:
 
 
 def _trainers(snap: Snapshot) -> dict[str, Any]:
-    """Several trainers without ranks (hogwild): the job's total over all of them, beside
-    the primary one's figures (``count`` and the rest stay the first trainer's)."""
+    """Several trainers without ranks: the job's total over all of them, beside the
+    primary one's figures (``count`` and the rest stay that trainer's: the first, or
+    where they trained one after another, the last)."""
     ts = snap.independent_trainers()
     if not ts:
         return {}
-    rates = [t.steps_per_s for t in ts]
     return {
         "trainers": len(ts),
         "total_count": sum(t.count for t in ts),
-        "total_steps_per_s": None if None in rates else _round(sum(r or 0.0 for r in rates), 3),
+        "total_steps_per_s": _round(rate_over_run(ts), 3),
+        "one_after_another": one_after_another([span(t) for t in ts]),
     }
 
 

@@ -9,6 +9,7 @@ from perftop.fmt import NA, fraction, loader_label, seconds, sync_rate, sync_whe
 from perftop.fmt import command as command_line
 from perftop.model import Snapshot
 from perftop.model.between import OVERLAPPED, pass_text
+from perftop.model.trainers import whose
 from perftop.report.build import cut_short, cut_short_text
 from perftop.report.captures import capture_lines
 from perftop.report.comm import collective_lines, hang_lines
@@ -37,14 +38,17 @@ def render(r: dict[str, Any]) -> str:
     else:
         st = s["step_time_s"]
         sps = s["steps_per_s"]
+        of = ""
         if s.get("trainers"):
             tps = s["total_steps_per_s"]
+            how = "one after another" if s.get("one_after_another") else "together"
             out.append(
                 f"  {s['total_count']} steps in {s['trainers']} trainers without ranks, "
-                f"{tps if tps is not None else NA} steps/s together (each under Ranks)"
+                f"{tps if tps is not None else NA} steps/s {how} (each under Ranks)"
             )
+            of = whose(s["pid"], [rk["pid"] for rk in r["ranks"] if rk["steps"]]) + ": "
         out.append(
-            f"  {'first trainer: ' if s.get('trainers') else ''}{s['count']} steps, {sps if sps is not None else NA} steps/s, "
+            f"  {of}{s['count']} steps, {sps if sps is not None else NA} steps/s, "
             f"step time p50 {seconds(st['p50'])}  p95 {seconds(st['p95'])}  "
             f"max {seconds(st['max'])}"
         )
@@ -282,8 +286,9 @@ def summary(snap: Snapshot, record: Path | None, record_error: str | None = None
             f"({counts})"
         )
     if s.count:
+        of = f" ({whose(s.pid, [t.pid for t in trainers])})" if trainers else ""
         lines.append(
-            f"perftop: {s.count} steps{' (first trainer)' if trainers else ''}, p50 {seconds(s.p50)}, p95 {seconds(s.p95)}, "
+            f"perftop: {s.count} steps{of}, p50 {seconds(s.p50)}, p95 {seconds(s.p95)}, "
             f"data wait {fraction(s.data_wait_fraction)} of step time"
         )
     elif snap.meta.observer:

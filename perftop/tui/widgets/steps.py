@@ -13,6 +13,7 @@ from rich.text import Text
 from perftop.model import Snapshot
 from perftop.model.between import OVERLAPPED
 from perftop.model.snapshot import PHASES, BetweenRow, StepRow, StepStats
+from perftop.model.trainers import rate_together, whose
 from perftop.tui import fmt
 from perftop.tui.widgets.lines import Runs
 from perftop.tui.widgets.panel import TextPanel
@@ -67,16 +68,17 @@ def chart(rows: tuple[StepRow, ...], width: int, height: int, p50: float | None)
 
 def stats_line(s: StepStats, compact: bool = False, trainers: tuple[StepStats, ...] = ()) -> Text:
     """Count, rate and percentiles; ``compact`` drops max and GPU to fit 40 columns.
-    ``trainers``: several trainers without ranks (hogwild): the count and rate are their
-    total, the times the first trainer's (each one's under Ranks)."""
+    ``trainers``: several trainers without ranks: the count is their total, the rate that
+    of those that step together with the one shown (hogwild: all of them; a sweep's
+    trials, one after another: the one training now), the times that one's (each one's
+    under Ranks)."""
     gap = " " if compact else "  "
     t = Text()
     t.append("steps ", style="dim")
     count, rate = s.count, s.steps_per_s
     if trainers:
-        rates = [r.steps_per_s for r in trainers]
         count = sum(r.count for r in trainers)
-        rate = None if None in rates else sum(r or 0.0 for r in rates)
+        rate = rate_together(s, trainers)
     t.append(f"{count:,}", style="bold")
     if trainers:
         t.append(f" in {len(trainers)} trainers", style="dim")
@@ -85,7 +87,7 @@ def stats_line(s: StepStats, compact: bool = False, trainers: tuple[StepStats, .
     t.append(gap)
     t.append(fmt.num(rate, "{:.1f}") + "/s", style="bold")
     if trainers and not compact:
-        t.append(f"{gap}first trainer", style="dim")
+        t.append(f"{gap}{whose(s.pid, [r.pid for r in trainers])}", style="dim")
     shown = (("p50", s.p50), ("p95", s.p95)) + (() if compact else (("max", s.max),))
     for label, v in shown:
         t.append(f"{gap}{label} ", style="dim")

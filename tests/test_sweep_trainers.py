@@ -1,0 +1,48 @@
+"""Trainers that follow each other (a sweep's trials, a shell script's runs): the step
+figures are of the trial training now, not of the first one long gone, and the job's rate
+is no sum of rates of trials that never ran at the same time."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from perftop.events import Step
+from perftop.hints import hinted_session
+from perftop.model.trainers import rate_together
+from perftop.recording import read_events
+from perftop.tui.widgets.steps import stats_line
+from perftop.wire import StepBatch
+from tests.helpers import WORKLOADS, run_and_report
+
+
+def test_a_sweeps_trials_show_the_one_training_now(tmp_path: Path) -> None:
+    proc, report = run_and_report(tmp_path, sys.executable, str(WORKLOADS / "sweep.py"), "3", "60")
+    assert proc.returncode == 0, proc.stderr
+    trials = [line.split()[1:] for line in proc.stdout.splitlines() if line.startswith("trial ")]
+    pids = [int(t[0]) for t in trials]
+    assert len(pids) == 3 and [int(t[1]) for t in trials] == [60, 60, 60], proc.stdout
+    steps = report["steps"]
+    assert steps["trainers"] == 3 and steps["total_count"] == 180, steps
+    assert steps["one_after_another"] is True
+    assert steps["pid"] == pids[-1]  # all ended: the last trial's figures
+    # the run's rate: its steps over its step time, not three rates summed
+    own = 180 / sum(float(t[2]) for t in trials)
+    assert 0.8 * own < steps["total_steps_per_s"] < 1.25 * own, (steps, own)
+
+    # live, half-way through the second trial: its figures and its rate alone
+    session, seen = hinted_session(), 0
+    for ev in read_events(tmp_path / "r.perftop"):
+        session.apply(ev)
+        if isinstance(ev, StepBatch):
+            seen += sum(1 for r in ev.records() if r[0] == pids[1])
+        elif isinstance(ev, Step):
+            seen += ev.pid == pids[1]
+        if seen >= 30:
+            break
+    snap = session.snapshot()
+    assert snap.steps.pid == pids[1], (snap.steps.pid, pids)
+    trainers = snap.independent_trainers()
+    assert rate_together(snap.steps, trainers) == snap.steps.steps_per_s
+    line = stats_line(snap.steps, trainers=trainers).plain
+    assert "in 2 trainers" in line and "trainer 2 of 2" in line, line
