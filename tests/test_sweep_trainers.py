@@ -46,3 +46,19 @@ def test_a_sweeps_trials_show_the_one_training_now(tmp_path: Path) -> None:
     assert rate_together(snap.steps, trainers) == snap.steps.steps_per_s
     line = stats_line(snap.steps, trainers=trainers).plain
     assert "in 2 trainers" in line and "trainer 2 of 2" in line, line
+
+
+def test_the_primary_trainer_by_the_rules() -> None:
+    from perftop.model.trainers import one_after_another, primary
+
+    ranks = [(10, 1, 0.0, 9.0), (11, 0, 0.0, 9.0)]
+    assert primary(ranks, closed=()) == 11  # the lowest rank, whatever else
+    hogwild = [(20, None, 0.0, 9.0), (21, None, 0.5, 9.5)]
+    assert not one_after_another(hogwild)
+    assert primary(hogwild, closed=()) == 20
+    assert primary(hogwild, closed=(20, 21)) == 20  # all ended: still the first
+    sweep = [(30, None, 0.0, 3.0), (31, None, 4.0, 7.0), (32, None, 8.0, 9.0)]
+    assert one_after_another(sweep)
+    assert primary(sweep[:2], closed=(30,)) == 31  # the one training now
+    assert primary(sweep[:2], closed=()) == 31  # 30 was killed: 31 began after its end
+    assert primary(sweep, closed=(30, 31, 32)) == 32  # all ended: the last

@@ -49,7 +49,7 @@ def overlapping(span: Span, spans: Sequence[Span]) -> list[Span]:
     return [
         s
         for s in spans
-        if s is span or (s[2] is not None and s[3] is not None and s[2] < t1 and t0 < s[3])
+        if s == span or (s[2] is not None and s[3] is not None and s[2] < t1 and t0 < s[3])
     ]
 
 
@@ -90,8 +90,8 @@ def rate_together(steps: Any, trainers: Sequence[Any]) -> float | None:
     trainers that stepped while it did added up (hogwild), not those of trials that ran
     before or after it. None where one of them has no rate."""
     spans = [span(t) for t in trainers]
-    rates = [t.steps_per_s for t, s in zip(trainers, spans, strict=True)
-             if s in overlapping(span(steps), spans)]  # fmt: skip
+    with_it = overlapping(span(steps), spans)
+    rates = [t.steps_per_s for t, s in zip(trainers, spans, strict=True) if s in with_it]
     return None if None in rates else sum(r or 0.0 for r in rates)
 
 
