@@ -9,7 +9,7 @@ raised it (hysteresis in the value; the engine adds it in time).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from perftop.fmt import fraction, nbytes, seconds
@@ -103,9 +103,18 @@ def loop(snap: Snapshot) -> Loop | None:
         return None
     total = sum(r.duration for r in rows)
     data = sum(r.data for r in rows)
-    loaders = sorted((ld for ld in snap.loaders if ld.pid == s.pid), key=lambda ld: ld.t)
-    loader = loaders[-1] if loaders else None
+    loader = loop_loader(snap.loaders, s.pid)
     return Loop(s.pid, rows, total / len(rows), data / len(rows), loader, _workers(snap, loader))
+
+
+def loop_loader(loaders: Sequence[Loader], pid: int) -> Loader | None:
+    """The loader the training loop takes its batches from: of the process's loaders, the
+    latest started of those iterated with grad on; an evaluation's runs with it off, and
+    with persistent workers its loader stays the latest started for good. Where none
+    says (a recording from before it was kept), the latest started."""
+    mine = sorted((ld for ld in loaders if ld.pid == pid), key=lambda ld: ld.t)
+    pick = [ld for ld in mine if ld.grad is not False] or mine
+    return pick[-1] if pick else None
 
 
 def _workers(snap: Snapshot, loader: Loader | None) -> tuple[WorkerRow, ...]:

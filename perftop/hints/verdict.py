@@ -26,10 +26,10 @@ def whole_run_view(snap: Snapshot) -> Snapshot:
             h.iowait_percent_avg if h.iowait_percent_avg is not None else h.iowait_percent
         ),
     )
-    # The run's processes as they ran: the trainers and each loader's latest workers count
-    # as alive (a finished job's have exited), at their run averages and peak memory.
-    latest = {ld.pid: ld for ld in sorted(snap.loaders, key=lambda ld: ld.t)}
-    current = {pid for ld in latest.values() for _, pid in ld.workers}
+    # The run's processes as they ran: the trainers and each loader's latest workers (a
+    # training loader's and an evaluation's) count as alive (a finished job's have
+    # exited), at their run averages and peak memory.
+    current = {pid for ld in snap.loaders for _, pid in ld.workers}
     ran = {t.pid for t in snap.trainers} | current
     procs = tuple(
         replace(

@@ -1,0 +1,25 @@
+"""Input-bound with two loaders: the hint is about the loader the training loop takes its
+batches from, not the evaluation loader that started last (persistent workers: it stays
+the latest started for the rest of the run, its workers idle)."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+from tests.helpers import WORKLOADS, run_and_report
+
+
+def test_input_bound_names_the_training_loaders_workers(tmp_path: Path) -> None:
+    proc, report = run_and_report(tmp_path, sys.executable, str(WORKLOADS / "two_loaders.py"))
+    assert proc.returncode == 0 and "trained 160" in proc.stdout, proc.stderr
+    grads = sorted((ld["loader_id"], ld["grad_enabled"]) for ld in report["loaders"])
+    assert grads == [(0, True), (1, False)], report["loaders"]
+    (hint,) = [h for h in report["hints"] if h["id"] == "input-bound"]
+    evidence = " ".join(hint["evidence"])
+    # the training loader's workers: ~40 ms a batch, busy nearly all the time
+    per_batch = re.search(r"\(([\d.]+)ms per batch each, busy (\d+)%", evidence)
+    assert per_batch is not None, evidence
+    assert float(per_batch[1]) > 20 and int(per_batch[2]) >= 60, evidence
+    assert any("num_workers from 2" in a for a in hint["advice"]), hint["advice"]
