@@ -132,3 +132,29 @@ def test_the_hooks_note_says_how_data_wait_was_measured(text):
     assert s.snapshot(window=None).steps.data_wait_source is None
     s.apply(Note(101.0, "info", "hook:7", text))
     assert s.snapshot(window=None).steps.data_wait_source == "before_forward"
+
+
+def test_a_tight_loop_whose_feeder_keeps_up_reads_no_cpu_clock_and_still_sees_waits(tmp_path):
+    """The CPU clock is a system call (~4 µs a read in a tight step on a VM): once steps
+    stop waiting before their forward it is not read, and a wait that comes later (the
+    feeder falls behind) is still booked, from its first step on."""
+    fast, slow, wait_s = 400, 30, 0.003
+    proc, r = run_and_report(tmp_path, sys.executable, str(WORKLOADS / "feeder_phases.py"),
+                             str(fast), str(slow), str(wait_s))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    own = json.loads(proc.stdout.strip().splitlines()[-1])
+    # the first phase's steps did not wait (a busy host's preemptions turn it on again)
+    assert own["clock_off"] is not None and own["clock_off"] > 0, own
+    steps = [e for e in read_events(str(tmp_path / "r.perftop")) if isinstance(e, Step)]
+    assert r["steps"]["count"] == fast + slow
+    by_index = sorted(steps, key=lambda s: s.index)
+    booked_fast = sum(s.data for s in by_index[:fast])
+    booked_slow = sum(s.data for s in by_index[fast:])
+    # no wait made up while the clock was off; each slow batch's wait booked, its first too
+    off_cpu = own["fast_off_cpu_s"]
+    assert booked_fast <= off_cpu + max(0.1 * off_cpu, 0.002), (booked_fast, own)
+    want = own["slow_wait_s"]
+    assert want - max(0.1 * want, 0.002) <= booked_slow <= want + max(0.1 * want, 0.003), (
+        booked_slow, want)  # fmt: skip
+    first = by_index[fast].data  # the step whose forward the first slow batch fed
+    assert first >= 0.9 * wait_s, [round(s.data, 5) for s in by_index[fast - 2 : fast + 2]]

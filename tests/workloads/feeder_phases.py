@@ -1,0 +1,46 @@
+"""A tight loop fed by a generator that keeps up for FAST steps, then waits WAIT_S before
+each of its last SLOW batches (``feeder_phases.py FAST SLOW WAIT_S``). Prints one JSON line:
+each phase's own wait in next() and, where the hook runs, whether it had stopped reading
+the CPU clock by the end of the first phase (its steps did not wait)."""
+
+import json
+import sys
+import time
+
+import torch
+
+fast, slow, wait_s = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+
+
+def batches():
+    x = torch.randn(2, 8)
+    for i in range(fast + slow):
+        if i >= fast:
+            time.sleep(wait_s)  # an empty queue: the loop waits for this batch
+        yield x
+
+
+torch.manual_seed(0)
+model = torch.nn.Linear(8, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+own = {"fast_wait_s": 0.0, "slow_wait_s": 0.0, "fast_off_cpu_s": 0.0, "clock_off": None}
+ff = None
+if "perftop.hook" in sys.modules:  # under perftop: its feeder timing, read (never changed)
+    state = sys.modules["perftop.hook"].state()
+    ff = getattr(state.tracker.on_arm, "__self__", None) if state is not None else None
+off = 0
+it = batches()
+t0, c0 = time.perf_counter(), time.thread_time()
+for i in range(fast + slow):
+    t = time.perf_counter()
+    x = next(it)
+    own["slow_wait_s" if i >= fast else "fast_wait_s"] += time.perf_counter() - t
+    opt.zero_grad()
+    model(x).sum().backward()
+    opt.step()
+    if 50 <= i < fast:  # steps of the first phase the hook did not read the clock for
+        off += getattr(ff, "fast", False) is True
+    if i == fast - 1:  # the first phase's time off the CPU, all of it (a busy host's too)
+        own["fast_off_cpu_s"] = (time.perf_counter() - t0) - (time.thread_time() - c0)
+own["clock_off"] = off / (fast - 50) if ff is not None and hasattr(ff, "fast") else None
+print(json.dumps(own))
