@@ -17,19 +17,13 @@ Arms (each against ``off``: no one-shot forward pre-hook at all, no timing):
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from hook_inprocess import _median_ci
-
-ROOT = Path(__file__).resolve().parent.parent
+from hook_inprocess import _median_ci, run_job
 
 JOB = r"""
 import json, random, sys, time
@@ -81,18 +75,7 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=40)
     p.add_argument("--steps", type=int, default=400, help="timed steps per block")
     a = p.parse_args()
-    with tempfile.TemporaryDirectory() as d:
-        job = Path(d) / "job.py"
-        job.write_text(JOB)
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
-        cmd = [sys.executable, "-m", "perftop", "run", "--headless", "--no-record", "--",
-               sys.executable, str(job), str(a.rounds), str(a.steps)]  # fmt: skip
-        out = subprocess.run(cmd, env=env, cwd=d, capture_output=True, text=True, timeout=1200)
-    line = next((ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")), None)
-    if line is None:
-        raise SystemExit(f"the job failed: {out.stderr.strip()[-800:]}")
-    res = json.loads(line[7:])
+    res = run_job(JOB, str(a.rounds), str(a.steps))
     median_ci, base = _median_ci(), res["off"]
     print(f"one process under `perftop run`, {len(base)} rounds, arms in random order; the "
           "median over rounds of (arm - that round's off block), its 95% confidence interval")  # fmt: skip

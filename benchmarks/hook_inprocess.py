@@ -140,19 +140,25 @@ def _median_ci():  # one implementation: e2e_overhead.py's interval of a median
     return mod.median_ci
 
 
-def measure(rounds: int, steps: int, arms: list[str]) -> dict[str, list[float]]:
+def run_job(source: str, *args: str) -> dict[str, list[float]]:
+    """``source`` run as a job under ``perftop run --headless`` (one torch thread, this
+    checkout's perftop): the JSON of its ``RESULT`` line."""
     with tempfile.TemporaryDirectory() as d:
         job = Path(d) / "job.py"
-        job.write_text(JOB)
+        job.write_text(source)
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
         cmd = [sys.executable, "-m", "perftop", "run", "--headless", "--no-record", "--",
-               sys.executable, str(job), str(rounds), str(steps), ",".join(arms)]  # fmt: skip
+               sys.executable, str(job), *args]  # fmt: skip
         out = subprocess.run(cmd, env=env, cwd=d, capture_output=True, text=True, timeout=1200)
     for line in out.stdout.splitlines():
         if line.startswith("RESULT "):
             return {k: list(v) for k, v in json.loads(line[7:]).items()}
     raise SystemExit(f"the job failed: {out.stderr.strip()[-800:]}")
+
+
+def measure(rounds: int, steps: int, arms: list[str]) -> dict[str, list[float]]:
+    return run_job(JOB, str(rounds), str(steps), ",".join(arms))
 
 
 def report(res: dict[str, list[float]]) -> list[str]:
