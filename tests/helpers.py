@@ -155,3 +155,17 @@ def closing_session(closes: bool, close: bool, ended: bool = True) -> Any:
     if ended:
         s.apply(JobExit(9.0, 42, 0))
     return s.snapshot()
+
+
+def count_selects(sel: Any) -> list[int]:
+    """Count a selector's ``select()`` calls (a thread's wake-ups): ``[calls]``, kept up to
+    date as it is called."""
+    calls = [0]
+    select = sel.select
+
+    def counted(timeout: float | None = None) -> Any:
+        calls[0] += 1
+        return select(timeout)
+
+    sel.select = counted
+    return calls
