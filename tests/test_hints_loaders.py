@@ -22,4 +22,6 @@ def test_input_bound_names_the_training_loaders_workers(tmp_path: Path) -> None:
     per_batch = re.search(r"\(([\d.]+)ms per batch each, busy (\d+)%", evidence)
     assert per_batch is not None, evidence
     assert float(per_batch[1]) > 20 and int(per_batch[2]) >= 60, evidence
-    assert any("num_workers from 2" in a for a in hint["advice"]), hint["advice"]
+    # not the idle evaluation workers' advice (on a busy host the CPU may be the limit)
+    assert not any("slow to reach the loop" in a for a in hint["advice"]), hint["advice"]
+    assert "core of its own" not in evidence, evidence  # they sleep most of each batch

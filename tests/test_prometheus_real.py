@@ -87,7 +87,10 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         body = ""
-        while job.poll() is None and "perftop_dataloader_batches_total{" not in body:
+        # a body with both the workers' own reports (sent at a worker's first batch) and
+        # the process probe's figures (its samples come a tick apart)
+        want = ("perftop_dataloader_batches_total{", "perftop_process_cpu_seconds_total{")
+        while job.poll() is None and not all(w in body for w in want):
             time.sleep(0.5)
             try:
                 body = _get(f"http://127.0.0.1:{perf_port}/metrics")

@@ -129,7 +129,7 @@ def _advice(
             f"({seconds(lp.batch_s)} per batch each, busy {fraction(busy)} of the time); "
             f"the loop would take {rate(want)}/s"
             + (
-                f"; about {need} workers would keep up, each with a core of its own"
+                f"; about {need} workers would keep up{_cores(lp.workers_cpu)}"
                 if need and need > nw
                 else ""
             )
@@ -293,3 +293,11 @@ def io_bound(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
             panel="host",
         )
     ]
+
+
+def _cores(cpu_share: float | None) -> str:
+    """What more workers need besides: a core each where a batch is CPU work, none where
+    the workers wait off the CPU most of each batch (reads, sleeps: they overlap)."""
+    if cpu_share is not None and cpu_share < 0.5:
+        return " (they wait off the CPU most of each batch: no core each needed)"
+    return ", each with a core of its own"
