@@ -12,8 +12,8 @@ from tests.helpers import WORKLOADS, run_and_report
 
 
 def test_input_bound_names_the_training_loaders_workers(tmp_path: Path) -> None:
-    proc, report = run_and_report(tmp_path, sys.executable, str(WORKLOADS / "two_loaders.py"))
-    assert proc.returncode == 0 and "trained 160" in proc.stdout, proc.stderr
+    proc, report = run_and_report(tmp_path, sys.executable, str(WORKLOADS / "two_loaders.py"), "3")
+    assert proc.returncode == 0 and "trained 120" in proc.stdout, proc.stderr
     grads = sorted((ld["loader_id"], ld["grad_enabled"]) for ld in report["loaders"])
     assert grads == [(0, True), (1, False)], report["loaders"]
     (hint,) = [h for h in report["hints"] if h["id"] == "input-bound"]

@@ -7,7 +7,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tests.helpers import WORKLOADS, perftop, run_and_report
+from perftop.report.text import render
+from tests.helpers import WORKLOADS, run_and_report
 
 
 def test_workers_of_earlier_epochs_keep_their_role(tmp_path: Path) -> None:
@@ -24,7 +25,7 @@ def test_workers_of_earlier_epochs_keep_their_role(tmp_path: Path) -> None:
     # which loader trains and which evaluates: autograd at each one's first batch
     grad = {ld["loader_id"]: (ld["num_workers"], ld["grad_enabled"]) for ld in report["loaders"]}
     assert sorted(grad.values()) == [(0, False), (2, True)], report["loaders"]
-    text = perftop("report", str(tmp_path / "r.perftop"), cwd=tmp_path).stdout
+    text = render(report)  # the text report, from the same JSON
     table = text[text.index("DataLoaders") :].splitlines()[1:4]
     assert table[0].split()[:4] == ["pid", "loader", "dataset", "grad"], table
     assert sorted(r.split()[1:4:2] for r in table[1:]) == [["L0", "on"], ["L1", "off"]], table
