@@ -22,7 +22,7 @@ def _ignore_sigint() -> None:
 def test_sigint_forwarding_test_passes_under_a_parent_that_ignores_sigint():
     """As `pytest &` from a script: every process the suite starts inherits SIG_IGN."""
     r = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+        [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
          "tests/test_server_and_signals.py::test_sigint_without_a_terminal_is_forwarded"],
         cwd=ROOT, capture_output=True, text=True, timeout=90, preexec_fn=_ignore_sigint,
     )  # fmt: skip
