@@ -101,6 +101,11 @@ def command(argv: tuple[str, ...] | list[str]) -> str:
     return shlex.join([os.path.basename(argv[0]), *argv[1:]])
 
 
+def count(n: int, word: str) -> str:
+    """``n`` and ``word``, plural unless one: "1 step", "2,048 steps"."""
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
+
+
 def loader_label(loader_id: int | None) -> str:
     """A DataLoader as the Processes panel and the report name it: its number in the
     order the training process first iterated its loaders (L0, L1, ...)."""

@@ -148,10 +148,6 @@ def job_gpus(snap: Snapshot) -> tuple[GpuRow, ...]:
     return mine or snap.gpus
 
 
-def count(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
 def plural(items: Iterable[str]) -> str:
     xs = list(items)
     return xs[0] if len(xs) == 1 else ", ".join(xs[:-1]) + " and " + xs[-1]

@@ -6,7 +6,8 @@ function, never "evaluate less often"."""
 
 from __future__ import annotations
 
-from perftop.hints.base import count, fraction, seconds, threshold
+from perftop.fmt import count
+from perftop.hints.base import fraction, seconds, threshold
 from perftop.model.between import OVERLAPPED, pass_text, row_dict
 from perftop.model.snapshot import BetweenRow, Hint, Snapshot
 

@@ -6,9 +6,9 @@ that each make a whole batch too slowly."""
 
 from __future__ import annotations
 
+from perftop.fmt import count
 from perftop.hints.base import (
     Loop,
-    count,
     fraction,
     job_gpus,
     loop,

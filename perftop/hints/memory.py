@@ -9,7 +9,8 @@ growing figure is a hint, said without the copy-on-write story and its advice.""
 
 from __future__ import annotations
 
-from perftop.hints.base import count, fraction, loop, nbytes, threshold, worker_procs
+from perftop.fmt import count
+from perftop.hints.base import fraction, loop, nbytes, threshold, worker_procs
 from perftop.model.snapshot import Hint, ProcRow, Snapshot
 from perftop.model.workers import WorkerRow
 

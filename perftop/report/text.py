@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from perftop.fmt import NA, fraction, loader_label, seconds, sync_rate, sync_where, table
+from perftop.fmt import NA, count, fraction, loader_label, seconds, sync_rate, sync_where, table
 from perftop.fmt import command as command_line
 from perftop.model import Snapshot
 from perftop.model.between import OVERLAPPED, pass_text
@@ -204,7 +204,7 @@ def _no_sync(watch: dict[str, Any]) -> list[str]:
     if not watch.get("paused"):
         return []
     n = watch.get("watched_steps") or 0
-    seen = f"none seen in {n} watched {'step' if n == 1 else 'steps'}" if n else "no step watched"
+    seen = f"none seen in {count(n, 'watched step')}" if n else "no step watched"
     return [
         "",
         "Host-device sync sites",

@@ -7,7 +7,7 @@ from rich.console import Group
 from rich.text import Text
 from textual.app import ComposeResult
 
-from perftop.fmt import sync_rate, sync_where
+from perftop.fmt import count, sync_rate, sync_where
 from perftop.model import Snapshot
 from perftop.model.snapshot import SyncSite, SyncWatch
 from perftop.safe import visible_line
@@ -103,7 +103,7 @@ def summary(
         watch = watch or SyncWatch()
         none = "no host↔device syncs seen"
         if watch.watched:
-            none += f" in {watch.watched:,} watched {'step' if watch.watched == 1 else 'steps'}"
+            none += f" in {count(watch.watched, 'watched step')}"
         if not watch.paused:
             return Text(none, style="dim")
         return Group(Text(none, style="dim"), paused_line(watch.paused))
