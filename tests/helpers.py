@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import signal
@@ -9,14 +11,46 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 WORKLOADS = Path(__file__).resolve().parent / "workloads"
 
 
+# Commands that only read recordings (no process, terminal, signal or socket of their own)
+# run the CLI's own main() in the test's process: a subprocess for each of the suite's
+# ~150 reports cost ~0.2 CPU-s of start-up on CI's 2 cores. test_cli.py and
+# test_replay_cli.py run them as subprocesses (perftop_process).
+IN_PROCESS = frozenset({"report", "diff", "export"})
+
+
 def perftop(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``perftop ARGS`` in ``cwd``: its exit code, stdout and stderr."""
+    if args and args[0] in IN_PROCESS:
+        return _perftop_here(args, cwd)
+    return perftop_process(*args, cwd=cwd, timeout=timeout)
+
+
+def _perftop_here(args: tuple[str, ...], cwd: Path) -> subprocess.CompletedProcess[str]:
+    from perftop.cli import main
+
+    out, err, back = io.StringIO(), io.StringIO(), os.getcwd()
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                rc = main(list(args))
+            except SystemExit as exc:  # argparse's usage errors
+                rc = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+    finally:
+        os.chdir(back)
+    return subprocess.CompletedProcess(["perftop", *args], rc, out.getvalue(), err.getvalue())
+
+
+def perftop_process(
+    *args: str, cwd: Path, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """``python -m perftop ARGS`` as a process of its own."""
     return subprocess.run(
         [sys.executable, "-m", "perftop", *args],
         cwd=cwd,
@@ -118,7 +152,7 @@ INJECTED_PRELUDE = (
 )
 
 
-@contextmanager
+@contextlib.contextmanager
 def injected_job(
     tmp: Path, after: str
 ) -> Iterator[tuple[subprocess.CompletedProcess[str], list[Any]]]:

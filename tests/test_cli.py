@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import perftop
+from tests.helpers import perftop_process as perftop
 
 
 @pytest.mark.parametrize(

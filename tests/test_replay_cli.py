@@ -13,7 +13,7 @@ import pytest
 
 from perftop.events import SessionStart, Step
 from perftop.recording import RecordingWriter
-from tests.helpers import perftop
+from tests.helpers import perftop_process as perftop
 
 
 def bad_files(where: Path) -> dict[str, Path]:
