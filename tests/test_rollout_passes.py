@@ -75,6 +75,15 @@ def dqn(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, ...]:
     return plain, proc, rep, _passes(d)
 
 
+@pytest.fixture(scope="module")
+def sac(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, ...]:
+    d = tmp_path_factory.mktemp("sac")
+    script = str(WORKLOADS / "sb3_sac.py")
+    plain = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=120)
+    proc, rep = run_and_report(d, sys.executable, script)
+    return plain, proc, rep, _passes(d)
+
+
 def _collect_line(on: bool = True) -> int:
     """The line in SB3's collect_rollouts that steps the environment (a rollout's name), of
     the on-policy algorithms (PPO) or the off-policy ones (DQN)."""
@@ -218,3 +227,39 @@ def test_a_site_that_steps_no_environment_is_looked_into_three_times(loop):
     in none after (the call before the first step is in no pass: not looked into)."""
     own, _, _ = loop
     assert own["looked"] == [False, True, True, True, False], own["looked"]
+
+
+def test_sac_rollouts_between_trainings_of_three_optimizers(sac):
+    """SAC: three optimizers a gradient step, each after its own backward; the first to
+    step (the entropy coefficient's) closes steps, so the last (the actor's) ends an
+    iteration inside a step. A rollout after it (10 environment steps) was folded into the
+    next step (every third step 3-4 ms longer, no pass): a forward with grad off right
+    after another optimizer's step may begin a pass. Each stretch between two ``train()``
+    calls is now one ``rollout`` pass, as DQN's (above). (The critic's target, computed
+    with grad off right after the first optimizer's first step, reads as an evaluation
+    once, at step 1, before it is seen in a step before: a known limit, allowed here.)"""
+    plain, proc, rep, passes = sac
+    assert proc.returncode == plain.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0] == plain.stdout.splitlines()[0]  # what it computed
+    own = _own(proc)
+    trains, rollouts = own["trains"], own["rollouts"]
+    s = rep["steps"]
+    assert s["count"] == own["updates"] == 3 * len(trains) == 90
+    rolls = [p for p in passes if p.kind == "rollout"]
+    assert len(rolls) == len(trains) - 1, passes
+    others = [p for p in passes if p.kind != "rollout"]  # the target's once, at most
+    assert len(others) <= 1 and all(p.t0 < rolls[0].t0 for p in others), passes
+    site = f"collect_rollouts (off_policy_algorithm.py:{_collect_line(on=False)})"
+    assert {p.site for p in rolls} == {site}
+    tol = 0.0005
+    after = [r for r in rollouts if r[0] > trains[0][1]]
+    for p, (_, out), (into, nxt), (_, r_end) in zip(
+        rolls, trains[:-1], trains[1:], after, strict=True
+    ):
+        end = p.t0 + p.length
+        assert out - tol <= p.t0 <= r_end + tol and into - tol <= end <= nxt + tol, (
+            p, out, into, nxt, r_end)  # fmt: skip
+    gaps = sum(b[0] - a[1] for a, b in zip(trains[:-1], trains[1:], strict=True))
+    total = sum(p.length for p in rolls)
+    assert 0.9 * gaps - tol * len(rolls) <= total, (total, gaps)
+    assert s["between_s"]["rollout"]["count"] == len(rolls)

@@ -355,13 +355,20 @@ class FirstForward:
     def may_begin(tr: Any) -> bool:
         """Whether a forward with grad off can begin a pass here: not before training, not
         inside one or inside an optimizer's step; not inside a step that an optimizer (or
-        ``perftop.step()``) ends once it has begun (a teacher's forward, a target network)."""
+        ``perftop.step()``) ends once it has begun (a teacher's forward, a target network),
+        unless the last thing training did was another optimizer's step: an iteration of
+        several optimizers, each after its own backward (SAC's three, a GAN's two), ended
+        there, whichever of them closes steps (the first one seen), and what comes before
+        the next iteration's work is between iterations (SAC's rollouts)."""
         if tr.thread == 0 or (tr.in_gap and not tr.save_alone) or tr.in_opt is not None:
             return False  # (after a checkpoint's saves, an evaluation joins its pass)
+        mark = tr.mark
+        if mark is not None and mark[1] == tr.last_end:
+            return True  # nothing since another optimizer's step (its t1 is last_end)
         return not (
             tr.running
             and tr.mode >= OPTIMIZER
-            and (tr.has_bwd or tr.has_fetch or tr.mark is None)
+            and (tr.has_bwd or tr.has_fetch or mark is None)
             and tr.active()
         )
 

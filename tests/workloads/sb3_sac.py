@@ -1,0 +1,57 @@
+"""stable-baselines3's SAC on Pendulum-v1, small: three optimizers a gradient step (the
+entropy coefficient's, the critic's, the actor's), each after its own backward, several
+gradient steps between rollouts. Prints what it computed (a line compared with a plain
+run's) and then its own counters as JSON: SB3's updates (``_n_updates``), each
+``train()`` call's entry and exit and each rollout's start and end (SB3's callbacks), in
+epoch seconds (perf_counter stamps moved by one ``time.time() - perf_counter()`` offset,
+as perftop's are)."""
+
+import json
+import sys
+import time
+
+import torch
+from stable_baselines3 import SAC
+from stable_baselines3.common.callbacks import BaseCallback
+
+total = int(sys.argv[1]) if len(sys.argv) > 1 else 400
+torch.set_num_threads(1)
+OFFSET = time.time() - time.perf_counter()
+trains: list[tuple[float, float]] = []
+
+
+class Timed(SAC):
+    def train(self, gradient_steps: int, batch_size: int = 64) -> None:
+        t0 = time.perf_counter()
+        super().train(gradient_steps, batch_size)
+        trains.append((OFFSET + t0, OFFSET + time.perf_counter()))
+
+
+class Timer(BaseCallback):
+    def __init__(self) -> None:
+        super().__init__()
+        self.rollouts: list[tuple[float, float]] = []
+        self.t0 = 0.0
+
+    def _on_rollout_start(self) -> None:
+        self.t0 = time.perf_counter()
+
+    def _on_rollout_end(self) -> None:
+        self.rollouts.append((OFFSET + self.t0, OFFSET + time.perf_counter()))
+
+    def _on_step(self) -> bool:
+        return True
+
+
+cb = Timer()
+# random actions until learning starts; then 10 environment steps (the actor's forward
+# with grad off, in predict) between trainings of 3 gradient steps
+model = Timed(
+    "MlpPolicy", "Pendulum-v1", learning_starts=100, train_freq=(10, "step"),
+    gradient_steps=3, batch_size=32, policy_kwargs={"net_arch": [32, 32]}, seed=0,
+    verbose=0, device="cpu",
+)  # fmt: skip
+model.learn(total_timesteps=total, callback=cb)
+weights = sum(float(p.detach().double().sum()) for p in model.policy.parameters())
+print(f"timesteps {model.num_timesteps} updates {model._n_updates} weights {weights:.6f}")
+print(json.dumps({"updates": model._n_updates, "trains": trains, "rollouts": cb.rollouts}))
