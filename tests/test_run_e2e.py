@@ -33,7 +33,9 @@ def test_dataloader_workers_bottleneck(starved_loader_run: Run):
 
 
 @pytest.mark.parametrize(
-    ("script", "steps"), [("manual_sgd.py", 15), ("no_loader.py", 20), ("explicit_api.py", 10)]
+    # (no_loader.py: the shell test below runs it)
+    ("script", "steps"),
+    [("manual_sgd.py", 15), ("explicit_api.py", 10)],
 )
 def test_steps_found_without_optimizer_or_loader(tmp_path, script, steps):
     proc, r = run_and_report(tmp_path, sys.executable, str(WORKLOADS / script))
@@ -46,7 +48,8 @@ def test_shell_script_reaches_python(tmp_path):
     proc, r = run_and_report(tmp_path, str(WORKLOADS / "train.sh"))
     assert proc.returncode == 0, proc.stderr
     assert "from the shell" in proc.stdout
-    assert r["steps"]["count"] == 20
+    assert r["steps"]["count"] == 20  # no_loader.py's: no DataLoader, an optimizer
+    assert r["steps"]["step_time_s"]["p50"] > 0
 
 
 def test_python_module(tmp_path):
