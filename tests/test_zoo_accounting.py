@@ -170,3 +170,21 @@ def test_syncs_behind_a_feeder_thread_over_a_dataloader(update: str, mode: str, 
     spec = Spec(update, "thread_loader", (Sync("item", 1), Sync("bool", 3)), steps=40)
     res = run_spec(spec, tmp_path, (mode,), wall=False)  # a finding of counts, not of cost
     assert not res.failures, res.show()
+
+
+# Found by the campaign that drew ``two_losses`` (each optimizer after its own backward,
+# as SAC's and a GAN's: `loop_fuzz.py --n 16 --seed 4711`, all of its loops), fixed. Over a
+# DataLoader, no pass after the second optimizer's step was seen (its forward pre-hook was
+# not armed after a backward there, and the step had begun): every evaluation, sample and
+# rollout stayed in a step. Behind a prefetcher, the pass was seen (the SAC fix) but the
+# wait for the next batch after it was lost (21% of the data wait).
+FIXED_30 += [
+    pytest.param(
+        Spec("two_losses", "loader1", steps=40, evaluate=7, rollout=11),
+        id="passes-after-a-second-optimizers-own-backward",
+    ),
+    pytest.param(
+        Spec("two_losses", "prefetch_slice", steps=40, feed_ms=3, sample=7),
+        id="feeder-wait-after-a-pass-after-a-second-optimizer",
+    ),
+]

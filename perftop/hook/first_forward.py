@@ -128,6 +128,10 @@ class FirstForward:
         self.noted = False
         self.t0 = self.c0 = 0.0  # wall and the training thread's CPU time when armed
         self.timed = False  # the step's wait behind a feeder is timed (else grad mode only)
+        # The open pass began right after another optimizer's step, inside a step that has
+        # done its own work (each optimizer after its own backward): the wait before the
+        # forward that ends it is the next iteration's, booked to this step (resumed).
+        self.late = False
         self.fast = False  # no step waits: the CPU clock is not read (WAIT_SEEN)
         self.short = 0  # steps in a row that waited less than WAIT_SEEN, timed
         self.cpu_hi = 0.0  # the most CPU time their loop took before a forward
@@ -148,6 +152,7 @@ class FirstForward:
             return
         self.watch.ensure()  # a compile is seen as it starts (after a torch._dynamo.reset())
         self.timed = tr.timing and not tr.has_fetch
+        self.late = False
         # The CPU clock is a system call: read only where the wait is timed, and not while
         # no step waits (-1: not read; WAIT_SEEN).
         self.t0, self.c0 = _perf(), (_cpu() if self.timed and not self.fast else -1.0)
@@ -221,6 +226,8 @@ class FirstForward:
         elif self.may_pend(tr, t):
             return  # the batch before it pends: watching what comes next
         elif self.may_begin(tr):
+            mark = tr.mark
+            self.late = mark is not None and mark[1] == tr.last_end and tr.active()
             tr.no_grad(True, self, t)
             if tr.region is self:
                 self.t0, self.c0 = t, _cpu()
@@ -251,8 +258,8 @@ class FirstForward:
             # the CPU too): the pass holds it, the wait comes after it returned
             wait = min(wait, max(0.0, t - tr.save_end))
         tr.no_grad(False, self, t - wait)  # the pass ends (and arms again if timing)
-        if self.timed:
-            self.timed = False
+        if self.timed or (self.late and tr.timing and not tr.has_fetch):
+            self.timed = self.late = False
             tr.first_forward(wait)
             self.disarm()
 

@@ -131,6 +131,11 @@ def other_optimizer(tr: Tracker, opt: Any, t1: float) -> None:
         tr.close(t1)
     else:  # a GAN's second optimizer, so far: its time is in this step's optimizer phase
         tr.mark = (ref(opt), t1, tr.data, tr.bwd, tr.opt, tr.hole)
+        if tr.on_arm is not None:
+            # An iteration may end here (each optimizer after its own backward: SAC, a
+            # GAN): the next forward with grad off may begin a pass (first_forward.may_begin)
+            # though a DataLoader's fetches leave the hook unarmed after a backward.
+            tr.on_arm()
 
 
 def closure_args(tr: Tracker, args: Any, kwargs: Any) -> Any:

@@ -13,7 +13,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-UPDATES = ("optim", "manual", "lbfgs", "grad", "two_optims", "accum")
+# two_losses: two optimizers, each after its own forward and backward (SAC's, a GAN's):
+# drawn last, so a fixed seed's sample without it stays the one it was.
+UPDATES = ("optim", "manual", "lbfgs", "grad", "two_optims", "accum", "two_losses")
 DATA = ("loader0", "loader1", "slice", "preloaded", "thread")
 # Feeders of issue 30 item 3: batches from a producer thread iterating a DataLoader into a
 # queue.Queue, a generator, a prefetcher class wrapping a DataLoader or slicing.
@@ -22,7 +24,7 @@ SLOW_FEEDERS = frozenset({"thread", "generator", "prefetch_slice"})  # sleep fee
 OPS = ("item", "bool", "nonzero", "format", "cpu_read")
 # Updates whose steps an optimizer closes: an evaluation after it is between steps (a
 # backward()-only loop keeps an evaluation without a DataLoader in its step, by design).
-OPTIMIZED = frozenset({"optim", "lbfgs", "two_optims", "accum"})
+OPTIMIZED = frozenset({"optim", "lbfgs", "two_optims", "accum", "two_losses"})
 ENGINE_EPOCH = 20  # an engine's epoch, in iterations
 
 

@@ -250,6 +250,9 @@ UPDATE_SETUP = {
         "opt = torch.optim.SGD(params[:2], lr=1e-3)\nopt2 = torch.optim.Adam(params[2:], lr=1e-4)"
     ),
     "accum": "opt = torch.optim.AdamW(params, lr=1e-4)\nACC = 2",
+    "two_losses": (
+        "opt = torch.optim.SGD(params[:2], lr=1e-3)\nopt2 = torch.optim.Adam(params[2:], lr=1e-4)"
+    ),
 }
 
 # The update, indented for the loop body; ``loss`` is left bound to a device-bound value.
@@ -287,6 +290,15 @@ loss = fwd(xb, yb)
 loss.backward()
 {pre}opt.step()
 opt2.step()""",
+    "two_losses": """\
+opt.zero_grad()
+loss = fwd(xb, yb)
+loss.backward()
+opt.step()
+opt2.zero_grad()
+loss = fwd(xb, yb)
+loss.backward()
+{pre}opt2.step()""",
     "accum": """\
 opt.zero_grad()
 for k in range(ACC):
