@@ -67,22 +67,24 @@ def loop(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, ...]:
     return _own(proc), rep, _passes(d), steps
 
 
-@pytest.fixture(scope="module")
-def dqn(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, ...]:
-    d = tmp_path_factory.mktemp("dqn")
-    script = str(WORKLOADS / "sb3_dqn.py")
+def _off_policy(tmp_path_factory: pytest.TempPathFactory, algo: str) -> tuple[Any, ...]:
+    """``tests/workloads/sb3_ALGO.py`` plainly and under perftop: both runs, the report and
+    the passes."""
+    d = tmp_path_factory.mktemp(algo)
+    script = str(WORKLOADS / f"sb3_{algo}.py")
     plain = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=120)
     proc, rep = run_and_report(d, sys.executable, script)
     return plain, proc, rep, _passes(d)
+
+
+@pytest.fixture(scope="module")
+def dqn(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, ...]:
+    return _off_policy(tmp_path_factory, "dqn")
 
 
 @pytest.fixture(scope="module")
 def sac(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, ...]:
-    d = tmp_path_factory.mktemp("sac")
-    script = str(WORKLOADS / "sb3_sac.py")
-    plain = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=120)
-    proc, rep = run_and_report(d, sys.executable, script)
-    return plain, proc, rep, _passes(d)
+    return _off_policy(tmp_path_factory, "sac")
 
 
 def _collect_line(on: bool = True) -> int:

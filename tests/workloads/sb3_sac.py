@@ -8,41 +8,14 @@ as perftop's are)."""
 
 import json
 import sys
-import time
 
 import torch
+from sb3_timers import Timer, timed
 from stable_baselines3 import SAC
-from stable_baselines3.common.callbacks import BaseCallback
 
 total = int(sys.argv[1]) if len(sys.argv) > 1 else 400
 torch.set_num_threads(1)
-OFFSET = time.time() - time.perf_counter()
-trains: list[tuple[float, float]] = []
-
-
-class Timed(SAC):
-    def train(self, gradient_steps: int, batch_size: int = 64) -> None:
-        t0 = time.perf_counter()
-        super().train(gradient_steps, batch_size)
-        trains.append((OFFSET + t0, OFFSET + time.perf_counter()))
-
-
-class Timer(BaseCallback):
-    def __init__(self) -> None:
-        super().__init__()
-        self.rollouts: list[tuple[float, float]] = []
-        self.t0 = 0.0
-
-    def _on_rollout_start(self) -> None:
-        self.t0 = time.perf_counter()
-
-    def _on_rollout_end(self) -> None:
-        self.rollouts.append((OFFSET + self.t0, OFFSET + time.perf_counter()))
-
-    def _on_step(self) -> bool:
-        return True
-
-
+Timed, trains = timed(SAC)
 cb = Timer()
 # random actions until learning starts; then 10 environment steps (the actor's forward
 # with grad off, in predict) between trainings of 3 gradient steps
