@@ -371,23 +371,6 @@ def region_enter(tr: Tracker, ctx: Any, t: float) -> None:
         sites[site] = (index, tr.index, not per_step)
 
 
-def met_in_pass(tr: Tracker) -> None:
-    """A forward with grad off inside an open pass: its site is met in this stretch, as if
-    its region were entered here. A loop's own per-step work that a pass reaches (TD3's
-    target network, computed after the rollout before the next forward with grad on) is
-    then seen in the step before the next time it comes, and stays in that step."""
-    site = _site()
-    if site is None:
-        return
-    sites, index = tr.ng_sites, tr.index
-    last = sites.get(site)
-    if last is None:
-        if len(sites) < _MAX_SITES:
-            sites[site] = (index, index, True)
-    elif last[0] < index:
-        sites[site] = (index, index, True)
-
-
 def resumed(tr: Tracker, t: float) -> None:
     """An optimizer step begins at ``t`` inside a pass that a forward with grad off opened
     (``opt.step(closure)``: the step's forwards come inside it, after its pre-hook): the
