@@ -143,6 +143,27 @@ def test_ppo_a_running_rollout_is_said_to_be_one(ppo):
             assert said == ["rollout"], (p, said)
 
 
+def _between_trainings(
+    passes: list[Between], trains: list[Any], rollouts: list[Any]
+) -> tuple[float, float]:
+    """Each rollout pass lies between one ``train()``'s exit and the next one's (the
+    program's own timers, same clock: ±0.5 ms), ends inside the next ``train()`` and starts
+    before its rollout ends; their total is at least the gaps between the ``train()`` calls
+    (within 10% + 0.5 ms a pass). Returns (the passes' total, the gaps')."""
+    tol = 0.0005
+    after = [r for r in rollouts if r[0] > trains[0][1]]  # the rollouts between updates
+    for p, (_, out), (into, nxt), (_, r_end) in zip(
+        passes, trains[:-1], trains[1:], after, strict=True
+    ):
+        end = p.t0 + p.length
+        assert out - tol <= p.t0 <= r_end + tol and into - tol <= end <= nxt + tol, (
+            p, out, into, nxt, r_end)  # fmt: skip
+    gaps = sum(b[0] - a[1] for a, b in zip(trains[:-1], trains[1:], strict=True))
+    total = sum(p.length for p in passes)
+    assert 0.9 * gaps - tol * len(passes) <= total, (total, gaps)
+    return total, gaps
+
+
 def test_dqn_rollouts_between_single_updates(dqn):
     """DQN (4 environment steps, then one update): the steps are SB3's updates, and each
     stretch between two updates is one ``rollout`` pass named by the off-policy
@@ -168,19 +189,10 @@ def test_dqn_rollouts_between_single_updates(dqn):
     assert {p.site for p in passes} == {
         f"collect_rollouts (off_policy_algorithm.py:{_collect_line(on=False)})"
     }
-    tol = 0.0005
-    after = [r for r in rollouts if r[0] > trains[0][1]]  # the rollouts between updates
-    for p, (_, out), (into, nxt), (_, r_end) in zip(
-        passes, trains[:-1], trains[1:], after, strict=True
-    ):
-        end = p.t0 + p.length
-        assert out - tol <= p.t0 <= r_end + tol and into - tol <= end <= nxt + tol, (
-            p, out, into, nxt, r_end)  # fmt: skip
-        assert 0.0 < p.forward_s < p.length
-    gaps = sum(b[0] - a[1] for a, b in zip(trains[:-1], trains[1:], strict=True))
+    total, gaps = _between_trainings(passes, trains, rollouts)
+    assert all(0.0 < p.forward_s < p.length for p in passes), passes
     calls = sum(b - a for a, b in trains[1:])
-    total = sum(p.length for p in passes)
-    assert 0.9 * gaps - tol * len(passes) <= total <= gaps + calls, (total, gaps, calls)
+    assert total <= gaps + calls, (total, gaps, calls)
     row = s["between_s"]["rollout"]
     assert row["count"] == len(passes) and list(s["between_s"]) == ["rollout"]
     assert abs(row["total_s"] - total) < 1e-3
@@ -259,15 +271,5 @@ def test_sac_rollouts_between_trainings_of_three_optimizers(sac):
     assert len(others) <= 1 and all(p.t0 < rolls[0].t0 for p in others), passes
     site = f"collect_rollouts (off_policy_algorithm.py:{_collect_line(on=False)})"
     assert {p.site for p in rolls} == {site}
-    tol = 0.0005
-    after = [r for r in rollouts if r[0] > trains[0][1]]
-    for p, (_, out), (into, nxt), (_, r_end) in zip(
-        rolls, trains[:-1], trains[1:], after, strict=True
-    ):
-        end = p.t0 + p.length
-        assert out - tol <= p.t0 <= r_end + tol and into - tol <= end <= nxt + tol, (
-            p, out, into, nxt, r_end)  # fmt: skip
-    gaps = sum(b[0] - a[1] for a, b in zip(trains[:-1], trains[1:], strict=True))
-    total = sum(p.length for p in rolls)
-    assert 0.9 * gaps - tol * len(rolls) <= total, (total, gaps)
+    _between_trainings(rolls, trains, rollouts)
     assert s["between_s"]["rollout"]["count"] == len(rolls)
