@@ -228,8 +228,10 @@ def test_hand_written_loop_kinds_and_names(loop):
         last, out = max((u[1], u[2]) for u in own["updates"] if u[1] <= a)
         into = min(u[0] for u in own["updates"] if u[0] >= b)
         end = p.t0 + p.length
-        after = [s for s in steps if s.t0 >= end - 1e-6]  # none after the last pass
-        booked = min(after, key=lambda s: s.t0).data if after else 0.0
+        # the step the pass is cut out of (its t0 is its start plus the pass's length: the
+        # first to end after the pass) booked the wait; none after the last pass
+        after = [s for s in steps if s.t1 >= end]
+        booked = min(after, key=lambda s: s.t1).data if after else 0.0
         assert last - tol <= p.t0 <= a + tol and b - tol - booked <= end <= into + tol, (
             p, what, last, a, b, into, booked)  # fmt: skip
         got.setdefault(what, []).append(p.length)
