@@ -87,6 +87,11 @@ def sac(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, ...]:
     return _off_policy(tmp_path_factory, "sac")
 
 
+@pytest.fixture(scope="module")
+def td3(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, ...]:
+    return _off_policy(tmp_path_factory, "td3")
+
+
 def _collect_line(on: bool = True) -> int:
     """The line in SB3's collect_rollouts that steps the environment (a rollout's name), of
     the on-policy algorithms (PPO) or the off-policy ones (DQN)."""
@@ -275,3 +280,22 @@ def test_sac_rollouts_between_trainings_of_three_optimizers(sac):
     assert {p.site for p in rolls} == {site}
     _between_trainings(rolls, trains, rollouts)
     assert s["between_s"]["rollout"]["count"] == len(rolls)
+
+
+def test_td3_target_forward_after_a_rollout_stays_in_its_steps(td3):
+    """TD3: the target networks' forward with grad off begins each gradient step; after a
+    rollout it falls inside the rollout's pass (which ends at the critic's forward with
+    grad on), so its site was not seen in the step before the training's second gradient
+    step, and there it read as an evaluation: once a training (29 "eval" passes beside
+    29 rollouts). A forward with grad off inside a pass now counts as met in that stretch:
+    the rollouts alone (and the one-off evaluation at step 1 allowed, as SAC's)."""
+    plain, proc, rep, passes = td3
+    assert proc.returncode == plain.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0] == plain.stdout.splitlines()[0]  # what it computed
+    own = _own(proc)
+    trains = own["trains"]
+    assert rep["steps"]["count"] == own["updates"] == 4 * len(trains) == 120
+    rolls = [p for p in passes if p.kind == "rollout"]
+    assert len(rolls) == len(trains) - 1, passes
+    others = [p for p in passes if p.kind != "rollout"]
+    assert len(others) <= 1 and all(p.t0 < rolls[0].t0 for p in others), others

@@ -203,6 +203,7 @@ class FirstForward:
                     self.t0, self.c0 = t, _cpu()  # the pass's last module call so far
                 if meter is not None:
                     meter.pre(t)
+                gaps.met_in_pass(tr)
                 return
             self.resumed(t)
             return

@@ -371,6 +371,22 @@ def region_enter(tr: Tracker, ctx: Any, t: float) -> None:
         sites[site] = (index, tr.index, not per_step)
 
 
+def met_in_pass(tr: Tracker) -> None:
+    """A forward with grad off inside an open pass: its site is met in this stretch (not
+    as a pass's start), as if its region were entered here. A loop's own per-step work that
+    a pass reaches (TD3's target network, computed after the rollout and before the next
+    forward with grad on) is then seen in the step before the next time it comes, and stays
+    in that step. A site already met in this stretch keeps what it was (the pass's own
+    start: an evaluation's site again, in the same stretch, is still one)."""
+    sites, index = tr.ng_sites, tr.index
+    site = _site()
+    if site is None:
+        return
+    last = sites.get(site)
+    if last is None and len(sites) < _MAX_SITES or last is not None and last[1] < index:
+        sites[site] = (index, index, False)
+
+
 def resumed(tr: Tracker, t: float) -> None:
     """An optimizer step begins at ``t`` inside a pass that a forward with grad off opened
     (``opt.step(closure)``: the step's forwards come inside it, after its pre-hook): the
