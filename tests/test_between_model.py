@@ -52,6 +52,16 @@ def test_steps_panel_marks_the_step_after_an_interval():
     )
 
 
+def test_the_panel_names_the_kind_that_took_longest_first():
+    """A narrow panel cuts the line's end: the kind with the most time comes first, whatever
+    came first in the run (a one-off evaluation before 129 rollouts)."""
+    s = _session()
+    s.apply(Between(7, "rollout", 200.0, 4.0, site="collect_rollouts (algo.py:580)"))
+    line = between_line(s.snapshot(window=None).between).plain
+    assert line.startswith("◆between steps: rollout 4.00s (1×) in collect_rollouts (algo.py:580), ")
+    assert line.endswith("eval 3.00s (2×), checkpoint 500ms (1×)")
+
+
 def test_no_interval_no_key():
     s = Session()
     s.apply(Step(7, 0, 1.0, 1.1, 0.0, 0.0, 0.0, None, "optimizer"))
