@@ -1,6 +1,6 @@
 """How often a sampled sync rate's stated error covers the exact rate: a campaign over
 loops whose sync lines run on some steps only (a log every P steps, on the first k
-iterations, both, or every step), each watched as the hook's ``Sampler`` draws its steps
+iterations, both, every step, or on a random share of the steps), each watched as the hook's ``Sampler`` draws its steps
 (a fresh session seed per loop, as ``perftop run`` sets one) and reduced by the model's
 ``SyncReducer``, against the exact rate of the same loop.
 
@@ -30,7 +30,7 @@ LENGTHS = (8, 12, 30, 60, 150, 400, 1000, 3000, 20000)
 
 
 def shape(rng: random.Random) -> tuple[str, Callable[[int], int]]:
-    kind = rng.choice(["periodic", "first_k", "periodic+first_k", "every"])
+    kind = rng.choice(["periodic", "first_k", "periodic+first_k", "every", "chance"])
     period, k, n = (
         rng.choice([2, 3, 5, 10, 25, 50, 100, 250]),
         rng.randint(1, 6),
@@ -43,6 +43,10 @@ def shape(rng: random.Random) -> tuple[str, Callable[[int], int]]:
         return kind, lambda i: n * (i <= k)
     if kind == "every":
         return kind, lambda i: n
+    if kind == "chance":  # on a random share of the steps (a branch taken at random)
+        share, draw = rng.choice([0.35, 0.5, 0.85, 0.95]), random.Random(rng.random()).random
+        on = [draw() < share for _ in range(max(LENGTHS))]
+        return kind, lambda i: n * on[i]
     return kind, lambda i: n * (i <= k or i % period == 0)
 
 

@@ -48,6 +48,7 @@ _Key = tuple[str, str, int, str, str, str | None, int | None, str | None, str | 
 _NO_LIB = (None, None, None, None)  # sites recorded before the library fields existed
 EVERY = 3  # drawn steps (past the first ones) a site must be seen in each of: "every step"
 REACH = 0.25  # the share of a process's steps one of its drawn steps must come after
+ALL_SEEN = 0.0027  # a normal's tail beyond three standard errors, both sides (_unseen)
 
 
 class _Acc:
@@ -263,7 +264,8 @@ class SyncReducer:
         for sure (the first ones: their count is known) and the rest, drawn with known
         probabilities. The rest's rate, for a site seen in every watched step: its weighed
         mean count, with the spread of its counts for error where that rests on
-        ``EVERY`` drawn steps (``every``: a per-step site), else with an error as large as
+        ``EVERY`` drawn steps (``every``: a per-step site; never below what that many
+        sightings can tell, :func:`_unseen`), else with an error as large as
         that rate (a line of the first iterations only looks the same); for any other
         site, its Horvitz-Thompson sum over the rest (unbiased whatever the draws: a mean
         over the weights read a line of steps 4-5, drawn nearly for sure, as the rest's
@@ -278,8 +280,8 @@ class SyncReducer:
                 err = _error(self.rw, self.rw2, acc.rwc, acc.rw2c, acc.rw2c2, r, floor=not every)
             else:
                 r, err = acc.early / self.n_early, 0.0
-            if not every:
-                err = max(err, r)
+            # a per-step site's spread says nothing of the steps no draw held (_unseen)
+            err = max(err, r * _unseen(self.n_drawn) if every else r)
         elif self.n_drawn:
             r = acc.rwc / rest
             n = self.rw * self.rw / self.rw2
@@ -319,6 +321,15 @@ def _error(
     lin = max(0.0, w2c2 - 2 * r * w2c + r * r * w2) / (w * w)
     n = w * w / w2
     return math.sqrt(max(lin, (r + 1 / n) / n if floor else 0.0))
+
+
+def _unseen(n: int) -> float:
+    """The error of a site seen in each of ``n`` drawn steps, as a share of its
+    rate: one that misses a share q of steps is seen in all n with chance (1 - q)^n, so n
+    sightings rule out only the q beyond where that falls under :data:`ALL_SEEN` (the tail
+    beyond three standard errors), and a third of that q is one error (a line on 56% of a
+    loop's steps, seen in 4 drawn ones, read "every step ×1.00" with an error of 0)."""
+    return (1.0 - ALL_SEEN ** (1.0 / n)) / 3.0 if n >= 1 else 1.0
 
 
 def _place(r: SyncSite) -> tuple[Any, ...]:
