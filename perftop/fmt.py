@@ -190,7 +190,7 @@ def sync_rate(
     runs on some steps only, and a few sightings tell its rate only roughly), if its
     error is below the rate (else the rate and its error: 1 in N would say too much). An
     exact rate (error 0: every step watched) is the number. A site seen in every watched
-    step (``every``) reads ``every step ×1.00``: its count a step (and the spread). Where
+    step (``every``) reads ``every step ×1.00 ±0.15``: its count a step and its error. Where
     the error is as large as the rate, or the site was in each watched step but too few of
     them were drawn to say "every step" (early in a run), no rate is given but what was
     seen: ``in 5 of 5 watched steps`` (``5/5 watched``)."""

@@ -316,8 +316,8 @@ def source(h: Hint) -> str:
 def _sync(snap: Snapshot, between: bool = False) -> list[dict[str, Any]]:
     """One entry per site, most costly first; ``per_step`` over the steps watched
     (weighed by the chance each had of being watched), ``watched_steps`` it rests on,
-    ``per_step_error`` its standard error (0 in the exact mode, and for a per-step site of
-    the same count in each watched step; null: not sampled), ``seen_steps`` the watched
+    ``per_step_error`` its standard error (0 in the exact mode; for a per-step site, at
+    least what its drawn steps can tell; null: not sampled), ``seen_steps`` the watched
     steps the site was seen in, ``every_step`` whether that is every one (drawn ones
     included: a per-step site, ``per_step`` its count a step), ``exact`` whether every
     step was watched (``PERFTOP_SYNC=all``);
