@@ -1,30 +1,13 @@
 """stable-baselines3's SAC on Pendulum-v1, small: three optimizers a gradient step (the
 entropy coefficient's, the critic's, the actor's), each after its own backward, several
-gradient steps between rollouts. Prints what it computed (a line compared with a plain
-run's) and then its own counters as JSON: SB3's updates (``_n_updates``), each
-``train()`` call's entry and exit and each rollout's start and end (SB3's callbacks), in
-epoch seconds (perf_counter stamps moved by one ``time.time() - perf_counter()`` offset,
-as perftop's are)."""
+gradient steps between rollouts. Prints what it computed and then its own counters as
+JSON (sb3_timers.py): SB3's updates, each ``train()`` call's entry and exit and each
+rollout's start and end."""
 
-import json
-import sys
-
-import torch
-from sb3_timers import Timer, timed
+from sb3_timers import learn
 from stable_baselines3 import SAC
 
-total = int(sys.argv[1]) if len(sys.argv) > 1 else 400
-torch.set_num_threads(1)
-Timed, trains = timed(SAC)
-cb = Timer()
 # random actions until learning starts; then 10 environment steps (the actor's forward
 # with grad off, in predict) between trainings of 3 gradient steps
-model = Timed(
-    "MlpPolicy", "Pendulum-v1", learning_starts=100, train_freq=(10, "step"),
-    gradient_steps=3, batch_size=32, policy_kwargs={"net_arch": [32, 32]}, seed=0,
-    verbose=0, device="cpu",
-)  # fmt: skip
-model.learn(total_timesteps=total, callback=cb)
-weights = sum(float(p.detach().double().sum()) for p in model.policy.parameters())
-print(f"timesteps {model.num_timesteps} updates {model._n_updates} weights {weights:.6f}")
-print(json.dumps({"updates": model._n_updates, "trains": trains, "rollouts": cb.rollouts}))
+learn(SAC, "Pendulum-v1", learning_starts=100, train_freq=(10, "step"), gradient_steps=3,
+      batch_size=32)  # fmt: skip
