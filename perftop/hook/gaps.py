@@ -23,6 +23,8 @@ What opens an interval:
   ``with``, or the call of a decorated function). A site also entered in the step before
   is that loop's own per-step work (a manual SGD update, a target network, a teacher's
   forward, an EMA) and stays in the step; so is a site first met inside the first step.
+  A forward with grad off inside an open pass counts as its site met in that stretch
+  (:func:`met_in_pass`: TD3's target network, which a rollout's pass reaches).
   A site met again in the same stretch between steps as its evaluation is one too
   (``evaluate()`` called once per validation set). A site whose pass was a rollout
   (pass_meter.py: an environment's steps between its forward calls) is a pass each time,
@@ -383,7 +385,7 @@ def met_in_pass(tr: Tracker) -> None:
     if site is None:
         return
     last = sites.get(site)
-    if last is None and len(sites) < _MAX_SITES or last is not None and last[1] < index:
+    if (last is None and len(sites) < _MAX_SITES) or (last is not None and last[1] < index):
         sites[site] = (index, index, False)
 
 
