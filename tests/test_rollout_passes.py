@@ -81,13 +81,26 @@ def loop(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, ...]:
 
 
 def _off_policy(tmp_path_factory: pytest.TempPathFactory, algo: str) -> tuple[Any, ...]:
-    """``tests/workloads/sb3_ALGO.py`` plainly and under perftop: both runs, the report and
-    the passes."""
+    """``tests/workloads/sb3_ALGO.py`` plainly and under perftop, both exiting 0 and the
+    second computing what the first did: its own counters, the report, passes and steps."""
     d = tmp_path_factory.mktemp(algo)
     script = str(WORKLOADS / f"sb3_{algo}.py")
     plain = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=120)
     proc, rep = run_and_report(d, sys.executable, script)
-    return plain, proc, rep, _passes(d), _steps(d)
+    assert proc.returncode == plain.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0] == plain.stdout.splitlines()[0]  # what it computed
+    return _own(proc), rep, _passes(d), _steps(d)
+
+
+def _rollouts(passes: list[Between], trains: list[Any]) -> list[Between]:
+    """The rollout passes, one between each two ``train()`` calls; any other pass is the
+    one-off evaluation at step 1 (a target computed with grad off right after the first
+    optimizer's first step, before a step has seen it: a known limit), before them all."""
+    rolls = [p for p in passes if p.kind == "rollout"]
+    assert len(rolls) == len(trains) - 1, passes
+    others = [p for p in passes if p.kind != "rollout"]
+    assert len(others) <= 1 and all(p.t0 < rolls[0].t0 for p in others), passes
+    return rolls
 
 
 @pytest.fixture(scope="module")
@@ -199,10 +212,7 @@ def test_dqn_rollouts_between_single_updates(dqn):
     between the ``train()`` calls (within 10% + 0.5 ms a pass: the code before the first
     forward, and a slice the host's scheduler takes there, is the next step's) and at most
     those gaps plus the next calls' own time."""
-    plain, proc, rep, passes, steps = dqn
-    assert proc.returncode == plain.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines()[0] == plain.stdout.splitlines()[0]  # what it computed
-    own = _own(proc)
+    own, rep, passes, steps = dqn
     trains, rollouts = own["trains"], own["rollouts"]
     s = rep["steps"]
     assert s["count"] == own["updates"] == len(trains) == 75
@@ -279,17 +289,11 @@ def test_sac_rollouts_between_trainings_of_three_optimizers(sac):
     calls is now one ``rollout`` pass, as DQN's (above). (The critic's target, computed
     with grad off right after the first optimizer's first step, reads as an evaluation
     once, at step 1, before it is seen in a step before: a known limit, allowed here.)"""
-    plain, proc, rep, passes, steps = sac
-    assert proc.returncode == plain.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines()[0] == plain.stdout.splitlines()[0]  # what it computed
-    own = _own(proc)
+    own, rep, passes, steps = sac
     trains, rollouts = own["trains"], own["rollouts"]
     s = rep["steps"]
     assert s["count"] == own["updates"] == 3 * len(trains) == 90
-    rolls = [p for p in passes if p.kind == "rollout"]
-    assert len(rolls) == len(trains) - 1, passes
-    others = [p for p in passes if p.kind != "rollout"]  # the target's once, at most
-    assert len(others) <= 1 and all(p.t0 < rolls[0].t0 for p in others), passes
+    rolls = _rollouts(passes, trains)
     site = f"collect_rollouts (off_policy_algorithm.py:{_collect_line(on=False)})"
     assert {p.site for p in rolls} == {site}
     _between_trainings(rolls, trains, rollouts, steps)
@@ -303,13 +307,7 @@ def test_td3_target_forward_after_a_rollout_stays_in_its_steps(td3):
     step, and there it read as an evaluation: once a training (29 "eval" passes beside
     29 rollouts). A forward with grad off inside a pass now counts as met in that stretch:
     the rollouts alone (and the one-off evaluation at step 1 allowed, as SAC's)."""
-    plain, proc, rep, passes, _ = td3
-    assert proc.returncode == plain.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines()[0] == plain.stdout.splitlines()[0]  # what it computed
-    own = _own(proc)
+    own, rep, passes, _ = td3
     trains = own["trains"]
     assert rep["steps"]["count"] == own["updates"] == 4 * len(trains) == 120
-    rolls = [p for p in passes if p.kind == "rollout"]
-    assert len(rolls) == len(trains) - 1, passes
-    others = [p for p in passes if p.kind != "rollout"]
-    assert len(others) <= 1 and all(p.t0 < rolls[0].t0 for p in others), others
+    _rollouts(passes, trains)
