@@ -227,8 +227,7 @@ class FirstForward:
         elif self.may_pend(tr, t):
             return  # the batch before it pends: watching what comes next
         elif self.may_begin(tr):
-            mark = tr.mark
-            self.late = mark is not None and mark[1] == tr.last_end and tr.active()
+            self.late = _after_other_optimizer(tr) and tr.active()
             tr.no_grad(True, self, t)
             if tr.region is self:
                 self.t0, self.c0 = t, _cpu()
@@ -370,13 +369,12 @@ class FirstForward:
         the next iteration's work is between iterations (SAC's rollouts)."""
         if tr.thread == 0 or (tr.in_gap and not tr.save_alone) or tr.in_opt is not None:
             return False  # (after a checkpoint's saves, an evaluation joins its pass)
-        mark = tr.mark
-        if mark is not None and mark[1] == tr.last_end:
-            return True  # nothing since another optimizer's step (its t1 is last_end)
+        if _after_other_optimizer(tr):
+            return True
         return not (
             tr.running
             and tr.mode >= OPTIMIZER
-            and (tr.has_bwd or tr.has_fetch or mark is None)
+            and (tr.has_bwd or tr.has_fetch or tr.mark is None)
             and tr.active()
         )
 
@@ -430,6 +428,13 @@ class FirstForward:
             self.tracker.blind = True
             self.state.sender.note("info", f"{why}: {OFF_NOTE}")
         self.disarm()
+
+
+def _after_other_optimizer(tr: Any) -> bool:
+    """Nothing happened since another optimizer's step (its end, the mark's t1, is the
+    last thing training did): an iteration of several optimizers may have ended there."""
+    mark = tr.mark
+    return mark is not None and mark[1] == tr.last_end
 
 
 def install(state: HookState, watch: CompileWatch) -> None:
