@@ -62,6 +62,15 @@ def test_the_panel_names_the_kind_that_took_longest_first():
     assert line.endswith("eval 3.00s (2×), checkpoint 500ms (1×)")
 
 
+def test_a_pass_named_by_the_jobs_code_reaches_the_panel_visibly():
+    """A function or file name is the job's: a control character in it is written
+    visibly (``^[``), never sent to the terminal."""
+    s = _session()
+    s.apply(Between(7, "rollout", 200.0, 4.0, site="roll\x1b]0;x\x07 (a.py:1)"))
+    line = between_line(s.snapshot(window=None).between).plain
+    assert "in roll^[]0;x^G (a.py:1)" in line and "\x1b" not in line
+
+
 def test_no_interval_no_key():
     s = Session()
     s.apply(Step(7, 0, 1.0, 1.1, 0.0, 0.0, 0.0, None, "optimizer"))

@@ -14,6 +14,7 @@ from perftop.model import Snapshot
 from perftop.model.between import OVERLAPPED
 from perftop.model.snapshot import PHASES, BetweenRow, StepRow, StepStats
 from perftop.model.trainers import rate_together, whose
+from perftop.safe import visible_line
 from perftop.tui import fmt
 from perftop.tui.widgets.lines import Runs
 from perftop.tui.widgets.panel import TextPanel
@@ -149,8 +150,8 @@ def between_line(rows: tuple[BetweenRow, ...]) -> Text:
         t.append("checkpoint overlapping steps " if r.kind == OVERLAPPED else f"{r.kind} ")
         t.append(fmt.secs(r.total_s), style="bold")
         t.append(f" ({r.count}×)", style="dim")
-        if r.site:  # the user's function that made the pass's forward calls
-            t.append(f" in {r.site[:SITE_W]}", style="dim")
+        if r.site:  # the user's function that made the pass's forward calls (the job's)
+            t.append(f" in {visible_line(r.site)[:SITE_W]}", style="dim")
     return t
 
 
