@@ -52,16 +52,21 @@ THREADS = {
 
 
 def _threads() -> dict[str, float]:
-    """CPU seconds of each live thread of this process, by tid."""
+    """(CPU seconds, times it went off the CPU) of each live thread of this process, by tid:
+    a thread's every sleep, GIL wait and wake-up is one context switch."""
     tick = os.sysconf("SC_CLK_TCK")
     out = {}
     for tid in os.listdir("/proc/self/task"):
         try:
             st = Path(f"/proc/self/task/{tid}/stat").read_text()
+            status = Path(f"/proc/self/task/{tid}/status").read_text()
         except OSError:
             continue
         f = st[st.rindex(")") + 2 :].split()
-        out[tid] = (int(f[11]) + int(f[12])) / tick
+        switches = sum(
+            int(line.split()[1]) for line in status.splitlines() if "ctxt_switches" in line
+        )
+        out[tid] = ((int(f[11]) + int(f[12])) / tick, switches)
     return out
 
 
@@ -112,10 +117,14 @@ def runner(out: str, argv: list[str]) -> None:
         wall = time.monotonic() - start["wall"]
         names = {str(t.native_id): t.name for t in threading.enumerate()}
         threads: dict[str, float] = defaultdict(float)
-        for tid, cpu in _threads().items():
-            threads[names.get(tid, "other threads")] += cpu - start["threads"].get(tid, 0.0)
+        switches: dict[str, int] = defaultdict(int)
+        for tid, (cpu, n) in _threads().items():
+            name = names.get(tid, "other threads")
+            cpu0, n0 = start["threads"].get(tid, (0.0, 0))
+            threads[name] += cpu - cpu0
+            switches[name] += n - n0
         result = {"wall": wall, "cpu": time.process_time() - start["cpu"]}
-        result |= {"threads": threads, "parts": own}
+        result |= {"threads": threads, "parts": own, "switches": switches}
         Path(out).write_text(json.dumps(result))
         os._exit(0)
 
@@ -153,6 +162,12 @@ def report(r: dict, mode: str) -> None:
         if pct(rest) >= 0.01:
             what = f"{label}: rest" if thread in covered else label
             print(f"{what:48s} {pct(rest):10.2f}%")
+    waits = r["switches"]
+    if waits:
+        print("\nthread                                           context switches/s")
+        for thread, n in sorted(waits.items(), key=lambda kv: -kv[1]):
+            if n:
+                print(f"{THREADS.get(thread, thread):48s} {n / wall:10.1f}")
 
 
 def main() -> int:

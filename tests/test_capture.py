@@ -217,7 +217,9 @@ def cut(tmp: Path) -> dict[str, Any]:
 def test_a_job_that_exits_during_a_capture_exits_as_it_would(cut, idle):
     assert cut["mon"].returncode == 7 and cut["out"] == idle["out"]
     assert "Segmentation" not in cut["err"] and "PythonTracer" not in cut["err"]
-    assert cut["trace_rc"] == 1 and "exited during the capture" in cut["trace_err"]
+    assert cut["trace_rc"] == 1 and "exited during the capture" in cut["trace_err"], cut[
+        "trace_err"
+    ]
 
 
 def _recorded_steps(got: dict[str, Any]) -> tuple[int, int]:
