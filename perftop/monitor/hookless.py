@@ -102,9 +102,19 @@ class HooklessWatch:
         self._next = now + CHECK_EVERY_S
         rows = [(p.pid, p.ppid, p.cmdline, p.name, p.alive) for p in snap.processes]
         hello = {t.pid for t in snap.trainers} | {r.pid for r in snap.roles if r.role != "other"}
+        if not self.torch_since and not any(self._open(r, hello) for r in rows):
+            self._busy.release()  # every Python process hooked or said: no thread to start
+            return
         threading.Thread(
             target=self._check, args=(rows, hello), name="perftop-hookless", daemon=True
         ).start()
+
+    def _open(self, row: tuple[Any, ...], hello: set[int]) -> bool:
+        """Whether ``row`` is a Python process neither hooked nor said about yet."""
+        pid = row[0]
+        if pid in self.said or pid in hello or pid in self.connected:
+            return False
+        return _is_python(row[2], row[3])
 
     def _check(self, rows: list[tuple[Any, ...]], hello: set[int]) -> None:
         try:
@@ -122,8 +132,7 @@ class HooklessWatch:
             if pid in self.said or pid in hooked:
                 continue
             argv = cmdline.split()
-            exe = os.path.basename(argv[0]) if argv else name
-            if not (_PYTHON.match(exe) or _PYTHON.match(name or "")):
+            if not _is_python(cmdline, name):
                 continue
             if _exempt(pid, by_pid, hooked):
                 continue
@@ -182,6 +191,13 @@ class HooklessWatch:
     def _say(self, pid: int, text: str) -> None:
         self.said.add(pid)
         self.submit(Note(time.time(), "warning", "hook", text))
+
+
+def _is_python(cmdline: str, name: str | None) -> bool:
+    """Whether a process runs a Python interpreter (by its command or its name)."""
+    argv = cmdline.split(maxsplit=1)
+    exe = os.path.basename(argv[0]) if argv else name
+    return bool(_PYTHON.match(exe or "") or _PYTHON.match(name or ""))
 
 
 def _exempt(pid: int, by_pid: dict[int, tuple[Any, ...]], hooked: set[int]) -> bool:
