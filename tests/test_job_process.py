@@ -294,3 +294,49 @@ def test_a_killed_wrapper_leaves_the_session_following_the_training(tmp_path):
     rep = json.loads(perftop("report", "--json", str(rec), cwd=tmp_path).stdout)
     assert rep["exit_code"] == 3
     assert {r["pid"]: r["steps"] for r in rep["ranks"]} == {int(pid): steps}
+
+
+LOADER_TRAIN = """
+import os, sys
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+model = torch.nn.Linear(8, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+data = TensorDataset(torch.randn(4096, 8), torch.randn(4096, 1))
+n = 0
+while True:
+    for x, y in DataLoader(data, batch_size=16, num_workers=2):
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+        n += 1
+        if n == 30:
+            print("ready", os.getpid(), flush=True)
+"""
+
+
+def test_a_killed_training_ends_the_session_with_its_signal(tmp_path):
+    """kill -9 of the job's top process when it is the training itself: its DataLoader
+    workers live on for a few seconds (until they see their parent gone) and exit 0. They
+    are not training that went on: the session ends with the kill's code (137), not theirs."""
+    (tmp_path / "train.py").write_text(LOADER_TRAIN)
+    rec = tmp_path / "r.perftop"
+    mon = subprocess.Popen(
+        [sys.executable, "-m", "perftop", "run", "--headless", "--record", str(rec), "--",
+         sys.executable, "train.py"],
+        cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert mon.stdout is not None
+    word, pid = mon.stdout.readline().split()
+    assert word == "ready"
+    workers = psutil.Process(int(pid)).children()
+    assert len(workers) == 2
+    time.sleep(1.0)  # the workers' hellos are in (each sends its figures every 0.25 s)
+    os.kill(int(pid), signal.SIGKILL)
+    out, err = mon.communicate(timeout=120)
+    assert mon.returncode == 137, err
+    assert "went on" not in err and "exited (137)" in err, err
+    rep = json.loads(perftop("report", "--json", str(rec), cwd=tmp_path).stdout)
+    assert rep["exit_code"] == 137

@@ -101,7 +101,8 @@ class Background:
         with self._outlive_lock:
             if self.outlived is None:
                 o = Outlived(command, top, code)
-                left = survivors(self.server.peer_pids, top)
+                self.server.settle()  # workers forked just before: known as such
+                left = survivors(self.server.job_pids, top)
                 if left:
                     self.hub.submit(
                         Note(
@@ -113,7 +114,7 @@ class Background:
                             "the session follows it until it exits",
                         )
                     )
-                o.wait(self.server.peer_pids)
+                o.wait(self.server.job_pids)
                 self.outlived = o
             return self.outlived.final
 
@@ -178,7 +179,7 @@ class Background:
             )
         )
         pid = self.pid or 0
-        while (alive(pid) or survivors(self.server.peer_pids, pid)) and not stop.wait(POLL_S):
+        while (alive(pid) or survivors(self.server.job_pids, pid)) and not stop.wait(POLL_S):
             pass
         if not alive(pid):
             self.hub.submit(JobExit(time.time(), pid, 0, known=False))

@@ -23,10 +23,14 @@ class NoServer:
         self.connections = 0
         self.viewers = 0
         self.peer_pids: set[int] = set()
+        self.job_pids: set[int] = set()
 
     @property
     def open_connections(self) -> int:
         return 0
+
+    def settle(self, timeout: float = 0.0) -> None:
+        pass
 
     def line(self) -> str:
         return (

@@ -279,7 +279,7 @@ class Job(Background):
             elif self.proc.returncode is None:
                 self.proc.send_signal(signum)
             else:  # its wrapper is gone: the training that outlived it
-                for pid in survivors(self.server.peer_pids, self.proc.pid):
+                for pid in survivors(self.server.job_pids, self.proc.pid):
                     os.kill(pid, signum)
         except (ProcessLookupError, PermissionError):
             pass
@@ -293,7 +293,7 @@ class Job(Background):
         if rc is None or self.exit_code is not None:
             return rc
         # the training outlives its wrapper: the job goes on
-        return None if survivors(self.server.peer_pids, self.proc.pid) else rc
+        return None if survivors(self.server.job_pids, self.proc.pid) else rc
 
     def reap(self) -> int:
         """Wait for the job's top process and record its exit, once, whoever asks first

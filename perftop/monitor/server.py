@@ -22,6 +22,7 @@ import selectors
 import socket
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -51,6 +52,7 @@ IDLE_S = 5.0  # select()'s timeout: a safety net only (peers and the wake pipe e
 # a pace's worth of what a hook sends at several thousand steps a second), and so is every
 # round while someone waits for the hooks' answers (``hurry``: a capture's).
 PACE_S, BURST_BYTES = 0.25, 32 * 1024
+SETTLE_S = 1.0  # the most Server.settle waits for hooks' hellos (a hook sends it first)
 
 
 def socket_bases() -> list[str]:
@@ -123,6 +125,9 @@ class Server:
         # pids that connected (a hook connects once a torch import arms it, before any
         # hello): how the monitor tells a process whose hook never started (see hookless)
         self.peer_pids: set[int] = set()  # the job's processes that connected (not viewers)
+        # ... less the DataLoader workers (by their hello): the processes a job's end waits
+        # for (a worker outliving its killed training is no training that went on)
+        self.job_pids: set[int] = set()
         self._pid_of: dict[socket.socket, int] = {}
         self._sel = selectors.DefaultSelector()
         self._readers: dict[socket.socket, EventReader] = {}
@@ -181,6 +186,7 @@ class Server:
             return
         if cred is not None:
             self.peer_pids.add(cred[0])
+            self.job_pids.add(cred[0])
             self._pid_of[conn] = cred[0]
         conn.setblocking(False)
         self._greeting[conn] = b""
@@ -201,6 +207,7 @@ class Server:
             return buf
         if pid is not None:  # a viewer or `perftop ls`: not one of the job's processes
             self.peer_pids.discard(pid)
+            self.job_pids.discard(pid)
         self._unregister(conn)
         if kind == VIEW_MAGIC and self.on_viewer is not None:
             self.viewers += 1
@@ -250,6 +257,18 @@ class Server:
             self.sink(frame, events)
         return len(data)
 
+    def settle(self, timeout: float = SETTLE_S) -> None:
+        """Read the hellos of every hook connected (any thread): called when the job's top
+        process has ended, so that a DataLoader worker forked just before (connected, its
+        hello unread) is known as one and not taken for training that goes on."""
+        deadline = time.monotonic() + timeout
+        self._rouse.set()
+        while time.monotonic() < deadline:
+            hooks = [*list(self._readers), *list(self._greeting)]
+            if all(c in self._hello for c in hooks):
+                return
+            time.sleep(0.02)
+
     def _answer_info(self, conn: socket.socket) -> None:
         try:
             conn.setblocking(True)
@@ -268,6 +287,8 @@ class Server:
                 self._hello[conn] = ev.pid
                 if ev.worker_id is None:
                     self.trainers[conn] = ev.pid
+                else:
+                    self.job_pids.discard(ev.pid)
                 return
 
     def send_to_trainers(self, data: bytes) -> list[int]:
