@@ -265,18 +265,23 @@ sys.exit(3)
 """
 
 
+def _headless(cwd: Path, rec: Path, *command: str) -> subprocess.Popen[str]:
+    """`perftop run --headless --record REC -- COMMAND` in ``cwd``, its output piped."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "perftop", "run", "--headless", "--record", str(rec), "--",
+         *command],
+        cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
 def test_a_killed_wrapper_leaves_the_session_following_the_training(tmp_path):
     """`perftop run -- sh -c "python train.py; ..."` and a kill -9 of the shell: the
     training goes on, and so does the session, to the training's own exit code (3), with
     one line saying what happened; the recording has every step."""
     (tmp_path / "train.py").write_text(TRAIN)
     rec = tmp_path / "r.perftop"
-    mon = subprocess.Popen(
-        [sys.executable, "-m", "perftop", "run", "--headless", "--record", str(rec), "--",
-         "sh", "-c", f"{sys.executable} train.py; echo after"],
-        cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    mon = _headless(tmp_path, rec, "sh", "-c", f"{sys.executable} train.py; echo after")
     assert mon.stdout is not None
     word, pid = mon.stdout.readline().split()
     assert word == "ready"
@@ -322,12 +327,7 @@ def test_a_killed_training_ends_the_session_with_its_signal(tmp_path):
     are not training that went on: the session ends with the kill's code (137), not theirs."""
     (tmp_path / "train.py").write_text(LOADER_TRAIN)
     rec = tmp_path / "r.perftop"
-    mon = subprocess.Popen(
-        [sys.executable, "-m", "perftop", "run", "--headless", "--record", str(rec), "--",
-         sys.executable, "train.py"],
-        cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    mon = _headless(tmp_path, rec, sys.executable, "train.py")
     assert mon.stdout is not None
     word, pid = mon.stdout.readline().split()
     assert word == "ready"
