@@ -26,7 +26,7 @@ def render(r: dict[str, Any]) -> str:
     elif r.get("ended"):
         state = "ended, exit code unknown (recorded in the background)"
     else:
-        state = "no end recorded (still running, or perftop was killed)"
+        state = "no end recorded (still running, perftop was killed, or the recording stopped early: a full disk)"
     out.append(f"perftop report: {cmd}")
     out.append(f"  {state}, ran {seconds(r['duration_s'])} on {r['hostname'] or NA}")
     out.extend(hint_lines(r.get("hints") or []))
