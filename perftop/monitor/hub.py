@@ -4,7 +4,9 @@ Every source (hook sockets, probes, the job's output, the lifecycle, stack captu
 one bounded queue; one thread takes each item in arrival order, writes it to the event
 sinks (the recording, viewers, forwarders), keeps the session's header and a bounded
 history, and applies it to the session model. Snapshot subscribers (the TUI, metrics, stall
-capture) get a snapshot at the refresh rate on this thread and must return quickly.
+capture) get a snapshot at the refresh rate on this thread and must return quickly. The
+thread takes what is queued in rounds: a hook's frame waits for the next one (TICK_S at
+most, and every snapshot's), so that ten frames a second do not cost ten wake-ups.
 
 Bounded: frames from the hooks beyond ``max_frames`` / ``max_bytes`` queued are dropped and
 counted (shown in the header beside the hooks' own drops); the monitor's own events (a
