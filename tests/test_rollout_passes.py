@@ -215,7 +215,11 @@ def test_dqn_rollouts_between_single_updates(dqn):
     own, rep, passes, steps = dqn
     trains, rollouts = own["trains"], own["rollouts"]
     s = rep["steps"]
-    assert s["count"] == own["updates"] == len(trains) == 75
+    assert s["count"] == own["updates"] == len(trains) == 75, (
+        s["count"],
+        own["updates"],
+        len(trains),
+    )
     assert len(passes) == own["updates"] - 1, passes
     assert {p.kind for p in passes} == {"rollout"}
     assert {p.site for p in passes} == {

@@ -130,11 +130,7 @@ class Job(Background):
         self.server: Server | NoServer
         try:
             self.server = Server(
-                self.hub.submit_frame,
-                on_viewer=self._viewer,
-                info=self.info,
-                on_control=control,
-                hurry=self.hub.hurry,
+                self.hub.submit_frame, on_viewer=self._viewer, info=self.info, on_control=control
             )
         except OSError as exc:  # no socket here: the job runs all the same, without the hook
             self.server = NoServer(exc.strerror or str(exc))

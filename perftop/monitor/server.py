@@ -44,14 +44,6 @@ SUN_PATH_MAX = 107  # bytes of a Unix socket's path: sun_path's 108, less the NU
 SOCKET_NAME_MAX = len(f"{1 << 22}-{'0' * 8}{SUFFIX}")  # PID-RANDOM.sock, the largest pid
 FALLBACK_BASES = ("/tmp", "/var/tmp", "/dev/shm")
 IDLE_S = 5.0  # select()'s timeout: a safety net only (peers and the wake pipe end it)
-# After a round that read hook data, the thread waits PACE_S before it looks again, so the
-# frames every hook sends each INTERVAL_S (0.25 s, hook/sender.py) are read a round at a
-# time: one wake-up for all of them, not one per frame (each ~0.1 ms of CPU on a VM; the
-# demo's three processes sent ~10 a second). A round that read BURST_BYTES or more is
-# followed at once: a burst is not held back (the kernel's socket buffer, ~200 KiB, holds
-# a pace's worth of what a hook sends at several thousand steps a second), and so is every
-# round while someone waits for the hooks' answers (``hurry``: a capture's).
-PACE_S, BURST_BYTES = 0.25, 32 * 1024
 SETTLE_S = 1.0  # the most Server.settle waits for hooks' hellos (a hook sends it first)
 
 
@@ -107,10 +99,8 @@ class Server:
         on_viewer: Callable[[socket.socket], None] | None = None,
         info: Callable[[], dict[str, Any]] | None = None,
         on_control: Callable[[socket.socket, bytes], None] | None = None,
-        hurry: Callable[[], bool] = lambda: False,
     ) -> None:
         self.sink = sink
-        self.hurry = hurry  # True: read on at once, no pace (a capture's answers awaited)
         self.on_control = on_control
         self.on_viewer = on_viewer
         self.info = info
@@ -135,7 +125,6 @@ class Server:
         self._hello: dict[socket.socket, int] = {}  # hook connections whose hello is in
         self.trainers: dict[socket.socket, int] = {}  # of those, the training processes
         self._stop = threading.Event()
-        self._rouse = threading.Event()  # ends a pace: an ask sent to the hooks, a stop
         self._thread: threading.Thread | None = None
         self._lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         old = os.umask(0o177)
@@ -161,7 +150,6 @@ class Server:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            took = 0
             for key, _ in self._sel.select(timeout=IDLE_S):
                 sock = key.fileobj
                 if sock is self._lsock:
@@ -169,10 +157,7 @@ class Server:
                 elif sock is self._waker:
                     self._waker.drain()
                 else:
-                    took += self._read(sock)  # type: ignore[arg-type]
-            if 0 < took < BURST_BYTES and not self.hurry():
-                self._rouse.wait(PACE_S)  # let the hooks' next frames gather: one wake-up
-                self._rouse.clear()
+                    self._read(sock)  # type: ignore[arg-type]
 
     def _accept(self) -> None:
         try:
@@ -225,21 +210,20 @@ class Server:
             conn.close()
         return None
 
-    def _read(self, conn: socket.socket) -> int:
-        """Read what ``conn`` has; the bytes of hook data taken (0: nothing, or not a hook)."""
+    def _read(self, conn: socket.socket) -> None:
         try:
             data = conn.recv(1 << 18)
         except BlockingIOError:
-            return 0
+            return
         except OSError:
             data = b""
         if not data:
             self._drop(conn)
-            return 0
+            return
         if conn in self._greeting:
             rest = self._greet(conn, data)
             if rest is None:
-                return 0
+                return
             data = rest
         reader = self._readers[conn]
         try:
@@ -247,7 +231,7 @@ class Server:
         except StreamError:
             self.closed_streams += 1
             self._drop(conn)
-            return 0
+            return
         finally:
             self.rejected_frames += reader.rejected
             reader.rejected = 0
@@ -255,14 +239,12 @@ class Server:
             if conn not in self._hello:
                 self._sort(conn, events)
             self.sink(frame, events)
-        return len(data)
 
     def settle(self, timeout: float = SETTLE_S) -> None:
         """Read the hellos of every hook connected (any thread): called when the job's top
         process has ended, so that a DataLoader worker forked just before (connected, its
         hello unread) is known as one and not taken for training that goes on."""
         deadline = time.monotonic() + timeout
-        self._rouse.set()
         while time.monotonic() < deadline:
             hooks = [*list(self._readers), *list(self._greeting)]
             if all(c in self._hello for c in hooks):
@@ -295,7 +277,6 @@ class Server:
         """Send ``data`` (whole frames) to every training process's hook, without waiting
         (any thread); the pids it went to. A hook that cannot take it now is left out."""
         sent = []
-        self._rouse.set()  # their answers are awaited: no pace before the next read
         for conn, pid in list(self.trainers.items()):
             try:
                 if conn.send(data) == len(data):
@@ -323,7 +304,6 @@ class Server:
         """Stop the serving thread, keeping the socket and every connection open (the
         monitor is about to fork itself into the background, see lifecycle.detach)."""
         self._stop.set()
-        self._rouse.set()
         self._waker.wake()
         if self._thread is not None:
             self._thread.join(timeout=2)
@@ -332,7 +312,6 @@ class Server:
 
     def close(self) -> None:
         self._stop.set()
-        self._rouse.set()
         self._waker.wake()
         if self._thread is not None:
             self._thread.join(timeout=2)

@@ -97,7 +97,7 @@ class Observer:
         ok, why = inject.can_inject(self.version)
         if not ok:
             raise AttachError(f"--inject: pid {self.pid}: {why}")
-        self.server = Server(self.hub.submit_frame, hurry=self.hub.hurry).start()
+        self.server = Server(self.hub.submit_frame).start()
         try:
             inject.inject(self.pid, str(self.server.path))
         except (OSError, subprocess.SubprocessError) as exc:
