@@ -45,8 +45,9 @@ MAX_BYTES = 64 * 1024 * 1024
 TICK_S = 0.25
 # A hook's frame does not wake the hub: it waits for the hub's next round (TICK_S at most;
 # a snapshot takes what is queued first), unless 1/WAKE_AT of either bound is queued (a
-# burst: 256 frames or 4 MiB) or someone waits for a capture's answer (Hub.hurry). Waking the hub for each frame cost a thread wake-up (~0.1 ms
-# of CPU on a VM) per frame, and the sinks' threads woke with it.
+# burst: 256 frames or 4 MiB) or someone waits for a capture's answer (Hub.hurry). Waking
+# the hub for each frame cost a thread wake-up (~0.1 ms of CPU on a VM) per frame, and the
+# sinks' threads woke with it.
 WAKE_AT = 16
 _HEADER_ONLY = (SessionStart, JobStart, ObserverStart)  # kept in the header, not the history
 
