@@ -40,6 +40,8 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from perftop.hook import call_site
+
 MESSAGE = "called a synchronizing CUDA operation"
 # torch's once-per-process notice at the first switch (torch/csrc/cuda/Module.cpp).
 NOTICE = "Synchronization debug mode is a prototype feature"
@@ -112,9 +114,16 @@ class RealSyncs:
             "the job (potential sync sites are still sampled)",
         )
 
-    def call(self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """``func(*args, **kwargs)`` with the debug mode on; returns (result, syncs, s).
-        Only ``func``'s own exceptions reach the caller, never perftop's."""
+    def call(
+        self,
+        func: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        run: Callable[[Any, tuple[Any, ...], dict[str, Any]], Any] = call_site.plain,
+    ) -> Any:
+        """``func(*args, **kwargs)`` with the debug mode on, made by ``run`` (from the
+        job's line: ``call_site``); returns (result, syncs, s). Only ``func``'s own
+        exceptions reach the caller, never perftop's."""
         try:
             on = self.ready(func)
         except Exception:
@@ -122,11 +131,11 @@ class RealSyncs:
             on = False
             self.off()  # a switch that raised may have set the mode before it did
         if not on:
-            return func(*args, **kwargs), 0, None
+            return run(func, args, kwargs), 0, None
         n0 = self.fired
         t0 = time.perf_counter()
         try:
-            out = func(*args, **kwargs)
+            out = run(func, args, kwargs)
         finally:
             self.off()
         return out, self.fired - n0, time.perf_counter() - t0

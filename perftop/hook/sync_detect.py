@@ -25,6 +25,7 @@ from collections.abc import Callable
 from threading import get_ident
 from typing import Any
 
+from perftop.hook.call_site import runner, unsplice
 from perftop.hook.frames import direct_caller, first_outside
 from perftop.hook.frames import where as site_of
 from perftop.hook.sync_marks import NOT_DEVICES, Marks
@@ -175,11 +176,12 @@ def make_detector(torch: Any, collector: Any, state: Any, real: Any = None) -> A
             mine = get_ident() == slot.thread
             if mine:
                 slot.depth += 1
+            run = runner(func, sys._getframe(1))  # warnings read the job's line: call_site
             try:
                 if self.off:
-                    return func(*args, **kwargs)
+                    return run(func, args, kwargs)
                 if self.priming:  # the step before a watched one: marks only
-                    out = func(*args, **kwargs)
+                    out = run(func, args, kwargs)
                     try:
                         out = marks.spread(getattr(func, "__name__", ""), args, kwargs, out)
                     except Exception:
@@ -202,7 +204,7 @@ def make_detector(torch: Any, collector: Any, state: Any, real: Any = None) -> A
                         state.internal_error("sync detector")
                 rs = self.real
                 if rs is not None:
-                    out, n, dt = rs.call(func, args, kwargs)
+                    out, n, dt = rs.call(func, args, kwargs, run)
                     if n:
                         self.seen(
                             op.lstrip("!") if op else getattr(func, "__name__", "sync"),
@@ -216,19 +218,22 @@ def make_detector(torch: Any, collector: Any, state: Any, real: Any = None) -> A
                 if op is not None:
                     if not timed:
                         self.seen(op, None)
-                        out = func(*args, **kwargs)
+                        out = run(func, args, kwargs)
                     else:
                         t0 = perf()
-                        out = func(*args, **kwargs)
+                        out = run(func, args, kwargs)
                         self.seen(op, perf() - t0)
                 else:
-                    out = func(*args, **kwargs)
+                    out = run(func, args, kwargs)
                 if marks.virtual:
                     try:
                         out = marks.spread(getattr(func, "__name__", ""), args, kwargs, out)
                     except Exception:
                         state.internal_error("sync detector (marks)")
                 return out
+            except BaseException as exc:
+                unsplice(exc)  # the job's line once in a traceback, as plain
+                raise
             finally:
                 if mine:
                     slot.depth -= 1
