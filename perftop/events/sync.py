@@ -45,7 +45,9 @@ class SyncBatch(Event):
 
     ``sites`` are the step's own syncs. ``between``: syncs made in that watched stretch
     but outside training steps (an evaluation or sampling pass the tracker cut out),
-    same layout; ``passes``: how many such passes began and ended in it. ``weight``: for
+    same layout; ``passes``: how many such passes began and ended in it. A batch of no
+    watched step and no step's syncs (``sampled`` false, ``sites`` empty) holds a pass
+    watched on its own draw, or a last pass at exit. ``weight``: for
     a sampled step, 1 / the probability it had of being watched (the steps it stands
     for), by which the model weighs it in per-step rates; 1 in older recordings."""
 

@@ -253,6 +253,12 @@ class Collector:
             SyncBatch(self.pid(), step, sampled, _sites(inside), _sites(outside), passes, weight)
         )
 
+    def flush_pass(self, step: int) -> None:
+        """A pass watched on its own draw (``sync_passes``) ended: its syncs, as no
+        watched step's (a sync after it, the next step's wait for its batch, is dropped)."""
+        _inside, outside, passes = self._take()
+        self.put(SyncBatch(self.pid(), step, False, (), _sites(outside), passes))
+
     def flush_exit(self, step: int) -> None:
         """At exit: the syncs of passes after the last step (a final test), which no later
         step end flushes. Only those between steps go out, with no watched step: a stretch
@@ -275,7 +281,7 @@ def attach(state: Any, torch: Any) -> Collector | None:
     mode = os.environ.get("PERFTOP_SYNC", "sampled").strip().lower()
     if mode in ("off", "0", "no", "false"):
         return None
-    from perftop.hook import frames, sync_cuda, sync_detect
+    from perftop.hook import frames, sync_cuda, sync_detect, sync_passes
 
     frames.configure()
     collector = Collector(state.sender.put, lambda: state.sender.pid)
@@ -328,6 +334,24 @@ def attach(state: Any, torch: Any) -> Collector | None:
         pending.clear()
 
     aside = compile_guard(state, detector, real is not None)
+    passes = sync_passes.PassWatch(
+        detector,
+        collector,
+        sampler.seed,
+        sampler.every,
+        lambda: not sampler.all and not aside() and not getattr(state, "capturing", False),
+    )
+    prev_open = tracker.on_open
+
+    def on_open(kind: str, t0: float) -> None:
+        try:
+            passes.opened(kind, t0)
+        except Exception:
+            state.internal_error("sync pass")
+        if prev_open is not None:
+            prev_open(kind, t0)
+
+    tracker.on_open = on_open
 
     # Intervals outside training steps, for the collector to tell a step's syncs from an
     # evaluation's; then on to what was there before.
@@ -336,6 +360,11 @@ def attach(state: Any, torch: Any) -> Collector | None:
     def on_between(kind: str, t0: float, length: float, *named: Any) -> None:
         if detector.active:
             collector.between(kind, t0, length)
+        try:
+            passes.closed(kind, length)
+            passes.ended(max(0, last[0]))
+        except Exception:
+            state.internal_error("sync pass")
         if slot.busy:  # a safe point for a removal that waits
             try:
                 slot.settle()
@@ -360,6 +389,8 @@ def attach(state: Any, torch: Any) -> Collector | None:
             if not told[0]:
                 told[0] = True
                 state.sender.put(replace(info, pid=state.sender.pid))
+            if passes.watching:  # a pass with no end reported (never so far): its own
+                passes.ended(max(0, last[0]))
             watched, primed = detector.active, detector.priming
             if watched:
                 detector.stop()
@@ -403,6 +434,7 @@ def attach(state: Any, torch: Any) -> Collector | None:
         tracker.on_step = None
         state.sync_exit = None
         tracker.on_between = prev_between
+        tracker.on_open = prev_open
         detector.stop()
         slot.disarm()
 

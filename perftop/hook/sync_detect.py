@@ -162,6 +162,8 @@ def make_detector(torch: Any, collector: Any, state: Any, real: Any = None) -> A
             self.marks = marks
             self.real: Any = None  # RealSyncs, armed for this sample (CUDA initialized)
             self.real_syncs = real
+            self.deadline = 0.0  # a pass's watch stops here (perf_counter; 0: none)
+            self.on_deadline: Callable[[], None] = self.stop  # sync_passes.PassWatch's
 
         def __torch_function__(
             self,
@@ -178,6 +180,12 @@ def make_detector(torch: Any, collector: Any, state: Any, real: Any = None) -> A
                 slot.depth += 1
             run = runner(func, sys._getframe(1))  # warnings read the job's line: call_site
             try:
+                if self.deadline and perf() > self.deadline:
+                    try:
+                        self.on_deadline()  # a pass's watch outran its budget: off now
+                    except Exception:
+                        self.deadline = 0.0
+                        state.internal_error("sync detector (deadline)")
                 if self.off:
                     return run(func, args, kwargs)
                 if self.priming:  # the step before a watched one: marks only

@@ -137,8 +137,9 @@ class SyncReducer:
                     self.rw2 += ev.weight * ev.weight
                 else:
                     self.n_early += 1
-            elif not ev.sampled and ev.between and not ev.sites:
-                self.passes += ev.passes  # a final pass's, sent at exit (no watched step)
+            elif not ev.sampled and not ev.sites:
+                # a pass watched on its own draw, or a final pass's (sent at exit): no step
+                self.passes += ev.passes
             for into, sites in ((self.sites, ev.sites), (self.between, ev.between)):
                 # a library line reached from several user lines is one site: its count in
                 # this step is theirs summed, and each line is one of its callers

@@ -245,7 +245,8 @@ def _sync(sites: list[dict[str, Any]], between: bool = False) -> list[str]:
     head = ["where", "op", "kind", "function", "per pass" if between else "per step", "count"]
     if between:
         passes = max((e.get("passes") or 0) for e in sites)
-        title = f"Host-device syncs between training steps ({passes} passes watched)"
+        held = f"{passes} pass" if passes == 1 else f"{passes} passes"
+        title = f"Host-device syncs between training steps ({held} watched)"
     else:
         title = "Host-device sync sites (potential: would stall on a GPU)"
         watched = max((e.get("watched_steps") or 0) for e in sites)

@@ -1,0 +1,131 @@
+"""Passes between steps watched on a draw of their own: an evaluation's syncs are seen.
+
+The detector's watch follows steps (``sync.Sampler``): a pass between two steps is
+watched only where the step after it is, about one in 200 after the first three. A job
+that evaluates once an epoch (PyG's ``mutag_gin``: an ``int()`` of each batch's correct
+count) then showed no sync between steps in most runs, although each evaluation makes
+one per batch.
+
+So each pass (not a checkpoint's saves) gets a draw too, by the same hash and session
+seed: the first ``EARLY`` for sure, then ``(EARLY / n)**2`` down to ``1 / every``. A pass
+drawn while the detector is idle is watched from its opening (a forward with grad off, an
+evaluation's batch) to its end, and its syncs go out as the pass's alone (a ``SyncBatch``
+of no watched step: the per-step rates are not touched). The per-pass rate is a plain
+mean over the passes watched whole, as it was.
+
+What it may cost. A watched pass runs slower (every torch call through the mode: a graph
+network's evaluation took 2.7 times as long), so pass watches have a budget of their own:
+``ALLOW_S`` plus ``FRACTION`` of the time since the hook started, spent by each watch's
+extra time (its length less the typical unwatched pass's, or all of it while none is
+known). A pass is drawn only while the budget has room for it (its predicted extra:
+``SLOW`` times the typical pass, or the last watch's extra); a watch that outruns what is left stops there
+(``Detector.deadline``) and its syncs are dropped: a part of a pass is no pass. A long
+evaluation is then not watched at all, and shows no syncs between steps: absent, never
+guessed from a part.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from perftop.hook.sync import unit
+
+EARLY = 2  # passes watched for sure (budget allowing)
+SALT = 3  # the passes' draws, apart from the steps' (salts 1 and 2)
+ALLOW_S = 0.25  # what pass watches may cost a run at once (a short evaluation, whole) ...
+FRACTION = 0.002  # ... and this share of its time since the hook started
+SLOW = 2.0  # a watched pass's extra, in typical passes, where that is known
+
+_perf = time.perf_counter
+
+
+class PassWatch:
+    def __init__(
+        self,
+        detector: Any,
+        collector: Any,
+        seed: int,
+        every: int,
+        may: Callable[[], bool],
+    ) -> None:
+        self.detector = detector
+        self.collector = collector
+        self.seed = seed
+        self.floor = 1.0 / max(1, every)
+        self.may = may  # the detector may start a watch now (not aside, no capture)
+        self.n = 0  # passes opened so far (checkpoints aside)
+        self.last_t0: float | None = None
+        self.watching = False
+        self.t_watch = 0.0  # when the watch began
+        self.start = _perf()
+        self.spent = 0.0  # the watches' extra time so far
+        self.typical: float | None = None  # EMA of unwatched passes' lengths
+        self.last_cost = 0.0  # the last watch's extra (a guess of the next one's)
+        self.dropped = 0  # watches stopped at their deadline
+        detector.on_deadline = self.expired
+
+    def p(self, n: int) -> float:
+        """The chance that pass ``n`` is watched."""
+        return 1.0 if n <= EARLY else min(1.0, max(self.floor, (EARLY / n) ** 2))
+
+    def room(self, now: float) -> float:
+        """What watches may still cost now."""
+        return ALLOW_S + FRACTION * (now - self.start) - self.spent
+
+    def opened(self, kind: str, t0: float) -> None:
+        """A pass began at ``t0`` (the tracker's ``on_open``; a rollout is the same pass
+        opened again under its kind)."""
+        if kind.startswith("checkpoint") or t0 == self.last_t0:
+            return
+        self.last_t0 = t0
+        self.n += 1
+        det = self.detector
+        if det.active or det.priming or not self.may():
+            return  # a watched stretch holds it already, or no watch may start
+        if unit(self.n, SALT, self.seed) >= self.p(self.n):
+            return
+        now = _perf()
+        room = self.room(now)
+        guess = SLOW * self.typical if self.typical is not None else self.last_cost
+        if room <= 0.0 or guess > room:
+            return
+        self.collector.since = t0
+        det.start()
+        det.deadline = now + room
+        self.watching, self.t_watch = True, now
+
+    def closed(self, kind: str, length: float) -> None:
+        """A pass's interval was reported (every pass, watched or not)."""
+        if not self.watching and not self.detector.active and not kind.startswith("checkpoint"):
+            t = self.typical
+            self.typical = length if t is None else t + 0.2 * (length - t)
+
+    def ended(self, step: int) -> None:
+        """The pass watched ended (its interval reported): its syncs go out alone."""
+        if not self.watching:
+            return
+        self._stop()
+        self.collector.flush_pass(step)
+
+    def expired(self) -> None:
+        """The watch outran the budget (the detector's deadline, inside a torch call):
+        stopped, and what it saw of the pass dropped."""
+        if not self.watching:
+            self.detector.deadline = 0.0
+            return
+        self._stop()
+        self.dropped += 1
+        self.collector.log.clear()
+        self.collector.gaps.clear()
+
+    def _stop(self) -> None:
+        self.watching = False
+        det = self.detector
+        det.deadline = 0.0
+        det.stop()
+        length = _perf() - self.t_watch
+        t = self.typical
+        self.last_cost = max(0.0, length - (t if t is not None else 0.0))
+        self.spent += self.last_cost

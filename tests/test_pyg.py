@@ -1,0 +1,58 @@
+"""A real PyG program (``examples/mutag_gin.py``'s shape): steps, evaluation passes and
+their syncs against the program's own counters. Its test reads each batch's correct count
+with ``int()`` (and PyG's pooling reads a batch's graph count the same way): on a GPU,
+two syncs per evaluation batch, which perftop must show per pass although the job
+evaluates only once an epoch."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import WORKLOADS, run_and_report
+
+pytest.importorskip("torch_geometric")
+
+JOB = WORKLOADS / "pyg_gin.py"
+EPOCHS = 6
+
+
+def _line(marker: str) -> int:
+    lines = JOB.read_text().splitlines()
+    return next(i for i, ln in enumerate(lines, 1) if marker in ln)
+
+
+def test_a_graph_networks_evaluation_syncs_are_counted_per_pass(
+    tmp_path: Path, monkeypatch
+) -> None:
+    # A fixed draw, in which no watched step's stretch holds an evaluation: its syncs are
+    # seen only where passes are watched on their own (any seed must show them).
+    monkeypatch.setenv("PERFTOP_SYNC_SEED", "1")
+    job = [sys.executable, str(JOB), str(EPOCHS)]
+    plain = subprocess.run(job, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    proc, rep = run_and_report(tmp_path, *job)
+    assert plain.returncode == proc.returncode == 0, proc.stderr[-2000:]
+    # the output is the job's own (the counters' line holds its own timer)
+    assert proc.stdout.splitlines()[:-1] == plain.stdout.splitlines()[:-1]
+    own = json.loads(proc.stdout.splitlines()[-1])
+    assert rep["steps"]["count"] == own["steps"] == EPOCHS * 6
+    evals = rep["steps"]["between_s"]["eval"]
+    assert evals["count"] == own["tests"] == EPOCHS
+    assert abs(evals["total_s"] - own["test_s"]) <= 0.1 * own["test_s"] + 0.0005 * EPOCHS
+    per_pass = own["test_batches"] / own["tests"]
+    between = {(e["file"], e["line"], e["op"]): e for e in rep["sync_between"]}
+    test_site = between[(str(JOB), _line("TEST_LINE"), "int")]
+    assert test_site["passes"] >= 1 and test_site["per_pass"] == per_pass, test_site
+    # PyG's own int() in global_add_pool (its batch's graph count), reached from forward
+    [pool] = [e for e in rep["sync_between"] if e["lib_file"]]
+    assert pool["lib_file"].endswith("torch_geometric/utils/_scatter.py"), pool
+    assert pool["per_pass"] == per_pass and pool["function"] == "forward", pool
+    # the training loop's own per step: the loss read and the pooling's read
+    steps = {(e["file"].rsplit(os.sep, 1)[-1], e["line"]) for e in rep["sync_events"]}
+    assert ("pyg_gin.py", _line("LOSS_LINE")) in steps, rep["sync_events"]
+    assert not [n for n in rep["notes"] if "internal" in str(n)], rep["notes"]
