@@ -50,6 +50,7 @@ from typing import Any
 from perftop.hook import gaps
 from perftop.hook.compile_watch import CompileWatch
 from perftop.hook.pass_meter import ROLLOUT, PassMeter
+from perftop.hook.pass_narrow import Narrow
 from perftop.hook.state import HookState
 from perftop.hook.steps import OPTIMIZER
 from perftop.wire import DATA_WAIT_NOTE
@@ -108,6 +109,10 @@ class PreHookSlot:
             self.handle = self.register(hook)
         self.held = True
 
+    def table_of(self) -> Any:
+        """torch's table where the hook goes (None: not a dict, torch's call used)."""
+        return getattr(self.module, "_global_forward_pre_hooks", None)
+
     def take(self) -> None:
         self.held = False
         table, self.table = self.table, None
@@ -140,6 +145,7 @@ class FirstForward:
         self.meter: Any = None  # pass_meter.PassMeter: what a pass this hook opened held
         self.step_sites: set[Any] = set()  # sites of forwards with grad off that were a
         # step's own work after its batch (a teacher's): never watched again
+        self.narrow: Narrow | None = None  # a pass's top-level calls, narrowed (install)
 
     def arm(self) -> None:
         """Starts the wait (again, where armed already: a new step's) on the training
@@ -168,6 +174,8 @@ class FirstForward:
     def disarm(self) -> None:
         """Off until armed again; a pass's forward hook and profile function with it (before
         a compile: dynamo must trace no hook of ours)."""
+        if self.narrow is not None:
+            self.narrow.cancel()
         if self.slot.held:
             self.slot.take()
         if self.meter is not None and self.meter.handle is not None:
@@ -186,8 +194,30 @@ class FirstForward:
                 meter.depth += 1
                 return
             self.fire()
+            if (
+                meter is not None
+                and meter.depth == 1
+                and tr.region is self
+                and self.narrow is not None
+                and self.narrow.module is None
+                and meter.handle is not None
+            ):  # a top-level call of the pass began: its modules on torch's plain path
+                self.narrow.enter(module)
         except Exception:
             self.state.internal_error("forward pre-hook")
+
+    def lift(self) -> None:
+        """Both of the pass's global hooks out while a top-level call runs narrowed."""
+        self.slot.take()
+        if self.meter is not None:
+            self.meter.lift()
+
+    def relay(self) -> None:
+        """... and back where it returns, while the pass is open."""
+        if self.tracker.region is self and not self.slot.held:
+            self.slot.put(self.hook)
+        if self.meter is not None:
+            self.meter.relay()
 
     def fire(self) -> None:
         tr = self.tracker
@@ -455,6 +485,11 @@ def install(state: HookState, watch: CompileWatch) -> None:
     tr.on_arm = ff.arm
     tr.on_closure = ff.closure_began
     ff.meter.on_env = ff.env_seen
+    table = getattr(module, "_global_forward_hooks", None)
+    if isinstance(table, dict) and isinstance(ff.slot.table_of(), dict):
+        ff.meter.table = table
+        ff.narrow = Narrow(ff.lift, ff.relay, ff.meter.post, lambda: tr.thread,
+                           state.internal_error)  # fmt: skip
     state.undo.append(ff.disarm)
     state.undo.append(ff.meter.stop)
     watch.listen(ff.wrapper_made, ff.compile_started)

@@ -3,7 +3,8 @@
 While such a pass is open (first_forward.py's hook watches it), a global forward hook
 (torch's public ``register_module_forward_hook(..., always_call=True)``, registered at the
 pass's first module call and removed where the pass ends; no torch class or function is
-changed) and the pre-hook already there bracket each top-level module call: the pass's
+changed) and the pre-hook already there bracket each top-level module call (taken out of
+torch's tables while that call runs, its modules unhooked: ``pass_narrow.py``): the pass's
 time inside the model's forward calls is measured, the rest is outside them (the loop's
 own code between the calls: an environment's steps, a batch's making, ``.item()``).
 
@@ -85,6 +86,7 @@ class PassMeter:
         self.profiling = False
         self.measured = False  # the forward hook was registered for this pass
         self.on_env: Any = None  # called where a pass is first seen stepping an environment
+        self.table: Any = None  # torch's table of global forward hooks (pass_narrow.py)
 
     def start(self, t: float, site: Any, name: Any = None) -> None:
         """The pass's first module call began at ``t`` (its pre-hook), made at ``site``,
@@ -167,6 +169,18 @@ class PassMeter:
         self.profiling = False
         if threading.get_ident() == self.thread() and sys.getprofile() == self.prof:
             sys.setprofile(None)
+
+    def lift(self) -> None:
+        """The forward hook out of torch's table while a top-level call runs narrowed
+        (``pass_narrow``); still this pass's (:meth:`relay` puts it back)."""
+        h, table = self.handle, self.table
+        if h is not None and isinstance(table, dict):
+            table.pop(h.id, None)
+
+    def relay(self) -> None:
+        h, table = self.handle, self.table
+        if h is not None and isinstance(table, dict):
+            table[h.id] = self.post
 
     def stop(self) -> None:
         h, self.handle = self.handle, None

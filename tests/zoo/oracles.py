@@ -64,7 +64,7 @@ def _common(spec: Spec, plain: dict, own: dict, rep: dict) -> list[tuple[str, st
         out.append(("same_result", f"checksum {own['checksum']!r} != {plain['checksum']!r}"))
     if rep["steps"]["count"] != own["steps"]:
         out.append(("steps", f"perftop {rep['steps']['count']} != the loop's {own['steps']}"))
-    out += _stack(own, plain, rep)
+    out += _stack(own, plain, rep, spec.final)
     out += _one_site_a_line(rep)
     for line in set(own["host_lines"]):
         for key in ("sync_events", "sync_between"):
@@ -115,13 +115,14 @@ def _watched(rep: dict) -> int:
     return max((r.get("watched_steps") or 0 for r in rep.get("sync_events") or []), default=0)
 
 
-def _stack(own: dict, plain: dict, rep: dict) -> list[tuple[str, str]]:
+def _stack(own: dict, plain: dict, rep: dict, final: bool) -> list[tuple[str, str]]:
     """While a step is watched the detector's mode is on the stack (one more entry than the
     plain run's), and in the step before each watched stretch (primed: marks only, see
     ``Detector.prime``); never more, never on more steps than were watched, primed and
     waited for a safe point (two a stretch of watched steps), and never left there after
     the loop, unless the step after the last one was to be watched (then it may be gone
-    all the same: a final pass's module call is a safe point)."""
+    all the same: a final pass's module call is a safe point), or a final pass after it
+    was watched on its own draw (``sync_passes``: no step comes to end it)."""
     out = []
     extra = [a - b for a, b in zip(own["depth"], plain["depth"])]
     if own["depth_start"] != plain["depth_start"]:
@@ -149,7 +150,7 @@ def _stack(own: dict, plain: dict, rep: dict) -> list[tuple[str, str]]:
         )
     # (where it was on at the last step: gone too once a pass after the last step made a
     # module call, a safe point, as in a loop with a final evaluation)
-    if own["depth_end"] - plain["depth_end"] not in ((0, 1) if last_on else (0,)):
+    if own["depth_end"] - plain["depth_end"] not in ((0, 1) if last_on or final else (0,)):
         out.append(("stack_depth", f"{own['depth_end']} at the end, plain {plain['depth_end']}"))
     return out
 
