@@ -10,7 +10,7 @@ import pytest
 
 from perftop.events import SyncBatch
 from perftop.hook import sync_passes
-from perftop.hook.sync import Collector
+from perftop.hook.sync import Collector, unit
 
 SITE = ("int", "potential", ("job.py", 9, "test", None, None, None, None))
 
@@ -43,7 +43,8 @@ def _watch(clock: list[float]) -> tuple[sync_passes.PassWatch, Detector, list[An
     sent: list[Any] = []
     det = Detector()
     col = Collector(sent.append, lambda: 7)
-    return sync_passes.PassWatch(det, col, seed=1, every=200, may=lambda: True), det, sent
+    draw = lambda n: unit(n, sync_passes.SALT, 1)  # noqa: E731
+    return sync_passes.PassWatch(det, col, draw, every=200, may=lambda: True), det, sent
 
 
 def _pass(pw: sync_passes.PassWatch, clock: list[float], length: float, syncs: int) -> None:

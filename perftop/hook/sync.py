@@ -337,7 +337,7 @@ def attach(state: Any, torch: Any) -> Collector | None:
     passes = sync_passes.PassWatch(
         detector,
         collector,
-        sampler.seed,
+        lambda n: unit(n, sync_passes.SALT, sampler.seed),
         sampler.every,
         lambda: not sampler.all and not aside() and not getattr(state, "capturing", False),
     )

@@ -30,10 +30,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from perftop.hook.sync import unit
-
 EARLY = 2  # passes watched for sure (budget allowing)
-SALT = 3  # the passes' draws, apart from the steps' (salts 1 and 2)
+SALT = 3  # the passes' draws (``sync.unit``'s salt), apart from the steps' (1 and 2)
 ALLOW_S = 0.25  # what pass watches may cost a run at once (a short evaluation, whole) ...
 FRACTION = 0.002  # ... and this share of its time since the hook started
 SLOW = 2.0  # a watched pass's extra, in typical passes, where that is known
@@ -46,13 +44,14 @@ class PassWatch:
         self,
         detector: Any,
         collector: Any,
-        seed: int,
+        draw: Callable[[int], float],
         every: int,
         may: Callable[[], bool],
     ) -> None:
+        """``draw(n)``: pass ``n``'s number in [0, 1), from the session's seed."""
         self.detector = detector
         self.collector = collector
-        self.seed = seed
+        self.draw = draw
         self.floor = 1.0 / max(1, every)
         self.may = may  # the detector may start a watch now (not aside, no capture)
         self.n = 0  # passes opened so far (checkpoints aside)
@@ -84,7 +83,7 @@ class PassWatch:
         det = self.detector
         if det.active or det.priming or not self.may():
             return  # a watched stretch holds it already, or no watch may start
-        if unit(self.n, SALT, self.seed) >= self.p(self.n):
+        if self.draw(self.n) >= self.p(self.n):
             return
         now = _perf()
         room = self.room(now)
