@@ -234,6 +234,8 @@ class FirstForward:
                 if meter is not None:
                     meter.pre(t)
                 gaps.met_in_pass(tr)
+                if t >= tr.flush_at and tr.on_flush is not None:
+                    tr.on_flush()  # a send due (solo): the pass's calls send, as step ends do
                 return
             self.resumed(t)
             return

@@ -18,8 +18,10 @@ another thread (a DataLoader's pin-memory thread, CUDA's, the job's own), that f
 cleared anyway and the sender's thread takes over, as on a platform without the flag.
 
 What this changes for the monitor: between steps (a long evaluation, a hang) buffered steps
-wait for the next step's end or event; an interval's start and notes go out at once
-(``put(urgent=True)``); an op capture's ask is read at the next send.
+wait for the next step's end or event (a pass's forward calls send too, when a send is
+due); notes go out at once (``put(urgent=True)``), and an interval's start too, but after a
+short pass only once a second (``HookState.opened``); an op capture's ask is read at the
+next send.
 """
 
 from __future__ import annotations
