@@ -299,6 +299,24 @@ def test_a_new_training_loader_is_not_an_evaluation(make):
     assert all(round(s[3], 6) == 0.1 for s in steps)
 
 
+def test_a_new_loaders_batch_read_ahead_is_no_evaluation(make):
+    """A prefetching wrapper over a loader made anew each epoch (Ray Train's, a user's
+    ``Prefetch(DataLoader(...))``): the new loader's first two batches come at once, before
+    any training. Read ahead, both the step's wait; not an evaluation of the first."""
+    tr, steps, between, c = make()
+    opt = Opt()
+    for _ in range(2):
+        train_step(tr, c, opt)
+    tr.fetched(*c(0.1), True, 7)
+    tr.fetched(*c(0.1), True, 7)  # the next batch, at once
+    c(0.1)
+    tr.backward(*c(0.1))
+    opt_step(tr, c, opt, 0.1)
+    assert between == [], between
+    assert [dur(s) for s in steps] == [0.4, 0.4, 0.5]
+    assert round(steps[-1][3], 6) == 0.2  # both fetches: its data wait
+
+
 def test_checkpoint_and_eval_in_one_gap(make):
     tr, steps, between, c = make()
     opt = Opt()

@@ -131,6 +131,11 @@ class FirstForward:
         self.slot = slot  # holds the pre-hook while armed
         self.off = False  # dynamo compiles module calls: never armed again
         self.noted = False
+        # The step whose first forward came with no fetch before it: the note is said where
+        # it ends with none after it either (a prefetching wrapper's epoch end, in a loop of
+        # two optimizers, fetches after the first one's step closed: its next forward
+        # comes first)
+        self.note_due = -1
         self.t0 = self.c0 = 0.0  # wall and the training thread's CPU time when armed
         self.timed = False  # the step's wait behind a feeder is timed (else grad mode only)
         # The open pass began right after another optimizer's step, inside a step that has
@@ -150,9 +155,11 @@ class FirstForward:
     def arm(self) -> None:
         """Starts the wait (again, where armed already: a new step's) on the training
         thread, where the tracker calls it."""
+        tr = self.tracker
+        if self.note_due >= 0 and tr.index > self.note_due:
+            self.data_note(tr)
         if self.off:
             return
-        tr = self.tracker
         if threading.get_ident() != tr.thread:
             self.disarm()  # another thread's CPU clock: this step's wait unseen
             return
@@ -436,9 +443,27 @@ class FirstForward:
             self.recent[self.recent_i] = wait
             self.recent_i = (self.recent_i + 1) % RECENT
             self.recent_n += 1
-        # Said once a step's forward came with no fetch before it: a step after one that
-        # made none (a prefetching wrapper's epoch end) that fetches is the loader's.
-        if not self.noted and tr.fwd_wait >= 0.0 and not (tr.has_fetch or tr.pend):
+        # Said once a step booked this wait: its forward came with no fetch before it,
+        # and it ended with none after it (data_note). A step after one that made none (a
+        # prefetching wrapper's epoch end) that fetches, before or after a forward, is the
+        # loader's.
+        if (
+            not self.noted
+            and self.note_due < 0
+            and tr.fwd_wait >= 0.0
+            and not (tr.has_fetch or tr.pend)
+        ):
+            self.note_due = tr.index  # said once that step ends with no fetch (arm)
+
+    def data_note(self, tr: Any) -> None:
+        """Past the step that timed a wait before its forward: the note, unless that step
+        fetched after all. Where a step end arms (an optimizer's loop), the closing
+        step's fetch is still known here (its index just moved on); elsewhere it is not,
+        and the note is said."""
+        due, self.note_due = self.note_due, -1
+        if tr.mode >= OPTIMIZER and tr.index == due + 1 and tr.has_fetch:
+            return
+        if not self.noted:
             self.noted = True
             self.state.sender.note("info", DATA_WAIT_NOTE)
 

@@ -41,6 +41,9 @@ from perftop.wire import STEP_SOURCES
 NONE, LOADER, BACKWARD, OPTIMIZER, EXPLICIT = 0, 1, 2, 3, 4
 SOURCES = STEP_SOURCES  # index = mode
 HOLD_STEPS = 64
+# A new loader's next batch fetched this soon after its first, nothing in between: read
+# ahead by a prefetching wrapper, not an evaluation's next batch (work comes between those)
+READ_AHEAD_S = 0.001
 _INF = float("inf")
 # The ring the sender reads steps from (ring.py): a step is the wire's record (STEP_RECORD,
 # 53 bytes: its size, checked by a test), the source byte plus PHASED where the step has
@@ -270,6 +273,16 @@ class StepTracker:
                 self.train_last = loader  # loaders never leave the set: the same one is in
             elif self.train_loaders:
                 # A loader that never fed training: an evaluation, or the next training one.
+                if (
+                    self.pend
+                    and loader is self.pend_loader
+                    and self.cand is None
+                    and t0 - self.pend_t1 < READ_AHEAD_S
+                ):
+                    # its next batch at once, nothing in between: read ahead (a prefetching
+                    # wrapper over a loader made anew each epoch), not an evaluation's
+                    self.pend_t1, self.pend_got = t1, self.pend_got or got_batch
+                    return
                 if self.pend:
                     gaps.pending_was_eval(self)
                 self.lazy_close(t0)

@@ -106,6 +106,24 @@ def prefetch():
             own["steps"] += 1
 
 
+def prefetch_two_optims():
+    """The same behind two optimizers, each after its own backward: the first closes the
+    steps, so each step's first forward (the second model's) comes before its batch's
+    fetch, and only an epoch's end times a wait before it."""
+    model, opt = model_opt()
+    head, opt2 = model_opt()
+    for _epoch in range(3):
+        for x, y in Prefetch(DataLoader(Slow(), batch_size=4)):
+            opt.zero_grad()
+            ((model(x) - y) ** 2).mean().backward()
+            opt.step()
+            opt2.zero_grad()
+            ((head(x) - y) ** 2).mean().backward()
+            opt2.step()
+            time.sleep(0.002)
+            own["steps"] += 1
+
+
 def input_then_compute():
     model, opt = model_opt()
     t_end = time.perf_counter() + 8
@@ -147,5 +165,6 @@ def save_burst():
 
 if __name__ == "__main__":
     {"accum_slow": accum_slow, "idle_after": idle_after, "prefetch": prefetch,
-     "input_then_compute": input_then_compute, "save_burst": save_burst}[sys.argv[1]]()  # fmt: skip
+     "input_then_compute": input_then_compute, "save_burst": save_burst,
+     "prefetch_two_optims": prefetch_two_optims}[sys.argv[1]]()  # fmt: skip
     say()
