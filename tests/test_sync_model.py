@@ -345,7 +345,7 @@ def test_a_site_in_every_watched_step_is_a_per_step_site():
     floor = 2.0 * (1 - 0.0027 ** (1 / sync.n_drawn)) / 3 * (3000 - sync.n_early) / 3000
     assert row.per_step == pytest.approx(2.0) and row.error == pytest.approx(floor)
     assert 0 < row.error < 0.25 and sync.n_drawn > 3
-    assert not row.exact and subtitle((row,)) == f"1 sites, {row.watched} steps watched"
+    assert not row.exact and subtitle((row,)) == f"1 site, {row.watched} steps watched"
     (row,) = sampled_session(3000, lambda i: 1 + i % 2).snapshot(window=None).sync
     assert row.every_step and 0 < row.error < 0.5 < row.per_step
 
@@ -416,7 +416,7 @@ def test_the_exact_mode_is_exact():
     (row,) = snap.sync
     assert (row.count, row.watched, row.error, row.seen) == (100, 499, 0.0, 50)
     assert row.per_step == pytest.approx(100 / 499)
-    assert row.exact and subtitle(snap.sync) == "1 sites, exact: 499 steps"
+    assert row.exact and subtitle(snap.sync) == "1 site, exact: 499 steps"
 
 
 def test_distributed_schedule_is_the_step_index_alone():

@@ -8,6 +8,7 @@ from unittest import mock
 
 from textual.widget import Widget
 
+from perftop.model.snapshot import SyncSite
 from perftop.tui.messages import SnapshotMessage
 from perftop.tui.widgets import (
     HeaderBar,
@@ -139,3 +140,23 @@ async def test_hints_equal_to_the_last_ones_are_not_wrapped_again() -> None:
         app.post_message(SnapshotMessage(dataclasses.replace(snap, hints=(other, *snap.hints[1:]))))
         await settle(pilot)
         assert drawn == [1] and "one more line of evidence" in text_of(hints._body)
+
+
+@aio
+async def test_the_sync_panel_lists_an_evaluations_syncs_per_pass() -> None:
+    """Syncs made between steps (an evaluation's ``int()`` per batch) are on the screen as
+    in ``perftop report``: their rate per pass, and the passes watched, after the steps'
+    own sites (they were in the report only)."""
+    base = snapshot()
+    evals = (
+        SyncSite("int", "/home/u/train.py", 131, "evaluate", "potential", 40, 0.0,
+                 per_pass=8.0, passes=5),
+    )  # fmt: skip
+    snap = dataclasses.replace(base, sync=base.sync[:1], sync_between=evals)
+    async with showing(snap) as (app, pilot):
+        sync = app.query_one(SyncPanel)
+        table = sync.table
+        rows = [[c.plain for c in table.get_row_at(i)] for i in range(table.row_count)]
+        assert any("8.0/pass" in r and "train.py:131" in r for r in rows), rows
+        assert sync.border_subtitle.endswith("5 passes between steps"), sync.border_subtitle
+        assert sync.border_subtitle.startswith("2 sites")

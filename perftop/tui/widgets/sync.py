@@ -30,7 +30,10 @@ WHERE = ("where", "file:line")
 
 
 def _rate(s: SyncSite) -> str:
-    """The rate cell: what the sampling allows (:func:`perftop.fmt.sync_rate`)."""
+    """The rate cell: what the sampling allows (:func:`perftop.fmt.sync_rate`); a site
+    between steps (an evaluation's), per pass over the passes watched."""
+    if s.per_pass is not None:
+        return f"{s.per_pass:.1f}/pass"
     return sync_rate(s.per_step, s.error, s.seen, short=True, every=s.every_step, watched=s.watched)
 
 
@@ -112,7 +115,8 @@ def summary(
         t = Text(visible_line(s.op), style="bold red" if s.kind == "sync" else "yellow")
         t.append(f" {where(s)}")
         rate = _rate(s)
-        t.append(f" {rate}" if rate.startswith("~") else f" {rate}/step", style="dim")
+        plain = rate.startswith("~") or s.per_pass is not None
+        t.append(f" {rate}" if plain else f" {rate}/step", style="dim")
         if s.kind != "sync":
             t.append(" potential", style="dim")
         if s.blocked_s is not None:
@@ -131,16 +135,20 @@ def paused_line(why: str) -> Text:
     return t
 
 
-def subtitle(sites: tuple[SyncSite, ...]) -> str:
+def subtitle(sites: tuple[SyncSite, ...], between: tuple[SyncSite, ...] = ()) -> str:
     """How many sites, and on how many watched steps their rates rest (± one standard
-    error in the rate column), or that every step was watched (the exact mode)."""
-    if not sites:
+    error in the rate column), or that every step was watched (the exact mode); and the
+    passes between steps watched, where their syncs are listed."""
+    if not sites and not between:
         return ""
-    out = f"{len(sites)} sites"
-    watched = max((s.watched or 0) for s in sites)
+    out = count(len(sites) + len(between), "site")
+    passes = max((s.passes or 0) for s in between) if between else 0
+    held = f"{passes} pass" if passes == 1 else f"{passes} passes"
+    also = f", {held} between steps" if passes else ""
+    watched = max((s.watched or 0) for s in sites) if sites else 0
     if any(s.exact for s in sites):
-        return f"{out}, exact: {watched} steps"
-    return f"{out}, {watched} steps watched" if watched else out
+        return f"{out}, exact: {watched} steps{also}"
+    return (f"{out}, {watched} steps watched" if watched else out) + also
 
 
 class SyncPanel(Panel):
@@ -179,19 +187,27 @@ class SyncPanel(Panel):
 
     def show(self, snap: Snapshot) -> None:
         self._last = snap
-        self.set_class(not snap.sync, "-empty")
-        self.summary.update(summary(snap.sync, snap.meta.observer, snap.sync_watch))
-        blocked = any(s.blocked_s is not None for s in snap.sync)
+        # the steps' sites, then those of the passes between steps (an evaluation's)
+        listed = (*snap.sync, *snap.sync_between)
+        self.set_class(not listed, "-empty")
+        self.summary.update(summary(listed, snap.meta.observer, snap.sync_watch))
+        blocked = any(s.blocked_s is not None for s in listed)
         self.table.set_columns((*COLUMNS, BLOCKED, WHERE) if blocked else (*COLUMNS, WHERE))
         sites = {
             f"{s.file}:{s.line}:{s.op}:{s.kind}:{s.lib_file}:{s.lib_line}": s for s in snap.sync
         }
+        sites.update(
+            {
+                f"pass:{s.file}:{s.line}:{s.op}:{s.kind}:{s.lib_file}:{s.lib_line}": s
+                for s in snap.sync_between
+            }
+        )
         rows = {key: site_cells(s, blocked) for key, s in sites.items()}
         width = self._where_width(rows)  # the cells' widths but the place's
         rows = {key: site_cells(s, blocked, width) for key, s in sites.items()}
         self.table.set_rows(rows)
-        paused = " · detection paused" if snap.sync_watch.paused and snap.sync else ""
-        self.border_subtitle = subtitle(snap.sync) + paused
+        paused = " · detection paused" if snap.sync_watch.paused and listed else ""
+        self.border_subtitle = subtitle(snap.sync, snap.sync_between) + paused
 
     def _where_width(self, rows: dict[str, list[Cell]]) -> int:
         """What the table's width leaves the place's column (the last), once the other
