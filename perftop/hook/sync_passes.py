@@ -18,10 +18,10 @@ network's evaluation took 2.7 times as long), so pass watches have a budget of t
 ``ALLOW_S`` plus ``FRACTION`` of the time since the hook started, spent by each watch's
 extra time (its length less the typical unwatched pass's, or all of it while none is
 known). A pass is drawn only while the budget has room for it (its predicted extra:
-``SLOW`` times the typical pass, or the last watch's extra); a watch that outruns what is left stops there
-(``Detector.deadline``) and its syncs are dropped: a part of a pass is no pass. A long
-evaluation is then not watched at all, and shows no syncs between steps: absent, never
-guessed from a part.
+``SLOW`` times the typical pass, or the last watch's extra); a watch that outruns what is
+left stops there (``Detector.deadline``) and its syncs are dropped: a part of a pass is no
+pass. A long evaluation is then not watched at all, and shows no syncs between steps:
+absent, never guessed from a part.
 """
 
 from __future__ import annotations
