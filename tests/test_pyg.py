@@ -34,11 +34,13 @@ def test_a_graph_networks_evaluation_syncs_are_counted_per_pass(
     # seen only where passes are watched on their own (any seed must show them).
     monkeypatch.setenv("PERFTOP_SYNC_SEED", "1")
     job = [sys.executable, str(JOB), str(EPOCHS)]
-    plain = subprocess.run(job, capture_output=True, text=True, timeout=120, cwd=tmp_path)
-    proc, rep = run_and_report(tmp_path, *job)
+    plain = subprocess.Popen(job, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             stdin=subprocess.DEVNULL, cwd=tmp_path)  # fmt: skip
+    proc, rep = run_and_report(tmp_path, *job)  # beside it: both at once
+    out, _ = plain.communicate(timeout=120)
     assert plain.returncode == proc.returncode == 0, proc.stderr[-2000:]
     # the output is the job's own (the counters' line holds its own timer)
-    assert proc.stdout.splitlines()[:-1] == plain.stdout.splitlines()[:-1]
+    assert proc.stdout.splitlines()[:-1] == out.splitlines()[:-1]
     own = json.loads(proc.stdout.splitlines()[-1])
     assert rep["steps"]["count"] == own["steps"] == EPOCHS * 6
     evals = rep["steps"]["between_s"]["eval"]
