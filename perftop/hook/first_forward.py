@@ -101,7 +101,7 @@ class PreHookSlot:
         self.held = False  # the hook is in torch's table (put, not yet taken)
 
     def put(self, hook: Any) -> None:
-        table = getattr(self.module, "_global_forward_pre_hooks", None)
+        table = self.table_of()
         if isinstance(table, dict):
             table[KEY] = hook
             self.table = table

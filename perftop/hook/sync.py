@@ -253,6 +253,11 @@ class Collector:
             SyncBatch(self.pid(), step, sampled, _sites(inside), _sites(outside), passes, weight)
         )
 
+    def drop(self) -> None:
+        """Forget what this stretch saw (a part of a step or of a pass: no whole one)."""
+        self.log.clear()
+        self.gaps.clear()
+
     def flush_pass(self, step: int) -> None:
         """A pass watched on its own draw (``sync_passes``) ended: its syncs, as no
         watched step's (a sync after it, the next step's wait for its batch, is dropped)."""
@@ -398,8 +403,7 @@ def attach(state: Any, torch: Any) -> Collector | None:
                 # The tracker folded held steps into this one (the first optimizer step
                 # after a GAN's two backward() calls, or accumulation's micro-batches): a
                 # stretch watched from among them holds part of a step, not a whole one.
-                collector.log.clear()
-                collector.gaps.clear()
+                collector.drop()
                 watched = False
             if pending and (index <= last[0] or tracker.settled):
                 settle_pending(folded=index <= last[0])

@@ -116,8 +116,7 @@ class PassWatch:
             return
         self._stop()
         self.dropped += 1
-        self.collector.log.clear()
-        self.collector.gaps.clear()
+        self.collector.drop()
 
     def _stop(self) -> None:
         self.watching = False
