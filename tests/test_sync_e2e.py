@@ -100,6 +100,20 @@ def test_only_device_tensors_and_between_step_syncs_per_pass(tmp_path, workloads
     assert "per_step" not in pass_site
 
 
+def test_an_evaluation_waiting_off_the_cpu_is_watched_whole(tmp_path, workloads):
+    """The default (sampled) mode: passes watched on their own draw, their budget in the
+    training thread's CPU time. An evaluation of 4 batches that each wait 0.1 s for their
+    read (0.4 s of wall time, a few ms on the CPU) outran a budget kept in wall time: the
+    first watch was cut at 0.25 s and dropped, and the second found no room."""
+    script = workloads / "sync_shapes.py"
+    report = run(tmp_path, script, "0.1", env={"PERFTOP_SYNC_SEED": "1"})
+    marks = {name: n for n, name in sites_marked(script).items()}
+    assert report["steps"]["count"] == 30
+    (pass_site,) = report["sync_between"]
+    assert (pass_site["line"], pass_site["op"]) == (marks["eval_item"], "item")
+    assert pass_site["passes"] >= 2 and pass_site["per_pass"] == pytest.approx(4.0)
+
+
 def test_a_jobs_own_mode_around_the_optimizer_step(tmp_path, workloads):
     """perftop's detector starts and stops inside ``opt.step()``; the job's own mode
     around it stays on top in its block and is gone after (the job checks: exit 3)."""

@@ -35,7 +35,7 @@ class Detector:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     now = [100.0]
-    monkeypatch.setattr(sync_passes, "_perf", lambda: now[0])
+    monkeypatch.setattr(sync_passes, "_cpu", lambda: now[0])
     return now
 
 
@@ -57,7 +57,7 @@ def _pass(pw: sync_passes.PassWatch, clock: list[float], length: float, syncs: i
     clock[0] = t0 + length
     if pw.detector.active:
         pw.collector.between("eval", t0, length)
-    pw.closed("eval", length)
+    pw.closed("eval")
     pw.ended(3)
 
 
@@ -82,7 +82,7 @@ def test_a_watch_that_outruns_its_budget_sends_nothing(clock: list[float]) -> No
     clock[0] += sync_passes.ALLOW_S + 0.01
     pw.expired()  # the detector's deadline, met inside a torch call
     assert not det.active and not pw.watching and pw.dropped == 1
-    pw.closed("eval", 0.3)
+    pw.closed("eval")
     pw.ended(3)
     assert sent == []  # a part of a pass is no pass
     # spent: the next pass is drawn (the second is watched for sure) but has no room

@@ -366,7 +366,7 @@ def attach(state: Any, torch: Any) -> Collector | None:
         if detector.active:
             collector.between(kind, t0, length)
         try:
-            passes.closed(kind, length)
+            passes.closed(kind)
             passes.ended(max(0, last[0]))
         except Exception:
             state.internal_error("sync pass")

@@ -60,6 +60,7 @@ def make_detector(torch: Any, collector: Any, state: Any, real: Any = None) -> A
         return None
     Tensor = torch.Tensor
     perf = time.perf_counter
+    cpu = time.thread_time  # a pass watch's deadline: the training thread's own time
     masks = (torch.bool, torch.uint8)
     cache: dict[Any, Callable[..., str | None] | None] = {}
 
@@ -162,7 +163,7 @@ def make_detector(torch: Any, collector: Any, state: Any, real: Any = None) -> A
             self.marks = marks
             self.real: Any = None  # RealSyncs, armed for this sample (CUDA initialized)
             self.real_syncs = real
-            self.deadline = 0.0  # a pass's watch stops here (perf_counter; 0: none)
+            self.deadline = 0.0  # a pass's watch stops here (thread_time; 0: none)
             self.on_deadline: Callable[[], None] = self.stop  # sync_passes.PassWatch's
 
         def __torch_function__(
@@ -180,7 +181,7 @@ def make_detector(torch: Any, collector: Any, state: Any, real: Any = None) -> A
                 slot.depth += 1
             run = runner(func, sys._getframe(1))  # warnings read the job's line: call_site
             try:
-                if self.deadline and perf() > self.deadline:
+                if self.deadline and mine and cpu() > self.deadline:
                     try:
                         self.on_deadline()  # a pass's watch outran its budget: off now
                     except Exception:

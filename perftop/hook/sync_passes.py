@@ -22,6 +22,11 @@ known). A pass is drawn only while the budget has room for it (its predicted ext
 left stops there (``Detector.deadline``) and its syncs are dropped: a part of a pass is no
 pass. A long evaluation is then not watched at all, and shows no syncs between steps:
 absent, never guessed from a part.
+
+Lengths and the deadline are the training thread's CPU time (``time.thread_time``): the
+watch's cost is work on that thread, and a busy host's waits for a core are none of it
+(in wall time, the same first evaluation of a 2-core CI machine shared with two other
+jobs outran the budget, and no pass of the run was watched after).
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ ALLOW_S = 0.25  # what pass watches may cost a run at once (a short evaluation, 
 FRACTION = 0.002  # ... and this share of its time since the hook started
 SLOW = 2.0  # a watched pass's extra, in typical passes, where that is known
 
-_perf = time.perf_counter
+_cpu = time.thread_time  # called on the training thread only (the tracker's callbacks)
 
 
 class PassWatch:
@@ -58,7 +63,8 @@ class PassWatch:
         self.last_t0: float | None = None
         self.watching = False
         self.t_watch = 0.0  # when the watch began
-        self.start = _perf()
+        self.t_open: float | None = None  # when the pass now open began (None: none open)
+        self.start = _cpu()
         self.spent = 0.0  # the watches' extra time so far
         self.typical: float | None = None  # EMA of unwatched passes' lengths
         self.last_cost = 0.0  # the last watch's extra (a guess of the next one's)
@@ -80,12 +86,12 @@ class PassWatch:
             return
         self.last_t0 = t0
         self.n += 1
+        self.t_open = now = _cpu()
         det = self.detector
         if det.active or det.priming or not self.may():
             return  # a watched stretch holds it already, or no watch may start
         if self.draw(self.n) >= self.p(self.n):
             return
-        now = _perf()
         room = self.room(now)
         guess = SLOW * self.typical if self.typical is not None else self.last_cost
         if room <= 0.0 or guess > room:
@@ -95,9 +101,12 @@ class PassWatch:
         det.deadline = now + room
         self.watching, self.t_watch = True, now
 
-    def closed(self, kind: str, length: float) -> None:
+    def closed(self, kind: str) -> None:
         """A pass's interval was reported (every pass, watched or not)."""
-        if not self.watching and not self.detector.active and not kind.startswith("checkpoint"):
+        if kind.startswith("checkpoint") or self.t_open is None:
+            return
+        length, self.t_open = _cpu() - self.t_open, None
+        if not self.watching and not self.detector.active:
             t = self.typical
             self.typical = length if t is None else t + 0.2 * (length - t)
 
@@ -123,7 +132,7 @@ class PassWatch:
         det = self.detector
         det.deadline = 0.0
         det.stop()
-        length = _perf() - self.t_watch
+        length = _cpu() - self.t_watch
         t = self.typical
         self.last_cost = max(0.0, length - (t if t is not None else 0.0))
         self.spent += self.last_cost

@@ -7,16 +7,21 @@
   disabled reads each batch's loss (SITE eval_item, EVAL_BATCHES per pass): between steps.
 - A final evaluation after the last step (a test pass): its reads are between steps too,
   though no later step end comes to send them.
+
+``python sync_shapes.py [WAIT_S]``: each evaluation batch first waits ``WAIT_S`` off the CPU
+(a slow storage's read).
 """
 
 import os
 import sys
 import tempfile
+import time
 
 import numpy as np
 import torch
 
 STEPS, EVERY, EVAL_BATCHES = 30, 10, 4
+WAIT_S = float(sys.argv[1]) if len(sys.argv) > 1 else 0.0
 device = "cpu"
 torch.manual_seed(0)
 path = os.path.join(tempfile.mkdtemp(), "train.bin")
@@ -43,6 +48,7 @@ def evaluate():
     total = 0.0
     with torch.no_grad():
         for (xb,) in eval_loader:
+            time.sleep(WAIT_S)
             xb = xb.to(device)
             total += model(xb).logsumexp(-1).mean().item()  # SITE eval_item
     model.train()
