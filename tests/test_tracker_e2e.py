@@ -83,7 +83,9 @@ def test_evaluation_and_checkpoint_between_steps(tmp_path):
     assert between["eval"]["count"] == 3 and between["eval"]["total_s"] >= 0.6
     assert between["checkpoint"]["count"] == 3
     assert s["step_time_s"]["max"] < 0.1  # no step holds an evaluation pass
-    assert s["data_wait_fraction"] < 0.5
+    # The evaluation's 0.6 s as data wait would read above 0.95; the loader's own fetch of
+    # a batch against a step of under a ms is most of the rest (0.55 on a busy CI core)
+    assert s["data_wait_fraction"] < 0.85
 
 
 def test_compiled_and_plain_trackers_agree_on_a_real_training(tmp_path, monkeypatch):
