@@ -109,3 +109,32 @@ def test_a_long_evaluation_is_no_stalled_step(tmp_path):
     )  # fmt: skip
     res = run_accounting(spec, tmp_path)
     assert not res.failures, res.show()
+
+
+def _own(step_ms: list[float], passes: dict[int, float]) -> dict:
+    """A loop's own count as tests/zoo/render.py writes it: each iteration's start on the
+    thread's CPU clock, a pass (CPU seconds) after some iterations."""
+    starts, t = [], 0.0
+    for i, ms in enumerate(step_ms):
+        starts.append(t)
+        t += ms / 1e3 + passes.get(i, 0.0)
+    first = step_ms[0] / 1e3
+    rows = [[i, "eval", 9, s, 0.0, 0.0, s] for i, s in passes.items()]
+    return {"steps": len(step_ms), "wall_s": t, "cpu_s": t, "first_s": first,
+            "first_cpu_s": first, "passes": rows, "it_cpu": starts}  # fmt: skip
+
+
+def test_the_time_oracle_holds_a_cost_of_every_step_apart_from_a_few_watched_steps():
+    from tests.zoo.oracles import slower
+
+    plain = _own([20.0] + [1.2] * 119, {29: 0.004, 58: 0.004})
+    # five watched steps at 3x: 1.08x in all, the median iteration unchanged
+    watched = _own([20.0] + [3.6] * 5 + [1.2] * 114, {29: 0.005, 58: 0.005})
+    assert slower([plain], [watched]) is None
+    # every step 40% dearer: the median says so though the total alone would pass
+    dear = _own([20.0] + [1.68] * 119, {29: 0.004, 58: 0.004})
+    got = slower([plain], [dear])
+    assert got is not None and "median iteration's 1.68 ms, 1.20 ms plain (1.40x)" in got
+    # watched steps that cost the run 2x in all: the total says so
+    costly = _own([20.0] + [6.0] * 25 + [1.2] * 94, {29: 0.004, 58: 0.004})
+    assert "(1.84x), the median" in (slower([plain], [costly]) or "")

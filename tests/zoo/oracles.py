@@ -4,6 +4,7 @@ its failures as lines; none is a pass."""
 
 from __future__ import annotations
 
+from statistics import median
 from typing import Any
 
 from tests.zoo.parts import OPTIMIZED, Spec
@@ -22,12 +23,19 @@ ORACLES = {
     "between": "evaluations and checkpoints appear between steps, as many as the loop made",
     "one_site": "one site a sync line: a host copy's reads after .cpu() are no site",
     "between_syncs": "the exact mode counts each pass's syncs between steps, as the loop made them",
-    "wall_time": "after the first step, the steps' CPU time (the loop's thread) under "
-    "perftop within 1.3x the plain loop's and their wall time within 2x (steps of 1 ms or "
-    "more); the passes between steps, timed apart, within 3x",
+    "wall_time": "after the first step, the median iteration's CPU time (the loop's "
+    "thread; iterations with a pass or checkpoint aside) under perftop within 1.3x the plain "
+    "loop's, all the steps' CPU time within 1.6x and their wall time within 2x (steps of 1 "
+    "ms or more); the passes between steps, timed apart, within 3x",
 }
 MIN_CALLS = 8  # a rate is checked against ±25% only when the loop made this many calls
-SLOWDOWN = 1.3  # the training thread's CPU time: the hook's own work runs there
+SLOWDOWN = 1.3  # the median iteration's CPU time (the training thread's): a cost every
+# step pays shows here whatever else the run holds; the hook's own work runs there
+# All the steps' CPU time: besides, the sync detector's watched steps (the first three for
+# sure, then a chance of (3/i)²), a cost a run pays once: 1.12x of a 0.15 s loop of 120
+# steps on an idle machine, 1.36x (the best of 5 runs each) on a 2-core CI machine under
+# load, where its median iteration stays within SLOWDOWN
+TOTAL_SLOWDOWN = 1.6
 # Wall time: what the training thread waits for besides (a blocking hook would show here
 # alone), and what a busy host adds: on 2 cores shared with another test's job, its monitor
 # and this run's, the best of 5 runs of a 0.1 s loop read 1.59x with the CPU time 1.2x.
@@ -269,15 +277,41 @@ def slower(plain: list[dict[str, Any]], own: list[dict[str, Any]]) -> str | None
     ratio = o / p
     pc, oc = min(map(cpu_after_first, plain)), min(map(cpu_after_first, own))
     cpu = oc / pc if pc > 0 else 1.0
+    pm, om = _least(map(iteration_cpu, plain)), _least(map(iteration_cpu, own))
+    med = om / pm if om is not None and pm else 1.0
     pp, op = min(map(passes_s, plain)), min(map(passes_s, own))
     passes = op / pp if pp >= MIN_PASSES_S else 1.0
-    if cpu <= SLOWDOWN and ratio <= WALL_SLOWDOWN and passes <= PASS_SLOWDOWN:
+    if (
+        med <= SLOWDOWN
+        and cpu <= TOTAL_SLOWDOWN
+        and ratio <= WALL_SLOWDOWN
+        and passes <= PASS_SLOWDOWN
+    ):
         return None
+    each = f"{om * 1e3:.2f} ms, {pm * 1e3:.2f} ms plain" if om is not None and pm else "-"
     return (
         f"wall_time: the steps after the first {o:.3f} s under perftop, {p:.3f} s plain "
-        f"({ratio:.2f}x); their CPU time {oc:.3f} s, {pc:.3f} s plain ({cpu:.2f}x); the "
-        f"passes between them {op:.3f} s, {pp:.3f} s plain ({passes:.2f}x)"
+        f"({ratio:.2f}x); their CPU time {oc:.3f} s, {pc:.3f} s plain ({cpu:.2f}x), the "
+        f"median iteration's {each} ({med:.2f}x); the passes between them {op:.3f} s, "
+        f"{pp:.3f} s plain ({passes:.2f}x)"
     )
+
+
+def _least(xs: Any) -> float | None:
+    got = [x for x in xs if x is not None]
+    return min(got) if got else None
+
+
+def iteration_cpu(own: dict[str, Any]) -> float | None:
+    """The median CPU time of the loop's iterations after the first that hold no pass or
+    checkpoint (the last aside: a final pass may follow it), or None where the loop did not
+    time its iterations."""
+    starts = own.get("it_cpu")
+    if not starts or len(starts) < 3:
+        return None
+    busy = {p[0] for p in own.get("passes", [])} | {c[0] for c in own.get("checkpoints", [])}
+    xs = [b - a for i, (a, b) in enumerate(zip(starts, starts[1:])) if i and i not in busy]
+    return median(xs) if xs else None
 
 
 def passes_s(own: dict[str, Any]) -> float:

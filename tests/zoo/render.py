@@ -418,6 +418,7 @@ def render(spec: Spec) -> str:
     src.add('    own.setdefault("batch_waits", []).append([i, perf() - t])  # and its transform')
     src.add("    return xb, yb\n\n")
     src.add("T0 = perf()\nfor i in range(STEPS):")
+    src.add('own.setdefault("it_cpu", []).append(time.thread_time())  # each iteration\'s', 4)
     src.add("xb, yb = batch(i)", 4)
     pre = [s for s in spec.syncs if not s.after]
     body = UPDATE[spec.update].split("{pre}")
