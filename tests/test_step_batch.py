@@ -143,3 +143,20 @@ def test_a_collectors_model_of_hinted_sessions_folds_node_batches_the_same():
     assert whole.snapshot(window=None) == one.snapshot(window=None)
     assert whole.snapshot() == one.snapshot()
     assert [r.host for r in whole.snapshot().ranks] == ["n1", "n2"]
+
+
+def test_the_hints_look_at_the_jobs_end_however_soon_after_their_last_look():
+    """The job's exit is one more look for the rules, on the state it ended in (the hints a
+    run ended with left out its last steps where it ended under a look's period after the
+    previous look: an epoch's restart, and the evidence that named it)."""
+    events = list(read_events(RECORDING))
+    (exit_t,) = [e.t for e in events if type(e).__name__ == "JobExit"]
+    steps = [e for e in events if isinstance(e, Step)]
+    # every step ended before the exit: the last look must see them all
+    assert max(s.t1 for s in steps) < exit_t
+    hinter = Seen()
+    session = Session(hints=hinter)
+    session.apply_all(events)
+    last = hinter.seen[-1]
+    assert last.meta.ended and last.meta.now_t == session.last_t
+    assert last.steps.count == len(steps)

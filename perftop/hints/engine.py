@@ -107,7 +107,7 @@ class HintEngine:
     def update(self, snap: Snapshot) -> None:
         """Evaluate every rule on ``snap`` at its event time ``snap.meta.now_t``."""
         now = snap.meta.now_t
-        if now is None:
+        if now is None or self.frozen:
             return
         self.next_t = now + EVERY_S
         active = frozenset(k for k, s in self.states.items() if s.shown)

@@ -232,23 +232,27 @@ class _Iterators:
                 key = getattr(it, "_index_sampler", None)
                 number = _number(self.loaders, it if key is None else key, self.counter)
                 self.iters[it] = number
-                self.state.sender.put(_loader_info(self.state.sender.pid, it, number))
+                sender = self.state.sender
+                sender.put(_loader_info(sender.pid, sender.epoch_offset, it, number))
             return number
         except Exception:
             self.state.internal_error("DataLoader iterator")
             return None
 
 
-def _loader_info(pid: int, it: Any, number: int) -> LoaderInfo:
+def _loader_info(pid: int, offset: float, it: Any, number: int) -> LoaderInfo:
     """A loader's settings as its iterator holds them (torch's ``_BaseDataLoaderIter``):
     the batch size is its batch sampler's (a loader made with ``batch_size``, or one given
     its own batch sampler that has one), ``pin_memory`` whether batches are pinned (torch
-    pins only where an accelerator is available)."""
+    pins only where an accelerator is available). Its time is the steps' clock
+    (``perf_counter`` plus the sender's ``offset``): a start is placed among the steps to
+    the millisecond (``hints/restarts.py``: the step whose wait holds it ends about a
+    forward and a backward later), where a second clock could put it on the wrong side."""
     n = int(getattr(it, "_num_workers", 0) or 0)
     size = getattr(it._index_sampler, "batch_size", None) if it._auto_collation else None
     workers = getattr(it, "_workers", ()) or ()
     return LoaderInfo(
-        t=time.time(),
+        t=time.perf_counter() + offset,
         pid=pid,
         loader_id=number,
         num_workers=n,

@@ -321,10 +321,16 @@ class Session:
             t = getattr(ev, "t1", None)
         for fn in self._dispatch.get(type(ev), ()):
             fn(ev)
+        end = type(ev) is JobExit
         if t is not None and (self.last_t is None or t > self.last_t):
             self.last_t = t
-            if self.hints.due(t):
+            if self.hints.due(t) and not end:
                 self.hints.update(self._snapshot(t, LIVE_WINDOW))
+        if end:
+            # The rules look once more at the job's end, however soon after their last look:
+            # the last steps (an epoch's restart, its wait seconds long) were left out of
+            # the hints the run ended with where it ended under EVERY_S after that look.
+            self.hints.update(self._snapshot(self.last_t, LIVE_WINDOW))
 
     def _apply_batch(self, batch: StepBatch) -> None:
         """A frame of steps folded whole, to the same state as :meth:`apply` of each step:
