@@ -34,7 +34,7 @@ class Detector:
 
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    now = [100.0]
+    now = [0.0]  # the training thread's CPU clock, from the thread's start
     monkeypatch.setattr(sync_passes, "_cpu", lambda: now[0])
     return now
 

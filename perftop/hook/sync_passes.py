@@ -15,7 +15,7 @@ mean over the passes watched whole, as it was.
 
 What it may cost. A watched pass runs slower (every torch call through the mode: a graph
 network's evaluation took 2.7 times as long), so pass watches have a budget of their own:
-``ALLOW_S`` plus ``FRACTION`` of the time since the hook started, spent by each watch's
+``ALLOW_S`` plus ``FRACTION`` of the training thread's time so far, spent by each watch's
 extra time (its length less the typical unwatched pass's, or all of it while none is
 known). A pass is drawn only while the budget has room for it (its predicted extra:
 ``SLOW`` times the typical pass, or the last watch's extra); a watch that outruns what is
@@ -38,7 +38,7 @@ from typing import Any
 EARLY = 2  # passes watched for sure (budget allowing)
 SALT = 3  # the passes' draws (``sync.unit``'s salt), apart from the steps' (1 and 2)
 ALLOW_S = 0.25  # what pass watches may cost a run at once (a short evaluation, whole) ...
-FRACTION = 0.002  # ... and this share of its time since the hook started
+FRACTION = 0.002  # ... and this share of the training thread's CPU time so far
 SLOW = 2.0  # a watched pass's extra, in typical passes, where that is known
 
 _cpu = time.thread_time  # called on the training thread only (the tracker's callbacks)
@@ -64,7 +64,6 @@ class PassWatch:
         self.watching = False
         self.t_watch = 0.0  # when the watch began
         self.t_open: float | None = None  # when the pass now open began (None: none open)
-        self.start = _cpu()
         self.spent = 0.0  # the watches' extra time so far
         self.typical: float | None = None  # EMA of unwatched passes' lengths
         self.last_cost = 0.0  # the last watch's extra (a guess of the next one's)
@@ -77,7 +76,7 @@ class PassWatch:
 
     def room(self, now: float) -> float:
         """What watches may still cost now."""
-        return ALLOW_S + FRACTION * (now - self.start) - self.spent
+        return ALLOW_S + FRACTION * now - self.spent  # ``now``: that thread's CPU clock
 
     def opened(self, kind: str, t0: float) -> None:
         """A pass began at ``t0`` (the tracker's ``on_open``; a rollout is the same pass
