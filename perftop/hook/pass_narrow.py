@@ -46,19 +46,18 @@ class Narrow:
         self.module: Any = None  # the top-level module whose call runs narrowed
         self.stale: Any = None  # a module still holding the key (its call returned)
 
-    def enter(self, module: Any) -> bool:
+    def enter(self, module: Any) -> None:
         """A top-level forward call of the pass began (its global pre-hook): narrowed
-        until it returns. False where that module's tables are not torch's dicts."""
+        until it returns; left as it is where that module's tables are not torch's dicts."""
         self.clean()
         hooks = getattr(module, "_forward_hooks", None)
         always = getattr(module, "_forward_hooks_always_called", None)
         if not isinstance(hooks, dict) or not isinstance(always, dict) or MODULE_KEY in hooks:
-            return False
+            return
         hooks[MODULE_KEY] = self.returned
         always[MODULE_KEY] = True
         self.module = module
         self.lift()
-        return True
 
     def returned(self, module: Any, args: Any, out: Any) -> None:
         """The module's own forward hook: its call returned (or raised)."""
