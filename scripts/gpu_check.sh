@@ -3,6 +3,8 @@
 # (real CUDA) and the CUDA-side tests of the suite, then prints a short summary table.
 # Op capture (issue 31): tests/gpu/test_capture_cuda.py runs `perftop trace` on a CUDA MLP;
 # its top forward/backward ops must be matmuls whose kernels fit in the step's GPU time.
+# NCCL (issue 46): tests/gpu/test_cuda.py runs a one-rank NCCL DDP job; its collectives must
+# come from NCCL's own flight recorder, each once, the metric's at the user's line.
 # Usage: scripts/gpu_check.sh [PYTHON]   (default: python3 on PATH)
 set -u
 cd "$(dirname "$0")/.."

@@ -205,6 +205,11 @@ def test_the_recorder_is_asked_for_only_in_a_job_with_ranks():
     own = {"WORLD_SIZE": "4", ENV_BUFFER: "0"}  # the job's own setting stays
     prepare_env(own)
     assert own[ENV_BUFFER] == "0"
+    # its older name too: torch reads TORCH_FR_BUFFER_SIZE first, so setting it would
+    # override the job's own ring (here: off)
+    old = {"WORLD_SIZE": "4", "TORCH_NCCL_TRACE_BUFFER_SIZE": "0"}
+    prepare_env(old)
+    assert old == {"WORLD_SIZE": "4", "TORCH_NCCL_TRACE_BUFFER_SIZE": "0"}
     off = {"WORLD_SIZE": "4", "PERFTOP_COMM": "0"}
     prepare_env(off)
     assert ENV_BUFFER not in off

@@ -3,7 +3,9 @@
 torch's flight recorder keeps a ring of the collectives each process entered: process
 group, sequence id, op, sizes, and the system clock's time it was created (torch 2.13
 keeps it for gloo too, once ``TORCH_FR_BUFFER_SIZE`` is set before the first process group
-is made). Nothing here wraps a ``torch.distributed`` function or registers a comm hook:
+is made). torch 2.13 keeps NCCL's collectives in a ring of their own, read with
+``_dump_nccl_trace`` where the build has it (a CUDA build): both rings are read, each
+record once. Nothing here wraps a ``torch.distributed`` function or registers a comm hook:
 the sender's thread (never the training thread) reads the ring twice a second, once the
 job has initialized ``torch.distributed``, and sends the records it had not seen. A
 single-process job never initializes it, so it pays one ``sys.modules`` lookup per wake.
@@ -26,6 +28,9 @@ from perftop.hook.coll_origin import origin
 
 ENV_OFF = "PERFTOP_COMM"
 ENV_BUFFER = "TORCH_FR_BUFFER_SIZE"
+# Its older name, which torch still reads (TORCH_FR_BUFFER_SIZE wins where both are set): a
+# job that set it has chosen its ring, and perftop must not override that choice.
+ENV_BUFFER_OLD = "TORCH_NCCL_TRACE_BUFFER_SIZE"
 # The ring perftop asks for when the job did not set one. A read's cost grows faster than
 # the ring (benchmarks/comm_recorder.py: 64 entries under 1 ms, 512 entries 15-60 ms on a
 # loaded 2-core machine), and two reads a second must see every record: 256.
@@ -47,7 +52,7 @@ def prepare_env(environ: Any = os.environ, argv: Any = None) -> None:
     before the process starts) or by being a Ray worker process: Ray Train sets
     ``WORLD_SIZE`` in a worker that has long imported torch, just before its first process
     group, and the recorder reads its size there, at its first group."""
-    if not enabled(environ) or ENV_BUFFER in environ:
+    if not enabled(environ) or ENV_BUFFER in environ or ENV_BUFFER_OLD in environ:
         return
     try:
         world = int(environ.get("WORLD_SIZE", "1"))
@@ -64,6 +69,17 @@ def ray_worker(argv: Any) -> bool:
         return str(argv[0]).replace(os.sep, "/").endswith("ray/_private/workers/default_worker.py")
     except (IndexError, TypeError):
         return False
+
+
+def buffer_size(environ: Any = os.environ) -> int:
+    """The recorder's ring as torch reads it: the new name first, then the old one."""
+    for name in (ENV_BUFFER, ENV_BUFFER_OLD):
+        if name in environ:
+            try:
+                return int(environ[name] or 0)
+            except ValueError:
+                return 0
+    return 0
 
 
 def nbytes(sizes: Any, dtypes: Any) -> int:
@@ -86,6 +102,18 @@ def user_line(thread_id: int) -> str:
     return "" if f is None else f"{f.f_code.co_filename}:{f.f_lineno} {f.f_code.co_name}"
 
 
+class Ring:
+    """One recorder's ring as this process reads it: c10d keeps one for gloo (and any
+    backend on CPU events) and, in a CUDA build, NCCL's own; their record ids are their own."""
+
+    __slots__ = ("name", "read", "last_id", "lost")
+
+    def __init__(self, name: str, read: Any) -> None:
+        self.name, self.read = name, read
+        self.last_id = -1  # the newest record id sent
+        self.lost = 0
+
+
 class CommPoller:
     """Called on every wake of the sender's thread (``Sender.pollers``)."""
 
@@ -93,11 +121,9 @@ class CommPoller:
         self.state = state
         self.pid = os.getpid()
         self.next_t = 0.0
-        self.last_id = -1  # the newest record id sent
-        self.lost = 0
-        self.dump: Any = None
+        self.rings: list[Ring] | None = None
         self.off = not enabled()
-        self.reported: dict[int, float] = {}  # record id -> when its wait was last sent
+        self.reported: dict[tuple[str, int], float] = {}  # (ring, id) -> its wait's last send
 
     def __call__(self, final: bool = False) -> None:
         if self.off or os.getpid() != self.pid:  # a forked DataLoader worker: not a rank
@@ -106,90 +132,117 @@ class CommPoller:
         if now < self.next_t and not final:
             return
         self.next_t = now + POLL_S
-        if self.dump is None:
+        if self.rings is None:
             dist = sys.modules.get("torch.distributed")
             if dist is None or not dist.is_available():
                 return
-            if not dist.is_initialized() and not (final and os.environ.get(ENV_BUFFER)):
+            if not dist.is_initialized() and not (final and buffer_size() > 0):
                 return  # at exit, a group made and destroyed already is read once
             self._start()
-            if self.dump is None:
+            if self.rings is None:
                 return
-        try:
-            data = self.dump()
-        except Exception:
-            self.state.internal_error("collectives")
-            self.off = True
-            return
-        self._send(data.get("entries") or ())
+        dumps = []
+        for ring in self.rings:
+            try:
+                dumps.append((ring, ring.read().get("entries") or ()))
+            except Exception:
+                self.state.internal_error(f"collectives ({ring.name})")
+                self.off = True
+                return
+        self._send(dumps)
 
     def _start(self) -> None:
         self.off = True
         put = self.state.sender.put
-        try:
-            size = int(os.environ.get(ENV_BUFFER, "0") or 0)
-        except ValueError:
-            size = 0
+        size = buffer_size()
         c10d = getattr(getattr(sys.modules.get("torch"), "_C", None), "_distributed_c10d", None)
-        fn = _reader(c10d)
+        rings = [Ring(name, read) for name, read in _readers(c10d)]
         why = ""
-        if fn is None:
-            why = "this torch has no flight recorder dump (_dump_fr_trace_json)"
+        if not rings:
+            why = "this torch has no flight recorder dump (_dump_fr_trace)"
         elif size <= 0:
             why = f"{ENV_BUFFER} is not set in the job (or is 0): the recorder keeps nothing"
         put(CollInfo(time.time(), self.pid, size if not why else 0, why))
         if not why:
-            self.dump, self.off = fn, False
+            self.rings, self.off = rings, False
 
-    def _send(self, entries: Any) -> None:
+    def _send(self, dumps: list[tuple[Ring, Any]]) -> None:
         train = getattr(self.state.tracker, "thread", 0)
         records: list[tuple[Any, ...]] = []
         now = time.time()
-        pending: set[int] = set()
-        for e in entries:
-            rid = int(e.get("record_id", -1))
-            created = int(e.get("time_created_ns", 0)) / 1e9
-            pg = e.get("process_group") or ("", "")
-            pgname = str(pg[1] or pg[0]) if len(pg) > 1 else str(pg[0])
-            op = str(e.get("profiling_name", "")).rsplit(":", 1)[-1]
-            seq = int(e.get("collective_seq_id", 0))
-            if e.get("is_p2p"):
-                seq = -int(e.get("p2p_seq_id", 0))
-            sizes = json.dumps(e.get("input_sizes") or [], separators=(",", ":"))[:200]
-            try:
-                tid = int(e.get("thread_id", 0))
-            except ValueError:
-                tid = 0
-            if rid > self.last_id:
-                if self.last_id >= 0 and not records and rid > self.last_id + 1:
-                    self.lost += rid - self.last_id - 1
-                b = nbytes(e.get("input_sizes"), e.get("input_dtypes"))
+        pending: set[tuple[str, int]] = set()
+        seen: set[tuple[Any, ...]] = set()  # a torch whose rings are one: each record once
+        for ring, entries in dumps:
+            first = True
+            for e in entries:
+                rid = int(e.get("record_id", -1))
+                created = int(e.get("time_created_ns", 0)) / 1e9
+                pg = e.get("process_group") or ("", "")
+                pgname = str(pg[1] or pg[0]) if len(pg) > 1 else str(pg[0])
+                op = str(e.get("profiling_name", "")).rsplit(":", 1)[-1]
+                seq = int(e.get("collective_seq_id", 0))
+                if e.get("is_p2p"):
+                    seq = -int(e.get("p2p_seq_id", 0))
+                key = (pgname, seq, op, e.get("time_created_ns"))
+                if key in seen:
+                    ring.last_id = max(ring.last_id, rid)
+                    continue
+                seen.add(key)
                 try:
-                    call, phase, line = origin(e.get("frames"))
-                except Exception:  # a stack of an unexpected shape: no origin, the record stays
-                    call = phase = line = ""
-                records.append((pgname, seq, op, b, sizes, round(created, 6), int(tid == train),
-                                call, phase, line))  # fmt: skip
-                self.last_id = rid
-            if not e.get("retired", True) and now - created >= WAIT_REPORT_S:
-                pending.add(rid)
-                if now - self.reported.get(rid, 0.0) >= WAIT_REPORT_S:
-                    self.reported[rid] = now
-                    w = CollWaiting(now, self.pid, pgname, seq, op, sizes, round(created, 6),
-                                    round(now - created, 3), user_line(tid))  # fmt: skip
-                    self.state.sender.put(w, urgent=True)
+                    tid = int(e.get("thread_id", 0))
+                except ValueError:
+                    tid = 0
+                if rid > ring.last_id:
+                    if ring.last_id >= 0 and first and rid > ring.last_id + 1:
+                        ring.lost += rid - ring.last_id - 1
+                    first = False
+                    records.append(self._record(e, pgname, seq, op, created, tid == train))
+                    ring.last_id = rid
+                if not e.get("retired", True) and now - created >= WAIT_REPORT_S:
+                    pending.add((ring.name, rid))
+                    if now - self.reported.get((ring.name, rid), 0.0) >= WAIT_REPORT_S:
+                        self.reported[(ring.name, rid)] = now
+                        sizes = json.dumps(e.get("input_sizes") or [], separators=(",", ":"))
+                        w = CollWaiting(now, self.pid, pgname, seq, op, sizes[:200],
+                                        round(created, 6), round(now - created, 3),
+                                        user_line(tid))  # fmt: skip
+                        self.state.sender.put(w, urgent=True)
         self.reported = {k: v for k, v in self.reported.items() if k in pending}
         if records:
-            self.state.sender.put(CollBatch(now, self.pid, tuple(records), self.lost))
+            lost = sum(r.lost for r in self.rings or ())
+            self.state.sender.put(CollBatch(now, self.pid, tuple(records), lost))
+
+    @staticmethod
+    def _record(e: Any, pg: str, seq: int, op: str, created: float, train: bool) -> Any:
+        sizes = json.dumps(e.get("input_sizes") or [], separators=(",", ":"))[:200]
+        b = nbytes(e.get("input_sizes"), e.get("input_dtypes"))
+        try:
+            call, phase, line = origin(e.get("frames"))
+        except Exception:  # a stack of an unexpected shape: no origin, the record stays
+            call = phase = line = ""
+        return (pg, seq, op, b, sizes, round(created, 6), int(train), call, phase, line)
 
 
-def _reader(c10d: Any) -> Any:
-    """A call that reads the recorder's ring as a dict: torch's pickled dump with the
+def _readers(c10d: Any) -> list[tuple[str, Any]]:
+    """The recorder's rings this torch can read, each as a call giving a dict: c10d's
+    own (``_dump_fr_trace``: gloo) and, in a CUDA build, NCCL's (``_dump_nccl_trace``),
+    which torch 2.13 keeps apart. A torch whose two names read one ring gives each record
+    twice: ``CommPoller._send`` keeps one."""
+    out = []
+    for name, base in (("fr", "_dump_fr_trace"), ("nccl", "_dump_nccl_trace")):
+        read = _reader(c10d, base)
+        if read is not None:
+            out.append((name, read))
+    return out
+
+
+def _reader(c10d: Any, base: str = "_dump_fr_trace") -> Any:
+    """A call that reads one ring as a dict: torch's pickled dump (``base``) with the
     Python stacks it kept (where each collective came from: :mod:`coll_origin`), else its
-    JSON dump; None where this torch has neither. A dump with stacks that fails is made
-    without them from then on. The pickle is torch's own, made in this process from its
-    own memory."""
-    pickled = getattr(c10d, "_dump_fr_trace", None)
+    JSON dump (``base + "_json"``); None where this torch has neither. A dump with stacks
+    that fails is made without them from then on. The pickle is torch's own, made in this
+    process from its own memory."""
+    pickled = getattr(c10d, base, None)
     if pickled is not None:
         import pickle
 
@@ -205,7 +258,7 @@ def _reader(c10d: Any) -> Any:
                 return pickle.loads(pickled(True, False, False))
 
         return read
-    dumped = getattr(c10d, "_dump_fr_trace_json", None)
+    dumped = getattr(c10d, base + "_json", None)
     if dumped is not None:
         return lambda: json.loads(dumped(True, False))
     return None

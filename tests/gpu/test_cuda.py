@@ -150,3 +150,30 @@ def test_demo_on_cuda(tmp_path):
     report = build_report(session_from_file(str(rec)).snapshot(window=None))
     assert report["steps"]["count"] >= 50
     assert report["gpus"], report["gpu_note"]
+
+
+def test_nccl_collectives_are_read(tmp_path):
+    """NCCL keeps its collectives in a flight recorder of its own (``_dump_nccl_trace``):
+    the rank's DDP all-reduces and its metric all-reduces are in its collectives, each
+    counted once, at the user's line."""
+    if not torch_has_nccl():
+        pytest.skip("this torch build has no NCCL")
+    script = str(HERE / "nccl_steps.py")
+    report, result = perftop(tmp_path, sys.executable, script, "20",
+                             env={"TORCH_FR_BUFFER_SIZE": "256"})  # fmt: skip
+    assert result == {"steps": 20, "metric_all_reduces": 20}
+    assert report["steps"]["count"] == 20
+    (rank,) = report["ranks"]
+    ops = {(c["pg"], c["op"]): c for c in rank["collectives"]}
+    reduce = ops[("default_pg", "all_reduce")]
+    # the metric's, and DDP's one bucket a step where a world of one still reduces
+    assert 20 <= reduce["count"] <= 2 * 20 + 2, ops
+    metric = [s for s in reduce["sites"] if s["call"] == "all_reduce"
+              and s["line"].split(":")[0].endswith("nccl_steps.py")]  # fmt: skip
+    assert sum(s["count"] for s in metric) == 20, reduce["sites"]
+
+
+def torch_has_nccl() -> bool:
+    import torch.distributed as dist
+
+    return bool(dist.is_available() and dist.is_nccl_available())
