@@ -25,7 +25,7 @@ def test_workers_run_no_sender_thread_and_their_reports_all_arrive(tmp_path):
             stats.setdefault(ev.pid, []).append(ev)
     assert set(stats) == set(made)
     for pid, evs in stats.items():
-        # ~1 s of batches, a report every 0.25 s as it makes them, the last at its exit
+        # ~1 s of batches, a report every 0.5 s as it makes them, the last at its exit
         assert len(evs) >= 3, [(e.t, e.batches) for e in evs]
         assert evs[-1].final and evs[-1].batches == made[pid], (evs[-1], made)
         assert [e.batches for e in evs] == sorted(e.batches for e in evs)

@@ -23,7 +23,7 @@ from typing import Any
 from perftop.events import WorkerStats
 from perftop.hook.state import HookState
 
-REPORT_EVERY_S = 0.25
+REPORT_EVERY_S = 0.5  # the TUI redraws every 0.5 s; a report is a wake-up of the monitor
 BYTES_DEPTH = 3  # how deep batch_bytes looks into nested tuples, lists and dicts
 BYTES_ITEMS = 64  # and how many items of each container it looks at
 
