@@ -367,3 +367,22 @@ async def test_header_names_a_process_cut_short_once_the_job_ended() -> None:
         assert "pid 42  cut short (last steps missing)" in header, header
     async with showing(closing_session(True, close=True)) as (app, pilot):
         assert "cut short" not in text_of(app.query_one(HeaderBar))
+
+
+@aio
+async def test_the_header_counts_the_workers_running_now() -> None:
+    """A loader without persistent workers starts new ones each epoch; the old ones stay
+    in the Processes table a few seconds, struck through. The header counts the running
+    ones while the job runs (it counted both: "+8 workers" for 2 loaders of 2), and every
+    worker shown once the job ended."""
+    snap = snapshot()
+    gone = set(WORKERS[:2])
+    procs = tuple(dataclasses.replace(p, alive=p.pid not in gone) for p in snap.processes)
+    running = dataclasses.replace(snap, processes=procs)
+    async with showing(running) as (app, _pilot):
+        header = text_of(app.query_one(HeaderBar))
+        assert f"+{len(WORKERS) - 2} workers" in header, header
+        assert app.query_one(ProcessesPanel).table.row_count == 1 + len(WORKERS)
+    ended = dataclasses.replace(running, meta=dataclasses.replace(snap.meta, exit_code=0))
+    async with showing(ended) as (app, _pilot):
+        assert f"+{len(WORKERS)} workers" in text_of(app.query_one(HeaderBar))
