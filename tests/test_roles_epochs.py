@@ -43,3 +43,37 @@ def test_a_worker_of_a_second_loader_is_named_with_its_loader_in_the_report() ->
     lines = processes_table(rows).splitlines()
     worker = lines[0].split().index("worker")
     assert [ln.split()[worker] for ln in lines[1:]] == ["0", "1·L1", "-"], lines
+
+
+def test_workers_that_exited_a_while_ago_leave_the_live_view(tmp_path: Path) -> None:
+    """An evaluation loader made anew for each evaluation (the HF Trainer's) has workers of
+    its own each time, and each loader kept its workers' roles: every evaluation added two
+    rows of N/A to the Processes panel for the rest of the run (and "+N workers" to the
+    header). In a live snapshot (the TUI's, a replay's) a worker whose last report (its
+    exit) is over ``GONE_SHOWN_S`` old has no role; the whole run's keeps them all."""
+    from perftop.events import WorkerStats
+    from perftop.model import Session
+    from perftop.model.workers import GONE_SHOWN_S
+    from perftop.recording import read_events
+
+    proc, report = run_and_report(tmp_path, sys.executable, str(WORKLOADS / "epochs_train.py"),
+                                  "5", "160", "fresh-eval")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    events = list(read_events(tmp_path / "r.perftop"))
+    last: dict[int, WorkerStats] = {}
+    for ev in events:
+        if isinstance(ev, WorkerStats):
+            last[ev.pid] = ev
+    assert len(last) == 20 and all(w.final for w in last.values()), last  # 4 an epoch, 5 epochs
+    # Gone 5 s after its exit, as the workers' reports or the probe's last sight of it
+    # (a tick, or more on a loaded host, before) have it: 2 s either side are left open.
+    end = max(w.t for w in last.values())
+    old = {pid for pid, w in last.items() if w.t < end - GONE_SHOWN_S - 2.0}
+    recent = {pid for pid, w in last.items() if w.t > end - GONE_SHOWN_S + 2.0}
+    assert old and recent, (end, sorted((w.t, w.pid) for w in last.values()))
+    s = Session()
+    s.apply_all(events)
+    live = {r.pid for r in s.snapshot().roles if r.role == "worker"}
+    assert not live & old and recent <= live, (live, old, recent)
+    assert {r.pid for r in s.snapshot(window=None).roles if r.role == "worker"} == set(last)
+    assert sum(p["role"] == "worker" for p in report["processes"]) == 20

@@ -154,7 +154,9 @@ class ProcessesReducer:
         # and go); once nothing runs any more, the last ones seen keep their figures.
         if window is not None and self.last_live_t is not None:
             cutoff = self.last_live_t - GONE_SHOWN_S
-            rows = [r for r in rows if r.alive or self.procs[r.pid].last_t >= cutoff]
+            gone = {r.pid for r in rows if not r.alive and self.procs[r.pid].last_t < cutoff}
+            parts.setdefault("gone", set()).update(gone)  # their roles leave with them
+            rows = [r for r in rows if r.pid not in gone]
         parts["processes"] = tuple(rows)
 
 

@@ -28,6 +28,7 @@ def assign_roles(
     observed: dict[int, str] | None = None,
     workers: Iterable[WorkerRow] = (),
     worker_loader: dict[int, int] | None = None,
+    gone: set[int] | None = None,
 ) -> tuple[ProcessRole, ...]:
     """Roles for every pid we know of, trainers first, then workers, then the rest.
 
@@ -38,14 +39,20 @@ def assign_roles(
     mode: the root is ``main``, a process inside DataLoader's worker loop is ``worker``).
     ``workers`` are the workers' own reports: they keep the workers of earlier epochs (whose
     loader has since started new ones) workers, and ``worker_loader`` (worker pid to loader
-    id, from every report of each loader) keeps their loader.
+    id, from every report of each loader) keeps their loader. ``gone`` (live snapshots
+    only) are pids that exited a while ago: their workers leave the live view, as their
+    probe rows do (a loader without persistent workers has new ones each epoch, an
+    evaluation loader each evaluation: kept, they piled up as rows of N/A).
     """
+    gone = gone or set()
     roles: dict[int, ProcessRole] = {}
     for t in trainers:
         role: Role = "rank" if t.rank is not None and (t.world_size or 0) > 1 else "main"
         roles[t.pid] = ProcessRole(t.pid, role, rank=t.rank, parent_pid=t.ppid)
     for ld in loaders:
         for worker_id, pid in ld.workers:
+            if pid in gone:
+                continue
             if pid not in roles or roles[pid].role == "worker":
                 roles[pid] = ProcessRole(
                     pid,
@@ -56,7 +63,7 @@ def assign_roles(
                     parent_pid=ld.pid,
                 )
     for w in workers:
-        if w.pid not in roles:
+        if w.pid not in roles and w.pid not in gone:
             roles[w.pid] = ProcessRole(
                 w.pid, "worker", rank=_rank(roles, w.ppid), worker_id=w.worker_id,
                 loader_id=(worker_loader or {}).get(w.pid), parent_pid=w.ppid,

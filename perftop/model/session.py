@@ -379,6 +379,7 @@ class Session:
             parts.pop("observed_roles", None),
             parts.get("workers", ()),
             parts.pop("worker_loader", None),
+            parts.pop("gone", None),
         )
         parts["events"] = self.events
         return Snapshot(**parts)

@@ -114,6 +114,8 @@ class WorkersReducer:
         rows = [w.row() for w in self.workers.values()]
         if window is not None and self.last_t is not None:
             cutoff = self.last_t - GONE_SHOWN_S
-            rows = [r for r in rows if not r.exited or r.last_t >= cutoff]
+            gone = {r.pid for r in rows if r.exited and r.last_t < cutoff}
+            parts.setdefault("gone", set()).update(gone)
+            rows = [r for r in rows if r.pid not in gone]
         rows.sort(key=lambda r: (r.ppid, r.start_t, r.worker_id))
         parts["workers"] = tuple(rows)

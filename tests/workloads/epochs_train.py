@@ -1,5 +1,7 @@
 """Epochs of CPU training with non-persistent DataLoader workers (new pids every epoch),
-an evaluation pass and a checkpoint between epochs: ``epochs_train.py EPOCHS STEPS``."""
+an evaluation pass and a checkpoint between epochs: ``epochs_train.py EPOCHS STEPS
+[fresh-eval]``; with ``fresh-eval`` each evaluation makes a new loader with 2 workers of
+its own, as the HF Trainer's ``get_eval_dataloader()`` does."""
 
 import io
 import sys
@@ -10,6 +12,7 @@ from torch.utils.data import DataLoader, Dataset
 
 EPOCHS = int(sys.argv[1]) if len(sys.argv) > 1 else 3
 STEPS = int(sys.argv[2]) if len(sys.argv) > 2 else 20
+FRESH_EVAL = sys.argv[3:] == ["fresh-eval"]
 
 
 class Slow(Dataset):
@@ -37,6 +40,8 @@ if __name__ == "__main__":
             loss.backward()
             opt.step()
             time.sleep(0.01)  # the model's own compute
+        if FRESH_EVAL:
+            val = DataLoader(Slow(5), batch_size=4, num_workers=2)
         with torch.no_grad():
             for x, _y in val:
                 model(x)

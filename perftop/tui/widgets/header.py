@@ -97,7 +97,10 @@ class HeaderBar(QuietStatic):
         # a few seconds (struck through), and a loader without persistent workers starts
         # new ones each epoch, which counted twice here.
         gone = (
-            {(p.host, p.pid) for p in snap.processes if not p.alive} if m.exit_code is None else ()
+            {(p.host, p.pid) for p in snap.processes if not p.alive}
+            | {("", w.pid) for w in snap.workers if w.exited}
+            if m.exit_code is None
+            else set()
         )
         workers = sum(1 for r in snap.roles if r.role == "worker" and (r.host, r.pid) not in gone)
         if workers:
