@@ -386,3 +386,25 @@ async def test_the_header_counts_the_workers_running_now() -> None:
     ended = dataclasses.replace(running, meta=dataclasses.replace(snap.meta, exit_code=0))
     async with showing(ended) as (app, _pilot):
         assert f"+{len(WORKERS)} workers" in text_of(app.query_one(HeaderBar))
+
+
+@aio
+async def test_a_worker_that_exited_before_any_probe_tick_is_struck_through() -> None:
+    """An evaluation loader's workers can live a fraction of a second: no probe tick sees
+    them, and their rows read N/A as if their first sample were to come. Their own last
+    report says they exited: struck through, and not counted as running."""
+    from perftop.model.workers import WorkerRow
+    from perftop.tui.widgets.processes import table_rows
+
+    snap = snapshot()
+    quick = WORKERS[-1]
+    t = snap.meta.now_t or 0.0
+    row = WorkerRow(quick, MAIN, len(WORKERS) - 1, len(WORKERS), t - 0.4, t - 0.1, True, 2,
+                    0.2, 0.1)  # fmt: skip
+    snap = dataclasses.replace(snap, workers=(*snap.workers, row),
+                               processes=tuple(p for p in snap.processes if p.pid != quick))  # fmt: skip
+    rows = table_rows(snap)
+    assert "strike" in rows[str(quick)][0].style and "strike" not in rows[str(WORKERS[0])][0].style
+    assert rows[str(quick)][2].value is None  # its CPU: never measured
+    async with showing(snap) as (app, _pilot):
+        assert f"+{len(WORKERS) - 1} workers" in text_of(app.query_one(HeaderBar))
