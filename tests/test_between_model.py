@@ -62,6 +62,21 @@ def test_the_panel_names_the_kind_that_took_longest_first():
     assert line.endswith("eval 3.00s (2×), checkpoint 500ms (1×)")
 
 
+def test_a_narrow_panel_keeps_every_kinds_figures_before_the_names():
+    """An HF Trainer's evaluations are named by ``compute_loss (trainer.py:2172)``: at
+    160x48 the Steps panel's 78 columns cut the checkpoints' figures off. Where the line
+    is wider than the panel, the names follow all the figures."""
+    s = _session()
+    s.apply(Between(7, "eval", 200.0, 4.0, site="compute_loss (trainer.py:2172)"))
+    wide = between_line(s.snapshot(window=None).between, 200).plain
+    assert wide == ("◆between steps: eval 7.00s (3×) in compute_loss (trainer.py:2172), "
+                    "checkpoint 500ms (1×)")  # fmt: skip
+    narrow = between_line(s.snapshot(window=None).between, 78).plain
+    assert narrow == ("◆between steps: eval 7.00s (3×), checkpoint 500ms (1×) · eval in "
+                      "compute_loss (trainer.py:2172)")  # fmt: skip
+    assert narrow.index("checkpoint 500ms") < 78
+
+
 def test_a_pass_named_by_the_jobs_code_reaches_the_panel_visibly():
     """A function or file name is the job's: a control character in it is written
     visibly (``^[``), never sent to the terminal."""

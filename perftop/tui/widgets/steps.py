@@ -136,22 +136,36 @@ def legend(s: StepStats, gaps: bool = False) -> Text:
 SITE_W = 48  # a pass's function, as much of it as the line shows
 
 
-def between_line(rows: tuple[BetweenRow, ...]) -> Text:
+def between_line(rows: tuple[BetweenRow, ...], width: int | None = None) -> Text:
     """Time outside training steps, by kind: ``between steps: eval 12.3s (4×), …``. The
     kind that took the most time first, so a narrow panel cuts the least of it (SAC's
-    rollouts, named, after a one-off evaluation of 1 ms); saves overlapping steps last."""
+    rollouts, named, after a one-off evaluation of 1 ms); saves overlapping steps last.
+    Each kind's function follows its figures; where that is wider than ``width``, the
+    functions follow all the figures (an HF Trainer's evaluation, named by a long
+    function, cut its checkpoints' figures off)."""
+    ordered = sorted(rows, key=lambda r: (r.kind == OVERLAPPED, -r.total_s))
+    t = _between(ordered, names_last=False)
+    if width is not None and t.cell_len > width:
+        t = _between(ordered, names_last=True)
+    return t
+
+
+def _between(ordered: list[BetweenRow], names_last: bool) -> Text:
     t = Text()
     t.append(GAP_MARK, style=GAP_STYLE)
     t.append("between steps: ", style="dim")
-    ordered = sorted(rows, key=lambda r: (r.kind == OVERLAPPED, -r.total_s))
     for i, r in enumerate(ordered):
         if i:
             t.append(", ")
         t.append("checkpoint overlapping steps " if r.kind == OVERLAPPED else f"{r.kind} ")
         t.append(fmt.secs(r.total_s), style="bold")
         t.append(f" ({r.count}×)", style="dim")
-        if r.site:  # the user's function that made the pass's forward calls (the job's)
+        if r.site and not names_last:  # the user's function that made the pass's calls
             t.append(f" in {visible_line(r.site)[:SITE_W]}", style="dim")
+    if names_last:
+        for r in ordered:
+            if r.site:
+                t.append(f" · {r.kind} in {visible_line(r.site)[:SITE_W]}", style="dim")
     return t
 
 
@@ -174,7 +188,7 @@ class StepsPanel(TextPanel):
         if h >= 5:
             head.append(phase_line(s))
         if h >= 7 and snap.between:
-            head.append(between_line(snap.between))
+            head.append(between_line(snap.between, w))
         chart_h = max(1, h - len(head) - 1)
         lines = chart(s.recent, w, chart_h, s.p50)
         gaps = any(r.gap_before for r in s.recent[-w:])
