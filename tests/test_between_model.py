@@ -3,6 +3,8 @@ events shaped as a real run sends them (a Between after the step it follows)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from perftop.events import Between, BetweenOpen, Hello, Step
 from perftop.model import Session
 from perftop.report.build import build_report
@@ -75,6 +77,10 @@ def test_a_narrow_panel_keeps_every_kinds_figures_before_the_names():
     assert narrow == ("◆between steps: eval 7.00s (3×), checkpoint 500ms (1×) · eval in "
                       "compute_loss (trainer.py:2172)")  # fmt: skip
     assert narrow.index("checkpoint 500ms") < 78
+    # a collector's nodes: each node's row says whose it is
+    rows = tuple(dataclasses.replace(r, host=f"n{i}") for i, r in
+                 enumerate(s.snapshot(window=None).between))  # fmt: skip
+    assert "eval 7.00s (3×) on n0" in between_line(rows).plain
 
 
 def test_a_pass_named_by_the_jobs_code_reaches_the_panel_visibly():

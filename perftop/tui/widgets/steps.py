@@ -160,6 +160,8 @@ def _between(ordered: list[BetweenRow], names_last: bool) -> Text:
         t.append("checkpoint overlapping steps " if r.kind == OVERLAPPED else f"{r.kind} ")
         t.append(fmt.secs(r.total_s), style="bold")
         t.append(f" ({r.count}×)", style="dim")
+        if r.host:  # a collector's nodes: each node's own row
+            t.append(f" on {visible_line(r.host)}", style="dim")
         if r.site and not names_last:  # the user's function that made the pass's calls
             t.append(f" in {visible_line(r.site)[:SITE_W]}", style="dim")
     if names_last:
