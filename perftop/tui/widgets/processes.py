@@ -105,12 +105,12 @@ def procs(snap: Snapshot) -> dict[str, Proc]:
     """Rows keyed by pid, or ``host:pid`` where a collector merged nodes (pids repeat
     across hosts)."""
     samples = {(p.host, p.pid): p for p in snap.processes}
+    roles = {(r.host, r.pid): r for r in snap.roles}
     # A worker that exited before any probe tick saw it (an evaluation's, a fraction of a
     # second long): struck through as exited, not shown as waiting for its first sample.
     for w in snap.workers:
-        if w.exited and ("", w.pid) not in samples:
+        if w.exited and ("", w.pid) in roles and ("", w.pid) not in samples:
             samples[("", w.pid)] = ProcRow(w.pid, w.ppid, alive=False, state="exited")
-    roles = {(r.host, r.pid): r for r in snap.roles}
     keys = list(roles) + [k for k in samples if k not in roles]
     return {
         f"{host}:{pid}" if host else str(pid): (
