@@ -61,6 +61,39 @@ def test_terminal_lines():
     assert terminal_lines("a\x0bb") == ["a", "b"]  # the other separators, as before
 
 
+def test_a_nested_bar_is_rewritten_in_place_and_its_moves_are_not_shown():
+    """A nested tqdm bar (``position=1``: the HF Trainer's evaluation bar under its
+    training bar) returns to its line with a cursor move up and a newline: each of its
+    states read as a line ending in ``^[[A``. Real tqdm output, cut as the tail cuts it:
+    one line per outer state, no move left; a job's other escapes still there, to be
+    shown visibly."""
+    f = io.StringIO()
+    for epoch in tqdm(range(3), desc="train", file=f, mininterval=0, miniters=1):
+        for _ in tqdm(range(40), desc="eval", leave=False, position=1, file=f, mininterval=0,
+                      miniters=1):  # fmt: skip
+            pass
+        tqdm.write(f"epoch {epoch} done", file=f)  # a log line beside the bars
+    data = f.getvalue()
+    assert data.count("\x1b[A") > 3 * 40  # tqdm's nested bar: a move up per update
+    s = Session()
+    cuts = tail_cuts(data)
+    for text in cuts:
+        s.apply(Output(1.0, "stderr", text))
+    lines = [ln.text for ln in s.snapshot().output]
+    assert not [ln for ln in lines if "\x1b" in ln], lines
+    assert [ln for ln in lines if ln.startswith("epoch ")] == [f"epoch {i} done" for i in range(3)]
+    # a line per outer state and log line, and one per cut of an open bar's updates (as
+    # for a bar alone, above); not a line per nested update (120)
+    assert len(lines) <= 7 + len(cuts) < 3 * 40, (len(cuts), lines)
+    assert lines[-1].startswith("train: 100%"), lines
+    # rich's live display: hide the cursor, erase the line, move up; nothing of it shown
+    assert terminal_lines("\x1b[?25l\x1b[2K\x1b[1Astep 3\x1b[?25h") == ["step 3"]
+    # what a terminal would not just move over stays for visible(): a title, a clear,
+    # the alternate screen
+    evil = "\x1b]0;T\x07 \x1b[2J \x1b[?1049h"
+    assert terminal_lines(evil) == [evil]
+
+
 def test_a_bar_update_read_half_written_at_a_page_end_stays_the_bar(tmp_path):
     """A write grows the file page by page as the kernel copies it: a read can end at a
     page's end inside one of a bar's updates (seen once in ~3 runs of test_output_order:
