@@ -202,8 +202,7 @@ class CommPoller:
                     pending.add((ring.name, rid))
                     if now - self.reported.get((ring.name, rid), 0.0) >= WAIT_REPORT_S:
                         self.reported[(ring.name, rid)] = now
-                        sizes = json.dumps(e.get("input_sizes") or [], separators=(",", ":"))
-                        w = CollWaiting(now, self.pid, pgname, seq, op, sizes[:200],
+                        w = CollWaiting(now, self.pid, pgname, seq, op, _sizes(e),
                                         round(created, 6), round(now - created, 3),
                                         user_line(tid))  # fmt: skip
                         self.state.sender.put(w, urgent=True)
@@ -214,13 +213,17 @@ class CommPoller:
 
     @staticmethod
     def _record(e: Any, pg: str, seq: int, op: str, created: float, train: bool) -> Any:
-        sizes = json.dumps(e.get("input_sizes") or [], separators=(",", ":"))[:200]
         b = nbytes(e.get("input_sizes"), e.get("input_dtypes"))
         try:
             call, phase, line = origin(e.get("frames"))
         except Exception:  # a stack of an unexpected shape: no origin, the record stays
             call = phase = line = ""
-        return (pg, seq, op, b, sizes, round(created, 6), int(train), call, phase, line)
+        return (pg, seq, op, b, _sizes(e), round(created, 6), int(train), call, phase, line)
+
+
+def _sizes(e: Any) -> str:
+    """A record's input shapes as text ("[[17]]"), at most 200 characters."""
+    return json.dumps(e.get("input_sizes") or [], separators=(",", ":"))[:200]
 
 
 def _readers(c10d: Any) -> list[tuple[str, Any]]:
