@@ -19,6 +19,7 @@ import pytest
 
 from perftop.events import CollBatch, CollInfo, CollWaiting
 from perftop.hook.collectives import CommPoller
+from perftop.hook.sender import epoch_offset
 
 
 def nccl_entry(rid: int, seq: int, op: str, created: float, done: bool = True) -> dict[str, Any]:
@@ -48,6 +49,7 @@ def gloo_entry(rid: int, seq: int, created: float) -> dict[str, Any]:
 class Sender:
     def __init__(self) -> None:
         self.events: list[Any] = []
+        self.epoch_offset = epoch_offset()  # the steps' clock: perf_counter() + this
 
     def put(self, ev: Any, urgent: bool = False) -> None:
         self.events.append(ev)
@@ -134,3 +136,22 @@ def test_a_cpu_build_reads_gloos_ring_alone(torch_of):
     p()
     assert [r[:3] for r in records(sender)] == [("cpu_group", 1, "barrier")]
     assert p.rings is not None and [r.name for r in p.rings] == ["fr"]
+
+
+def test_records_are_stamped_on_the_steps_clock(torch_of):
+    """c10d stamps a record with the system clock; the steps are perf_counter plus an
+    offset read at the hook's start. The two drift apart (NTP slews one), and an offset
+    read across a preemption is off by the preemption: either way a backward's all-reduce
+    read on the system clock lands outside its backward. Here the steps' offset is 40 ms
+    off the system clock: the record is moved onto the steps' clock, its wait is not."""
+    now = time.time()
+    ring = [nccl_entry(0, 1, "all_reduce", now - 3), nccl_entry(1, 2, "all_reduce", now - 2, False)]
+    torch_of(_dump_nccl_trace=lambda c, s, a: pickle.dumps({"entries": ring}))
+    p, sender = poller()
+    sender.epoch_offset += 0.040
+    p()
+    created = [r[5] for r in records(sender)]
+    assert created == pytest.approx([now - 3 + 0.040, now - 2 + 0.040], abs=0.002)
+    (w,) = [e for e in sender.events if isinstance(e, CollWaiting)]
+    assert w.t_created == pytest.approx(now - 2 + 0.040, abs=0.002)
+    assert 2.0 <= w.waited_s < 2.5

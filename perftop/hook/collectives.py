@@ -25,6 +25,7 @@ from typing import Any
 
 from perftop.events import CollBatch, CollInfo, CollWaiting
 from perftop.hook.coll_origin import origin
+from perftop.hook.sender import epoch_offset
 
 ENV_OFF = "PERFTOP_COMM"
 ENV_BUFFER = "TORCH_FR_BUFFER_SIZE"
@@ -170,13 +171,19 @@ class CommPoller:
         train = getattr(self.state.tracker, "thread", 0)
         records: list[tuple[Any, ...]] = []
         now = time.time()
+        # The records' system-clock times onto the steps' clock (perf_counter plus the
+        # offset read at the hook's start), read again now: the two clocks drift apart
+        # (NTP slews the system clock; it may be stepped), and a backward's collective
+        # must stay inside that backward.
+        shift = epoch_offset() - self.state.sender.epoch_offset
         pending: set[tuple[str, int]] = set()
         seen: set[tuple[Any, ...]] = set()  # a torch whose rings are one: each record once
         for ring, entries in dumps:
             first = True
             for e in entries:
                 rid = int(e.get("record_id", -1))
-                created = int(e.get("time_created_ns", 0)) / 1e9
+                wall = int(e.get("time_created_ns", 0)) / 1e9
+                created = wall - shift
                 pg = e.get("process_group") or ("", "")
                 pgname = str(pg[1] or pg[0]) if len(pg) > 1 else str(pg[0])
                 op = str(e.get("profiling_name", "")).rsplit(":", 1)[-1]
@@ -198,12 +205,12 @@ class CommPoller:
                     first = False
                     records.append(self._record(e, pgname, seq, op, created, tid == train))
                     ring.last_id = rid
-                if not e.get("retired", True) and now - created >= WAIT_REPORT_S:
+                if not e.get("retired", True) and now - wall >= WAIT_REPORT_S:
                     pending.add((ring.name, rid))
                     if now - self.reported.get((ring.name, rid), 0.0) >= WAIT_REPORT_S:
                         self.reported[(ring.name, rid)] = now
                         w = CollWaiting(now, self.pid, pgname, seq, op, _sizes(e),
-                                        round(created, 6), round(now - created, 3),
+                                        round(created, 6), round(now - wall, 3),
                                         user_line(tid))  # fmt: skip
                         self.state.sender.put(w, urgent=True)
         self.reported = {k: v for k, v in self.reported.items() if k in pending}

@@ -60,6 +60,22 @@ MAX_BATCH = 4096
 EXIT_BATCH = 512  # smaller batches under a deadline: the last one overshoots it less
 
 
+def epoch_offset(tries: int = 5) -> float:
+    """``time.time() - time.perf_counter()``, from the read whose two perf_counter reads
+    around the system clock's lie closest: a preemption between a lone pair of reads (ms
+    on a loaded machine) would shift every stamp made from it, and place c10d's
+    system-clock records in the wrong phase of the steps."""
+    perf, wall = time.perf_counter, time.time
+    best, gap = 0.0, float("inf")
+    for _ in range(tries):
+        a = perf()
+        w = wall()
+        b = perf()
+        if b - a < gap:
+            best, gap = w - (a + b) / 2, b - a
+    return best
+
+
 class Sender:
     """Ships events to one socket path; ``put`` is the only call on the training thread."""
 
@@ -80,7 +96,7 @@ class Sender:
         self.capacity = capacity
         self.interval = interval
         # perf_counter() -> epoch seconds; the hot path stores perf_counter stamps.
-        self.epoch_offset = time.time() - time.perf_counter()
+        self.epoch_offset = epoch_offset()
         self.steps: deque[tuple[Any, ...]] = deque(maxlen=capacity)  # a tracker's without a ring
         # The step tracker whose ring holds the steps (ring.py), where HookState gives one.
         self.ring: Any = None
