@@ -72,10 +72,11 @@ def test_index_finds_stalls_and_gaps(long_recording: Path) -> None:
     t0, t1, _ = ix.gaps[0]
     assert 29 < t1 - t0 < 31
     assert ix.next_between(ix.start_t) == (t0, ix.gaps[0][2])
-    for _t, n, _ in ix.stalls:
+    for _t, n, _, beyond in ix.stalls:
         snap_p50.seek_step(n)
         s = snap_p50.snapshot().steps
         assert s.recent[-1].duration >= 2.5 * s.p50  # the Steps panel marks it ▲
+        assert beyond == pytest.approx(s.recent[-1].duration - s.p50, rel=0.2)
     if ix.stalls:
         assert ix.next_stall(ix.start_t) == (ix.stalls[0][0], ix.stalls[0][2])
 

@@ -8,6 +8,7 @@ with the snapshot, at most ``REFRESH_S`` apart while playing and at once after a
 
 from __future__ import annotations
 
+import itertools
 import queue
 import re
 import threading
@@ -52,7 +53,8 @@ class ReplayState:
     steps_total: int = 0
     indexed: float = 0.0  # share of the file the index has read
     index_done: bool = False
-    stalls: tuple[float, ...] = ()
+    stalls: tuple[float, ...] = ()  # where slow steps ended
+    stall_cost: tuple[float, ...] = ()  # their time beyond the median, summed up to each
     gaps: tuple[float, ...] = ()  # where intervals between steps began
     busy: str = ""  # what a command is waiting for ("indexing…")
 
@@ -95,6 +97,7 @@ class ReplayController:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="perftop-replay", daemon=True)
         self._stalls: tuple[float, ...] = ()
+        self._stall_cost: tuple[float, ...] = ()
         self._gaps: tuple[float, ...] = ()
         self._noticed = False
         self._pending: tuple[Any, ...] | None = None  # a seek waiting for the index
@@ -244,6 +247,7 @@ class ReplayController:
         ix, p = self.index, self.player
         if len(self._stalls) != len(ix.stalls):
             self._stalls = tuple(m[0] for m in ix.stalls)
+            self._stall_cost = tuple(itertools.accumulate(m[3] for m in ix.stalls))
         if len(self._gaps) != len(ix.gaps) + len(ix.between_marks):
             self._gaps = tuple(sorted([m[0] for m in ix.gaps] + [m[0] for m in ix.between_marks]))
         return ReplayState(
@@ -261,6 +265,7 @@ class ReplayController:
             indexed=ix.progress,
             index_done=ix.done,
             stalls=self._stalls,
+            stall_cost=self._stall_cost,
             gaps=self._gaps,
             busy=_busy(self._pending, ix.progress),
         )

@@ -54,7 +54,8 @@ class ReplayIndex:
         self.checkpoints: list[Checkpoint] = []
         # Each mark ends with the event count where it is shown (``Player.seek_event``):
         # event time cannot place it, a file holds events slightly out of time order.
-        self.stalls: list[tuple[float, int, int]] = []  # (t1, step number, events)
+        # (t1, step number, events, seconds beyond the median)
+        self.stalls: list[tuple[float, int, int, float]] = []
         self.gaps: list[tuple[float, float, int]] = []  # (a step's end, the next's start, …)
         self.hint_changes: list[tuple[float, int]] = []  # hints changed, or a note arrived
         self.between_marks: list[tuple[float, int]] = []  # an interval outside steps began
@@ -128,7 +129,8 @@ class ReplayIndex:
                         if n <= MEDIAN_EVERY or n % MEDIAN_EVERY == 0:
                             p50 = percentile(sorted(s.window(WINDOW)[0]), 50)
                         if p50 and n > 1 and ev.t1 - ev.t0 >= STALL_FACTOR * p50:
-                            self.stalls.append((ev.t1, n, session.events))
+                            slow = (ev.t1, n, session.events, ev.t1 - ev.t0 - p50)
+                            self.stalls.append(slow)
                         gap_min = max(GAP_MIN_S, 3 * p50) if p50 else GAP_MIN_S
                         if prev_t1 is not None and ev.t0 - prev_t1 >= gap_min:
                             self.gaps.append((prev_t1, ev.t0, prev_at))

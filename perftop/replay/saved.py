@@ -27,7 +27,7 @@ from perftop.replay.checkpoint import Checkpoint
 SUFFIX = ".index"
 MAGIC = b"PERFTOP-INDEX\x00\x01\n"
 TRAILER = struct.Struct("<QQ16s")  # table offset, table length, MAGIC
-VERSION = 4  # 4: loaders' start method and starts, hooks' last events (pickled model state)
+VERSION = 5  # 5: each stall's time beyond the median (the timeline weighs them)
 PROBE = 1 << 16  # bytes of the recording's head and tail whose CRCs identify it
 
 

@@ -11,7 +11,7 @@ from perftop.tui.replay import make_replay
 from perftop.tui.screens.seek import SeekScreen
 from perftop.tui.widgets import HeaderBar
 from perftop.tui.widgets.replaybar import ReplayBar
-from perftop.tui.widgets.timeline import TimelineBar, timeline
+from perftop.tui.widgets.timeline import MARK_SHARE, TimelineBar, timeline
 from tests.tui.test_app import aio, text_of
 
 SIZE = (160, 48)
@@ -93,8 +93,9 @@ async def test_timeline_and_jumps(recordings: dict[str, Path]) -> None:
                 await until(pilot, lambda: app.replay_state.event == ix.stalls[0][2])
                 # the bar is redrawn on the app's next refresh after the jump: the position
                 # cell sits at the replay's clock, which is the stall's end or a little later
-                # (events stamped later may come before the step in the file), and every
-                # stall's cell but the position's is a red ▲
+                # (events stamped later may come before the step in the file), and the
+                # cell of every stall that alone took 1% of a cell beyond the median, but
+                # the position's, is a red ▲
                 tb = app.query_one(TimelineBar)
                 width = max(20, tb.content_region.width or 78)
                 await until(
@@ -106,11 +107,15 @@ async def test_timeline_and_jumps(recordings: dict[str, Path]) -> None:
                 left, right = shown.split(" ", 1)[0], shown.rsplit(" ", 1)[1]
                 cells = shown[len(left) + 1 : len(shown) - len(right) - 1]
                 span = (st.end_t - st.start_t) / len(cells)
-                cell = [min(len(cells) - 1, int((s[0] - st.start_t) / span)) for s in ix.stalls]
+                cell = [
+                    min(len(cells) - 1, int((s[0] - st.start_t) / span))
+                    for s in ix.stalls
+                    if s[3] >= MARK_SHARE * span
+                ]
                 assert ix.stalls[0][0] <= st.now_t < ix.stalls[0][0] + 1.0, (st.now_t, ix.stalls)
                 pos = min(len(cells) - 1, int((st.now_t - st.start_t) / span))
-                assert cells.index("█") == pos >= cell[0]
-                assert all(cells[c] == "▲" for c in cell if c != pos)
+                assert cells.index("█") == pos >= int((ix.stalls[0][0] - st.start_t) / span)
+                assert cell and all(cells[c] == "▲" for c in cell if c != pos)
             else:
                 await until(pilot, lambda: "no later slow step" in notices(app))
             await pilot.press("g")
