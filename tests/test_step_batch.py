@@ -160,3 +160,35 @@ def test_the_hints_look_at_the_jobs_end_however_soon_after_their_last_look():
     last = hinter.seen[-1]
     assert last.meta.ended and last.meta.now_t == session.last_t
     assert last.steps.count == len(steps)
+
+
+def test_frames_longer_than_the_recent_rows_give_the_same_figures_and_rows():
+    """A tight loop's frame holds more steps than the rows kept for the charts (only the
+    last rows are made): the rows, their gap marks and every figure are those of the
+    steps one at a time, also where two processes' records share a frame."""
+    from perftop.events import Between, Hello, SessionStart
+    from perftop.model.steps import RECENT_ROWS
+
+    t0, ns, events = 1_790_000_000.0, 0, []
+    events.append(SessionStart(t0, ("python", "fast.py"), "/w", "n1", 1, "0.1.0"))
+    for pid in (11, 12):
+        events.append(Hello(t0, pid, 1, "n1", ("fast.py",), pid - 11, 0, 2, "2.13.0", "cpu"))
+    for i in range(3 * RECENT_ROWS + 17):
+        for pid in (11, 12):
+            a = t0 + ns / 1e9
+            ns += 200_000 + (i * 7919 + pid) % 9000
+            events.append(Step(pid, i, a, t0 + ns / 1e9, 0.0, 7e-5, 2e-5, None, "backward"))
+        if i in (100, 2 * RECENT_ROWS + 100):  # evaluations: the next step's row says so
+            events.append(Between(11, "eval", t0 + ns / 1e9, 0.02, "", 0.015))
+            ns += 20_000_000
+    one, whole = Session(hints=Seen()), Session(hints=Seen())
+    batched = live(stream(events, 2 * RECENT_ROWS + 60))
+    assert max(e.count for e in batched if isinstance(e, StepBatch)) > RECENT_ROWS
+    ahead = iter(events)
+    for ev in batched:  # the same after each frame
+        whole.apply(ev)
+        one.apply_all([next(ahead) for _ in range(event_count([ev]))])
+        for window in (None, 10, 1000):
+            assert whole.snapshot(window=window) == one.snapshot(window=window)
+    assert next(ahead, None) is None
+    assert any(r.gap_before == "eval" for r in one.snapshot().steps.recent)

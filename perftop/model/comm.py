@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict, deque
+from collections.abc import Sequence
 from typing import Any
 
 from perftop.events import CollBatch, CollInfo, CollWaiting, Hello, Step
 from perftop.model.comm_rows import CollRow, CommStats, CommStraggler, HangRank, HangRow, RankComm
 from perftop.model.comm_sites import Sites, step_of
 from perftop.model.stats import median, percentile
+from perftop.wire import StepRecord
 
 MAX_COLLS = 4096  # (pg, seq) keys kept (the whole-run report reads them all)
 LIVE_RECORDS = 4096  # a live snapshot's newest (collective, rank) records, >= 64 collectives
@@ -63,11 +65,22 @@ class CommReducer:
         self.sites = Sites()
         self.last_t = 0.0
 
+    def apply_steps(self, records: Sequence[StepRecord]) -> None:
+        """Each step's span, from packed records (no :class:`Step` made of each: a tight
+        loop's 4,700 steps a second made this reducer a tenth of the monitor's ingest)."""
+        steps, last = self.steps, self.last_t
+        for pid, _index, t0, t1, *_ in records:
+            d = steps.get(pid)
+            if d is None:
+                d = steps[pid] = deque(maxlen=MAX_STEPS)
+            d.append((t0, t1))
+            if t1 > last:
+                last = t1
+        self.last_t = last
+
     def apply(self, ev: Any) -> None:
         if isinstance(ev, Step):
-            d = self.steps.setdefault(ev.pid, deque(maxlen=MAX_STEPS))
-            d.append((ev.t0, ev.t1))
-            self.last_t = max(self.last_t, ev.t1)
+            self.apply_steps(((ev.pid, ev.index, ev.t0, ev.t1, 0.0, 0.0, 0.0, 0),))
         elif isinstance(ev, CollBatch):
             self._records(ev)
         elif isinstance(ev, CollWaiting):

@@ -181,11 +181,17 @@ class StepsReducer:
     def apply_steps(self, records: Sequence[StepRecord]) -> None:
         """Packed step records, in order: as :meth:`apply` of each one's :class:`Step`."""
         series = self.series
-        for pid, index, t0, t1, data, bwd, opt, _source in records:
+        by_pid: dict[int, list[StepRecord]] = {}
+        if records and all(r[0] == records[0][0] for r in records):  # one process's frame
+            by_pid[records[0][0]] = list(records)
+        else:
+            for r in records:
+                by_pid.setdefault(r[0], []).append(r)
+        for pid, recs in by_pid.items():
             s = series.get(pid)
             if s is None:
                 s = series[pid] = StepSeries(pid)
-            s.add_record(index, t0, t1, data, bwd, opt)
+            s.add_records(recs)
 
     def _source(self, s: StepStats) -> StepStats:
         """Says how a process's data wait was measured, where there is one (before the

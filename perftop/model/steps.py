@@ -15,6 +15,7 @@ from perftop.events import Step, StepGpu
 from perftop.model.sketch import Sketch
 from perftop.model.snapshot import StepRow, StepStats
 from perftop.model.stats import percentile
+from perftop.wire import StepRecord
 
 RECENT_ROWS = 240
 LIVE_WINDOW = 1000
@@ -90,11 +91,29 @@ class StepSeries:
     def add(self, ev: Step) -> None:
         self.add_record(ev.index, ev.t0, ev.t1, ev.data, ev.backward, ev.optimizer)
 
+    def add_records(self, records: Sequence[StepRecord]) -> None:
+        """This process's packed records, in order, as :meth:`add_record` of each; a row
+        of :attr:`recent` is made only for those that stay there (a tight loop's frame
+        holds five times as many steps as the rows kept)."""
+        first_kept = len(records) - RECENT_ROWS
+        add = self.add_record
+        for k, (_pid, index, t0, t1, data, bwd, opt, _src) in enumerate(records):
+            add(index, t0, t1, data, bwd, opt, k >= first_kept)
+
     def add_record(
-        self, index: int, t0: float, t1: float, data: float, backward: float, optimizer: float
+        self,
+        index: int,
+        t0: float,
+        t1: float,
+        data: float,
+        backward: float,
+        optimizer: float,
+        row: bool = True,
     ) -> None:
         """One step of this process from its fields (a :class:`Step`'s, or a packed
-        record's: the ingest folds a frame of records without making an event of each)."""
+        record's: the ingest folds a frame of records without making an event of each);
+        ``row``: False for a step a later one of the same frame pushes out of
+        :attr:`recent` at once."""
         d = t1 - t0
         if self.count - self.binned >= LIVE_WINDOW:
             self._bin()  # the ring is about to overwrite a step not yet binned
@@ -121,6 +140,9 @@ class StepSeries:
         if self.first_t0 is None:
             self.first_t0 = t0
         self.last_t1 = t1
+        if not row:
+            self.gap_kind = ""
+            return
         self.recent.append(
             StepRow(
                 self.pid,
