@@ -80,10 +80,23 @@ def patch_torch(state: HookState) -> None:
     import torch.serialization as ser
 
     for name, wrap in (("_open_zipfile_writer", _zip_saving), ("_legacy_save", _saving)):
-        orig_save = ser.__dict__.get(name)
-        if callable(orig_save):
-            setattr(ser, name, wrap(state, orig_save))
-            state.undo.append(functools.partial(setattr, ser, name, orig_save))
+        _wrap_in(state, ser, name, wrap)
+
+    # -- a checkpoint's safetensors file (HF's and accelerate's model weights, written
+    # before the torch.save of the optimizer's state): safetensors' own ``save_file`` in
+    # its module, once the job imports it (``save_model`` calls it there). Not torch's:
+    # nothing a compiler or TorchScript sees. A caller that bound ``save_file`` before
+    # torch was imported cannot exist (safetensors.torch imports torch first). -----------
+    after_import("safetensors.torch", lambda mod: _wrap_in(state, mod, "save_file", _saving))
+
+
+def _wrap_in(state: HookState, module: Any, name: str, wrap: Any) -> None:
+    """``module.name`` replaced by ``wrap(state, it)`` in that module's namespace, undone
+    with the hook."""
+    orig = module.__dict__.get(name)
+    if callable(orig):
+        setattr(module, name, wrap(state, orig))
+        state.undo.append(functools.partial(setattr, module, name, orig))
 
 
 def _saving(state: HookState, orig: Any) -> Any:

@@ -25,6 +25,9 @@ def main() -> None:
     torch.set_num_threads(1)
     acc = Accelerator(gradient_accumulation_steps=ACC, cpu=True)
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+    # a frozen table of 8 MB in the state dict: the model's safetensors file is most of what
+    # save_state writes, as a real model's weights are beside a light optimizer's state
+    model.register_buffer("table", torch.randn(2_000_000))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     train = DataLoader(
         TensorDataset(torch.randn(16 * BATCHES, 32), torch.randn(16 * BATCHES, 1)), batch_size=16

@@ -21,6 +21,7 @@ import pkgutil
 import re
 import sys
 import warnings
+from pathlib import Path
 
 import torch
 
@@ -216,6 +217,30 @@ def train() -> None:
     record("ident Optimizer._patch_step_function", lambda: ident(opt_patch))
 
 
+def safetensors_files() -> None:
+    """perftop times safetensors' ``save_file`` (a checkpoint's model weights, HF's and
+    accelerate's): what the job sees of it, and the file it writes, are safetensors' own."""
+    import hashlib
+    import tempfile
+
+    import safetensors.torch as st
+
+    for name in ("save_file", "save_model", "load_file"):
+        obj = getattr(st, name)
+        record(f"signature safetensors {name}", lambda o=obj: str(inspect.signature(o)))
+        record(f"source safetensors {name}", lambda o=obj: len(inspect.getsource(o)))
+        record(f"pickle safetensors {name}", lambda o=obj: pickle.loads(pickle.dumps(o)) is o)
+    torch.manual_seed(0)
+    m = torch.nn.Linear(3, 2)
+    with tempfile.TemporaryDirectory() as d:
+        for name, save in (("save_file", lambda f: st.save_file(m.state_dict(), f, {"a": "1"})),
+                           ("save_model", lambda f: st.save_model(m, f))):  # fmt: skip
+            f = f"{d}/{name}.safetensors"
+            record(f"safetensors {name} bytes",
+                   lambda s=save, f=f: (s(f), hashlib.sha256(Path(f).read_bytes()).hexdigest()))  # fmt: skip
+        record("safetensors save_file error", lambda: st.save_file({"x": 1}, f"{d}/bad"))  # type: ignore[dict-item]
+
+
 def compiled_model() -> None:
     """A torch.compile(model) wrapper trained between steps of the hook's tracker, with an
     evaluation through it (grad off) between steps: its warnings go to stderr as a job's
@@ -255,6 +280,7 @@ def before_training() -> None:
 if __name__ == "__main__":
     before_training()
     train()
+    safetensors_files()
     compiled_model()
     compiles()
     walk()
