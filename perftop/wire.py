@@ -13,9 +13,11 @@ a deflate stream of whole frames (see :mod:`perftop.reader`), its first byte a f
 from __future__ import annotations
 
 import json
+import math
 import struct
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain
 from typing import Any, NamedTuple
 
 from perftop.events.base import DecodeError, Event, decode
@@ -39,6 +41,7 @@ KIND_NODE = 3
 NODE_NAME = struct.Struct(">H")
 # pid, index, t0, t1, data, backward, optimizer (seconds), source code (see STEP_SOURCES)
 STEP_RECORD = struct.Struct("<iqdddddB")
+_STEP_TIMES = struct.Struct("<12x5dx")  # a record's five times alone
 STEP_SOURCES = ("", "loader", "backward", "optimizer", "explicit")
 # The hook's note (source ``hook:PID``) saying that this process's data wait is the
 # training thread's time off the CPU before its forwards (a feeder: no DataLoader fetch on the
@@ -136,6 +139,11 @@ class StepBatch(Event):
     def __init__(self, payload: bytes) -> None:
         if len(payload) % STEP_RECORD.size:
             raise FrameError("step frame is not a whole number of records")
+        # a time that is not a finite number (what a recording's reader rejects too): the
+        # sum of a frame's times is finite only if every one is (or the frame is absurd)
+        times = chain.from_iterable(_STEP_TIMES.iter_unpack(payload))
+        if not math.isfinite(sum(times)):
+            raise FrameError("bad 'step' record: a time that is not a finite number")
         self.payload = payload
         self.count = len(payload) // STEP_RECORD.size  # steps in the batch
 

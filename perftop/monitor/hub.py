@@ -81,6 +81,7 @@ class Hub:
         self.hook_events_in = 0  # the part of events_in that came through submit_frame
         self.dropped_events = 0  # hook events the bounded queue had to drop
         self.dropped_frames = 0
+        self.model_errors = 0  # events (and snapshots) the session model raised on
         self._sinks_dropped_before = 0  # frames the buffered sinks since let go had dropped
         self._sinks_dropped_said = 0
         self.latest: Snapshot | None = None  # read by the socket's info requests
@@ -88,7 +89,7 @@ class Hub:
         self.cutoffs = CutOffs(
             lambda note: self.submit(note),
             on_problem,
-            lambda: self.session.snapshot(now=time.time()).steps.count,
+            self._steps_now,
         )
 
     # -- producers (any thread) ----------------------------------------------------------
@@ -235,8 +236,35 @@ class Hub:
         self._sinks_dropped_said = total
         return (Dropped(time.time(), os.getpid(), total, "viewers"),)
 
+    def _model_failed(self, what: str, exc: BaseException) -> None:
+        """The session raised on an event or a snapshot: said once (the rest counted in
+        ``model_errors``); the recording and every sink still get every event, and ingest
+        goes on."""
+        self.model_errors += 1
+        if self.model_errors == 1:
+            self.cutoffs.say(
+                f"the session model failed on {what} ({type(exc).__name__}: {exc}"[:300]
+                + "); the recording keeps every event, the screen may miss some"
+            )
+
+    def _steps_now(self) -> int:
+        """The session's step count now (a line about a failure says where it came)."""
+        try:
+            return self.session.snapshot(now=time.time()).steps.count
+        except Exception:
+            return self.latest.steps.count if self.latest is not None else 0
+
+    def _take_snapshot(self) -> Snapshot | None:
+        try:
+            return self.session.snapshot(now=time.time())
+        except Exception as exc:
+            self._model_failed("a snapshot", exc)
+            return None
+
     def _snapshot(self) -> None:
-        snap = self.session.snapshot(now=time.time())
+        snap = self._take_snapshot()
+        if snap is None:
+            return
         self.latest = snap
         for fn in list(self.snapshot_subscribers):
             try:
@@ -249,7 +277,7 @@ class Hub:
     def _handle(self, item: Any) -> None:
         head = item[0]
         if head == "snap":  # for the asker only: no subscriber's refresh is due
-            self.latest = self.session.snapshot(now=time.time())
+            self.latest = self._take_snapshot() or self.latest
             item[1].set()
             return
         if head == "sub":
@@ -278,7 +306,10 @@ class Hub:
         self.header.add(hist_frames[-1] if hist_frames else None, events, _HEADER_ONLY)
         apply = self.session.apply
         for ev in events:
-            apply(ev)
+            try:
+                apply(ev)
+            except Exception as exc:  # a model bug must not stop ingest or the recording
+                self._model_failed(f"a {type(ev).__name__} event", exc)
         if self.captures.watch:
             self.captures.tell(events)
         self.events_in += n
