@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 from perftop.events.base import DecodeError, Event, decode
 from perftop.events.core import Step
 from perftop.events.fleet import NodeScope
+from perftop.events.validate import check_all
 
 MAGIC = b"PERFTOP\x00"
 HEADER = struct.Struct(">III")
@@ -315,7 +316,11 @@ class EventReader:
         for frame in got:
             try:
                 events, _unknown = decode_frame(frame, batch=True)
-            except FrameError:
+                # each event against its own types, as a recording's reader checks it (a
+                # batch's records were checked whole): a NaN or a string for a time must
+                # not reach the model
+                check_all([e for e in events if type(e) is not StepBatch])
+            except (FrameError, DecodeError):
                 self.rejected += 1
                 continue
             out.append((frame, events))

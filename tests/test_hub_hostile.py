@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import socket
 import time
+import zlib
 from typing import Any
 
 from perftop.events import Hello, Note, SessionStart, Step
@@ -16,7 +17,7 @@ from perftop.model.session import default_reducers
 from perftop.monitor.hub import Hub
 from perftop.monitor.server import Server
 from perftop.recording import RecordingWriter, read_events
-from perftop.wire import MAGIC, STEP_RECORD, encode_frame, encode_steps_frame
+from perftop.wire import HEADER, KIND_JSON, MAGIC, STEP_RECORD, encode_frame, encode_steps_frame
 
 T0 = 1_790_000_000.0
 
@@ -104,3 +105,25 @@ def test_a_model_fault_is_said_once_and_ingest_goes_on(tmp_path):
     assert sum(isinstance(e, Step) for e in kept) == 25
     assert sum(isinstance(e, Note) and e.text == "boom" for e in kept) == 2
     assert any(isinstance(e, Note) and "session model failed" in e.text for e in kept)
+
+
+def test_a_live_event_not_of_its_types_is_rejected(tmp_path):
+    """JSON allows NaN and Infinity, and a string stands where a time should: a live event
+    is checked against its types as a recording's reader checks it."""
+    hub = Hub(refresh_s=0.05)
+    srv = Server(hub.submit_frame, tmp_path / "s.sock").start()
+    hub.start()
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(str(srv.path))
+    s.sendall(MAGIC + encode_frame([SessionStart(T0, ("x",), "/", "h", 1, "0"),
+                                    Hello(T0, 7, 1, "h", ("x",))]))  # fmt: skip
+    for bad in (b'[["step",7,0,1.0,NaN,0.1]]', b'[["step",7,0,"a",2.0,0.1]]',
+                b'[["step",7,0,1.0,Infinity,0.1]]', b'[["note",1.0,"info",["x"],"y"]]'):  # fmt: skip
+        s.sendall(HEADER.pack(len(bad), zlib.crc32(bad), KIND_JSON) + bad)
+    s.sendall(encode_frame([Step(7, i, T0 + i, T0 + i + 0.5, 0.1) for i in range(5)]))
+    s.close()
+    assert _wait(lambda: hub.latest is not None and hub.latest.steps.count == 5)
+    assert srv.rejected_frames == 4
+    assert hub.model_errors == 0
+    srv.close()
+    hub.stop()
