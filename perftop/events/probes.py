@@ -9,6 +9,7 @@ a replay) needs no earlier state; the model turns them into rates and run totals
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from perftop.events.base import Event, event
@@ -127,10 +128,54 @@ class ProbeFailed(Event):
     reason: str
 
 
-def proc_row(row: tuple[Any, ...]) -> dict[str, Any]:
-    """A row as a dict (missing trailing fields from an older writer become None)."""
-    return {k: (row[i] if i < len(row) else None) for i, k in enumerate(PROC_FIELDS)}
+def _int(v: Any) -> Any:
+    return v if type(v) is int else None
 
 
-def gpu_row(row: tuple[Any, ...]) -> dict[str, Any]:
-    return {k: (row[i] if i < len(row) else None) for i, k in enumerate(GPU_FIELDS)}
+def _num(v: Any) -> Any:
+    return v if type(v) is int or (type(v) is float and math.isfinite(v)) else None
+
+
+def _str(v: Any) -> Any:
+    return v if type(v) is str else None
+
+
+def _names(v: Any) -> Any:
+    return tuple(x for x in v if type(x) is str) if isinstance(v, (tuple, list)) else None
+
+
+def _gpu_procs(v: Any) -> Any:
+    """(pid, mem_bytes, sm_percent) rows whose pid is a number; the others' N/A."""
+    if not isinstance(v, (tuple, list)):
+        return None
+    out = []
+    for p in v:
+        if isinstance(p, (tuple, list)) and len(p) >= 3 and type(p[0]) is int:
+            out.append((p[0], _int(p[1]), _num(p[2])))
+    return tuple(out)
+
+
+# What each field of a row must be; a value that is not (a row is a tuple of JSON values
+# in an event's types: a node's or a damaged writer's may hold anything) reads as N/A.
+_PROC = tuple(zip(PROC_FIELDS, (_int, _int, _str, _str, _num, _int, _int, _int, _int, _int,
+                                 _int, _int, _int, _num), strict=True))  # fmt: skip
+_GPU = tuple(zip(GPU_FIELDS, (_int, _str, _str, _num, _num, _num, _int, _int, _num, _num, _num,
+                              _num, _num, _num, _names, _gpu_procs), strict=True))  # fmt: skip
+
+
+def _row(row: Any, fields: tuple[tuple[str, Any], ...]) -> dict[str, Any] | None:
+    if not isinstance(row, (tuple, list)) or not row or type(row[0]) is not int:
+        return None  # no key (a pid, a device's index): no row
+    n = len(row)
+    return {k: (kind(row[i]) if i < n else None) for i, (k, kind) in enumerate(fields)}
+
+
+def proc_row(row: Any) -> dict[str, Any] | None:
+    """A row as a dict (missing trailing fields from an older writer become None, and so
+    does a value not of its field's kind); None for a row without a pid."""
+    return _row(row, _PROC)
+
+
+def gpu_row(row: Any) -> dict[str, Any] | None:
+    """As :func:`proc_row`, for a GPU's row (None without an index)."""
+    return _row(row, _GPU)

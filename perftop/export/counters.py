@@ -40,6 +40,8 @@ def _mib(v: int | None) -> float | None:
 def processes(tr: Tracks, ev: ProcSample) -> None:
     for raw in ev.rows:
         r = proc_row(raw)
+        if r is None:
+            continue
         pid = r["pid"]
         tr.name(pid, r["name"] or "process", NAME_PROGRAM)
         tp = tr.track(pid)
@@ -73,6 +75,8 @@ def gpus(tr: Tracks, ev: GpuSample) -> None:
     mem: dict[str, float] = {}
     for d in ev.devices:
         g = gpu_row(d)
+        if g is None:
+            continue
         if g["util_percent"] is not None:
             util[f"GPU {g['index']}"] = g["util_percent"]
         used = _mib(g["mem_used"])

@@ -94,6 +94,8 @@ class ProcessesReducer:
         seen = set()
         for raw in ev.rows:
             r = proc_row(raw)
+            if r is None:
+                continue
             pid = r["pid"]
             seen.add(pid)
             p = self.procs.get(pid)
@@ -255,6 +257,8 @@ class GpusReducer:
         self.note = ev.note
         for raw in ev.devices:
             g = gpu_row(raw)
+            if g is None:
+                continue
             i = g["index"]
             aggs = self.aggs.setdefault(i, {k: _Agg() for k in GPU_AGGS})
             for k in GPU_AGGS:
