@@ -52,4 +52,6 @@ class DemoCommand(Command):
             steps = HEADLESS_STEPS
         if steps is not None:
             cmd += ("--steps", str(steps))
-        return launch(args, cmd)
+        # a demo left running when its terminal goes (an SSH session drops) would train,
+        # and record, until the disk is full: it stops then
+        return launch(args, cmd, stop_when_lost=steps is None)

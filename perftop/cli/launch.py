@@ -84,8 +84,8 @@ def use_tui(args: argparse.Namespace) -> bool:
     return not args.headless and interactive()
 
 
-def launch(args: argparse.Namespace, command: tuple[str, ...]) -> int:
-    cfg = config_from_args(args, command)
+def launch(args: argparse.Namespace, command: tuple[str, ...], stop_when_lost: bool = False) -> int:
+    cfg = replace(config_from_args(args, command), stop_when_lost=stop_when_lost)
     stream = getattr(args, "stream_out", False)
     if stream:
         args.headless = True

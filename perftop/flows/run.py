@@ -117,7 +117,8 @@ def run_live(
 
     # SIGHUP (the SSH session went away) and a hung-up terminal: see terminal_watch. Watched
     # from before the recording exists, so that no moment of the start-up can lose it.
-    tty = TerminalWatch(lambda: app.post_message(TerminalLost()), lambda: _conclude(ctl, "leave"))
+    lost = "stop" if cfg.stop_when_lost else "leave"  # what a lost terminal does to the job
+    tty = TerminalWatch(lambda: app.post_message(TerminalLost()), lambda: _conclude(ctl, lost))
     tty.start()
     try:
         job = Job(cfg, on_snapshot=post, sources=sources, sinks=sinks)
@@ -142,7 +143,10 @@ def run_live(
         # the app failed after. A terminal gone (looked at now: its reads fail before
         # SIGHUP comes), a failed app or one that ended with no choice leave a running
         # job to the background monitor.
-        choice = "stop" if app.return_value == "stop" and not tty.check() else "leave"
+        gone = tty.check()
+        choice = "stop" if app.return_value == "stop" and not gone else "leave"
+        if gone:
+            choice = lost
         if choice == "stop" and job.poll() is None:
             job.stop()
     if app.failure is not None:
@@ -156,6 +160,8 @@ def _conclude(ctl: LiveController, choice: str | None) -> int:
     job = ctl.job
     if choice == "leave" and job.poll() is None and ctl.claim():
         return _leave(job)
+    if choice == "stop" and job.poll() is None:
+        job.stop()  # the terminal watch's, where the app never returned
     code = job.reap()
     ctl.finish()
     for problem in job.hub.cutoffs.problems:  # shown as notices in the app, now gone

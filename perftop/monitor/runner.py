@@ -59,6 +59,9 @@ class RunConfig:
     interval_s: float = 1.0  # probe sampling interval
     refresh_s: float = 0.5  # snapshot rate for the UI
     job_stdout_to_stderr: bool = False  # our stdout carries the session (--stream-out)
+    # The terminal gone: the job is stopped rather than left running (the demo, which
+    # trains until q: nobody would be left to end it)
+    stop_when_lost: bool = False
 
 
 def hook_env(

@@ -136,3 +136,37 @@ def test_killing_the_terminal_after_the_job_ended(tmp_path: Path) -> None:
     finally:
         subprocess.run([TMUX, "kill-session", "-t", name], capture_output=True)
         _cleanup(rec, None)
+
+
+def test_a_demo_stops_with_its_terminal(tmp_path: Path) -> None:
+    """``perftop demo`` trains until q: left running without its terminal, nobody would
+    end it (it trained and recorded on, two cores busy, for half an hour in a trial).
+    Its job is stopped instead, and its recording closed."""
+    rec = tmp_path / "demo.perftop"
+    name = f"perftop-demo-{uuid.uuid4().hex[:6]}"
+    cmd = [sys.executable, "-m", "perftop", "demo", "--record", str(rec), "--refresh", "0.25"]
+    subprocess.run([TMUX, "new-session", "-d", "-s", name, "-x", "120", "-y", "40",
+                    shlex.join(cmd) + "; sleep 30"], check=True)  # fmt: skip
+    job_pid = None
+    try:
+        deadline = time.monotonic() + 90
+        while True:  # training: steps recorded
+            with contextlib.suppress(Exception):
+                snap = _replay(rec)
+                job_pid = snap.meta.job_pid
+                if snap.steps.count >= 5:
+                    break
+            assert time.monotonic() < deadline, "the demo never trained"
+            time.sleep(0.5)
+        since = _kill(name)
+        _wait_gone(rec, since)
+        assert job_pid is not None
+        while psutil.pid_exists(job_pid) and psutil.Process(job_pid).status() != "zombie":
+            assert time.monotonic() - since < GONE_WITHIN_S + 10, "the demo trains on"
+            time.sleep(0.2)
+        assert not _ours(rec, "--append")  # no background monitor was left
+        snap = _replay(rec)
+        assert snap.meta.ended and snap.steps.count >= 5
+    finally:
+        subprocess.run([TMUX, "kill-session", "-t", name], capture_output=True)
+        _cleanup(rec, job_pid)
