@@ -39,26 +39,37 @@ def _records(pid: int, start: int, n: int, bad: float | None = None) -> list[byt
     return out
 
 
-def test_a_step_frame_with_a_time_that_is_not_a_number_is_rejected(tmp_path):
-    hub = Hub(refresh_s=0.05)
-    rec = RecordingWriter(tmp_path / "r.perftop")
-    hub.subscribe(rec, buffered=False)
+def _hook(hub: Hub, tmp_path: Any) -> tuple[Server, socket.socket]:
+    """The hub started behind a real server, and a hook's connection to it, hello sent."""
     srv = Server(hub.submit_frame, tmp_path / "s.sock").start()
     hub.start()
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.connect(str(srv.path))
     s.sendall(MAGIC + encode_frame([SessionStart(T0, ("x",), "/", "h", 1, "0"),
                                     Hello(T0, 7, 1, "h", ("x",))]))  # fmt: skip
+    return srv, s
+
+
+def _hung_up(hub: Hub, srv: Server, s: socket.socket, steps: int, rejected: int) -> None:
+    """The hook hangs up: every good step applied, each bad frame refused, none failed."""
+    s.close()
+    assert _wait(lambda: hub.latest is not None and hub.latest.steps.count == steps)
+    assert srv.rejected_frames == rejected
+    assert hub.model_errors == 0
+    srv.close()
+    hub.stop()
+
+
+def test_a_step_frame_with_a_time_that_is_not_a_number_is_rejected(tmp_path):
+    hub = Hub(refresh_s=0.05)
+    rec = RecordingWriter(tmp_path / "r.perftop")
+    hub.subscribe(rec, buffered=False)
+    srv, s = _hook(hub, tmp_path)
     s.sendall(encode_steps_frame(_records(7, 0, 40)))
     for bad in (float("inf"), float("nan"), float("-inf")):
         s.sendall(encode_steps_frame(_records(7, 40, 20, bad)))
     s.sendall(encode_steps_frame(_records(7, 40, 30)))
-    s.close()
-    assert _wait(lambda: hub.latest is not None and hub.latest.steps.count == 70)
-    assert srv.rejected_frames == 3
-    assert hub.model_errors == 0
-    srv.close()
-    hub.stop()
+    _hung_up(hub, srv, s, steps=70, rejected=3)
     steps = [e for e in read_events(rec.path) if isinstance(e, Step)]
     assert [e.index for e in steps] == list(range(70))
 
@@ -111,19 +122,9 @@ def test_a_live_event_not_of_its_types_is_rejected(tmp_path):
     """JSON allows NaN and Infinity, and a string stands where a time should: a live event
     is checked against its types as a recording's reader checks it."""
     hub = Hub(refresh_s=0.05)
-    srv = Server(hub.submit_frame, tmp_path / "s.sock").start()
-    hub.start()
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.connect(str(srv.path))
-    s.sendall(MAGIC + encode_frame([SessionStart(T0, ("x",), "/", "h", 1, "0"),
-                                    Hello(T0, 7, 1, "h", ("x",))]))  # fmt: skip
+    srv, s = _hook(hub, tmp_path)
     for bad in (b'[["step",7,0,1.0,NaN,0.1]]', b'[["step",7,0,"a",2.0,0.1]]',
                 b'[["step",7,0,1.0,Infinity,0.1]]', b'[["note",1.0,"info",["x"],"y"]]'):  # fmt: skip
         s.sendall(HEADER.pack(len(bad), zlib.crc32(bad), KIND_JSON) + bad)
     s.sendall(encode_frame([Step(7, i, T0 + i, T0 + i + 0.5, 0.1) for i in range(5)]))
-    s.close()
-    assert _wait(lambda: hub.latest is not None and hub.latest.steps.count == 5)
-    assert srv.rejected_frames == 4
-    assert hub.model_errors == 0
-    srv.close()
-    hub.stop()
+    _hung_up(hub, srv, s, steps=5, rejected=4)
