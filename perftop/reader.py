@@ -34,7 +34,9 @@ from perftop.wire import (
     ZLIB_START,
     Frame,
     FrameError,
+    StepBatch,
     decode_frame,
+    event_count,
 )
 
 RESYNC_BLOCK = 1 << 20  # bytes searched at a time for the next good frame
@@ -118,8 +120,13 @@ class FrameScanner:
     """Walks a recording's outer frames from an offset, decoding events; counts damage
     in ``stats``."""
 
-    def __init__(self, path: Path, f: IO[bytes], size: int, stats: ReadStats) -> None:
+    def __init__(
+        self, path: Path, f: IO[bytes], size: int, stats: ReadStats, batch: bool = False
+    ) -> None:
+        """``batch``: a frame of packed steps as one :class:`StepBatch` (a report's read:
+        the model folds it whole, as live), not a :class:`Step` each."""
         self.path, self.f, self.size, self.stats = path, f, size, stats
+        self.batch = batch
         self._inflate: zlib._Decompress | None = None
         self.checked_version = False
         self._last_step: dict[int, int] = {}  # each process's last step index read
@@ -285,6 +292,9 @@ class FrameScanner:
         for i, frame in enumerate(frames):
             st.frames += 1
             try:
+                if self.batch and frame.kind == KIND_STEPS and self.checked_version:
+                    self._decode_batch(frame, out)  # its times checked whole
+                    continue
                 events, unknown = decode_frame(frame)
                 if frame.kind == KIND_STEPS:
                     check_packed_steps(events)
@@ -317,8 +327,23 @@ class FrameScanner:
             for ev in events:
                 if type(ev) is Step:
                     self._stepped(ev, ev)
-        st.events += len(out)
+        st.events += event_count(out)
         return out
+
+    def _decode_batch(self, frame: Frame, out: list[Event]) -> None:
+        """A frame of packed steps as one batch, its steps counted as :meth:`_decode`
+        counts them (its first and last record tell, as one process's steps do)."""
+        batch = StepBatch(frame.payload)
+        if not batch.count:
+            return
+        out.append(batch)
+        recs = list(batch.records())
+        first, last = recs[0], recs[-1]
+        if first[0] == last[0]:
+            self._stepped(Step(first[0], first[1], 0.0, 0.0), Step(last[0], last[1], 0.0, 0.0))
+        else:
+            for r in recs:
+                self._stepped(Step(r[0], r[1], 0.0, 0.0), Step(r[0], r[1], 0.0, 0.0))
 
 
 def _zeros_end(buf: bytes, at: int) -> int:

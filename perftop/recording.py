@@ -245,13 +245,16 @@ class RecordingWriter:
                 self.on_close(self.path)
 
 
-def read_events(path: str | os.PathLike[str], stats: ReadStats | None = None) -> Iterator[Event]:
+def read_events(
+    path: str | os.PathLike[str], stats: ReadStats | None = None, *, batch: bool = False
+) -> Iterator[Event]:
     """Every event in a recording, in file order. Raises :class:`RecordingError` when the
-    file is missing, empty, not a recording or from a newer format."""
+    file is missing, empty, not a recording or from a newer format. ``batch``: a frame of
+    packed steps as one :class:`~perftop.wire.StepBatch` (for a model that folds it)."""
     stats = stats if stats is not None else ReadStats()
     p, f, size = open_recording(path)
     with f:
-        for chunk in FrameScanner(p, f, size, stats).chunks():
+        for chunk in FrameScanner(p, f, size, stats, batch).chunks():
             yield from chunk.events
     finish_stats(p, stats)
 

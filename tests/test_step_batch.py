@@ -192,3 +192,25 @@ def test_frames_longer_than_the_recent_rows_give_the_same_figures_and_rows():
             assert whole.snapshot(window=window) == one.snapshot(window=window)
     assert next(ahead, None) is None
     assert any(r.gap_before == "eval" for r in one.snapshot().steps.recent)
+
+
+@pytest.mark.parametrize("damage", [False, True])
+def test_a_report_reads_in_batches_to_the_same_figures_and_the_same_losses(tmp_path, damage):
+    """``perftop report`` folds a recording's step frames whole (twice as fast on a tight
+    loop's million steps): the figures, and what the reader says it lost to damage, are
+    those of the steps read one at a time."""
+    from perftop.reader import ReadStats
+    from perftop.report.build import session_from_file
+
+    data = bytearray(RECORDING.read_bytes())
+    if damage:
+        for at in (len(data) // 3, len(data) // 2):
+            data[at] ^= 0x55
+    p = tmp_path / "r.perftop"
+    p.write_bytes(bytes(data))
+    one, st_one, st_whole = FleetSession(hinted_session), ReadStats(), ReadStats()
+    one.apply_all(read_events(p, st_one))
+    whole = session_from_file(str(p), st_whole)
+    assert st_whole == st_one
+    assert whole.snapshot(window=None) == (one if one.nodes else one.local).snapshot(window=None)
+    assert damage == bool(st_one.warnings)

@@ -29,7 +29,7 @@ def session_from_file(path: str, stats: ReadStats | None = None) -> Session | Fl
     for a collector's; a recording with no events is an error."""
     stats = stats if stats is not None else ReadStats()
     session = FleetSession(hinted_session)
-    session.apply_all(read_events(path, stats))
+    session.apply_all(read_events(path, stats, batch=True))
     if stats.events == 0:
         why = f" ({stats.warnings[0]})" if stats.warnings else ""
         raise RecordingError(f"{path}: no events in this recording{why}")
