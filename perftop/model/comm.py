@@ -27,7 +27,11 @@ from perftop.wire import StepRecord
 
 MAX_COLLS = 4096  # (pg, seq) keys kept (the whole-run report reads them all)
 LIVE_RECORDS = 4096  # a live snapshot's newest (collective, rank) records, >= 64 collectives
-MAX_STEPS = 2048  # step intervals kept per process
+MAX_STEPS = 2048  # step intervals kept per process that makes collectives
+# ... and per process before its first (the hook's first read of the recorder, within 0.5 s
+# of torch.distributed's start, says it does): a job with one process never makes any, and
+# 2,048 spans were a third of every replay checkpoint of it
+EARLY_STEPS = 256
 MAX_WAITING = 64
 ONGOING_S = 3.0  # a waiting collective's last report is at most this old: still waiting
 MIN_SHARE = 0.10  # the others' wait for the straggler, as a share of the step
@@ -72,7 +76,7 @@ class CommReducer:
         for pid, _index, t0, t1, *_ in records:
             d = steps.get(pid)
             if d is None:
-                d = steps[pid] = deque(maxlen=MAX_STEPS)
+                d = steps[pid] = deque(maxlen=EARLY_STEPS)
             d.append((t0, t1))
             if t1 > last:
                 last = t1
@@ -82,6 +86,7 @@ class CommReducer:
         if isinstance(ev, Step):
             self.apply_steps(((ev.pid, ev.index, ev.t0, ev.t1, 0.0, 0.0, 0.0, 0),))
         elif isinstance(ev, CollBatch):
+            self._distributed(ev.pid)
             self._records(ev)
         elif isinstance(ev, CollWaiting):
             w = self.waiting.setdefault((ev.pg, ev.seq), {})
@@ -92,8 +97,17 @@ class CommReducer:
         elif isinstance(ev, Hello):
             if ev.worker_id is None:
                 self.who[ev.pid] = (ev.rank, ev.host)
-        elif isinstance(ev, CollInfo) and ev.why:
-            self.why[ev.pid] = ev.why
+        elif isinstance(ev, CollInfo):
+            self._distributed(ev.pid)
+            if ev.why:
+                self.why[ev.pid] = ev.why
+
+    def _distributed(self, pid: int) -> None:
+        """``pid`` makes collectives: its steps' spans are kept as long as its records
+        may need them."""
+        d = self.steps.get(pid)
+        if d is None or d.maxlen != MAX_STEPS:
+            self.steps[pid] = deque(d or (), maxlen=MAX_STEPS)
 
     def _records(self, ev: CollBatch) -> None:
         self.lost[ev.pid] = ev.lost
