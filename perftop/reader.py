@@ -31,6 +31,7 @@ from perftop.wire import (
     KIND_ZLIB,
     MAGIC,
     MAX_FRAME,
+    STEP_RECORD,
     ZLIB_START,
     Frame,
     FrameError,
@@ -272,17 +273,17 @@ class FrameScanner:
         self._after_damage = True
         self._stepped_since = False
 
-    def _stepped(self, first: Step, last: Step) -> None:
-        """Steps ``first`` to ``last`` of one process read (in order): past a damage, the
-        steps missing before ``first`` are counted (before a process's first step read,
-        from step number 0)."""
-        pid, gap_from = first.pid, self._gap_from
+    def _stepped(self, pid: int, first: int, last: int) -> None:
+        """Steps numbered ``first`` to ``last`` of process ``pid`` read (in order): past a
+        damage, the steps missing before ``first`` are counted (before a process's first
+        step read, from step number 0)."""
+        gap_from = self._gap_from
         if self._salvaging or (
             self._after_damage and (pid in gap_from or pid not in self._last_step)
         ):
             before = gap_from.pop(pid, self._last_step.get(pid, -1))
-            self.stats.skipped_steps += max(0, first.index - before - 1)
-        self._last_step[first.pid] = last.index
+            self.stats.skipped_steps += max(0, first - before - 1)
+        self._last_step[pid] = last
         self._stepped_since = True
 
     def _decode(self, frames: list[Frame]) -> list[Event]:
@@ -322,11 +323,11 @@ class FrameScanner:
                 and isinstance(last, Step)
                 and first.pid == last.pid
             ):
-                self._stepped(first, last)  # one process's steps: their ends tell
+                self._stepped(first.pid, first.index, last.index)  # one process's: ends tell
                 continue
             for ev in events:
                 if type(ev) is Step:
-                    self._stepped(ev, ev)
+                    self._stepped(ev.pid, ev.index, ev.index)
         st.events += event_count(out)
         return out
 
@@ -337,13 +338,13 @@ class FrameScanner:
         if not batch.count:
             return
         out.append(batch)
-        recs = list(batch.records())
-        first, last = recs[0], recs[-1]
+        first = STEP_RECORD.unpack_from(frame.payload, 0)
+        last = STEP_RECORD.unpack_from(frame.payload, len(frame.payload) - STEP_RECORD.size)
         if first[0] == last[0]:
-            self._stepped(Step(first[0], first[1], 0.0, 0.0), Step(last[0], last[1], 0.0, 0.0))
+            self._stepped(first[0], first[1], last[1])
         else:
-            for r in recs:
-                self._stepped(Step(r[0], r[1], 0.0, 0.0), Step(r[0], r[1], 0.0, 0.0))
+            for r in batch.records():
+                self._stepped(r[0], r[1], r[1])
 
 
 def _zeros_end(buf: bytes, at: int) -> int:
