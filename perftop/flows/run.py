@@ -141,12 +141,10 @@ def run_live(
         tty.release()  # never returns when the watch concluded in the app's place
         # Only a "stop" asked for (the quit dialog, SIGTERM) stops the job, whether or not
         # the app failed after. A terminal gone (looked at now: its reads fail before
-        # SIGHUP comes), a failed app or one that ended with no choice leave a running
-        # job to the background monitor.
-        gone = tty.check()
-        choice = "stop" if app.return_value == "stop" and not gone else "leave"
-        if gone:
-            choice = lost
+        # SIGHUP comes) does what a lost terminal does to this job (``lost``); a failed app
+        # or one that ended with no choice leave a running job to the background monitor.
+        asked = "stop" if app.return_value == "stop" else "leave"
+        choice = lost if tty.check() else asked
         if choice == "stop" and job.poll() is None:
             job.stop()
     if app.failure is not None:
