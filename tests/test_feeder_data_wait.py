@@ -35,7 +35,10 @@ def feeder(request, tmp_path_factory):
     events = list(read_events(str(d / "r.perftop")))
     steps = [e for e in events if isinstance(e, Step)]
     passes = [e.length for e in events if isinstance(e, Between) and e.kind == "eval"]
-    return _own(proc.stdout), r["steps"], steps, {h["id"]: h for h in r["hints"]}, passes
+    own = _own(proc.stdout)
+    saves = [e for e in events if isinstance(e, Between) and e.kind == "checkpoint"]
+    assert len(saves) == own.get("checkpoints", 0), saves  # a burst of saves is one pass
+    return own, r["steps"], steps, {h["id"]: h for h in r["hints"]}, passes
 
 
 def test_feeder_data_wait_matches_the_loops_own_timer(feeder):
@@ -45,7 +48,8 @@ def test_feeder_data_wait_matches_the_loops_own_timer(feeder):
     assert s["data_wait_fraction"] is not None and "data" in s["phases_s"]
     # the first step began at its first backward: its wait is not seen. perftop's figure
     # is the loop's own time off the CPU before each forward; the wait in next() is in it
-    # (a busy host adds waits for a core or the GIL outside next(): in blocked_s too)
+    # (a busy host adds waits for a core or the GIL outside next(): in blocked_s too);
+    # the generator's, after each checkpoint's saves too (not the saves' own time)
     ours, theirs = sum(st.data for st in steps), own["wait_s"] - own["first_wait_s"]
     # (the loop's span holds perftop's: on a busy host its margins, inside torch's step
     # wrapper and the forward's hooks, may hold waits for the GIL that perftop's does not)

@@ -419,7 +419,17 @@ class FirstForward:
 
     def timed_wait(self, tr: Any, t: float) -> None:
         gap = t - self.t0
-        if self.c0 < 0.0:  # the clock was not read: no step has been waiting
+        if tr.in_gap and tr.grad() and gaps.saves_done(tr, t):
+            # The step's forward after a checkpoint's saves: the checkpoint ended where its
+            # last save returned (its file's writing is time off the CPU too, and its own);
+            # the wait after that is this step's. Not a step like the others: the rule of
+            # steps that wait for nothing (WAIT_SEEN) learns nothing from it.
+            after = max(0.0, t - tr.save_end)
+            if self.c0 < 0.0:
+                wait = max(0.0, after - self.cpu_hi)
+            else:
+                wait = min(after, max(0.0, gap - (_cpu() - self.c0)))
+        elif self.c0 < 0.0:  # the clock was not read: no step has been waiting
             wait = max(0.0, gap - self.cpu_hi)
             if wait < WAIT_SEEN:
                 wait = 0.0

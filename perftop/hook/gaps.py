@@ -229,6 +229,17 @@ def saved(tr: Tracker, t0: float, t1: float) -> None:
         tr.save_alone = True
 
 
+def saves_done(tr: Tracker, t: float) -> bool:
+    """A forward with grad on at ``t`` while a checkpoint of saves alone is open (a loop
+    fed without a DataLoader, whose next batch ends no pass): the checkpoint is over, where
+    its last save returned (:func:`end`), and the forward is the next step's; True where
+    it ended here. An evaluation after the saves (a forward with grad off) joins them."""
+    if not (tr.save_alone and not tr.gap_eval):
+        return False
+    end(tr, t)
+    return True
+
+
 def pend_fetch(tr: Tracker, t0: float, t1: float, got: bool, loader: Any) -> None:
     tr.pend = True
     tr.pend_t0, tr.pend_t1, tr.pend_got, tr.pend_loader = t0, t1, got, loader

@@ -1,12 +1,14 @@
 """Loops fed without a DataLoader on the training thread, each timing its own batch fetch:
 ``queue`` (a thread fills a queue.Queue), ``fast_queue`` (one that keeps it full),
-``generator`` (one slow batch, one evaluation), ``prefetcher`` (a class whose
+``generator`` (one slow batch, one evaluation, a checkpoint of two saves every
+SAVE_EVERY steps), ``prefetcher`` (a class whose
 __next__ takes from a background thread), and ``compiled`` / ``inplace`` (a generator
 feeding a torch.compile(model) wrapper / a Module.compile()'d model). Prints one JSON line:
 steps, the loop's own fetch wait, and for the compiled ones the outputs and graph count."""
 
 from __future__ import annotations
 
+import io
 import json
 import queue
 import sys
@@ -20,6 +22,7 @@ PERIOD = 0.02  # a batch every 20 ms; a step's compute is a few ms: the loop wai
 # ``generator``: batch SLOW_AT takes SLOW periods (a shard opened); after step EVAL_AT an
 # evaluation ends with EVAL_SLEEP s off the CPU (its metrics written), the loop timing it
 SLOW_AT, SLOW, EVAL_AT, EVAL_SLEEP = 6, 4, 10, 0.04
+SAVE_EVERY = 5  # ``generator``: after steps 2, 7, 12, ... a checkpoint (model, optimizer)
 
 
 def batches(n=STEPS, period=PERIOD, slow_at=-1):
@@ -74,7 +77,7 @@ def main(shape: str) -> None:
     slow = lambda: batches(slow_at=SLOW_AT)  # noqa: E731
     feeds = {"queue": queue_feed, "fast_queue": fast, "prefetcher": Prefetcher, "generator": slow}
     feed = feeds.get(shape, batches)()
-    wait, n, losses, first, evals = 0.0, 0, [], 0.0, []
+    wait, n, losses, first, evals, saves = 0.0, 0, [], 0.0, [], 0
     # The training thread's own time off the CPU from each step's end to the next step's
     # forward (wall less its CPU time): what perftop's data wait behind a feeder is. The
     # wait in next() is part of it; a busy host adds a wait for a core, or for the GIL
@@ -117,6 +120,11 @@ def main(shape: str) -> None:
                 time.sleep(EVAL_SLEEP)
             evals.append(time.perf_counter() - t1)
             step_end()  # the pass's time is its own
+        if shape == "generator" and n % SAVE_EVERY == 2:
+            torch.save(model.state_dict(), io.BytesIO())
+            torch.save(opt.state_dict(), io.BytesIO())
+            saves += 1
+            step_end()  # the checkpoint's time is its own
     out = {
         "shape": shape,
         "steps": n,
@@ -125,6 +133,7 @@ def main(shape: str) -> None:
         "blocked_s": mark[1],
         "losses": [repr(v) for v in losses],
         "evals": evals,
+        "checkpoints": saves,
     }
     if shape in ("compiled", "inplace"):
         from torch._dynamo.utils import counters
