@@ -94,3 +94,23 @@ def pytest_sessionfinish(session, exitstatus) -> None:
     skipped = reporter.stats.get("skipped", []) if reporter is not None else []
     if _on_ci() and skipped and exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _slow_first() -> dict[str, int]:
+    """The test files listed in ``slow_first.txt``, by their place (longest first)."""
+    path = ROOT / "tests" / "slow_first.txt"
+    if not path.is_file():  # a suite of its own (tests/test_ci.py's): collection order
+        return {}
+    lines = path.read_text().splitlines()
+    files = [ln.strip() for ln in lines if ln.strip() and not ln.startswith("#")]
+    return {f: i for i, f in enumerate(files)}
+
+
+def pytest_collection_modifyitems(session, config, items) -> None:
+    """The longest files first, the rest as collected: the workers take whole files in this
+    order (``--dist loadfile --no-loadscope-reorder``), so the run ends with short files
+    filling the last gaps, not with one worker on a long file while the others idle."""
+    rank = _slow_first()
+    last = len(rank)
+    order = {id(item): i for i, item in enumerate(items)}
+    items.sort(key=lambda it: (rank.get(it.nodeid.split("::", 1)[0], last), order[id(it)]))
