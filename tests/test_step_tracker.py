@@ -317,6 +317,47 @@ def test_a_new_loaders_batch_read_ahead_is_no_evaluation(make):
     assert round(steps[-1][3], 6) == 0.2  # both fetches: its data wait
 
 
+def test_a_read_ahead_preempted_between_its_fetches_is_no_evaluation(make):
+    """The same on a busy host: the wrapper is preempted for 20 ms between its two fetches.
+    No module call came between them (the forward pre-hook armed at the step's end still
+    waits): read ahead. Under load it read as an evaluation of the first batch, by the
+    wall time between them alone."""
+    tr, steps, between, c = make()
+    armed = [True]
+    tr.watching = lambda: armed[0]
+    opt = Opt()
+    for _ in range(2):
+        train_step(tr, c, opt)
+    tr.fetched(*c(0.1), True, 7)
+    c(0.02)  # preempted
+    tr.fetched(*c(0.1), True, 7)
+    c(0.1)
+    armed[0] = False  # the step's forward
+    tr.backward(*c(0.1))
+    opt_step(tr, c, opt, 0.1)
+    assert between == [], between
+    assert round(steps[-1][3], 6) == 0.22  # the wrapper's two fetches, the wait between
+
+
+def test_a_second_batch_after_a_module_call_is_an_evaluations(make):
+    """... but where a module call came between them (the hook fired: a forward with grad
+    on, not the step's since no training followed), or there is no such hook and the
+    next batch came 2 ms later, the first batch was an evaluation's."""
+    for armed in (False, None):
+        tr, steps, between, c = make()
+        tr.watching = None if armed is None else (lambda: False)
+        opt = Opt()
+        for _ in range(2):
+            train_step(tr, c, opt)
+        tr.fetched(*c(0.1), True, VAL)
+        c(0.002)  # work on the first batch
+        tr.fetched(*c(0.1), True, VAL)
+        c(0.1)
+        for _ in range(2):
+            train_step(tr, c, opt)
+        assert [b[0] for b in between] == ["eval"], (armed, between)
+
+
 def test_checkpoint_and_eval_in_one_gap(make):
     tr, steps, between, c = make()
     opt = Opt()

@@ -38,6 +38,7 @@ cdef class StepTracker:
     cdef public bint running, in_gap, pend, has_fetch, has_bwd, blind, bwd_seen, timing
     cdef public bint multi_bwd, settled
     cdef public object fetch_loader, in_opt, train_last, on_arm, on_fetched
+    cdef public object watching
     cdef public list held
     cdef public double start, last_end, data, bwd, opt, hole, fwd_wait, opt_t0, closure_s
     cdef public double flush_at

@@ -178,6 +178,10 @@ class FirstForward:
         if self.timed:  # timed from here: a step with no forward after this waited for none
             tr.first_forward(0.0)
 
+    def watching(self) -> bool:
+        """Armed and not yet fired: no module call since the step's end (gaps.read_ahead)."""
+        return self.slot.held and not self.off
+
     def disarm(self) -> None:
         """Off until armed again; a pass's forward hook and profile function with it (before
         a compile: dynamo must trace no hook of ours)."""
@@ -520,6 +524,7 @@ def install(state: HookState, watch: CompileWatch) -> None:
         state.internal_error,
     )
     tr.on_arm = ff.arm
+    tr.watching = ff.watching
     tr.on_closure = ff.closure_began
     ff.meter.on_env = ff.env_seen
     table = getattr(module, "_global_forward_hooks", None)

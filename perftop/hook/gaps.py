@@ -92,6 +92,7 @@ _OURS = os.sep + os.path.join("perftop", "hook") + os.sep
 _TORCH = os.sep + "torch" + os.sep  # torch's own frames: a decorator's wrapper
 _MAX_SITES = 4096  # sites remembered (code lines: a real loop has a handful)
 EVAL, CHECKPOINT, OVERLAPPED = "eval", "checkpoint", "checkpoint_overlapped"
+READ_AHEAD_S = 0.001  # a loader's next batch this soon after its first: read ahead
 
 
 def reset(tr: Tracker) -> None:
@@ -243,6 +244,17 @@ def saves_done(tr: Tracker, t: float) -> bool:
 def pend_fetch(tr: Tracker, t0: float, t1: float, got: bool, loader: Any) -> None:
     tr.pend = True
     tr.pend_t0, tr.pend_t1, tr.pend_got, tr.pend_loader = t0, t1, got, loader
+
+
+def read_ahead(tr: Tracker, t0: float) -> bool:
+    """The pending batch's loader fetched again at ``t0``, with no forward with grad off
+    between (``cand``): read ahead (a prefetching wrapper over a loader made anew each
+    epoch), not an evaluation's first batch, where no module call at all came between
+    them (the forward pre-hook armed at the step's end still waits: a busy host may
+    preempt the wrapper between its fetches for milliseconds), or, without that hook (a
+    compiled model), where the next fetch came within :data:`READ_AHEAD_S`."""
+    watching = tr.watching
+    return (watching is not None and watching()) or t0 - tr.pend_t1 < READ_AHEAD_S
 
 
 def pending_was_eval(tr: Tracker) -> None:

@@ -43,7 +43,6 @@ SOURCES = STEP_SOURCES  # index = mode
 HOLD_STEPS = 64
 # A new loader's next batch fetched this soon after its first, nothing in between: read
 # ahead by a prefetching wrapper, not an evaluation's next batch (work comes between those)
-READ_AHEAD_S = 0.001
 _INF = float("inf")
 # The ring the sender reads steps from (ring.py): a step is the wire's record (STEP_RECORD,
 # 53 bytes: its size, checked by a test), the source byte plus PHASED where the step has
@@ -100,6 +99,9 @@ class StepTracker:
         self.on_between: Callable[[str, float, float], None] | None = None  # kind, t0, length
         self.on_open: Callable[[str, float], None] | None = None  # kind, t0: one began
         self.on_arm: Callable[[], None] | None = None  # arms the one-shot forward pre-hook
+        # Whether that pre-hook waits for the next module call (none came since the step's
+        # end); None: no such hook (tests, a hook off since dynamo compiles)
+        self.watching: Callable[[], bool] | None = None
         # opt.step(closure) began: the wait before the closures' forwards ends there
         self.on_closure: Callable[[], None] | None = None
         # A DataLoader iterator met for the first time: which loader it iterates (its
@@ -277,7 +279,7 @@ class StepTracker:
                     self.pend
                     and loader is self.pend_loader
                     and self.cand is None
-                    and t0 - self.pend_t1 < READ_AHEAD_S
+                    and gaps.read_ahead(self, t0)
                 ):
                     # its next batch at once, nothing in between: read ahead (a prefetching
                     # wrapper over a loader made anew each epoch), not an evaluation's
