@@ -100,7 +100,9 @@ def test_no_grad_region_inside_a_step_or_before_training_is_not_eval(tr):
 def test_manual_update_loop_evaluation_is_between_steps(tr):
     """No optimizer: backward() then a no_grad update at one site every step; an
     ``evaluate()`` from another site after step 3 (and twice after step 5) is cut out of
-    the steps, each pass once; the update's region stays in its step."""
+    the steps, each pass once; the update's region stays in its step. backward() ends
+    steps: each step, from one backward's start to the next, goes on over its passes (it
+    holds the next iteration's batch and forward, as the steps without a pass do)."""
     t, steps, between = tr
     ctx = Ctx()
     for i in range(6):
@@ -117,8 +119,9 @@ def test_manual_update_loop_evaluation_is_between_steps(tr):
         ("eval", 5.5, 0.1),
         ("eval", 5.7, 0.1),  # its own time: the loop's code between them is in neither
     ]
-    assert len(steps) == 6 and steps[3][2] == pytest.approx(3.5)  # ends where it began
-    assert steps[4][1] == pytest.approx(3.9)
+    assert len(steps) == 6 and steps[3][2] == pytest.approx(4.1)  # at the next backward
+    assert [round(s[2] - s[1], 6) for s in steps] == [1.0, 1.0, 1.0, 0.6, 1.0, 0.5]
+    assert steps[4][1] == pytest.approx(4.1)
 
 
 def test_evaluation_after_a_second_optimizers_step_is_cut_out(tr):

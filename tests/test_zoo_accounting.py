@@ -5,6 +5,8 @@ oracles. Apart from test_zoo.py so the two run on two test workers."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.zoo.parts import Spec, Sync
@@ -188,3 +190,22 @@ FIXED_30 += [
         id="feeder-wait-after-a-pass-after-a-second-optimizer",
     ),
 ]
+
+
+def test_steps_that_backward_ends_hold_one_batch_each_around_passes(tmp_path):
+    """A manual update fed by a generator: backward() ends steps, each holding the next
+    batch's wait. Around each evaluation, sampling pass and checkpoint a step read no wait
+    and the next two (0.5 ms and 7.5 ms steps for a steady 4 ms loop: the step closed at
+    the pass, the one after it took the next backward in; found by the fuzzer's seed 6060).
+    Each step now holds one batch's wait, the loop's own (a preemption on a busy host may
+    add to one)."""
+    spec = Spec("manual", "generator", steps=40, feed_ms=3, evaluate=11, sample=7,
+                checkpoint=5, save_burst=True)  # fmt: skip
+    res = run_accounting(spec, tmp_path)
+    assert not res.failures, res.show()
+    tl = json.loads((tmp_path / "sampled.events.json").read_text())
+    own = json.loads((tmp_path / "sampled.json").read_text())
+    waits = {w[0]: w[2] for w in own["waits"]}  # each fetch's time blocked
+    steps = [(i, d, waits[i]) for i, _t0, _t1, d in tl["steps"][1:-1]]
+    assert all(d > 0.5 * w for i, d, w in steps), steps
+    assert sum(d > 1.6 * w for i, d, w in steps) <= 2, steps

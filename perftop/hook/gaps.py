@@ -73,7 +73,7 @@ from typing import TYPE_CHECKING, Any
 from perftop.hook.pass_meter import ROLLOUT
 from perftop.hook.steps_cold import release
 
-OPTIMIZER = 3  # steps.OPTIMIZER (steps imports this module)
+BACKWARD, OPTIMIZER = 2, 3  # steps.BACKWARD, steps.OPTIMIZER (steps imports this module)
 
 if TYPE_CHECKING:  # the tracker whose rare paths these are (no import at run time)
     from perftop.hook.shape import Tracker
@@ -120,7 +120,8 @@ def enter(tr: Tracker, t: float, is_eval: bool, seen: bool = True, kind: str = E
     region's entry, a save's start), not only its first batch was fetched there; ``kind``:
     what an evaluation is said to be while it runs (a rollout's site: ``rollout``)."""
     if not tr.in_gap:
-        tr.lazy_close(t)
+        if not _backward_bound(tr):
+            tr.lazy_close(t)
         if tr.held:
             release(tr)  # held steps must not merge across the interval
         tr.in_gap = True
@@ -145,6 +146,16 @@ def enter(tr: Tracker, t: float, is_eval: bool, seen: bool = True, kind: str = E
         seen_batch = getattr(tr.region, "batch_seen", None) if not seen else None
         if seen_batch is not None:
             seen_batch()  # a loader's batch in a pass a forward opened: an evaluation
+
+
+def _backward_bound(tr: Tracker) -> bool:
+    """Steps that ``backward()`` ends, in a loop fed without a DataLoader (a manual update,
+    a generator): each step runs from one backward's start to the next, its wait for the
+    next batch and that batch's forward in it. A pass after the update is cut out of the
+    step around it, which goes on after it: closed at the pass (as a lazy source's step
+    is), it had no batch and no forward, and the next one two of each (0.5 ms and 7.5 ms
+    steps around each pass of a steady 4 ms loop)."""
+    return tr.mode == BACKWARD and tr.has_bwd and not tr.has_fetch
 
 
 def end(tr: Tracker, t: float) -> float:
@@ -379,8 +390,10 @@ def region_enter(tr: Tracker, ctx: Any, t: float) -> None:
         per_step, kind = False, ROLLOUT  # a rollout's site (pass_meter): an environment's
     elif last is None:
         per_step = inside and index == 0  # first met in the first step: its own work
-    elif last[2] and last[1] == index and not inside:
-        per_step = False  # an evaluation's site again, in the same stretch between steps
+    elif last[2] and last[1] == index and (not inside or _backward_bound(tr)):
+        # an evaluation's site again, in the same stretch between steps (where backward()
+        # ends steps, after the step's backward: its step goes on over its passes)
+        per_step = False
     else:
         per_step = last[0] >= index - 1
     if not per_step:
@@ -429,7 +442,12 @@ def region_exit(tr: Tracker, t: float) -> None:
     (the pass cut out of the wait as it is out of the step)."""
     if tr.in_gap:
         end(tr, t)
-        if tr.timing and not (tr.has_fetch or tr.has_bwd) and tr.on_arm is not None:
+        if (
+            tr.timing
+            and not tr.has_fetch
+            and (not tr.has_bwd or _backward_bound(tr))
+            and tr.on_arm is not None
+        ):
             tr.on_arm()
     tr.region = None
 

@@ -454,9 +454,10 @@ class StepTracker:
         if self.pend:
             gaps.pending_was_eval(self)
         if self.in_gap:  # a pass after the last step (a final test): until its last work
-            gaps.end(self, gaps.at_exit(self, max(self.clock(), self.gap_t0)))
-        elif self.running:
-            self.lazy_close(max(self.last_end, self.start))
+            t = gaps.end(self, gaps.at_exit(self, max(self.clock(), self.gap_t0)))
+            self.lazy_close(t)  # a step that backward() ends went on over it: it ends too
+        elif self.running:  # (after its passes, where backward() ends steps)
+            self.lazy_close(max(self.last_end, self.start, self.gap_t1))
         cold.release(self)
 
     # -- what torch calls per step: pass-throughs that call the functions below ----------
