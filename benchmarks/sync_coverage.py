@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from perftop.events import SyncBatch, SyncInfo
-from perftop.hook.sync import Sampler
+from perftop.hook.sync_sampler import Sampler
 from perftop.model.sync import SyncReducer
 
 SITE = ("item", "loop.py", 9, "f", "potential")

@@ -23,7 +23,7 @@ JOB = r"""
 import statistics, sys, time, torch
 from torch.overrides import TorchFunctionMode
 from perftop.hook import frames, sync_detect
-from perftop.hook.sync import Collector
+from perftop.hook.sync_collector import Collector
 torch.set_num_threads(1)
 frames.configure()
 class State:

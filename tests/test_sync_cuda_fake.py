@@ -25,7 +25,7 @@ import pytest
 import torch
 
 from perftop.hook import frames, sync_cuda, sync_detect
-from perftop.hook.sync import Collector
+from perftop.hook.sync_collector import Collector
 
 TEXT = "called a synchronizing CUDA operation"
 NOTICE = (

@@ -7,7 +7,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from perftop.hook import frames, sync_detect
-from perftop.hook.sync import Collector
+from perftop.hook.sync_collector import Collector
 from tests import site_lib
 
 HERE = __file__

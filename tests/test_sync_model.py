@@ -11,7 +11,7 @@ import torch
 from perftop.events import Step, SyncBatch, SyncInfo
 from perftop.fmt import sync_rate
 from perftop.hook.frames import op_at
-from perftop.hook.sync import Sampler
+from perftop.hook.sync_sampler import Sampler
 from perftop.model import Session
 from perftop.model.sync import SyncReducer
 from perftop.tui.widgets.sync import subtitle
@@ -394,8 +394,8 @@ def test_a_site_whose_count_falls_after_the_draws_is_no_per_step_site():
 def test_sessions_draw_other_steps_and_ranks_the_same(monkeypatch):
     """``perftop run`` puts a random seed in the job's environment, the one every rank
     reads; without one, the ranks of a distributed job derive it from their rendezvous."""
-    from perftop.hook.sync import session_seed
-    from perftop.monitor.runner import hook_env
+    from perftop.hook.sync_sampler import session_seed
+    from perftop.monitor.jobenv import hook_env
 
     a, b = hook_env("/x", base={}), hook_env("/x", base={})
     assert a["PERFTOP_SYNC_SEED"] != b["PERFTOP_SYNC_SEED"]

@@ -10,7 +10,8 @@ import pytest
 
 from perftop.events import SyncBatch
 from perftop.hook import sync_passes
-from perftop.hook.sync import Collector, unit
+from perftop.hook.sync_collector import Collector
+from perftop.hook.sync_sampler import unit
 
 SITE = ("int", "potential", ("job.py", 9, "test", None, None, None, None))
 

@@ -1,6 +1,6 @@
 """Passes between steps watched on a draw of their own: an evaluation's syncs are seen.
 
-The detector's watch follows steps (``sync.Sampler``): a pass between two steps is
+The detector's watch follows steps (``sync_sampler.Sampler``): a pass between two steps is
 watched only where the step after it is, about one in 200 after the first three. A job
 that evaluates once an epoch (PyG's ``mutag_gin``: an ``int()`` of each batch's correct
 count) then showed no sync between steps in most runs, although each evaluation makes
@@ -36,7 +36,7 @@ from collections.abc import Callable
 from typing import Any
 
 EARLY = 2  # passes watched for sure (budget allowing)
-SALT = 3  # the passes' draws (``sync.unit``'s salt), apart from the steps' (1 and 2)
+SALT = 3  # the passes' draws (``sync_sampler.unit``'s salt), apart from the steps' (1 and 2)
 ALLOW_S = 0.25  # what pass watches may cost a run at once (a short evaluation, whole) ...
 FRACTION = 0.002  # ... and this share of the training thread's CPU time so far
 SLOW = 2.0  # a watched pass's extra, in typical passes, where that is known
