@@ -7,47 +7,25 @@ Not thread-safe by design: one ingest thread owns a session.
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any, Protocol
 
-from perftop.events import (
-    Between,
-    Dropped,
-    Event,
-    Hello,
-    HookClose,
-    JobExit,
-    JobStart,
-    LoaderInfo,
-    MonitorStats,
-    Note,
-    ObserverStart,
-    Output,
-    SessionStart,
-    Step,
-    StepGpu,
-    SyncBatch,
-)
-from perftop.model.between import OVERLAPPED, BetweenReducer
+from perftop.events import Event, JobExit, Step
+from perftop.model.between import BetweenReducer
 from perftop.model.capture import CaptureReducer
 from perftop.model.comm import CommReducer
+from perftop.model.job_reducers import LogReducer, MetaReducer, StepsReducer
 from perftop.model.probe_health import ProbeHealthReducer
 from perftop.model.protocol import Hinter, NoHints
 from perftop.model.resources import GpusReducer, HostReducer, ProcessesReducer
 from perftop.model.roles import assign_roles
-from perftop.model.snapshot import Loader, Meta, NoteRow, OutputLine, Snapshot, StepStats, Trainer
+from perftop.model.snapshot import Meta, Snapshot
 from perftop.model.stacks import StacksReducer
-from perftop.model.steps import LIVE_WINDOW, StepSeries
+from perftop.model.steps import LIVE_WINDOW
 from perftop.model.sync import SyncReducer
-from perftop.model.terminal import terminal_lines
-from perftop.model.trainers import primary
 from perftop.model.workers import WorkersReducer
-from perftop.wire import DATA_WAIT_NOTE, DATA_WAIT_NOTE_V1, StepBatch, StepRecord, steps_of
-
-OUTPUT_LINES = 2000
-MAX_STARTS = 64  # a loader's iterator starts kept (each epoch makes one)
+from perftop.wire import StepBatch, StepRecord, steps_of
 
 
 class Reducer(Protocol):
@@ -58,209 +36,6 @@ class Reducer(Protocol):
     def apply(self, ev: Any) -> None: ...
 
     def contribute(self, parts: dict[str, Any], window: int | None) -> None: ...
-
-
-class MetaReducer:
-    handles = (SessionStart, JobStart, JobExit, Dropped, MonitorStats, ObserverStart, Note)
-
-    def __init__(self) -> None:
-        self.meta = Meta()
-        self._dropped: dict[tuple[int, str], int] = {}
-
-    def apply(self, ev: Any) -> None:
-        m = self.meta
-        if isinstance(ev, SessionStart):
-            self.meta = _replace(
-                m,
-                command=ev.command,
-                cwd=ev.cwd,
-                host=ev.host,
-                start_t=ev.t,
-                record_path=ev.record_path,
-                perftop_version=ev.perftop_version,
-            )
-        elif isinstance(ev, JobStart):
-            self.meta = _replace(m, job_pid=ev.pid, start_t=m.start_t or ev.t)
-        elif isinstance(ev, JobExit):
-            code = ev.exit_code if ev.known else m.exit_code
-            self.meta = _replace(m, exit_code=code, exit_t=ev.t, ended=True)
-        elif isinstance(ev, Dropped):
-            self._dropped[(ev.pid, ev.source)] = ev.total
-            self.meta = _replace(m, dropped_events=sum(self._dropped.values()))
-        elif isinstance(ev, MonitorStats):
-            self.meta = _replace(
-                m,
-                monitor_cpu_percent=ev.cpu_percent,
-                monitor_rss_bytes=ev.rss_bytes,
-                rejected_frames=ev.rejected_frames,
-                monitor_dropped=ev.dropped,
-            )
-        elif isinstance(ev, ObserverStart):
-            self.meta = _replace(m, observer=True, observer_python=ev.python)
-        elif isinstance(ev, Note) and ev.source == "recording" and ev.level == "error":
-            self.meta = _replace(m, record_path="")  # the recording stopped (a full disk)
-
-    def contribute(self, parts: dict[str, Any], window: int | None) -> None:
-        parts["meta"] = self.meta
-
-
-class StepsReducer:
-    handles = (Hello, Step, StepGpu, LoaderInfo, Between, SyncBatch, Note, HookClose)
-
-    def __init__(self) -> None:
-        self.series: dict[int, StepSeries] = {}
-        self.syncs: dict[int, int] = {}  # sync events per process, for the ranks table
-        self.trainers: dict[int, Trainer] = {}
-        self.loaders: dict[tuple[int, int], Loader] = {}
-        # worker pid -> its loader's id, for every iterator's workers: a loader's report
-        # names only its newest workers (each epoch's iterator replaces the last)
-        self.worker_loader: dict[int, int] = {}
-        self.before_forward: set[int] = set()  # processes whose data wait is a feeder's
-        self.closing: set[int] = set()  # hooks that end with a HookClose (Hello.closes)
-        self.closed: set[int] = set()  # ... and those whose HookClose came
-
-    def apply(self, ev: Any) -> None:
-        if isinstance(ev, Step):
-            s = self.series.get(ev.pid)
-            if s is None:
-                s = self.series[ev.pid] = StepSeries(ev.pid)
-            s.add(ev)
-        elif isinstance(ev, Between):  # the next step of that process comes after it
-            s = self.series.get(ev.pid)
-            if s is not None and ev.kind != OVERLAPPED:  # an async save cuts no step
-                s.gap_kind = ev.kind
-        elif isinstance(ev, SyncBatch):
-            if ev.sites:
-                self.syncs[ev.pid] = self.syncs.get(ev.pid, 0) + sum(x[5] for x in ev.sites)
-        elif isinstance(ev, StepGpu):
-            s = self.series.get(ev.pid)
-            if s is not None:
-                s.add_gpu(ev)
-        elif isinstance(ev, HookClose):
-            self.closed.add(ev.pid)
-        elif isinstance(ev, Hello) and ev.worker_id is None:  # workers are not trainers
-            if ev.closes:
-                self.closing.add(ev.pid)
-            self.trainers[ev.pid] = Trainer(
-                ev.pid,
-                ev.ppid,
-                ev.host,
-                ev.argv,
-                ev.rank,
-                ev.local_rank,
-                ev.world_size,
-                ev.device,
-                ev.torch_version,
-                ev.torch_threads,
-            )
-        elif isinstance(ev, Note):
-            if ev.text in (DATA_WAIT_NOTE, DATA_WAIT_NOTE_V1) and ev.source.startswith("hook:"):
-                self.before_forward.add(int(ev.source[5:]))
-        elif isinstance(ev, LoaderInfo):
-            for _worker_id, pid in ev.workers:
-                self.worker_loader[pid] = ev.loader_id
-            key = (ev.pid, ev.loader_id)
-            prev = self.loaders.get(key)
-            starts = (prev.starts + (ev.t,))[-MAX_STARTS:] if prev is not None else (ev.t,)
-            self.loaders[key] = Loader(
-                ev.pid,
-                ev.loader_id,
-                ev.num_workers,
-                ev.batch_size,
-                ev.pin_memory,
-                ev.prefetch_factor,
-                ev.persistent_workers,
-                ev.workers,
-                ev.dataset,
-                ev.t,
-                start_method=ev.start_method,
-                starts=starts,
-                grad=ev.grad,
-            )
-
-    def apply_steps(self, records: Sequence[StepRecord]) -> None:
-        """Packed step records, in order: as :meth:`apply` of each one's :class:`Step`."""
-        series = self.series
-        by_pid: dict[int, list[StepRecord]] = {}
-        if records and all(r[0] == records[0][0] for r in records):  # one process's frame
-            by_pid[records[0][0]] = list(records)
-        else:
-            for r in records:
-                by_pid.setdefault(r[0], []).append(r)
-        for pid, recs in by_pid.items():
-            s = series.get(pid)
-            if s is None:
-                s = series[pid] = StepSeries(pid)
-            s.add_records(recs)
-
-    def _source(self, s: StepStats) -> StepStats:
-        """Says how a process's data wait was measured, where there is one (before the
-        first forward: even where the run's figure is N/A, its steps' figures are that)."""
-        if s.pid in self.before_forward:
-            return replace(s, data_wait_source="before_forward")
-        if s.data_wait_fraction is None:
-            return s
-        if any(pid == s.pid for pid, _ in self.loaders):
-            return replace(s, data_wait_source="dataloader")
-        return s
-
-    def primary_pid(self) -> int | None:
-        """The process the step figures are of (:func:`perftop.model.trainers.primary`)."""
-        spans = [(p, self.rank_of(p), s.first_t0, s.last_t1) for p, s in self.series.items()]
-        return primary(spans, self.closed)
-
-    def rank_of(self, pid: int) -> int | None:
-        t = self.trainers.get(pid)
-        return t.rank if t is not None else None
-
-    def _host(self, pid: int) -> str:
-        t = self.trainers.get(pid)
-        return t.host if t is not None else ""
-
-    def contribute(self, parts: dict[str, Any], window: int | None) -> None:
-        ranks = [
-            self._source(
-                s.stats(self.rank_of(pid), window, self._host(pid), self.syncs.get(pid, 0))
-            )
-            for pid, s in self.series.items()
-        ]
-        # Lowest rank first; processes without a rank in order of their first step.
-        ranks.sort(key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0))
-        parts["ranks"] = tuple(ranks)
-        pid = self.primary_pid()
-        if pid is not None:
-            parts["steps"] = next(r for r in ranks if r.pid == pid)
-        parts["trainers"] = tuple(self.trainers.values())
-        parts["unclosed"] = tuple(
-            sorted(p for p in self.series if p in self.closing and p not in self.closed)
-        )
-        parts["closed"] = tuple(sorted(self.closed))
-        parts["loaders"] = tuple(self.loaders.values())
-        parts["worker_loader"] = dict(self.worker_loader)
-
-
-class LogReducer:
-    handles = (Output, Note)
-
-    def __init__(self) -> None:
-        self.output: deque[OutputLine] = deque(maxlen=OUTPUT_LINES)
-        self.output_total = 0
-        self.notes: list[NoteRow] = []
-
-    def apply(self, ev: Any) -> None:
-        if isinstance(ev, Output):
-            for line in terminal_lines(ev.text):
-                self.output.append(OutputLine(ev.t, ev.stream, line))
-                self.output_total += 1
-        else:
-            row = NoteRow(ev.t, ev.level, ev.source, ev.text)
-            if row not in self.notes[-50:]:
-                self.notes.append(row)
-
-    def contribute(self, parts: dict[str, Any], window: int | None) -> None:
-        parts["output"] = tuple(self.output)
-        parts["output_total"] = self.output_total
-        parts["notes"] = tuple(self.notes)
 
 
 def default_reducers() -> list[Reducer]:

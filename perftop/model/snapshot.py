@@ -12,11 +12,20 @@ from typing import Literal
 
 from perftop.model.capture import Capture
 from perftop.model.comm_rows import CommStats
+
+# The probes' and the findings' rows live apart; importers name them from here too.
+from perftop.model.finding_rows import Hint as Hint
+from perftop.model.finding_rows import Severity as Severity
+from perftop.model.finding_rows import SyncSite as SyncSite
+from perftop.model.finding_rows import SyncWatch as SyncWatch
+from perftop.model.probe_rows import GpuProcRow as GpuProcRow
+from perftop.model.probe_rows import GpuRow as GpuRow
+from perftop.model.probe_rows import HostRow as HostRow
+from perftop.model.probe_rows import NodeRow as NodeRow
+from perftop.model.probe_rows import ProcRow as ProcRow
 from perftop.model.workers import WorkerRow
 
 Role = Literal["main", "rank", "worker", "other"]  # what a process is to the job
-Severity = Literal["high", "medium", "info"]  # a hint's weight, most at stake first
-SyncKind = Literal["sync", "potential"]  # seen by CUDA's debug mode, or by the detector
 
 PHASES = ("data", "forward/other", "backward", "optimizer")
 
@@ -170,167 +179,6 @@ class NoteRow:
 
 
 @dataclass(frozen=True, slots=True)
-class ProcRow:
-    """One process of the job as the probe last saw it, with whole-run aggregates.
-
-    ``None`` means not available (no permission, not supported); the TUI shows "N/A".
-    Rates are per second over the last interval. Join with ``Snapshot.roles`` by pid.
-    """
-
-    pid: int
-    ppid: int | None = None
-    name: str = ""
-    cmdline: str = ""
-    state: str = ""
-    alive: bool = True
-    cpu_percent: float | None = None
-    cpu_cores: tuple[int, ...] = ()
-    threads: int | None = None
-    rss_bytes: int | None = None
-    uss_bytes: int | None = None
-    pss_bytes: int | None = None
-    swap_bytes: int | None = None
-    io_read_bps: float | None = None
-    io_write_bps: float | None = None
-    io_since_t: float | None = None  # when the interval of io_read_bps / io_write_bps began
-    io_read_bytes: int | None = None  # since the process was first seen
-    io_write_bytes: int | None = None
-    cpu_percent_avg: float | None = None
-    cpu_percent_max: float | None = None
-    rss_bytes_max: int | None = None
-    uss_bytes_max: int | None = None
-    pss_bytes_max: int | None = None
-    uss_bytes_first: int | None = None
-    uss_bytes_last: int | None = None
-    host: str = ""  # set where a collector merges nodes
-    cpu_seconds: float | None = None  # user + system CPU time since the process started
-    # bytes/s by which private memory (USS) grows, where it grows steadily (a straight line
-    # fits its last ~15 s of samples); None when flat, jumpy or too few samples
-    uss_growth_bps: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class HostRow:
-    """The machine: latest sample plus whole-run aggregates."""
-
-    t: float | None = None
-    cpu_count: int = 0
-    cpu_percent: float | None = None
-    per_core: tuple[float, ...] = ()
-    iowait_percent: float | None = None
-    load: tuple[float, float, float] | None = None
-    mem_total_bytes: int | None = None
-    mem_used_bytes: int | None = None
-    mem_available_bytes: int | None = None
-    swap_total_bytes: int | None = None
-    swap_used_bytes: int | None = None
-    disk_read_bps: float | None = None
-    disk_write_bps: float | None = None
-    disk_busy_percent: float | None = None
-    net_rx_bps: float | None = None
-    net_tx_bps: float | None = None
-    shm_used_bytes: int | None = None  # /dev/shm: DataLoader batches cross processes there
-    cpu_percent_avg: float | None = None
-    iowait_percent_avg: float | None = None
-    memory_used_bytes_max: int | None = None
-    disk_read_bytes: int | None = None  # over the run
-    disk_write_bytes: int | None = None
-    probe_late_s: float | None = None  # how late the last probe tick ran
-
-
-@dataclass(frozen=True, slots=True)
-class GpuProcRow:
-    pid: int
-    mem_bytes: int | None = None
-    sm_percent: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class GpuRow:
-    """One GPU through NVML. Each figure is ``None`` when NVML could not give it."""
-
-    index: int
-    name: str = ""
-    uuid: str = ""
-    util_percent: float | None = None  # NVML "utilization": time a kernel ran, not SM use
-    sm_activity_percent: float | None = None  # where the device reports it
-    mem_util_percent: float | None = None
-    mem_used_bytes: int | None = None
-    mem_total_bytes: int | None = None
-    power_w: float | None = None
-    power_limit_w: float | None = None
-    temperature_c: float | None = None
-    sm_clock_mhz: float | None = None
-    pcie_rx_bps: float | None = None
-    pcie_tx_bps: float | None = None
-    throttle: tuple[str, ...] = ()
-    processes: tuple[GpuProcRow, ...] = ()
-    util_percent_avg: float | None = None
-    util_percent_max: float | None = None
-    mem_used_bytes_max: int | None = None
-    power_w_avg: float | None = None
-    temperature_c_max: float | None = None
-    # (figure, run average, run maximum) for every sampled figure, for reports
-    stats: tuple[tuple[str, float | None, float | None], ...] = ()
-    host: str = ""  # set where a collector merges nodes
-
-
-@dataclass(frozen=True, slots=True)
-class SyncWatch:
-    """Whether the sync detector is looking: the steps it watched (all processes), and
-    why it stopped sampling for good where it did ("" while it samples)."""
-
-    watched: int = 0
-    paused: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class SyncSite:
-    """A line of user code that made (``sync``) or would make (``potential``) the host wait
-    for the device, directly or through a library. ``per_step`` is averaged over the steps
-    that were observed."""
-
-    op: str
-    file: str
-    line: int
-    function: str
-    kind: SyncKind
-    count: int
-    per_step: float
-    # Host seconds per watched step spent inside this site's calls, waiting for the device:
-    # measured on an accelerator in the sampled steps; None on a CPU run (nothing to wait
-    # for) and for a site only CUDA's sync debug mode saw.
-    blocked_s: float | None = None
-    last_step: int | None = None
-    # When file/line is the user's line that led into a library which made the call: that
-    # library's line (lib_*) and package. With no user frame on the stack, file/line is the
-    # library's own line and only ``package`` is set.
-    lib_file: str | None = None
-    lib_line: int | None = None
-    lib_function: str | None = None
-    package: str | None = None
-    host: str = ""  # set where a collector merges nodes
-    # Between-step sites only (``Snapshot.sync_between``): the count per pass, over the
-    # passes watched; ``per_step`` is then 0 (such syncs are no step's).
-    per_pass: float | None = None
-    passes: int | None = None
-    # Sampled sites (kind ``potential``, or ``sync`` seen in sampled steps): the watched
-    # steps ``per_step`` rests on, its standard error (0 when every step was watched: the
-    # exact mode, or a per-step site of the same count in each watched step), and in how many of those steps the site was seen. None where unknown.
-    watched: int | None = None
-    error: float | None = None
-    seen: int | None = None
-    # Seen in every watched step: a per-step site, ``per_step`` its mean count in a step.
-    every_step: bool = False
-    # Every step was watched (the exact mode): error 0 says that only with this (a sampled
-    # per-step site of one count in each watched step has error 0 too).
-    exact: bool = False
-    # A library site reached from user lines: each (file, line, function, count), the most
-    # frequent first (the row's own file/line); () where the user's own line made the call.
-    callers: tuple[tuple[str, int, str, int], ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
 class BetweenRow:
     """Time spent outside training steps, by kind (``eval``, ``checkpoint``, ``other``):
     the whole run's total and count, and the latest interval."""
@@ -350,40 +198,6 @@ class BetweenRow:
     # (``measured_s`` of them; 0 where none was).
     forward_s: float = 0.0
     measured_s: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class Hint:
-    """A diagnosis: a pure rule's verdict over snapshots, with the measured evidence.
-
-    ``est_gain`` is the share of step (or wall) time at stake, 0..1, an upper bound where
-    ``est_gain_text`` says so; ``panel`` names the panel whose figures prove it."""
-
-    id: str
-    severity: Severity
-    title: str
-    evidence: tuple[str, ...] = ()
-    advice: tuple[str, ...] = ()
-    est_gain: float | None = None
-    est_gain_text: str = ""
-    panel: str = ""
-    since_t: float | None = None
-    host: str = ""  # set where a collector merges nodes
-    until_t: float | None = None  # when it stopped holding (whole-run snapshots only)
-    seen_live: bool = True  # the live engine showed it (held ~3 s over 3 evaluations)
-    whole_run: bool = False  # the whole-run verdict gives it (whole-run snapshots only)
-
-
-@dataclass(frozen=True, slots=True)
-class NodeRow:
-    """A node forwarding to a collector: its name (host, made unique), whether its link is
-    up, its job's state and the events it sent."""
-
-    name: str
-    connected: bool = True
-    state: str = ""
-    events: int = 0
-    dropped_events: int = 0
 
 
 @dataclass(frozen=True, slots=True)

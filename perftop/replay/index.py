@@ -20,7 +20,7 @@ from perftop.events import Note, SessionStart, Step
 from perftop.hints.session import SessionHints
 from perftop.model import Session
 from perftop.model.fleet import FleetSession
-from perftop.model.session import StepsReducer
+from perftop.model.job_reducers import StepsReducer
 from perftop.model.stats import percentile
 from perftop.reader import FrameScanner, open_recording
 from perftop.recording import ReadStats, finish_stats

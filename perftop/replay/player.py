@@ -16,7 +16,7 @@ from perftop.errors import RecordingError
 from perftop.events import Event
 from perftop.hints.session import hinted_session
 from perftop.model import Snapshot
-from perftop.model.session import MetaReducer
+from perftop.model.job_reducers import MetaReducer
 from perftop.reader import FrameScanner, open_recording
 from perftop.recording import ReadStats
 from perftop.replay.checkpoint import Checkpoint

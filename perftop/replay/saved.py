@@ -27,7 +27,7 @@ from perftop.replay.checkpoint import Checkpoint
 SUFFIX = ".index"
 MAGIC = b"PERFTOP-INDEX\x00\x01\n"
 TRAILER = struct.Struct("<QQ16s")  # table offset, table length, MAGIC
-VERSION = 5  # 5: each stall's time beyond the median (the timeline weighs them)
+VERSION = 6  # 6: the model's reducers and rows moved to modules of their own (pickled paths)
 PROBE = 1 << 16  # bytes of the recording's head and tail whose CRCs identify it
 
 

@@ -1,0 +1,98 @@
+"""Who waited for whom at the collectives every rank entered: each rank's exposed and
+overlapped wait per step, and the straggler the others wait for.
+
+Pure functions of the matched collectives and the ranks' step spans, kept apart from
+:class:`~perftop.model.comm.CommReducer`'s bookkeeping of records, groups and hangs (see
+:mod:`perftop.model.comm` for how a wait is exposed or overlapped).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from perftop.model.comm_rows import CommStraggler
+from perftop.model.comm_sites import step_of
+from perftop.model.stats import median
+
+MIN_SHARE = 0.10  # the others' wait for the straggler, as a share of the step
+MIN_WAIT_S = 0.002
+MIN_LAST_SHARE = 0.6  # ... and last at this share of the collectives, or of all the wait
+
+
+def _waits(
+    matched: list[Any], steps: dict[int, Any], window: int | None
+) -> tuple[
+    dict[int, dict[int, list[Any]]], dict[tuple[int, str, str], list[float]], dict[int, int]
+]:
+    """Per process and step: [exposed, overlapped, {pid waited for: exposed}]; each
+    (pid, pg, op)'s waits; how often each process arrived last."""
+    arrivals: dict[int, list[tuple[float, float, int]]] = {}
+    waits: dict[tuple[int, str, str], list[float]] = {}
+    last_count: dict[int, int] = {}
+    for (pg, _seq), by in matched:
+        last_pid = max(by, key=lambda p: by[p][3])
+        end = by[last_pid][3]
+        last_count[last_pid] = last_count.get(last_pid, 0) + 1
+        for pid, v in by.items():
+            arrivals.setdefault(pid, []).append((v[3], end, last_pid))
+            waits.setdefault((pid, pg, v[0]), []).append(end - v[3])
+    out: dict[int, dict[int, list[Any]]] = {}
+    for pid, arr in arrivals.items():
+        st = list(steps.get(pid, ()))
+        if window is not None:
+            st = st[-window:]
+        starts = [s[0] for s in st]
+        per: dict[int, list[Any]] = {}
+        arr.sort()
+        comp: list[Any] | None = None  # [start, end, last own arrival, who]
+        for a, end, who in [*arr, (float("inf"), float("inf"), -1)]:
+            if comp is not None and a <= comp[1]:
+                comp[2] = a
+                if end > comp[1]:
+                    comp[1], comp[3] = end, who
+                continue
+            if comp is not None:
+                i = step_of(starts, st, comp[0])
+                if i is not None:
+                    slot = per.setdefault(i, [0.0, 0.0, {}])
+                    exposed = comp[1] - comp[2]
+                    slot[0] += exposed
+                    slot[1] += comp[2] - comp[0]
+                    if comp[3] != pid and exposed > 0:
+                        slot[2][comp[3]] = slot[2].get(comp[3], 0.0) + exposed
+            comp = [a, end, a, who]
+        out[pid] = per
+    return out, waits, last_count
+
+
+def _straggler(
+    per_pid: dict[int, dict[int, list[Any]]],
+    last_count: dict[int, int],
+    matched: int,
+    step_p50: dict[int, float | None],
+    who: dict[int, tuple[int | None, str]],
+) -> CommStraggler | None:
+    pids = [p for p in per_pid if per_pid[p]]
+    if len(pids) < 2 or not matched:
+        return None
+    best: tuple[float, int] | None = None
+    for q in pids:
+        others = [median([s[2].get(q, 0.0) for s in per_pid[r].values()]) or 0.0
+                  for r in pids if r != q]  # fmt: skip
+        w = median(others) or 0.0
+        if best is None or w > best[0]:
+            best = (w, q)
+    if best is None:  # pids has two or more: not reached
+        return None
+    step = median([v for v in step_p50.values() if v]) or 0.0
+    w, q = best
+    last = last_count.get(q, 0) / matched
+    # of all the exposed wait, the share for q: a rank late at the first of a step's many
+    # collectives only (a slow loader under FSDP2) is last at few of them
+    total = sum(sum(s[2].values()) for r in pids for s in per_pid[r].values())
+    caused = sum(s[2].get(q, 0.0) for r in pids if r != q for s in per_pid[r].values())
+    share = caused / total if total > 0 else 0.0
+    if step <= 0 or w < max(MIN_SHARE * step, MIN_WAIT_S) or max(last, share) < MIN_LAST_SHARE:
+        return None
+    rank, host = who.get(q, (None, ""))
+    return CommStraggler(rank, q, host, w, step, last, share)

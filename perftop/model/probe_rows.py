@@ -1,0 +1,129 @@
+"""The probes' rows: each process, the machine and its GPUs as last sampled, and the nodes
+a collector hears.
+
+Frozen rows of plain values like the rest of a :class:`~perftop.model.snapshot.Snapshot`,
+kept apart because they are filled by the probes (psutil, /proc, NVML) and a collector,
+not by the job's own events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ProcRow:
+    """One process of the job as the probe last saw it, with whole-run aggregates.
+
+    ``None`` means not available (no permission, not supported); the TUI shows "N/A".
+    Rates are per second over the last interval. Join with ``Snapshot.roles`` by pid.
+    """
+
+    pid: int
+    ppid: int | None = None
+    name: str = ""
+    cmdline: str = ""
+    state: str = ""
+    alive: bool = True
+    cpu_percent: float | None = None
+    cpu_cores: tuple[int, ...] = ()
+    threads: int | None = None
+    rss_bytes: int | None = None
+    uss_bytes: int | None = None
+    pss_bytes: int | None = None
+    swap_bytes: int | None = None
+    io_read_bps: float | None = None
+    io_write_bps: float | None = None
+    io_since_t: float | None = None  # when the interval of io_read_bps / io_write_bps began
+    io_read_bytes: int | None = None  # since the process was first seen
+    io_write_bytes: int | None = None
+    cpu_percent_avg: float | None = None
+    cpu_percent_max: float | None = None
+    rss_bytes_max: int | None = None
+    uss_bytes_max: int | None = None
+    pss_bytes_max: int | None = None
+    uss_bytes_first: int | None = None
+    uss_bytes_last: int | None = None
+    host: str = ""  # set where a collector merges nodes
+    cpu_seconds: float | None = None  # user + system CPU time since the process started
+    # bytes/s by which private memory (USS) grows, where it grows steadily (a straight line
+    # fits its last ~15 s of samples); None when flat, jumpy or too few samples
+    uss_growth_bps: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HostRow:
+    """The machine: latest sample plus whole-run aggregates."""
+
+    t: float | None = None
+    cpu_count: int = 0
+    cpu_percent: float | None = None
+    per_core: tuple[float, ...] = ()
+    iowait_percent: float | None = None
+    load: tuple[float, float, float] | None = None
+    mem_total_bytes: int | None = None
+    mem_used_bytes: int | None = None
+    mem_available_bytes: int | None = None
+    swap_total_bytes: int | None = None
+    swap_used_bytes: int | None = None
+    disk_read_bps: float | None = None
+    disk_write_bps: float | None = None
+    disk_busy_percent: float | None = None
+    net_rx_bps: float | None = None
+    net_tx_bps: float | None = None
+    shm_used_bytes: int | None = None  # /dev/shm: DataLoader batches cross processes there
+    cpu_percent_avg: float | None = None
+    iowait_percent_avg: float | None = None
+    memory_used_bytes_max: int | None = None
+    disk_read_bytes: int | None = None  # over the run
+    disk_write_bytes: int | None = None
+    probe_late_s: float | None = None  # how late the last probe tick ran
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProcRow:
+    pid: int
+    mem_bytes: int | None = None
+    sm_percent: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuRow:
+    """One GPU through NVML. Each figure is ``None`` when NVML could not give it."""
+
+    index: int
+    name: str = ""
+    uuid: str = ""
+    util_percent: float | None = None  # NVML "utilization": time a kernel ran, not SM use
+    sm_activity_percent: float | None = None  # where the device reports it
+    mem_util_percent: float | None = None
+    mem_used_bytes: int | None = None
+    mem_total_bytes: int | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    temperature_c: float | None = None
+    sm_clock_mhz: float | None = None
+    pcie_rx_bps: float | None = None
+    pcie_tx_bps: float | None = None
+    throttle: tuple[str, ...] = ()
+    processes: tuple[GpuProcRow, ...] = ()
+    util_percent_avg: float | None = None
+    util_percent_max: float | None = None
+    mem_used_bytes_max: int | None = None
+    power_w_avg: float | None = None
+    temperature_c_max: float | None = None
+    # (figure, run average, run maximum) for every sampled figure, for reports
+    stats: tuple[tuple[str, float | None, float | None], ...] = ()
+    host: str = ""  # set where a collector merges nodes
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRow:
+    """A node forwarding to a collector: its name (host, made unique), whether its link is
+    up, its job's state and the events it sent."""
+
+    name: str
+    connected: bool = True
+    state: str = ""
+    events: int = 0
+    dropped_events: int = 0
