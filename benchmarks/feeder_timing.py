@@ -28,7 +28,7 @@ from hook_inprocess import _median_ci, run_job
 JOB = r"""
 import json, random, sys, time
 import torch
-import perftop.hook.first_forward as ff_mod
+import perftop.hook.feeder_wait as wait_mod
 torch.manual_seed(0); torch.set_num_threads(1)
 rounds, per = int(sys.argv[1]), int(sys.argv[2])
 model = torch.nn.Linear(4, 1)
@@ -49,7 +49,7 @@ if arm is None:
 ff = arm.__self__
 def slot_only():
     ff.slot.put(lambda module, args: ff.slot.take())
-fast_after = ff_mod.FAST_AFTER
+fast_after = wait_mod.FAST_AFTER
 arms = {"off": None, "slot": slot_only, "clock": arm, "perftop": arm}
 res = {a: [] for a in arms}
 shuffle = random.Random(0).shuffle
@@ -59,13 +59,13 @@ for r in range(rounds):
     for a in order:
         ff.disarm()
         ff.fast, ff.short = False, 0
-        ff_mod.FAST_AFTER = 10**9 if a == "clock" else fast_after  # "clock": read each step
+        wait_mod.FAST_AFTER = 10**9 if a == "clock" else fast_after  # "clock": read each step
         st.tracker.on_arm = arms[a]
         steps(50)
         t0 = time.perf_counter()
         steps(per)
         res[a].append((time.perf_counter() - t0) / per)
-st.tracker.on_arm, ff_mod.FAST_AFTER = arm, fast_after
+st.tracker.on_arm, wait_mod.FAST_AFTER = arm, fast_after
 print("RESULT", json.dumps(res))
 """
 

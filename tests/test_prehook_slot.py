@@ -1,5 +1,5 @@
 """The one-shot forward pre-hook perftop arms at each step's end sits in torch's own table
-of global forward pre-hooks beside the job's (first_forward.PreHookSlot): the job's hooks
+of global forward pre-hooks beside the job's (prehook_slot.PreHookSlot): the job's hooks
 run as plainly, before it, and it is gone at the step's first module call."""
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import pytest
 HOOK = Path(__file__).resolve().parents[1] / "perftop" / "hook"
 # The modules whose functions take the tracker as ``tr`` (steps.py's own module-level
 # functions and the cold paths) and the class itself.
-TRACKER_MODULES = ("steps.py", "steps_cold.py", "gaps.py")
+TRACKER_MODULES = ("steps.py", "steps_cold.py", "gaps.py", "gap_bounds.py", "gap_forward.py")
 
 
 def declared() -> set[str]:

@@ -44,18 +44,17 @@ DataLoader fetches, ``torch.save`` and the steps are timed as before).
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
-from perftop.hook import gaps
+from perftop.hook import gap_forward, gap_site, gaps
 from perftop.hook.compile_watch import CompileWatch
-from perftop.hook.pass_meter import ROLLOUT, PassMeter
+from perftop.hook.feeder_wait import RECENT, _cpu, _perf
+from perftop.hook.pass_meter import PassMeter
 from perftop.hook.pass_narrow import Narrow
+from perftop.hook.pass_open import PassOpen, _after_other_optimizer
+from perftop.hook.prehook_slot import PreHookSlot
 from perftop.hook.state import HookState
-from perftop.hook.steps import OPTIMIZER
-from perftop.wire import DATA_WAIT_NOTE
 
-MAX_STEP_SITES = 64  # call sites of a step's own forwards with grad off, kept
 # The note said once the hook is off for good, after why (COMPILED_MODEL or DYNAMO).
 OFF_NOTE = (
     "perftop registers no global module hook from now on, so data wait behind a feeder "
@@ -64,66 +63,9 @@ OFF_NOTE = (
 )
 COMPILED_MODEL = "torch.compile(model) is in use (its wrapper warns about global module hooks)"
 DYNAMO = "dynamo compiles (it would trace a global module hook)"
-RECENT = 8  # a feeder's wait after a pass: at most the median of this many steps' waits
-# The CPU clock is a system call: ~0.6 µs in a loop of its own, but ~4 µs added to a tight
-# training step on a VM (its two reads a step were a quarter of what the hook cost a 120 µs
-# step). Once FAST_AFTER steps in a row waited less than WAIT_SEEN before their forward,
-# it is no longer read: the loop's own work there (zero_grad(), its lines) took at most
-# ``cpu_hi`` of CPU, so a step whose time before its forward stays within ``cpu_hi`` +
-# WAIT_SEEN is booked no wait (at most WAIT_SEEN left out), and a longer one is booked its
-# time beyond ``cpu_hi`` (a feeder's empty queue; a garbage collection there counts once as
-# waiting) and the clock is read again from the next step on.
-WAIT_SEEN, FAST_AFTER = 10e-6, 16
-
-_perf = time.perf_counter
-_cpu = time.thread_time  # this thread's CPU time: a clock read, the GIL kept
 
 
-KEY = -0x7065_7266  # the hook's key in torch's table of global forward pre-hooks (torch's
-# own keys, its RemovableHandle ids, count up from 0)
-
-
-class PreHookSlot:
-    """The one-shot pre-hook's place in torch's table of global forward pre-hooks
-    (``_global_forward_pre_hooks``, the dict ``register_module_forward_pre_hook`` fills and
-    ``Module._call_impl`` reads, looked up at each use as torch's call does): set and
-    popped under one fixed key, at each step's end. Timed inside a tight loop (313 µs
-    steps), torch's call and its handle's ``remove()`` cost ~8 µs a step more than this (a
-    new handle and a new key each step); the table holds the same hook either way, and
-    nothing of torch's is replaced. Where the table is no dict (another torch), torch's
-    call."""
-
-    def __init__(self, module: Any, register: Any) -> None:
-        self.module = module  # torch.nn.modules.module
-        self.register = register  # torch's register_module_forward_pre_hook
-        self.table: dict[Any, Any] | None = None  # where the hook is, while it is
-        self.handle: Any = None
-        self.held = False  # the hook is in torch's table (put, not yet taken)
-
-    def put(self, hook: Any) -> None:
-        table = self.table_of()
-        if isinstance(table, dict):
-            table[KEY] = hook
-            self.table = table
-        else:
-            self.handle = self.register(hook)
-        self.held = True
-
-    def table_of(self) -> Any:
-        """torch's table where the hook goes (None: not a dict, torch's call used)."""
-        return getattr(self.module, "_global_forward_pre_hooks", None)
-
-    def take(self) -> None:
-        self.held = False
-        table, self.table = self.table, None
-        if table is not None:
-            table.pop(KEY, None)
-        h, self.handle = self.handle, None
-        if h is not None:
-            h.remove()
-
-
-class FirstForward:
+class FirstForward(PassOpen):
     def __init__(self, state: HookState, slot: PreHookSlot, watch: CompileWatch) -> None:
         self.state = state
         self.watch = watch
@@ -244,7 +186,7 @@ class FirstForward:
                     self.t0, self.c0 = t, _cpu()  # the pass's last module call so far
                 if meter is not None:
                     meter.pre(t)
-                gaps.met_in_pass(tr)
+                gap_forward.met_in_pass(tr)
                 if t >= tr.flush_at and tr.on_flush is not None:
                     tr.on_flush()  # a send due (solo): the pass's calls send, as step ends do
                 return
@@ -275,211 +217,9 @@ class FirstForward:
             if tr.region is self:
                 self.t0, self.c0 = t, _cpu()
                 if self.meter is not None:
-                    self.meter.start(t, *gaps.site())
+                    self.meter.start(t, *gap_site.site())
                 return  # a pass began: watching for its end
         self.disarm()
-
-    def resumed(self, t: float) -> None:
-        """Training resumed at ``t`` after the pass this hook opened: a forward with grad
-        on, or an optimizer step whose closure makes the step's forwards (LBFGS: the
-        optimizer's pre-hook comes first, gaps.resumed). The pass ends where the step's
-        wait for its batch began."""
-        tr = self.tracker
-        if tr.region is not self or threading.get_ident() != tr.thread:
-            return
-        self.last_out()
-        self.disarm()
-        if tr.pend:  # a batch, then this forward with grad on: the pass ended at its fetch
-            gaps.training(tr, t)
-            return
-        # The time off the CPU since the pass's last module call (a feeder's next
-        # batch) is the step's wait before its forward, not the pass's.
-        wait = min(max(0.0, t - self.t0 - (_cpu() - self.c0)), self.typical())
-        wait = self.after_sync(t, wait)
-        if tr.save_s > 0.0 and tr.save_end > self.t0:
-            # a save after the pass's last module call (its file's writing is time off
-            # the CPU too): the pass holds it, the wait comes after it returned
-            wait = min(wait, max(0.0, t - tr.save_end))
-        tr.no_grad(False, self, t - wait)  # the pass ends (and arms again if timing)
-        if self.timed or (self.late and tr.timing and not tr.has_fetch):
-            self.timed = self.late = False
-            tr.first_forward(wait)
-            self.disarm()
-
-    def after_sync(self, t: float, wait: float) -> float:
-        """The wait, where a sync was seen in the pass after its last module call (a
-        rollout's return read): the thread's time off the CPU before that sync (less its
-        own blocking) and after it tell which side the feeder's wait lay on. More after it:
-        the sync is the pass's, which ends after it (a preemption before the sync would
-        otherwise move the pass's end before it, and the sync into the next step). More
-        before it: the sync came after the batch (a step's own check of its data)."""
-        gs = self.tail()
-        if gs is None:
-            return wait
-        ts, cs, blocked = gs
-        before = (ts - self.t0) - (cs - self.c0) - blocked
-        after = (t - ts) - (_cpu() - cs)
-        return min(wait, max(0.0, t - ts)) if after >= before else wait
-
-    def tail(self) -> tuple[float, float, float] | None:
-        """The last sync seen in this pass after its last module call, if any (also read by
-        gaps.at_exit: a final pass holds it)."""
-        gs = self.state.gap_sync
-        return gs if gs is not None and gs[0] > self.t0 else None
-
-    def last_out(self) -> None:
-        """Where the pass's last forward returned, as its forward hook saw it (one CPU
-        clock read a forward, not one a module call): the time off the CPU since then is
-        the pass's own tail or a feeder's next batch."""
-        meter = self.meter
-        if meter is not None and meter.measured and meter.t_out > self.t0:
-            self.t0, self.c0 = meter.t_out, meter.c_out
-
-    def closure_began(self) -> None:
-        """``opt.step(closure)`` began (its pre-hook): the closures' forwards come inside
-        it, so the step's wait is the time off the CPU before it, taken here. (Taken at the
-        first closure's forward and capped by the wall time before the step, a closure's
-        own time off the CPU, a sleep, filled that cap wherever the loop ran on the CPU
-        between steps: a log line, a garbage collection, a core it waited for.)"""
-        try:
-            tr = self.tracker
-            if self.timed and threading.get_ident() == tr.thread:
-                self.timed = False
-                self.timed_wait(tr, _perf())
-        except Exception:
-            self.state.internal_error("forward pre-hook")
-
-    def typical(self) -> float:
-        """What a feeder's next batch takes: the median of the last :data:`RECENT` waits
-        before a step's forward (0 before any). Not their longest: on a busy host one of
-        them stretched by a preemption (or a wait for the GIL) lets the time off the CPU at
-        a pass's end, its own, go to the wait, and the pass reads that much shorter."""
-        n = min(self.recent_n, RECENT)
-        return sorted(self.recent[:n])[n // 2] if n else 0.0
-
-    def verdict(self, length: float) -> tuple[str, str, float]:
-        """The pass this hook opened ended (gaps.end): its kind, site, forwards' time."""
-        if self.meter is None:
-            return gaps.EVAL, "", -1.0
-        return self.meter.verdict(length, gaps.EVAL)
-
-    @property
-    def rollout_sites(self) -> Any:
-        """Sites whose pass was a rollout: a pass each time (gaps.region_enter)."""
-        return self.meter.rollout_sites if self.meter is not None else ()
-
-    def batch_seen(self) -> None:
-        """A DataLoader batch was fetched with grad off in the pass: an evaluation's."""
-        if self.meter is not None:
-            self.meter.batch = True
-
-    def may_pend(self, tr: Any, t: float) -> bool:
-        """A forward with grad off after a batch (gaps.may_pend): watched until what follows
-        says whose the batch was; not at a call site that was a step's own work before."""
-        if self.meter is None or not gaps.may_pend(tr):
-            return False
-        site, name = gaps.site()
-        if site in self.step_sites:
-            return False
-        gaps.pend_batch(tr, self)
-        self.meter.start(t, site, name)
-        return True
-
-    def env_seen(self) -> None:
-        """The pass this hook holds steps an environment: said to be a rollout from now on
-        (a ``BetweenOpen`` again, same start), not an evaluation, while it runs."""
-        tr = self.tracker
-        if tr.in_gap and tr.region is self and tr.on_open is not None:
-            tr.on_open(ROLLOUT, tr.gap_t0)
-
-    def dropped(self) -> None:
-        """The forward this hook watched was the step's own work (gaps.training: a forward
-        with grad on, a backward or an optimizer step came next): its call site is one
-        from now on, never watched again (a frozen encoder's forward in every step)."""
-        if self.meter is not None:
-            self.meter.stop()
-            if len(self.step_sites) < MAX_STEP_SITES:
-                self.step_sites.add(self.meter.site)
-
-    @staticmethod
-    def may_begin(tr: Any) -> bool:
-        """Whether a forward with grad off can begin a pass here: not before training, not
-        inside one or inside an optimizer's step; not inside a step that an optimizer (or
-        ``perftop.step()``) ends once it has begun (a teacher's forward, a target network),
-        unless the last thing training did was another optimizer's step: an iteration of
-        several optimizers, each after its own backward (SAC's three, a GAN's two), ended
-        there, whichever of them closes steps (the first one seen), and what comes before
-        the next iteration's work is between iterations (SAC's rollouts)."""
-        if tr.thread == 0 or (tr.in_gap and not tr.save_alone) or tr.in_opt is not None:
-            return False  # (after a checkpoint's saves, an evaluation joins its pass)
-        if _after_other_optimizer(tr):
-            return True
-        return not (
-            tr.running
-            and tr.mode >= OPTIMIZER
-            and (tr.has_bwd or tr.has_fetch or tr.mark is None)
-            and tr.active()
-        )
-
-    def timed_wait(self, tr: Any, t: float) -> None:
-        gap = t - self.t0
-        if tr.in_gap and tr.grad() and gaps.saves_done(tr, t):
-            # The step's forward after a checkpoint's saves: the checkpoint ended where its
-            # last save returned (its file's writing is time off the CPU too, and its own);
-            # the wait after that is this step's. Not a step like the others: the rule of
-            # steps that wait for nothing (WAIT_SEEN) learns nothing from it.
-            after = max(0.0, t - tr.save_end)
-            if self.c0 < 0.0:
-                wait = max(0.0, after - self.cpu_hi)
-            else:
-                wait = min(after, max(0.0, gap - (_cpu() - self.c0)))
-        elif self.c0 < 0.0:  # the clock was not read: no step has been waiting
-            wait = max(0.0, gap - self.cpu_hi)
-            if wait < WAIT_SEEN:
-                wait = 0.0
-            else:  # this one did: the clock is read again from the next step
-                self.fast, self.short = False, 0
-        else:
-            wait = max(0.0, gap - (_cpu() - self.c0))
-            if wait < WAIT_SEEN:
-                self.cpu_hi = max(self.cpu_hi, gap - wait) if self.short else gap - wait
-                self.short += 1
-                self.fast = self.short >= FAST_AFTER
-            else:
-                self.short = 0
-        if tr.in_opt is not None:
-            # Inside ``opt.step(closure)`` (LBFGS): the time since the optimizer step began
-            # is that step's, so the wait is at most what came before it (taken where it
-            # began, closure_began; none when armed inside it, after a closure's backward).
-            wait = min(wait, max(0.0, tr.opt_t0 - self.t0))
-        tr.first_forward(wait)
-        if tr.grad():  # a step's forward (a pass's first one waits for no batch)
-            self.recent[self.recent_i] = wait
-            self.recent_i = (self.recent_i + 1) % RECENT
-            self.recent_n += 1
-        # Said once a step booked this wait: its forward came with no fetch before it,
-        # and it ended with none after it (data_note). A step after one that made none (a
-        # prefetching wrapper's epoch end) that fetches, before or after a forward, is the
-        # loader's.
-        if (
-            not self.noted
-            and self.note_due < 0
-            and tr.fwd_wait >= 0.0
-            and not (tr.has_fetch or tr.pend)
-        ):
-            self.note_due = tr.index  # said once that step ends with no fetch (arm)
-
-    def data_note(self, tr: Any) -> None:
-        """Past the step that timed a wait before its forward: the note, unless that step
-        fetched after all. Where a step end arms (an optimizer's loop), the closing
-        step's fetch is still known here (its index just moved on); elsewhere it is not,
-        and the note is said."""
-        due, self.note_due = self.note_due, -1
-        if tr.mode >= OPTIMIZER and tr.index == due + 1 and tr.has_fetch:
-            return
-        if not self.noted:
-            self.noted = True
-            self.state.sender.note("info", DATA_WAIT_NOTE)
 
     def compile_started(self) -> None:
         """dynamo starts compiling a frame, before it traces anything: off for good."""
@@ -499,13 +239,6 @@ class FirstForward:
             self.tracker.blind = True
             self.state.sender.note("info", f"{why}: {OFF_NOTE}")
         self.disarm()
-
-
-def _after_other_optimizer(tr: Any) -> bool:
-    """Nothing happened since another optimizer's step (its end, the mark's t1, is the
-    last thing training did): an iteration of several optimizers may have ended there."""
-    mark = tr.mark
-    return mark is not None and mark[1] == tr.last_end
 
 
 def install(state: HookState, watch: CompileWatch) -> None:

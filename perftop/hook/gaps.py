@@ -64,34 +64,17 @@ is compiled; the hot checks (``pend``, ``in_gap``) are the tracker's own attribu
 
 from __future__ import annotations
 
-import os
-import sys
-import threading
-import time
 from typing import TYPE_CHECKING, Any
 
+from perftop.hook.gap_bounds import EVAL, _backward_bound, end, enter
+from perftop.hook.gap_bounds import OVERLAPPED as OVERLAPPED  # read by steps.py here,
+from perftop.hook.gap_bounds import at_exit as at_exit  # as gaps.<name>
+from perftop.hook.gap_site import _MAX_SITES, _site
 from perftop.hook.pass_meter import ROLLOUT
-from perftop.hook.steps_cold import release
-
-BACKWARD, OPTIMIZER = 2, 3  # steps.BACKWARD, steps.OPTIMIZER (steps imports this module)
 
 if TYPE_CHECKING:  # the tracker whose rare paths these are (no import at run time)
     from perftop.hook.shape import Tracker
 
-
-# Where a no_grad region is torch's own housekeeping, not a pass over data: a module's
-# .to()/.cpu() (Module._apply), weight init, an optimizer's or clipping's internals.
-# A forward run by autograd (a Function's, activation checkpointing's recomputation) is a
-# step's own work, never a pass.
-_HOUSEKEEPING = (
-    *(os.sep + os.path.join("torch", d) + os.sep for d in ("nn", "optim", "autograd")),
-    os.sep + os.path.join("torch", "utils", "checkpoint.py"),
-)
-_MODULE_CALL = os.sep + os.path.join("torch", "nn", "modules", "module.py")
-_OURS = os.sep + os.path.join("perftop", "hook") + os.sep
-_TORCH = os.sep + "torch" + os.sep  # torch's own frames: a decorator's wrapper
-_MAX_SITES = 4096  # sites remembered (code lines: a real loop has a handful)
-EVAL, CHECKPOINT, OVERLAPPED = "eval", "checkpoint", "checkpoint_overlapped"
 READ_AHEAD_S = 0.001  # a loader's next batch this soon after its first: read ahead
 
 
@@ -115,115 +98,6 @@ def reset(tr: Tracker) -> None:
     tr.ng_sites = {}
 
 
-def enter(tr: Tracker, t: float, is_eval: bool, seen: bool = True, kind: str = EVAL) -> None:
-    """Something that is not training started at ``t``; ``seen``: the pass began there (a
-    region's entry, a save's start), not only its first batch was fetched there; ``kind``:
-    what an evaluation is said to be while it runs (a rollout's site: ``rollout``)."""
-    if not tr.in_gap:
-        if not _backward_bound(tr):
-            tr.lazy_close(t)
-        if tr.held:
-            release(tr)  # held steps must not merge across the interval
-        tr.in_gap = True
-        tr.gap_eval = False
-        tr.save_s = 0.0
-        if seen or (tr.running and tr.active()):
-            # The interval begins where the pass does. The loop's own code before it (after
-            # the last update: a log line, a sync) stays in the step it belongs to, the next
-            # one (as when no pass comes): the interval is cut out of that step.
-            tr.gap_t0 = t
-        else:
-            # An evaluation's first batch: its pass began before it, unseen (its loader's
-            # workers starting, an inference_mode loop's setup): from the last step's end,
-            # or the end of an interval since then (a checkpoint: never counted twice).
-            tr.gap_t0 = max(tr.start, tr.gap_t1) if tr.running else t
-            tr.running = False  # the next step starts where the interval ends
-        cb = tr.on_open
-        if cb is not None:
-            cb(kind if is_eval else CHECKPOINT, tr.gap_t0)
-    if is_eval:
-        tr.gap_eval = True
-        seen_batch = getattr(tr.region, "batch_seen", None) if not seen else None
-        if seen_batch is not None:
-            seen_batch()  # a loader's batch in a pass a forward opened: an evaluation
-
-
-def _backward_bound(tr: Tracker) -> bool:
-    """Steps that ``backward()`` ends, in a loop fed without a DataLoader (a manual update,
-    a generator): each step runs from one backward's start to the next, its wait for the
-    next batch and that batch's forward in it. A pass after the update is cut out of the
-    step around it, which goes on after it: closed at the pass (as a lazy source's step
-    is), it had no batch and no forward, and the next one two of each (0.5 ms and 7.5 ms
-    steps around each pass of a steady 4 ms loop)."""
-    return tr.mode == BACKWARD and tr.has_bwd and not tr.has_fetch
-
-
-def end(tr: Tracker, t: float) -> float:
-    """Training resumed at ``t``. A checkpoint of saves only (a burst: model, optimizer,
-    state) is one pass from its first save's start to its last save's return: what comes
-    after that is the next step's (its batch, its forward)."""
-    if tr.save_alone and not tr.gap_eval:
-        t = max(tr.gap_t0, min(t, tr.save_end))
-    elif tr.save_s > 0.0 and t < tr.save_end:
-        t = tr.save_end  # a pass with saves in it ends after its last save returned
-    tr.save_alone = False
-    tr.in_gap = False
-    region, tr.region = tr.region, None
-    tr.gap_t1 = t
-    length = max(0.0, t - tr.gap_t0)
-    kind, site, fwd = EVAL, "", -1.0
-    verdict = getattr(region, "verdict", None)
-    if verdict is not None:  # opened by a forward with grad off: what it held (pass_meter)
-        kind, site, fwd = verdict(max(0.0, length - min(tr.save_s, length)))
-    if tr.running:
-        tr.hole += t - max(tr.gap_t0, tr.start)
-    else:  # the step restarts where the interval ends: what was cut out before is behind
-        tr.running = True
-        tr.start = t
-        tr.hole = 0.0
-    cb = tr.on_between
-    if cb is None or length <= 0.0:
-        return t
-    save = min(tr.save_s, length)
-    named = (site, fwd) if site or fwd >= 0.0 else ()  # a forward's pass: what it held
-    if save > 0.0 and tr.gap_eval:
-        cb(CHECKPOINT, tr.save_t0, save)
-        # an evaluation after the checkpoint's saves begins where they ended
-        t0 = tr.save_end if tr.save_t0 <= tr.gap_t0 else tr.gap_t0
-        cb(kind, t0, length - save, *named)
-    elif save > 0.0:
-        cb(CHECKPOINT, tr.gap_t0, length)
-    else:
-        cb(kind, tr.gap_t0, length, *named)
-    return t
-
-
-def at_exit(tr: Tracker, now: float) -> float:
-    """Where an interval still open at the job's exit ends: ``now``, less the time the
-    training thread spent off the CPU since the pass's last module call (a forward's
-    pass: its hooks keep the wall and CPU time where its last forward returned) or, where a save came after it,
-    since the save returned (its file's writing is off the CPU too, and the pass's). So a
-    final test and a last save hold their own time, not the idle after them (a Ray
-    worker's wait for the others, a sleep). Only on the training thread (its CPU clock),
-    at the interpreter's exit; elsewhere (the sender's tick after the training thread
-    ended) ``now``."""
-    region = tr.region
-    last_out = getattr(region, "last_out", None)
-    if last_out is not None:
-        last_out()  # the pass's last forward's return, where its forward hook has it
-    t0, c0 = getattr(region, "t0", None), getattr(region, "c0", None)
-    if t0 is None or c0 is None or threading.get_ident() != tr.thread:
-        return now
-    idle = max(0.0, now - t0 - (time.thread_time() - c0))
-    if tr.save_s > 0.0 and tr.save_end > t0:
-        idle = min(idle, max(0.0, now - tr.save_end))
-    tail = getattr(region, "tail", None)
-    gs = tail() if tail is not None else None
-    if gs is not None:  # a sync after the last forward: the pass's own work, up to there
-        idle = min(idle, max(0.0, now - gs[0]))
-    return max(tr.gap_t0, now - idle)
-
-
 def saved(tr: Tracker, t0: float, t1: float) -> None:
     """A ``torch.save`` call from ``t0`` to ``t1``."""
     if tr.pend:
@@ -239,17 +113,6 @@ def saved(tr: Tracker, t0: float, t1: float) -> None:
         # A checkpoint on its own, once training was seen: the saves until training resumes
         # are one pass (end() cuts it at the last save's return).
         tr.save_alone = True
-
-
-def saves_done(tr: Tracker, t: float) -> bool:
-    """A forward with grad on at ``t`` while a checkpoint of saves alone is open (a loop
-    fed without a DataLoader, whose next batch ends no pass): the checkpoint is over, where
-    its last save returned (:func:`end`), and the forward is the next step's; True where
-    it ended here. An evaluation after the saves (a forward with grad off) joins them."""
-    if not (tr.save_alone and not tr.gap_eval):
-        return False
-    end(tr, t)
-    return True
 
 
 def pend_fetch(tr: Tracker, t0: float, t1: float, got: bool, loader: Any) -> None:
@@ -280,39 +143,6 @@ def pending_was_eval(tr: Tracker) -> None:
             tr.has_fetch = False
         tr.region = cand[0]
     enter(tr, tr.pend_t0, True, False)
-
-
-def may_pend(tr: Tracker) -> bool:
-    """Whether a forward with grad off, the first module call since the step's end (that
-    of first_forward's hook, armed there), may be an evaluation's after its batch: an
-    unknown loader's batch pends, or the step has made a batch and nothing else. That
-    is an evaluation's first batch over a training loader (ignite's
-    ``evaluator.run(train_loader)``, its ``no_grad`` inside each iteration) or the step's
-    own batch before a teacher's forward: :func:`pend_batch` says which, later."""
-    if tr.in_gap or tr.in_opt is not None or tr.cand is not None or not tr.running:
-        return False
-    mark = tr.mark  # a second optimizer stepped after the step's end (a GAN's): its time
-    return tr.pend or (  # is this step's optimizer phase so far, and nothing else is
-        tr.mode >= OPTIMIZER
-        and tr.has_fetch
-        and not tr.has_bwd
-        and tr.bwd == 0.0
-        and tr.opt == (0.0 if mark is None else mark[4])
-        and tr.phases is None
-    )
-
-
-def pend_batch(tr: Tracker, hook: Any) -> None:
-    """After :func:`may_pend`: the batch pends (an unknown loader's pends already), with
-    ``hook`` the forward's. Another batch before training makes it an evaluation's (its
-    pass from the last step's end, ``hook`` holding it: its function, its time inside
-    forward calls, its end at a forward with grad on); training makes it the step's."""
-    if tr.pend:
-        tr.cand = (hook, False)
-        return
-    tr.pend, tr.pend_got, tr.pend_loader = True, True, tr.train_last
-    tr.pend_t0, tr.pend_t1 = tr.last_end - tr.data, tr.last_end
-    tr.cand = (hook, True)
 
 
 def train_fetch(tr: Tracker, t0: float, t1: float, got: bool, loader: Any) -> bool:
@@ -409,22 +239,6 @@ def region_enter(tr: Tracker, ctx: Any, t: float) -> None:
         sites[site] = (index, tr.index, not per_step)
 
 
-def met_in_pass(tr: Tracker) -> None:
-    """A forward with grad off inside an open pass: its site is met in this stretch (not
-    as a pass's start), as if its region were entered here. A loop's own per-step work that
-    a pass reaches (TD3's target network, computed after the rollout and before the next
-    forward with grad on) is then seen in the step before the next time it comes, and stays
-    in that step. A site already met in this stretch keeps what it was (the pass's own
-    start: an evaluation's site again, in the same stretch, is still one)."""
-    sites, index = tr.ng_sites, tr.index
-    site = _site()
-    if site is None:
-        return
-    last = sites.get(site)
-    if (last is None and len(sites) < _MAX_SITES) or (last is not None and last[1] < index):
-        sites[site] = (index, index, False)
-
-
 def resumed(tr: Tracker, t: float) -> None:
     """An optimizer step begins at ``t`` inside a pass that a forward with grad off opened
     (``opt.step(closure)``: the step's forwards come inside it, after its pre-hook): the
@@ -450,63 +264,3 @@ def region_exit(tr: Tracker, t: float) -> None:
         ):
             tr.on_arm()
     tr.region = None
-
-
-_ANON = frozenset(("<lambda>", "<genexpr>", "<listcomp>", "<dictcomp>", "<setcomp>"))
-
-
-def site() -> tuple[Any, Any]:
-    """The call site of the module call being made (a forward hook's caller), as ``_site``,
-    and the site that names it: the same, or where a lambda or comprehension was called
-    (ignite's evaluator calls the model in its default ``model_fn``, a lambda, from its
-    ``evaluate_step``): a name that says what ran."""
-    key = _site()
-    if key is None or key[0].co_name not in _ANON:
-        return key, key
-    f: Any = sys._getframe(1)
-    while f is not None and f.f_code is not key[0]:
-        f = f.f_back
-    for _ in range(8):
-        if f is None or f.f_code.co_name not in _ANON:
-            break
-        f = f.f_back
-    return key, ((f.f_code, f.f_lasti) if f is not None else key)
-
-
-def _site() -> Any:
-    """Where the region was entered: the code and line of the first frame that is neither
-    perftop's nor torch's (a ``with`` line; for a decorated function, the line calling
-    it); None where torch.nn or torch.optim code entered it (a module's ``.cpu()`` around
-    a checkpoint, clipping, init: housekeeping). Per step in a loop without an optimizer
-    (its update's region): each file's kind is looked up once."""
-    f: Any = sys._getframe(1)
-    kinds = _FILE_KINDS
-    for _ in range(12):
-        if f is None:
-            return None
-        code = f.f_code
-        kind = kinds.get(code.co_filename)
-        if kind is None:
-            kind = _file_kind(code.co_filename)
-        if kind == _USER:
-            return (code, f.f_lasti)  # the instruction: cheaper than its line
-        if kind == _HOUSE:
-            return None
-        f = f.f_back
-    return None
-
-
-_USER, _SKIP, _HOUSE = 0, 1, 2
-_FILE_KINDS: dict[str, int] = {}
-
-
-def _file_kind(name: str) -> int:
-    if _OURS in name or name.endswith(_MODULE_CALL):
-        kind = _SKIP  # perftop's frames; Module.__call__'s machinery around a forward
-    elif any(p in name for p in _HOUSEKEEPING):
-        kind = _HOUSE
-    else:
-        kind = _SKIP if _TORCH in name else _USER
-    if len(_FILE_KINDS) < _MAX_SITES:
-        _FILE_KINDS[name] = kind
-    return kind

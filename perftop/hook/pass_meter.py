@@ -24,7 +24,7 @@ site whose pass was a rollout is a pass each time (``rollout_sites``, read by
 rollout, not looked into again; a site whose :data:`LOOKS` passes stepped no environment
 is not looked into again either (the profile function costs a pass ~0.1-0.2 ms).
 
-The pass is named by the user's function that made its first module call (``gaps.site``:
+The pass is named by the user's function that made its first module call (``gap_site.site``:
 the first frame outside torch and perftop), e.g. ``collect_rollouts
 (on_policy_algorithm.py:202)``; a rollout by the function that called the environment's
 ``step`` (a policy's forward called through a library's ``predict``, as SB3's DQN does,
@@ -90,7 +90,7 @@ class PassMeter:
 
     def start(self, t: float, site: Any, name: Any = None) -> None:
         """The pass's first module call began at ``t`` (its pre-hook), made at ``site``,
-        named by ``name`` (gaps.site: the caller of a lambda that made it)."""
+        named by ``name`` (gap_site.site: the caller of a lambda that made it)."""
         self.t_in, self.fwd_s = t, 0.0
         self.tid = self.thread()
         self.t_out = 0.0  # none returned yet (first_forward.py marks the pass's start)
@@ -224,7 +224,7 @@ MAX_NAMES = 256
 
 
 def site_name(site: Any) -> str:
-    """``function (file.py:line)`` for a site from ``gaps.site`` ((code, instruction)),
+    """``function (file.py:line)`` for a site from ``gap_site.site`` ((code, instruction)),
     looked up once per site (a module's code has many lines to walk: ~40 µs a pass)."""
     if site is None:
         return ""

@@ -88,7 +88,7 @@ def attach(state: Any, torch: Any) -> Collector | None:
 
     def gap_sync(t: float, blocked_s: float | None) -> None:
         """A sync seen outside training steps (no batch pending): where it was, for the
-        pass's end (first_forward.FirstForward.resumed)."""
+        pass's end (pass_open.PassOpen.resumed)."""
         if tracker.in_gap and not tracker.pend:
             state.gap_sync = (t, time.thread_time(), blocked_s or 0.0)
 

@@ -1,0 +1,129 @@
+"""Where an interval between steps opens and where it ends (at training's next activity,
+or at the job's exit), and the kinds it is reported as. Below gaps.py's signals, apart from
+them: each signal opens or ends an interval through these, and so does the forward
+pre-hook's side (gap_forward.py), which gaps.py does not import.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from perftop.hook.steps_cold import release
+
+BACKWARD, OPTIMIZER = 2, 3  # steps.BACKWARD, steps.OPTIMIZER (steps imports this module)
+
+if TYPE_CHECKING:  # the tracker whose rare paths these are (no import at run time)
+    from perftop.hook.shape import Tracker
+
+EVAL, CHECKPOINT, OVERLAPPED = "eval", "checkpoint", "checkpoint_overlapped"
+
+
+def enter(tr: Tracker, t: float, is_eval: bool, seen: bool = True, kind: str = EVAL) -> None:
+    """Something that is not training started at ``t``; ``seen``: the pass began there (a
+    region's entry, a save's start), not only its first batch was fetched there; ``kind``:
+    what an evaluation is said to be while it runs (a rollout's site: ``rollout``)."""
+    if not tr.in_gap:
+        if not _backward_bound(tr):
+            tr.lazy_close(t)
+        if tr.held:
+            release(tr)  # held steps must not merge across the interval
+        tr.in_gap = True
+        tr.gap_eval = False
+        tr.save_s = 0.0
+        if seen or (tr.running and tr.active()):
+            # The interval begins where the pass does. The loop's own code before it (after
+            # the last update: a log line, a sync) stays in the step it belongs to, the next
+            # one (as when no pass comes): the interval is cut out of that step.
+            tr.gap_t0 = t
+        else:
+            # An evaluation's first batch: its pass began before it, unseen (its loader's
+            # workers starting, an inference_mode loop's setup): from the last step's end,
+            # or the end of an interval since then (a checkpoint: never counted twice).
+            tr.gap_t0 = max(tr.start, tr.gap_t1) if tr.running else t
+            tr.running = False  # the next step starts where the interval ends
+        cb = tr.on_open
+        if cb is not None:
+            cb(kind if is_eval else CHECKPOINT, tr.gap_t0)
+    if is_eval:
+        tr.gap_eval = True
+        seen_batch = getattr(tr.region, "batch_seen", None) if not seen else None
+        if seen_batch is not None:
+            seen_batch()  # a loader's batch in a pass a forward opened: an evaluation
+
+
+def _backward_bound(tr: Tracker) -> bool:
+    """Steps that ``backward()`` ends, in a loop fed without a DataLoader (a manual update,
+    a generator): each step runs from one backward's start to the next, its wait for the
+    next batch and that batch's forward in it. A pass after the update is cut out of the
+    step around it, which goes on after it: closed at the pass (as a lazy source's step
+    is), it had no batch and no forward, and the next one two of each (0.5 ms and 7.5 ms
+    steps around each pass of a steady 4 ms loop)."""
+    return tr.mode == BACKWARD and tr.has_bwd and not tr.has_fetch
+
+
+def end(tr: Tracker, t: float) -> float:
+    """Training resumed at ``t``. A checkpoint of saves only (a burst: model, optimizer,
+    state) is one pass from its first save's start to its last save's return: what comes
+    after that is the next step's (its batch, its forward)."""
+    if tr.save_alone and not tr.gap_eval:
+        t = max(tr.gap_t0, min(t, tr.save_end))
+    elif tr.save_s > 0.0 and t < tr.save_end:
+        t = tr.save_end  # a pass with saves in it ends after its last save returned
+    tr.save_alone = False
+    tr.in_gap = False
+    region, tr.region = tr.region, None
+    tr.gap_t1 = t
+    length = max(0.0, t - tr.gap_t0)
+    kind, site, fwd = EVAL, "", -1.0
+    verdict = getattr(region, "verdict", None)
+    if verdict is not None:  # opened by a forward with grad off: what it held (pass_meter)
+        kind, site, fwd = verdict(max(0.0, length - min(tr.save_s, length)))
+    if tr.running:
+        tr.hole += t - max(tr.gap_t0, tr.start)
+    else:  # the step restarts where the interval ends: what was cut out before is behind
+        tr.running = True
+        tr.start = t
+        tr.hole = 0.0
+    cb = tr.on_between
+    if cb is None or length <= 0.0:
+        return t
+    save = min(tr.save_s, length)
+    named = (site, fwd) if site or fwd >= 0.0 else ()  # a forward's pass: what it held
+    if save > 0.0 and tr.gap_eval:
+        cb(CHECKPOINT, tr.save_t0, save)
+        # an evaluation after the checkpoint's saves begins where they ended
+        t0 = tr.save_end if tr.save_t0 <= tr.gap_t0 else tr.gap_t0
+        cb(kind, t0, length - save, *named)
+    elif save > 0.0:
+        cb(CHECKPOINT, tr.gap_t0, length)
+    else:
+        cb(kind, tr.gap_t0, length, *named)
+    return t
+
+
+def at_exit(tr: Tracker, now: float) -> float:
+    """Where an interval still open at the job's exit ends: ``now``, less the time the
+    training thread spent off the CPU since the pass's last module call (a forward's
+    pass: its hooks keep the wall and CPU time where its last forward returned) or, where a save came after it,
+    since the save returned (its file's writing is off the CPU too, and the pass's). So a
+    final test and a last save hold their own time, not the idle after them (a Ray
+    worker's wait for the others, a sleep). Only on the training thread (its CPU clock),
+    at the interpreter's exit; elsewhere (the sender's tick after the training thread
+    ended) ``now``."""
+    region = tr.region
+    last_out = getattr(region, "last_out", None)
+    if last_out is not None:
+        last_out()  # the pass's last forward's return, where its forward hook has it
+    t0, c0 = getattr(region, "t0", None), getattr(region, "c0", None)
+    if t0 is None or c0 is None or threading.get_ident() != tr.thread:
+        return now
+    idle = max(0.0, now - t0 - (time.thread_time() - c0))
+    if tr.save_s > 0.0 and tr.save_end > t0:
+        idle = min(idle, max(0.0, now - tr.save_end))
+    tail = getattr(region, "tail", None)
+    gs = tail() if tail is not None else None
+    if gs is not None:  # a sync after the last forward: the pass's own work, up to there
+        idle = min(idle, max(0.0, now - gs[0]))
+    return max(tr.gap_t0, now - idle)

@@ -1,0 +1,84 @@
+"""Where a ``no_grad`` region or a pass's module call was made: the first frame outside
+torch and perftop (the job's line), or None where torch's own housekeeping made it. Apart
+from gaps.py's intervals: it reads only frames, never the tracker, and keeps each file's kind
+(a loop without an optimizer looks a site up per step).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+# Where a no_grad region is torch's own housekeeping, not a pass over data: a module's
+# .to()/.cpu() (Module._apply), weight init, an optimizer's or clipping's internals.
+# A forward run by autograd (a Function's, activation checkpointing's recomputation) is a
+# step's own work, never a pass.
+_HOUSEKEEPING = (
+    *(os.sep + os.path.join("torch", d) + os.sep for d in ("nn", "optim", "autograd")),
+    os.sep + os.path.join("torch", "utils", "checkpoint.py"),
+)
+_MODULE_CALL = os.sep + os.path.join("torch", "nn", "modules", "module.py")
+_OURS = os.sep + os.path.join("perftop", "hook") + os.sep
+_TORCH = os.sep + "torch" + os.sep  # torch's own frames: a decorator's wrapper
+_MAX_SITES = 4096  # sites remembered (code lines: a real loop has a handful)
+
+
+_ANON = frozenset(("<lambda>", "<genexpr>", "<listcomp>", "<dictcomp>", "<setcomp>"))
+
+
+def site() -> tuple[Any, Any]:
+    """The call site of the module call being made (a forward hook's caller), as ``_site``,
+    and the site that names it: the same, or where a lambda or comprehension was called
+    (ignite's evaluator calls the model in its default ``model_fn``, a lambda, from its
+    ``evaluate_step``): a name that says what ran."""
+    key = _site()
+    if key is None or key[0].co_name not in _ANON:
+        return key, key
+    f: Any = sys._getframe(1)
+    while f is not None and f.f_code is not key[0]:
+        f = f.f_back
+    for _ in range(8):
+        if f is None or f.f_code.co_name not in _ANON:
+            break
+        f = f.f_back
+    return key, ((f.f_code, f.f_lasti) if f is not None else key)
+
+
+def _site() -> Any:
+    """Where the region was entered: the code and line of the first frame that is neither
+    perftop's nor torch's (a ``with`` line; for a decorated function, the line calling
+    it); None where torch.nn or torch.optim code entered it (a module's ``.cpu()`` around
+    a checkpoint, clipping, init: housekeeping). Per step in a loop without an optimizer
+    (its update's region): each file's kind is looked up once."""
+    f: Any = sys._getframe(1)
+    kinds = _FILE_KINDS
+    for _ in range(12):
+        if f is None:
+            return None
+        code = f.f_code
+        kind = kinds.get(code.co_filename)
+        if kind is None:
+            kind = _file_kind(code.co_filename)
+        if kind == _USER:
+            return (code, f.f_lasti)  # the instruction: cheaper than its line
+        if kind == _HOUSE:
+            return None
+        f = f.f_back
+    return None
+
+
+_USER, _SKIP, _HOUSE = 0, 1, 2
+_FILE_KINDS: dict[str, int] = {}
+
+
+def _file_kind(name: str) -> int:
+    if _OURS in name or name.endswith(_MODULE_CALL):
+        kind = _SKIP  # perftop's frames; Module.__call__'s machinery around a forward
+    elif any(p in name for p in _HOUSEKEEPING):
+        kind = _HOUSE
+    else:
+        kind = _SKIP if _TORCH in name else _USER
+    if len(_FILE_KINDS) < _MAX_SITES:
+        _FILE_KINDS[name] = kind
+    return kind
