@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from perftop.monitor.runner import hook_env  # noqa: E402
+from perftop.monitor.jobenv import hook_env  # noqa: E402
 from perftop.monitor.server import Server  # noqa: E402
 
 CHILDREN = {"python -c pass": "pass", "python -c 'import torch'": "import torch"}

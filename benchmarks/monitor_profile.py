@@ -37,7 +37,7 @@ from perftop.monitor.stacks import pyspy
 # call as that probe, a widget's Rich text as the widget.
 BUCKETS = (
     ("probes: USS/PSS (smaps_rollup)", ("memory_full_info", "read_memory")),
-    ("probes: processes (psutil, /proc)", ("probes/procs.py",)),
+    ("probes: processes (psutil, /proc)", ("probes/procs.py", "probes/procread.py")),
     ("probes: host", ("probes/host.py",)),
     ("probes: GPU", ("probes/gpu.py", "probes/nvml.py")),
     ("hints", ("perftop/hints/",)),
@@ -47,6 +47,7 @@ BUCKETS = (
         (
             "perftop/monitor/server.py",
             "perftop/wire.py",
+            "perftop/wire_stream.py",
             "_handle (",
             "perftop/model/",
             "perftop/recording.py",

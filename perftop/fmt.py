@@ -1,4 +1,5 @@
-"""Number formatting shared by the text report and the TUI: units, and "N/A" for None."""
+"""Number formatting shared by the text report and the TUI: units, and "N/A" for None; and
+the JSON report's rounding (:func:`rounded`), shared by its builders."""
 
 from __future__ import annotations
 
@@ -75,6 +76,11 @@ def fraction(x: float | None) -> str:
 
 def number(x: float | None, digits: int = 1) -> str:
     return NA if x is None else f"{x:.{digits}f}"
+
+
+def rounded(x: float | None, nd: int = 6) -> float | None:
+    """A figure of the JSON report, rounded to ``nd`` digits; None stays None."""
+    return None if x is None else round(x, nd)
 
 
 def table(headers: list[str], rows: list[list[str]], indent: str = "  ") -> str:

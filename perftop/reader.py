@@ -13,7 +13,6 @@ the bytes and steps skipped are counted. Reading never writes to the file.
 from __future__ import annotations
 
 import os
-import re
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -23,6 +22,8 @@ from typing import IO, NamedTuple
 from perftop.errors import RecordingError
 from perftop.events import FORMAT_VERSION, DecodeError, Event, SessionStart, Step
 from perftop.events.validate import check_all, check_packed_steps
+from perftop.reader_inflate import INFLATE_MAX, inner_frames, salvage
+from perftop.reader_resync import Resync
 from perftop.wire import (
     HEADER,
     KIND_JSON,
@@ -40,17 +41,8 @@ from perftop.wire import (
     event_count,
 )
 
-RESYNC_BLOCK = 1 << 20  # bytes searched at a time for the next good frame
-# The work one block's search may take (bytes CRC-checked, 256 a try): noise made to look
-# like headers everywhere costs that, then the rest of its block is skipped unsearched.
-RESYNC_COST = 8 * RESYNC_BLOCK
-MAX_INNER = 1 << 16  # frames read from one compressed frame (a writer holds ~1 MiB of them)
 MAX_BAD_INNER = 256  # bad frames decoded in one compressed frame before giving up the rest
-# The most one compressed frame inflates to: what a writer ever held before a flush (its
-# PENDING_MAX of 1 MiB and one frame of MAX_FRAME). More is a bomb, read as damage.
-INFLATE_MAX = MAX_FRAME + (1 << 20) + 2 * HEADER.size
 _OUTER_KINDS = (KIND_JSON, KIND_STEPS, KIND_ZLIB, KIND_NODE)
-_KIND_FIELD = re.compile(rb"(?=\x00\x00\x00[\x00-\x03])")  # a known kind (0-3), big-endian
 
 
 class Chunk(NamedTuple):
@@ -79,28 +71,6 @@ def open_recording(path: str | os.PathLike[str]) -> tuple[Path, IO[bytes], int]:
     return p, f, os.fstat(f.fileno()).st_size
 
 
-def inner_frames(data: bytes) -> tuple[list[Frame], int]:
-    """Whole frames with a good CRC in decompressed ``data``, and how many were bad."""
-    out: list[Frame] = []
-    pos, n, bad = 0, len(data), 0
-    while n - pos >= HEADER.size:
-        if len(out) + bad >= MAX_INNER:  # more than any writer holds: the rest is skipped
-            bad += 1
-            break
-        length, crc, kind = HEADER.unpack_from(data, pos)
-        end = pos + HEADER.size + length
-        if end > n or not length:
-            bad += 1  # cut by the end of a truncated or damaged stream, or zeros: no frame
-            break
-        payload = data[pos + HEADER.size : end]
-        pos = end
-        if zlib.crc32(payload) != crc:
-            bad += 1
-            continue
-        out.append(Frame(kind, payload))
-    return out, bad
-
-
 @dataclass
 class ReadStats:
     """What a reader had to skip; each non-zero figure becomes a warning."""
@@ -117,7 +87,7 @@ class ReadStats:
     warnings: list[str] = field(default_factory=list)
 
 
-class FrameScanner:
+class FrameScanner(Resync):
     """Walks a recording's outer frames from an offset, decoding events; counts damage
     in ``stats``."""
 
@@ -192,47 +162,6 @@ class FrameScanner:
                 return
             pos = nxt
 
-    def resync(self, start: int) -> int | None:
-        """The first offset from ``start`` where a whole frame of a known kind with a
-        matching CRC lies: a random byte string passes with odds of about 2**-32."""
-        f, size, at = self.f, self.size, start
-        while at + HEADER.size <= size:
-            f.seek(at)
-            buf = f.read(RESYNC_BLOCK + HEADER.size)
-            found = self._candidate(buf, at)
-            if found is not None:
-                return found
-            at += RESYNC_BLOCK
-        return None
-
-    def _candidate(self, buf: bytes, at: int) -> int | None:
-        """The first good frame's offset in ``buf`` (read at ``at``), or None. A run of
-        zeros (a crash's tail, a hole) is stepped over at C speed, not tried byte by byte:
-        a frame's length field is not zero. At most ``RESYNC_COST`` of work a block."""
-        f, size, i, cost = self.f, self.size, 8, 0
-        while cost < RESYNC_COST:
-            m = _KIND_FIELD.search(buf, i)  # the lookahead sees the whole header
-            if m is None or m.start() - 8 >= RESYNC_BLOCK:  # the next block's
-                return None
-            c = m.start() - 8
-            i = m.start() + 1
-            length, crc, _kind = HEADER.unpack_from(buf, c)
-            if length == 0:  # a zero run: on to 3 bytes before its next non-zero byte
-                i = max(i, _zeros_end(buf, c) - 3 + 8)
-                continue
-            if length > MAX_FRAME or at + c + HEADER.size + length > size:
-                continue
-            cost += length + 256  # bytes checked, and the try itself
-            end = c + HEADER.size + length
-            if end <= len(buf):
-                payload = buf[c + HEADER.size : end]
-            else:
-                f.seek(at + c + HEADER.size)
-                payload = f.read(length)
-            if zlib.crc32(payload) == crc:
-                return at + c
-        return None
-
     def _salvaged(self, payload: bytes) -> list[Frame]:
         """The inner frames that inflate before the damage in a broken compressed frame;
         the stream ends there (reading waits for its next restart)."""
@@ -240,7 +169,7 @@ class FrameScanner:
             self._inflate = zlib.decompressobj(-15)
         if self._inflate is None:
             return []
-        data = _salvage(self._inflate, payload[1:])
+        data = salvage(self._inflate, payload[1:])
         self._inflate = None
         return inner_frames(data)[0]
 
@@ -345,36 +274,6 @@ class FrameScanner:
         else:
             for r in batch.records():
                 self._stepped(r[0], r[1], r[1])
-
-
-def _zeros_end(buf: bytes, at: int) -> int:
-    """Where the run of zero bytes at ``at`` in ``buf`` ends: looked at in windows that
-    double (``lstrip`` runs at memory speed; a short run costs a short window)."""
-    win = 64
-    while at < len(buf):
-        piece = buf[at : at + win]
-        rest = len(piece.lstrip(b"\x00"))
-        if rest:
-            return at + len(piece) - rest
-        at += len(piece)
-        win *= 2
-    return len(buf)
-
-
-def _salvage(inflate: zlib._Decompress, data: bytes, piece: int = 512) -> bytes:
-    """What ``inflate`` gives for ``data`` up to the first error, a piece at a time, and
-    ``INFLATE_MAX`` bytes at most."""
-    out, room = [], INFLATE_MAX
-    for i in range(0, len(data), piece):
-        try:
-            got = inflate.decompress(data[i : i + piece], room)
-        except zlib.error:
-            break
-        out.append(got)
-        room -= len(got)
-        if room <= 0 or inflate.unconsumed_tail:
-            break
-    return b"".join(out)
 
 
 def check_version(p: Path, ev: Event) -> None:

@@ -25,7 +25,8 @@ sys.path.insert(0, str(ROOT))
 from perftop.cli.launch import probe_sources  # noqa: E402
 from perftop.hints.session import hinted_session  # noqa: E402
 from perftop.model import Snapshot  # noqa: E402
-from perftop.monitor.runner import Job, RunConfig  # noqa: E402
+from perftop.monitor.jobenv import RunConfig  # noqa: E402
+from perftop.monitor.runner import Job  # noqa: E402
 from perftop.recording import read_events  # noqa: E402
 from perftop.tui.app import PerftopApp  # noqa: E402
 from perftop.tui.messages import SnapshotMessage  # noqa: E402

@@ -45,7 +45,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     files = [f for f, s in sorted(total.items(), key=lambda kv: -kv[1]) if s >= MIN_S]
     OUT.write_text(HEADER + "".join(f + "\n" for f in files))
-    print(f"{OUT}: {len(files)} files, {sum(total[f] for f in files):.0f} s of {sum(total.values()):.0f} s")
+    print(
+        f"{OUT}: {len(files)} files, {sum(total[f] for f in files):.0f} s of {sum(total.values()):.0f} s"
+    )
     return 0
 
 

@@ -18,7 +18,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from perftop.events import SessionStart, Step, registered
-from perftop.reader import INFLATE_MAX
+from perftop.reader_inflate import INFLATE_MAX
 from perftop.wire import (
     HEADER,
     KIND_JSON,

@@ -20,8 +20,10 @@ from perftop.events import Note
 from perftop.monitor import inject, stacks
 from perftop.monitor.hub import Hub
 from perftop.monitor.registry import sessions
-from perftop.monitor.server import VIEW_MAGIC, Server, socket_dir
-from perftop.wire import MAGIC, FrameReader, decode_frame, encode_frame, event_count
+from perftop.monitor.server import VIEW_MAGIC, Server
+from perftop.monitor.sockpath import socket_dir
+from perftop.wire import MAGIC, decode_frame, encode_frame, event_count
+from perftop.wire_stream import FrameReader
 from tests.helpers import (
     WORKLOADS,
     injected_job,

@@ -334,7 +334,8 @@ def test_an_ask_goes_to_the_trainers_hooks_never_to_dataloader_workers(tmp):
 
     from perftop.events import Hello
     from perftop.monitor.server import Server
-    from perftop.wire import MAGIC, EventReader
+    from perftop.wire import MAGIC
+    from perftop.wire_stream import EventReader
 
     srv = Server(lambda f, e: None, tmp / "w.sock").start()
     conns = {}

@@ -20,7 +20,8 @@ from rich.text import Text
 from textual.widgets import Static
 
 from perftop.model.snapshot import NoteRow, OutputLine, ProcRow
-from perftop.monitor.runner import Job, RunConfig
+from perftop.monitor.jobenv import RunConfig
+from perftop.monitor.runner import Job
 from perftop.report.build import session_from_file
 from perftop.safe import visible, visible_line
 from perftop.tui.app import PerftopApp

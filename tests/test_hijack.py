@@ -21,7 +21,7 @@ import pytest
 
 from perftop.events import CaptureAsk
 from perftop.hook.trace_file import trace_path, write_trace
-from perftop.monitor.runner import hook_env
+from perftop.monitor.jobenv import hook_env
 from perftop.monitor.sockdir import private_dir, private_dirs
 from perftop.peer import OtherUser, check_same_user, same_user
 from perftop.wire import encode_frame

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from perftop.hook import frames
-from perftop.monitor.runner import BOOTSTRAP_DIR, hook_env
+from perftop.monitor.jobenv import BOOTSTRAP_DIR, hook_env
 from tests.helpers import perftop
 
 ROOT = Path(__file__).resolve().parent.parent

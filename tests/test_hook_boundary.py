@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from perftop.monitor.runner import BOOTSTRAP_DIR, hook_env
+from perftop.monitor.jobenv import BOOTSTRAP_DIR, hook_env
 from tests.helpers import listening
 
 FORBIDDEN = ["textual", "rich", "psutil", "pynvml", "numpy", "torch"]

@@ -21,7 +21,7 @@ import psutil
 import pytest
 
 from perftop.monitor import outfiles
-from perftop.monitor.runner import hook_env
+from perftop.monitor.jobenv import hook_env
 from perftop.recording import default_path
 from tests.helpers import listening, perftop, spawn_slow_job, until_step
 

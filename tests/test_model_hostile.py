@@ -1,8 +1,8 @@
 """Events of their own types with absurd values never leave the model unable to answer.
 
-A live event is checked against its types (wire.EventReader), but a row of a probe's sample
-is a tuple of any JSON values, and numbers may be anything within 64 bits. A node's monitor
-at a collector, or a damaged writer, may send such events. The hub says once what the
+A live event is checked against its types (wire_stream.EventReader), but a row of a
+probe's sample is a tuple of any JSON values, and numbers may be anything within 64 bits. A
+node's monitor at a collector, or a damaged writer, may send such events. The hub says once what the
 model could not apply and goes on (tests/test_hub_hostile.py); what it did apply must
 never make every later snapshot fail (a process row whose pid was a string did: sorting
 the roles raised at each snapshot, and the screen stayed frozen). Events are drawn from

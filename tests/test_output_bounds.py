@@ -16,7 +16,8 @@ import pytest
 from perftop.events import Dropped, Output
 from perftop.monitor import outrate
 from perftop.monitor.hub import Hub
-from perftop.monitor.runner import Job, RunConfig
+from perftop.monitor.jobenv import RunConfig
+from perftop.monitor.runner import Job
 from perftop.recording import read_events
 from perftop.wire import MAX_FRAME, Frame, encode_frame, fitted_frames
 from tests.helpers import WORKLOADS, perftop

@@ -9,7 +9,8 @@ import sys
 
 from perftop.events import Output
 from perftop.model.terminal import LINE_CHARS
-from perftop.monitor.runner import Job, RunConfig
+from perftop.monitor.jobenv import RunConfig
+from perftop.monitor.runner import Job
 from perftop.recording import read_events
 
 WRITES = (

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from perftop.events import Output
-from perftop.monitor.runner import Job, RunConfig
+from perftop.monitor.jobenv import RunConfig
+from perftop.monitor.runner import Job
 from perftop.recording import read_events
 
 JOB = r"""

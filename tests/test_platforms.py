@@ -17,7 +17,8 @@ from perftop.events import HostSample, Note, ProcSample
 from perftop.events.probes import proc_row
 from perftop.probes.host import HostProbe
 from perftop.probes.platform import platform_caps
-from perftop.probes.procs import ProcProbe, descendants
+from perftop.probes.procread import descendants
+from perftop.probes.procs import ProcProbe
 
 MAC = platform_caps("darwin")
 ALLOC = "import time\nb = bytearray(30 * 2**20)\nfor i in range(0, len(b), 4096): b[i] = 1\ntime.sleep(4)"

@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from perftop.monitor.runner import Job, RunConfig
+from perftop.monitor.jobenv import RunConfig
+from perftop.monitor.runner import Job
 from perftop.probes import make_sources
 from perftop.report.build import build_report, session_from_file
 

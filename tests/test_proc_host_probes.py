@@ -12,7 +12,8 @@ from perftop.events.probes import proc_row
 from perftop.model import Session
 from perftop.monitor.hookless import HooklessWatch
 from perftop.probes.host import HostProbe
-from perftop.probes.procs import ProcProbe, descendants
+from perftop.probes.procread import descendants
+from perftop.probes.procs import ProcProbe
 
 TREE = """
 import subprocess, sys, time

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from perftop.monitor.runner import hook_env
+from perftop.monitor.jobenv import hook_env
 
 MONITOR = """
 import os, sys

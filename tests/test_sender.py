@@ -9,7 +9,8 @@ import time
 
 from perftop.events import Dropped, Hello, Note, Step
 from perftop.hook.sender import INTERVAL_S, Sender
-from perftop.wire import FrameReader, decode_frame
+from perftop.wire import decode_frame
+from perftop.wire_stream import FrameReader
 
 
 def _hello() -> Hello:

@@ -17,7 +17,8 @@ import pytest
 from perftop.events import Dropped, Hello, Step
 from perftop.hook.sender import Sender
 from perftop.hook.solo import single_threaded_flag
-from perftop.wire import FrameReader, decode_frame
+from perftop.wire import decode_frame
+from perftop.wire_stream import FrameReader
 from tests.helpers import WORKLOADS, run_and_report
 from tests.test_sender import Listener, _hello
 

@@ -9,7 +9,8 @@ import socket
 import time
 
 from perftop.events import Note
-from perftop.monitor.server import Server, socket_dir
+from perftop.monitor.server import Server
+from perftop.monitor.sockpath import socket_dir
 from perftop.wire import MAGIC, encode_frame
 from tests.helpers import count_selects, perftop, spawn_slow_job, until_step
 

@@ -79,7 +79,8 @@ def test_stream_out_reader_gone_the_job_goes_on(tmp_path):
 def test_left_running_then_the_monitor_killed_the_job_goes_on(tmp_path):
     cmd, started, rc = _job(tmp_path)
     leave = (
-        "import sys\nfrom perftop.monitor.runner import Job, RunConfig\n"
+        "import sys\nfrom perftop.monitor.jobenv import RunConfig\n"
+        "from perftop.monitor.runner import Job\n"
         "job = Job(RunConfig(tuple(sys.argv[1:]), capture_output=True)).start()\n"
         f"import os, time\nwhile not os.path.exists({str(started)!r}): time.sleep(0.05)\n"
         "print(job.leave(), job.output.dir, job.server.path, flush=True)\n"

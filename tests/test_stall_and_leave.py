@@ -12,7 +12,8 @@ import time
 
 from perftop.events import Step
 from perftop.model import Session
-from perftop.monitor.runner import Job, RunConfig
+from perftop.monitor.jobenv import RunConfig
+from perftop.monitor.runner import Job
 from perftop.monitor.stall import StallWatch
 from perftop.probes import make_sources
 from perftop.probes.alive import alive
@@ -92,7 +93,8 @@ def test_recording_toggled_mid_run_reports_on_its_own(tmp_path):
 
 LEAVE = """
 import sys, time
-from perftop.monitor.runner import Job, RunConfig
+from perftop.monitor.jobenv import RunConfig
+from perftop.monitor.runner import Job
 from perftop.probes import make_sources
 cfg = RunConfig((sys.executable, sys.argv[1]), record=sys.argv[2], capture_output=True)
 job = Job(cfg, sources=[make_sources(0.5)]).start()

@@ -54,7 +54,7 @@ def test_no_base_fits_the_job_runs_without_the_hook_with_one_line(tmp_path):
     long_tmp = tmp_path / ("t" * (120 - len(str(tmp_path))))
     long_tmp.mkdir()
     code = (
-        "import sys; from perftop.monitor import server; server.FALLBACK_BASES = ();"
+        "import sys; from perftop.monitor import sockpath; sockpath.FALLBACK_BASES = ();"
         "from perftop.cli import main; sys.exit(main(sys.argv[1:]))"
     )
     env = {**os.environ, "TMPDIR": str(long_tmp), "XDG_RUNTIME_DIR": str(long_tmp)}

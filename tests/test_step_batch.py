@@ -21,7 +21,6 @@ from perftop.wire import (
     MAGIC,
     STEP_RECORD,
     STEP_SOURCES,
-    EventReader,
     Frame,
     StepBatch,
     encode_frame,
@@ -29,6 +28,7 @@ from perftop.wire import (
     encode_steps_frame,
     event_count,
 )
+from perftop.wire_stream import EventReader
 
 RECORDING = Path(__file__).parent / "tui" / "recordings" / "stall.perftop"  # a real job's
 

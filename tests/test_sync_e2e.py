@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from perftop.monitor.runner import Job, RunConfig
+from perftop.monitor.jobenv import RunConfig
+from perftop.monitor.runner import Job
 from perftop.report.build import build_report, session_from_file
 
 

@@ -15,7 +15,7 @@ import torch.utils.data.dataloader as dl
 from torch.utils.data import DataLoader, TensorDataset
 
 from perftop.hook import steps, steps_train
-from perftop.monitor.runner import hook_env
+from perftop.monitor.jobenv import hook_env
 from tests.conftest import _on_ci, compiled_steps_module
 from tests.helpers import listening
 

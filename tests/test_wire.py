@@ -11,13 +11,13 @@ from perftop.events.base import DecodeError
 from perftop.wire import (
     MAGIC,
     STEP_RECORD,
-    FrameReader,
     StreamError,
     decode_frame,
     decode_payload,
     encode_frame,
     encode_steps_frame,
 )
+from perftop.wire_stream import FrameReader
 
 EVENTS = [
     SessionStart(1.0, ("python", "t.py"), "/w", "h", 10, "0.1.0"),

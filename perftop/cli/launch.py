@@ -15,7 +15,7 @@ from perftop.errors import UsageError
 from perftop.recording import default_path
 
 if TYPE_CHECKING:  # the monitor (psutil, fcntl) loads only when a job runs
-    from perftop.monitor.runner import RunConfig
+    from perftop.monitor.jobenv import RunConfig
 
 
 def add_launch_options(p: argparse.ArgumentParser) -> None:
@@ -57,7 +57,7 @@ def add_launch_options(p: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace, command: tuple[str, ...]) -> RunConfig:
-    from perftop.monitor.runner import RunConfig
+    from perftop.monitor.jobenv import RunConfig
     from perftop.probes.scheduler import check_interval
 
     check_interval(args.interval)

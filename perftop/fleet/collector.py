@@ -24,7 +24,8 @@ from perftop.events import Event, NodeLink, NodeScope, Note
 from perftop.fleet import link
 from perftop.fleet.refusals import REASONS, Refusals
 from perftop.monitor.wakepipe import WakePipe
-from perftop.wire import EventReader, Frame, StreamError, encode_node_frame
+from perftop.wire import Frame, StreamError, encode_node_frame
+from perftop.wire_stream import EventReader
 
 HANDSHAKE_S = 10.0  # a connection that has not proved the token by then is dropped
 # The longest select() while no handshake is due: a node's frames, a connection and

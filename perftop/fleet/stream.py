@@ -29,13 +29,8 @@ from perftop.events import (
     SessionStart,
 )
 from perftop.fleet.forwarder import Forwarder
-from perftop.wire import (
-    MAGIC,
-    EventReader,
-    Frame,
-    StreamError,
-    encode_node_frame,
-)
+from perftop.wire import MAGIC, Frame, StreamError, encode_node_frame
+from perftop.wire_stream import EventReader
 
 ENV_SSH = "PERFTOP_SSH"  # the ssh program (and options), e.g. "ssh -p 2222"
 ENV_REMOTE = "PERFTOP_REMOTE"  # how to start perftop on the remote, e.g. "~/venv/bin/perftop"

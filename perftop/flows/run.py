@@ -21,8 +21,9 @@ from perftop.console import say
 from perftop.flows.captures import follow_captures
 from perftop.fmt import command as command_line
 from perftop.model import Snapshot
+from perftop.monitor.jobenv import RunConfig
 from perftop.monitor.lifecycle import install_signal_forwarding, tui_signals
-from perftop.monitor.runner import Job, RunConfig, SourceFactory
+from perftop.monitor.runner import Job, SourceFactory
 from perftop.report.text import summary
 from perftop.safe import visible
 

@@ -1,8 +1,8 @@
-"""The input pipeline: ``input-bound`` (the loop waits for batches) and ``io-bound`` (the
-workers wait for storage). The advice follows the evidence: busy workers with idle cores
-want more workers; busy workers on busy cores want cheaper batches; idle workers with a
-waiting loop point at moving the batches; bursts every ``num_workers`` steps show workers
-that each make a whole batch too slowly."""
+"""The input pipeline: ``input-bound`` (the loop waits for batches); ``io-bound`` (the
+workers wait for storage) is in :mod:`perftop.hints.storage`. The advice follows the
+evidence: busy workers with idle cores want more workers; busy workers on busy cores want
+cheaper batches; idle workers with a waiting loop point at moving the batches; bursts every
+``num_workers`` steps show workers that each make a whole batch too slowly."""
 
 from __future__ import annotations
 
@@ -28,9 +28,6 @@ GPU_BUSY = 90.0  # a GPU this busy is the bottleneck whatever the loop waits for
 SATURATED = 0.75  # workers busy this share of the time make batches as fast as they can
 IDLE_WORKERS = 0.5
 CPU_BUSY = 85.0  # host CPU %, beyond which more workers only compete for cores
-IOWAIT_ENTER, IOWAIT_STAY = 20.0, 10.0
-DISK_BUSY = 60.0
-WORKER_READ_BPS = 20 * 2**20
 
 
 def input_bound(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
@@ -230,69 +227,6 @@ def _bursts(lp: Loop, num_workers: int) -> str:
 def _gpu_busy(snap: Snapshot) -> float | None:
     vals = [g.util_percent for g in job_gpus(snap) if g.util_percent is not None]
     return max(vals) if vals else None
-
-
-def loader_reads(snap: Snapshot, lp: Loop) -> float:
-    """Bytes a second the input pipeline reads from storage, after start-up: its workers'
-    reads once each has made a batch, or (no workers) the training process's, which then
-    fetches the batches itself; only over probe intervals that began within the steps the
-    data wait is measured on. A start-up's reads (importing torch) and the main process's
-    reads beside its workers (checkpoints, logs) are not the loader's."""
-    since = lp.rows[0].t0
-    if lp.workers:
-        start = {w.pid: max(since, w.ready_t) for w in lp.workers if w.ready_t is not None}
-    elif lp.loader is not None and lp.loader.num_workers == 0:
-        start = {lp.pid: since}
-    else:
-        return 0.0
-    return sum(
-        p.io_read_bps or 0.0
-        for p in snap.processes
-        if p.pid in start and p.io_since_t is not None and p.io_since_t >= start[p.pid]
-    )
-
-
-def io_bound(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
-    lp = loop(snap)
-    if lp is None or lp.data_share < threshold("io-bound", active, 0.15, 0.10):
-        return []
-    h = snap.host
-    ev: list[str] = []
-    iowait = h.iowait_percent
-    if iowait is not None and iowait >= threshold("io-bound", active, IOWAIT_ENTER, IOWAIT_STAY):
-        ev.append(f"the host CPUs wait on IO {iowait:.0f}% of the time (iowait)")
-    if h.disk_busy_percent is not None and h.disk_busy_percent >= DISK_BUSY:
-        ev.append(
-            f"the disks are {h.disk_busy_percent:.0f}% busy, reading {nbytes(h.disk_read_bps)}/s"
-        )
-    reads = loader_reads(snap, lp)
-    if reads >= WORKER_READ_BPS:
-        ev.append(f"the loader reads {nbytes(reads)}/s from storage")
-    if not ev:
-        return []
-    if lp.workers_cpu is not None:
-        ev.append(
-            f"the workers spend {fraction(1 - lp.workers_cpu)} of each batch off the CPU, waiting"
-        )
-    ev.insert(0, f"data wait is {fraction(lp.data_share)} of step time")
-    share = lp.data_share
-    return [
-        Hint(
-            id="io-bound",
-            severity="high" if share >= 0.5 else "medium",
-            title="IO-bound: reading the data from storage holds up the input pipeline",
-            evidence=tuple(ev),
-            advice=(
-                "Keep the data in RAM or on a local SSD, and store it preprocessed (decoded "
-                "arrays, not files to decode every epoch).",
-                "Read fewer, bigger files (shards) instead of one small file per sample.",
-                "More workers or a higher prefetch_factor keep more reads in flight.",
-            ),
-            est_gain=round(share, 4),
-            est_gain_text=f"up to {fraction(share)} of step time (the data wait)",
-            panel="host",
-        )
-    ]
 
 
 def _cores(cpu_share: float | None) -> str:

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from perftop.events import Event
-from perftop.wire import MAGIC, EventReader, StreamError
+from perftop.wire import MAGIC, StreamError
+from perftop.wire_stream import EventReader
 
 
 class Inbox:

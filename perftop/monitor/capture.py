@@ -23,7 +23,8 @@ from typing import Any
 from perftop.errors import PerftopError
 from perftop.events import CaptureAsk, CaptureOps, CaptureState, Event
 from perftop.peer import check_same_user
-from perftop.wire import MAGIC, EventReader, StreamError, encode_frame
+from perftop.wire import MAGIC, StreamError, encode_frame
+from perftop.wire_stream import EventReader
 
 CaptureWatch = Callable[[Event], object]  # gets one capture's CaptureState / CaptureOps
 FINAL = ("refused", "failed")

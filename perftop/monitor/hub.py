@@ -16,7 +16,6 @@ the header and history, through the same queue, so it misses nothing and sees no
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections import deque
@@ -25,18 +24,18 @@ from typing import Any
 
 import psutil
 
-from perftop.events import Dropped, Event, JobStart, MonitorStats, ObserverStart, SessionStart
+from perftop.events import Event, JobStart, MonitorStats, ObserverStart, SessionStart
 from perftop.hints.session import hinted_session
 from perftop.model import SessionModel, Snapshot
 from perftop.monitor.capture import CaptureDesk, CaptureWatch
 from perftop.monitor.cutoff import CutOffs
 from perftop.monitor.header import Header
+from perftop.monitor.hubmodel import HubModel, SnapshotSink
+from perftop.monitor.hubsinks import HubSinks
 from perftop.monitor.sinks import BufferedSink, EventSink
-from perftop.recording import RecordingWriter, default_path
-from perftop.replay.autosave import index_after_recording
+from perftop.recording import RecordingWriter
 from perftop.wire import Frame, event_count, fitted_frames
 
-SnapshotSink = Callable[[Snapshot], object]
 MAX_FRAMES = 4096
 MAX_BYTES = 64 * 1024 * 1024
 # The loop's longest sleep with nothing queued: in-line sinks tick at least this often (a
@@ -52,7 +51,7 @@ WAKE_AT = 16
 _HEADER_ONLY = (SessionStart, JobStart, ObserverStart)  # kept in the header, not the history
 
 
-class Hub:
+class Hub(HubSinks, HubModel):
     def __init__(
         self,
         session: SessionModel | None = None,
@@ -122,37 +121,6 @@ class Hub:
     def submit(self, *events: Event) -> None:
         """The monitor's own events (probes, output, lifecycle): few, never dropped."""
         self._put((None, events))
-
-    def subscribe(
-        self, sink: EventSink, *, buffered: bool = True, record_path: str | None = None
-    ) -> BufferedSink | EventSink:
-        """Add an event sink; it first receives the header and history. ``buffered=False``
-        is for the recording (written in line, never dropped); ``record_path`` renames the
-        recording in the header it receives. Returns the handle to pass to unsubscribe."""
-        handle: Any = BufferedSink(sink) if buffered else sink
-        self._put(("sub", handle, record_path))
-        return handle
-
-    def record(self, path: os.PathLike[str] | str, *, force: bool = False) -> RecordingWriter:
-        """Record from now on into a new file that begins with the session's header and
-        history, so it reports on its own."""
-        rec = RecordingWriter(path, force=force, on_close=index_after_recording)
-        self.subscribe(rec, buffered=False, record_path=str(rec.path))
-        return rec
-
-    def toggle_recording(
-        self, current: RecordingWriter | None, path: os.PathLike[str] | str | None = None
-    ) -> RecordingWriter | None:
-        """The ``r`` key: stop ``current`` when it records, else start a new recording
-        (at ``path`` or a fresh default name); returns what records now."""
-        if current is not None and not current.closed:
-            self.unsubscribe(current)
-            return None
-        return self.record(path or default_path())
-
-    def unsubscribe(self, handle: BufferedSink | EventSink) -> None:
-        """Remove a sink after everything queued before this call, then close it."""
-        self._put(("unsub", handle))
 
     def capture(self, steps: int, by: str = "", on_event: CaptureWatch | None = None) -> Any:
         """Ask the training processes for an op capture: (its id, the pids asked; none:
@@ -227,53 +195,6 @@ class Hub:
                 next_snap = now + self.refresh_s
                 self._snapshot()
 
-    def _sink_drops(self) -> tuple[Event, ...]:
-        """A :class:`Dropped` (source ``viewers``) when the buffered sinks (viewers,
-        forwarders) dropped more frames since the last one: no loss goes unsaid."""
-        total = self._sinks_dropped_before + sum(b.dropped for b in self._buffered)
-        if total == self._sinks_dropped_said:
-            return ()
-        self._sinks_dropped_said = total
-        return (Dropped(time.time(), os.getpid(), total, "viewers"),)
-
-    def _model_failed(self, what: str, exc: BaseException) -> None:
-        """The session raised on an event or a snapshot: said once (the rest counted in
-        ``model_errors``); the recording and every sink still get every event, and ingest
-        goes on."""
-        self.model_errors += 1
-        if self.model_errors == 1:
-            self.cutoffs.say(
-                f"the session model failed on {what} ({type(exc).__name__}: {exc}"[:300]
-                + "); the recording keeps every event, the screen may miss some"
-            )
-
-    def _steps_now(self) -> int:
-        """The session's step count now (a line about a failure says where it came)."""
-        try:
-            return self.session.snapshot(now=time.time()).steps.count
-        except Exception:
-            return self.latest.steps.count if self.latest is not None else 0
-
-    def _take_snapshot(self) -> Snapshot | None:
-        try:
-            return self.session.snapshot(now=time.time())
-        except Exception as exc:
-            self._model_failed("a snapshot", exc)
-            return None
-
-    def _snapshot(self) -> None:
-        snap = self._take_snapshot()
-        if snap is None:
-            return
-        self.latest = snap
-        for fn in list(self.snapshot_subscribers):
-            try:
-                fn(snap)
-            except Exception as exc:  # a subscriber's bug must not stop ingest: cut it off
-                if fn in self.snapshot_subscribers:
-                    self.snapshot_subscribers.remove(fn)
-                self.cutoffs.subscriber(fn, exc)
-
     def _handle(self, item: Any) -> None:
         head = item[0]
         if head == "snap":  # for the asker only: no subscriber's refresh is due
@@ -314,28 +235,6 @@ class Hub:
             self.captures.tell(events)
         self.events_in += n
 
-    def _add(self, handle: Any, record_path: str | None) -> None:
-        pre = self.header.preamble(record_path)
-        if isinstance(handle, BufferedSink):
-            for f in pre:
-                handle.put(f, force=True)
-            self._buffered.append(handle)
-        else:
-            self._direct.append(handle)
-            for f in pre:
-                if not self._guard(handle, handle.write_frame, f):
-                    break
-
-    def _remove(self, handle: Any) -> None:
-        if handle in self._direct:
-            self._guard(handle, handle.close)
-            if handle in self._direct:
-                self._direct.remove(handle)
-        elif handle in self._buffered:
-            self._buffered.remove(handle)
-            self._sinks_dropped_before += handle.dropped
-            handle.close()
-
     def _finish(self) -> None:
         self._snapshot()
         for rec in list(self._direct):
@@ -343,11 +242,6 @@ class Hub:
         for b in self._buffered:
             b.close()
         self._direct, self._buffered = [], []
-
-    # -- a sink that fails is cut off, with one line; the session goes on -----------------
-    def _guard(self, sink: Any, fn: Callable[..., object], *args: Any) -> bool:
-        """``fn(*args)`` of a direct sink; False when it raised and was cut off."""
-        return self.cutoffs.call(self._direct, sink, fn, *args)
 
     def stop(self, timeout: float = 5.0) -> None:
         """Apply and deliver everything queued, then close every sink."""
@@ -365,20 +259,10 @@ class Hub:
         for b in self._buffered:
             b.pause()
 
-    def flush(self) -> None:
-        for rec in list(self._direct):
-            flush = getattr(rec, "flush", None)
-            if flush is not None:
-                self._guard(rec, flush)
-
     def resume(self) -> None:
         for b in self._buffered:
             b.start()
         self.start()
-
-    @property
-    def sinks(self) -> int:
-        return len(self._direct) + len(self._buffered)
 
     def queued(self) -> int:
         return self._queued_frames

@@ -13,7 +13,7 @@ import os
 import platform
 from typing import IO
 
-from perftop.probes.procs import descendants
+from perftop.probes.procread import descendants
 
 # read(2) and readv(2), by machine: what /proc/PID/syscall's first field says
 _READS = {"x86_64": {0, 19}, "aarch64": {63, 65}}.get(platform.machine(), {0, 63})

@@ -31,6 +31,7 @@ from typing import IO
 from perftop.events import Event, Output
 from perftop.monitor import outfiles, outrate
 from perftop.monitor.outorder import WriteOrder
+from perftop.monitor.outpass import OutputPass
 
 POLL_S = 0.1
 # Asleep this long with nothing to send, mark or read, where inotify wakes the reader at
@@ -43,29 +44,15 @@ PAGE = 4096  # a file's size grows by whole pages of a write (the kernel's page 
 KEEPER_WAIT_S = 2.0
 
 
-def relay_to(fd: int) -> Callable[[bytes], bool]:
-    """A relay writing to ``fd``; False once it fails (its reader is gone): stop relaying."""
-
-    def write(data: bytes) -> bool:
-        view = memoryview(data)
-        try:
-            while view:
-                view = view[os.write(fd, view) :]
-        except OSError:
-            return False
-        return True
-
-    return write
-
-
-class OutputTail:
+class OutputTail(OutputPass):
     def __init__(
         self,
         submit: Callable[..., None],
         directory: str | None = None,
         relay: Callable[[bytes], bool] | None = None,
     ) -> None:
-        """``relay``: also pass each complete piece of output on (see :func:`relay_to`)."""
+        """``relay``: also pass each complete piece of output on (see
+        :func:`~perftop.monitor.outpass.relay_to`)."""
         self.submit = submit
         self.relay = relay
         self.dir = tempfile.mkdtemp(prefix=outfiles.PREFIX, dir=directory)
@@ -192,62 +179,6 @@ class OutputTail:
 
     def _sizes(self) -> dict[str, int]:
         return {name: os.fstat(f.fileno()).st_size for name, f in self._readers.items()}
-
-    def _rewound(self, tail: bytes) -> bytes:
-        """An unfinished line rewritten in place, held as its last state: a progress bar
-        that runs for an hour is one line, not one for each ``MAX_LINE`` of its updates.
-        The states it overwrote are relayed as they came, never held nor sent as events."""
-        k = tail.rfind(b"\r", 0, len(tail.rstrip(b"\r")))
-        if k <= 0:
-            return tail
-        self._relay(tail[:k])
-        return tail[k:]
-
-    def _relay(self, data: bytes) -> None:
-        if self.relay is not None and data and not self.relay(data):
-            self.relay = None  # its reader is gone: the job's output goes on here
-
-    def _take(self, name: str, f: IO[bytes], mono: float, end: int) -> bytes:
-        """What is new in ``name``'s file up to ``end``, ``READ_MAX`` at most. Without a
-        relay, what the rate does not allow is skipped unread (the newest kept), and
-        counted."""
-        pos = f.tell()
-        avail = end - pos
-        if avail <= 0:
-            return b""
-        want = min(avail, outrate.READ_MAX)
-        if self.relay is not None:
-            return f.read(want)
-        allowed = self._buckets[name].allow(want, mono)
-        if allowed < avail:
-            self._left[name] += avail - allowed + len(self._partial[name])
-            self.left_out += avail - allowed + len(self._partial[name])
-            self._partial[name] = b""  # the rest of its line is left out
-            f.seek(pos + avail - allowed)
-        return f.read(allowed)
-
-    def _emit(
-        self,
-        name: str,
-        head: bytes,
-        now: float,
-        mono: float,
-        out: list[Event],
-        end_line: bool = False,
-    ) -> None:
-        """``head`` relayed as the job wrote it (``end_line``, the job's last: ended with
-        a newline if it was not, so that perftop's own lines start theirs), and as events
-        in pieces of ``EVENT_MAX`` bytes, as far as the rate allows (with a relay: what it
-        reads is over the rate only here)."""
-        if self.relay is not None:
-            self._relay(head if head[-1:] == b"\n" or not end_line else head + b"\n")
-            allowed = self._buckets[name].allow(len(head), mono)
-            if allowed < len(head):
-                self._left[name] += len(head) - allowed
-                self.left_out += len(head) - allowed
-                head = head[:allowed]
-        for piece in outrate.pieces(head):
-            out.append(Output(now, name, piece.decode("utf-8", "replace")))
 
     def _bound(self, name: str) -> None:
         """Punch out what was read; keep space reserved ahead of the job's writes."""

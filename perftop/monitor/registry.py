@@ -16,9 +16,10 @@ from typing import Any
 
 import psutil
 
-from perftop.monitor.server import INFO_MAGIC, SUFFIX, socket_dirs
+from perftop.monitor.server import INFO_MAGIC
+from perftop.monitor.sockpath import SUFFIX, socket_dirs
 from perftop.peer import same_user
-from perftop.probes.procs import descendants
+from perftop.probes.procread import descendants
 
 INFO_TIMEOUT_S = 2.0
 

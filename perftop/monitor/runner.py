@@ -5,43 +5,37 @@ from __future__ import annotations
 
 import errno
 import os
-import secrets
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import Any
 
-import perftop
 from perftop.console import say
 from perftop.errors import LaunchError
 from perftop.events import JobExit, JobStart, Note
-from perftop.hook import ENV_SOCKET, ENV_SYNC_SEED
 from perftop.model import Snapshot
 from perftop.monitor.capture import serve_control
 from perftop.monitor.header import session_start
 from perftop.monitor.hookless import HooklessWatch
 from perftop.monitor.hub import Hub
+from perftop.monitor.jobanswers import JobAnswers
+from perftop.monitor.jobenv import RunConfig, hook_env, resolve
 from perftop.monitor.jobinput import JobInput
 from perftop.monitor.lifecycle import Background
 from perftop.monitor.nosocket import NoServer
 from perftop.monitor.outlive import become_subreaper, survivors
-from perftop.monitor.output import OutputTail, relay_to
+from perftop.monitor.outpass import relay_to
+from perftop.monitor.output import OutputTail
 from perftop.monitor.server import Server
-from perftop.monitor.sinks import SocketSink
 from perftop.monitor.stall import StallWatch
 from perftop.probes.alive import alive
 from perftop.recording import RecordingWriter
 from perftop.replay.autosave import index_after_recording
 
-BOOTSTRAP_DIR = Path(perftop.__file__).resolve().parent / "_bootstrap"
 DRAIN_S = 3.0
 STOP_ESCALATION = ((signal.SIGINT, 10.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0))
 
@@ -50,52 +44,7 @@ STOP_ESCALATION = ((signal.SIGINT, 10.0), (signal.SIGTERM, 5.0), (signal.SIGKILL
 SourceFactory = Callable[["Job"], Any]
 
 
-@dataclass(frozen=True, slots=True)
-class RunConfig:
-    command: tuple[str, ...]
-    record: Path | None = None
-    force: bool = False
-    capture_output: bool = False  # the TUI owns the terminal: job output goes to a panel
-    interval_s: float = 1.0  # probe sampling interval
-    refresh_s: float = 0.5  # snapshot rate for the UI
-    job_stdout_to_stderr: bool = False  # our stdout carries the session (--stream-out)
-    # The terminal gone: the job is stopped rather than left running (the demo, which
-    # trains until q: nobody would be left to end it)
-    stop_when_lost: bool = False
-
-
-def hook_env(
-    socket_path: str | os.PathLike[str], base: dict[str, str] | None = None
-) -> dict[str, str]:
-    """The environment that injects the hook into every Python process of the job."""
-    env = dict(os.environ if base is None else base)
-    parts = [str(BOOTSTRAP_DIR)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env["PYTHONPATH"] = os.pathsep.join(parts)
-    env[ENV_SOCKET] = str(socket_path)
-    # the sync sampler's draws: the same on every rank of the job, others each session
-    if not env.get(ENV_SYNC_SEED, "").strip():
-        env[ENV_SYNC_SEED] = secrets.token_hex(8)
-    return env
-
-
-def resolve(command: tuple[str, ...]) -> str:
-    if not command:
-        raise LaunchError("no command given (try: perftop run python train.py)")
-    exe = command[0]
-    found = shutil.which(exe)
-    if found is None:
-        if os.path.isdir(exe):
-            raise LaunchError(f"{exe}: is a directory, not a command")
-        hint = f" (try: perftop run python {exe})" if exe.endswith(".py") else ""
-        if os.sep in exe and os.path.isfile(exe):
-            raise LaunchError(
-                f"{exe}: not executable{hint or ' (chmod +x it, or name its interpreter)'}"
-            )
-        raise LaunchError(f"command not found: {exe}{hint}")
-    return found
-
-
-class Job(Background):
+class Job(Background, JobAnswers):
     """The one owner of a job's lifecycle: it starts the job and its hub (socket, probes,
     recording), forwards signals, stops it with escalation, leaves it running, and knows
     its exit code. The TUI and the CLI ask it; they hold no job state of their own."""
@@ -230,42 +179,6 @@ class Job(Background):
         self.hub.submit(Note(time.time(), "warning", "monitor", line))
         if not self.cfg.capture_output:
             say(f"perftop: {line}")
-
-    # -- viewers and `perftop ls` --------------------------------------------------------
-    def _viewer(self, conn: socket.socket) -> None:
-        self.hub.subscribe(SocketSink(conn))
-
-    def info(self) -> dict[str, Any]:
-        """What `perftop ls` shows (answered on the socket's thread, from a snapshot the
-        hub takes now)."""
-        snap = self.hub.fresh()
-        pids = [r.pid for r in snap.roles if r.role != "other"] if snap is not None else []
-        return {
-            "socket": str(self.server.path),
-            "monitor_pid": os.getpid(),
-            "command": list(self.cfg.command),
-            "job_pid": self.pid,
-            "pids": pids,  # trainers and DataLoader workers
-            "start_t": self.started_t,
-            "steps": snap.steps.count if snap is not None else 0,
-            "state": snap.meta.state if snap is not None else "starting",
-            "recording": (
-                str(self.recorder.path)
-                if self.recorder is not None and not self.recorder.closed
-                else ""
-            ),
-            "viewers": self.server.viewers,
-        }
-
-    # -- recording -----------------------------------------------------------------------
-    def recording(self) -> bool:
-        return self.recorder is not None and not self.recorder.closed
-
-    def toggle_recording(self, path: os.PathLike[str] | str | None = None) -> str | None:
-        """Stop recording, or start a new recording that begins with the session's header
-        and history (so it reports on its own); returns the new path or None."""
-        self.recorder = self.hub.toggle_recording(self.recorder, path)
-        return str(self.recorder.path) if self.recorder is not None else None
 
     # -- lifecycle -----------------------------------------------------------------------
     def forward(self, signum: int) -> None:

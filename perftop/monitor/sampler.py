@@ -19,7 +19,7 @@ import psutil
 from perftop.events import Event, Note, StackSample
 from perftop.model.stacks import _WORKER
 from perftop.monitor import stacks
-from perftop.probes.procs import descendants
+from perftop.probes.procread import descendants
 
 INTERVAL_S = 1.0
 PER_TICK = 4

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from perftop.events.stacks import StackFrame
-from perftop.probes.procs import descendants
+from perftop.probes.procread import descendants
 
 DUMP_TIMEOUT_S = 5.0
 MAX_FRAMES = 40

@@ -22,7 +22,8 @@ from perftop.monitor.sampler import StackSampler
 from perftop.monitor.server import VIEW_MAGIC, Server
 from perftop.monitor.stall import StallWatch
 from perftop.peer import check_same_user
-from perftop.wire import EventReader, StreamError
+from perftop.wire import StreamError
+from perftop.wire_stream import EventReader
 
 
 class SessionViewer:

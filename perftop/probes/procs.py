@@ -12,7 +12,6 @@ process that exits between two reads is simply gone from the next sample.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -21,10 +20,16 @@ import psutil
 
 from perftop.events import Event, Note, ProcInfo, ProcSample
 from perftop.probes.platform import PlatformCaps, platform_caps
+from perftop.probes.procread import (
+    UNAVAILABLE,
+    _optional,
+    _ppid,
+    _start_ticks,
+    descendants,
+    read_memory,
+)
 
 GONE = (psutil.NoSuchProcess, psutil.ZombieProcess)
-# What a figure psutil does not have on this OS (or for this process) raises: N/A, not a gap.
-UNAVAILABLE = (AttributeError, NotImplementedError, psutil.AccessDenied)
 INFO_EVERY = 60  # re-send command lines this often (ticks) so a late recording has them
 CMDLINE_MAX = 300
 BLANK_TRIES = 30  # ticks an empty command line is read again (see _Tracked.blank_tries)
@@ -67,63 +72,6 @@ class _Tracked:
     blank_tries: int = 0
 
 
-def descendants(root: int, caps: PlatformCaps | None = None) -> list[int]:
-    """The root and every process below it, read from ``/proc/PID/task/TID/children``
-    (cost grows with the job, not with the host); psutil's full ppid scan elsewhere."""
-    caps = caps or platform_caps()
-    if not caps.proc_children or not os.path.exists(
-        f"/proc/{os.getpid()}/task/{os.getpid()}/children"
-    ):
-        try:
-            return [root] + [c.pid for c in psutil.Process(root).children(recursive=True)]
-        except psutil.Error:
-            return []
-    out: list[int] = []
-    stack = [root]
-    seen = {root}
-    while stack:
-        pid = stack.pop()
-        try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue  # gone
-        out.append(pid)
-        for tid in tids:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
-                    data = f.read()
-            except OSError:
-                continue
-            for c in data.split():
-                child = int(c)
-                if child not in seen:
-                    seen.add(child)
-                    stack.append(child)
-    return out
-
-
-def _stat(p: psutil.Process, field: str) -> Any:
-    """A field of the ``stat`` read that ``oneshot()`` already cached, None where this
-    psutil does not keep it so. psutil's own ``is_running()`` (which ``ppid()`` calls in
-    psutil 7 too) would build another ``Process`` and read ``stat`` again: a third of this
-    probe's cost."""
-    try:
-        return p._proc._parse_stat_file()[field]  # type: ignore[attr-defined,unused-ignore]
-    except (AttributeError, KeyError, TypeError):
-        return None
-
-
-def _start_ticks(p: psutil.Process) -> Any:
-    """The process's start time (another psutil: None, no reuse check beyond (pid,
-    create_time) at start)."""
-    return _stat(p, "create_time")
-
-
-def _ppid(p: psutil.Process) -> int:
-    stat = _stat(p, "ppid")
-    return int(stat) if stat is not None else p.ppid()
-
-
 def _read_cmdline(tr: _Tracked, tries: int = BLANK_TRIES) -> None:
     """Its command line, as one string; read empty (inside an exec), read again at each of
     the next ``tries`` ticks (``blank_tries``); not ours to read: empty."""
@@ -133,29 +81,6 @@ def _read_cmdline(tr: _Tracked, tries: int = BLANK_TRIES) -> None:
         tr.cmdline, tr.blank_tries = "", 0
     else:
         tr.blank_tries = 0 if tr.cmdline else tries
-
-
-def _optional(read: Any) -> Any:
-    """``read()``, or None when this OS or this process will not say."""
-    try:
-        return read()
-    except UNAVAILABLE:
-        return None
-
-
-def read_memory(p: psutil.Process, caps: PlatformCaps) -> tuple[int | None, int | None, int | None]:
-    """(uss, pss, swap) in bytes from psutil, each None where the OS cannot give it."""
-    if not caps.uss:
-        return None, None, None
-    full = _optional(p.memory_full_info)
-    if full is None:
-        return None, None, None
-    uss = getattr(full, "uss", None)
-    pss = getattr(full, "pss", None) if caps.pss else None
-    swap = getattr(full, "swap", None) if caps.pss else None
-    if not uss and not pss:
-        return None, None, None  # a process being torn down: its pages are not countable
-    return uss, pss, swap
 
 
 def _rose(last: Any, new: Any, dt: float) -> bool:

@@ -10,16 +10,19 @@ from collections.abc import Sequence
 from typing import Any
 
 from perftop.errors import RecordingError
+from perftop.fmt import rounded
 from perftop.hints.session import hinted_session
 from perftop.model import Session, Snapshot
 from perftop.model.fleet import FleetSession
 from perftop.model.ranks import find_straggler, slowest
-from perftop.model.snapshot import Hint, ProcessRole, ProcRow, StepStats
+from perftop.model.snapshot import Hint, StepStats
 from perftop.model.trainers import one_after_another, rate_over_run, span
 from perftop.recording import ReadStats, read_events
 from perftop.report.captures import captures_json
 from perftop.report.comm import comm_json, hangs_json, rank_comm
+from perftop.report.probes_json import gpus_json, host_json, loader_json, process_json
 from perftop.report.stacks import stacks_json, stalls_json
+from perftop.report.sync import sync_json
 
 REPORT_VERSION = 1
 
@@ -48,7 +51,7 @@ def build_report(snap: Snapshot, stats: ReadStats | None = None) -> dict[str, An
         "start_t": m.start_t,
         "exit_code": m.exit_code,
         "ended": m.ended,
-        "duration_s": _round(m.elapsed_s),
+        "duration_s": rounded(m.elapsed_s),
         "record_path": m.record_path,
         "steps": {
             **_steps(snap.steps),
@@ -59,13 +62,13 @@ def build_report(snap: Snapshot, stats: ReadStats | None = None) -> dict[str, An
         "ranks": _ranks(snap),
         "comm": comm_json(snap),
         "hangs": hangs_json(snap),
-        "processes": [_process(snap, r) for r in snap.roles],
-        "loaders": [_loader(ld) for ld in snap.loaders],
-        "host": _host(snap),
-        "gpus": _gpus(snap),
+        "processes": [process_json(snap, r) for r in snap.roles],
+        "loaders": [loader_json(ld) for ld in snap.loaders],
+        "host": host_json(snap),
+        "gpus": gpus_json(snap),
         "gpu_note": snap.gpu_note,
-        "sync_events": _sync(snap),
-        "sync_between": _sync(snap, between=True),
+        "sync_events": sync_json(snap),
+        "sync_between": sync_json(snap, between=True),
         "sync_watch": {
             "watched_steps": snap.sync_watch.watched,
             "paused": snap.sync_watch.paused or None,
@@ -94,10 +97,6 @@ def build_report(snap: Snapshot, stats: ReadStats | None = None) -> dict[str, An
     }
 
 
-def _round(x: float | None, nd: int = 6) -> float | None:
-    return None if x is None else round(x, nd)
-
-
 def cut_short(snap: Snapshot) -> tuple[int, ...]:
     """Training processes that ended without their hook's last event (os._exit, a fatal
     signal): their last steps are missing. Said once the job ended."""
@@ -118,12 +117,12 @@ def _steps(s: StepStats) -> dict[str, Any]:
         "count": s.count,
         "pid": s.pid,
         "rank": s.rank,
-        "step_time_s": {"p50": _round(s.p50), "p95": _round(s.p95), "max": _round(s.max)},
-        "steps_per_s": _round(s.steps_per_s, 3),
-        "phases_s": {k: _round(v) for k, v in s.phase_p50.items()},
-        "data_wait_fraction": _round(s.data_wait_fraction, 4),
+        "step_time_s": {"p50": rounded(s.p50), "p95": rounded(s.p95), "max": rounded(s.max)},
+        "steps_per_s": rounded(s.steps_per_s, 3),
+        "phases_s": {k: rounded(v) for k, v in s.phase_p50.items()},
+        "data_wait_fraction": rounded(s.data_wait_fraction, 4),
         "data_wait_source": s.data_wait_source,
-        "gpu_time_s": {"p50": _round(s.gpu_p50)},
+        "gpu_time_s": {"p50": rounded(s.gpu_p50)},
     }
 
 
@@ -137,7 +136,7 @@ def _trainers(snap: Snapshot) -> dict[str, Any]:
     return {
         "trainers": len(ts),
         "total_count": sum(t.count for t in ts),
-        "total_steps_per_s": _round(rate_over_run(ts), 3),
+        "total_steps_per_s": rounded(rate_over_run(ts), 3),
         "one_after_another": one_after_another([span(t) for t in ts]),
     }
 
@@ -149,11 +148,11 @@ def _between(snap: Snapshot) -> dict[str, Any]:
     calls) over ``measured_s`` of it."""
     out: dict[str, Any] = {}
     for b in snap.between:
-        row: dict[str, Any] = {"total_s": _round(b.total_s), "count": b.count}
+        row: dict[str, Any] = {"total_s": rounded(b.total_s), "count": b.count}
         if b.site:
-            row.update(site=b.site, site_s=_round(b.site_s))
+            row.update(site=b.site, site_s=rounded(b.site_s))
         if b.measured_s > 0:
-            row.update(forward_s=_round(b.forward_s), measured_s=_round(b.measured_s))
+            row.update(forward_s=rounded(b.forward_s), measured_s=rounded(b.measured_s))
         out[b.kind] = row
     return out
 
@@ -175,109 +174,18 @@ def _rank(s: StepStats, slowest: bool = False, straggler: bool = False) -> dict[
         "rank": s.rank,
         "pid": s.pid,
         "steps": s.count,
-        "step_time_p50_s": _round(s.p50),
-        "step_time_p95_s": _round(s.p95),
-        "data_wait_fraction": _round(s.data_wait_fraction, 4),
+        "step_time_p50_s": rounded(s.p50),
+        "step_time_p95_s": rounded(s.p95),
+        "data_wait_fraction": rounded(s.data_wait_fraction, 4),
         "host": s.host,
-        "data_wait_p50_s": _round(s.phase_p50.get("data")),
-        "backward_p50_s": _round(s.phase_p50.get("backward")),
-        "outside_backward_p50_s": _round(s.own_p50),
-        "gpu_time_p50_s": _round(s.gpu_p50),
+        "data_wait_p50_s": rounded(s.phase_p50.get("data")),
+        "backward_p50_s": rounded(s.phase_p50.get("backward")),
+        "outside_backward_p50_s": rounded(s.own_p50),
+        "gpu_time_p50_s": rounded(s.gpu_p50),
         "sync_events": s.sync_count,
         "slowest": slowest,
         "straggler": straggler,
     }
-
-
-def _process(snap: Snapshot, r: ProcessRole) -> dict[str, Any]:
-    p = next((row for row in snap.processes if row.pid == r.pid and row.host == r.host), None)
-    return {
-        "pid": r.pid,
-        "role": r.role,
-        "rank": r.rank,
-        "worker_id": r.worker_id,
-        "loader_id": r.loader_id,
-        "parent_pid": r.parent_pid,
-        **_probe_figures(p),
-        "host": r.host,
-    }
-
-
-PROC_KEYS = (
-    "cpu_percent_avg",
-    "cpu_percent_max",
-    "rss_bytes_max",
-    "uss_bytes_max",
-    "pss_bytes_max",
-    "uss_bytes_first",
-    "uss_bytes_last",
-    "io_read_bytes",
-    "io_write_bytes",
-)
-
-
-def _probe_figures(p: ProcRow | None) -> dict[str, Any]:
-    """The probe's whole-run figures of a process; all null when the probe never saw it."""
-    out: dict[str, Any] = {k: getattr(p, k) if p is not None else None for k in PROC_KEYS}
-    out["name"] = p.name if p is not None else ""
-    out["cmdline"] = p.cmdline if p is not None else ""
-    out["threads"] = p.threads if p is not None else None
-    return out
-
-
-def _loader(ld: Any) -> dict[str, Any]:
-    return {
-        "pid": ld.pid,
-        "loader_id": ld.loader_id,
-        "dataset": ld.dataset,
-        "num_workers": ld.num_workers,
-        "batch_size": ld.batch_size,
-        "pin_memory": ld.pin_memory,
-        "prefetch_factor": ld.prefetch_factor,
-        "persistent_workers": ld.persistent_workers,
-        "workers": [{"worker_id": w, "pid": p} for w, p in ld.workers],
-        "host": ld.host,
-        "start_method": ld.start_method or None,
-        "starts": len(ld.starts),
-        "grad_enabled": ld.grad,
-    }
-
-
-def _host(snap: Snapshot) -> dict[str, Any]:
-    h = snap.host
-    return {
-        "cpu_count": h.cpu_count,
-        "cpu_percent_avg": h.cpu_percent_avg,
-        "iowait_percent_avg": h.iowait_percent_avg,
-        "memory_total_bytes": h.mem_total_bytes,
-        "memory_used_bytes_max": h.memory_used_bytes_max,
-        "swap_used_bytes": h.swap_used_bytes,
-        "disk_read_bytes": h.disk_read_bytes,
-        "disk_write_bytes": h.disk_write_bytes,
-    }
-
-
-def _gpus(snap: Snapshot) -> list[dict[str, Any]]:
-    out = []
-    for g in snap.gpus:
-        entry: dict[str, Any] = {
-            "index": g.index,
-            "name": g.name,
-            "uuid": g.uuid,
-            "memory_total_bytes": g.mem_total_bytes,
-            "power_limit_w": g.power_limit_w,
-        }
-        for name, avg, mx in g.stats:
-            entry[f"{name}_avg"] = _round(avg, 2)
-            entry[f"{name}_max"] = mx
-        entry["throttle"] = list(g.throttle)
-        entry["processes"] = [
-            {"pid": p.pid, "memory_bytes": p.mem_bytes, "sm_percent": p.sm_percent}
-            for p in g.processes
-        ]
-        entry["host"] = g.host
-        out.append(entry)
-    return out
 
 
 def _hint(h: Hint, start_t: float | None) -> dict[str, Any]:
@@ -311,56 +219,3 @@ def source(h: Hint) -> str:
     return (
         "live+whole-run" if h.seen_live and h.whole_run else "live" if h.seen_live else "whole-run"
     )
-
-
-def _sync(snap: Snapshot, between: bool = False) -> list[dict[str, Any]]:
-    """One entry per site, most costly first; ``per_step`` over the steps watched
-    (weighed by the chance each had of being watched), ``watched_steps`` it rests on,
-    ``per_step_error`` its standard error (0 in the exact mode; for a per-step site, at
-    least what its drawn steps can tell; null: not sampled), ``seen_steps`` the watched
-    steps the site was seen in, ``every_step`` whether that is every one (drawn ones
-    included: a per-step site, ``per_step`` its count a step), ``exact`` whether every
-    step was watched (``PERFTOP_SYNC=all``);
-    ``blocked_s`` per watched step, measured on an accelerator only (else null). With
-    ``between``: the syncs made outside training steps, ``per_pass`` (and ``passes``)
-    instead of ``per_step``, ``blocked_s`` per pass. ``callers``: a library site's user lines
-    (``file``, ``line``, ``function``, ``count``), the most frequent first (``file`` and
-    ``line`` are that one's); its rate is theirs summed."""
-    rows = snap.sync_between if between else snap.sync
-    return [
-        {
-            "op": s.op,
-            "file": s.file,
-            "line": s.line,
-            "function": s.function,
-            "kind": s.kind,
-            "count": s.count,
-            **(
-                {"per_pass": _round(s.per_pass, 4), "passes": s.passes}
-                if between
-                else {"per_step": _round(s.per_step, 4)}
-            ),
-            **(
-                {}
-                if between
-                else {
-                    "watched_steps": s.watched,
-                    "per_step_error": _round(s.error, 4),
-                    "seen_steps": s.seen,
-                    "every_step": s.every_step,
-                    "exact": s.exact,
-                }
-            ),
-            "blocked_s": _round(s.blocked_s),
-            "last_step": s.last_step,
-            "host": s.host,
-            "lib_file": s.lib_file,
-            "lib_line": s.lib_line,
-            "lib_function": s.lib_function,
-            "package": s.package,
-            "callers": [
-                {"file": f, "line": n, "function": fn, "count": c} for f, n, fn, c in s.callers
-            ],
-        }
-        for s in rows
-    ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from perftop.fmt import NA, count, fraction, loader_label, seconds, sync_rate, sync_where, table
+from perftop.fmt import NA, fraction, loader_label, seconds, table
 from perftop.fmt import command as command_line
 from perftop.model import Snapshot
 from perftop.model.between import OVERLAPPED, pass_text
@@ -14,6 +14,7 @@ from perftop.report.build import cut_short, cut_short_text
 from perftop.report.captures import capture_lines
 from perftop.report.comm import collective_lines, hang_lines
 from perftop.report.stacks import stack_lines
+from perftop.report.sync import no_sync_lines, sync_lines
 from perftop.report.text_probes import gpu_lines, host_lines, processes_table
 
 
@@ -164,8 +165,8 @@ def render(r: dict[str, Any]) -> str:
         out.append(processes_table(r["processes"]))
     out.extend(host_lines(r.get("host") or {}))
     out.extend(gpu_lines(r.get("gpus") or [], r.get("gpu_note", "")))
-    out.extend(_sync(r["sync_events"]) or _no_sync(r.get("sync_watch") or {}))
-    out.extend(_sync(r.get("sync_between") or [], between=True))
+    out.extend(sync_lines(r["sync_events"]) or no_sync_lines(r.get("sync_watch") or {}))
+    out.extend(sync_lines(r.get("sync_between") or [], between=True))
     out.extend(hang_lines(r))
     out.extend(stack_lines(r))
     out.extend(capture_lines(r))
@@ -196,69 +197,6 @@ def _when(h: dict[str, Any]) -> str:
         return "  [whole-run verdict; not shown live]"
     seen = "seen live" if h.get("active", True) else "seen live earlier in the run"
     return f"  [{seen}" + (f"; {whole}]" if whole else "]")
-
-
-def _no_sync(watch: dict[str, Any]) -> list[str]:
-    """No site listed where the detector stopped looking: said, with its steps watched
-    (no section at all would read as an all-clear)."""
-    if not watch.get("paused"):
-        return []
-    n = watch.get("watched_steps") or 0
-    seen = f"none seen in {count(n, 'watched step')}" if n else "no step watched"
-    return [
-        "",
-        "Host-device sync sites",
-        f"  {seen}; detection paused: {watch['paused']} (later sites are not looked for)",
-    ]
-
-
-def _sync(sites: list[dict[str, Any]], between: bool = False) -> list[str]:
-    """Lines of code that make (sync) or would make on a GPU (potential) the host wait,
-    as ``user line → library line``. The blocked column only where a site has a
-    measurement (a run on an accelerator). ``between``: those made outside training
-    steps (evaluation or sampling passes), per pass."""
-    if not sites:
-        return []
-    blocked = any(e.get("blocked_s") is not None for e in sites)
-    rate = "per_pass" if between else "per_step"
-    rows = []
-    for e in sites:
-        callers = [(c["file"], c["line"]) for c in e.get("callers") or ()]
-        where, via = sync_where(
-            e["file"], e["line"], e.get("lib_file"), e.get("lib_line"), e.get("package"), callers
-        )
-        if via:
-            where += f" → {via} {e.get('lib_function') or ''}".rstrip()
-        shown = (
-            f"{e[rate]:.2f}"
-            if between
-            else sync_rate(
-                e[rate],
-                e.get("per_step_error"),
-                e.get("seen_steps"),
-                every=bool(e.get("every_step")),
-                watched=e.get("watched_steps"),
-            )
-        )
-        row = [where, e["op"], e["kind"], e["function"], shown, str(e["count"])]
-        rows.append([*row, seconds(e.get("blocked_s"))] if blocked else row)
-    head = ["where", "op", "kind", "function", "per pass" if between else "per step", "count"]
-    if between:
-        passes = max((e.get("passes") or 0) for e in sites)
-        held = f"{passes} pass" if passes == 1 else f"{passes} passes"
-        title = f"Host-device syncs between training steps ({held} watched)"
-    else:
-        title = "Host-device sync sites (potential: would stall on a GPU)"
-        watched = max((e.get("watched_steps") or 0) for e in sites)
-        if any(e.get("exact") for e in sites):
-            title += f"; exact: all {watched} steps watched"
-        elif watched:
-            title += f"; per step over {watched} watched steps, ± one standard error"
-    return [
-        "",
-        title,
-        table([*head, "blocked/pass" if between else "blocked/step"] if blocked else head, rows),
-    ]
 
 
 def _footer(r: dict[str, Any]) -> list[str]:

@@ -26,9 +26,9 @@ from perftop.tui.failure import TuiFailure, failure_of, panic_failure
 from perftop.tui.job_input_keys import JobInputKeys
 from perftop.tui.messages import JobEnded, SnapshotMessage, StreamEnded, TerminalLost
 from perftop.tui.mode import AppMode
+from perftop.tui.panel_keys import PanelKeys
 from perftop.tui.safe_text import SafeText
 from perftop.tui.screens import HelpScreen, QuitScreen, StacksScreen
-from perftop.tui.screens.evidence import EvidenceScreen
 from perftop.tui.widgets import (
     GpuPanel,
     HeaderBar,
@@ -43,7 +43,6 @@ from perftop.tui.widgets import (
     StepsPanel,
     SyncPanel,
 )
-from perftop.tui.widgets.difftable import DiffTable
 from perftop.tui.widgets.footer import KeysFooter
 
 NARROW_BELOW = 120  # columns
@@ -64,7 +63,7 @@ class Controller(Protocol):
     def capture(self, steps: int, tell: Callable[[str, bool], object]) -> str: ...
 
 
-class PerftopApp(CaptureKeys, JobInputKeys, SafeText, App[str | None]):
+class PerftopApp(CaptureKeys, JobInputKeys, PanelKeys, SafeText, App[str | None]):
     """Exits with ``"stop"`` or ``"leave"`` when the user chose so, else ``None``."""
 
     TITLE = "perftop"
@@ -141,15 +140,6 @@ class PerftopApp(CaptureKeys, JobInputKeys, SafeText, App[str | None]):
     def compose_bars(self) -> ComposeResult:
         """Lines between the panels and the footer (a replay's timeline and controls)."""
         yield from ()
-
-    _panels: list[Panel] | None = None
-
-    @property
-    def panels(self) -> list[Panel]:
-        """The panels, as composed (they stay: a CSS query at each snapshot costs)."""
-        if not self._panels and self.screen_stack:
-            self._panels = list(self.screen_stack[0].query(Panel))
-        return list(self._panels or ())
 
     def on_mount(self) -> None:
         self._apply_size(self.size.width, self.size.height)
@@ -264,72 +254,6 @@ class PerftopApp(CaptureKeys, JobInputKeys, SafeText, App[str | None]):
         self.query_one(HeaderBar).set_paused(self.paused)
         if not self.paused and self.latest is not None and self.latest is not self.shown:
             self.show(self.latest)
-
-    def _focused_panel(self) -> Panel | None:
-        w = self.focused
-        while w is not None and not isinstance(w, Panel):
-            w = w.parent  # type: ignore[assignment]
-        return w
-
-    def action_zoom(self) -> None:
-        if self.screen.maximized is not None:
-            self.action_unzoom()
-            return
-        panel = self._focused_panel() or self.query_one(StepsPanel)
-        self.screen.maximize(panel, container=False)
-
-    def action_unzoom(self) -> None:
-        self.screen.minimize()
-
-    def action_focus_panel(self, index: int) -> None:
-        panel = self.panels[index]
-        if not panel.display:
-            self.notify(f"no {panel.TITLE} panel in this session", timeout=3)
-            return
-        target = next(iter(panel.query("DiffTable, RichLog")), panel)
-        target = target if target.display else panel
-        target.focus()
-        if self.screen.maximized is not None:
-            self.screen.maximize(panel, container=False)
-
-    def action_goto_proof(self) -> None:
-        """Focus the panel whose figures prove a hint (the top one, then the next) and show
-        the hint whole over it; ``e`` there goes on to the next hint."""
-        hints = self.shown.hints if self.shown is not None else ()
-        if not hints:
-            self.notify("no hints yet", timeout=3)
-            return
-        self._proof = (self._proof + 1) % len(hints)
-        h = hints[self._proof]
-        ids = [p.id for p in self.panels]
-        title = ""
-        if h.panel in ids:
-            panel = self.panels[ids.index(h.panel)]
-            self.action_focus_panel(ids.index(h.panel))
-            title = panel.TITLE if panel.display else ""
-
-        def closed(key: str | None) -> None:
-            if key == "e":
-                self.action_goto_proof()
-
-        self.push_screen(EvidenceScreen(h, self._proof, len(hints), title), closed)
-
-    def _table(self) -> DiffTable | None:
-        panel = self._focused_panel()
-        tables = list(panel.query(DiffTable)) if panel is not None else []
-        return tables[0] if tables else None
-
-    def action_sort(self) -> None:
-        table = self._table()
-        if table is None:
-            self.notify("focus a table to sort it (4: processes, 5: sync)", timeout=3)
-        else:
-            table.next_sort()
-
-    def action_invert(self) -> None:
-        table = self._table()
-        if table is not None:
-            table.invert_sort()
 
     def action_record(self) -> None:
         if self.controller is None:

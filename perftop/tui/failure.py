@@ -67,7 +67,7 @@ def saved_failure(what: str, text: str, directory: Path | None = None) -> TuiFai
         if directory is None:
             # here, not at the top: a replay viewer runs where the monitor cannot (another
             # OS, no psutil), and needs this only once its screen failed
-            from perftop.monitor.server import socket_dir
+            from perftop.monitor.sockpath import socket_dir
 
             directory = socket_dir()
         d = directory

@@ -12,7 +12,8 @@ import time
 from textual import events
 
 from perftop.flows.run import LiveController
-from perftop.monitor.runner import Job, RunConfig
+from perftop.monitor.jobenv import RunConfig
+from perftop.monitor.runner import Job
 from perftop.tui.app import PerftopApp
 from perftop.tui.screens.job_input import JobInputScreen
 

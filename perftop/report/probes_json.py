@@ -1,0 +1,102 @@
+"""The JSON report's processes, DataLoaders, host and GPUs: the figures the probes
+sampled from outside the job (and the loaders its hook saw), apart from the steps and
+ranks that :mod:`perftop.report.build` keys from the job's own events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from perftop.fmt import rounded
+from perftop.model import Snapshot
+from perftop.model.snapshot import ProcessRole, ProcRow
+
+
+def process_json(snap: Snapshot, r: ProcessRole) -> dict[str, Any]:
+    p = next((row for row in snap.processes if row.pid == r.pid and row.host == r.host), None)
+    return {
+        "pid": r.pid,
+        "role": r.role,
+        "rank": r.rank,
+        "worker_id": r.worker_id,
+        "loader_id": r.loader_id,
+        "parent_pid": r.parent_pid,
+        **_probe_figures(p),
+        "host": r.host,
+    }
+
+
+PROC_KEYS = (
+    "cpu_percent_avg",
+    "cpu_percent_max",
+    "rss_bytes_max",
+    "uss_bytes_max",
+    "pss_bytes_max",
+    "uss_bytes_first",
+    "uss_bytes_last",
+    "io_read_bytes",
+    "io_write_bytes",
+)
+
+
+def _probe_figures(p: ProcRow | None) -> dict[str, Any]:
+    """The probe's whole-run figures of a process; all null when the probe never saw it."""
+    out: dict[str, Any] = {k: getattr(p, k) if p is not None else None for k in PROC_KEYS}
+    out["name"] = p.name if p is not None else ""
+    out["cmdline"] = p.cmdline if p is not None else ""
+    out["threads"] = p.threads if p is not None else None
+    return out
+
+
+def loader_json(ld: Any) -> dict[str, Any]:
+    return {
+        "pid": ld.pid,
+        "loader_id": ld.loader_id,
+        "dataset": ld.dataset,
+        "num_workers": ld.num_workers,
+        "batch_size": ld.batch_size,
+        "pin_memory": ld.pin_memory,
+        "prefetch_factor": ld.prefetch_factor,
+        "persistent_workers": ld.persistent_workers,
+        "workers": [{"worker_id": w, "pid": p} for w, p in ld.workers],
+        "host": ld.host,
+        "start_method": ld.start_method or None,
+        "starts": len(ld.starts),
+        "grad_enabled": ld.grad,
+    }
+
+
+def host_json(snap: Snapshot) -> dict[str, Any]:
+    h = snap.host
+    return {
+        "cpu_count": h.cpu_count,
+        "cpu_percent_avg": h.cpu_percent_avg,
+        "iowait_percent_avg": h.iowait_percent_avg,
+        "memory_total_bytes": h.mem_total_bytes,
+        "memory_used_bytes_max": h.memory_used_bytes_max,
+        "swap_used_bytes": h.swap_used_bytes,
+        "disk_read_bytes": h.disk_read_bytes,
+        "disk_write_bytes": h.disk_write_bytes,
+    }
+
+
+def gpus_json(snap: Snapshot) -> list[dict[str, Any]]:
+    out = []
+    for g in snap.gpus:
+        entry: dict[str, Any] = {
+            "index": g.index,
+            "name": g.name,
+            "uuid": g.uuid,
+            "memory_total_bytes": g.mem_total_bytes,
+            "power_limit_w": g.power_limit_w,
+        }
+        for name, avg, mx in g.stats:
+            entry[f"{name}_avg"] = rounded(avg, 2)
+            entry[f"{name}_max"] = mx
+        entry["throttle"] = list(g.throttle)
+        entry["processes"] = [
+            {"pid": p.pid, "memory_bytes": p.mem_bytes, "sm_percent": p.sm_percent}
+            for p in g.processes
+        ]
+        entry["host"] = g.host
+        out.append(entry)
+    return out
