@@ -3,6 +3,7 @@ when missing or stale, read back at once; a foreign sidecar never runs code."""
 
 from __future__ import annotations
 
+import os
 import pickle
 import random
 import time
@@ -112,6 +113,37 @@ def test_unwritable_sidecar_still_replays(recording: Path, tmp_path: Path) -> No
     p = Player(ix)
     p.seek_step(3000)
     assert p.steps() == 3000
+
+
+def test_a_sidecar_is_private_and_one_another_user_could_write_is_not_read(
+    recording: Path, tmp_path: Path
+) -> None:
+    """The index holds the recording's sessions (the job's output, its command line): as
+    private as the recording (0600). On a shared folder another user may leave a sidecar
+    beside a recording, or a link at its temporary name: one not this user's, or writable
+    by others, is built again, and no link is written through."""
+    copy = tmp_path / "shared.perftop"
+    copy.write_bytes(recording.read_bytes())
+    assert ReplayIndex(copy).start().wait(120)
+    side = saved.sidecar(copy)
+    assert side.stat().st_mode & 0o777 == 0o600
+    assert ReplayIndex(copy).start().loaded
+    side.chmod(0o666)  # anyone's to write
+    assert not ReplayIndex(copy).start().loaded
+    side.chmod(0o600)
+    if os.geteuid() == 0:  # root may give it away: another user's
+        os.chown(side, 4242, 4242)
+        assert not ReplayIndex(copy).start().loaded
+        os.chown(side, 0, 0)
+    side.unlink()
+    victim = tmp_path / "victim"
+    victim.write_text("theirs")
+    link = side.with_name(f".{side.name}.{os.getpid()}.tmp")
+    link.symlink_to(victim)  # where this process's save would write first
+    ix = ReplayIndex(copy).start()
+    assert ix.wait(120)  # the link removed (in a sticky /tmp, not: then not saved)
+    assert victim.read_text() == "theirs" and not link.is_symlink()
+    assert side.stat().st_mode & 0o777 == 0o600 and not side.is_symlink()
 
 
 class _Evil:

@@ -9,6 +9,7 @@ own classes and a few containers (:class:`_Unpickler`), whatever the bytes say.
 from __future__ import annotations
 
 import io
+import os
 import pickle
 import zlib
 from dataclasses import dataclass
@@ -43,7 +44,7 @@ class Checkpoint:
         if self.saved is None:
             raise ValueError("a checkpoint with neither its bytes nor where they are saved")
         path, at, size = self.saved
-        with open(path, "rb") as f:
+        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
             f.seek(at)
             data = f.read(size)
         if len(data) != size:

@@ -63,8 +63,19 @@ def save(index: Any) -> Path | None:
     recording; None where that folder or file cannot be written (a replay goes on)."""
     out = sidecar(index.path)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    # As private as the recording it is made of (its sessions hold the job's output and
+    # command line), and never through a link another user left at that name
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
     try:
-        with open(tmp, "wb") as f:
+        try:
+            fd = os.open(tmp, flags, 0o600)
+        except FileExistsError:  # a killed save's, of this process id: ours goes, or none
+            tmp.unlink()
+            fd = os.open(tmp, flags, 0o600)
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "wb") as f:
             f.write(MAGIC)
             rows = []
             for cp in index.checkpoints:
@@ -104,12 +115,20 @@ def save(index: Any) -> Path | None:
         return None
 
 
+def _own(st: os.stat_result) -> bool:
+    """A sidecar this user wrote, that no one else may write: on a shared folder (``/tmp``)
+    another user may leave one beside a recording, with figures of their own making."""
+    return st.st_uid == os.geteuid() and not st.st_mode & 0o022
+
+
 def load(index: Any) -> bool:
     """Fill ``index`` from its saved sidecar; False (and ``index`` untouched) when there is
     none, or it is damaged, from another perftop, or for another state of the recording."""
     path = sidecar(index.path)
     try:
-        with open(path, "rb") as f:
+        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
+            if not _own(os.fstat(f.fileno())):
+                return False
             if f.read(len(MAGIC)) != MAGIC:
                 return False
             f.seek(-TRAILER.size, os.SEEK_END)
