@@ -50,7 +50,7 @@ class MetaReducer:
     def apply(self, ev: Any) -> None:
         m = self.meta
         if isinstance(ev, SessionStart):
-            self.meta = _replace(
+            self.meta = replace(
                 m,
                 command=ev.command,
                 cwd=ev.cwd,
@@ -60,15 +60,15 @@ class MetaReducer:
                 perftop_version=ev.perftop_version,
             )
         elif isinstance(ev, JobStart):
-            self.meta = _replace(m, job_pid=ev.pid, start_t=m.start_t or ev.t)
+            self.meta = replace(m, job_pid=ev.pid, start_t=m.start_t or ev.t)
         elif isinstance(ev, JobExit):
             code = ev.exit_code if ev.known else m.exit_code
-            self.meta = _replace(m, exit_code=code, exit_t=ev.t, ended=True)
+            self.meta = replace(m, exit_code=code, exit_t=ev.t, ended=True)
         elif isinstance(ev, Dropped):
             self._dropped[(ev.pid, ev.source)] = ev.total
-            self.meta = _replace(m, dropped_events=sum(self._dropped.values()))
+            self.meta = replace(m, dropped_events=sum(self._dropped.values()))
         elif isinstance(ev, MonitorStats):
-            self.meta = _replace(
+            self.meta = replace(
                 m,
                 monitor_cpu_percent=ev.cpu_percent,
                 monitor_rss_bytes=ev.rss_bytes,
@@ -76,9 +76,9 @@ class MetaReducer:
                 monitor_dropped=ev.dropped,
             )
         elif isinstance(ev, ObserverStart):
-            self.meta = _replace(m, observer=True, observer_python=ev.python)
+            self.meta = replace(m, observer=True, observer_python=ev.python)
         elif isinstance(ev, Note) and ev.source == "recording" and ev.level == "error":
-            self.meta = _replace(m, record_path="")  # the recording stopped (a full disk)
+            self.meta = replace(m, record_path="")  # the recording stopped (a full disk)
 
     def contribute(self, parts: dict[str, Any], window: int | None) -> None:
         parts["meta"] = self.meta
@@ -241,6 +241,3 @@ class LogReducer:
         parts["output"] = tuple(self.output)
         parts["output_total"] = self.output_total
         parts["notes"] = tuple(self.notes)
-
-
-_replace = replace

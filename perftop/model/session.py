@@ -151,7 +151,7 @@ class Session:
         for r in self.reducers:
             r.contribute(parts, window)
         meta = parts.get("meta", Meta())
-        parts["meta"] = _replace(meta, now_t=now if now is not None else self.last_t)
+        parts["meta"] = replace(meta, now_t=now if now is not None else self.last_t)
         parts["roles"] = assign_roles(
             parts["meta"],
             parts.get("trainers", ()),
@@ -174,6 +174,3 @@ def _each_step(apply: Callable[[Any], None]) -> Callable[[list[StepRecord]], Non
             apply(step)
 
     return each
-
-
-_replace = replace
