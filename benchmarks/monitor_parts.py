@@ -74,7 +74,7 @@ def runner(out: str, argv: list[str]) -> None:
     """In the pane: perftop with each part timed; SIGUSR2 starts, SIGUSR1 writes ``out``."""
     import importlib
 
-    on, own = [False], defaultdict(float)
+    on, own, calls = [False], defaultdict(float), defaultdict(int)
     local = threading.local()
 
     def wrap(name: str, owner: Any, attr: str) -> None:
@@ -92,6 +92,7 @@ def runner(out: str, argv: list[str]) -> None:
                 spent = time.thread_time() - t0
                 inner = stack.pop()
                 own[name] += spent - inner
+                calls[name] += 1
                 if stack:
                     stack[-1] += spent
 
@@ -124,7 +125,7 @@ def runner(out: str, argv: list[str]) -> None:
             threads[name] += cpu - cpu0
             switches[name] += n - n0
         result = {"wall": wall, "cpu": time.process_time() - start["cpu"]}
-        result |= {"threads": threads, "parts": own, "switches": switches}
+        result |= {"threads": threads, "parts": own, "calls": calls, "switches": switches}
         Path(out).write_text(json.dumps(result))
         os._exit(0)
 
@@ -150,12 +151,13 @@ def report(r: dict, mode: str) -> None:
         "ingest": "perftop-hub",
     }
     covered: dict[str, float] = defaultdict(float)
-    print(f"{'part':48s} {'% of a core':>11}")
+    print(f"{'part':48s} {'% of a core':>11} {'calls/s':>8}")
     for name, _, _ in PARTS:
         s = r["parts"].get(name, 0.0)
         covered[groups[thread_of[name]]] += s
         if s:
-            print(f"{name:48s} {pct(s):10.2f}%")
+            n = r.get("calls", {}).get(name, 0) / wall
+            print(f"{name:48s} {pct(s):10.2f}% {n:8.1f}")
     for thread, cpu in sorted(r["threads"].items(), key=lambda kv: -kv[1]):
         label = THREADS.get(thread, thread)
         rest = cpu - covered.get(thread, 0.0)

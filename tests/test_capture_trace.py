@@ -18,6 +18,7 @@ from perftop.events import SessionStart
 from perftop.export.capture_trace import STEP_TID, annotate
 from perftop.flows.captures import CaptureTraces, follow_captures
 from perftop.monitor.hub import Hub
+from perftop.monitor.sinks import BufferedSink
 from perftop.recording import RecordingWriter
 from perftop.wire import KIND_JSON, Frame, encode_frame
 
@@ -163,3 +164,36 @@ def test_the_run_flows_subscriber_on_a_real_hub(real_capture, trace) -> None:
         assert note.text.startswith("capture c2: steps not added to its trace: cannot read")
     finally:
         hub.stop()
+
+
+def test_frames_no_capture_needs_are_not_queued_for_the_subscriber(real_capture, trace) -> None:
+    """Through its buffer, as the hub feeds it: frames before any capture are never queued
+    (its thread is not woken for them), and from a capture's first state event on every
+    frame is, in order, so its trace gets its steps."""
+    rc = real_capture
+
+    class Counting(CaptureTraces):
+        given = 0
+
+        def write_frame(self, frame: Frame) -> None:
+            self.given += 1
+            super().write_frame(frame)
+
+    sink = Counting(lambda text: None)
+    buf = BufferedSink(sink)
+    try:
+        assert sink.idle_s() is None  # nothing pending: its thread sleeps until a frame
+        for s in rc.before:
+            assert buf.put(_frame(s))
+        buf.kick()
+        assert not buf._q and sink.given == 0
+        after = [_frame(*rc.states), *(_frame(s) for s in rc.steps)]
+        after.append(_frame(replace(rc.ops, trace=str(trace))))
+        for f in after:
+            buf.put(f)
+        buf.kick()
+        _until(lambda: sink.annotated == [str(trace)])
+        assert sink.given == len(after)
+    finally:
+        buf.close()
+    _check_ops_in_steps(json.loads(trace.read_text())["traceEvents"], rc.ops.pid, 3)

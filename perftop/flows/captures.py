@@ -39,10 +39,27 @@ class CaptureTraces:
         self.annotated: list[str] = []  # the traces rewritten, in order
         self.running: set[tuple[int, str]] = set()  # (pid, capture id) started, not ended
         self.until = 0.0  # steps are kept until then (monotonic)
+        self.seen_until = 0.0  # frames pass wants() until then (monotonic; the hub's own)
 
     def watching(self) -> bool:
         """Whether a capture may need the steps now arriving."""
         return bool(self.running or self.pending) or time.monotonic() < self.until
+
+    def wants(self, frame: Frame) -> bool:
+        """On the hub's thread: whether to queue ``frame`` at all. It reads no state this
+        sink's thread writes but :meth:`watching`, which may lag by the queue: a frame that
+        names a capture event opens :data:`AFTER_S` of frames on its own, which the sink's
+        thread has long taken in (its state then says) by the time that runs out."""
+        now = time.monotonic()
+        if CAPTURE_TAG in frame.payload:
+            self.seen_until = now + AFTER_S
+            return True
+        return now < self.seen_until or self.watching()
+
+    def idle_s(self) -> float | None:
+        """A summary waiting for its steps is looked at twice a second; else nothing is
+        to be done until a frame comes."""
+        return 0.5 if self.pending else None
 
     def write_frame(self, frame: Frame) -> None:
         if not self.watching() and CAPTURE_TAG not in frame.payload:

@@ -1,7 +1,10 @@
 """Subscribers of the hub's stream that must never hold it up.
 
 An event sink has the interface of :class:`perftop.recording.RecordingWriter`
-(``write_frame``, ``write_events``, ``tick``, ``close``). The hub calls the recording
+(``write_frame``, ``write_events``, ``tick``, ``close``). A buffered sink may also have
+``wants(frame)``, asked on the hub's thread (a frame it would not use is never queued, and
+its thread not woken for it), and ``idle_s()``, how long its thread may sleep with nothing
+queued before its next ``tick`` (None: until a frame comes). The hub calls the recording
 directly (it must not lose a frame); any other sink (a viewer, a forwarder) is wrapped in a
 :class:`BufferedSink`: a bounded buffer and its own thread, so a slow or stuck sink drops
 and counts instead of slowing ingest or the other sinks.
@@ -13,13 +16,14 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from perftop.events import Event
 from perftop.wire import KIND_JSON, MAGIC, Frame, encode_frame
 
 SINK_BUFFER_BYTES = 8 * 1024 * 1024
+IDLE_S = 0.5  # a sink's tick, with nothing queued, unless it says (``idle_s``)
 
 
 class EventSink(Protocol):
@@ -47,6 +51,8 @@ class BufferedSink:
         self._name = f"perftop-sink-{name or type(sink).__name__}"
         self._paused = False
         self._thread: threading.Thread | None = None
+        self._wants: Callable[[Frame], bool] | None = getattr(sink, "wants", None)
+        self._idle_s: Callable[[], float | None] = getattr(sink, "idle_s", lambda: IDLE_S)
         self.start()
 
     def start(self) -> None:
@@ -68,6 +74,8 @@ class BufferedSink:
         with self._cv:
             if self.failed is not None:
                 return False
+            if not force and self._wants is not None and not self._wants(frame):
+                return True  # of no use to the sink: nothing to queue, no thread to wake
             if not force and self._bytes + len(frame.payload) > self.max_bytes:
                 self.dropped += 1
                 return False
@@ -88,7 +96,7 @@ class BufferedSink:
         while True:
             with self._cv:
                 while not self._q and not self._paused:
-                    self._cv.wait(0.5)
+                    self._cv.wait(self._idle_s())
                     if not self._q:
                         self._safe_tick()
                 if self._paused:

@@ -36,11 +36,13 @@ BLANK_TRIES = 30  # ticks an empty command line is read again (see _Tracked.blan
 # With more than this many processes, each one's USS/PSS is refreshed every
 # ceil(n / SMAPS_PER_TICK) ticks, staggered (last figures meanwhile).
 SMAPS_PER_TICK = 10
-# All processes' USS/PSS reads together take at most this share of one core: each process is
-# read again when its last read's CPU time x the number of processes / MEM_BUDGET has
-# passed (every tick for small processes; ~7 s for a torch job of 4 processes), and at
-# least every MEM_MAX_AGE_S. The figures shown meanwhile are the last read's.
-MEM_BUDGET, MEM_MAX_AGE_S = 0.005, 30.0
+# All processes' USS/PSS reads together take at most this share of one core (a quarter of
+# what the headless monitor may take in all): each process is read again when its last
+# read's CPU time x the number of processes / MEM_BUDGET has passed (every tick for small
+# processes; 3-4 s for the demo's three torch processes on a quiet machine, ~15 s for a
+# torch job of 4 processes whose reads take 10 ms), and at least every MEM_MAX_AGE_S. The
+# figures shown meanwhile are the last read's; a rising process is read at every tick.
+MEM_BUDGET, MEM_MAX_AGE_S = 0.0025, 30.0
 # A process whose USS rose this fast (half the worker hint's GROW_RATE) over each of its last
 # two reads is read at every tick whatever it costs, so its growth gets 1 s samples.
 MEM_MOVING_BPS = 0.25 * 2**20
