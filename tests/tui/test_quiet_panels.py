@@ -8,7 +8,8 @@ from unittest import mock
 
 from textual.widget import Widget
 
-from perftop.model.snapshot import SyncSite
+from perftop.hints.between import between_steps
+from perftop.model.snapshot import BetweenRow, SyncSite
 from perftop.tui.messages import SnapshotMessage
 from perftop.tui.widgets import (
     HeaderBar,
@@ -136,10 +137,10 @@ async def test_hints_equal_to_the_last_ones_are_not_wrapped_again() -> None:
         )
         await settle(pilot)
         assert drawn == []  # other steps, the same lines (a gain not shown moved)
-        other = dataclasses.replace(h, evidence=(*h.evidence, "one more line of evidence"))
+        other = dataclasses.replace(h, evidence=("another line of evidence", *h.evidence[1:]))
         app.post_message(SnapshotMessage(dataclasses.replace(snap, hints=(other, *snap.hints[1:]))))
         await settle(pilot)
-        assert drawn == [1] and "one more line of evidence" in text_of(hints._body)
+        assert drawn == [1] and "another line of evidence" in text_of(hints._body)
 
 
 @aio
@@ -160,3 +161,32 @@ async def test_the_sync_panel_lists_an_evaluations_syncs_per_pass() -> None:
         assert any("8.0/pass" in r and "train.py:131" in r for r in rows), rows
         assert sync.border_subtitle.endswith("5 passes between steps"), sync.border_subtitle
         assert sync.border_subtitle.startswith("2 sites")
+
+
+@aio
+async def test_a_hints_first_advice_cut_to_its_room_is_never_replaced_by_a_later_one() -> None:
+    """PPO's rollouts (the figures of a real `perftop run` of tests/workloads/sb3_ppo.py):
+    at 160x48 the between-steps hint's first advice, about the function that spends the
+    time, does not fit whole below its evidence. It is shown cut ("…"), not left out for
+    the shorter, lesser advice after it; zoomed, all of it is there."""
+    base = snapshot()
+    rollout = BetweenRow(
+        "rollout", 16.02, 156, site="collect_rollouts (on_policy_algorithm.py:218)",
+        site_s=16.02, forward_s=10.9, measured_s=16.02,
+    )  # fmt: skip
+    start = base.meta.start_t or 0.0
+    meta = dataclasses.replace(base.meta, start_t=start, now_t=start + 21.6, exit_t=None)
+    snap = dataclasses.replace(base, between=(rollout,), meta=meta)
+    (hint,) = between_steps(snap, frozenset())
+    first, later = hint.advice[0], hint.advice[-1]
+    snap = dataclasses.replace(snap, hints=(hint, *base.hints))
+    async with showing(snap) as (app, pilot):
+        panel = app.query_one(HintsPanel)
+        shown = " ".join(text_of(panel._body).split())
+        assert shown.count("try:") == 1 and first[:40] in shown and "…" in shown
+        assert later not in shown
+        panel.focus()
+        await pilot.press("z")
+        await settle(pilot)
+        zoomed = " ".join(text_of(panel._body).split())
+        assert first in zoomed and later in zoomed and "…" not in zoomed

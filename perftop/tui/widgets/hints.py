@@ -56,7 +56,9 @@ def title_lines(h: Hint, index: int, width: int) -> list[Text]:
 def detail_lines(h: Hint, room: int, width: int = 10_000) -> list[Text]:
     """Up to ``room`` lines of evidence and advice, each wrapped in full: when they do not
     all fit, the first evidence and the first advice come before the rest, shown in
-    reading order; an item that does not fit whole is left out."""
+    reading order; an item that does not fit whole is left out, but for the first advice:
+    as many of its lines as fit, the last cut with "…" (zoomed, all of it), and nothing
+    after it (a later, lesser advice shown in its place would read as the one to try)."""
     items: list[tuple[int, list[Text]]] = []  # (priority, lines) in reading order
     for i, e in enumerate(h.evidence):
         items.append((0 if i == 0 else 2 + i, wrap(Text("   "), e, width, 3)))
@@ -65,12 +67,30 @@ def detail_lines(h: Hint, room: int, width: int = 10_000) -> list[Text]:
         items.append((50, gain))
     for i, a in enumerate(h.advice):
         items.append((1 if i == 0 else 60 + i, wrap(Text("   try: ", style="green"), a, width, 8)))
-    keep: set[int] = set()
+    keep: dict[int, list[Text]] = {}
     for p, lines in sorted(items, key=lambda x: x[0]):
         if len(lines) <= room:
-            keep.add(p)
+            keep[p] = lines
             room -= len(lines)
-    return [t for p, lines in items if p in keep for t in lines]
+        elif p == 1:  # the first advice
+            if room > 0:
+                keep[p] = [*lines[: room - 1], _cut(lines[room - 1], width)]
+            break
+    return [t for p, _ in items if p in keep for t in keep[p]]
+
+
+def _cut(line: Text, width: int) -> Text:
+    """``line`` ending in "…": more of it follows, out of the room (zoomed, shown)."""
+    t = line.copy()
+    t.rstrip()
+    if t.cell_len > width - 2:
+        t.truncate(max(0, width - 2))
+        space = t.plain.rfind(" ")
+        if space > len(t.plain) // 2:  # at a word's end, not inside the word
+            t.right_crop(len(t.plain) - space)
+            t.rstrip()
+    t.append(" …", style="dim")
+    return t
 
 
 class HintsPanel(TextPanel):
