@@ -144,3 +144,39 @@ async def test_a_flood_is_counted_not_rendered() -> None:
         hidden = 3 * 25_000 - 3 * RENDER_LINES
         assert f"{n:,} lines ({hidden:,} not shown)" in str(panel.border_subtitle)
         assert any(f"{25_000 - RENDER_LINES:,} lines not shown" in s.text for s in log.lines)
+
+
+@aio
+async def test_new_lines_scroll_the_log_without_laying_the_screen_out() -> None:
+    """A job that prints at each step: its new lines move the log's scrollbar and end, and
+    the screen is not laid out again for them (it was, at every snapshot: the whole screen
+    laid out and drawn twice). The first line past the log's height shows its scrollbar,
+    placed on the screen (the text's room narrows by it)."""
+    app = PerftopApp()
+    async with app.run_test(size=(160, 48)) as pilot:
+        log = app.query_one(OutputPanel).log_view
+        app.post_message(SnapshotMessage(lines(2)))
+        await settle(pilot)
+        screen, real = app.screen, app.screen._refresh_layout
+        laid: list[int] = []
+
+        def counted(*args, **kwargs):
+            laid.append(1)
+            return real(*args, **kwargs)
+
+        screen._refresh_layout = counted  # type: ignore[method-assign]
+        app.post_message(SnapshotMessage(lines(60)))  # past the log's height: a bar
+        await settle(pilot)
+        bar = log.vertical_scrollbar
+        assert log.show_vertical_scrollbar and bar.region.width == 1 and bar.region.height > 5
+        assert log.scrollable_content_region.width == log.region.width - 1
+        for n in range(65, 100, 5):
+            laid.clear()
+            app.post_message(SnapshotMessage(lines(n)))
+            await settle(pilot)
+            assert laid == [], n
+            assert log.virtual_size.height == len(log.lines) == n
+            assert log.vertical_scrollbar.window_virtual_size == n  # the bar's thumb moved
+            assert log.scroll_y == log.max_scroll_y > 0  # at the end
+            drawn = ["".join(s.text for s in strip) for strip in log.render_lines(log.size.region)]
+            assert any(f"tick {n - 1}" in line for line in drawn)
