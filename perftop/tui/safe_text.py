@@ -32,7 +32,8 @@ class DropControls(LineFilter):
     """Every C0 and C1 control character, ESC first, removed from each rendered line."""
 
     def apply(self, segments: list[Segment], background: Color) -> list[Segment]:
-        if all(s.control is not None or visible_line(s.text) is s.text for s in segments):
+        text = "".join([s.text for s in segments if s.control is None])
+        if visible_line(text) is text:  # one search a line (not one a segment: ~40 a line)
             return segments  # the usual case: nothing to drop, the line as it was
         out = []
         for seg in segments:
