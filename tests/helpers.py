@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import json
 import os
@@ -15,6 +16,18 @@ from pathlib import Path
 from typing import Any
 
 WORKLOADS = Path(__file__).resolve().parent / "workloads"
+
+
+def needs(*packages: str) -> None:
+    """Skip the calling test module unless each package is installed. Found, not imported:
+    ``pytest.importorskip`` imported ignite, PyG, SB3 and Ray (and torch under them) at
+    collection, in each of the suite's test workers: ~7 CPU-s a worker, for modules that
+    only run them in subprocesses."""
+    import pytest
+
+    missing = [p for p in packages if importlib.util.find_spec(p) is None]
+    if missing:
+        pytest.skip(f"not installed: {', '.join(missing)}", allow_module_level=True)
 
 
 # Commands that only read recordings (no process, terminal, signal or socket of their own)

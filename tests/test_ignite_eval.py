@@ -24,9 +24,9 @@ import pytest
 
 from perftop.events import Between
 from perftop.recording import read_events
-from tests.helpers import WORKLOADS, run_and_report
+from tests.helpers import WORKLOADS, needs, run_and_report
 
-pytest.importorskip("ignite")
+needs("ignite")
 
 SLEEP = 0.3  # an eval forward's sleep: 8 batches make a train-loader evaluation 2.4 s
 ARGS = ("2", "8", "5", str(SLEEP))  # 2 epochs of 8 iterations, eval on train every 5

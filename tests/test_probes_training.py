@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import sys
 
-import pytest
-
 from perftop.monitor.jobenv import RunConfig
 from perftop.monitor.runner import Job
 from perftop.probes import make_sources
 from perftop.report.build import build_report, session_from_file
+from tests.helpers import needs
 
-pytest.importorskip("torch")
+needs("torch")
 
 MB = 2**20
 

@@ -12,11 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from tests.helpers import WORKLOADS, needs, run_and_report
 
-from tests.helpers import WORKLOADS, run_and_report
-
-pytest.importorskip("torch_geometric")
+needs("torch_geometric")
 
 JOB = WORKLOADS / "pyg_gin.py"
 EPOCHS = 6

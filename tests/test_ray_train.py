@@ -25,9 +25,9 @@ import pytest
 
 from perftop.monitor.stall import MIN_STALL_S
 from perftop.recording import read_events
-from tests.helpers import WORKLOADS, perftop
+from tests.helpers import WORKLOADS, needs, perftop
 
-pytest.importorskip("ray.train.torch")  # CI installs it (the test extra); a skip fails CI
+needs("ray")  # CI installs it (the test extra); a skip fails CI
 
 pytestmark = pytest.mark.timeout(400)
 

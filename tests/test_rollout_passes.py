@@ -26,10 +26,9 @@ from perftop.events import Between, BetweenOpen, Step
 from perftop.recording import read_events
 from perftop.report.build import session_from_file
 from perftop.tui.widgets.steps import between_line
-from tests.helpers import WORKLOADS, perftop, run_and_report
+from tests.helpers import WORKLOADS, needs, perftop, run_and_report
 
-pytest.importorskip("stable_baselines3")
-pytest.importorskip("gymnasium")
+needs("stable_baselines3", "gymnasium")
 
 
 def _own(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
