@@ -205,7 +205,10 @@ def test_steps_that_backward_ends_hold_one_batch_each_around_passes(tmp_path):
     assert not res.failures, res.show()
     tl = json.loads((tmp_path / "sampled.events.json").read_text())
     own = json.loads((tmp_path / "sampled.json").read_text())
-    waits = {w[0]: w[2] for w in own["waits"]}  # each fetch's time blocked
-    steps = [(i, d, waits[i]) for i, _t0, _t1, d in tl["steps"][1:-1]]
-    assert all(d > 0.5 * w for i, d, w in steps), steps
-    assert sum(d > 1.6 * w for i, d, w in steps) <= 2, steps
+    # each fetch's time blocked, and its time off the CPU (blocked, then waiting for a core
+    # once woken: perftop's data wait holds that too; a loaded host made 3 steps in 40 read
+    # twice their fetch's blocked time)
+    waits = {w[0]: (w[2], w[2] + w[4]) for w in own["waits"]}
+    steps = [(i, d, *waits[i]) for i, _t0, _t1, d in tl["steps"][1:-1]]
+    assert all(d > 0.5 * w for i, d, w, _ in steps), steps
+    assert sum(d > 1.6 * off for i, d, _, off in steps) <= 2, steps
