@@ -21,7 +21,7 @@ WORKLOADS = Path(__file__).resolve().parent / "workloads"
 def needs(*packages: str) -> None:
     """Skip the calling test module unless each package is installed. Found, not imported:
     ``pytest.importorskip`` imported ignite, PyG, SB3 and Ray (and torch under them) at
-    collection, in each of the suite's test workers: ~7 CPU-s a worker, for modules that
+    collection, in each of the suite's test workers: ~6 CPU-s a worker, for modules that
     only run them in subprocesses."""
     import pytest
 
