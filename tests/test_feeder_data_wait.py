@@ -6,7 +6,6 @@ model's loop computes and compiles the same with and without perftop."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from typing import Any
 
@@ -19,6 +18,7 @@ from perftop.model import Session
 from perftop.recording import read_events
 from perftop.wire import DATA_WAIT_NOTE, DATA_WAIT_NOTE_V1
 from tests.helpers import WORKLOADS, run_and_report
+from tests.plainrun import run_plain
 
 FEEDERS = str(WORKLOADS / "feeders.py")
 
@@ -102,9 +102,7 @@ def test_a_feeder_that_keeps_up_is_not_input_bound(tmp_path):
 
 @pytest.mark.parametrize("shape", ["compiled", "inplace"])
 def test_compiled_feeder_loop_computes_and_compiles_the_same(tmp_path, shape):
-    plain = subprocess.run(
-        [sys.executable, FEEDERS, shape], capture_output=True, text=True, timeout=300
-    )
+    plain = run_plain([sys.executable, FEEDERS, shape], timeout=300)
     assert plain.returncode == 0, plain.stderr
     proc, r = run_and_report(tmp_path, sys.executable, FEEDERS, shape)
     assert proc.returncode == 0, proc.stderr

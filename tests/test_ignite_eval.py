@@ -16,7 +16,6 @@ pass; a teacher's forward with grad off after each batch is its step's own work.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from typing import Any
 
@@ -25,6 +24,7 @@ import pytest
 from perftop.events import Between
 from perftop.recording import read_events
 from tests.helpers import WORKLOADS, needs, run_and_report
+from tests.plainrun import start_plain
 
 needs("ignite")
 
@@ -42,9 +42,7 @@ def ignite_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, ...]:
     script = str(WORKLOADS / "ignite_eval.py")
     # the same job without perftop (no sleep: the same numbers), run alongside
     (d / "plain").mkdir()
-    plain = subprocess.Popen(
-        [sys.executable, script, *ARGS[:3], "0"], stdout=subprocess.PIPE, text=True, cwd=d / "plain"
-    )
+    plain = start_plain([sys.executable, script, *ARGS[:3], "0"], cwd=d / "plain")
     proc, rep = run_and_report(d, sys.executable, script, *ARGS)
     out = plain.communicate(timeout=120)[0]
     assert proc.returncode == 0 == plain.returncode, proc.stderr

@@ -4,11 +4,11 @@ makes each torch call itself: from its own frame they read perftop's file and mo
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 from tests.helpers import WORKLOADS, run_and_report
+from tests.plainrun import run_plain
 
 JOB = str(WORKLOADS / "warn_sites.py")
 
@@ -19,7 +19,7 @@ def _job_lines(err: str) -> list[str]:
 
 def test_torch_warnings_in_watched_steps_read_the_jobs_lines(tmp_path: Path) -> None:
     job = [sys.executable, JOB, "6"]
-    plain = subprocess.run(job, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    plain = run_plain(job, cwd=tmp_path)
     proc, rep = run_and_report(tmp_path, *job)
     assert plain.returncode == proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout == plain.stdout

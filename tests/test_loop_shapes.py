@@ -5,7 +5,6 @@ step count, its own timers, dynamo's counters, its exit code."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from typing import Any
 from perftop.events import Between, Step
 from perftop.recording import read_events
 from tests.helpers import WORKLOADS, run_and_report
+from tests.plainrun import run_plain
 
 SHAPES = str(WORKLOADS / "loop_shapes.py")
 
@@ -103,8 +103,7 @@ def test_no_grad_evaluation_and_sampling_are_between_steps(tmp_path):
 
 def test_compiled_optimizer_step_compiles_as_without_perftop(tmp_path):
     """Dynamo's own counters (graphs, graph breaks) and outcomes, with and without."""
-    plain = subprocess.run([sys.executable, SHAPES, "compiled"], cwd=tmp_path, text=True,
-                           capture_output=True, timeout=300)  # fmt: skip
+    plain = run_plain([sys.executable, SHAPES, "compiled"], cwd=tmp_path, timeout=300)
     assert plain.returncode == 0, plain.stderr
     d = tmp_path / "p"
     d.mkdir()

@@ -6,11 +6,11 @@ optimizer steps, against the same job run plain."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
 from perftop.hook.optim_steps import COMPILED_STEP_NOTE
 from tests.helpers import injected_job, run_and_report
+from tests.plainrun import run_plain
 
 JOB = r"""
 import json, sys, torch
@@ -74,8 +74,7 @@ def _run(tmp_path, *args):
 
 
 def _plain(tmp_path, *args):
-    p = subprocess.run([sys.executable, str(tmp_path / "job.py"), *args], capture_output=True,
-                       text=True, timeout=120, check=True)  # fmt: skip
+    p = run_plain([sys.executable, str(tmp_path / "job.py"), *args], check=True)
     return json.loads(p.stdout)
 
 

@@ -7,18 +7,18 @@ and no hook of perftop's is left on the job's modules, also after a forward that
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 from tests.helpers import WORKLOADS, run_and_report
+from tests.plainrun import run_plain
 
 JOB = str(WORKLOADS / "pass_hooks.py")
 
 
 def test_a_pass_runs_its_inner_modules_unhooked_and_leaves_no_module_hook(tmp_path: Path) -> None:
     job = [sys.executable, JOB, "4"]
-    plain = subprocess.run(job, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    plain = run_plain(job, cwd=tmp_path)
     proc, rep = run_and_report(tmp_path, *job)
     assert plain.returncode == proc.returncode == 0, proc.stderr[-2000:]
     a, b = json.loads(plain.stdout), json.loads(proc.stdout)

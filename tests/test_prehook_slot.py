@@ -5,8 +5,9 @@ run as plainly, before it, and it is gone at the step's first module call."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
+
+from tests.plainrun import run_plain
 
 JOB = """
 import json, torch
@@ -25,7 +26,7 @@ print("SEEN", json.dumps([seen[-3:], len(seen), len(M._global_forward_pre_hooks)
 
 
 def _seen(cmd: list[str]) -> list:
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    p = run_plain(cmd)  # forked where it is the plain run (tests/plainrun.py)
     assert p.returncode == 0, p.stderr[-2000:]
     line = next(x for x in p.stdout.splitlines() if x.startswith("SEEN "))
     return json.loads(line[5:])

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 from tests.helpers import WORKLOADS, needs, run_and_report
+from tests.plainrun import start_plain
 
 needs("torch_geometric")
 
@@ -32,8 +32,7 @@ def test_a_graph_networks_evaluation_syncs_are_counted_per_pass(
     # seen only where passes are watched on their own (any seed must show them).
     monkeypatch.setenv("PERFTOP_SYNC_SEED", "1")
     job = [sys.executable, str(JOB), str(EPOCHS)]
-    plain = subprocess.Popen(job, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             stdin=subprocess.DEVNULL, cwd=tmp_path)  # fmt: skip
+    plain = start_plain(job, cwd=tmp_path)
     proc, rep = run_and_report(tmp_path, *job)  # beside it: both at once
     out, _ = plain.communicate(timeout=120)
     assert plain.returncode == proc.returncode == 0, proc.stderr[-2000:]

@@ -27,6 +27,7 @@ from perftop.recording import read_events
 from perftop.report.build import session_from_file
 from perftop.tui.widgets.steps import between_line
 from tests.helpers import WORKLOADS, needs, perftop, run_and_report
+from tests.plainrun import run_plain
 
 needs("stable_baselines3", "gymnasium")
 
@@ -61,7 +62,7 @@ def _close(got: float, want: float) -> bool:
 def ppo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, ...]:
     d = tmp_path_factory.mktemp("ppo")
     script = str(WORKLOADS / "sb3_ppo.py")
-    plain = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=120)
+    plain = run_plain([sys.executable, script])
     proc, rep = run_and_report(d, sys.executable, script)
     text = perftop("report", str(d / "r.perftop"), cwd=d)
     assert text.returncode == 0, text.stderr
@@ -84,7 +85,7 @@ def _off_policy(tmp_path_factory: pytest.TempPathFactory, algo: str) -> tuple[An
     second computing what the first did: its own counters, the report, passes and steps."""
     d = tmp_path_factory.mktemp(algo)
     script = str(WORKLOADS / f"sb3_{algo}.py")
-    plain = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=120)
+    plain = run_plain([sys.executable, script])
     proc, rep = run_and_report(d, sys.executable, script)
     assert proc.returncode == plain.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[0] == plain.stdout.splitlines()[0]  # what it computed

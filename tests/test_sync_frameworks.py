@@ -8,7 +8,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from perftop.recording import read_events
 from perftop.report.diff import figures
 from perftop.report.text import render as render_text
 from tests.helpers import WORKLOADS, perftop, run_and_report
+from tests.plainrun import run_plain
 
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 
@@ -91,9 +91,7 @@ def _compiles_the_same(tmp_path: Path, *args: str) -> list[str]:
     """compiled.py plainly and under perftop: one graph, no break, the same counters, the
     detector stepped aside and the steps still measured; the notes."""
     script = str(WORKLOADS / "compiled.py")
-    plain = subprocess.run(
-        [sys.executable, script, *args], capture_output=True, text=True, timeout=180, cwd=tmp_path
-    )
+    plain = run_plain([sys.executable, script, *args], timeout=180, cwd=tmp_path)
     assert plain.returncode == 0, plain.stderr[-2000:]
     proc, report = run_and_report(tmp_path, sys.executable, script, *args)
     assert proc.returncode == 0, proc.stderr[-2000:]

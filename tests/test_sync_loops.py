@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
 import pytest
 
 from tests.helpers import WORKLOADS, run_and_report
+from tests.plainrun import run_plain
 from tests.test_sync_e2e import sites_marked
 
 
@@ -104,9 +104,7 @@ def test_a_metric_made_in_the_step_before_a_watched_one_and_jit_unchanged(tmp_pa
     makes the same graphs, and the job computes the same losses and log, bit for bit;
     ``Tensor.to`` is torch's own again once the first step ended."""
     script = WORKLOADS / "sync_metric_jit.py"
-    plain = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path
-    )
+    plain = run_plain([sys.executable, str(script)], cwd=tmp_path)
     assert plain.returncode == 0, plain.stderr[-2000:]
     # a watch every 3rd step on average, whatever it costs: many primed and watched steps
     monkeypatch.setenv("PERFTOP_SYNC_EARLY", "0")

@@ -18,6 +18,7 @@ from typing import Any
 from perftop.events import Between, Step, SyncBatch
 from perftop.recording import read_events
 from perftop.report.build import build_report, session_from_file
+from tests.plainrun import start_plain
 from tests.zoo.accounting import account
 from tests.zoo.oracles import check, slower
 from tests.zoo.parts import Spec
@@ -60,15 +61,18 @@ def _run(
         env["PERFTOP_SYNC"] = "all" if mode == "exact" else "sampled"
         cmd = [sys.executable, "-m", "perftop", "run", "--headless", "--force"]
         cmd += ["--record", str(rec), "--", *loop]
-    p = subprocess.Popen(
-        cmd, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        stdin=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
+    if mode == "plain":  # forked from a warmed interpreter (tests/plainrun.py)
+        p: Any = start_plain(cmd, cwd=folder, env=env)
+    else:
+        p = subprocess.Popen(
+            cmd, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, stdin=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
     try:
-        log, _ = p.communicate(timeout=timeout)
+        log = "".join(x or "" for x in p.communicate(timeout=timeout))
     except subprocess.TimeoutExpired:  # the loop and perftop alike: their own group
         os.killpg(p.pid, signal.SIGKILL)
-        log, _ = p.communicate()
+        log = "".join(x or "" for x in p.communicate())
         (folder / f"{mode}.log").write_text(log)
         return None, None, f"ran: {mode}: still running after {timeout:.0f} s, killed"
     (folder / f"{mode}.log").write_text(log)
