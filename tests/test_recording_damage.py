@@ -16,7 +16,7 @@ from perftop.replay.index import ReplayIndex
 from perftop.wire import HEADER, MAGIC
 from tests.helpers import WORKLOADS, perftop
 
-STEPS = 8000  # over ~5 s (a pause each step): the hook's batches make many frames
+STEPS = 3000  # over ~5 s (a pause each step): the hook's batches make many frames
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +25,7 @@ def recording(tmp_path_factory):
     rec = where / "r.perftop"
     r = perftop(
         "run", "--headless", "--record", str(rec), "--",
-        sys.executable, str(WORKLOADS / "many_steps.py"), str(STEPS), "0.0005",
+        sys.executable, str(WORKLOADS / "many_steps.py"), str(STEPS), "0.0015",
         cwd=where, timeout=240,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
