@@ -1,7 +1,7 @@
-"""perftop changes nothing a job can see of torch: every public torch submodule and
-ecosystem library imports as it does plain, and TorchScript, tracing, torch.compile and
-torch.export of modules using the grad modes (decorators and context managers) give the
-same results and errors; inspect and pickling see torch's own objects, and the functions
+"""perftop changes nothing a job can see of torch: every public torch submodule and the
+ecosystem's libraries (ignite, stable-baselines3, accelerate, PyG, Ray Train) import as
+they do plain, and TorchScript, tracing, torch.compile and torch.export of modules using
+the grad modes (decorators and context managers) give the same results and errors; inspect and pickling see torch's own objects, and the functions
 dynamo and the job call (``torch.compile``, ``Module.compile``, ``OptimizedModule.__call__``,
 each optimizer class's step and ``Optimizer._patch_step_function``) are torch's own code,
 not wrappers; a ``torch.compile(model)`` wrapper trained under the
@@ -36,7 +36,8 @@ def test_torch_seen_by_the_job_is_unchanged(tmp_path: Path) -> None:
     a, b = json.loads(plain_out.read_text()), json.loads(hooked_out.read_text())
     # the record is a real one: scripted no_grad works plain, ignite and the walk imported
     assert a["1 script scripted_fn"].startswith("'T(")
-    assert a["1 import ignite"] == "'ignite'"
+    for lib in ("ignite", "stable_baselines3", "accelerate", "torch_geometric", "ray.train.torch"):
+        assert a[f"1 import {lib}"] == repr(lib), a[f"1 import {lib}"]
     assert a["1 import torch.distributed.optim"] == "'torch.distributed.optim'"
     assert sum(k.startswith("1 import torch.") for k in a) > 300
     for k in (

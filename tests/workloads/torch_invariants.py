@@ -30,6 +30,9 @@ PASS = ["1"]
 # Needs hardware or a toolchain this CPU host lacks; imported or not, the two runs agree
 # anyway: this is only where a walk would take minutes (compilers' backends).
 SLOW = ("torch._inductor", "torch.testing._internal", "torch.onnx._internal")
+# The ecosystem's libraries whose programs the suite runs (issue 44), imported after the walk
+ECOSYSTEM = ("ignite", "ignite.engine", "ignite.metrics", "ignite.handlers", "ignite.contrib",
+             "stable_baselines3", "accelerate", "torch_geometric", "ray.train.torch")  # fmt: skip
 
 
 def record(name: str, fn):
@@ -66,7 +69,7 @@ def walk() -> None:
         names.append(m.name)
     for name in sorted(names):
         record("import " + name, lambda n=name: importlib.import_module(n).__name__)
-    for lib in ("ignite", "ignite.engine", "ignite.metrics", "ignite.handlers", "ignite.contrib"):
+    for lib in ECOSYSTEM:
         record("import " + lib, lambda n=lib: importlib.import_module(n).__name__)
 
 
