@@ -140,6 +140,11 @@ def test_ppo_rollouts_are_rollouts_named_by_collect_rollouts(ppo):
     assert [p.kind for p in passes] == ["rollout"] * len(want), passes
     for p, w in zip(passes, want, strict=True):
         assert _close(p.length, w), (p, w)
+    # SB3's EvalCallback ran inside the 2nd and 3rd rollouts (its own timer): part of their
+    # pass, no pass of its own
+    assert [i for i, _ in own["evals"]] == [1, 2], own["evals"]
+    for i, t in own["evals"]:
+        assert 0.0 < t <= passes[i - 1].length, (passes[i - 1], t)
     row = s["between_s"]["rollout"]
     assert row["count"] == len(want) and "eval" not in s["between_s"]
     assert _close(row["total_s"], sum(want)), (row, want)
