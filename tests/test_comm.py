@@ -194,7 +194,7 @@ def test_the_metrics_of_a_straggler_run(slow):
 
 
 def test_the_recorder_is_asked_for_only_in_a_job_with_ranks():
-    from perftop.hook.collectives import ENV_BUFFER, prepare_env
+    from perftop.hook.collectives import ENV_BUFFER, ENV_TIMING, prepare_env
 
     single: dict[str, str] = {}
     prepare_env(single)  # a single-process job: nothing set, nothing recorded
@@ -202,6 +202,10 @@ def test_the_recorder_is_asked_for_only_in_a_job_with_ranks():
     ranked = {"WORLD_SIZE": "4"}
     prepare_env(ranked)
     assert int(ranked[ENV_BUFFER]) > 0
+    assert ranked[ENV_TIMING] == "1"  # NCCL's time of each collective on the GPU
+    untimed = {"WORLD_SIZE": "4", ENV_TIMING: "0"}  # the job's own choice stays
+    prepare_env(untimed)
+    assert untimed[ENV_TIMING] == "0" and int(untimed[ENV_BUFFER]) > 0
     own = {"WORLD_SIZE": "4", ENV_BUFFER: "0"}  # the job's own setting stays
     prepare_env(own)
     assert own[ENV_BUFFER] == "0"
@@ -368,6 +372,41 @@ def test_the_rank_waited_for_is_the_one_of_most_steps_not_one_long_wait():
     r0 = next(r for r in snap.comm.ranks if r.rank == 0)
     assert r0.waited_for == 2 and snap.comm.straggler is not None
     assert snap.comm.straggler.rank == 2
+
+
+def _gpu_timed_run(gpu: bool) -> Any:
+    """3 ranks, 10 steps, an all-reduce each: rank 1's host launches it first (10 ms before
+    rank 0, 20 ms before rank 2), but its GPU reaches it 30 ms after the others' (a slow
+    kernel before it): NCCL's times on the GPU are 1 ms for rank 1, 31 ms for the others."""
+    from perftop.events import CollBatch, Hello, Step
+
+    s = Session()
+    for rank in range(3):
+        pid = 100 + rank
+        s.apply(Hello(1000.0, pid, 1, "h", ("train.py",), rank=rank, world_size=3))
+        recs = []
+        for i in range(10):
+            t0 = 1000.0 + i
+            s.apply(Step(pid, i, t0, t0 + 0.08, backward=0.05))
+            launch = t0 + {0: 0.02, 1: 0.01, 2: 0.03}[rank]
+            took = (0.001 if rank == 1 else 0.031) if gpu else None
+            recs.append(("default_pg", i + 1, "all_reduce", 64, "[[16]]", launch, 1, "",
+                         "backward", "", took))  # fmt: skip
+        s.apply(CollBatch(1011.0, pid, tuple(recs)))
+    return s.snapshot(window=None)
+
+
+def test_nccls_times_on_the_gpu_name_the_rank_whose_gpu_is_late():
+    """NCCL's collectives end on every rank at once: the rank of the shortest time on the
+    GPU came last, and each other waited its time's excess. By their hosts' launches alone,
+    rank 2 would be the straggler (gloo's records, or NCCL's untimed)."""
+    snap = _gpu_timed_run(gpu=True)
+    st = snap.comm.straggler
+    assert st is not None and st.rank == 1 and st.last_share == 1.0, st
+    assert st.wait_s == pytest.approx(0.030, abs=1e-6)
+    assert {r.rank: r.waited_for for r in snap.comm.ranks} == {0: 1, 1: None, 2: 1}
+    untimed = _gpu_timed_run(gpu=False).comm.straggler
+    assert untimed is not None and untimed.rank == 2
 
 
 def test_the_phase_call_and_line_of_a_recorded_stack():

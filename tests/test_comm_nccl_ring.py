@@ -155,3 +155,37 @@ def test_records_are_stamped_on_the_steps_clock(torch_of):
     (w,) = [e for e in sender.events if isinstance(e, CollWaiting)]
     assert w.t_created == pytest.approx(now - 2 + 0.040, abs=0.002)
     assert 2.0 <= w.waited_s < 2.5
+
+
+def test_an_nccl_record_goes_with_its_time_on_the_gpu_once_retired(torch_of, monkeypatch):
+    """With NCCL's timing on (perftop asks for it with the ring), a record waits until the
+    watchdog retires it with its time on the GPU (``duration_ms``), and those after it wait
+    with it (sent in order); gloo's go at once. One still unretired 1 s after its launch
+    goes without (a hang's record must reach the monitor)."""
+    monkeypatch.setenv("TORCH_NCCL_ENABLE_TIMING", "1")
+    now = time.time()
+    nccl = [nccl_entry(0, 1, "all_reduce", now - 0.3),
+            nccl_entry(1, 2, "all_reduce", now - 0.2, done=False),
+            nccl_entry(2, 3, "all_reduce", now - 0.1)]  # fmt: skip
+    gloo = [gloo_entry(0, 1, now - 0.25)]
+    torch_of(_dump_fr_trace=lambda c, s, a: pickle.dumps({"entries": gloo}),
+             _dump_nccl_trace=lambda c, s, a: pickle.dumps({"entries": nccl}))  # fmt: skip
+    p, sender = poller()
+
+    def read() -> list[tuple[Any, ...]]:
+        sender.events.clear()
+        p.next_t = 0.0
+        p()
+        return [(r[0], r[1], r[10]) for r in records(sender)]
+
+    assert read() == [("cpu_group", 1, None), ("default_pg", 1, 0.00031)]
+    nccl[1] = nccl_entry(1, 2, "all_reduce", now - 0.2)  # retired, timed
+    assert read() == [("default_pg", 2, 0.00031), ("default_pg", 3, 0.00031)]
+    nccl.append(nccl_entry(3, 4, "all_reduce", now - 1.5, done=False))  # still in flight
+    assert read() == [("default_pg", 4, None)]
+    assert all(ev.lost == 0 for ev in sender.events if isinstance(ev, CollBatch))
+    nccl.append(nccl_entry(4, 5, "all_reduce", time.time(), done=False))
+    assert read() == []  # held: just launched
+    sender.events.clear()
+    p(final=True)  # the job exits: what is held goes
+    assert [(r[1], r[10]) for r in records(sender)] == [(5, None)]

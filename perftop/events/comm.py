@@ -21,6 +21,8 @@ from perftop.events.base import Event, event
 # ``call`` the torch.distributed function called ("reduce_scatter_single"), ``phase`` the
 # part of the step that launched it ("forward", "backward", "optimizer", "data", or ""),
 # ``line`` the innermost user frame ("train.py:40 main"); "" where the stack shows none.
+# Then ``gpu``: NCCL's time of it on the GPU in seconds (``duration_ms``, timing on), or
+# None (gloo, untimed; older recordings stop at ``line``).
 CollRecord = tuple[Any, ...]
 
 

@@ -5,10 +5,11 @@ group, sequence id, op, sizes, and the system clock's time it was created (torch
 keeps it for gloo too, once ``TORCH_FR_BUFFER_SIZE`` is set before the first process group
 is made). torch 2.13 keeps NCCL's collectives in a ring of their own, read with
 ``_dump_nccl_trace`` where the build has it (a CUDA build): both rings are read, each
-record once. Nothing here wraps a ``torch.distributed`` function or registers a comm hook:
-the sender's thread (never the training thread) reads the ring twice a second, once the
-job has initialized ``torch.distributed``, and sends the records it had not seen. A
-single-process job never initializes it, so it pays one ``sys.modules`` lookup per wake.
+record once; an NCCL record goes with its time on the GPU (``duration_ms``, once timed and
+retired). Nothing here wraps a ``torch.distributed`` function or registers a comm hook:
+the sender's thread (never the training thread) reads the rings twice a second once the
+job has initialized ``torch.distributed``, and sends the records it had not seen (a
+single-process job never does: one ``sys.modules`` lookup per wake).
 
 A collective that stays incomplete is reported about once a second while it waits
 (:class:`CollWaiting`), with the user's line its launching thread stands at: what a hang
@@ -36,11 +37,14 @@ ENV_BUFFER_OLD = "TORCH_NCCL_TRACE_BUFFER_SIZE"
 # the ring (benchmarks/comm_recorder.py: 64 entries under 1 ms, 512 entries 15-60 ms on a
 # loaded 2-core machine), and two reads a second must see every record: 256.
 BUFFER = 256
+# NCCL's GPU time of each collective (CUDA events its watchdog reads once the work is done:
+# no host sync), asked for with the ring unless the job set it
+ENV_TIMING = "TORCH_NCCL_ENABLE_TIMING"
+HOLD_S = 1.0  # an NCCL record is sent once retired with its GPU time, or when this old
 POLL_S = 0.5
 WAIT_REPORT_S = 1.0  # a collective incomplete this long is reported, about once a second
-_DTYPE_BYTES = {"Float": 4, "Double": 8, "Half": 2, "BFloat16": 2, "Long": 8, "Int": 4,
-                "Short": 2, "Char": 1, "Byte": 1, "Bool": 1, "ComplexFloat": 8,
-                "ComplexDouble": 16}  # fmt: skip
+_DTYPE_BYTES = {"Float": 4, "Double": 8, "Half": 2, "BFloat16": 2, "Long": 8, "Int": 4, "Short": 2,
+                "Char": 1, "Byte": 1, "Bool": 1, "ComplexFloat": 8, "ComplexDouble": 16}  # fmt: skip
 
 
 def enabled(environ: Any = os.environ) -> bool:
@@ -48,11 +52,11 @@ def enabled(environ: Any = os.environ) -> bool:
 
 
 def prepare_env(environ: Any = os.environ, argv: Any = None) -> None:
-    """Before torch is imported: ask for the recorder's ring in a job with several ranks,
-    unless the job set its own size. A rank is known by ``WORLD_SIZE`` > 1 (torchrun sets it
-    before the process starts) or by being a Ray worker process: Ray Train sets
-    ``WORLD_SIZE`` in a worker that has long imported torch, just before its first process
-    group, and the recorder reads its size there, at its first group."""
+    """Before torch is imported: ask for the recorder's ring (and NCCL's GPU times) in a
+    job with several ranks, unless the job set its own size. A rank is known by
+    ``WORLD_SIZE`` > 1 (torchrun sets it before the process starts) or by being a Ray
+    worker process (Ray Train sets ``WORLD_SIZE`` just before its first process group,
+    where the recorder reads its size)."""
     if not enabled(environ) or ENV_BUFFER in environ or ENV_BUFFER_OLD in environ:
         return
     try:
@@ -61,6 +65,16 @@ def prepare_env(environ: Any = os.environ, argv: Any = None) -> None:
         return
     if world > 1 or ray_worker(getattr(sys, "argv", None) if argv is None else argv):
         environ[ENV_BUFFER] = str(BUFFER)
+        environ.setdefault(ENV_TIMING, "1")
+
+
+def gpu_timed(environ: Any = os.environ) -> bool:  # torch reads the flag as a boolean
+    return environ.get(ENV_TIMING, "").strip().lower() in ("1", "true", "yes", "y")
+
+
+def untimed(e: Any) -> bool:  # an NCCL record the watchdog has not retired with its time
+    name = str(e.get("profiling_name", ""))
+    return name.startswith("nccl:") and e.get("duration_ms") is None and not e.get("retired")
 
 
 def ray_worker(argv: Any) -> bool:
@@ -125,6 +139,7 @@ class CommPoller:
         self.rings: list[Ring] | None = None
         self.off = not enabled()
         self.reported: dict[tuple[str, int], float] = {}  # (ring, id) -> its wait's last send
+        self.timed = gpu_timed()
 
     def __call__(self, final: bool = False) -> None:
         if self.off or os.getpid() != self.pid:  # a forked DataLoader worker: not a rank
@@ -150,7 +165,7 @@ class CommPoller:
                 self.state.internal_error(f"collectives ({ring.name})")
                 self.off = True
                 return
-        self._send(dumps)
+        self._send(dumps, final)
 
     def _start(self) -> None:
         self.off = True
@@ -167,7 +182,7 @@ class CommPoller:
         if not why:
             self.rings, self.off = rings, False
 
-    def _send(self, dumps: list[tuple[Ring, Any]]) -> None:
+    def _send(self, dumps: list[tuple[Ring, Any]], final: bool = False) -> None:
         train = getattr(self.state.tracker, "thread", 0)
         records: list[tuple[Any, ...]] = []
         now = time.time()
@@ -179,7 +194,7 @@ class CommPoller:
         pending: set[tuple[str, int]] = set()
         seen: set[tuple[Any, ...]] = set()  # a torch whose rings are one: each record once
         for ring, entries in dumps:
-            first = True
+            first, held = True, False  # held: a record waits for its GPU time, and all after it
             for e in entries:
                 rid = int(e.get("record_id", -1))
                 wall = int(e.get("time_created_ns", 0)) / 1e9
@@ -199,7 +214,9 @@ class CommPoller:
                     tid = int(e.get("thread_id", 0))
                 except ValueError:
                     tid = 0
-                if rid > ring.last_id:
+                if rid > ring.last_id and not held:
+                    held = self.timed and not final and untimed(e) and now - wall < HOLD_S
+                if rid > ring.last_id and not held:
                     if ring.last_id >= 0 and first and rid > ring.last_id + 1:
                         ring.lost += rid - ring.last_id - 1
                     first = False
@@ -225,7 +242,9 @@ class CommPoller:
             call, phase, line = origin(e.get("frames"))
         except Exception:  # a stack of an unexpected shape: no origin, the record stays
             call = phase = line = ""
-        return (pg, seq, op, b, _sizes(e), round(created, 6), int(train), call, phase, line)
+        dur = e.get("duration_ms")
+        gpu = round(float(dur) / 1e3, 6) if isinstance(dur, (int, float)) and dur >= 0 else None
+        return (pg, seq, op, b, _sizes(e), round(created, 6), int(train), call, phase, line, gpu)
 
 
 def _sizes(e: Any) -> str:

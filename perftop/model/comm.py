@@ -22,7 +22,7 @@ from typing import Any
 from perftop.events import CollBatch, CollInfo, CollWaiting, Hello, Step
 from perftop.model.comm_rows import CollRow, CommStats, HangRank, HangRow, RankComm
 from perftop.model.comm_sites import Sites
-from perftop.model.comm_waits import _straggler, _waits
+from perftop.model.comm_waits import _straggler, _waits, arrivals
 from perftop.model.stats import median, percentile
 from perftop.wire import StepRecord
 
@@ -126,7 +126,9 @@ class CommReducer:
             if seq <= 0:
                 continue  # point-to-point: no group-wide sequence to line up
             line = str(rec[9]) if len(rec) > 9 else ""  # the user's line that launched it
-            self.colls.setdefault((pg, seq), {})[ev.pid] = (op, nb, str(sizes), t, th, line)
+            gpu = rec[10] if len(rec) > 10 else None  # NCCL's time on the GPU, where timed
+            gpu = float(gpu) if isinstance(gpu, (int, float)) and gpu >= 0 else None
+            self.colls.setdefault((pg, seq), {})[ev.pid] = (op, nb, str(sizes), t, th, line, gpu)
             self.members.setdefault(pg, set()).add(ev.pid)
             self.last[(ev.pid, pg)] = (seq, op)
         while len(self.colls) > MAX_COLLS:
@@ -215,8 +217,9 @@ class CommReducer:
         out = []
         for key, by in matched:
             if key[0] == pg and key not in self.waiting:
-                end = max(v[3] for v in by.values())
-                out += [end - v[3] for v in by.values() if v[0] == op]
+                arr = arrivals(by)
+                end = max(arr.values())
+                out += [end - arr[pid] for pid, v in by.items() if v[0] == op]
         return out
 
     def _where(

@@ -19,6 +19,20 @@ MIN_WAIT_S = 0.002
 MIN_LAST_SHARE = 0.6  # ... and last at this share of the collectives, or of all the wait
 
 
+def arrivals(by: dict[int, tuple[Any, ...]]) -> dict[int, float]:
+    """Each rank's arrival at one collective (``by``: pid -> its record). Where every rank
+    has NCCL's time of it on the GPU, from that: the collective ends on all ranks at once,
+    so the rank of the shortest time came last and each other waited its time's excess
+    (a rank whose GPU is late though its host launched early is found); the arrivals are
+    set back from the last launch on the host by those waits. Else its launch on the host
+    (the recorder's creation time: gloo's, or NCCL's untimed)."""
+    gpu = [float(v[6]) for v in by.values() if len(v) > 6 and v[6] is not None]
+    if gpu and len(gpu) == len(by):
+        end, first = max(v[3] for v in by.values()), min(gpu)
+        return {pid: end - (v[6] - first) for pid, v in by.items()}
+    return {pid: v[3] for pid, v in by.items()}
+
+
 def _waits(
     matched: list[Any], steps: dict[int, Any], window: int | None
 ) -> tuple[
@@ -26,18 +40,19 @@ def _waits(
 ]:
     """Per process and step: [exposed, overlapped, {pid waited for: exposed}]; each
     (pid, pg, op)'s waits; how often each process arrived last."""
-    arrivals: dict[int, list[tuple[float, float, int]]] = {}
+    per_rank: dict[int, list[tuple[float, float, int]]] = {}
     waits: dict[tuple[int, str, str], list[float]] = {}
     last_count: dict[int, int] = {}
     for (pg, _seq), by in matched:
-        last_pid = max(by, key=lambda p: by[p][3])
-        end = by[last_pid][3]
+        at = arrivals(by)
+        last_pid = max(at, key=lambda p: at[p])
+        end = at[last_pid]
         last_count[last_pid] = last_count.get(last_pid, 0) + 1
         for pid, v in by.items():
-            arrivals.setdefault(pid, []).append((v[3], end, last_pid))
-            waits.setdefault((pid, pg, v[0]), []).append(end - v[3])
+            per_rank.setdefault(pid, []).append((at[pid], end, last_pid))
+            waits.setdefault((pid, pg, v[0]), []).append(end - at[pid])
     out: dict[int, dict[int, list[Any]]] = {}
-    for pid, arr in arrivals.items():
+    for pid, arr in per_rank.items():
         st = list(steps.get(pid, ()))
         if window is not None:
             st = st[-window:]

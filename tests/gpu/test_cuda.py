@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from perftop.events import CollBatch
+from perftop.recording import read_events
 from perftop.report.build import build_report, session_from_file
 
 HERE = Path(__file__).resolve().parent
@@ -159,9 +161,14 @@ def test_nccl_collectives_are_read(tmp_path):
     if not torch_has_nccl():
         pytest.skip("this torch build has no NCCL")
     script = str(HERE / "nccl_steps.py")
-    report, result = perftop(tmp_path, sys.executable, script, "20",
-                             env={"TORCH_FR_BUFFER_SIZE": "256"})  # fmt: skip
+    env = {"TORCH_FR_BUFFER_SIZE": "256", "TORCH_NCCL_ENABLE_TIMING": "1"}
+    report, result = perftop(tmp_path, sys.executable, script, "20", env=env)
     assert result == {"steps": 20, "metric_all_reduces": 20}
+    # each record with NCCL's time of it on the GPU (read once retired: no host sync)
+    (rec,) = tmp_path.glob("*.perftop")
+    times = [r[10] if len(r) > 10 else None for ev in read_events(str(rec))
+             if isinstance(ev, CollBatch) for r in ev.records]  # fmt: skip
+    assert times and all(t is not None and 0.0 < t < 1.0 for t in times), times[:20]
     assert report["steps"]["count"] == 20
     (rank,) = report["ranks"]
     ops = {(c["pg"], c["op"]): c for c in rank["collectives"]}
