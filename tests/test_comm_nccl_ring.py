@@ -158,7 +158,7 @@ def test_records_are_stamped_on_the_steps_clock(torch_of):
 
 
 def test_an_nccl_record_goes_with_its_time_on_the_gpu_once_retired(torch_of, monkeypatch):
-    """With NCCL's timing on (perftop asks for it with the ring), a record waits until the
+    """With NCCL's timing on (the job's ``TORCH_NCCL_ENABLE_TIMING``), a record waits until the
     watchdog retires it with its time on the GPU (``duration_ms``), and those after it wait
     with it (sent in order); gloo's go at once. One still unretired 1 s after its launch
     goes without (a hang's record must reach the monitor)."""

@@ -37,8 +37,9 @@ ENV_BUFFER_OLD = "TORCH_NCCL_TRACE_BUFFER_SIZE"
 # the ring (benchmarks/comm_recorder.py: 64 entries under 1 ms, 512 entries 15-60 ms on a
 # loaded 2-core machine), and two reads a second must see every record: 256.
 BUFFER = 256
-# NCCL's GPU time of each collective (CUDA events its watchdog reads once the work is done:
-# no host sync), asked for with the ring unless the job set it
+# NCCL's GPU time of each collective (CUDA events its watchdog reads once the work is done),
+# used where the job turned it on; never set here: its events can cost a job its compute
+# and communication overlap (pytorch/pytorch#143890, CUDA_DEVICE_MAX_CONNECTIONS=1)
 ENV_TIMING = "TORCH_NCCL_ENABLE_TIMING"
 HOLD_S = 1.0  # an NCCL record is sent once retired with its GPU time, or when this old
 POLL_S = 0.5
@@ -52,8 +53,8 @@ def enabled(environ: Any = os.environ) -> bool:
 
 
 def prepare_env(environ: Any = os.environ, argv: Any = None) -> None:
-    """Before torch is imported: ask for the recorder's ring (and NCCL's GPU times) in a
-    job with several ranks, unless the job set its own size. A rank is known by
+    """Before torch is imported: ask for the recorder's ring in a job with several ranks,
+    unless the job set its own size. A rank is known by
     ``WORLD_SIZE`` > 1 (torchrun sets it before the process starts) or by being a Ray
     worker process (Ray Train sets ``WORLD_SIZE`` just before its first process group,
     where the recorder reads its size)."""
@@ -65,7 +66,6 @@ def prepare_env(environ: Any = os.environ, argv: Any = None) -> None:
         return
     if world > 1 or ray_worker(getattr(sys, "argv", None) if argv is None else argv):
         environ[ENV_BUFFER] = str(BUFFER)
-        environ.setdefault(ENV_TIMING, "1")
 
 
 def gpu_timed(environ: Any = os.environ) -> bool:  # torch reads the flag as a boolean
