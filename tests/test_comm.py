@@ -348,10 +348,9 @@ def test_a_hangs_missing_rank_without_a_stack_says_why():
     assert any(line.endswith(f"no stack: {why}") for line in hang_lines({"hangs": [h]}))
 
 
-def test_the_rank_waited_for_is_the_one_of_most_steps_not_one_long_wait():
-    """Rank 2 arrives 30 ms late at every step's collective; rank 1 once, 0.5 s late (a
-    hang, a checkpoint): rank 0 waits for rank 2, as the straggler says, though its one
-    wait for rank 1 is longer than all of them together."""
+def _three_ranks(record: Any) -> Any:
+    """3 ranks of 10 steps (80 ms, 50 ms of backward, a second apart), one all-reduce each;
+    ``record(rank, i, t0)`` gives each step's record: the snapshot."""
     from perftop.events import CollBatch, Hello, Step
 
     s = Session()
@@ -362,35 +361,38 @@ def test_the_rank_waited_for_is_the_one_of_most_steps_not_one_long_wait():
         for i in range(10):
             t0 = 1000.0 + i
             s.apply(Step(pid, i, t0, t0 + 0.08, backward=0.05))
-            late = {2: 0.03, 1: 0.5 if i == 5 else 0.0}.get(rank, 0.0)
-            recs.append(("default_pg", i + 1, "all_reduce", 64, "[[16]]", t0 + 0.02 + late, 1))
+            recs.append(record(rank, i, t0))
         s.apply(CollBatch(1011.0, pid, tuple(recs)))
-    snap = s.snapshot(window=None)
+    return s.snapshot(window=None)
+
+
+def test_the_rank_waited_for_is_the_one_of_most_steps_not_one_long_wait():
+    """Rank 2 arrives 30 ms late at every step's collective; rank 1 once, 0.5 s late (a
+    hang, a checkpoint): rank 0 waits for rank 2, as the straggler says, though its one
+    wait for rank 1 is longer than all of them together."""
+
+    def record(rank: int, i: int, t0: float) -> tuple[Any, ...]:
+        late = {2: 0.03, 1: 0.5 if i == 5 else 0.0}.get(rank, 0.0)
+        return ("default_pg", i + 1, "all_reduce", 64, "[[16]]", t0 + 0.02 + late, 1)
+
+    snap = _three_ranks(record)
     r0 = next(r for r in snap.comm.ranks if r.rank == 0)
     assert r0.waited_for == 2 and snap.comm.straggler is not None
     assert snap.comm.straggler.rank == 2
 
 
 def _gpu_timed_run(gpu: bool) -> Any:
-    """3 ranks, 10 steps, an all-reduce each: rank 1's host launches it first (10 ms before
-    rank 0, 20 ms before rank 2), but its GPU reaches it 30 ms after the others' (a slow
-    kernel before it): NCCL's times on the GPU are 1 ms for rank 1, 31 ms for the others."""
-    from perftop.events import CollBatch, Hello, Step
+    """Rank 1's host launches each all-reduce first (10 ms before rank 0, 20 ms before rank
+    2), but its GPU reaches it 30 ms after the others' (a slow kernel before it): NCCL's
+    times on the GPU are 1 ms for rank 1, 31 ms for the others."""
 
-    s = Session()
-    for rank in range(3):
-        pid = 100 + rank
-        s.apply(Hello(1000.0, pid, 1, "h", ("train.py",), rank=rank, world_size=3))
-        recs = []
-        for i in range(10):
-            t0 = 1000.0 + i
-            s.apply(Step(pid, i, t0, t0 + 0.08, backward=0.05))
-            launch = t0 + {0: 0.02, 1: 0.01, 2: 0.03}[rank]
-            took = (0.001 if rank == 1 else 0.031) if gpu else None
-            recs.append(("default_pg", i + 1, "all_reduce", 64, "[[16]]", launch, 1, "",
-                         "backward", "", took))  # fmt: skip
-        s.apply(CollBatch(1011.0, pid, tuple(recs)))
-    return s.snapshot(window=None)
+    def record(rank: int, i: int, t0: float) -> tuple[Any, ...]:
+        launch = t0 + {0: 0.02, 1: 0.01, 2: 0.03}[rank]
+        took = (0.001 if rank == 1 else 0.031) if gpu else None
+        return ("default_pg", i + 1, "all_reduce", 64, "[[16]]", launch, 1, "", "backward",
+                "", took)  # fmt: skip
+
+    return _three_ranks(record)
 
 
 def test_nccls_times_on_the_gpu_name_the_rank_whose_gpu_is_late():

@@ -54,10 +54,9 @@ def enabled(environ: Any = os.environ) -> bool:
 
 def prepare_env(environ: Any = os.environ, argv: Any = None) -> None:
     """Before torch is imported: ask for the recorder's ring in a job with several ranks,
-    unless the job set its own size. A rank is known by
-    ``WORLD_SIZE`` > 1 (torchrun sets it before the process starts) or by being a Ray
-    worker process (Ray Train sets ``WORLD_SIZE`` just before its first process group,
-    where the recorder reads its size)."""
+    unless the job set its own size. A rank is known by ``WORLD_SIZE`` > 1 (torchrun sets
+    it before the process starts) or by being a Ray worker process (Ray Train sets
+    ``WORLD_SIZE`` just before its first process group, where the recorder reads it)."""
     if not enabled(environ) or ENV_BUFFER in environ or ENV_BUFFER_OLD in environ:
         return
     try:
