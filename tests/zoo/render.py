@@ -397,13 +397,13 @@ def render(spec: Spec) -> str:
     if spec.host_copy:
         src.add("HOST = []  # the host batch, kept beside its copy on the device")
     src.add("\n\ndef batch(i):")
-    src.add("    q0, c, g = rq(), time.thread_time(), GCS[0]  # rq() drops the GIL: before t")
+    src.add("    q, c, g = rq(), time.thread_time(), GCS[0]  # rq() drops the GIL: before t")
     src.add("    t = perf()\n    xb, yb = fetch(i)")
     src.add('    own["data_wait_s"] += perf() - t')
     src.add("    # each fetch's own wait; its time blocked (less its CPU and its wait for a core);")
-    src.add("    # its collections; its wait for a core; the thread's wait for a core so far")
-    src.add("    w, c, q = perf() - t, time.thread_time() - c, rq() - q0")
-    src.add('    own.setdefault("waits", []).append([i, w, w - c - q, GCS[0] - g, q, q0])')
+    src.add("    # its collections; its wait for a core")
+    src.add("    w, c, q = perf() - t, time.thread_time() - c, rq() - q")
+    src.add('    own.setdefault("waits", []).append([i, w, w - c - q, GCS[0] - g, q])')
     if spec.host_transform:  # torchvision's Normalize: a host tensor following xb's device
         src.add("    for s in range(4):")
         src.add("        std = torch.as_tensor([0.5, 0.25], device=xb.device)")
