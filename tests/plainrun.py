@@ -1,8 +1,9 @@
 """Plain reference runs (a job without perftop, to compare perftop's run with) forked from
 a warmed interpreter (tests/zygote.py): the same program, argv, cwd and environment, its
 imports already made. Only what a fork can give exactly: ``python SCRIPT ARGS`` or
-``python -c CODE ARGS`` with the suite's interpreter, and an environment that differs from
-the zygote's in nothing read at start-up; anything else runs as a subprocess.
+``python -c CODE ARGS`` with the suite's interpreter, forked from a zygote started in the
+same environment (all that is read at start-up); anything else (interpreter flags) runs as
+a subprocess.
 
 Not for tests of what a job imports or of how the interpreter starts: a forked job has
 torch and torch._dynamo already imported."""
@@ -30,8 +31,8 @@ APPLIED = frozenset({"PYTHONWARNINGS", "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTEC
 
 
 class _Zygote:
-    def __init__(self) -> None:
-        self.env = dict(os.environ)
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = dict(env)
         self.proc = subprocess.Popen(
             [sys.executable, str(ZYGOTE)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             env={k: v for k, v in self.env.items() if k != "PYTHONWARNINGS"},  # the child's own
@@ -59,6 +60,7 @@ class _Zygote:
 
 
 _IDLE: list[_Zygote] = []
+MAX_IDLE = 3  # each holds ~0.5 GB (torch imported)
 
 
 @atexit.register
@@ -130,10 +132,16 @@ def start_plain(
     argv = [os.fspath(c) for c in cmd]
     env = dict(os.environ if env is None else env)
     if _forkable(argv):
-        z = _IDLE.pop() if _IDLE else _Zygote()
-        if z.fits(env):
-            return PlainRun(z, argv[1:], os.path.abspath(cwd or os.getcwd()), env)
-        _IDLE.append(z)
+        # an idle zygote started in this environment (a test may have changed os.environ
+        # since one was made), else a new one in it
+        z = next((z for z in _IDLE if z.fits(env)), None)
+        if z is not None:
+            _IDLE.remove(z)
+        else:
+            while len(_IDLE) >= MAX_IDLE:
+                _IDLE.pop(0).close()
+            z = _Zygote(env)
+        return PlainRun(z, argv[1:], os.path.abspath(cwd or os.getcwd()), env)
     return subprocess.Popen(
         argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True,

@@ -47,19 +47,25 @@ def test_a_forked_run_reads_as_a_fresh_one(name: str, warnings: str, tmp_path: P
         assert (p.returncode, out, err) == (fresh.returncode, fresh.stdout, fresh.stderr)
 
 
-def test_what_a_fork_cannot_give_runs_as_a_subprocess(tmp_path: Path) -> None:
-    """Interpreter flags, another start-up environment: a subprocess, with the same result."""
+def test_flags_run_as_a_subprocess_and_another_environment_in_its_own_zygote(
+    tmp_path: Path,
+) -> None:
+    """Interpreter flags: a subprocess. An environment read at start-up that differs (a hash
+    seed; a test's monkeypatch): forked from a zygote started in it, the result the same."""
     import os
 
     flags = start_plain(
         [sys.executable, "-X", "dev", "-c", "import sys; print(sys.flags.dev_mode)"]
     )
     assert isinstance(flags, subprocess.Popen) and flags.communicate(timeout=60)[0] == "True\n"
-    env = {**os.environ, "PYTHONHASHSEED": "7"}
-    seeded = start_plain([sys.executable, "-c", "print(hash('a'))"], env=env)
-    assert isinstance(seeded, subprocess.Popen)
-    want = subprocess.run([sys.executable, "-c", "print(hash('a'))"], env=env, capture_output=True)
-    assert seeded.communicate(timeout=60)[0] == want.stdout.decode()
+    for seed in ("7", "8"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        seeded = start_plain([sys.executable, "-c", "print(hash('a'))"], env=env)
+        assert isinstance(seeded, PlainRun)
+        want = subprocess.run(
+            [sys.executable, "-c", "print(hash('a'))"], env=env, capture_output=True
+        )
+        assert seeded.communicate(timeout=60)[0] == want.stdout.decode()
 
 
 def test_a_run_past_its_timeout_is_killed_with_its_group(tmp_path: Path) -> None:
