@@ -4,6 +4,7 @@ traceback. Each case runs both ways and compares."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -38,7 +39,7 @@ CASES = {
 def test_a_forked_run_reads_as_a_fresh_one(name: str, warnings: str, tmp_path: Path) -> None:
     script = tmp_path / "job.py"
     script.write_text(CASES[name] + "\n")
-    env = {**__import__("os").environ, "PYTHONWARNINGS": warnings}
+    env = {**os.environ, "PYTHONWARNINGS": warnings}
     for cmd in ([sys.executable, str(script), "a", "b"], [sys.executable, "-c", CASES[name], "x"]):
         p = start_plain(cmd, cwd=tmp_path, env=env)
         assert isinstance(p, PlainRun)  # forked, not a subprocess
@@ -52,8 +53,6 @@ def test_flags_run_as_a_subprocess_and_another_environment_in_its_own_zygote(
 ) -> None:
     """Interpreter flags: a subprocess. An environment read at start-up that differs (a hash
     seed; a test's monkeypatch): forked from a zygote started in it, the result the same."""
-    import os
-
     flags = start_plain(
         [sys.executable, "-X", "dev", "-c", "import sys; print(sys.flags.dev_mode)"]
     )
