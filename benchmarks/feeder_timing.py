@@ -9,6 +9,8 @@ Arms (each against ``off``: no one-shot forward pre-hook at all, no timing):
   nothing else: what any such hook costs (torch's slow path for one module call);
 - ``clock``: perftop's timing reading the thread's CPU clock at each step's end and first
   forward (the hook before the clock was left unread while no step waits);
+- ``uncounted``: as installed, less the count of the thread's voluntary switches (read
+  every 8th step end while the clock is unread; a wait with none in it was a preemption);
 - ``perftop``: the timing as installed (the clock unread once no step waits).
 
     python benchmarks/feeder_timing.py [--rounds 40] [--steps 400]
@@ -49,8 +51,8 @@ if arm is None:
 ff = arm.__self__
 def slot_only():
     ff.slot.put(lambda module, args: ff.slot.take())
-fast_after = wait_mod.FAST_AFTER
-arms = {"off": None, "slot": slot_only, "clock": arm, "perftop": arm}
+fast_after, usage = wait_mod.FAST_AFTER, wait_mod._usage
+arms = {"off": None, "slot": slot_only, "clock": arm, "uncounted": arm, "perftop": arm}
 res = {a: [] for a in arms}
 shuffle = random.Random(0).shuffle
 for r in range(rounds):
@@ -60,12 +62,13 @@ for r in range(rounds):
         ff.disarm()
         ff.fast, ff.short = False, 0
         wait_mod.FAST_AFTER = 10**9 if a == "clock" else fast_after  # "clock": read each step
+        wait_mod._usage = None if a == "uncounted" else usage
         st.tracker.on_arm = arms[a]
         steps(50)
         t0 = time.perf_counter()
         steps(per)
         res[a].append((time.perf_counter() - t0) / per)
-st.tracker.on_arm, wait_mod.FAST_AFTER = arm, fast_after
+st.tracker.on_arm, wait_mod.FAST_AFTER, wait_mod._usage = arm, fast_after, usage
 print("RESULT", json.dumps(res))
 """
 
@@ -85,7 +88,11 @@ def main() -> int:
             continue
         d = sorted((x - y) * 1e6 for x, y in zip(got, base, strict=True))
         lo, hi = median_ci(d)
-        print(f"  {arm:<8} {statistics.median(d):+6.2f} µs/step, 95% CI [{lo:+6.2f} .. {hi:+6.2f}]")
+        print(f"  {arm:<9} {statistics.median(d):+6.2f} µs/step, 95% CI [{lo:+6.2f} .. {hi:+6.2f}]")
+    d = sorted((x - y) * 1e6 for x, y in zip(res["perftop"], res["uncounted"], strict=True))
+    lo, hi = median_ci(d)
+    print(f"  the switch count's own cost (perftop - uncounted, each round): "
+          f"{statistics.median(d):+6.2f} µs/step, 95% CI [{lo:+6.2f} .. {hi:+6.2f}]")  # fmt: skip
     return 0
 
 

@@ -201,12 +201,14 @@ def test_steps_that_backward_ends_hold_one_batch_each_around_passes(tmp_path):
     assert not res.failures, res.show()
     tl = json.loads((tmp_path / "sampled.events.json").read_text())
     own = json.loads((tmp_path / "sampled.json").read_text())
-    # each fetch's time blocked: the least a step's wait can be. The most: the thread's
-    # time off the CPU between the forward before and this one (the loop's ``blocked``;
-    # perftop's wait lies inside that span). Under a loaded suite a few steps read more:
-    # ~2 fetches' wait where the thread was off the CPU for one (3 and 5 steps of 38 in two
-    # full runs of 1 Dec 2026, none alone): a double count not yet explained.
+    # Step i runs from backward i to backward i+1: it holds batch i+1's wait. That fetch's
+    # time blocked is the least the step's wait can be; the most is the thread's time off
+    # the CPU between forwards i and i+1 (the loop's ``blocked[i]``; perftop's wait lies
+    # inside that span, and leaves out a preemption at its end, which may fall either side
+    # of the loop's timer: no voluntary switch there). Compared with the batch before (an
+    # index off by one, till 2 Dec 2026), steps a preemption had lengthened read as "two
+    # fetches' wait" under a loaded suite.
     waits = {w[0]: w[2] for w in own["waits"]}
-    steps = [(i, d, waits[i], own["blocked"][i - 1]) for i, _t0, _t1, d in tl["steps"][1:-1]]
+    steps = [(i, d, waits[i + 1], own["blocked"][i]) for i, _t0, _t1, d in tl["steps"][1:-1]]
     assert all(d > 0.5 * w for i, d, w, _ in steps), steps
-    assert sum(d > off + 0.0002 for i, d, _, off in steps) <= 5, steps
+    assert all(d <= off + 0.0002 for i, d, _, off in steps), steps

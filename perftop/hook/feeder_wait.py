@@ -26,9 +26,22 @@ RECENT = 8  # a feeder's wait after a pass: at most the median of this many step
 # time beyond ``cpu_hi`` (a feeder's empty queue; a garbage collection there counts once as
 # waiting) and the clock is read again from the next step on.
 WAIT_SEEN, FAST_AFTER = 10e-6, 16
+# Time off the CPU with no voluntary context switch in it was a wait for a core, not for
+# data: a busy host preempted the thread (or the time was CPU work beyond ``cpu_hi``). The
+# count of the thread's voluntary switches (it blocked: on a queue, a lock, the GIL, a read,
+# a sleep) is getrusage()'s, the GIL kept; its CPU time is not the clock's (it lags by the
+# slice not yet accounted, up to a tick). While the CPU clock is left unread, the count is
+# read every MARK_EVERY step ends, and a wait is checked against the last count read at or
+# before its arm.
+MARK_EVERY = 8
 
 _perf = time.perf_counter
 _cpu = time.thread_time  # this thread's CPU time: a clock read, the GIL kept
+try:
+    from resource import RUSAGE_THREAD as _THREAD
+    from resource import getrusage as _usage
+except ImportError:  # no per-thread counts (not Linux): all time off the CPU is waiting
+    _usage = None  # type: ignore[assignment]
 
 
 class FeederWait:
@@ -48,6 +61,24 @@ class FeederWait:
     recent: list[float]
     recent_i: int
     recent_n: int
+    blocks: int  # the thread's voluntary switches when last read (-1: not read)
+    unread: int  # step ends since the count was last read while the clock is left unread
+
+    def start(self) -> None:
+        """The wait starts (at the arm): its wall time; where it is timed, the thread's
+        count of voluntary switches and its CPU time, not read while no step waits (the
+        clock: -1; WAIT_SEEN), the count then every MARK_EVERY step ends."""
+        if self.timed and _usage is not None:  # the count before the wait's start
+            self.unread += 1
+            if not self.fast or self.unread >= MARK_EVERY:
+                self.blocks, self.unread = _usage(_THREAD).ru_nvcsw, 0
+        self.t0 = _perf()
+        self.c0 = _cpu() if self.timed and not self.fast else -1.0
+
+    def ran(self) -> bool:
+        """The thread never blocked since the count was read (at or before the arm): its
+        time off the CPU since then was a wait for a core only."""
+        return self.blocks >= 0 and _usage is not None and _usage(_THREAD).ru_nvcsw == self.blocks
 
     def closure_began(self) -> None:
         """``opt.step(closure)`` began (its pre-hook): the closures' forwards come inside
@@ -85,14 +116,17 @@ class FeederWait:
                 wait = min(after, max(0.0, gap - (_cpu() - self.c0)))
         elif self.c0 < 0.0:  # the clock was not read: no step has been waiting
             wait = max(0.0, gap - self.cpu_hi)
-            if wait < WAIT_SEEN:
+            if wait < WAIT_SEEN or self.ran():
                 wait = 0.0
             else:  # this one did: the clock is read again from the next step
                 self.fast, self.short = False, 0
         else:
-            wait = max(0.0, gap - (_cpu() - self.c0))
+            cpu = _cpu() - self.c0
+            wait = max(0.0, gap - cpu)
+            if wait >= WAIT_SEEN and self.ran():
+                wait = 0.0
             if wait < WAIT_SEEN:
-                self.cpu_hi = max(self.cpu_hi, gap - wait) if self.short else gap - wait
+                self.cpu_hi = max(self.cpu_hi, cpu) if self.short else cpu
                 self.short += 1
                 self.fast = self.short >= FAST_AFTER
             else:

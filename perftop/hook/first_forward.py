@@ -8,10 +8,11 @@ where ``backward()`` ends steps, a loop without an optimizer, the next step's fi
 next module call on the training thread records how long the thread was off the CPU since
 then (wall time less its CPU time) and removes the hook at once, so about one module call
 per step takes ``Module._call_impl``'s slow path. Off the CPU is waiting: on a queue, a
-feeder's lock or the GIL, a read, a sleep (or for a core, on a host with more runnable
-threads than cores); the loop's own work before the forward (``zero_grad()``, a log line)
-is not, nor is a generator's own CPU work on the training thread (it stays in the step's
-time). Both clocks are read without dropping the GIL (a read of /proc/thread-self/schedstat
+feeder's lock or the GIL, a read, a sleep; where the thread never blocked in that time (no
+voluntary context switch), it waited for a core only, on a busy host, and the step waited
+for no data. The loop's own work before the forward (``zero_grad()``, a log line)
+is not waiting, nor is a generator's own CPU work on the training thread (it stays in the
+step's time). Both clocks are read without dropping the GIL (a read of /proc/thread-self/schedstat
 would drop it, and a busy feeder thread could keep the training thread waiting for it).
 A pass between steps (an evaluation) takes the hook with its own module calls: its
 region's exit arms it again, and the wait leaves the pass out, as the step does. Where
@@ -89,6 +90,7 @@ class FirstForward(PassOpen):
         self.cpu_hi = 0.0  # the most CPU time their loop took before a forward
         self.recent = [0.0] * RECENT  # the last waits before a step's forward (a ring)
         self.recent_i = self.recent_n = 0  # where the next goes; how many there are
+        self.blocks, self.unread = -1, 0  # voluntary switches when last read (feeder_wait)
         self.meter: Any = None  # pass_meter.PassMeter: what a pass this hook opened held
         self.step_sites: set[Any] = set()  # sites of forwards with grad off that were a
         # step's own work after its batch (a teacher's): never watched again
@@ -108,9 +110,7 @@ class FirstForward(PassOpen):
         self.watch.ensure()  # a compile is seen as it starts (after a torch._dynamo.reset())
         self.timed = tr.timing and not tr.has_fetch
         self.late = False
-        # The CPU clock is a system call: read only where the wait is timed, and not while
-        # no step waits (-1: not read; WAIT_SEEN).
-        self.t0, self.c0 = _perf(), (_cpu() if self.timed and not self.fast else -1.0)
+        self.start()
         if not self.slot.held:
             try:
                 self.slot.put(self.hook)

@@ -1,0 +1,60 @@
+"""A tight loop fed by a generator, on a core it shares with a spinning process of another
+session: the host preempts the training thread again and again, some of it between a
+step's end and its next forward, where a feeder's wait is timed. The generator builds
+each batch on the CPU and sleeps 2 ms before every 50th (its one real wait). Prints its
+own counts as JSON: steps, its sleeps' time off the CPU (wall less CPU, each around its
+``time.sleep``), and its time off the CPU between forwards outside those sleeps."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import torch
+
+STEPS = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
+SPIN = (
+    "import os, time\nos.setsid()\nend = time.monotonic() + 30\nwhile time.monotonic() < end: pass"
+)
+torch.manual_seed(0)
+torch.set_num_threads(1)
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # this thread, and what it starts
+spinner = subprocess.Popen([sys.executable, "-S", "-c", SPIN], stdin=subprocess.DEVNULL)
+model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+X, Y = torch.randn(256, 32), torch.randn(256, 1)
+own = {"steps": 0, "slept_s": 0.0, "other_off_s": 0.0}
+perf, cpu = time.perf_counter, time.thread_time
+
+
+def off_since(w: float, c: float) -> float:
+    return (perf() - w) - (cpu() - c)
+
+
+def batches():
+    for i in range(STEPS):
+        if i % 50 == 25:
+            w, c = perf(), cpu()
+            time.sleep(0.002)
+            own["slept_s"] += off_since(w, c)
+        j = i % 8 * 32
+        yield (X[j : j + 32] * 2.0 + 1.0).clamp(-3, 3), Y[j : j + 32]
+
+
+try:
+    mark = None  # after the last step: wall, CPU and sleeps' time so far
+    for xb, yb in batches():
+        if mark is not None:  # off the CPU since the last step, less the sleep's
+            w, c, slept = mark
+            own["other_off_s"] += off_since(w, c) - (own["slept_s"] - slept)
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(xb), yb)
+        loss.backward()
+        opt.step()
+        own["steps"] += 1
+        mark = (perf(), cpu(), own["slept_s"])
+finally:
+    spinner.kill()
+    spinner.wait()
+print(json.dumps(own))
