@@ -166,15 +166,19 @@ def test_a_thread_preempted_on_a_busy_host_waited_for_no_data(tmp_path):
     """A tight loop on a core shared with another session's spinning process: the host
     preempts the training thread, also between a step's end and its next forward, where
     the wait behind a feeder is timed. There it never blocked (no voluntary switch), so it
-    waited for a core, not for data: the data wait is the generator's sleeps alone (before,
-    the preemptions landed in it too: 184 and 236 ms booked for 107 ms of sleeps)."""
+    waited for a core, not for data: only the steps whose batch slept book a wait (before,
+    the others booked 46-83 ms in three runs, beside ~40 ms of sleeps)."""
     proc, r = run_and_report(tmp_path, sys.executable, str(WORKLOADS / "preempted.py"))
     assert proc.returncode == 0, proc.stderr
     own = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert r["steps"]["count"] == own["steps"] == 2000
+    assert r["steps"]["count"] == own["steps"] == 800
     assert r["steps"]["data_wait_source"] == "before_forward"
-    # the premise: the host took the core from the loop outside its sleeps
-    assert own["other_off_s"] > 0.01, own
+    # the premise: the host took the core from the loop where no batch slept
+    assert own["other_off_s"] > 0.005, own
     steps = [e for e in read_events(str(tmp_path / "r.perftop")) if isinstance(e, Step)]
-    booked, slept = sum(s.data for s in steps), own["slept_s"]
-    assert 0.9 * slept <= booked <= slept + max(0.1 * slept, 0.005), (booked, own)
+    slept = [s.data for s in steps if s.index % 50 == 25]  # (the batch before these slept)
+    others = [s.data for s in steps if s.index % 50 != 25]
+    assert sum(others) <= 0.001, sorted(others)[-5:]
+    # a step whose batch slept: the sleep, and any preemption around it in its window
+    want, most = own["slept_s"], own["sleep_windows_off_s"]
+    assert 0.9 * want <= sum(slept) <= most + 0.002, (slept, own)

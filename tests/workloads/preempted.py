@@ -3,7 +3,8 @@ session: the host preempts the training thread again and again, some of it betwe
 step's end and its next forward, where a feeder's wait is timed. The generator builds
 each batch on the CPU and sleeps 2 ms before every 50th (its one real wait). Prints its
 own counts as JSON: steps, its sleeps' time off the CPU (wall less CPU, each around its
-``time.sleep``), and its time off the CPU between forwards outside those sleeps."""
+``time.sleep``), and its time off the CPU between a step's end and the next forward, over
+the steps whose batch slept and over the others."""
 
 import json
 import os
@@ -13,18 +14,18 @@ import time
 
 import torch
 
-STEPS = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
+STEPS = int(sys.argv[1]) if len(sys.argv) > 1 else 800
 SPIN = (
     "import os, time\nos.setsid()\nend = time.monotonic() + 30\nwhile time.monotonic() < end: pass"
 )
 torch.manual_seed(0)
 torch.set_num_threads(1)
 os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # this thread, and what it starts
-spinner = subprocess.Popen([sys.executable, "-S", "-c", SPIN], stdin=subprocess.DEVNULL)
 model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
 opt = torch.optim.SGD(model.parameters(), lr=1e-3)
 X, Y = torch.randn(256, 32), torch.randn(256, 1)
-own = {"steps": 0, "slept_s": 0.0, "other_off_s": 0.0}
+own = {"steps": 0, "slept_s": 0.0, "sleep_windows_off_s": 0.0, "other_off_s": 0.0}
+spinner = None  # started after the first step (its imports), killed after the last
 perf, cpu = time.perf_counter, time.thread_time
 
 
@@ -45,16 +46,20 @@ def batches():
 try:
     mark = None  # after the last step: wall, CPU and sleeps' time so far
     for xb, yb in batches():
-        if mark is not None:  # off the CPU since the last step, less the sleep's
-            w, c, slept = mark
-            own["other_off_s"] += off_since(w, c) - (own["slept_s"] - slept)
         opt.zero_grad()
+        if mark is not None:  # off the CPU since the last step: with a sleep in it, or not
+            w, c, slept = mark
+            key = "sleep_windows_off_s" if own["slept_s"] > slept else "other_off_s"
+            own[key] += off_since(w, c)
         loss = torch.nn.functional.mse_loss(model(xb), yb)
+        if spinner is None and own["steps"] == 1:  # inside a step: its wait has no fork in it
+            spinner = subprocess.Popen([sys.executable, "-S", "-c", SPIN], stdin=subprocess.DEVNULL)
         loss.backward()
         opt.step()
         own["steps"] += 1
         mark = (perf(), cpu(), own["slept_s"])
 finally:
-    spinner.kill()
-    spinner.wait()
+    if spinner is not None:
+        spinner.kill()
+        spinner.wait()
 print(json.dumps(own))
