@@ -17,7 +17,7 @@ import pytest
 from perftop.events import CollBatch, Step
 from perftop.model import Session
 from perftop.recording import read_events
-from tests.helpers import WORKLOADS
+from tests.helpers import WORKLOADS, perftop
 
 JOB = WORKLOADS / "fsdp_comm.py"
 KINDS = ("clean", "loader", "extra", "starve")
@@ -40,8 +40,7 @@ def run(tmp_path_factory):
            str(JOB)]  # fmt: skip
     done = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
-    rep = subprocess.run([sys.executable, "-m", "perftop", "report", "--json", str(rec)],
-                         env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    rep = perftop("report", "--json", str(rec), cwd=tmp)
     assert rep.returncode == 0, rep.stderr
     segments = [json.loads(line) for line in (tmp / "segments.jsonl").read_text().splitlines()]
     return json.loads(rep.stdout), list(read_events(rec)), segments

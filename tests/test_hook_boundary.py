@@ -10,7 +10,6 @@ import time
 import pytest
 
 from perftop.monitor.jobenv import BOOTSTRAP_DIR, hook_env
-from tests.helpers import listening
 
 FORBIDDEN = ["textual", "rich", "psutil", "pynvml", "numpy", "torch"]
 
@@ -38,7 +37,8 @@ def test_hook_imports_only_the_standard_library(tmp_path):
 
 def test_bootstrap_is_silent_and_unarmed_without_a_monitor(tmp_path):
     """PERFTOP_SOCKET points nowhere (a leaked variable): the job runs, prints nothing
-    extra, exits 0, and the hook armed nothing: torch unpatched, no sender thread."""
+    extra, exits 0 promptly (no multi-second hang on a dead socket at exit), and the hook
+    armed nothing: torch unpatched, no sender thread."""
     env = hook_env(tmp_path / "nobody-listens.sock")
     code = (
         "import threading, torch\n"
@@ -53,9 +53,11 @@ def test_bootstrap_is_silent_and_unarmed_without_a_monitor(tmp_path):
         "      bwd.__module__, st.tracker.index, st.sender.started,\n"
         "      [t.name for t in threading.enumerate() if t.name.startswith('perftop')])\n"
     )
+    t0 = time.perf_counter()
     r = _run(code, env)
     assert r.returncode == 0 and r.stderr == ""
     assert r.stdout.strip() == "True False 0 function torch.autograd 0 False []"
+    assert time.perf_counter() - t0 < 30
 
 
 def test_users_own_sitecustomize_still_runs(tmp_path):
@@ -71,37 +73,6 @@ def test_users_own_sitecustomize_still_runs(tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["1", "True"]
     assert str(BOOTSTRAP_DIR) in env["PYTHONPATH"].split(":")[0]
-
-
-@pytest.mark.parametrize("pure", ["0", "1"])  # the compiled build, if built, and the plain one
-def test_hook_errors_never_reach_user_code(tmp_path, pure):
-    """Break the tracker on purpose: training still runs and ends normally."""
-    mon = listening(tmp_path / "x.sock")
-    env = hook_env(tmp_path / "x.sock")
-    env["PERFTOP_PURE"] = pure
-    code = (
-        "import torch, perftop.hook as h\n"
-        "t = h.state().tracker\n"
-        "t.fetch_loader = 5  # not a list: every backward and optimizer step trips on it\n"
-        "m = torch.nn.Linear(2, 1); o = torch.optim.SGD(m.parameters(), lr=0.1)\n"
-        "for _ in range(3):\n"
-        "    o.zero_grad(); m(torch.randn(4, 2)).sum().backward(); o.step()\n"
-        "print('ok', sorted(h.state().errors))\n"
-    )
-    r = _run(code, env)
-    mon.close()
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "ok ['backward', 'optimizer pre-hook']"  # torch's global hook
-
-
-def test_hook_exit_is_prompt_without_a_monitor(tmp_path):
-    env = hook_env(tmp_path / "x.sock")
-    t0 = time.perf_counter()
-    r = _run(
-        "import torch\nfor _ in range(3): torch.ones(1, requires_grad=True).sum().backward()", env
-    )
-    assert r.returncode == 0
-    assert time.perf_counter() - t0 < 30  # no multi-second hang on a dead socket at exit
 
 
 def test_hook_loads_by_path_in_an_interpreter_without_perftop(tmp_path):

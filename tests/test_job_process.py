@@ -45,7 +45,8 @@ def test_default_names_are_unique_and_created_exclusively(tmp_path):
 
 def test_force_never_shares_a_live_recording(tmp_path):
     """--force on the file a live session records to is a clear one-line error: that
-    session's recording stays whole. Once it has ended, --force overwrites as asked."""
+    session's recording stays whole. Once it has ended, --force overwrites as asked. The
+    session ends by SIGTERM to perftop, which reaches the job: it dies of it, recorded."""
     rec = tmp_path / "r.perftop"
     mon = spawn_slow_job(tmp_path, "--record", str(rec))
     try:
@@ -55,11 +56,17 @@ def test_force_never_shares_a_live_recording(tmp_path):
         assert "a live perftop session is recording to it" in r.stderr
         assert r.stderr.strip().count("\n") == 0 and "Traceback" not in r.stderr
         until_step(mon, 100)
-    finally:
         mon.send_signal(signal.SIGTERM)
-        mon.communicate(timeout=60)
+        _, err = mon.communicate(timeout=60)
+    finally:
+        if mon.poll() is None:
+            mon.kill()
+            mon.communicate()
+    assert mon.returncode == 128 + signal.SIGTERM  # the job died of the forwarded SIGTERM
+    assert "recorded to" in err and "Traceback" not in err
     rep = json.loads(perftop("report", "--json", str(rec), cwd=tmp_path).stdout)
     assert rep["steps"]["count"] >= 50  # whole: the last batch may die with the job
+    assert rep["exit_code"] == 143
     r = perftop("run", "--headless", "--force", "--record", str(rec), "true", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
 

@@ -36,7 +36,7 @@ def _workers(report: dict) -> list[dict]:
 
 
 def test_busy_workers_show_near_full_cpu_with_uss_and_pss(workloads, tmp_path):
-    live, replay = _run(workloads, tmp_path, "busy", "4")
+    live, replay = _run(workloads, tmp_path, "busy", "2.5")
     workers = _workers(live)
     assert len(workers) == 2, live["processes"]
     for w in workers:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 
@@ -71,27 +70,6 @@ def test_python_module(tmp_path):
     # points are sites, at its own lines.
     sites = {(e["op"], Path(e["file"]).name) for e in r["sync_events"]}
     assert {("boolean_mask", "train.py"), ("unique", "train.py"), ("nonzero", "train.py")} <= sites
-
-
-@pytest.mark.skipif(
-    shutil.which("torchrun") is None
-    and not shutil.which("torchrun", path=str(__import__("pathlib").Path(sys.executable).parent)),
-    reason="no torchrun",
-)
-def test_torchrun_two_ranks(tmp_path):
-    torchrun = shutil.which("torchrun", path=str(__import__("pathlib").Path(sys.executable).parent))
-    proc, r = run_and_report(
-        tmp_path, torchrun, "--standalone", "--nproc_per_node=2", str(WORKLOADS / "ddp_train.py")
-    )
-    assert proc.returncode == 0, proc.stderr
-    ranks = sorted(r["ranks"], key=lambda x: x["rank"])
-    assert [x["rank"] for x in ranks] == [0, 1]
-    assert all(x["steps"] == 10 for x in ranks)
-    assert len({x["pid"] for x in ranks}) == 2
-    roles = {p["pid"]: p["role"] for p in r["processes"]}
-    assert [roles[x["pid"]] for x in ranks] == ["rank", "rank"]
-    # The torchrun launcher is a process of the job but not a trainer.
-    assert "other" in roles.values()
 
 
 @pytest.mark.parametrize("code", [0, 3, 77])

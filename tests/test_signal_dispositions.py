@@ -19,17 +19,6 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def test_sigint_forwarding_test_passes_under_a_parent_that_ignores_sigint():
-    """As `pytest &` from a script: every process the suite starts inherits SIG_IGN."""
-    r = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
-         "tests/test_server_and_signals.py::test_sigint_without_a_terminal_is_forwarded"],
-        cwd=ROOT, capture_output=True, text=True, timeout=90, preexec_fn=_ignore_sigint,
-    )  # fmt: skip
-    assert r.returncode == 0, r.stdout[-2000:]
-    assert "1 passed" in r.stdout
-
-
 def _job_sigint(tmp_path: Path, preexec) -> str:
     r = subprocess.run(
         [sys.executable, "-m", "perftop", "run", "--headless", "--no-record", sys.executable,

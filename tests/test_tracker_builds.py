@@ -92,8 +92,11 @@ def test_both_builds_see_the_same_steps_from_torch():
     assert all(s[4] > 0 for s in lbfgs)  # backward inside the closure is the step's
 
 
-@pytest.mark.parametrize("pure", ["0", "1"])
-def test_fork_resets_the_tracker(tmp_path, pure):
+@pytest.mark.parametrize("pure", ["0", "1"])  # the compiled build, if built, and the plain one
+def test_fork_resets_the_tracker_and_its_errors_never_reach_user_code(tmp_path, pure):
+    """A forked child starts with no step; then the tracker is broken on purpose: training
+    still runs and ends normally, the errors counted (one job for both: a job's start-up
+    is most of what such a test costs)."""
     code = (
         "import os, torch, perftop.hook as h\n"
         "from perftop.hook import impl\n"
@@ -106,6 +109,10 @@ def test_fork_resets_the_tracker(tmp_path, pure):
         "    print('child', t.index, t.running, t.settled, t.primary, flush=True); os._exit(0)\n"
         "os.waitpid(pid, 0)\n"
         "print('parent', t.index, impl.compiled)\n"
+        "t.fetch_loader = 5  # not a list: every backward and optimizer step trips on it\n"
+        "for _ in range(3):\n"
+        "    o.zero_grad(); m(torch.randn(4, 2)).sum().backward(); o.step()\n"
+        "print('ok', sorted(h.state().errors))\n"
     )
     compiled_steps_module()
     env = dict(hook_env(tmp_path / "x.sock"), PERFTOP_PURE=pure)
@@ -114,7 +121,11 @@ def test_fork_resets_the_tracker(tmp_path, pure):
             [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
         )
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines() == ["child 0 False False None", f"parent 5 {pure == '0'}"]
+    assert r.stdout.splitlines() == [
+        "child 0 False False None",
+        f"parent 5 {pure == '0'}",
+        "ok ['backward', 'optimizer pre-hook']",  # (torch's global hook)
+    ]
 
 
 @pytest.mark.parametrize("pure", ["1", "0"])

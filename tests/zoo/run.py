@@ -18,6 +18,7 @@ from typing import Any
 from perftop.events import Between, Step, SyncBatch
 from perftop.recording import read_events
 from perftop.report.build import build_report, session_from_file
+from tests.helpers import perftop
 from tests.plainrun import start_plain
 from tests.zoo.accounting import account
 from tests.zoo.oracles import check, slower
@@ -85,10 +86,7 @@ def _run(
         got = report(rec)
         (folder / f"{mode}.events.json").write_text(json.dumps(timeline(rec, got)))
         return own, got, ""
-    rep = subprocess.run(
-        [sys.executable, "-m", "perftop", "report", "--json", str(rec)],
-        capture_output=True, text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    rep = perftop("report", "--json", str(rec), cwd=folder)  # the CLI's main(), in this process
     if rep.returncode:
         return own, None, f"ran: {mode}: report exit {rep.returncode}: {rep.stderr.strip()}"
     (folder / f"{mode}.report.json").write_text(rep.stdout)
