@@ -69,10 +69,6 @@ def test_a_replaced_optimizer_keeps_counting(tmp_path, shape):
     _sane(_run(tmp_path, shape)["steps"])
 
 
-def test_gan_one_step_per_iteration(tmp_path):
-    _sane(_run(tmp_path, "gan")["steps"])
-
-
 def test_evaluation_and_checkpoint_between_steps(tmp_path):
     """With grad left on during the evaluation (the no_grad case runs below)."""
     r = _run(tmp_path, "eval-grad")

@@ -6,7 +6,6 @@
   (from a step's last closure to the next one's first sleep) as JSON first;
 - ``replaced``: an SGD warm-up optimizer, freed, then Adam on the same model;
 - ``replaced-alive``: the same with the warm-up optimizer still referenced;
-- ``gan``: a discriminator and a generator optimizer, one of each step per iteration;
 - ``eval``: a plain loop with an evaluation pass under no_grad and a checkpoint per epoch;
 - ``eval-grad``: the evaluation pass with grad left on (as the HF Trainer fetches).
 
@@ -77,27 +76,6 @@ elif shape in ("replaced", "replaced-alive"):
         loss_fn().backward()
         opt.step()
         n += 1
-
-elif shape == "gan":
-    gen = torch.nn.Linear(4, 8)
-    d_opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    g_opt = torch.optim.Adam(gen.parameters(), lr=1e-3)
-    bce = torch.nn.functional.binary_cross_entropy_with_logits
-    loader = DataLoader(TensorDataset(x), batch_size=8)
-    n = 0
-    for _ in range(2):
-        for (real,) in loader:
-            fake = gen(torch.randn(8, 4))
-            d_opt.zero_grad()
-            d_loss = bce(model(real), torch.ones(8, 1)) + bce(
-                model(fake.detach()), torch.zeros(8, 1)
-            )
-            d_loss.backward()
-            d_opt.step()
-            g_opt.zero_grad()
-            bce(model(fake), torch.ones(8, 1)).backward()
-            g_opt.step()
-            n += 1
 
 elif shape in ("eval", "eval-grad"):
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
