@@ -122,3 +122,23 @@ def test_an_idle_server_sleeps_and_a_frame_or_a_close_wakes_it(tmp_path):
         srv.close()
         assert time.monotonic() - t0 < 1.0  # the wake pipe ended its select() at once
     assert srv._thread is not None and not srv._thread.is_alive()
+
+
+def test_the_signals_a_tui_took_are_given_back_when_it_ends():
+    """Textual's Linux driver takes SIGCONT and SIGTSTP and never gives them back; its
+    SIGCONT handler raises once the app's event loop is gone. A lost terminal's shell sends
+    SIGCONT with SIGHUP as it exits, late when it is slow: the monitor died of it just
+    before forking into the background, leaving the job with no monitor. Whatever the app
+    set while it ran is undone when it ends (SIGCONT delivered here, after: nothing)."""
+    from perftop.monitor.lifecycle import tui_signals
+
+    def drivers_handler(signum, frame):
+        raise RuntimeError("no running event loop")
+
+    before = {s: signal.getsignal(s) for s in (signal.SIGCONT, signal.SIGTSTP, signal.SIGTERM)}
+    with tui_signals(lambda: None):
+        signal.signal(signal.SIGCONT, drivers_handler)  # as the app's driver does
+        signal.signal(signal.SIGTSTP, drivers_handler)
+    assert {s: signal.getsignal(s) for s in before} == before
+    os.kill(os.getpid(), signal.SIGCONT)  # raised in the handler, were it still there
+    time.sleep(0.01)

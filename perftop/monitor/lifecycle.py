@@ -58,17 +58,28 @@ def install_signal_forwarding(job: SignalTarget) -> None:
         signal.signal(signal.SIGINT, lambda s, f: None)
 
 
+# Textual's driver takes these (Ctrl-Z and fg) and never gives them back: its SIGCONT
+# handler restarts the app's terminal mode, which raises (no running event loop) in
+# whatever the main thread does once the app is gone. A lost terminal sends SIGCONT with
+# its SIGHUP when the terminal's shell exits, late when that shell is slow: it killed the
+# monitor just before it forked into the background.
+_APP_OWNS = (signal.SIGCONT, signal.SIGTSTP)
+
+
 @contextlib.contextmanager
 def tui_signals(on_stop: Callable[[], None]) -> Iterator[None]:
-    """While a TUI runs, SIGTERM asks to stop the job; the old handler comes back
-    afterwards. (SIGHUP, the terminal going away, is the terminal watch's: it leaves the
-    job running, see ``perftop.tui.terminal_watch``.)"""
-    old = signal.getsignal(signal.SIGTERM)
+    """While a TUI runs, SIGTERM asks to stop the job; the old handlers (also of the
+    signals the app took, ``_APP_OWNS``) come back afterwards. (SIGHUP, the terminal going
+    away, is the terminal watch's: it leaves the job running, see
+    ``perftop.tui.terminal_watch``.)"""
+    old = {sig: signal.getsignal(sig) for sig in (*_APP_OWNS, signal.SIGTERM)}
     signal.signal(signal.SIGTERM, lambda s, f: on_stop())
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, old)
+        for sig, handler in old.items():
+            if handler is not None:  # None: not set from Python, nothing to put back
+                signal.signal(sig, handler)
 
 
 def _terminal_foreground() -> bool:
@@ -152,6 +163,9 @@ class Background:
             os._exit(0)
 
     def _carry_on(self, paused: list[Any]) -> None:
+        for sig in _APP_OWNS:  # forked by the terminal watch while the app still ran
+            with contextlib.suppress(ValueError):
+                signal.signal(sig, signal.SIG_DFL)
         os.setsid()
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
