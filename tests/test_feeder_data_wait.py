@@ -46,7 +46,8 @@ def test_feeder_data_wait_matches_the_loops_own_timer(feeder):
     assert s["count"] == own["steps"] == 40
     assert s["data_wait_source"] == "before_forward"
     assert s["data_wait_fraction"] is not None and "data" in s["phases_s"]
-    # the first step began at its first backward: its wait is not seen. perftop's figure
+    # the first batch's wait comes before the first step (it begins at the first
+    # backward): not seen. perftop's figure
     # is the loop's own time off the CPU before each forward; the wait in next() is in it
     # (a busy host adds waits for a core or the GIL outside next(): in blocked_s too);
     # the generator's, after each checkpoint's saves too (not the saves' own time)

@@ -344,6 +344,8 @@ class StepTracker:
         if not self.running:
             self.running = True
             self.start = t0
+            if self.index == 0:  # the first step: its forward's wait is timed as a later
+                self.timing = not self.has_fetch  # step's is (close), if no fetch came
         elif mode == BACKWARD and self.has_bwd:
             self.close(t0)
         elif self.has_bwd:
