@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from perftop.events import Step
 from perftop.monitor.stall import MIN_STALL_S
 from perftop.recording import read_events
 from tests.helpers import WORKLOADS, needs, perftop
@@ -69,6 +70,27 @@ def test_each_worker_is_a_rank_with_its_own_steps(run) -> None:
         # first step (non-torch code between steps), so the median, not the maximum
         assert r["step_time_p50_s"] == pytest.approx(median(w["step_s"]), rel=0.3, abs=0.005)
     assert sorted(r["rank"] for r in rep["ranks"]) == [0, 1]
+
+
+def test_each_ranks_data_wait_is_its_own_fetches(run) -> None:
+    """``prepare_data_loader``'s wrapper reads its DataLoader one batch ahead: ``iter()``
+    makes the loader's iterator and fetches the first batch, each ``next()`` the one after.
+    Every DataLoader fetch, the step's data wait, lies inside the worker's timer of that
+    step's ``next()`` (an epoch's first step: and of ``iter()``), which also holds the
+    wrapper's own lines and an epoch's new iterator (not a fetch: not data wait). So each
+    step's wait is at most the worker's timer, and past an epoch's first step at least half
+    of it (the fetch is most of a ``next()``)."""
+    own, rep = run["own"], run["rep"]
+    assert rep["steps"]["data_wait_source"] == "dataloader"
+    for w in own["workers"]:
+        steps = sorted((e for e in run["events"] if isinstance(e, Step) and e.pid == w["pid"]),
+                       key=lambda e: e.index)  # fmt: skip
+        assert len(steps) == len(w["fetch_s"]) == 18
+        got = [(round(st.data, 5), round(f, 5)) for st, f in zip(steps, w["fetch_s"], strict=True)]
+        for st, fetch in zip(steps, w["fetch_s"], strict=True):
+            assert 0.0 < st.data <= fetch + 2e-4, got
+            if st.index % 6:  # 6 steps an epoch
+                assert st.data >= 0.5 * fetch - 2e-4, got
 
 
 def test_ddp_all_reduces_per_rank_from_the_flight_recorder(run) -> None:

@@ -2,8 +2,8 @@
 ``prepare_data_loader``, 3 epochs of a small MLP, ``ray.train.report`` each epoch.
 
 Its own counters, one JSON line on stdout at the end: per worker its pid, the rank and world
-size Ray set in its environment, its steps (optimizer updates), each epoch's time, the
-all-reduces DDP made (buckets a step, times steps), and the time its training function
+size Ray set in its environment, its steps (optimizer updates), each epoch's time, each
+batch's fetch, the all-reduces DDP made (buckets a step, times steps), and the time its training function
 returned. ``python ray_train.py OUT_DIR``."""
 
 from __future__ import annotations
@@ -36,12 +36,20 @@ def train_fn(config: dict) -> None:
     )
     loader = prepare_data_loader(DataLoader(data, batch_size=BATCH, shuffle=True))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    steps, epoch_s, step_s, report_s = 0, [], [], []
+    steps, epoch_s, step_s, report_s, fetch_s, carry = 0, [], [], [], [], 0.0
     for epoch in range(EPOCHS):
         if ray.train.get_context().get_world_size() > 1:
             loader.sampler.set_epoch(epoch)
-        t0 = t = time.perf_counter()
-        for x, y in loader:
+        t0 = t = f = time.perf_counter()
+        batches = iter(loader)  # (Ray's wrapper makes the DataLoader's iterator here)
+        while True:  # ``for x, y in loader``, each batch's fetch timed: an epoch's first
+            try:  # holds its iterator's start, and the last epoch's end (StopIteration)
+                x, y = next(batches)
+            except StopIteration:
+                carry = time.perf_counter() - f
+                break
+            fetch_s.append(time.perf_counter() - f + carry)
+            carry = 0.0
             # 1.2 s an epoch: Ray Train's controller takes each result out of a queue of
             # one every 2 s, and a report waits for it (docs/distributed.md#ray-train): the
             # last report's wait, after the last step, stays well short of a stall (2 s)
@@ -52,6 +60,7 @@ def train_fn(config: dict) -> None:
             opt.step()
             steps += 1
             step_s.append(-t + (t := time.perf_counter()))
+            f = time.perf_counter()
         epoch_s.append(time.perf_counter() - t0)
         ray.train.report({"epoch": epoch, "steps": steps, "loss": loss.item()})
         report_s.append(time.perf_counter() - t)
@@ -65,6 +74,7 @@ def train_fn(config: dict) -> None:
         "epoch_s": epoch_s,
         "step_s": step_s,  # each step's time, from the last one's end (an epoch's first: its start)
         "report_s": report_s,  # each epoch's ray.train.report (a barrier of the workers)
+        "fetch_s": fetch_s,  # each step's batch: next() of the prepared loader, and iter()
         # DDP's reducer: one all-reduce per bucket a step (this model's 4 tensors: 1 bucket)
         "buckets": len(model._get_ddp_logging_data().get("bucket_sizes", "1").split(", ")),
         "done_t": time.time(),
