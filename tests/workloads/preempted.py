@@ -3,8 +3,9 @@ session: the host preempts the training thread again and again, some of it betwe
 step's end and its next forward, where a feeder's wait is timed. The generator builds
 each batch on the CPU and sleeps 2 ms before every 50th (its one real wait). Prints its
 own counts as JSON: steps, its sleeps' time off the CPU (wall less CPU, each around its
-``time.sleep``), and its time off the CPU between a step's end and the next forward, over
-the steps whose batch slept and over the others."""
+``time.sleep``), and its time off the CPU from before each update to after the next forward
+(a window that holds perftop's, from the step's end to the forward's first module call),
+over the steps whose batch slept and over the others."""
 
 import json
 import os
@@ -44,20 +45,20 @@ def batches():
 
 
 try:
-    mark = None  # after the last step: wall, CPU and sleeps' time so far
+    mark = None  # before the last update: wall, CPU and sleeps' time so far
     for xb, yb in batches():
         opt.zero_grad()
-        if mark is not None:  # off the CPU since the last step: with a sleep in it, or not
+        loss = torch.nn.functional.mse_loss(model(xb), yb)
+        if mark is not None:  # off the CPU since then: with a sleep in it, or not
             w, c, slept = mark
             key = "sleep_windows_off_s" if own["slept_s"] > slept else "other_off_s"
             own[key] += off_since(w, c)
-        loss = torch.nn.functional.mse_loss(model(xb), yb)
         if spinner is None and own["steps"] == 1:  # inside a step: its wait has no fork in it
             spinner = subprocess.Popen([sys.executable, "-S", "-c", SPIN], stdin=subprocess.DEVNULL)
         loss.backward()
+        mark = (perf(), cpu(), own["slept_s"])  # the window holds perftop's, end to forward
         opt.step()
         own["steps"] += 1
-        mark = (perf(), cpu(), own["slept_s"])
 finally:
     if spinner is not None:
         spinner.kill()
