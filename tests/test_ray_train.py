@@ -78,8 +78,9 @@ def test_each_ranks_data_wait_is_its_own_fetches(run) -> None:
     Every DataLoader fetch, the step's data wait, lies inside the worker's timer of that
     step's ``next()`` (an epoch's first step: and of ``iter()``), which also holds the
     wrapper's own lines and an epoch's new iterator (not a fetch: not data wait). So each
-    step's wait is at most the worker's timer, and past an epoch's first step at least half
-    of it (the fetch is most of a ``next()``)."""
+    step's wait is at most the worker's timer, and past an epoch's first step the steps'
+    waits are at least half of those timers in all (the fetch is most of a ``next()``; a
+    preemption in the wrapper's lines, on a loaded host, made one 0.29 of 1.09 ms)."""
     own, rep = run["own"], run["rep"]
     assert rep["steps"]["data_wait_source"] == "dataloader"
     for w in own["workers"]:
@@ -89,8 +90,8 @@ def test_each_ranks_data_wait_is_its_own_fetches(run) -> None:
         got = [(round(st.data, 5), round(f, 5)) for st, f in zip(steps, w["fetch_s"], strict=True)]
         for st, fetch in zip(steps, w["fetch_s"], strict=True):
             assert 0.0 < st.data <= fetch + 2e-4, got
-            if st.index % 6:  # 6 steps an epoch
-                assert st.data >= 0.5 * fetch - 2e-4, got
+        later = [(st.data, f) for st, f in zip(steps, w["fetch_s"], strict=True) if st.index % 6]
+        assert sum(d for d, _ in later) >= 0.5 * sum(f for _, f in later) - 1e-3, got
 
 
 def test_ddp_all_reduces_per_rank_from_the_flight_recorder(run) -> None:
