@@ -215,12 +215,12 @@ class CommPoller:
                     tid = 0
                 if rid > ring.last_id and not held:
                     held = self.timed and not final and untimed(e) and now - wall < HOLD_S
-                if rid > ring.last_id and not held:
-                    if ring.last_id >= 0 and first and rid > ring.last_id + 1:
-                        ring.lost += rid - ring.last_id - 1
-                    first = False
-                    records.append(self._record(e, pgname, seq, op, created, tid == train))
-                    ring.last_id = rid
+                    if not held:
+                        if ring.last_id >= 0 and first and rid > ring.last_id + 1:
+                            ring.lost += rid - ring.last_id - 1
+                        first = False
+                        records.append(self._record(e, pgname, seq, op, created, tid == train))
+                        ring.last_id = rid
                 if not e.get("retired", True) and now - wall >= WAIT_REPORT_S:
                     pending.add((ring.name, rid))
                     if now - self.reported.get((ring.name, rid), 0.0) >= WAIT_REPORT_S:
