@@ -78,7 +78,7 @@ class FeederWait:
     def ran(self) -> bool:
         """The thread never blocked since the count was read (at or before the arm): its
         time off the CPU since then was a wait for a core only."""
-        return self.blocks >= 0 and _usage is not None and _usage(_THREAD).ru_nvcsw == self.blocks
+        return self.blocks >= 0 and _usage(_THREAD).ru_nvcsw == self.blocks  # (read: counted)
 
     def closure_began(self) -> None:
         """``opt.step(closure)`` began (its pre-hook): the closures' forwards come inside
