@@ -19,7 +19,7 @@ import torch
 from ray.train import RunConfig, ScalingConfig
 from ray.train.torch import TorchTrainer, prepare_data_loader, prepare_model
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, TensorDataset, default_collate
 
 EPOCHS = 3
 SAMPLES = 192  # 96 a worker (DistributedSampler), 6 batches of 16: 6 steps an epoch
@@ -34,9 +34,24 @@ def train_fn(config: dict) -> None:
     data = TensorDataset(
         torch.randn(SAMPLES, 32, generator=g), torch.randn(SAMPLES, 1, generator=g)
     )
-    loader = prepare_data_loader(DataLoader(data, batch_size=BATCH, shuffle=True))
+    collated = [0.0, 0]  # the wall time inside this worker's collate_fn so far, its calls
+
+    def collate(items: list) -> object:
+        """A slow batch's assembly, timing itself: every fetch holds one call, so a step's
+        data wait is at least the time its window spent here (a preemption is in both)."""
+        c = time.perf_counter()
+        batch = default_collate(items)
+        time.sleep(0.002)
+        collated[0] += time.perf_counter() - c
+        collated[1] += 1
+        return batch
+
+    loader = prepare_data_loader(
+        DataLoader(data, batch_size=BATCH, shuffle=True, collate_fn=collate)
+    )
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     steps, epoch_s, step_s, report_s, fetch_s, carry = 0, [], [], [], [], 0.0
+    collate_s, collates, c0, n0 = [], [], 0.0, 0  # c0, n0: collated at the last step's end
     for epoch in range(EPOCHS):
         if ray.train.get_context().get_world_size() > 1:
             loader.sampler.set_epoch(epoch)
@@ -49,6 +64,8 @@ def train_fn(config: dict) -> None:
                 carry = time.perf_counter() - f
                 break
             fetch_s.append(time.perf_counter() - f + carry)
+            collate_s.append(collated[0] - c0)
+            collates.append(collated[1] - n0)
             carry = 0.0
             # 1.2 s an epoch: Ray Train's controller takes each result out of a queue of
             # one every 2 s, and a report waits for it (docs/distributed.md#ray-train): the
@@ -60,7 +77,7 @@ def train_fn(config: dict) -> None:
             opt.step()
             steps += 1
             step_s.append(-t + (t := time.perf_counter()))
-            f = time.perf_counter()
+            f, (c0, n0) = time.perf_counter(), collated
         epoch_s.append(time.perf_counter() - t0)
         ray.train.report({"epoch": epoch, "steps": steps, "loss": loss.item()})
         report_s.append(time.perf_counter() - t)
@@ -75,6 +92,8 @@ def train_fn(config: dict) -> None:
         "step_s": step_s,  # each step's time, from the last one's end (an epoch's first: its start)
         "report_s": report_s,  # each epoch's ray.train.report (a barrier of the workers)
         "fetch_s": fetch_s,  # each step's batch: next() of the prepared loader, and iter()
+        "collate_s": collate_s,  # the time in collate_fn inside each step's fetch_s
+        "collates": collates,  # and its calls
         # DDP's reducer: one all-reduce per bucket a step (this model's 4 tensors: 1 bucket)
         "buckets": len(model._get_ddp_logging_data().get("bucket_sizes", "1").split(", ")),
         "done_t": time.time(),
