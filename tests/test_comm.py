@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -70,12 +71,33 @@ def runs(tmp_path_factory):
             PERFTOP_HANG_AFTER=str(HANG_AFTER),
         ),
     ]
+    viewer = _attach(*procs[1])
     try:
-        return {"slow": _finish(*procs[0]), "hang": _finish(*procs[1])}
+        out = {"slow": _finish(*procs[0]), "hang": _finish(*procs[1])}
+        _, err = viewer.communicate(timeout=60)
+        assert viewer.returncode == 0, err
+        rep = _perftop(hang_tmp, {}, "report", "--json", str(hang_tmp / "attached.perftop"))
+        rep_out, rep_err = rep.communicate(timeout=120)
+        assert rep.returncode == 0, rep_err
+        return {**out, "attached": json.loads(rep_out)}
     finally:
-        for _, _, p in procs:
+        for p in (*(p for _, _, p in procs), viewer):
             if p.poll() is None:
                 p.kill()
+
+
+def _attach(tmp: Path, env: dict[str, str], proc: subprocess.Popen[str]) -> subprocess.Popen[str]:
+    """``perftop attach`` to ``proc``'s session (by its monitor's pid) once it is listed,
+    recording what the viewer is sent, until the session ends; in an environment without
+    the session's (its hang threshold, PERFTOP_HANG_AFTER, is the session's all the same)."""
+    from perftop.monitor.registry import find_session
+
+    deadline = time.monotonic() + 60
+    while find_session(str(proc.pid)) is None:
+        assert proc.poll() is None and time.monotonic() < deadline, "the session never listed"
+        time.sleep(0.1)
+    rec = str(tmp / "attached.perftop")
+    return _perftop(tmp, {}, "attach", str(proc.pid), "--headless", "--record", rec)
 
 
 @pytest.fixture(scope="module")
@@ -163,6 +185,21 @@ def test_a_hang_names_the_missing_rank_and_the_lines(hang):
             break
     else:
         raise AssertionError("no hang while replaying")
+
+
+def test_a_viewer_attached_to_the_session_sees_the_hang_and_the_desync(runs):
+    """Through ``attach`` (a viewer's recording, history then live), the viewer and the
+    report on its recording without PERFTOP_HANG_AFTER in their environment: the same hang
+    and desync as the session's own recording, the missing rank's stack included."""
+    own, seen = runs["hang"][1]["hangs"], runs["attached"]["hangs"]
+    assert [(h["kind"], h["pg"], h["seq"], h["op"]) for h in seen] == [
+        (h["kind"], h["pg"], h["seq"], h["op"]) for h in own], (seen, own)  # fmt: skip
+    for h, o in zip(seen, own, strict=True):
+        assert [(m["rank"], m["stack"]) for m in h["missing"]] == [
+            (m["rank"], m["stack"]) for m in o["missing"]]  # fmt: skip
+        assert [(e["rank"], e["line"]) for e in h["entered"]] == [
+            (e["rank"], e["line"]) for e in o["entered"]]  # fmt: skip
+    assert any(h["kind"] == "hang" and [m["rank"] for m in h["missing"]] == [1] for h in seen)
 
 
 def test_a_desync_is_named(hang):
@@ -269,6 +306,48 @@ def test_a_collector_lines_up_ranks_across_nodes():
     assert abs(c.straggler.wait_s - 0.03) < 1e-6 and c.straggler.pid == 100
     wait = {(r.host, r.pid): r.wait_s for r in c.ranks}
     assert wait[("b", 100)] == 0.0 and abs((wait[("a", 100)] or 0) - 0.03) < 1e-6
+
+
+@pytest.mark.parametrize("env", [None, 1.0, 8.0])
+@pytest.mark.parametrize("recorded", [None, 4.0])
+def test_a_hang_is_judged_by_the_sessions_threshold_unless_the_reader_sets_one(
+    monkeypatch, recorded, env
+):
+    """Rank 0 waits 6 s in a collective rank 1 never enters (on one node, and under a
+    collector whose node's perftop sent its SessionStart): a hang where the threshold is
+    under 6 s. The threshold is the reader's PERFTOP_HANG_AFTER where set, else the one the
+    session ran with (its SessionStart), else 10 s."""
+    from perftop.events import CollBatch, Hello, NodeScope, SessionStart, Step
+    from perftop.model import comm
+    from perftop.model.fleet import FleetSession
+
+    monkeypatch.setattr(comm, "ENV_HANG_AFTER_S", env)
+    start = SessionStart(999.0, ("train.py",), "/", "a", 1, "0", hang_after_s=recorded)
+    waiting = CollWaiting(1007.0, 100, "default_pg", 11, "all_reduce", "[[16]]", 1001.0, 6.0,
+                          "train.py:9 main")  # fmt: skip
+    fleet = FleetSession()
+    fleet.apply(NodeScope("a"))
+    fleet.apply(start)
+    _two_nodes(fleet, hang=True)
+    fleet.apply(NodeScope("a"))
+    fleet.apply(waiting)
+    local = Session()  # the same two ranks on one node: pids 100 and 101
+    local.apply(start)
+    for rank in (0, 1):
+        pid = 100 + rank
+        local.apply(Hello(1000.0, pid, 1, "a", ("train.py",), rank=rank, world_size=2))
+        recs = [("default_pg", i + 1, "all_reduce", 64, "[[16]]", 1000.02 + i * 0.1, 1)
+                for i in range(10)]  # fmt: skip
+        for i in range(10):
+            local.apply(Step(pid, i, 1000.0 + i * 0.1, 1000.08 + i * 0.1, backward=0.05))
+        if rank == 0:
+            recs.append(("default_pg", 11, "all_reduce", 64, "[[16]]", 1001.0, 1))
+        local.apply(CollBatch(1001.5, pid, tuple(recs)))
+    local.apply(waiting)
+    threshold = env or recorded or 10.0
+    for snap in (local.snapshot(window=None), fleet.snapshot(window=None)):
+        hangs = [(h.seq, h.threshold_s) for h in snap.comm.hangs]
+        assert hangs == ([(11, threshold)] if threshold < 6.0 else []), (hangs, threshold)
 
 
 def test_a_collectors_hints_name_each_node_as_its_rows_do():

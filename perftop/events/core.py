@@ -21,6 +21,10 @@ class SessionStart(Event):
     perftop_version: str
     version: int = FORMAT_VERSION
     record_path: str = ""
+    # the hang thresholds the monitor was run with (PERFTOP_HANG_FACTOR, PERFTOP_HANG_AFTER),
+    # where set: a viewer, a replay and a report judge hangs as the session did
+    hang_factor: float | None = None
+    hang_after_s: float | None = None
 
 
 @event("hello")

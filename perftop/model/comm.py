@@ -14,12 +14,13 @@ the exposed and overlapped sums give ``wait_s`` and ``overlap_s`` (medians). Pur
 
 from __future__ import annotations
 
+import math
 import os
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 from typing import Any
 
-from perftop.events import CollBatch, CollInfo, CollWaiting, Hello, Step
+from perftop.events import CollBatch, CollInfo, CollWaiting, Hello, SessionStart, Step
 from perftop.model.comm_rows import CollRow, CommStats, HangRank, HangRow, RankComm
 from perftop.model.comm_sites import Sites
 from perftop.model.comm_waits import _straggler, _waits, arrivals
@@ -38,22 +39,34 @@ ONGOING_S = 3.0  # a waiting collective's last report is at most this old: still
 DEFAULT_PGS = ("default_pg", "0")
 
 
-def _env_float(name: str, default: float) -> float:
+def positive(v: Any) -> float | None:
+    """``v`` as a threshold: a positive number, else None (not set)."""
     try:
-        v = float(os.environ.get(name, "") or default)
-    except ValueError:
-        return default
-    return v if v > 0 else default
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if f > 0 and math.isfinite(f) else None
 
 
-HANG_FACTOR = _env_float("PERFTOP_HANG_FACTOR", 10.0)  # times the op's p95 wait ...
-HANG_AFTER_S = _env_float("PERFTOP_HANG_AFTER", 10.0)  # ... and at least this long
+def hang_env() -> tuple[float | None, float | None]:
+    """The hang thresholds this process's environment sets (None: not set)."""
+    env = os.environ
+    return positive(env.get("PERFTOP_HANG_FACTOR")), positive(env.get("PERFTOP_HANG_AFTER"))
+
+
+HANG_FACTOR = 10.0  # a collective hangs after this many times the op's p95 wait ...
+HANG_AFTER_S = 10.0  # ... and at least this long
+# Where this process's environment sets them, they win over those a session was run with
+# (its SessionStart's): a reader may judge a recording again with thresholds of its own.
+ENV_HANG_FACTOR, ENV_HANG_AFTER_S = hang_env()
 
 
 class CommReducer:
-    handles = (Hello, Step, CollBatch, CollWaiting, CollInfo)
+    handles = (Hello, Step, CollBatch, CollWaiting, CollInfo, SessionStart)
 
     def __init__(self) -> None:
+        # (times the p95, at least seconds): this reader's environment's, else the session's
+        self.hang_at = (ENV_HANG_FACTOR or HANG_FACTOR, ENV_HANG_AFTER_S or HANG_AFTER_S)
         self.who: dict[int, tuple[int | None, str]] = {}
         self.steps: dict[int, deque[tuple[float, float]]] = {}
         # (pg, seq) -> pid -> (op, bytes, sizes, t, thread)
@@ -99,6 +112,11 @@ class CommReducer:
             self._distributed(ev.pid)
             if ev.why:
                 self.why[ev.pid] = ev.why
+        elif isinstance(ev, SessionStart):
+            self.hang_at = (
+                ENV_HANG_FACTOR or positive(ev.hang_factor) or HANG_FACTOR,
+                ENV_HANG_AFTER_S or positive(ev.hang_after_s) or HANG_AFTER_S,
+            )
 
     def _distributed(self, pid: int) -> None:
         """``pid`` makes collectives: its steps' spans are kept as long as its records
@@ -196,7 +214,8 @@ class CommReducer:
                 max(0.0, self.last_t - latest) if ongoing else 0.0
             )
             typical = percentile(sorted(self._usual(key[0], first.op, matched)), 95.0)
-            threshold = max(HANG_FACTOR * (typical or 0.0), HANG_AFTER_S)
+            factor, at_least = self.hang_at
+            threshold = max(factor * (typical or 0.0), at_least)
             desync = len({v[0] for v in self.colls.get(key, {}).values()}) > 1
             if waited < threshold and not desync:
                 continue

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from perftop.events import CollBatch, CollInfo, CollWaiting, Hello, Step
+from perftop.events import CollBatch, CollInfo, CollWaiting, Hello, SessionStart, Step
 from perftop.model.comm import CommReducer
 from perftop.model.comm_rows import CommStats
 from perftop.model.snapshot import Meta, StepStats
@@ -47,6 +47,8 @@ class FleetComm:
             self.reducer.apply(replace(ev, pid=self._uid(node, ev.pid), host=node))
         elif isinstance(ev, _COMM):
             self.reducer.apply(replace(ev, pid=self._uid(node, ev.pid)))
+        elif isinstance(ev, SessionStart):  # the hang thresholds a node's perftop runs with
+            self.reducer.apply(ev)
 
     def stats(self, ranks: tuple[StepStats, ...], meta: Meta, window: int | None) -> CommStats:
         parts: dict[str, Any] = {

@@ -29,6 +29,7 @@ from perftop.events import (
     SessionStart,
     SyncInfo,
 )
+from perftop.model.comm import hang_env
 from perftop.wire import KIND_JSON, KIND_STEPS, Frame, encode_frame, fitted_frames
 
 HISTORY_BYTES = 16 * 1024 * 1024
@@ -39,7 +40,9 @@ MAX_NOTES = 50
 def session_start(
     t: float, command: tuple[str, ...], *, cwd: str | None = None, record_path: str = ""
 ) -> SessionStart:
-    """The first event of every session this process monitors: what runs, here, by whom."""
+    """The first event of every session this process monitors: what runs, here, by whom,
+    and the hang thresholds its environment sets (the session's, for whoever reads it)."""
+    factor, after = hang_env()
     return SessionStart(
         t=t,
         command=command,
@@ -48,6 +51,8 @@ def session_start(
         monitor_pid=os.getpid(),
         perftop_version=perftop.__version__,
         record_path=record_path,
+        hang_factor=factor,
+        hang_after_s=after,
     )
 
 
