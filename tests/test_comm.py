@@ -320,6 +320,7 @@ def test_a_hang_is_judged_by_the_sessions_threshold_unless_the_reader_sets_one(
     from perftop.events import CollBatch, Hello, NodeScope, SessionStart, Step
     from perftop.model import comm
     from perftop.model.fleet import FleetSession
+    from perftop.report.comm import hang_lines, hangs_json
 
     monkeypatch.setattr(comm, "ENV_HANG_AFTER_S", env)
     start = SessionStart(999.0, ("train.py",), "/", "a", 1, "0", hang_after_s=recorded)
@@ -348,6 +349,8 @@ def test_a_hang_is_judged_by_the_sessions_threshold_unless_the_reader_sets_one(
     for snap in (local.snapshot(window=None), fleet.snapshot(window=None)):
         hangs = [(h.seq, h.threshold_s) for h in snap.comm.hangs]
         assert hangs == ([(11, threshold)] if threshold < 6.0 else []), (hangs, threshold)
+        text = hang_lines({"hangs": hangs_json(snap)})
+        assert (f"waited 6 s (a hang from {threshold:.0f} s)" in "".join(text)) == bool(hangs)
 
 
 def test_a_collectors_hints_name_each_node_as_its_rows_do():

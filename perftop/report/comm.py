@@ -134,7 +134,8 @@ def hang_lines(r: dict[str, Any]) -> list[str]:
         return []
     out = ["", "Hung collectives"]
     for h in r["hangs"]:
-        what = "desync" if h["kind"] == "desync" else f"waited {h['waited_s']:.0f} s"
+        what = ("desync" if h["kind"] == "desync" else
+                f"waited {h['waited_s']:.0f} s (a hang from {h['threshold_s']:.3g} s)")  # fmt: skip
         out.append(f"  {h['op']} {h['pg']} seq {h['seq']} {h['sizes']}: {what}")
         for e in h["entered"]:
             out.append(f"    rank {_s(e['rank'])} entered {e['op']}  {e['line'] or '-'}")
