@@ -134,8 +134,10 @@ class ReplayController:
         last_post, last_wall = 0.0, time.monotonic()
         self._post()
         while not self._stop.is_set():
+            # paused with nothing left to read or say: asleep until a command (or stop's)
+            idle = not self.playing and self._pending is None and self._noticed
             try:
-                cmd: tuple[Any, ...] | None = self._q.get(timeout=TICK_S)
+                cmd: tuple[Any, ...] | None = self._q.get(timeout=None if idle else TICK_S)
             except queue.Empty:
                 cmd = None
             if self._stop.is_set():

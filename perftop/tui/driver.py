@@ -4,6 +4,7 @@ Textual asks :func:`shutil.get_terminal_size`, which prefers ``COLUMNS``/``LINES
 environment. Where a shell exports them (some do, for scripts), every resize is read as that
 stale size and the layout is cut or half-painted. The terminal's own size wins here; the
 variables stay in the environment, so the job sees them as it would without perftop.
+Its input thread sleeps until there is input (:mod:`perftop.tui.input_thread`).
 """
 
 from __future__ import annotations
@@ -13,15 +14,18 @@ from typing import Any
 
 from textual.driver import Driver
 
+from perftop.tui.input_thread import QuietInput
+
 
 def sized(base: type[Driver]) -> type[Driver]:
-    """``base`` itself, or (Textual's Linux driver) a subclass that asks the terminal."""
+    """``base`` itself, or (Textual's Linux driver) a subclass that asks the terminal and
+    whose input thread does not poll."""
     from textual.drivers.linux_driver import LinuxDriver
 
     if not issubclass(base, LinuxDriver):
         return base
 
-    class TerminalSizedDriver(base):  # type: ignore[valid-type,misc]
+    class TerminalSizedDriver(QuietInput, base):  # type: ignore[valid-type,misc]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             if getattr(self, "_size", None) is None:

@@ -81,6 +81,9 @@ class Term:
             time.sleep(0.2)
         raise AssertionError(f"never exited; screen was:\n{self.screen()}")
 
+    def pane_pid(self) -> int:
+        return int(tmux("display", "-p", "-t", f"={self.name}:", "#{pane_pid}").strip() or 0)
+
     def close(self) -> None:
         tmux("kill-session", "-t", f"={self.name}")
 
@@ -163,6 +166,9 @@ def run_input_thread(self):
     raise OSError(5, "Input/output error")
 
 LinuxDriver.run_input_thread = run_input_thread
+from perftop.tui.input_thread import QuietInput  # perftop's driver's own input thread
+
+QuietInput.run_input_thread = run_input_thread
 from perftop.cli import main
 sys.exit(main(sys.argv[1:]))
 """
