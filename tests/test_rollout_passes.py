@@ -242,8 +242,10 @@ def test_dqn_rollouts_between_single_updates(dqn):
 
 
 def test_hand_written_loop_kinds_and_names(loop):
-    """Each pass's kind and function exactly; each pass covers the function the loop timed
-    and lies between the updates around it (their last optimizer step and first forward);
+    """Each pass's kind and function exactly; each pass begins between the last update's
+    optimizer step and the function's first forward call (the function's own lines before
+    that call, a preemption there on a busy host, are the next step's: 1.2 ms once under
+    load), ends by the next update's first forward and covers the function's return;
     each kind's time (its passes' sum) within 10% + 0.5 ms a pass of the loop's own time
     from one update's end to the next one's first forward, not of the function's timer
     (whatever else is between two steps, a collection of the garbage or a preemption on a
@@ -262,7 +264,7 @@ def test_hand_written_loop_kinds_and_names(loop):
     tol = 0.001
     got: dict[str, list[float]] = {}
     want: dict[str, list[float]] = {}
-    for p, (what, a, b) in zip(passes, own["passes"], strict=True):
+    for p, (what, a, b, first) in zip(passes, own["passes"], strict=True):
         assert p.kind == kinds[what], (p, what)
         assert p.site.startswith(names.get(what, "rollout (")) and "rollout_loop.py:" in p.site
         assert 0.0 < p.forward_s < p.length
@@ -270,8 +272,9 @@ def test_hand_written_loop_kinds_and_names(loop):
         into = min(u[0] for u in own["updates"] if u[0] >= b)
         end = p.t0 + p.length
         booked = _booked(steps, end)
-        assert last - tol <= p.t0 <= a + tol and b - tol - booked <= end <= into + tol, (
-            p, what, last, a, b, into, booked)  # fmt: skip
+        assert a <= first <= b
+        assert last - tol <= p.t0 <= first + tol and b - tol - booked <= end <= into + tol, (
+            p, what, last, a, first, b, into, booked)  # fmt: skip
         got.setdefault(what, []).append(p.length)
         want.setdefault(what, []).append(into - out)  # the loop's own time between steps
     for what, lengths in want.items():

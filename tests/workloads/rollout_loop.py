@@ -6,10 +6,11 @@ gymnasium ``Env`` (its steps are not an environment's to perftop: not claimed); 
 DQN, a few env steps between single updates; last, a rollout under the user's own
 profiler (cProfile: perftop's profile function stays out). Prints
 its own timers as JSON (wall clock, as perftop's): each pass after the first update, by
-what it was, with its start and end; each update's time before its first forward, before
+what it was, with its start, its end and its first forward call; each update's time before its first forward, before
 its last optimizer step and after it (what lies between two updates is between their
-steps: a pass is inside that, covers the function timed and takes about the time from
-one update's end to the next one's first forward); the number of optimizer steps.
+steps: a pass is inside that, begins by the function's first forward, covers its return
+and takes about the time from one update's end to the next one's first forward); the
+number of optimizer steps.
 argv: rounds (default 4)."""
 
 import cProfile
@@ -65,11 +66,22 @@ class PendulumEnv(gymnasium.Env):
         return obs, 1.0, False, False, {}
 
 
+def note() -> None:
+    """Just before a forward in a pass: the time of the pass's first one (where the pass
+    perftop sees begins: its function's own lines before it, or a preemption there on a
+    busy host, are the next step's). Called on a line of its own: the module call stays
+    where it was (the pass is named by the function that makes it)."""
+    if first[0] is None:
+        first[0] = time.time()
+
+
 def act(obs: np.ndarray) -> int:
     """The policy's action, as a library's ``predict`` gives it (SB3's DQN): the first
     module call of a rollout is made here, the environment is stepped by the caller."""
     with torch.no_grad():
-        return int(policy(torch.as_tensor(obs)[None]).argmax())
+        x = torch.as_tensor(obs)[None]
+        note()
+        return int(policy(x).argmax())
 
 
 def rollout(env, n: int) -> list[np.ndarray]:
@@ -85,7 +97,9 @@ def plain_rollout(sim: Pendulum, n: int) -> None:
     policy.eval()
     for _ in range(n):
         with torch.no_grad():
-            logits = policy(torch.tensor([sim.state]))
+            x = torch.tensor([sim.state])
+            note()
+            logits = policy(x)
         sim.step(int(logits.argmax()))
 
 
@@ -96,6 +110,7 @@ def estimate_loss(iters: int) -> float:
         for _ in range(iters):
             ix = torch.randint(len(data), (64,))
             x = data[ix]
+            note()
             logits = policy(x)
             seen = seen or sys.getprofile() is not None  # perftop looks into this gap
             out += torch.nn.functional.cross_entropy(logits, (x[:, 0] > 0).long()).item()
@@ -119,42 +134,53 @@ def update(obs: list[np.ndarray], n: int) -> None:
     updates.append((first, last, time.time()))
 
 
+def begin() -> float:
+    """A pass's start, by the loop's clock: its first forward not yet made."""
+    first[0] = None
+    return time.time()
+
+
+def done(kind: str, t0: float) -> None:
+    passes.append((kind, t0, time.time(), first[0]))
+
+
 def timed(kind: str, fn, *args) -> None:
-    t0 = time.time()
+    t0 = begin()
     fn(*args)
     if steps:  # before the first update a pass is in no step and no interval
-        passes.append((kind, t0, time.time()))
+        done(kind, t0)
 
 
 env = PendulumEnv()
-passes: list[tuple[str, float, float]] = []
+passes: list[tuple[str, float, float, float | None]] = []  # kind, start, end, 1st forward
+first: list[float | None] = [None]  # the time of the pass's first forward
 updates: list[tuple[float, float, float]] = []
 looked: list[bool] = []  # estimate_loss: whether a profile function was set between forwards
 steps = 0
 estimate_loss(2)  # as nanoGPT at iter 0: before any step (in no interval); torch warmed up
 plain_rollout(Pendulum(), 2)
 for _r in range(rounds):
-    t0 = time.time()
+    t0 = begin()
     obs = rollout(env, 48)
     if steps:
-        passes.append(("rollout", t0, time.time()))
+        done("rollout", t0)
     update(obs, 2)
     timed("eval", estimate_loss, 60)
     update(obs, 2)
     timed("plain", plain_rollout, Pendulum(), 24)
     update(obs, 2)
 for _ in range(6):  # as DQN: a few env steps between single updates, at one site each time
-    t0 = time.time()
+    t0 = begin()
     obs = obs[4:] + rollout(env, 4)
-    passes.append(("rollout", t0, time.time()))
+    done("rollout", t0)
     update(obs, 1)
 # the profile function perftop may set between forward calls is gone
 gone = repr(sys.getprofile())
 user = cProfile.Profile()  # the user's own profiler: perftop looks into no gap then
 user.enable()
-t0 = time.time()
+t0 = begin()
 obs = obs[8:] + rollout(env, 8)
-passes.append(("profiled", t0, time.time()))
+done("profiled", t0)
 update(obs, 1)
 kept = sys.getprofile() is user
 user.disable()
