@@ -7,7 +7,7 @@ as htop). The timeout serves two things: the parser's escape timeout (a lone ESC
 Escape key once no sequence follows it in time) and noticing the driver's exit event. Here
 the thread waits for input, for the parser's own deadline where it has one, or for the exit
 event, which wakes it through a pipe; at most ``IDLE_S`` in any case. Where the parser has
-no deadline to tell (another Textual), it polls as Textual does.
+no deadline to tell, or cannot be made as here (another Textual), it polls as Textual does.
 """
 
 from __future__ import annotations
@@ -66,13 +66,17 @@ class QuietInput:
     def run_input_thread(self) -> None:
         """Textual's loop (read, parse, dispatch, then the parser's timeouts), waiting as
         long as nothing can be due."""
-        from textual._xterm_parser import XTermParser
+        try:
+            from textual._xterm_parser import XTermParser
 
+            parser = XTermParser(self._debug)
+        except Exception:  # another Textual's parser: its own loop, polling
+            super().run_input_thread()  # type: ignore[misc]
+            return
         wake: WakingEvent = self.exit_event
         sel = selectors.SelectSelector()
         sel.register(self.fileno, selectors.EVENT_READ)
         sel.register(wake.fd_read, selectors.EVENT_READ)
-        parser = XTermParser(self._debug)
         decode = getincrementaldecoder("utf-8")().decode
 
         def handle(ready: list[tuple[selectors.SelectorKey, int]], final: bool = False) -> None:
