@@ -99,7 +99,7 @@ class QuietInput:
             handle(sel.select(0.0), final=True)
         finally:
             sel.close()
-            with contextlib.suppress(EOFError, Exception):
+            with contextlib.suppress(Exception):  # (its end: EOFError, ParseError)
                 for _ in parser.feed(""):
                     pass
 
