@@ -79,7 +79,7 @@ def runs(tmp_path_factory):
         rep = _perftop(hang_tmp, {}, "report", "--json", str(hang_tmp / "attached.perftop"))
         rep_out, rep_err = rep.communicate(timeout=120)
         assert rep.returncode == 0, rep_err
-        return {**out, "attached": json.loads(rep_out)}
+        return {**out, "attached": json.loads(rep_out), "attached_err": err}
     finally:
         for p in (*(p for _, _, p in procs), viewer):
             if p.poll() is None:
@@ -200,6 +200,28 @@ def test_a_viewer_attached_to_the_session_sees_the_hang_and_the_desync(runs):
         assert [(e["rank"], e["line"]) for e in h["entered"]] == [
             (e["rank"], e["line"]) for e in o["entered"]]  # fmt: skip
     assert any(h["kind"] == "hang" and [m["rank"] for m in h["missing"]] == [1] for h in seen)
+
+
+def test_headless_says_each_hang_and_stall_when_seen_and_at_the_end(runs):
+    """``run --headless`` and ``attach --headless``: a line on stderr when the hang, the
+    desync and each stall are seen (before the summary), and the hang and the desync again
+    in the summary."""
+    r = runs["hang"][1]
+    for err in (runs["hang"][0].stderr, runs["attached_err"]):
+        start = err.rindex("\nperftop: ")  # (the summary's first line comes after a blank)
+        start = err.rindex("\n\nperftop: ", 0, start + 1)
+        live, end = err[:start], err[start:]
+        for text in (live, end):
+            hang = [ln for ln in text.splitlines() if ln.startswith("perftop: hang: all_reduce")]
+            assert len(hang) == 1 and hang[0].endswith("; not entered: rank 1"), err
+            assert sum(ln.startswith("perftop: desync at ") for ln in text.splitlines()) == 1, err
+        stalled = [ln for ln in live.splitlines() if " stalled " in ln]
+        assert len(stalled) == len(r["stalls"]) and all(
+            re.match(
+                r"perftop: step \d+ of rank [01] stalled [\d.]+ s( \(\w+\))?: stacks captured$", ln
+            )
+            for ln in stalled
+        ), (stalled, r["stalls"])
 
 
 def test_a_desync_is_named(hang):

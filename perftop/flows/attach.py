@@ -12,6 +12,7 @@ from typing import Any
 from perftop.console import say
 from perftop.errors import AttachError, UsageError
 from perftop.flows.collect import summary as fleet_summary
+from perftop.flows.notices import HEADLESS_SNAPSHOT_S, Notices
 from perftop.flows.watch import WatchOptions, record, show, wait, wants_tui
 from perftop.model import Snapshot
 from perftop.monitor.header import session_start
@@ -33,7 +34,8 @@ def attach(
 
     tui = not stream_out and wants_tui(opts)
     # a sink cut off (a full disk): one line now, or a notice in the TUI and a line after it
-    hub = Hub(refresh_s=opts.refresh_s, on_problem=None if tui else _say_problem)
+    refresh = opts.refresh_s if tui else max(opts.refresh_s, HEADLESS_SNAPSHOT_S)
+    hub = Hub(refresh_s=refresh, on_problem=None if tui else _say_problem)
     source = _source(target, hub, interval_s, inject)
     rec = record(hub, opts)
     out = None
@@ -42,6 +44,8 @@ def attach(
 
         out = StreamOut(sys.stdout.fileno(), log=say)
         hub.subscribe(out, buffered=False)
+    elif not tui:  # a stall, a hang: a line when seen
+        hub.snapshot_subscribers.append(Notices())
     problem = source.check() if isinstance(source, Observer) else None
     if problem is not None:
         say(f"perftop: warning: {problem}")

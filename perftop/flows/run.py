@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from perftop import gc_settle
 from perftop.console import say
 from perftop.flows.captures import follow_captures
+from perftop.flows.notices import HEADLESS_SNAPSHOT_S, Notices
 from perftop.fmt import command as command_line
 from perftop.model import Snapshot
 from perftop.monitor.jobenv import RunConfig
@@ -26,8 +27,6 @@ from perftop.monitor.lifecycle import install_signal_forwarding, tui_signals
 from perftop.monitor.runner import Job, SourceFactory
 from perftop.report.text import summary
 from perftop.safe import visible
-
-HEADLESS_SNAPSHOT_S = 1.0  # headless: snapshots at most this often (the probes' interval)
 
 if TYPE_CHECKING:  # Textual loads only for the TUI: a headless run works without it
     from perftop.tui.app import PerftopApp
@@ -204,10 +203,13 @@ def run_headless(
     sinks: Sequence[Any] = (),
     on_snapshot: Callable[[Snapshot], object] | None = None,
 ) -> int:
-    """Run ``cfg.command`` without a TUI: signals reach the job, a summary at its end.
-    Snapshots (for the metrics, the stall and worker watches) come once a second at most:
-    no screen shows them twice a second."""
+    """Run ``cfg.command`` without a TUI: signals reach the job, a stall or a hang is one
+    line when it is seen (flows/notices.py), a summary at its end. Snapshots (for the
+    metrics, the stall and worker watches) come once a second at most: no screen shows
+    them twice a second."""
     cfg = replace(cfg, refresh_s=max(cfg.refresh_s, HEADLESS_SNAPSHOT_S))
+    if not cfg.job_stdout_to_stderr:  # (--stream-out: the reader's perftop says them)
+        on_snapshot = Notices(on_snapshot)
     job = Job(cfg, on_snapshot=on_snapshot, sources=sources, sinks=sinks)
     follow_captures(job.hub)
     job.start()

@@ -124,6 +124,11 @@ def _missing(snap: Snapshot, h: HangRow, r: HangRank) -> dict[str, Any]:
     }
 
 
+def hang_notice(h: HangRow) -> str:
+    """A hang's or a desync's line where no TUI shows its notice (headless, the summary)."""
+    return f"perftop: {h.words}" if h.desync else f"perftop: hang: {h.words}"
+
+
 def hangs_json(snap: Snapshot) -> list[dict[str, Any]]:
     return [hang_json(snap, h) for h in snap.comm.hangs]
 

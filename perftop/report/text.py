@@ -12,7 +12,7 @@ from perftop.model.between import OVERLAPPED, pass_text
 from perftop.model.trainers import whose
 from perftop.report.build import cut_short, cut_short_text
 from perftop.report.captures import capture_lines
-from perftop.report.comm import collective_lines, hang_lines
+from perftop.report.comm import collective_lines, hang_lines, hang_notice
 from perftop.report.stacks import stack_lines
 from perftop.report.sync import no_sync_lines, sync_lines
 from perftop.report.text_probes import gpu_lines, host_lines, processes_table
@@ -239,6 +239,7 @@ def summary(snap: Snapshot, record: Path | None, record_error: str | None = None
         lines.append(f"perftop: {cut_short_text(short)}")
     if snap.meta.dropped_events:
         lines.append(f"perftop: {snap.meta.dropped_events} events dropped")
+    lines += [hang_notice(h) for h in snap.comm.hangs]
     for h in snap.hints:
         src = "" if h.seen_live else " (whole-run verdict)"
         lines.append(f"perftop: hint [{h.severity}] {h.title}{src}")

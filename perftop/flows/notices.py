@@ -1,0 +1,48 @@
+"""Without a TUI, what the TUI says in a notice as it happens, one line on stderr at once:
+a stalled step (its stacks captured), a hung or desynchronized collective. A headless run
+on a cluster node leaves them in the job's log when they happen, not only in the summary
+at its end (a hang may never end; the NCCL watchdog speaks up 30 minutes later)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from perftop.console import say
+from perftop.model import Snapshot
+from perftop.report.comm import hang_notice
+
+HEADLESS_SNAPSHOT_S = 1.0  # headless: snapshots at most this often (the probes' interval)
+
+
+class Notices:
+    """A snapshot subscriber (the hub's thread): each new stall and hang said once."""
+
+    def __init__(self, then: Callable[[Snapshot], object] | None = None) -> None:
+        self.then = then  # another subscriber (the metrics), called after
+        self.stalls = 0
+        self.hangs: set[tuple[str, int, bool]] = set()
+
+    def __call__(self, snap: Snapshot) -> None:
+        for line in self.lines(snap):
+            say(line)
+        if self.then is not None:
+            self.then(snap)
+
+    def lines(self, snap: Snapshot) -> list[str]:
+        out = []
+        ranks = {(r.pid, r.host): r.rank for r in snap.ranks if r.rank is not None}
+        local = {pid: rank for (pid, _), rank in ranks.items()}  # one machine: no node named
+        for s in snap.stalls[self.stalls :]:
+            rank = ranks.get((s.pid, s.host)) if s.host else local.get(s.pid)
+            of = f" of rank {rank}" if rank is not None else ""
+            during = f" ({s.during})" if s.during else ""  # (in a pass, a collective)
+            out.append(
+                f"perftop: step {s.step}{of} stalled {s.stalled_s:.1f} s{during}: stacks captured"
+            )
+        self.stalls = max(self.stalls, len(snap.stalls))
+        for h in snap.comm.hangs:
+            key = (h.pg, h.seq, h.desync)
+            if key not in self.hangs:
+                self.hangs.add(key)
+                out.append(hang_notice(h))
+        return out
