@@ -426,6 +426,36 @@ def test_a_collectors_hang_shows_the_missing_ranks_stack_from_its_own_node():
     assert [(e["rank"], e["host"]) for e in h["entered"]] == [(0, "a")]
 
 
+def test_a_collectors_headless_lines_say_each_hang_once_and_in_its_summary():
+    """``collect --headless`` (and ``attach --ssh --headless``): the hang its model finds
+    across nodes is one line when first seen, none at the next snapshot, and in the
+    summary at the end."""
+    from perftop.events import NodeScope, StallCapture
+    from perftop.flows.collect import summary
+    from perftop.flows.notices import Notices
+    from perftop.model.fleet import FleetSession
+
+    f = FleetSession()
+    _two_nodes(f, hang=True)
+    said: list[str] = []
+    notices = Notices(out=said.append)
+    notices(f.snapshot())
+    assert said == []  # rank 0 has not reported its wait yet
+    f.apply(NodeScope("b"))
+    f.apply(StallCapture(1013.0, 100, 10, 12.0, 0.08, (), "", "collective"))
+    f.apply(NodeScope("a"))
+    f.apply(CollWaiting(1019.0, 100, "default_pg", 11, "all_reduce", "[[16]]", 1001.0, 18.0,
+                        "train.py:9 main"))  # fmt: skip
+    notices(f.snapshot())
+    line = "perftop: hang: all_reduce default_pg seq 11 has waited 18 s; not entered: rank 1"
+    assert said == [
+        "perftop: step 10 of rank 1 stalled 12.0 s (collective): stacks captured", line
+    ], said  # fmt: skip
+    notices(f.snapshot())
+    assert len(said) == 2
+    assert line in summary(f.snapshot(window=None), None, 0)
+
+
 def test_a_hangs_missing_rank_without_a_stack_says_why():
     """No stack for the missing rank (py-spy absent, no permission): the report says why."""
     from perftop.events import CollBatch, Hello, StallCapture, Step

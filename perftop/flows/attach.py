@@ -89,7 +89,10 @@ def attach_ssh(host: str, target: str, opts: WatchOptions) -> int:
     tui = wants_tui(opts)
     held: list[str] = []  # in the TUI, lines wait until the screen is given back
     log = held.append if tui else say
-    hub = Hub(session, refresh_s=opts.refresh_s, on_problem=lambda t: log(f"perftop: {t}"))
+    refresh = opts.refresh_s if tui else max(opts.refresh_s, HEADLESS_SNAPSHOT_S)
+    hub = Hub(session, refresh_s=refresh, on_problem=lambda t: log(f"perftop: {t}"))
+    if not tui:  # a stall, a hang: a line when seen
+        hub.snapshot_subscribers.append(Notices(out=log))
     rec = record(hub, opts)
     hub.start()
     hub.submit(

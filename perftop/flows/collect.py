@@ -17,6 +17,7 @@ from perftop.console import say
 from perftop.fleet.collector import Collector
 from perftop.fleet.sshview import SSH_FAILED, connect_first
 from perftop.fleet.stream import SshNode, remote_command
+from perftop.flows.notices import Notices
 from perftop.flows.watch import STOP_SIGNALS, wait_until
 from perftop.fmt import seconds
 from perftop.hints.session import hinted_session
@@ -24,6 +25,7 @@ from perftop.model import Snapshot
 from perftop.model.fleet import FleetSession
 from perftop.monitor.header import session_start
 from perftop.monitor.hub import Hub
+from perftop.report.comm import hang_notice
 from perftop.tui.process import TuiProcess
 
 
@@ -65,6 +67,8 @@ def run_collect(
         if on_snapshot is not None:
             on_snapshot(snap)
 
+    if not want_tui:  # a stall, a hang: a line when seen
+        on_snapshot = Notices(on_snapshot, out=say_)
     nodes: list[SshNode] = []
 
     def rejected() -> int:
@@ -163,6 +167,7 @@ def summary(
         ranks = [r for r in snap.ranks if r.host == n.name]
         steps = max((r.count for r in ranks), default=0)
         lines.append(f"perftop:   {n.name}: {n.state}, {len(ranks)} process(es), {steps} steps")
+    lines += [hang_notice(h) for h in snap.comm.hangs]
     if refused:
         lines.append(f"perftop: refused {refused} connection(s) (see the notes)")
     if snap.meta.elapsed_s is not None:

@@ -17,14 +17,17 @@ HEADLESS_SNAPSHOT_S = 1.0  # headless: snapshots at most this often (the probes'
 class Notices:
     """A snapshot subscriber (the hub's thread): each new stall and hang said once."""
 
-    def __init__(self, then: Callable[[Snapshot], object] | None = None) -> None:
+    def __init__(
+        self, then: Callable[[Snapshot], object] | None = None, out: Callable[[str], None] = say
+    ) -> None:
         self.then = then  # another subscriber (the metrics), called after
+        self.out = out
         self.stalls = 0
         self.hangs: set[tuple[str, int, bool]] = set()
 
     def __call__(self, snap: Snapshot) -> None:
         for line in self.lines(snap):
-            say(line)
+            self.out(line)
         if self.then is not None:
             self.then(snap)
 
