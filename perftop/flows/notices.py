@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from perftop.console import say
 from perftop.model import Snapshot
-from perftop.report.comm import hang_notice
+from perftop.report.comm import hang_notice, stall_words
 
 HEADLESS_SNAPSHOT_S = 1.0  # headless: snapshots at most this often (the probes' interval)
 
@@ -33,15 +33,8 @@ class Notices:
 
     def lines(self, snap: Snapshot) -> list[str]:
         out = []
-        ranks = {(r.pid, r.host): r.rank for r in snap.ranks if r.rank is not None}
-        local = {pid: rank for (pid, _), rank in ranks.items()}  # one machine: no node named
         for s in snap.stalls[self.stalls :]:
-            rank = ranks.get((s.pid, s.host)) if s.host else local.get(s.pid)
-            of = f" of rank {rank}" if rank is not None else ""
-            during = f" ({s.during})" if s.during else ""  # (in a pass, a collective)
-            out.append(
-                f"perftop: step {s.step}{of} stalled {s.stalled_s:.1f} s{during}: stacks captured"
-            )
+            out.append(f"perftop: {stall_words(snap, s)}: stacks captured")
         self.stalls = max(self.stalls, len(snap.stalls))
         for h in snap.comm.hangs:
             key = (h.pg, h.seq, h.desync)

@@ -10,6 +10,7 @@ from typing import Any
 from perftop.fmt import nbytes, table
 from perftop.model import Snapshot
 from perftop.model.comm_rows import HangRank, HangRow, RankComm
+from perftop.model.snapshot import StallRow
 
 STACK_FRAMES = 8
 
@@ -122,6 +123,16 @@ def _missing(snap: Snapshot, h: HangRow, r: HangRank) -> dict[str, Any]:
         "stack": stack,
         "stack_note": why,
     }
+
+
+def stall_words(snap: Snapshot, s: StallRow) -> str:
+    """A stalled step in a few words, its rank named where it has one (the TUI's notice,
+    the headless line)."""
+    rank = next((r.rank for r in snap.ranks if r.pid == s.pid and r.rank is not None
+                 and (not s.host or r.host == s.host)), None)  # fmt: skip
+    of = f" of rank {rank}" if rank is not None else ""
+    during = f" ({s.during})" if s.during else ""  # (in a pass, a collective)
+    return f"step {s.step}{of} stalled {s.stalled_s:.1f} s{during}"
 
 
 def hang_notice(h: HangRow) -> str:

@@ -20,6 +20,7 @@ from textual.driver import Driver
 from perftop import gc_settle
 from perftop.demo import TRAIN_MODULE
 from perftop.model import Snapshot
+from perftop.report.comm import stall_words
 from perftop.tui.capture_keys import CaptureKeys
 from perftop.tui.driver import sized
 from perftop.tui.failure import TuiFailure, failure_of, panic_failure
@@ -193,7 +194,7 @@ class PerftopApp(CaptureKeys, JobInputKeys, PanelKeys, SafeText, App[str | None]
             self._stalls = len(snap.stalls)
             s = snap.stalls[-1]
             self.notify(
-                f"step {s.step} stalled {s.stalled_s:.1f} s: stacks captured (k shows them)",
+                f"{stall_words(snap, s)}: stacks captured (k shows them)",
                 title="stall",
                 severity="warning",
                 timeout=8,
