@@ -181,11 +181,13 @@ def test_the_trace_is_json_with_the_ops_on_the_steps_clock(captured, tmp):
     marks = {e["name"]: e for e in events if e["name"].startswith("ProfilerStep#")}
     assert len(marks) == 3
     # Each captured step's t0/t1 (the hook's clock, epoch seconds) lines up with the
-    # trace's own step range once clock_offset_us is added.
+    # trace's own step range once clock_offset_us is added: the range ends where the step
+    # does, within 5 ms, and begins inside the step (the profiler's own work at a step's
+    # start, before its mark, took 8.5 ms of a 21.5 ms step on a loaded host).
     for i in range(cap.first_step, cap.first_step + cap.steps):
         step, mark = captured["steps"][i], marks[f"ProfilerStep#{i}"]
         t0 = (mark["ts"] + cap.clock_offset_us) / 1e6
-        assert abs(t0 - step.t0) < 0.005, (t0, step.t0)
+        assert step.t0 - 0.005 < t0 < step.t1, (t0, step.t0, step.t1)
         assert abs(t0 + mark["dur"] / 1e6 - step.t1) < 0.005
         inside = [e for e in events if e["name"] == "aten::addmm" and e.get("tid") == mark["tid"]]
         assert any(

@@ -55,7 +55,11 @@ def test_producer_thread_data_wait_is_before_forward_not_the_producers(tmp_path,
     own, s, steps = _run(tmp_path, "producer")
     assert s["count"] == own["steps"]
     assert s["data_wait_source"] == "before_forward" and s["data_wait_fraction"] > 0
-    assert all(st.data >= 0.03 for st in steps[1:])  # the sleep after opt.step() and the get
+    waits = [(st.index, round(st.data, 4)) for st in steps]  # (what a failure shows)
+    # the 30 ms sleep after opt.step() and the get: the time off the CPU read 29.8 ms
+    # beside two spinning processes (3 runs in 3; 30.0-30.1 ms on an idle host): why the
+    # thread's CPU clock gains 0.2 ms in a sleep under load is not known
+    assert all(st.data >= 0.029 for st in steps[1:]), waits
 
 
 def test_threads_async_checkpoint_then_training_on_a_non_main_thread(tmp_path):
