@@ -456,6 +456,20 @@ def test_a_collectors_headless_lines_say_each_hang_once_and_in_its_summary():
     assert line in summary(f.snapshot(window=None), None, 0)
 
 
+def test_headless_lines_say_every_stall_past_the_fiftieth():
+    """The model keeps the last 50 stalls: each later one is still said, once."""
+    from perftop.events import StallCapture
+    from perftop.flows.notices import Notices
+
+    s, said = Session(), []
+    notices = Notices(out=said.append)
+    for i in range(60):
+        s.apply(StallCapture(1000.0 + i, 100, i, 3.0, 0.1, (), "", ""))
+        notices(s.snapshot())
+        notices(s.snapshot())
+    assert said == [f"perftop: step {i} stalled 3.0 s: stacks captured" for i in range(60)]
+
+
 def test_a_hangs_missing_rank_without_a_stack_says_why():
     """No stack for the missing rank (py-spy absent, no permission): the report says why."""
     from perftop.events import CollBatch, Hello, StallCapture, Step

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from perftop.console import say
 from perftop.model import Snapshot
-from perftop.report.comm import hang_notice, stall_words
+from perftop.report.comm import hang_notice, new_stalls, stall_words
 
 HEADLESS_SNAPSHOT_S = 1.0  # headless: snapshots at most this often (the probes' interval)
 
@@ -22,7 +22,7 @@ class Notices:
     ) -> None:
         self.then = then  # another subscriber (the metrics), called after
         self.out = out
-        self.stalls = 0
+        self.stalls: set[tuple[float, int, int]] = set()
         self.hangs: set[tuple[str, int, bool]] = set()
 
     def __call__(self, snap: Snapshot) -> None:
@@ -33,9 +33,8 @@ class Notices:
 
     def lines(self, snap: Snapshot) -> list[str]:
         out = []
-        for s in snap.stalls[self.stalls :]:
+        for s in new_stalls(snap, self.stalls):
             out.append(f"perftop: {stall_words(snap, s)}: stacks captured")
-        self.stalls = max(self.stalls, len(snap.stalls))
         for h in snap.comm.hangs:
             key = (h.pg, h.seq, h.desync)
             if key not in self.hangs:

@@ -20,7 +20,7 @@ from textual.driver import Driver
 from perftop import gc_settle
 from perftop.demo import TRAIN_MODULE
 from perftop.model import Snapshot
-from perftop.report.comm import stall_words
+from perftop.report.comm import new_stalls, stall_words
 from perftop.tui.capture_keys import CaptureKeys
 from perftop.tui.driver import sized
 from perftop.tui.failure import TuiFailure, failure_of, panic_failure
@@ -96,7 +96,7 @@ class PerftopApp(CaptureKeys, JobInputKeys, PanelKeys, SafeText, App[str | None]
         super().__init__()
         self.controller = controller
         self.mode = mode
-        self._stalls = 0
+        self._stalls: set[tuple[float, int, int]] = set()  # those notified (new_stalls)
         self._hangs: set[tuple[str, int]] = set()  # collectives whose hang was notified
         self.paused = False
         self.latest: Snapshot | None = None
@@ -190,9 +190,9 @@ class PerftopApp(CaptureKeys, JobInputKeys, PanelKeys, SafeText, App[str | None]
         self.shown = snap
         if not self.screen_stack:
             return
-        if len(snap.stalls) > self._stalls:
-            self._stalls = len(snap.stalls)
-            s = snap.stalls[-1]
+        fresh = new_stalls(snap, self._stalls)
+        if fresh:
+            s = fresh[-1]
             self.notify(
                 f"{stall_words(snap, s)}: stacks captured (k shows them)",
                 title="stall",
