@@ -166,3 +166,38 @@ def test_headless_the_job_writes_its_own_streams_byte_for_byte(tmp_path) -> None
     assert got.returncode == 0
     assert got.stdout == plain.stdout
     assert plain.stderr and got.stderr.startswith(plain.stderr)
+
+
+def test_writes_that_come_while_a_read_begins_keep_their_order(tmp_path) -> None:
+    """A wait that timed out (the tail's events were due) just before the job wrote stderr,
+    then stdout: the writes' events came once the read's sizes were taken, and the streams
+    were read in a fixed order, stdout first (CI, under load: "out 1a" above "err 1a").
+    A stream written again after the sizes were taken is first in the next read; one whose
+    late write was all in this read is not."""
+    from perftop.monitor.outorder import WriteOrder
+
+    paths = {n: str(tmp_path / f"{n}.log") for n in ("stdout", "stderr")}
+    files = {n: open(p, "ab", buffering=0) for n, p in paths.items()}  # noqa: SIM115
+
+    def sizes() -> dict[str, int]:
+        return {n: Path(p).stat().st_size for n, p in paths.items()}
+
+    order = WriteOrder(paths)
+    try:
+        if order.fd < 0:
+            pytest.skip("no inotify here")
+        assert order.wait(0) == []  # timed out: nothing written yet
+        files["stderr"].write(b"err\n")
+        files["stdout"].write(b"out\n")
+        ends = sizes()
+        assert order.settle([], ends, sizes) == ["stderr", "stdout"]
+        assert order.wait(0) == []  # their events were this read's
+        files["stdout"].write(b"out 2\n")
+        ends = sizes()
+        files["stderr"].write(b"err 2\n")  # after the sizes: the next read's
+        assert order.settle([], ends, sizes) == ["stdout", "stderr"]
+        assert order.wait(0) == ["stderr"]
+    finally:
+        order.close()
+        for f in files.values():
+            f.close()

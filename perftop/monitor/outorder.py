@@ -10,7 +10,7 @@ in the order they were written.
 
 The order is exact when the reader keeps up with the writes (it wakes on each one): what
 one stream wrote, then the other, between two wake-ups is read in the order of each
-stream's first write. Without inotify (or when its queue overflowed), the streams are read
+stream's first write, with the writes that came while the read's sizes were taken. Without inotify (or when its queue overflowed), the streams are read
 in a fixed order, as before, at each poll. Nothing here touches the job or its files.
 """
 
@@ -56,8 +56,9 @@ class WriteOrder:
         self.fd = fd
 
     def wait(self, timeout: float) -> list[str]:
-        """Every name, those written since the last call first, in the order of their
-        first write; waits up to ``timeout`` for a write (the whole of it without inotify)."""
+        """The names written since the last call, in the order of their first write (none
+        when it timed out); waits up to ``timeout`` for a write (the whole of it without
+        inotify)."""
         fds = [self._waker.r] + ([self.fd] if self.fd >= 0 else [])
         carried, self._carried = self._carried, []
         try:
@@ -70,18 +71,24 @@ class WriteOrder:
         for name in self._drain() if self.fd in ready else []:
             if name not in written:
                 written.append(name)
-        return written + [n for n in self.names if n not in written]
+        return written
 
-    def settle(self, ends: dict[str, int], sizes: Callable[[], dict[str, int]]) -> None:
-        """Once the sizes to read up to (``ends``) were taken: the writes whose events came
-        since then are in them, and their events are dropped (left queued, they put a
-        stream first in the next read that another wrote to first), unless a file grew
-        since (``sizes()``): then they are the next read's order."""
-        if self.fd < 0:
-            return
-        late = self._drain()
-        if late and sizes() != ends:
-            self._carried = late
+    def settle(
+        self, written: list[str], ends: dict[str, int], sizes: Callable[[], dict[str, int]]
+    ) -> list[str]:
+        """The order to read in, once the sizes to read up to (``ends``) were taken: those
+        ``written`` (from :meth:`wait`), then those whose writes came since, in their order,
+        then the rest. A wait that timed out just before the job wrote both streams found no
+        write: the writes' events came here, and read in a fixed order, stdout went above
+        the stderr written before it. A late write to a stream that grew past its end is
+        carried to the next read's order; the others are in this read (left queued, they
+        would put a stream first in the next read that another wrote to first)."""
+        late = self._drain() if self.fd >= 0 else []
+        order = written + [n for n in late if n not in written]
+        if late:
+            now = sizes()
+            self._carried = [n for n in late if now[n] != ends[n]]
+        return order + [n for n in self.names if n not in order]
 
     def wake(self) -> None:
         """End a :meth:`wait` now (the tail stops or pauses, or a prompt is to be shown);

@@ -127,16 +127,15 @@ class OutputTail(OutputPass):
             self.poll(final=True, order=self._order.wait(0))
 
     def poll(self, final: bool = False, order: list[str] | None = None) -> bool:
-        """Read what is new, stream by stream in ``order`` (the order of their writes), up
-        to the sizes seen now: what is written while we read is read next time, in its
-        order. Whether anything was read."""
+        """Read what is new, stream by stream: those in ``order`` (written, in the order of
+        their writes) first. Up to the sizes seen now: what is written while we read is read
+        next time, in its order. Whether anything was read."""
         read = False
         events = self._pending
         now, mono = time.time(), time.monotonic()
         whole, self._show_partial = final or self._show_partial, False
         ends = self._sizes()
-        self._order.settle(ends, self._sizes)
-        for name in order or list(self._readers):
+        for name in self._order.settle(order or [], ends, self._sizes):
             f = self._readers[name]
             new = self._take(name, f, mono, ends[name])
             read = read or bool(new)
