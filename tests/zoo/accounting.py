@@ -82,7 +82,7 @@ def _passes(own: dict[str, Any], tl: dict[str, Any], compiled: bool = False) -> 
             if what and what != k and kind != "checkpoint":
                 out.append(f"the pass after iteration {i} read {k}, the loop made {what}")
             # A collection or a preemption in the loop's timer may fall outside perftop's
-            # interval (in state_dict() before torch.save, after the region's exit): the
+            # interval (in torch.save before its writer opens, after the region's exit): the
             # interval may be that much shorter.
             slack = SHARE * dur + PASS_SLACK_S
             # A pass with grad off ends where the loop's next training activity is seen (a
