@@ -159,8 +159,14 @@ def test_a_tight_loop_whose_feeder_keeps_up_reads_no_cpu_clock_and_still_sees_wa
     want = own["slow_wait_s"]
     assert want - max(0.1 * want, 0.002) <= booked_slow <= want + max(0.1 * want, 0.003), (
         booked_slow, want)  # fmt: skip
-    first = by_index[fast].data  # the step whose forward the first slow batch fed
-    assert first >= 0.9 * wait_s, [round(s.data, 5) for s in by_index[fast - 2 : fast + 2]]
+    # The step whose forward the first slow batch fed, with the clock unread: its time
+    # before the forward beyond the most CPU a step spent there (``cpu_hi``, 0.35 ms once
+    # on CI's loaded cores) is its wait, so the loop's own wait less that, at least.
+    first, cpu_hi = by_index[fast].data, own["cpu_hi"]
+    assert cpu_hi is not None and cpu_hi < wait_s / 3, own
+    near = [round(s.data, 5) for s in by_index[fast - 2 : fast + 2]]
+    assert own["first_slow_wait_s"] >= wait_s, own
+    assert first >= own["first_slow_wait_s"] - cpu_hi - 5e-5, (near, own)
 
 
 def test_a_thread_preempted_on_a_busy_host_waited_for_no_data(tmp_path):

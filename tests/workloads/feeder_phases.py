@@ -1,7 +1,8 @@
 """A tight loop fed by a generator that keeps up for FAST steps, then waits WAIT_S before
 each of its last SLOW batches (``feeder_phases.py FAST SLOW WAIT_S``). Prints one JSON line:
-each phase's own wait in next() and, where the hook runs, whether it had stopped reading
-the CPU clock by the end of the first phase (its steps did not wait)."""
+each phase's own wait in next() (and the first slow batch's) and, where the hook runs,
+whether it had stopped reading the CPU clock by the end of the first phase (its steps did
+not wait) and the most CPU time it had seen a step spend before its forward."""
 
 import json
 import sys
@@ -23,7 +24,8 @@ def batches():
 torch.manual_seed(0)
 model = torch.nn.Linear(8, 1)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
-own = {"fast_wait_s": 0.0, "slow_wait_s": 0.0, "fast_off_cpu_s": 0.0, "clock_off": None}
+own = {"fast_wait_s": 0.0, "slow_wait_s": 0.0, "fast_off_cpu_s": 0.0, "clock_off": None,
+       "first_slow_wait_s": 0.0, "cpu_hi": None}
 ff = None
 if "perftop.hook" in sys.modules:  # under perftop: its feeder timing, read (never changed)
     state = sys.modules["perftop.hook"].state()
@@ -35,6 +37,8 @@ for i in range(fast + slow):
     t = time.perf_counter()
     x = next(it)
     own["slow_wait_s" if i >= fast else "fast_wait_s"] += time.perf_counter() - t
+    if i == fast:
+        own["first_slow_wait_s"] = time.perf_counter() - t
     opt.zero_grad()
     model(x).sum().backward()
     opt.step()
@@ -42,5 +46,8 @@ for i in range(fast + slow):
         off += getattr(ff, "fast", False) is True
     if i == fast - 1:  # the first phase's time off the CPU, all of it (a busy host's too)
         own["fast_off_cpu_s"] = (time.perf_counter() - t0) - (time.thread_time() - c0)
+        # the most CPU a step's own work before its forward took (the clock left unread:
+        # a longer time there is booked as a wait beyond it)
+        own["cpu_hi"] = getattr(ff, "cpu_hi", None)
 own["clock_off"] = off / (fast - 50) if ff is not None and hasattr(ff, "fast") else None
 print(json.dumps(own))
