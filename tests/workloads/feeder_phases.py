@@ -24,8 +24,14 @@ def batches():
 torch.manual_seed(0)
 model = torch.nn.Linear(8, 1)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
-own = {"fast_wait_s": 0.0, "slow_wait_s": 0.0, "fast_off_cpu_s": 0.0, "clock_off": None,
-       "first_slow_wait_s": 0.0, "cpu_hi": None}
+own = {
+    "fast_wait_s": 0.0,
+    "slow_wait_s": 0.0,
+    "fast_off_cpu_s": 0.0,
+    "clock_off": None,
+    "first_slow_wait_s": 0.0,
+    "cpu_hi": None,
+}
 ff = None
 if "perftop.hook" in sys.modules:  # under perftop: its feeder timing, read (never changed)
     state = sys.modules["perftop.hook"].state()
