@@ -12,7 +12,7 @@ from typing import Any
 from perftop.console import say
 from perftop.errors import AttachError, UsageError
 from perftop.flows.collect import summary as fleet_summary
-from perftop.flows.notices import HEADLESS_SNAPSHOT_S, Notices
+from perftop.flows.notices import Notices, snapshot_every
 from perftop.flows.watch import WatchOptions, record, show, wait, wants_tui
 from perftop.model import Snapshot
 from perftop.monitor.header import session_start
@@ -34,7 +34,7 @@ def attach(
 
     tui = not stream_out and wants_tui(opts)
     # a sink cut off (a full disk): one line now, or a notice in the TUI and a line after it
-    refresh = opts.refresh_s if tui else max(opts.refresh_s, HEADLESS_SNAPSHOT_S)
+    refresh = snapshot_every(opts.refresh_s, tui)
     hub = Hub(refresh_s=refresh, on_problem=None if tui else _say_problem)
     source = _source(target, hub, interval_s, inject)
     rec = record(hub, opts)
@@ -89,7 +89,7 @@ def attach_ssh(host: str, target: str, opts: WatchOptions) -> int:
     tui = wants_tui(opts)
     held: list[str] = []  # in the TUI, lines wait until the screen is given back
     log = held.append if tui else say
-    refresh = opts.refresh_s if tui else max(opts.refresh_s, HEADLESS_SNAPSHOT_S)
+    refresh = snapshot_every(opts.refresh_s, tui)
     hub = Hub(session, refresh_s=refresh, on_problem=lambda t: log(f"perftop: {t}"))
     if not tui:  # a stall, a hang: a line when seen
         hub.snapshot_subscribers.append(Notices(out=log))

@@ -14,6 +14,12 @@ from perftop.report.comm import hang_notice, new_stalls, stall_words
 HEADLESS_SNAPSHOT_S = 1.0  # headless: snapshots at most this often (the probes' interval)
 
 
+def snapshot_every(refresh_s: float, tui: bool) -> float:
+    """How often the hub makes a snapshot: at the screen's refresh, or without a screen
+    (the metrics, the stall and worker watches, these lines) once a second at most."""
+    return refresh_s if tui else max(refresh_s, HEADLESS_SNAPSHOT_S)
+
+
 class Notices:
     """A snapshot subscriber (the hub's thread): each new stall and hang said once."""
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from perftop import gc_settle
 from perftop.console import say
 from perftop.flows.captures import follow_captures
-from perftop.flows.notices import HEADLESS_SNAPSHOT_S, Notices
+from perftop.flows.notices import Notices, snapshot_every
 from perftop.fmt import command as command_line
 from perftop.model import Snapshot
 from perftop.monitor.jobenv import RunConfig
@@ -207,7 +207,7 @@ def run_headless(
     line when it is seen (flows/notices.py), a summary at its end. Snapshots (for the
     metrics, the stall and worker watches) come once a second at most: no screen shows
     them twice a second."""
-    cfg = replace(cfg, refresh_s=max(cfg.refresh_s, HEADLESS_SNAPSHOT_S))
+    cfg = replace(cfg, refresh_s=snapshot_every(cfg.refresh_s, tui=False))
     if not cfg.job_stdout_to_stderr:  # (--stream-out: the reader's perftop says them)
         on_snapshot = Notices(on_snapshot)
     job = Job(cfg, on_snapshot=on_snapshot, sources=sources, sinks=sinks)
