@@ -77,6 +77,11 @@ FIXED = [
         Spec("optim", "loader1", (Sync("item", 1),), steps=80, host_transform=True, host_copy=True),
         id="host-transform-behind-loader-workers",
     ),
+    pytest.param(  # the 300-loop campaign's finding: an evaluation over the training
+        # loader after an iteration of two losses (each with its optimizer) was in the step
+        Spec("two_losses", "loader0", (), steps=60, loader_eval=11),
+        id="loader-eval-after-two-losses",
+    ),
     pytest.param(
         # a metric made before the update, formatted after it: in the step before, which
         # the detector primes (marks only) before each watched step (long enough to have
@@ -92,7 +97,9 @@ def test_shapes_the_fuzzer_found_fixed(spec: Spec, tmp_path):
     """A manual update (the mode stayed and counted again and again), a per-sample host
     transform, on slices and behind DataLoader workers (its bool() was a false site), a
     metric made in the step before a watched one (missed), an evaluation after a second
-    optimizer's step (it stayed in the step): found by the fuzzer, fixed. Their findings
+    optimizer's step (it stayed in the step), an evaluation over the training loader
+    after an iteration of two losses (its batches and forwards read as the step's): found
+    by the fuzzer, fixed. Their findings
     were of counts, not cost: the wall-time oracle is the sample's and the campaign's."""
     res = run_spec(spec, tmp_path, ("sampled",), wall=False)
     assert not res.failures, res.show()

@@ -35,14 +35,30 @@ def may_pend(tr: Tracker) -> bool:
     own batch before a teacher's forward: :func:`pend_batch` says which, later."""
     if tr.in_gap or tr.in_opt is not None or tr.cand is not None or not tr.running:
         return False
+    if tr.pend:
+        return True
+    if tr.mode < OPTIMIZER or not tr.has_fetch or tr.phases is not None:
+        return False
     mark = tr.mark  # a second optimizer stepped after the step's end (a GAN's): its time
-    return tr.pend or (  # is this step's optimizer phase so far, and nothing else is
-        tr.mode >= OPTIMIZER
-        and tr.has_fetch
-        and not tr.has_bwd
-        and tr.bwd == 0.0
-        and tr.opt == (0.0 if mark is None else mark[4])
-        and tr.phases is None
+    if not tr.has_bwd and tr.bwd == 0.0 and tr.opt == (0.0 if mark is None else mark[4]):
+        return True  # is this step's optimizer phase so far, and nothing else is
+    return _batch_since_mark(tr)
+
+
+def _batch_since_mark(tr: Tracker) -> bool:
+    """An iteration of two losses, each with its backward and its optimizer's step, ended
+    at the second optimizer's step (the mark; the first closes steps, so the second's
+    forward and backward are in the step after), and the loop has made a batch since and
+    nothing else: an evaluation over the training loader after it (each of its batches
+    fetched with grad on) had its forwards read as the step's own work."""
+    mark = tr.mark
+    return (
+        mark is not None
+        and mark[2] == 0.0  # no batch before the mark in this step: only the one after
+        and tr.data > 0.0
+        and tr.bwd == mark[3]
+        and tr.opt == mark[4]
+        and tr.last_end > mark[1]
     )
 
 
@@ -55,7 +71,7 @@ def pend_batch(tr: Tracker, hook: Any) -> None:
         tr.cand = (hook, False)
         return
     tr.pend, tr.pend_got, tr.pend_loader = True, True, tr.train_last
-    tr.pend_t0, tr.pend_t1 = tr.last_end - tr.data, tr.last_end
+    tr.pend_t0, tr.pend_t1 = tr.last_end - tr.data, tr.last_end  # (after a mark: its data 0)
     tr.cand = (hook, True)
 
 
