@@ -14,6 +14,7 @@ from math import copysign
 from perftop.events import Step, StepGpu
 from perftop.model.sketch import Sketch
 from perftop.model.snapshot import StepRow, StepStats
+from perftop.model.sorted_ring import SortedRing
 from perftop.model.stats import percentile
 from perftop.wire import StepRecord
 
@@ -49,6 +50,7 @@ class StepSeries:
         "binned",
         "sketches",
         "unseen_at",
+        "sorted_ring",
     )
 
     def __init__(self, pid: int) -> None:
@@ -76,14 +78,17 @@ class StepSeries:
         # One past the last step whose data wait was not seen (its ``data`` is -0.0: the
         # batches came from another thread); figures over steps holding one show no data.
         self.unseen_at = 0
+        self.sorted_ring = SortedRing(LIVE_WINDOW)  # the ring's columns sorted, for stats()
 
     def __getstate__(self) -> dict[str, object]:
         """Pickled (a replay checkpoint) without the two rings derived from the others."""
-        return {k: getattr(self, k) for k in self.__slots__ if k not in ("other", "own")}
+        derived = ("other", "own", "sorted_ring")
+        return {k: getattr(self, k) for k in self.__slots__ if k not in derived}
 
     def __setstate__(self, state: dict[str, object]) -> None:
         for k, v in state.items():
             setattr(self, k, v)
+        self.sorted_ring = SortedRing(LIVE_WINDOW)
         cols = zip(self.durations, self.data, self.backward, self.optimizer)
         self.other = array("d", [max(0.0, d - a - b - c) for d, a, b, c in cols])
         self.own = array("d", [d - b for d, b in zip(self.durations, self.backward)])
@@ -241,22 +246,20 @@ class StepSeries:
             own_p50 = s_own.percentile(50)
         else:
             last = LIVE_WINDOW if window is None else window
-            cols: Sequence[Sequence[float]] = (
-                self.columns()  # the whole ring; order is moot
-                if last >= LIVE_WINDOW and n >= LIVE_WINDOW
-                else self.window(last)
+            whole = last >= LIVE_WINDOW and n >= LIVE_WINDOW  # the whole ring: order moot
+            raw: Sequence[Sequence[float]] = self.columns() if whole else self.window(last)
+            total, data_total, count = sum(raw[0]), sum(raw[1]), len(raw[0])
+            sdur, data, others, bwd, opt, own = (
+                self.sorted_ring.sorted(raw, n) if whole else map(sorted, raw)
             )
-            durs, data, others, bwd, opt, own = cols
-            total, data_total, count = sum(durs), sum(data), len(durs)
-            sdur = sorted(durs)
             p50, p95, top = percentile(sdur, 50), percentile(sdur, 95), sdur[-1]
             phase_p50 = {
-                "data": percentile(sorted(data), 50),
-                "forward/other": percentile(sorted(others), 50),
-                "backward": percentile(sorted(bwd), 50),
-                "optimizer": percentile(sorted(opt), 50),
+                "data": percentile(data, 50),
+                "forward/other": percentile(others, 50),
+                "backward": percentile(bwd, 50),
+                "optimizer": percentile(opt, 50),
             }
-            own_p50 = percentile(sorted(own), 50)
+            own_p50 = percentile(own, 50)
         seen = self.unseen_at <= n - count  # no step of these lacks its data wait
         if not seen:  # not seen: absent, not 0
             phase_p50.pop("data", None)
