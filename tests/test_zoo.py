@@ -82,6 +82,12 @@ FIXED = [
         Spec("two_losses", "loader0", (), steps=60, loader_eval=11),
         id="loader-eval-after-two-losses",
     ),
+    pytest.param(  # the same campaign's: the wait for a feeder's batch after every other
+        # pass of a two-loss loop read 0 (the median of recent waits, half of them the
+        # second forward's, which waits for nothing, was 0)
+        Spec("two_losses", "prefetch_slice", (), steps=120, evaluate=3, feed_ms=1),
+        id="feeder-wait-after-passes-of-two-losses",
+    ),
     pytest.param(
         # a metric made before the update, formatted after it: in the step before, which
         # the detector primes (marks only) before each watched step (long enough to have
@@ -98,8 +104,9 @@ def test_shapes_the_fuzzer_found_fixed(spec: Spec, tmp_path):
     transform, on slices and behind DataLoader workers (its bool() was a false site), a
     metric made in the step before a watched one (missed), an evaluation after a second
     optimizer's step (it stayed in the step), an evaluation over the training loader
-    after an iteration of two losses (its batches and forwards read as the step's): found
-    by the fuzzer, fixed. Their findings
+    after an iteration of two losses (its batches and forwards read as the step's), and
+    the wait for a feeder's batch after a pass of such a loop (none booked after every
+    other pass): found by the fuzzer, fixed. Their findings
     were of counts, not cost: the wall-time oracle is the sample's and the campaign's."""
     res = run_spec(spec, tmp_path, ("sampled",), wall=False)
     assert not res.failures, res.show()

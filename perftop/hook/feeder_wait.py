@@ -61,6 +61,7 @@ class FeederWait:
     recent: list[float]
     recent_i: int
     recent_n: int
+    recent_at: int
     blocks: int  # the thread's voluntary switches when last read (-1: not read)
     unread: int  # step ends since the count was last read while the clock is left unread
 
@@ -102,6 +103,20 @@ class FeederWait:
         n = min(self.recent_n, RECENT)
         return sorted(self.recent[:n])[n // 2] if n else 0.0
 
+    def remember(self, index: int, wait: float) -> None:
+        """A step's wait among the recent ones: a step that times more than one forward
+        (two losses, each with its backward and its optimizer's step: the second's forward
+        comes right after the step's end and waits for nothing) is one entry, their sum. As
+        one entry each, the zeros were half the ring, and one more (a pass, whose own wait
+        is not an entry) made the median 0: every other step after a pass booked no wait."""
+        if index == self.recent_at and self.recent_n:
+            self.recent[(self.recent_i - 1) % RECENT] += wait
+            return
+        self.recent_at = index
+        self.recent[self.recent_i] = wait
+        self.recent_i = (self.recent_i + 1) % RECENT
+        self.recent_n += 1
+
     def timed_wait(self, tr: Any, t: float) -> None:
         gap = t - self.t0
         if tr.in_gap and tr.grad() and gap_forward.saves_done(tr, t):
@@ -138,9 +153,7 @@ class FeederWait:
             wait = min(wait, max(0.0, tr.opt_t0 - self.t0))
         tr.first_forward(wait)
         if tr.grad():  # a step's forward (a pass's first one waits for no batch)
-            self.recent[self.recent_i] = wait
-            self.recent_i = (self.recent_i + 1) % RECENT
-            self.recent_n += 1
+            self.remember(tr.index, wait)
         # Said once a step booked this wait: its forward came with no fetch before it,
         # and it ended with none after it (data_note). A step after one that made none (a
         # prefetching wrapper's epoch end) that fetches, before or after a forward, is the

@@ -90,6 +90,7 @@ class FirstForward(PassOpen):
         self.cpu_hi = 0.0  # the most CPU time their loop took before a forward
         self.recent = [0.0] * RECENT  # the last waits before a step's forward (a ring)
         self.recent_i = self.recent_n = 0  # where the next goes; how many there are
+        self.recent_at = -1  # the step whose wait the last entry holds
         self.blocks, self.unread = -1, 0  # voluntary switches when last read (feeder_wait)
         self.meter: Any = None  # pass_meter.PassMeter: what a pass this hook opened held
         self.step_sites: set[Any] = set()  # sites of forwards with grad off that were a
