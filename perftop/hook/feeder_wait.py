@@ -96,8 +96,8 @@ class FeederWait:
             self.state.internal_error("forward pre-hook")
 
     def typical(self) -> float:
-        """What a feeder's next batch takes: the median of the last :data:`RECENT` waits
-        before a step's forward (0 before any). Not their longest: on a busy host one of
+        """What a feeder's next batch takes: the median of the last :data:`RECENT` steps'
+        waits before their forwards (each step's summed, :meth:`remember`; 0 before any). Not their longest: on a busy host one of
         them stretched by a preemption (or a wait for the GIL) lets the time off the CPU at
         a pass's end, its own, go to the wait, and the pass reads that much shorter."""
         n = min(self.recent_n, RECENT)
