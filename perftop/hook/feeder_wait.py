@@ -97,9 +97,10 @@ class FeederWait:
 
     def typical(self) -> float:
         """What a feeder's next batch takes: the median of the last :data:`RECENT` steps'
-        waits before their forwards (each step's summed, :meth:`remember`; 0 before any). Not their longest: on a busy host one of
-        them stretched by a preemption (or a wait for the GIL) lets the time off the CPU at
-        a pass's end, its own, go to the wait, and the pass reads that much shorter."""
+        waits before their forwards (each step's summed, :meth:`remember`; 0 before any).
+        Not their longest: on a busy host one of them stretched by a preemption (or a wait
+        for the GIL) lets the time off the CPU at a pass's end, its own, go to the wait, and
+        the pass reads that much shorter."""
         n = min(self.recent_n, RECENT)
         return sorted(self.recent[:n])[n // 2] if n else 0.0
 
@@ -109,7 +110,7 @@ class FeederWait:
         comes right after the step's end and waits for nothing) is one entry, their sum. As
         one entry each, the zeros were half the ring, and one more (a pass, whose own wait
         is not an entry) made the median 0: every other step after a pass booked no wait."""
-        if index == self.recent_at and self.recent_n:
+        if index == self.recent_at:  # (-1 before any entry)
             self.recent[(self.recent_i - 1) % RECENT] += wait
             return
         self.recent_at = index

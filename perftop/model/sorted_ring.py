@@ -63,7 +63,3 @@ class SortedRing:
                 insort(s, cur)
                 seen[i] = cur
         return True
-
-    def clear(self) -> None:
-        """Forget the copies (a replay checkpoint holds no cache)."""
-        self._sorted, self._seen, self._at = [], (), -1

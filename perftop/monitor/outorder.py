@@ -10,8 +10,9 @@ in the order they were written.
 
 The order is exact when the reader keeps up with the writes (it wakes on each one): what
 one stream wrote, then the other, between two wake-ups is read in the order of each
-stream's first write, with the writes that came while the read's sizes were taken. Without inotify (or when its queue overflowed), the streams are read
-in a fixed order, as before, at each poll. Nothing here touches the job or its files.
+stream's first write, with the writes that came while the read's sizes were taken.
+Without inotify (or when its queue overflowed), the streams are read in a fixed order, as
+before, at each poll. Nothing here touches the job or its files.
 """
 
 from __future__ import annotations
