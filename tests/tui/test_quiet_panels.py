@@ -4,17 +4,19 @@ panels zoomed away are not updated until they are shown again."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from unittest import mock
 
 from textual.widget import Widget
 
 from perftop.hints.between import between_steps
-from perftop.model.snapshot import BetweenRow, SyncSite
+from perftop.model.snapshot import BetweenRow, OutputLine, SyncSite
 from perftop.tui.messages import SnapshotMessage
 from perftop.tui.widgets import (
     HeaderBar,
     HintsPanel,
     HostPanel,
+    OutputPanel,
     ProcessesPanel,
     StepsPanel,
     SyncPanel,
@@ -190,3 +192,28 @@ async def test_a_hints_first_advice_cut_to_its_room_is_never_replaced_by_a_later
         await settle(pilot)
         zoomed = " ".join(text_of(panel._body).split())
         assert first in zoomed and later in zoomed and "…" not in zoomed
+
+
+@aio
+async def test_a_new_subtitle_repaints_only_the_panels_bottom_line() -> None:
+    """The Output panel's line count changes with each line the job prints: the panel's
+    box is not drawn again for it, only the bottom border where the count is."""
+    snap = snapshot(output_lines=30)
+    async with showing(snap, size=(160, 48)) as (app, pilot):
+        panel = app.query_one(OutputPanel)
+        drawn: list[int] = []
+        real = panel._styles_cache.render_line
+
+        def counted(styles, y, *args, **kwargs):
+            drawn.append(y)
+            return real(styles, y, *args, **kwargs)
+
+        panel._styles_cache.render_line = counted
+        more = snap.output + (OutputLine(0.0, "stdout", "one more line"),)
+        app.post_message(SnapshotMessage(dataclasses.replace(snap, output=more, output_total=31)))
+        await settle(pilot)
+        assert panel.border_subtitle == "31 lines"
+        assert drawn == [panel.outer_size.height - 1]
+        bottom = app.screen._compositor.render_update(full=True)  # what the terminal gets
+        screen = "".join(bottom.render_segments(app.console))
+        assert "31 lines" in re.sub(r"\x1b\[[0-9;]*m", "", screen)

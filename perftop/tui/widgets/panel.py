@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Group, RenderableType
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.geometry import Region
 from textual.widget import Widget
 
 from perftop.model import Snapshot
 from perftop.tui.widgets.quiet import QuietStatic
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 _SUBTITLE = Widget.__dict__["border_subtitle"]  # Textual's descriptor
 
@@ -46,10 +52,27 @@ class Panel(Vertical, can_focus=False):
     @border_subtitle.setter
     def border_subtitle(self, title: str | None) -> None:
         """Textual repaints the whole panel at each set; panels set their subtitle at each
-        snapshot, so only a new one is set."""
+        snapshot, so only a new one is set, and only the bottom border line (where it is
+        drawn) is repainted: the Output panel's line count changes with every line the job
+        prints, and a whole panel drawn again is its box, its children's lines composed
+        again and all of it written to the terminal."""
         if title != getattr(self, "_subtitle_set", ""):
             self._subtitle_set = title
-            _SUBTITLE.__set__(self, title)
+            self._bottom_only = True
+            try:
+                _SUBTITLE.__set__(self, title)  # Textual's own conversion, then refresh()
+            finally:
+                self._bottom_only = False
+
+    _bottom_only = False
+
+    def refresh(self, *regions: Region, **kwargs: bool) -> Self:
+        if self._bottom_only and not regions and not kwargs and self.outer_size.height:
+            # the bottom border line, in the content's coordinates (Textual's own)
+            top, left = self.content_offset.y, self.content_offset.x
+            line = Region(-left, self.outer_size.height - 1 - top, self.outer_size.width, 1)
+            return super().refresh(line)
+        return super().refresh(*regions, **kwargs)
 
     def show(self, snap: Snapshot) -> None:
         """Render ``snap``; called on the app's thread only."""
