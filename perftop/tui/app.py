@@ -30,6 +30,7 @@ from perftop.tui.mode import AppMode
 from perftop.tui.panel_keys import PanelKeys
 from perftop.tui.safe_text import SafeText
 from perftop.tui.screens import HelpScreen, QuitScreen, StacksScreen
+from perftop.tui.spans import MainScreen
 from perftop.tui.widgets import (
     GpuPanel,
     HeaderBar,
@@ -85,6 +86,9 @@ class PerftopApp(CaptureKeys, JobInputKeys, PanelKeys, SafeText, App[str | None]
         Binding("j", "job_input", "input for the job", show=False),
         *[Binding(str(i), f"focus_panel({i - 1})", show=False) for i in range(1, 10)],
     ]
+
+    def get_default_screen(self) -> MainScreen:
+        return MainScreen(id="_default")
 
     def get_driver_class(self) -> type[Driver]:
         """Textual's driver, sized by the terminal rather than stale ``COLUMNS``/``LINES``."""

@@ -1,0 +1,84 @@
+"""A screen whose partial updates read only the lines that changed.
+
+Textual's compositor answers a partial update (a few widgets repainted) by taking the box
+around every dirty region, then asking each widget inside that box for all its lines: the
+header changes at the top and the Output panel's count at the bottom, so at each snapshot
+every panel's every line was fetched from its cache, filtered and cut, to write out the
+dozen lines that changed. :class:`SpanCompositor` asks each widget only for its lines under
+a dirty region, and skips a widget under none. What is written is the same: the update
+writes only the dirty regions' spans, and those come from the same widgets, front to back
+(``tests/tui/test_spans.py`` compares both updates' bytes).
+
+It leans on the compositor's own private parts (``_dirty_regions``, ``_regions_to_spans``,
+``_render_chops``, ``_get_renders``); where a Textual lacks one, the screen keeps Textual's
+own compositor (``SUPPORTED``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from textual.geometry import Region
+from textual.screen import Screen
+
+try:
+    from textual._compositor import ChopsUpdate, Compositor
+except ImportError:  # pragma: no cover - a Textual without them draws as it always did
+    SUPPORTED = False
+else:
+    SUPPORTED = all(
+        hasattr(Compositor, name)
+        for name in ("_regions_to_spans", "_render_chops", "_get_renders", "visible_widgets")
+    )
+
+
+if SUPPORTED:
+
+    class SpanCompositor(Compositor):
+        """Partial updates fetch each widget's lines under the dirty regions only."""
+
+        _only: list[Region] | None = None
+
+        def render_partial_update(self) -> ChopsUpdate | None:
+            screen = self.size.region
+            regions = self._dirty_regions.copy()
+            self._dirty_regions.clear()
+            if not regions:
+                return None
+            crop = Region.from_union(list(regions)).intersection(screen)
+            spans = list(self._regions_to_spans(regions))
+            is_rendered_line = {y for y, _, _ in spans}.__contains__
+            self._only = [r.intersection(screen) for r in regions]
+            try:
+                chops = self._render_chops(crop, is_rendered_line)
+            finally:
+                self._only = None
+            return ChopsUpdate(chops, spans, [cuts[1:] for cuts in self.cuts])
+
+        def _get_renders(self, crop: Region | None = None) -> Iterable[Any]:
+            only = self._only
+            if only is None:  # a full update, a screenshot: Textual's own
+                yield from super()._get_renders(crop)
+                return
+            for widget, (region, clip) in self.visible_widgets.items():
+                visible = region.intersection(clip)
+                top, bottom = visible.bottom, visible.y
+                for r in only:
+                    hit = r.intersection(visible)
+                    if hit:
+                        top, bottom = min(top, hit.y), max(bottom, hit.bottom)
+                if bottom <= top:
+                    continue  # under no dirty region: nothing of it is written
+                part = Region(visible.x, top, visible.width, bottom - top)
+                lines = Region(part.x - region.x, part.y - region.y, part.width, part.height)
+                yield part, part, widget.render_lines(lines)
+
+
+class MainScreen(Screen[Any]):
+    """The app's first screen, drawn through :class:`SpanCompositor` where supported."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if SUPPORTED:
+            self._compositor = SpanCompositor()
