@@ -146,6 +146,31 @@ async def test_hints_equal_to_the_last_ones_are_not_wrapped_again() -> None:
 
 
 @aio
+async def test_the_sync_panels_same_sites_are_not_formatted_again() -> None:
+    snap = snapshot()
+    async with showing(snap) as (app, pilot):
+        sync = app.query_one(SyncPanel)
+        app.post_message(SnapshotMessage(snap))  # laid out now: its room is the table's
+        await settle(pilot)
+        drawn: list[int] = []
+        real = sync.table.set_rows
+        sync.table.set_rows = lambda rows: drawn.append(len(rows)) or real(rows)  # type: ignore[method-assign]
+        later = dataclasses.replace(snap, steps=snapshot(steps=30).steps)  # other steps
+        app.post_message(SnapshotMessage(later))
+        await settle(pilot)
+        assert drawn == []
+        s = snap.sync[0]
+        more = dataclasses.replace(s, count=s.count + 5, per_step=s.per_step * 2)
+        app.post_message(SnapshotMessage(dataclasses.replace(later, sync=(more, *snap.sync[1:]))))
+        await settle(pilot)
+        assert drawn == [len(snap.sync) + len(snap.sync_between)]
+        assert f"{more.count:,}" in " ".join(str(c) for c in sync.table.get_row_at(0))
+        await pilot.resize_terminal(120, 40)  # another room: drawn again for it
+        await settle(pilot)
+        assert len(drawn) == 2
+
+
+@aio
 async def test_the_sync_panel_lists_an_evaluations_syncs_per_pass() -> None:
     """Syncs made between steps (an evaluation's ``int()`` per batch) are on the screen as
     in ``perftop report``: their rate per pass, and the passes watched, after the steps'

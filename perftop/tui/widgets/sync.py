@@ -166,6 +166,7 @@ class SyncPanel(Panel):
         self.table = DiffTable((*COLUMNS, WHERE), sort="per_step", reverse=True)
         self.summary = QuietStatic("no host↔device syncs seen", markup=False)
         self._last: Snapshot | None = None
+        self._shown: tuple[object, ...] | None = None  # what the last show drew, and where
 
     def compose(self) -> ComposeResult:
         yield self.summary
@@ -187,6 +188,13 @@ class SyncPanel(Panel):
 
     def show(self, snap: Snapshot) -> None:
         self._last = snap
+        # The sites change at a watched step, a few a second at most: the same sites in the
+        # same room are not formatted again (their cells were the dearest of this panel).
+        room = (self.table.scrollable_content_region.width, self.content_region.width)
+        key = (snap.sync, snap.sync_between, snap.sync_watch, snap.meta.observer, room)
+        if key == self._shown:
+            return
+        self._shown = key
         # the steps' sites, then those of the passes between steps (an evaluation's)
         listed = (*snap.sync, *snap.sync_between)
         self.set_class(not listed, "-empty")
