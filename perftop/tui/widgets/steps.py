@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from bisect import bisect_left
-from itertools import groupby
 from math import ceil
-from operator import itemgetter
 
 from rich.console import Group, RenderableType
 from rich.text import Text
@@ -60,11 +58,26 @@ def chart(rows: tuple[StepRow, ...], width: int, height: int, p50: float | None)
             grid[0][x] = ("▲", "bold red")
         elif row.gap_before:
             grid[0][x] = (GAP_MARK, GAP_STYLE)
-    join, first = "".join, itemgetter(0)
-    return [  # one run per style: cheaper to build and to draw
-        Runs((join(map(first, run)), style) for style, run in groupby(cells, key=itemgetter(1)))
-        for cells in grid
-    ]
+    return [_runs(cells) for cells in grid]
+
+
+def _runs(cells: list[tuple[str, str]]) -> Runs:
+    """One run per style, cheaper to build and to draw; a blank cell joins the run on its
+    left, since a space shows no foreground colour (the phases' styles are colours only):
+    a line of bars with gaps is a run or two, not one per cell."""
+    runs: list[tuple[str, str]] = []
+    text: list[str] = []
+    style: str | None = None  # the run's; None while only blanks lead the line
+    for ch, st in cells:
+        if ch != " " and st != style:
+            if text and (style is not None or st):  # leading blanks are unstyled
+                runs.append(("".join(text), style or ""))
+                text = []
+            style = st
+        text.append(ch)
+    if text:
+        runs.append(("".join(text), style or ""))
+    return Runs(runs)
 
 
 def stats_line(s: StepStats, compact: bool = False, trainers: tuple[StepStats, ...] = ()) -> Text:

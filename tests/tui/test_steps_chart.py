@@ -1,0 +1,55 @@
+"""The Steps chart's lines: each cell as the chart places it, in as few runs as a terminal
+can draw it identically. A blank cell joins the run on its left (a space shows no
+foreground colour), so the screen is the same cell for cell and a line of bars with gaps is
+a run or two, not one per cell."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rich.style import Style
+
+from perftop.model.snapshot import StepRow
+from perftop.tui.widgets.steps import _runs, chart
+
+CELLS = st.lists(
+    st.tuples(st.sampled_from([" ", "█", "▄", "▲"]), st.sampled_from(["", "yellow", "green3"])),
+    max_size=40,
+)
+
+
+@given(CELLS)
+def test_runs_draw_each_cell_as_placed(cells):
+    runs = _runs(cells)
+    assert runs.plain == "".join(ch for ch, _ in cells)
+    drawn = [(ch, style) for text, style in runs for ch in text]
+    for (ch, placed), (_, got) in zip(cells, drawn, strict=True):
+        assert got == placed or ch == " "  # a glyph keeps its style; a blank may take any
+    assert all(a[1] != b[1] for a, b in zip(runs, runs[1:]))  # no two runs alike in a row
+    assert all(not text.startswith(" ") for text, _ in runs[1:])  # blanks join the left run
+
+
+@settings(max_examples=50)
+@given(
+    st.lists(
+        st.tuples(st.floats(0.0, 0.05), st.floats(0.0, 0.05), st.floats(0.0, 0.05)),
+        min_size=1,
+        max_size=60,
+    ),
+    st.integers(1, 12),
+)
+def test_the_chart_uses_styles_that_show_nothing_on_a_blank(phases, height):
+    """What lets a blank take its neighbour's style: no chart style has a background, an
+    underline, a reverse or a strike (each would show on a space)."""
+    rows, t = [], 0.0
+    for i, (data, fwd, bwd) in enumerate(phases):
+        d = data + fwd + bwd + 1e-4
+        rows.append(StepRow(1, i, t, t + d, data, bwd, 1e-4, fwd, None))
+        t += d
+    lines = chart(tuple(rows), 60, height, None)
+    assert len(lines) == height
+    for line in lines:
+        assert len(line.plain) == 60
+        for _, style in line:
+            s = Style.parse(style) if style else Style()
+            assert not (s.bgcolor or s.underline or s.reverse or s.strike or s.overline)
