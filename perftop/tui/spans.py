@@ -9,9 +9,9 @@ a dirty region, and skips a widget under none. What is written is the same: the 
 writes only the dirty regions' spans, and those come from the same widgets, front to back
 (``tests/tui/test_spans.py`` compares both updates' bytes).
 
-It leans on the compositor's own private parts (``_dirty_regions``, ``_regions_to_spans``,
-``_render_chops``, ``_get_renders``); where a Textual lacks one, the screen keeps Textual's
-own compositor (``SUPPORTED``).
+It leans on the compositor's own private parts (``_dirty_regions``, ``_get_renders``): its
+partial update is Textual's own, told which regions are dirty; where a Textual lacks one of
+them, the screen keeps Textual's own compositor (``SUPPORTED``).
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from textual.geometry import Region
 from textual.screen import Screen
 
 try:
-    from textual._compositor import ChopsUpdate, Compositor
+    from textual._compositor import Compositor
 except ImportError:  # pragma: no cover - a Textual without them draws as it always did
     SUPPORTED = False
 else:
     SUPPORTED = all(
         hasattr(Compositor, name)
-        for name in ("_regions_to_spans", "_render_chops", "_get_renders", "visible_widgets")
+        for name in ("_get_renders", "render_partial_update", "visible_widgets")
     )
 
 
@@ -40,21 +40,14 @@ if SUPPORTED:
 
         _only: list[Region] | None = None
 
-        def render_partial_update(self) -> ChopsUpdate | None:
+        def render_partial_update(self) -> Any:
+            """Textual's own, with the dirty regions known to :meth:`_get_renders`."""
             screen = self.size.region
-            regions = self._dirty_regions.copy()
-            self._dirty_regions.clear()
-            if not regions:
-                return None
-            crop = Region.from_union(list(regions)).intersection(screen)
-            spans = list(self._regions_to_spans(regions))
-            is_rendered_line = {y for y, _, _ in spans}.__contains__
-            self._only = [r.intersection(screen) for r in regions]
+            self._only = [r.intersection(screen) for r in self._dirty_regions]
             try:
-                chops = self._render_chops(crop, is_rendered_line)
+                return super().render_partial_update()
             finally:
                 self._only = None
-            return ChopsUpdate(chops, spans, [cuts[1:] for cuts in self.cuts])
 
         def _get_renders(self, crop: Region | None = None) -> Iterable[Any]:
             only = self._only
