@@ -21,7 +21,7 @@ SHAPES = str(WORKLOADS / "eval_shapes.py")
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = {}
-    for shape in ("manual", "lbfgs"):
+    for shape in ("manual", "lbfgs", "val_loader"):
         d = tmp_path_factory.mktemp(shape)
         proc, rep = run_and_report(d, sys.executable, SHAPES, shape)
         assert proc.returncode == 0, proc.stderr
@@ -67,3 +67,18 @@ def test_lbfgs_each_prediction_once_between_steps(runs):
     assert mine == []
     between = [r for r in rep.get("sync_between") or [] if r["file"].endswith("eval_shapes.py")]
     assert len(between) == 1
+
+
+def test_a_pass_its_batches_open_ends_at_its_last_work_not_at_the_exit(runs):
+    """Evaluations over a validation DataLoader (each opened by its first batch, fetched
+    with grad off), the last one after the last step, then a save and an idle second
+    before the exit: each evaluation holds its own time, and the idle is in no pass."""
+    own, rep, steps = runs["val_loader"]
+    s = rep["steps"]
+    assert s["count"] == own["steps"] == 128
+    ev = s["between_s"]["eval"]
+    assert ev["count"] == len(own["evals"]) == 4, s["between_s"]
+    assert _close(ev["total_s"], sum(own["evals"])), (ev, own["evals"])
+    ck = s["between_s"]["checkpoint"]
+    assert ck["count"] == 1 and _close(ck["total_s"], sum(own["saves"])), (ck, own["saves"])
+

@@ -106,17 +106,20 @@ def end(tr: Tracker, t: float) -> float:
 def at_exit(tr: Tracker, now: float) -> float:
     """Where an interval still open at the job's exit ends: ``now``, less the time the
     training thread spent off the CPU since the pass's last module call (a forward's
-    pass: its hooks keep the wall and CPU time where its last forward returned) or, where a save came after it,
-    since the save returned (its file's writing is off the CPU too, and the pass's). So a
-    final test and a last save hold their own time, not the idle after them (a Ray
-    worker's wait for the others, a sleep). Only on the training thread (its CPU clock),
-    at the interpreter's exit; elsewhere (the sender's tick after the training thread
-    ended) ``now``."""
+    pass: its hooks keep the wall and CPU time where its last forward returned), or its
+    last batch's return (a pass its batches opened, which no hook of ours holds:
+    ``gaps.eval_batch``), or, where a save came after it, since the save returned (its
+    file's writing is off the CPU too, and the pass's). So a final test and a last save
+    hold their own time, not the idle after them (a Ray worker's wait for the others, a
+    sleep). Only on the training thread (its CPU clock), at the interpreter's exit;
+    elsewhere (the sender's tick after the training thread ended) ``now``."""
     region = tr.region
     last_out = getattr(region, "last_out", None)
     if last_out is not None:
         last_out()  # the pass's last forward's return, where its forward hook has it
     t0, c0 = getattr(region, "t0", None), getattr(region, "c0", None)
+    if (t0 is None or c0 is None) and tr.batch_t > 0.0 and tr.batch_t >= tr.gap_t0:
+        t0, c0 = tr.batch_t, tr.batch_c  # the last batch of a pass its batches opened
     if t0 is None or c0 is None or threading.get_ident() != tr.thread:
         return now
     idle = max(0.0, now - t0 - (time.thread_time() - c0))

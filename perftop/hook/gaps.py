@@ -39,8 +39,10 @@ before any training, one on another thread than main; it is reported as
 
 An interval still open when the job exits (a final test pass after the last step) ends
 at the exit, less the training thread's time off the CPU since the pass's last module
-call or its last save's return (:func:`at_exit`): a process that idles after its last
-work (a sleep, a wait for other workers) holds no pass in that time.
+call, its last batch (a pass its batches opened: an ``inference_mode`` loop over a
+validation loader) or its last save's return (:func:`at_exit`): a process that idles
+after its last work (a sleep, a wait for other workers, a log's upload) holds no pass in
+that time.
 
 It closes at the loop's next training activity (saves on their own, once training was
 seen: where the last of them returned, so a burst of saves is one checkpoint): a grad-enabled batch from a training
@@ -64,6 +66,7 @@ is compiled; the hot checks (``pend``, ``in_gap``) are the tracker's own attribu
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from perftop.hook.gap_bounds import EVAL, _backward_bound, end, enter
@@ -90,6 +93,7 @@ def reset(tr: Tracker) -> None:
     tr.save_alone = False  # a checkpoint of saves alone: it ends where its last save did
     tr.pend = False  # a batch from an unknown loader: eval, or training if training follows
     tr.pend_t0 = tr.pend_t1 = 0.0
+    tr.batch_t = tr.batch_c = 0.0
     tr.pend_got = False
     tr.pend_loader = None
     tr.region = None
@@ -115,9 +119,24 @@ def saved(tr: Tracker, t0: float, t1: float) -> None:
         tr.save_alone = True
 
 
+def eval_batch(tr: Tracker, t0: float, t1: float) -> None:
+    """A batch fetched with grad off from ``t0`` to ``t1``: an evaluation's."""
+    enter(tr, t0, True, False)
+    _batch_done(tr, t1)
+
+
+def _batch_done(tr: Tracker, t1: float) -> None:
+    """A batch that may be a pass's returned at ``t1``: where the pass's work was last seen,
+    with the thread's CPU time, for a pass its batches opened (no module call of ours
+    holds those): at the exit, the time after it off the CPU is idle (:func:`at_exit`).
+    Evaluation batches only, never a training step's."""
+    tr.batch_t, tr.batch_c = t1, time.thread_time()
+
+
 def pend_fetch(tr: Tracker, t0: float, t1: float, got: bool, loader: Any) -> None:
     tr.pend = True
     tr.pend_t0, tr.pend_t1, tr.pend_got, tr.pend_loader = t0, t1, got, loader
+    _batch_done(tr, t1)
 
 
 def read_ahead(tr: Tracker, t0: float) -> bool:
@@ -156,6 +175,7 @@ def train_fetch(tr: Tracker, t0: float, t1: float, got: bool, loader: Any) -> bo
     if tr.pend and tr.in_gap and not tr.pend_got:
         tr.pend_t1, tr.pend_got, tr.pend_loader = t1, got, loader
         tr.last_end = t1
+        _batch_done(tr, t1)
         return True
     if tr.pend:
         if not tr.in_gap and (

@@ -70,6 +70,8 @@ class Tracker(Protocol):
     save_alone: bool
     pend_t0: float
     pend_t1: float
+    batch_t: float  # where a pass's last batch returned (0: none yet), and the
+    batch_c: float  # training thread's CPU time then (gaps.eval_batch, at_exit)
     # objects
     region: Any
     cand: Any  # (a forward's hook, retro) whose pass the pending batch may open

@@ -268,7 +268,7 @@ class StepTracker:
         if not grad:  # no_grad / inference_mode: not a training batch
             if self.pend:
                 gaps.pending_was_eval(self)
-            gaps.enter(self, t0, True, False)
+            gaps.eval_batch(self, t0, t1)
             return
         if loader is not None and loader is not self.train_last:
             if loader in self.train_loaders:

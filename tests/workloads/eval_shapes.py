@@ -5,7 +5,11 @@ shape; prints one JSON line ``{"shape": ...}`` with its steps and each pass's ow
   decorated ``evaluate()`` after each epoch's last step (the last one after the run's last
   step), then a final test pass and a ``torch.save`` after the loop;
 - ``lbfgs``: ``optimizer.step(closure)`` then a ``no_grad`` prediction after every step,
-  with a sync line (``.item()``) in it.
+  with a sync line (``.item()``) in it;
+- ``val_loader``: a DataLoader loop with an evaluation over a validation DataLoader under
+  ``no_grad`` every 40 steps, then a final one under ``inference_mode``, a ``torch.save``
+  and an idle second (a process waiting for its peers, a log upload): a pass that its
+  first batch opens (no module call with grad off begins it).
 """
 
 import json
@@ -93,5 +97,43 @@ def lbfgs():
         own["evals"].append(perf() - t)
 
 
-{"manual": manual, "lbfgs": lbfgs}[sys.argv[1]]()
-say()
+def val_loader():
+    own["shape"] = "val_loader"
+    from torch.utils.data import DataLoader, TensorDataset
+
+    model = torch.nn.Sequential(torch.nn.Linear(32, 128), torch.nn.ReLU(), torch.nn.Linear(128, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    train = DataLoader(TensorDataset(torch.randn(2048, 32), torch.randn(2048, 1)), batch_size=16)
+    val = DataLoader(TensorDataset(torch.randn(4096, 32), torch.randn(4096, 1)), batch_size=64)
+
+    def evaluate(mode):
+        t, wall = perf(), time.time()
+        model.eval()
+        total = 0.0
+        with mode():
+            for xv, yv in val:
+                total += torch.nn.functional.mse_loss(model(xv), yv).item()
+        model.train()
+        own["evals"].append(perf() - t)
+        own["eval_at"].append((wall, time.time()))
+        return total
+
+    for xb, yb in train:
+        loss = torch.nn.functional.mse_loss(model(xb), yb)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        own["steps"] += 1
+        if own["steps"] % 40 == 0:
+            evaluate(torch.no_grad)
+    evaluate(torch.inference_mode)  # a final test after the last step
+    t = perf()
+    torch.save(model.state_dict(), os.path.join(os.environ.get("SHAPES_OUT", "."), "m.pt"))
+    own["saves"].append(perf() - t)
+    say()
+    time.sleep(1.0)  # idle: no pass, no step
+
+
+{"manual": manual, "lbfgs": lbfgs, "val_loader": val_loader}[sys.argv[1]]()
+if own["shape"] != "val_loader":
+    say()
