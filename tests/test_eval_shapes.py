@@ -5,6 +5,7 @@ the loop's own time; none stays inside a step; a pass after the last step counts
 
 from __future__ import annotations
 
+import csv
 import json
 import sys
 from typing import Any
@@ -13,7 +14,8 @@ import pytest
 
 from perftop.events import Step
 from perftop.recording import read_events
-from tests.helpers import WORKLOADS, run_and_report
+from tests.helpers import WORKLOADS, perftop, run_and_report
+from tests.test_replay_cli import check_trace_format
 
 SHAPES = str(WORKLOADS / "eval_shapes.py")
 
@@ -82,3 +84,35 @@ def test_a_pass_its_batches_open_ends_at_its_last_work_not_at_the_exit(runs):
     ck = s["between_s"]["checkpoint"]
     assert ck["count"] == 1 and _close(ck["total_s"], sum(own["saves"])), (ck, own["saves"])
 
+
+def test_the_exports_show_each_pass_where_the_loop_timed_it(runs, tmp_path):
+    """The Chrome trace has each pass as an event of its kind, on a thread of its
+    process's track, over the loop's own timing of it; between.csv has the same rows; both
+    add up to the report's ``between_s``."""
+    own, rep, _steps = runs["val_loader"]
+    rec = rep["record_path"]
+    trace_path, out = tmp_path / "t.json", tmp_path / "csv"
+    r = perftop("export", rec, "--chrome-trace", str(trace_path), "--csv", str(out), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    trace = json.loads(trace_path.read_text())
+    check_trace_format(trace)
+    events = trace["traceEvents"]
+    passes = [e for e in events if e.get("cat") == "between" and e["ph"] == "X"]
+    with open(out / "between.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    for kind, want in rep["steps"]["between_s"].items():
+        got = [e["dur"] / 1e6 for e in passes if e["name"] == kind]
+        assert len(got) == want["count"] and abs(sum(got) - want["total_s"]) < 1e-5, kind
+        lengths = [float(r["length_s"]) for r in rows if r["kind"] == kind]
+        assert len(lengths) == want["count"] and abs(sum(lengths) - want["total_s"]) < 1e-5
+    start = trace["otherData"]["start_t"]
+    evals = sorted((e for e in passes if e["name"] == "eval"), key=lambda e: e["ts"])
+    for e, (w0, w1) in zip(evals, own["eval_at"], strict=True):
+        a, b = start + e["ts"] / 1e6, start + (e["ts"] + e["dur"]) / 1e6
+        assert min(b, w1) - max(a, w0) > 0.9 * (w1 - w0), (e, w0, w1)  # the same stretch
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["name"] == "thread_name"}
+    assert {names[(e["pid"], e["tid"])] for e in passes} == {
+        "between steps: eval", "between steps: checkpoint"
+    }  # fmt: skip
+    steps_tid = {(e["pid"], e["tid"]) for e in events if e.get("cat") == "step"}
+    assert not steps_tid & {(e["pid"], e["tid"]) for e in passes}

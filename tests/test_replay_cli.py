@@ -99,7 +99,9 @@ def check_trace_format(trace: dict) -> None:
             args = ev["args"]
             assert args and all(isinstance(v, (int, float)) for v in args.values()), ev
         elif ev["ph"] == "M":
-            assert ev["name"] in ("process_name", "thread_name", "process_sort_index"), ev
+            assert ev["name"] in (
+                "process_name", "thread_name", "process_sort_index", "thread_sort_index"
+            ), ev  # fmt: skip
             if ev["name"].endswith("_name"):
                 assert isinstance(ev["args"]["name"], str) and ev["args"]["name"]
             else:
@@ -183,7 +185,7 @@ def test_csv_export(tmp_path: Path, recordings) -> None:
     r = perftop("export", str(recordings["fixed"]), "--csv", str(out), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert {p.name for p in out.iterdir()} == {
-        "steps.csv", "processes.csv", "host.csv", "gpus.csv", "sync_sites.csv"
+        "steps.csv", "processes.csv", "host.csv", "gpus.csv", "sync_sites.csv", "between.csv"
     }  # fmt: skip
     rep = json.loads(perftop("report", "--json", str(recordings["fixed"]), cwd=tmp_path).stdout)
     with open(out / "steps.csv", newline="") as f:

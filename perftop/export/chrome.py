@@ -10,7 +10,10 @@ Each step is a complete event (``ph: X``) on its process, with its phases as nes
 complete events laid end to end in the order a step runs them (data wait, forward and the
 rest, backward, optimizer): the recording holds each phase's duration, not where inside
 the step it ran. Gaps of at least ``GAP_MIN_S`` between two steps of a process are
-"between steps" events; host-device syncs are instant events (``ph: i``) at the end of
+"between steps" events; each interval outside the steps (an evaluation, a rollout, a
+checkpoint: the recording's ``Between``) is a complete event named by its kind, on a thread
+of its process's track for that kind (an evaluation and a checkpoint in one interval may
+overlap: each is its kind's own time, not where inside the interval it ran); host-device syncs are instant events (``ph: i``) at the end of
 their step; notes are global instant events. Timestamps are microseconds since the
 session start. The file is written as it is read, so a week of steps needs no memory.
 """
@@ -23,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from perftop.events import (
+    Between,
     CaptureOps,
     GpuSample,
     Hello,
@@ -46,6 +50,10 @@ from perftop.replay.index import GAP_MIN_S
 
 RECENT = 4096  # steps per process remembered to place their sync events
 NODE_PID_BASE = 10_000_000  # node i's pid P is track (i + 1) * NODE_PID_BASE + P
+# The thread of each kind of interval between steps on its process's track: above any
+# Linux thread id (at most 2**22), so no real thread of a capture's trace meets them.
+KIND_TIDS = {"eval": 1, "rollout": 2, "checkpoint": 3, "checkpoint_overlapped": 4}
+KIND_TID_BASE = 1 << 30
 
 
 class ChromeTrace:
@@ -57,6 +65,8 @@ class ChromeTrace:
         self.nodes: dict[str, int] = {}
         self.names: dict[int, tuple[int, str]] = {}  # trace pid -> (sureness, name)
         self.last_t1: dict[int, float] = {}
+        self.kind_threads: set[tuple[int, int, str]] = set()  # (trace pid, tid, kind)
+        self.kind_tids = dict(KIND_TIDS)  # a kind another perftop wrote gets one of its own
         self.recent: dict[int, OrderedDict[int, float]] = {}
         self.count = 0
 
@@ -93,6 +103,34 @@ class ChromeTrace:
                                ("thread_name", {"name": label.split(" (pid")[0]}),
                                ("process_sort_index", {"sort_index": tp})):  # fmt: skip
                 self.emit({"ph": "M", "name": kind, "pid": tp, "tid": tp, "args": args})
+        for tp, tid, kind in sorted(self.kind_threads):
+            self.emit({"ph": "M", "name": "thread_name", "pid": tp, "tid": tid,
+                       "args": {"name": f"between steps: {kind}"}})  # fmt: skip
+            self.emit({"ph": "M", "name": "thread_sort_index", "pid": tp, "tid": tid,
+                       "args": {"sort_index": tid}})  # fmt: skip
+
+    def between(self, ev: Between) -> None:
+        """An interval outside the steps, on its kind's thread of the process's track."""
+        pid = self.track(ev.pid)
+        tid = KIND_TID_BASE + self.kind_tids.setdefault(ev.kind, len(self.kind_tids) + 1)
+        self.kind_threads.add((pid, tid, ev.kind))
+        args: dict[str, Any] = {}
+        if ev.site:
+            args["site"] = ev.site
+        if ev.forward_s >= 0.0:
+            args["forward_s"] = ev.forward_s
+        self.emit(
+            {
+                "ph": "X",
+                "name": ev.kind,
+                "cat": "between",
+                "pid": pid,
+                "tid": tid,
+                "ts": self.us(ev.t0),
+                "dur": round(ev.length * 1e6, 3),
+                "args": args,
+            }
+        )
 
     def step(self, ev: Step) -> None:
         self.name(ev.pid, "trainer")
@@ -194,6 +232,8 @@ def export_chrome(path: str | Path, out_path: str | Path, stats: ReadStats) -> i
                 tr.step(ev)
             elif isinstance(ev, SyncBatch):
                 tr.sync(ev)
+            elif isinstance(ev, Between):
+                tr.between(ev)
             elif isinstance(ev, SessionStart) and tr.start is None:
                 tr.start, command = ev.t, list(ev.command)
             elif isinstance(ev, NodeScope):

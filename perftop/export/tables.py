@@ -3,7 +3,8 @@
 ``steps.csv``, ``processes.csv`` (one row per process per sample, with its role, worker
 index and host as the whole recording names them: a first pass reads the hellos and loader
 reports, so a row sampled before its process said hello has its role too), ``host.csv``,
-``gpus.csv`` (one row per device per sample) and ``sync_sites.csv`` (the whole run's sites).
+``gpus.csv`` (one row per device per sample), ``sync_sites.csv`` (the whole run's sites) and
+``between.csv`` (each interval outside the steps: an evaluation, a rollout, a checkpoint).
 Times are seconds since the session start; an empty cell is a figure that was not
 available (N/A), never a zero.
 """
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from perftop.events import (
+    Between,
     GpuSample,
     Hello,
     HostSample,
@@ -44,6 +46,7 @@ STEP_COLUMNS = (
     "optimizer_s",
     "source",
 )
+BETWEEN_COLUMNS = ("pid", "rank", "kind", "t0_s", "t1_s", "length_s", "site", "forward_s")
 # HostSample fields written as they are, in this order (the CSV's columns and its cells)
 HOST_FIGURES = (
     "mem_total",
@@ -121,7 +124,7 @@ def export_csv(path: str | Path, out_dir: str | Path, stats: ReadStats) -> dict[
 def _write_csv(path: str | Path, out: Path, stats: ReadStats) -> dict[str, int]:
     session = Session()  # for ranks and the whole-run sync sites
     start: float | None = None
-    kinds = ("steps", "processes", "host", "gpus", "sync_sites")
+    kinds = ("steps", "processes", "host", "gpus", "sync_sites", "between")
     rows = dict.fromkeys(kinds, 0)
     with outputs([out / f"{k}.csv" for k in kinds]) as files:
         w = {k: csv.writer(f) for k, f in zip(kinds, files, strict=True)}
@@ -132,10 +135,17 @@ def _write_csv(path: str | Path, out: Path, stats: ReadStats) -> dict[str, int]:
         w["host"].writerow(HOST_COLUMNS)
         w["gpus"].writerow(("t_s", *GPU_FIELDS))
         w["sync_sites"].writerow(SYNC_COLUMNS)
+        w["between"].writerow(BETWEEN_COLUMNS)
         ranks: dict[int, int | None] = {}
 
         def rel(t: float) -> float:
             return round(t - (start or 0.0), 6)
+
+        def rank(pid: int) -> int | None:
+            if pid not in ranks:
+                sr = steps_reducer(session)
+                ranks[pid] = sr.rank_of(pid) if sr is not None else None
+            return ranks[pid]
 
         for ev in read_events(path, stats):
             session.apply(ev)
@@ -143,10 +153,15 @@ def _write_csv(path: str | Path, out: Path, stats: ReadStats) -> dict[str, int]:
                 node = ev.node
             elif isinstance(ev, SessionStart) and start is None:
                 start, local = ev.t, ev.host
+            elif isinstance(ev, Between):
+                fwd = ev.forward_s if ev.forward_s >= 0.0 else None  # not measured
+                w["between"].writerow(
+                    (ev.pid, _cell(rank(ev.pid)), ev.kind, rel(ev.t0), rel(ev.t0 + ev.length),
+                     ev.length, ev.site, _cell(fwd))
+                )  # fmt: skip
+                rows["between"] += 1
             elif isinstance(ev, Step):
-                if ev.pid not in ranks:
-                    sr = steps_reducer(session)
-                    ranks[ev.pid] = sr.rank_of(ev.pid) if sr is not None else None
+                rank(ev.pid)
                 d = ev.t1 - ev.t0
                 other = max(0.0, d - ev.data - ev.backward - ev.optimizer)
                 w["steps"].writerow(
