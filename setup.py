@@ -85,6 +85,11 @@ try:
 except ImportError:  # no Cython: the plain-Python tracker only
     ext_modules = []
 else:
+    # cythonize regenerates steps.c when steps.py changes, not when only the .pxd (the
+    # tracker's fields) or the header does: a stale steps.c built a tracker without them.
+    _c = ROOT / "perftop" / "hook" / "steps.c"
+    _deps = [ROOT / "perftop" / "hook" / n for n in ("_steps_fast.pxd", "_steps_fast.h")]
+    _stale = _c.exists() and any(d.stat().st_mtime > _c.stat().st_mtime for d in _deps)
     ext_modules = cythonize(
         [
             Extension(
@@ -96,6 +101,7 @@ else:
         ],
         compiler_directives={"language_level": 3, "binding": True},
         quiet=True,
+        force=_stale,
     )
     for ext in ext_modules:
         ext.optional = True  # cythonize does not carry it over

@@ -81,6 +81,8 @@ def test_a_pass_its_batches_open_ends_at_its_last_work_not_at_the_exit(runs):
     ev = s["between_s"]["eval"]
     assert ev["count"] == len(own["evals"]) == 4, s["between_s"]
     assert _close(ev["total_s"], sum(own["evals"])), (ev, own["evals"])
+    # named by the function whose module call came first in it, as a forward's pass is
+    assert ev["site"].startswith("evaluate (eval_shapes.py:"), ev
     ck = s["between_s"]["checkpoint"]
     assert ck["count"] == 1 and _close(ck["total_s"], sum(own["saves"])), (ck, own["saves"])
 

@@ -56,6 +56,7 @@ cdef class StepTracker:
     cdef public unsigned long fetch_thread, main_thread
     cdef public double gap_t0, gap_t1, save_s, save_t0, save_end, pend_t0, pend_t1
     cdef public double batch_t, batch_c
+    cdef public object batch_site
     cdef public bint save_alone
     cdef public set train_loaders
     cdef public dict ring_phases

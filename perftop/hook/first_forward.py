@@ -220,6 +220,10 @@ class FirstForward(PassOpen):
                 if self.meter is not None:
                     self.meter.start(t, *gap_site.site())
                 return  # a pass began: watching for its end
+        elif tr.in_gap and tr.region is None and tr.gap_eval and tr.batch_site is None:
+            # A pass its first batch opened (fetched with grad off): named by the function
+            # that makes its first module call, as one a forward opens is.
+            tr.batch_site = gap_site.site()[1]
         self.disarm()
 
     def compile_started(self) -> None:

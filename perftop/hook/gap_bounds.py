@@ -10,6 +10,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from perftop.hook.pass_meter import site_name
 from perftop.hook.steps_cold import release
 
 BACKWARD, OPTIMIZER = 2, 3  # steps.BACKWARD, steps.OPTIMIZER (steps imports this module)
@@ -80,6 +81,9 @@ def end(tr: Tracker, t: float) -> float:
     verdict = getattr(region, "verdict", None)
     if verdict is not None:  # opened by a forward with grad off: what it held (pass_meter)
         kind, site, fwd = verdict(max(0.0, length - min(tr.save_s, length)))
+    elif tr.batch_site is not None and tr.gap_eval:  # opened by a batch: the function that
+        site = site_name(tr.batch_site)  # made its first module call (first_forward.py)
+    tr.batch_site = None
     if tr.running:
         tr.hole += t - max(tr.gap_t0, tr.start)
     else:  # the step restarts where the interval ends: what was cut out before is behind

@@ -94,6 +94,7 @@ def reset(tr: Tracker) -> None:
     tr.pend = False  # a batch from an unknown loader: eval, or training if training follows
     tr.pend_t0 = tr.pend_t1 = 0.0
     tr.batch_t = tr.batch_c = 0.0
+    tr.batch_site = None
     tr.pend_got = False
     tr.pend_loader = None
     tr.region = None

@@ -72,6 +72,7 @@ class Tracker(Protocol):
     pend_t1: float
     batch_t: float  # where a pass's last batch returned (0: none yet), and the
     batch_c: float  # training thread's CPU time then (gaps.eval_batch, at_exit)
+    batch_site: Any  # where such a pass's first module call was made (first_forward.py)
     # objects
     region: Any
     cand: Any  # (a forward's hook, retro) whose pass the pending batch may open
