@@ -21,7 +21,9 @@ KNOWN = frozenset({"grad", "on_data", "compiled"})
 KNOWN_30 = frozenset({"slow_eval"})
 # Drawn by the campaign; the fixed sample stays the one it was (two host-transform loops
 # below have the part).
-DRAWN_LATER = frozenset({"host_copy", "engine", "ahead", "save_burst", "idle", "two_losses"})
+DRAWN_LATER = frozenset(
+    {"host_copy", "engine", "ahead", "save_burst", "idle", "two_losses", "val"}
+)
 
 
 @settings(
@@ -88,6 +90,13 @@ FIXED = [
         Spec("two_losses", "prefetch_slice", (), steps=120, evaluate=3, feed_ms=1),
         id="feeder-wait-after-passes-of-two-losses",
     ),
+    pytest.param(  # evaluations over a validation loader (opened by their first batch,
+        # fetched with grad off), the last after the last step, then idle: the final one
+        # held the idle second too, to the exit
+        Spec("optim", "loader0", (Sync("item", 1),), steps=80, evaluate=13, final=True,
+             idle_s=1.0, val="inference_mode"),
+        id="final-evaluation-over-a-validation-loader-then-idle",
+    ),  # fmt: skip
     pytest.param(
         # a metric made before the update, formatted after it: in the step before, which
         # the detector primes (marks only) before each watched step (long enough to have
@@ -106,7 +115,8 @@ def test_shapes_the_fuzzer_found_fixed(spec: Spec, tmp_path):
     optimizer's step (it stayed in the step), an evaluation over the training loader
     after an iteration of two losses (its batches and forwards read as the step's), and
     the wait for a feeder's batch after a pass of such a loop (none booked after every
-    other pass): found by the fuzzer, fixed. Their findings
+    other pass), a final evaluation over a validation loader then idle (it held the idle):
+    found by the fuzzer, fixed. Their findings
     were of counts, not cost: the wall-time oracle is the sample's and the campaign's."""
     res = run_spec(spec, tmp_path, ("sampled",), wall=False)
     assert not res.failures, res.show()

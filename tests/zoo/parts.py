@@ -81,6 +81,10 @@ class Spec:
     ahead: str = ""
     save_burst: bool = False  # a checkpoint is 3 torch.save calls (save_state): one interval
     idle_s: float = 0.0  # the process idles this long after its last step (a Ray worker)
+    # The evaluations (``evaluate`` and the final one) over a validation DataLoader of
+    # their own, iterated under this grad mode ("no_grad", "inference_mode"): a pass its
+    # first batch opens (fetched with grad off), not a forward. Never compiled.
+    val: str = ""
 
     def show(self) -> str:
         return repr(asdict(self))
@@ -102,8 +106,8 @@ def syncs(data: str) -> st.SearchStrategy[Sync]:
 @st.composite
 def specs(draw: st.DrawFn, compile_odds: int = 15, avoid: frozenset[str] = frozenset()) -> Spec:
     """A loop spec; ``avoid``: parts left out (an update or a data source by name,
-    ``on_data``, ``after``, ``host_transform``, ``compiled``, ``rollout``, ``host_copy`` and
-    those of :func:`_ecosystem`), for a
+    ``on_data``, ``after``, ``host_transform``, ``compiled``, ``rollout``, ``host_copy``,
+    ``val`` and those of :func:`_ecosystem`), for a
     sample that should not meet a known bug."""
     update = draw(st.sampled_from([u for u in UPDATES if u not in avoid]))
     data = draw(st.sampled_from([d for d in DATA + FEEDERS if d not in avoid]))
@@ -137,7 +141,12 @@ def specs(draw: st.DrawFn, compile_odds: int = 15, avoid: frozenset[str] = froze
         # drawn last: the samples of the parts before it stay as they were
         host_copy=data != "preloaded" and "host_copy" not in avoid and draw(st.integers(1, 3)) == 1,
         **_ecosystem(draw, data, checkpoint, avoid),  # drawn last, as host_copy
+        # drawn after them all, as they were
+        val=draw(st.sampled_from(VAL_MODES)) if not ({"val"} & avoid or compiled) else "",
     )
+
+
+VAL_MODES = ("", "", "no_grad", "inference_mode")
 
 
 def _ecosystem(

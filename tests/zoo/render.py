@@ -392,6 +392,8 @@ def render(spec: Spec) -> str:
     if spec.rollout:
         src.add(ENV)
     src.add(_data(spec))
+    if spec.val:  # the evaluations' own loader: 3 batches of XE (22, 22, 20 rows)
+        src.add(VAL_SETUP)
     src.add(UPDATE_SETUP[spec.update])
     _engine_setup(src, spec)
     if spec.host_copy:
@@ -533,15 +535,27 @@ def _fields(spec: Spec) -> dict[str, object]:
     return {k: getattr(spec, k) for k in ("seed", "width", "batch", "steps")}
 
 
+VAL_SETUP = """\
+from torch.utils.data import DataLoader as _ValLoader, TensorDataset as _ValSet
+VAL = _ValLoader(_ValSet(XE.cpu()), batch_size=22)
+"""
+
+
+def _eval_loop(spec: Spec) -> str:
+    """An evaluation's loop of 3 forwards: over XE, or over the validation DataLoader
+    under the spec's grad mode (its batches fetched with grad off open the pass)."""
+    if not spec.val:
+        return "with torch.no_grad():\n    for _ in range(3):\n        out = net(XE)"
+    mode = "torch.inference_mode()" if spec.val == "inference_mode" else "torch.no_grad()"
+    return f"with {mode}:\n    for (xv,) in VAL:\n        out = net(xv.to(device))"
+
+
 def _between(src: Source, spec: Spec) -> None:
     """An evaluation, a sampling pass and a checkpoint after some steps, each timed."""
     if spec.evaluate:
         src.add(f"if i % {spec.evaluate} == {spec.evaluate - 1}:", 4)
-        src.add(
-            "q0, gc0, c0 = rq(), GCS[0], time.thread_time()\nt = perf()\nwith torch.no_grad():\n    for _ in range(3):",
-            8,
-        )
-        src.add("        out = net(XE)", 8)
+        src.add("q0, gc0, c0 = rq(), GCS[0], time.thread_time()\nt = perf()", 8)
+        src.add(_eval_loop(spec), 8)
         n = src.add("    acc = (out > 0).float().mean().item()", 8)
         src.add(
             f'own["passes"].append([i, "eval", {n}, perf() - t, GCS[0] - gc0, rq() - q0, time.thread_time() - c0])',
@@ -644,10 +658,8 @@ def _final(src: Source, spec: Spec) -> None:
     """A final test pass and a last save after the loop (after the last step: ``i`` is
     STEPS - 1, as the loop left it), each timed."""
     if spec.final:
-        src.add(
-            "q0, gc0, c0 = rq(), GCS[0], time.thread_time()\nt = perf()\nwith torch.no_grad():\n    for _ in range(3):"
-        )
-        src.add("        out = net(XE)")
+        src.add("q0, gc0, c0 = rq(), GCS[0], time.thread_time()\nt = perf()")
+        src.add(_eval_loop(spec))
         n = src.add("    acc = (out > 0).float().mean().item()")
         src.add(
             f'own["passes"].append([i, "final", {n}, perf() - t, GCS[0] - gc0, rq() - q0, time.thread_time() - c0])'
