@@ -21,9 +21,7 @@ KNOWN = frozenset({"grad", "on_data", "compiled"})
 KNOWN_30 = frozenset({"slow_eval"})
 # Drawn by the campaign; the fixed sample stays the one it was (two host-transform loops
 # below have the part).
-DRAWN_LATER = frozenset(
-    {"host_copy", "engine", "ahead", "save_burst", "idle", "two_losses", "val"}
-)
+DRAWN_LATER = frozenset({"host_copy", "engine", "ahead", "save_burst", "idle", "two_losses", "val"})
 
 
 @settings(
@@ -93,8 +91,16 @@ FIXED = [
     pytest.param(  # evaluations over a validation loader (opened by their first batch,
         # fetched with grad off), the last after the last step, then idle: the final one
         # held the idle second too, to the exit
-        Spec("optim", "loader0", (Sync("item", 1),), steps=80, evaluate=13, final=True,
-             idle_s=1.0, val="inference_mode"),
+        Spec(
+            "optim",
+            "loader0",
+            (Sync("item", 1),),
+            steps=80,
+            evaluate=13,
+            final=True,
+            idle_s=1.0,
+            val="inference_mode",
+        ),
         id="final-evaluation-over-a-validation-loader-then-idle",
     ),  # fmt: skip
     pytest.param(
