@@ -1,11 +1,13 @@
 """Real frameworks under ``perftop run``: the HF Trainer (a tiny GPT-2 from a config,
-nothing downloaded) and Lightning (a closure on every optimizer step)."""
+nothing downloaded) and Lightning (a closure on every optimizer step; checkpoints written
+after their serialization into memory)."""
 
 from __future__ import annotations
 
+import json
 import sys
 
-from perftop.events import Step
+from perftop.events import Between, Step
 from perftop.recording import read_events
 from tests.helpers import WORKLOADS, run_and_report
 
@@ -48,3 +50,29 @@ def test_lightning_closure_phases_and_validation(tmp_path):
     assert set(s["between_s"]) == {"eval"} and ev["count"] == 4, s["between_s"]
     assert ev["site"] == "validation_step (lightning_fit.py:28)", ev
     assert 0 < ev["site_s"] < ev["total_s"]
+
+
+def test_lightning_checkpoint_holds_the_file_it_writes_after_torch_save(tmp_path):
+    """Lightning serializes a checkpoint with torch.save into memory, then writes the file
+    (``_atomic_save``): each checkpoint is one interval as long as Lightning's own
+    ``save_checkpoint`` took, serialization and write (only the serialization before), and
+    the step after it holds none of the write (it read 6-8x the median step)."""
+    proc, rep = run_and_report(
+        tmp_path, sys.executable, str(WORKLOADS / "lightning_ckpt.py"), str(tmp_path / "o")
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    own = json.loads(next(ln for ln in proc.stdout.splitlines() if ln.startswith("{")))
+    s = rep["steps"]
+    assert s["count"] == own["steps"] == 40
+    rec = str(tmp_path / "r.perftop")
+    cks = [e for e in read_events(rec) if isinstance(e, Between) and e.kind == "checkpoint"]
+    assert len(cks) == len(own["saves"]) == 4, cks
+    # The last one, at the exit, holds the CPU time after its save: the write's own waits
+    # off the CPU are lost there (docs/steps.md).
+    for i, (ck, want) in enumerate(zip(cks, own["saves"], strict=True)):
+        low = 0.8 * want if i == 3 else 0.9 * want - 0.002
+        assert low <= ck.length <= 1.1 * want + 0.002, (i, ck.length, want)
+    steps = [e for e in read_events(rec) if isinstance(e, Step)]
+    for t0, t1 in own["save_at"]:  # no step holds a checkpoint's time
+        for st in steps:
+            assert min(st.t1, t1) - max(st.t0, t0) < 0.25 * (t1 - t0), (st, t0, t1)

@@ -19,6 +19,36 @@ if TYPE_CHECKING:  # the tracker whose rare paths these are (no import at run ti
     from perftop.hook.shape import Tracker
 
 EVAL, CHECKPOINT, OVERLAPPED = "eval", "checkpoint", "checkpoint_overlapped"
+# Bytes the training thread writes after a checkpoint's last torch.save returned and before
+# training resumes that make that stretch the checkpoint's too: its file, serialized into
+# memory first (Lightning's ``_atomic_save``: torch.save into a BytesIO, then fsspec
+# writes it). A log line or a small JSON (the HF Trainer's state) is far less.
+WRITE_MIN = 1 << 20
+_IO = "/proc/thread-self/io"
+
+
+def written() -> int:
+    """The bytes this thread has passed to ``write()`` and its kin so far (``wchar`` in
+    /proc/thread-self/io: files, pipes, sockets alike); -1 where it cannot be read (no
+    such file, no task I/O accounting). Read once per save and once where a checkpoint
+    ends: never on a step's way."""
+    try:
+        with open(_IO, "rb") as f:
+            for line in f.read().split(b"\n"):
+                if line.startswith(b"wchar:"):
+                    return int(line[6:])
+    except (OSError, ValueError):
+        pass
+    return -1
+
+
+def wrote_after_save(tr: Tracker) -> bool:
+    """The training thread wrote :data:`WRITE_MIN` bytes or more since its last save
+    returned (on that thread, where both counts were read)."""
+    if tr.save_w < 0.0 or threading.get_ident() != tr.thread:
+        return False
+    now = written()
+    return now >= 0 and now - tr.save_w >= WRITE_MIN
 
 
 def enter(tr: Tracker, t: float, is_eval: bool, seen: bool = True, kind: str = EVAL) -> None:
@@ -67,8 +97,10 @@ def _backward_bound(tr: Tracker) -> bool:
 def end(tr: Tracker, t: float) -> float:
     """Training resumed at ``t``. A checkpoint of saves only (a burst: model, optimizer,
     state) is one pass from its first save's start to its last save's return: what comes
-    after that is the next step's (its batch, its forward)."""
-    if tr.save_alone and not tr.gap_eval:
+    after that is the next step's (its batch, its forward), unless the training thread
+    wrote a file's worth of bytes in it (:func:`wrote_after_save`): the checkpoint's file,
+    written after its serialization, and the checkpoint runs to ``t``."""
+    if tr.save_alone and not tr.gap_eval and not wrote_after_save(tr):
         t = max(tr.gap_t0, min(t, tr.save_end))
     elif tr.save_s > 0.0 and t < tr.save_end:
         t = tr.save_end  # a pass with saves in it ends after its last save returned
@@ -113,7 +145,8 @@ def at_exit(tr: Tracker, now: float) -> float:
     pass: its hooks keep the wall and CPU time where its last forward returned), or its
     last batch's return (a pass its batches opened, which no hook of ours holds:
     ``gaps.eval_batch``), or, where a save came after it, since the save returned (its
-    file's writing is off the CPU too, and the pass's). So a final test and a last save
+    file's writing is off the CPU too, and the pass's); a checkpoint of saves alone, since
+    its last save returned. So a final test and a last save
     hold their own time, not the idle after them (a Ray worker's wait for the others, a
     sleep). Only on the training thread (its CPU clock), at the interpreter's exit;
     elsewhere (the sender's tick after the training thread ended) ``now``."""
@@ -124,6 +157,8 @@ def at_exit(tr: Tracker, now: float) -> float:
     t0, c0 = getattr(region, "t0", None), getattr(region, "c0", None)
     if (t0 is None or c0 is None) and tr.batch_t > 0.0 and tr.batch_t >= tr.gap_t0:
         t0, c0 = tr.batch_t, tr.batch_c  # the last batch of a pass its batches opened
+    if (t0 is None or c0 is None) and tr.save_s > 0.0 and tr.save_end >= tr.gap_t0:
+        t0, c0 = tr.save_end, tr.save_c  # a checkpoint's last save (its file written after)
     if t0 is None or c0 is None or threading.get_ident() != tr.thread:
         return now
     idle = max(0.0, now - t0 - (time.thread_time() - c0))

@@ -45,7 +45,9 @@ after its last work (a sleep, a wait for other workers, a log's upload) holds no
 that time.
 
 It closes at the loop's next training activity (saves on their own, once training was
-seen: where the last of them returned, so a burst of saves is one checkpoint): a grad-enabled batch from a training
+seen: where the last of them returned, so a burst of saves is one checkpoint, unless the
+training thread wrote 1 MiB or more after it, the checkpoint's file serialized into memory
+first, as Lightning's ``_atomic_save`` does: then at that activity): a grad-enabled batch from a training
 loader, ``backward()``, an optimizer step, ``perftop.step()``. In a pass that a forward
 with grad off holds, such a batch pends (:func:`train_fetch`): the pass's if a forward
 with grad off or another batch follows, the next step's if training does (a forward with
@@ -69,7 +71,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from perftop.hook.gap_bounds import EVAL, _backward_bound, end, enter
+from perftop.hook.gap_bounds import EVAL, _backward_bound, end, enter, written
 from perftop.hook.gap_bounds import OVERLAPPED as OVERLAPPED  # read by steps.py here,
 from perftop.hook.gap_bounds import at_exit as at_exit  # as gaps.<name>
 from perftop.hook.gap_site import _MAX_SITES, _site
@@ -90,6 +92,7 @@ def reset(tr: Tracker) -> None:
     tr.gap_t1 = 0.0  # where the last interval ended
     tr.gap_eval = False
     tr.save_s = tr.save_t0 = tr.save_end = 0.0
+    tr.save_w, tr.save_c = -1.0, 0.0
     tr.save_alone = False  # a checkpoint of saves alone: it ends where its last save did
     tr.pend = False  # a batch from an unknown loader: eval, or training if training follows
     tr.pend_t0 = tr.pend_t1 = 0.0
@@ -114,6 +117,7 @@ def saved(tr: Tracker, t0: float, t1: float) -> None:
     tr.save_s += t1 - t0
     tr.save_end = t1
     tr.last_end = t1
+    tr.save_w, tr.save_c = float(written()), time.thread_time()
     if alone and tr.thread != 0:
         # A checkpoint on its own, once training was seen: the saves until training resumes
         # are one pass (end() cuts it at the last save's return).

@@ -73,6 +73,8 @@ class Tracker(Protocol):
     batch_t: float  # where a pass's last batch returned (0: none yet), and the
     batch_c: float  # training thread's CPU time then (gaps.eval_batch, at_exit)
     batch_site: Any  # where such a pass's first module call was made (first_forward.py)
+    save_w: float  # bytes the training thread had written when its last save returned
+    save_c: float  # (-1: unknown), and its CPU time then (gap_bounds.wrote_after_save)
     # objects
     region: Any
     cand: Any  # (a forward's hook, retro) whose pass the pending batch may open

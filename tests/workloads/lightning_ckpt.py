@@ -1,0 +1,66 @@
+"""A Lightning fit with ``ModelCheckpoint`` every 10 training steps: Lightning serializes
+each checkpoint with ``torch.save`` into memory, then writes the file through fsspec
+(``_atomic_save``). Prints one JSON line: the steps and each checkpoint's time, as the
+strategy's ``CheckpointIO.save_checkpoint`` took it (serialization and write)."""
+
+import json
+import sys
+import time
+import warnings
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
+from torch.utils.data import DataLoader, TensorDataset
+
+warnings.filterwarnings("ignore")
+out = sys.argv[1] if len(sys.argv) > 1 else "lightning-ckpt-out"
+torch.set_num_threads(1)
+own = {"steps": 0, "saves": [], "save_at": []}
+
+
+class Wide(L.LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        # 2.1M parameters: a checkpoint of ~25 MB with Adam's two moments
+        self.net = torch.nn.Sequential(
+            torch.nn.Linear(32, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 2048)
+        )
+
+    def training_step(self, batch, i):
+        (x,) = batch
+        return self.net(x).pow(2).mean()
+
+    def on_train_batch_end(self, *args) -> None:
+        own["steps"] = self.trainer.global_step
+
+    def configure_optimizers(self):
+        return torch.optim.Adam(self.parameters(), lr=1e-4)
+
+
+trainer = L.Trainer(
+    max_steps=40,
+    accelerator="cpu",
+    devices=1,
+    logger=False,
+    enable_progress_bar=False,
+    enable_model_summary=False,
+    num_sanity_val_steps=0,
+    default_root_dir=out,
+    callbacks=[ModelCheckpoint(dirpath=out, every_n_train_steps=10, save_top_k=-1)],
+)
+io = trainer.strategy.checkpoint_io
+save = io.save_checkpoint
+
+
+def timed(*args, **kwargs):
+    t, wall = time.perf_counter(), time.time()
+    save(*args, **kwargs)
+    own["saves"].append(time.perf_counter() - t)
+    own["save_at"].append((wall, time.time()))
+
+
+io.save_checkpoint = timed
+loader = DataLoader(TensorDataset(torch.randn(640, 32)), batch_size=16)
+trainer.fit(Wide(), loader)
+print(json.dumps(own), flush=True)
