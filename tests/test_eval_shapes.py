@@ -99,7 +99,12 @@ def test_the_exports_show_each_pass_where_the_loop_timed_it(runs, tmp_path):
     trace = json.loads(trace_path.read_text())
     check_trace_format(trace)
     events = trace["traceEvents"]
-    passes = [e for e in events if e.get("cat") == "between" and e["ph"] == "X"]
+    # (a gap of 0.1 s or more between two steps is a "between steps" event on the steps'
+    # own thread, as before: a slow machine's evaluations are)
+    passes = [
+        e for e in events
+        if e.get("cat") == "between" and e["ph"] == "X" and e["name"] != "between steps"
+    ]  # fmt: skip
     with open(out / "between.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     for kind, want in rep["steps"]["between_s"].items():
