@@ -127,7 +127,7 @@ class ChromeTrace:
                 "pid": pid,
                 "tid": tid,
                 "ts": self.us(ev.t0),
-                "dur": round(ev.length * 1e6, 3),
+                "dur": round(max(0.0, ev.length) * 1e6, 3),  # (another writer's recording)
                 "args": args,
             }
         )
