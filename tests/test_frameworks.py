@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import sys
 
+import pytest
+
 from perftop.events import Between, Step
 from perftop.recording import read_events
 from tests.helpers import WORKLOADS, run_and_report
@@ -52,13 +54,15 @@ def test_lightning_closure_phases_and_validation(tmp_path):
     assert 0 < ev["site_s"] < ev["total_s"]
 
 
-def test_lightning_checkpoint_holds_the_file_it_writes_after_torch_save(tmp_path):
+@pytest.mark.parametrize("at", ["steps", "val"])
+def test_lightning_checkpoint_holds_the_file_it_writes_after_torch_save(tmp_path, at):
     """Lightning serializes a checkpoint with torch.save into memory, then writes the file
     (``_atomic_save``): each checkpoint is one interval as long as Lightning's own
     ``save_checkpoint`` took, serialization and write (only the serialization before), and
-    the step after it holds none of the write (it read 6-8x the median step)."""
+    the step after it holds none of the write (it read 6-8x the median step); at a
+    validation's end (``monitor``), the evaluation holds none of it."""
     proc, rep = run_and_report(
-        tmp_path, sys.executable, str(WORKLOADS / "lightning_ckpt.py"), str(tmp_path / "o")
+        tmp_path, sys.executable, str(WORKLOADS / "lightning_ckpt.py"), str(tmp_path / "o"), at
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     own = json.loads(next(ln for ln in proc.stdout.splitlines() if ln.startswith("{")))
@@ -69,8 +73,10 @@ def test_lightning_checkpoint_holds_the_file_it_writes_after_torch_save(tmp_path
     assert len(cks) == len(own["saves"]) == 4, cks
     # The last one, at the exit, holds the CPU time after its save: the write's own waits
     # off the CPU are lost there (docs/steps.md).
+    if at == "val":
+        assert rep["steps"]["between_s"]["eval"]["count"] == 4
     for i, (ck, want) in enumerate(zip(cks, own["saves"], strict=True)):
-        low = 0.8 * want if i == 3 else 0.9 * want - 0.002
+        low = 0.8 * want if i == 3 and at == "steps" else 0.9 * want - 0.002
         assert low <= ck.length <= 1.1 * want + 0.002, (i, ck.length, want)
     steps = [e for e in read_events(rec) if isinstance(e, Step)]
     for t0, t1 in own["save_at"]:  # no step holds a checkpoint's time

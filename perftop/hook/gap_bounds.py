@@ -109,10 +109,12 @@ def end(tr: Tracker, t: float) -> float:
     region, tr.region = tr.region, None
     tr.gap_t1 = t
     length = max(0.0, t - tr.gap_t0)
+    # the checkpoint's own time: its saves, and its file written after them where it was
+    save = min(tr.save_s + (_write_tail(tr, region, t) if tr.gap_eval else 0.0), length)
     kind, site, fwd = EVAL, "", -1.0
     verdict = getattr(region, "verdict", None)
     if verdict is not None:  # opened by a forward with grad off: what it held (pass_meter)
-        kind, site, fwd = verdict(max(0.0, length - min(tr.save_s, length)))
+        kind, site, fwd = verdict(max(0.0, length - save))
     elif tr.batch_site is not None and tr.gap_eval:  # opened by a batch: the function that
         site = site_name(tr.batch_site)  # made its first module call (first_forward.py)
     tr.batch_site = None
@@ -125,7 +127,6 @@ def end(tr: Tracker, t: float) -> float:
     cb = tr.on_between
     if cb is None or length <= 0.0:
         return t
-    save = min(tr.save_s, length)
     named = (site, fwd) if site or fwd >= 0.0 else ()  # a forward's pass: what it held
     if save > 0.0 and tr.gap_eval:
         cb(CHECKPOINT, tr.save_t0, save)
@@ -137,6 +138,22 @@ def end(tr: Tracker, t: float) -> float:
     else:
         cb(kind, tr.gap_t0, length, *named)
     return t
+
+
+def _write_tail(tr: Tracker, region: object, t: float) -> float:
+    """In an evaluation's pass, the time from its last save's return to ``t`` where that
+    was the checkpoint's file being written (:func:`wrote_after_save`) and no evaluation's
+    work came after the save (a batch, a module call): Lightning's ``ModelCheckpoint`` at
+    a validation's end serializes into memory, then writes. Else 0."""
+    if tr.save_s <= 0.0 or t <= tr.save_end:
+        return 0.0
+    last_out = getattr(region, "last_out", None)
+    if last_out is not None:
+        last_out()  # the pass's last forward's return, where its forward hook has it
+    work = getattr(region, "t0", None)
+    if max(tr.batch_t, work if isinstance(work, float) else 0.0) > tr.save_end:
+        return 0.0
+    return t - tr.save_end if wrote_after_save(tr) else 0.0
 
 
 def at_exit(tr: Tracker, now: float) -> float:
