@@ -77,7 +77,8 @@ def _order(r: BetweenRow) -> tuple[int, str]:
 
 
 def pass_text(row: dict[str, Any]) -> str:
-    """What passes a forward opened held, from a report's ``between_s`` row: ``made from
+    """What passes with a function named held (one that a forward opened, or its batch: the
+    function that made its first module call), from a report's ``between_s`` row: ``made from
     collect_rollouts (on_policy_algorithm.py:202); 75% of it inside the model's forward
     calls, the rest between them``."""
     total = row.get("total_s") or 0.0
