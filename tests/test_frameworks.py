@@ -73,12 +73,13 @@ def test_lightning_checkpoint_holds_the_file_it_writes_after_torch_save(tmp_path
     rec = str(tmp_path / "r.perftop")
     cks = [e for e in read_events(rec) if isinstance(e, Between) and e.kind == "checkpoint"]
     assert len(cks) == len(own["saves"]) == 4, cks
-    # The last one, at the exit, holds the CPU time after its save: the write's own waits
-    # off the CPU are lost there (docs/steps.md).
+    # The last one, at the exit, holds the CPU time after its save, not the write's own
+    # waits off the CPU (docs/steps.md: 98 of 111 ms here, 71 of 159 ms on a loaded CI
+    # VM, whose disk kept the write waiting): no bound below.
     if at == "val":
         assert rep["steps"]["between_s"]["eval"]["count"] == 4
     for i, (ck, want) in enumerate(zip(cks, own["saves"], strict=True)):
-        low = 0.8 * want if i == 3 and at == "steps" else 0.9 * want - 0.002
+        low = 0.0 if i == 3 else 0.9 * want - 0.002
         assert low <= ck.length <= 1.1 * want + 0.002, (i, ck.length, want)
     steps = [e for e in read_events(rec) if isinstance(e, Step)]
     for t0, t1 in own["save_at"]:  # no step holds a checkpoint's time
