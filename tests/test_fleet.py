@@ -79,7 +79,14 @@ def test_two_nodes_reach_one_collector_and_a_wrong_token_is_refused(tmp_path):
     assert a.returncode == b.returncode == bad.returncode == 0, outs
     assert "refused this node: wrong token" in outs["bad"][1]
     url = f"http://127.0.0.1:{_port(lines, 'metrics at')}/metrics"
-    _wait_for(lambda: "node-b" in urllib.request.urlopen(url, timeout=5).read().decode())
+
+    # Both nodes' steps, once the collector has applied what they sent (on a loaded VM the
+    # metrics once had node-a's job but none of its steps yet, node-b's all)
+    def both() -> bool:
+        body = urllib.request.urlopen(url, timeout=5).read().decode()
+        return all(f'perftop_steps_total{{host="{n}"' in body for n in ("node-a", "node-b"))
+
+    _wait_for(both, timeout=30.0)
     body = urllib.request.urlopen(url, timeout=5).read().decode()
     assert re.search(r'perftop_steps_total\{host="node-a",rank=""\} 20', body), body
     assert re.search(r'perftop_steps_total\{host="node-b",rank=""\} 15', body), body
