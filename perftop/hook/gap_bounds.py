@@ -140,6 +140,15 @@ def end(tr: Tracker, t: float) -> float:
     return t
 
 
+def _last_work(region: object) -> tuple[float | None, float | None]:
+    """Wall and CPU time of a forward's pass's last module call (its last forward's
+    return, where its forward hook has it); (None, None) for another region or none."""
+    last_out = getattr(region, "last_out", None)
+    if last_out is not None:
+        last_out()
+    return getattr(region, "t0", None), getattr(region, "c0", None)
+
+
 def _write_tail(tr: Tracker, region: object, t: float) -> float:
     """In an evaluation's pass, the time from its last save's return to ``t`` where that
     was the checkpoint's file being written (:func:`wrote_after_save`) and no evaluation's
@@ -147,10 +156,7 @@ def _write_tail(tr: Tracker, region: object, t: float) -> float:
     a validation's end serializes into memory, then writes. Else 0."""
     if tr.save_s <= 0.0 or t <= tr.save_end:
         return 0.0
-    last_out = getattr(region, "last_out", None)
-    if last_out is not None:
-        last_out()  # the pass's last forward's return, where its forward hook has it
-    work = getattr(region, "t0", None)
+    work, _ = _last_work(region)
     if max(tr.batch_t, work if isinstance(work, float) else 0.0) > tr.save_end:
         return 0.0
     return t - tr.save_end if wrote_after_save(tr) else 0.0
@@ -168,10 +174,7 @@ def at_exit(tr: Tracker, now: float) -> float:
     sleep). Only on the training thread (its CPU clock), at the interpreter's exit;
     elsewhere (the sender's tick after the training thread ended) ``now``."""
     region = tr.region
-    last_out = getattr(region, "last_out", None)
-    if last_out is not None:
-        last_out()  # the pass's last forward's return, where its forward hook has it
-    t0, c0 = getattr(region, "t0", None), getattr(region, "c0", None)
+    t0, c0 = _last_work(region)
     if (t0 is None or c0 is None) and tr.batch_t > 0.0 and tr.batch_t >= tr.gap_t0:
         t0, c0 = tr.batch_t, tr.batch_c  # the last batch of a pass its batches opened
     if (t0 is None or c0 is None) and tr.save_s > 0.0 and tr.save_end >= tr.gap_t0:
