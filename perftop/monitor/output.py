@@ -127,26 +127,22 @@ class OutputTail(OutputPass):
             self.poll(final=True, order=self._order.wait(0))
 
     def poll(self, final: bool = False, order: list[str] | None = None) -> bool:
-        """Read what is new, stream by stream: the last read's late writes first (as far as
-        they went, ``WriteOrder.heads``), then those in ``order`` (written, in the order of
-        their writes). Up to the sizes seen now: what is written while we read is read
+        """Read what is new, stream by stream: those in ``order`` (written, in the order of
+        their writes) first. Up to the sizes seen now: what is written while we read is read
         next time, in its order. Whether anything was read."""
         read = False
         events = self._pending
         now, mono = time.time(), time.monotonic()
         whole, self._show_partial = final or self._show_partial, False
-        heads = self._order.heads()  # late writes of the last read: before anything since
         ends = self._sizes()
-        order = self._order.settle(order or [], ends, self._sizes)
-        chunks = [(n, min(at, ends[n])) for n, at in heads.items()]
-        for name, end in chunks + [(n, ends[n]) for n in order]:
+        for name in self._order.settle(order or [], ends, self._sizes):
             f = self._readers[name]
-            new = self._take(name, f, mono, end)
+            new = self._take(name, f, mono, ends[name])
             read = read or bool(new)
             data = self._partial[name]
             cut = self._cut[name]  # the read before this one's data (kept over empty reads)
             if new:
-                self._cut[name] = _cut_in_a_write(f, end)
+                self._cut[name] = _cut_in_a_write(f, ends[name])
             if new and not cut and _text_after_bar(data, new):
                 # A line rewritten in place (a progress bar) that this write does not
                 # rewrite or end: another writer's text. The bar's last state is a line
