@@ -172,8 +172,10 @@ def test_writes_that_come_while_a_read_begins_keep_their_order(tmp_path) -> None
     """A wait that timed out (the tail's events were due) just before the job wrote stderr,
     then stdout: the writes' events came once the read's sizes were taken, and the streams
     were read in a fixed order, stdout first (CI, under load: "out 1a" above "err 1a").
-    A stream written again after the sizes were taken is first in the next read; one whose
-    late write was all in this read is not."""
+    A stream written again after the sizes were taken is read first in the next read, as
+    far as it was then (its later writes in their order: CI, a loaded VM, read "ERR 1"
+    above the "OUT 1" written before it); one whose late write was all in this read is
+    not."""
     from perftop.monitor.outorder import WriteOrder
 
     paths = {n: str(tmp_path / f"{n}.log") for n in ("stdout", "stderr")}
@@ -196,8 +198,92 @@ def test_writes_that_come_while_a_read_begins_keep_their_order(tmp_path) -> None
         ends = sizes()
         files["stderr"].write(b"err 2\n")  # after the sizes: the next read's
         assert order.settle([], ends, sizes) == ["stdout", "stderr"]
-        assert order.wait(0) == ["stderr"]
+        late = sizes()["stderr"]
+        files["stdout"].write(b"OUT 3\n")  # the reader late (a loaded host): both streams
+        files["stderr"].write(b"ERR 3\n")  # written again before it reads
+        assert order.heads() == {"stderr": late}  # "err 2" first, as far as it went
+        assert order.wait(0) == ["stdout", "stderr"]  # then "OUT 3", then "ERR 3"
+        assert order.heads() == {}
     finally:
         order.close()
         for f in files.values():
             f.close()
+
+
+def test_a_late_write_comes_before_what_both_streams_wrote_after_it(tmp_path) -> None:
+    """The output tail itself: a read whose sizes were taken just before the job wrote
+    stderr ("err 2"), then a reader late enough (a loaded host) that the job has written
+    stdout ("OUT 3"), then stderr ("ERR 3") again before the next read: lines in the order
+    written. The late stream was read first, whole, in the next read: "ERR 3" above "OUT 3"
+    (CI, a loaded VM)."""
+    from perftop.events import Output
+    from perftop.monitor.output import OutputTail
+
+    got: list = []
+    tail = OutputTail(lambda *evs: got.extend(evs), directory=str(tmp_path))
+    try:
+        if tail._order.fd < 0:
+            pytest.skip("no inotify here")
+        streams = {"stdout": tail.stdout, "stderr": tail.stderr}
+
+        def say(name: str, text: bytes) -> None:
+            streams[name].write(text)
+            streams[name].flush()
+
+        say("stdout", b"out 1\n")
+        real = tail._order.settle
+
+        def late(order, ends, sizes):  # the read's sizes are taken: the job writes on
+            say("stderr", b"err 2\n")
+            tail._order.settle = real
+            return real(order, ends, sizes)
+
+        tail._order.settle = late
+        tail.poll(order=tail._order.wait(0))
+        say("stdout", b"OUT 3\n")
+        say("stderr", b"ERR 3\n")
+        tail.poll(final=True, order=tail._order.wait(0))
+        lines = [(e.stream, ln) for e in got if isinstance(e, Output) for ln in e.text.splitlines()]
+        assert lines == [
+            ("stdout", "out 1"), ("stderr", "err 2"), ("stdout", "OUT 3"), ("stderr", "ERR 3")
+        ]  # fmt: skip
+    finally:
+        tail.stop()
+
+
+def test_a_late_flood_over_the_rate_keeps_its_newest_lines(tmp_path) -> None:
+    """A late write read in two pieces (as far as it went, then the rest) asks the rate
+    once: over it, the oldest bytes of both pieces are left out and the newest kept. Asked
+    per piece, the first spent the allowance on the flood's oldest bytes and its last line
+    ("done") was left out (CI: the 20 MB line's test)."""
+    from perftop.events import Output
+    from perftop.monitor import outrate
+    from perftop.monitor.output import OutputTail
+
+    got: list = []
+    tail = OutputTail(lambda *evs: got.extend(evs), directory=str(tmp_path))
+    try:
+        if tail._order.fd < 0:
+            pytest.skip("no inotify here")
+        tail._buckets["stderr"] = outrate.Bucket(0.0, rate=0.0, burst=1000)
+        real = tail._order.settle
+
+        def late(order, ends, sizes):  # the read's sizes are taken: the job floods on
+            tail.stderr.write(b"".join(b"flood %04d\n" % i for i in range(500)))
+            tail.stderr.flush()
+            tail._order.settle = real
+            return real(order, ends, sizes)
+
+        tail._order.settle = late
+        tail.stdout.write(b"out 1\n")
+        tail.stdout.flush()
+        tail.poll(order=tail._order.wait(0))
+        tail.stderr.write(b"done\n")
+        tail.stderr.flush()
+        tail.poll(final=True, order=tail._order.wait(0))
+        lines = [ln for e in got if isinstance(e, Output) for ln in e.text.splitlines()]
+        assert lines[0] == "out 1" and lines[-2] == "done", lines[-3:]
+        assert lines[-1].startswith("[perftop: ") and "flood 0000" not in lines
+        assert tail.left_out == 500 * 11 + 5 - 1000
+    finally:
+        tail.stop()

@@ -37,7 +37,9 @@ class WriteOrder:
     def __init__(self, paths: dict[str, str]) -> None:
         self.names = list(paths)
         self._wds: dict[int, str] = {}
-        self._carried: list[str] = []  # written after a read's sizes were taken
+        # streams written after a read's sizes were taken -> their sizes then: the next
+        # read takes them that far first (those bytes came before anything written since)
+        self._carried: dict[str, int] = {}
         self.fd = -1
         self._waker = WakePipe()
         try:
@@ -59,20 +61,26 @@ class WriteOrder:
     def wait(self, timeout: float) -> list[str]:
         """The names written since the last call, in the order of their first write (none
         when it timed out); waits up to ``timeout`` for a write (the whole of it without
-        inotify)."""
+        inotify), none where a late write is to be read (:meth:`heads`)."""
         fds = [self._waker.r] + ([self.fd] if self.fd >= 0 else [])
-        carried, self._carried = self._carried, []
         try:
-            ready, _, _ = select.select(fds, [], [], 0.0 if carried else timeout)
+            ready, _, _ = select.select(fds, [], [], 0.0 if self._carried else timeout)
         except (OSError, ValueError):
             ready = []
         if self._waker.r in ready:
             self._waker.drain()
-        written = carried
+        written: list[str] = []
         for name in self._drain() if self.fd in ready else []:
             if name not in written:
                 written.append(name)
         return written
+
+    def heads(self) -> dict[str, int]:
+        """The streams the last read found written after its sizes were taken, in the order
+        of those writes, each with its size then: to read that far before anything else
+        (what either stream wrote since came after). Once: the next read's."""
+        heads, self._carried = self._carried, {}
+        return heads
 
     def settle(
         self, written: list[str], ends: dict[str, int], sizes: Callable[[], dict[str, int]]
@@ -82,13 +90,16 @@ class WriteOrder:
         then the rest. A wait that timed out just before the job wrote both streams found no
         write: the writes' events came here, and read in a fixed order, stdout went above
         the stderr written before it. A late write to a stream that grew past its end is
-        carried to the next read's order; the others are in this read (left queued, they
-        would put a stream first in the next read that another wrote to first)."""
+        carried to the next read, up to the size it has now (:meth:`heads`): put first in
+        that read whole, the stream's newer writes went above the other's written before
+        them (CI, a loaded VM: "ERR 1" above "OUT 1"). The others are in this read (left
+        queued, they would put a stream first in the next read that another wrote to
+        first)."""
         late = self._drain() if self.fd >= 0 else []
         order = written + [n for n in late if n not in written]
         if late:
             now = sizes()
-            self._carried = [n for n in late if now[n] != ends[n]]
+            self._carried = {n: now[n] for n in late if now[n] != ends[n]}
         return order + [n for n in self.names if n not in order]
 
     def wake(self) -> None:

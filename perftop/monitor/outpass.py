@@ -54,24 +54,25 @@ class OutputPass:
         if self.relay is not None and data and not self.relay(data):
             self.relay = None  # its reader is gone: the job's output goes on here
 
-    def _take(self, name: str, f: IO[bytes], mono: float, end: int) -> bytes:
-        """What is new in ``name``'s file up to ``end``, ``READ_MAX`` at most. Without a
-        relay, what the rate does not allow is skipped unread (the newest kept), and
-        counted."""
+    def _admit(self, name: str, f: IO[bytes], mono: float, end: int) -> int:
+        """How many bytes of ``name``'s file up to ``end`` this read takes, ``READ_MAX`` at
+        most: asked of the rate once per stream per read, however many pieces it is read
+        in. Without a relay, what the rate does not allow is skipped unread (the oldest, so
+        the newest is kept), and counted."""
         pos = f.tell()
         avail = end - pos
         if avail <= 0:
-            return b""
+            return 0
         want = min(avail, outrate.READ_MAX)
         if self.relay is not None:
-            return f.read(want)
+            return want
         allowed = self._buckets[name].allow(want, mono)
         if allowed < avail:
             self._left[name] += avail - allowed + len(self._partial[name])
             self.left_out += avail - allowed + len(self._partial[name])
             self._partial[name] = b""  # the rest of its line is left out
             f.seek(pos + avail - allowed)
-        return f.read(allowed)
+        return allowed
 
     def _emit(
         self,

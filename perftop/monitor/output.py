@@ -127,22 +127,31 @@ class OutputTail(OutputPass):
             self.poll(final=True, order=self._order.wait(0))
 
     def poll(self, final: bool = False, order: list[str] | None = None) -> bool:
-        """Read what is new, stream by stream: those in ``order`` (written, in the order of
-        their writes) first. Up to the sizes seen now: what is written while we read is read
+        """Read what is new, stream by stream: the last read's late writes first (as far as
+        they went, ``WriteOrder.heads``), then those in ``order`` (written, in the order of
+        their writes). Up to the sizes seen now: what is written while we read is read
         next time, in its order. Whether anything was read."""
         read = False
         events = self._pending
         now, mono = time.time(), time.monotonic()
         whole, self._show_partial = final or self._show_partial, False
+        heads = self._order.heads()  # late writes of the last read: before anything since
         ends = self._sizes()
-        for name in self._order.settle(order or [], ends, self._sizes):
+        order = self._order.settle(order or [], ends, self._sizes)
+        chunks = [(n, min(at, ends[n])) for n, at in heads.items()]
+        chunks += [(n, ends[n]) for n in order]
+        budget: dict[str, int] = {}  # bytes each stream may still give in this read
+        for k, (name, end) in enumerate(chunks):
             f = self._readers[name]
-            new = self._take(name, f, mono, ends[name])
+            if name not in budget:  # the rate asked once, over all of the stream's pieces
+                budget[name] = self._admit(name, f, mono, ends[name])
+            new = f.read(max(0, min(budget[name], end - f.tell()))) if budget[name] else b""
+            budget[name] -= len(new)
             read = read or bool(new)
             data = self._partial[name]
             cut = self._cut[name]  # the read before this one's data (kept over empty reads)
             if new:
-                self._cut[name] = _cut_in_a_write(f, ends[name])
+                self._cut[name] = _cut_in_a_write(f, end)
             if new and not cut and _text_after_bar(data, new):
                 # A line rewritten in place (a progress bar) that this write does not
                 # rewrite or end: another writer's text. The bar's last state is a line
@@ -164,7 +173,7 @@ class OutputTail(OutputPass):
                     self._emit(name, tail, now, mono, events)
                     tail = b""
                 self._partial[name] = tail
-            left = self._left[name]
+            left = self._left[name] if name not in (n for n, _ in chunks[k + 1 :]) else 0
             if left and (final or mono - self._marked[name] >= outrate.MARK_EVERY_S):
                 events.append(Output(now, name, outrate.marker(left)))
                 self._left[name], self._marked[name] = 0, mono
