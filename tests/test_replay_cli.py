@@ -6,6 +6,7 @@ import csv
 import json
 import os
 import socket
+import sys
 import time
 from pathlib import Path
 
@@ -256,3 +257,30 @@ def test_diff_of_one_recording_is_one_line(capsys: pytest.CaptureFixture[str]) -
         assert main(args) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "perftop diff A B" in err and "usage" not in err, err
+
+
+def test_csv_cells_the_job_names_are_never_formulas(tmp_path: Path) -> None:
+    """A job chooses its process name: a spreadsheet opening the CSV must not run it. A
+    real job names itself ``=1+2`` (``prctl``); its cell reads as text (a ``'`` first), the
+    figures beside it as they are."""
+    (tmp_path / "job.py").write_text(
+        "import ctypes, time, torch\n"
+        "ctypes.CDLL(None).prctl(15, b'=1+2', 0, 0, 0)  # PR_SET_NAME\n"
+        "model = torch.nn.Linear(4, 1)\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.01)\n"
+        "for i in range(60):\n"
+        "    loss = model(torch.randn(8, 4)).pow(2).mean()\n"
+        "    opt.zero_grad(); loss.backward(); opt.step()\n"
+        "    time.sleep(0.02)\n"
+    )
+    rec = tmp_path / "r.perftop"
+    run = perftop("run", "--headless", "--record", str(rec), "--", sys.executable, "job.py",
+                  cwd=tmp_path)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    out = tmp_path / "csv"
+    assert perftop("export", str(rec), "--csv", str(out), cwd=tmp_path).returncode == 0
+    with open(out / "processes.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    named = [r for r in rows if r["name"] == "'=1+2"]
+    assert named and not any(r["name"].startswith(("=", "+", "-", "@")) for r in rows)
+    assert all(float(r["rss"]) > 0 for r in named if r["rss"])

@@ -6,7 +6,9 @@ reports, so a row sampled before its process said hello has its role too), ``hos
 ``gpus.csv`` (one row per device per sample), ``sync_sites.csv`` (the whole run's sites) and
 ``between.csv`` (each interval outside the steps: an evaluation, a rollout, a checkpoint).
 Times are seconds since the session start; an empty cell is a figure that was not
-available (N/A), never a zero.
+available (N/A), never a zero. A text cell that a spreadsheet would read as a formula
+(``=``, ``+``, ``-``, ``@``, a tab or a carriage return first: a process name, a
+function or a file is the job's to choose) is written with a ``'`` before it.
 """
 
 from __future__ import annotations
@@ -86,6 +88,23 @@ def _cell(v: Any) -> Any:
 
 
 ROLE_COLUMNS = ("role", "worker_id", "host")  # appended after the probe's own columns
+FORMULA_FIRST = ("=", "+", "-", "@", "\t", "\r")
+
+
+def inert(v: Any) -> Any:
+    """A text cell no spreadsheet runs: one starting as a formula gets a ``'`` first (the
+    job's strings are anyone's; numbers, which may be negative, are written as they are)."""
+    return "'" + v if isinstance(v, str) and v.startswith(FORMULA_FIRST) else v
+
+
+class _Sheet:
+    """A ``csv.writer`` whose text cells are :func:`inert`."""
+
+    def __init__(self, f: Any) -> None:
+        self._w = csv.writer(f)
+
+    def writerow(self, row: Any) -> None:
+        self._w.writerow([inert(v) for v in row])
 
 
 def roles_by_process(path: str | Path) -> dict[tuple[str, int], tuple[str, int | None]]:
@@ -127,7 +146,7 @@ def _write_csv(path: str | Path, out: Path, stats: ReadStats) -> dict[str, int]:
     kinds = ("steps", "processes", "host", "gpus", "sync_sites", "between")
     rows = dict.fromkeys(kinds, 0)
     with outputs([out / f"{k}.csv" for k in kinds]) as files:
-        w = {k: csv.writer(f) for k, f in zip(kinds, files, strict=True)}
+        w = {k: _Sheet(f) for k, f in zip(kinds, files, strict=True)}
         w["steps"].writerow(STEP_COLUMNS)
         w["processes"].writerow(("t_s", "dt_s", *PROC_FIELDS, *ROLE_COLUMNS))
         roles = roles_by_process(path)
