@@ -287,3 +287,38 @@ def test_a_late_flood_over_the_rate_keeps_its_newest_lines(tmp_path) -> None:
         assert tail.left_out == 500 * 11 + 5 - 1000
     finally:
         tail.stop()
+
+
+def test_a_prompt_read_in_two_pieces_is_one_line(tmp_path) -> None:
+    """A late write that leaves a line unfinished (a prompt written in two writes, the
+    first after a read took its sizes), then the TUI asks for the unfinished line: it is
+    one line, not the first piece and the rest each as a line of its own."""
+    from perftop.events import Output
+    from perftop.monitor.output import OutputTail
+
+    got: list = []
+    tail = OutputTail(lambda *evs: got.extend(evs), directory=str(tmp_path))
+    try:
+        if tail._order.fd < 0:
+            pytest.skip("no inotify here")
+        real = tail._order.settle
+
+        def late(order, ends, sizes):  # the read's sizes are taken: the job writes on
+            tail.stderr.write(b"overwrite? [y")
+            tail.stderr.flush()
+            tail._order.settle = real
+            return real(order, ends, sizes)
+
+        tail._order.settle = late
+        tail.stdout.write(b"out 1\n")
+        tail.stdout.flush()
+        tail.poll(order=tail._order.wait(0))
+        tail.stderr.write(b"/N] ")
+        tail.stderr.flush()
+        tail.show_partial()
+        tail.poll(order=tail._order.wait(0))
+        tail.poll(final=True, order=tail._order.wait(0))
+        texts = [(e.stream, e.text) for e in got if isinstance(e, Output)]
+        assert texts == [("stdout", "out 1\n"), ("stderr", "overwrite? [y/N] ")], texts
+    finally:
+        tail.stop()

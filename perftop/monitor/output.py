@@ -143,6 +143,7 @@ class OutputTail(OutputPass):
         budget: dict[str, int] = {}  # bytes each stream may still give in this read
         for k, (name, end) in enumerate(chunks):
             f = self._readers[name]
+            last = name not in (n for n, _ in chunks[k + 1 :])  # its last piece in this read
             if name not in budget:  # the rate asked once, over all of the stream's pieces
                 budget[name] = self._admit(name, f, mono, ends[name])
             new = f.read(max(0, min(budget[name], end - f.tell()))) if budget[name] else b""
@@ -162,10 +163,10 @@ class OutputTail(OutputPass):
             if data:
                 head, sep, tail = data.rpartition(b"\n")
                 head += sep  # whole lines, as written (an empty last one too)
-                if whole:
+                if whole and last:  # an unfinished line: after the stream's last piece
                     head, tail = data, b""
                 if head:
-                    self._emit(name, head, now, mono, events, end_line=final)
+                    self._emit(name, head, now, mono, events, end_line=final and last)
                 # A bar's overwritten states are relayed after the head and dropped before
                 # the length is judged: many updates read at once are still one line.
                 tail = self._rewound(tail)
@@ -173,7 +174,7 @@ class OutputTail(OutputPass):
                     self._emit(name, tail, now, mono, events)
                     tail = b""
                 self._partial[name] = tail
-            left = self._left[name] if name not in (n for n, _ in chunks[k + 1 :]) else 0
+            left = self._left[name] if last else 0
             if left and (final or mono - self._marked[name] >= outrate.MARK_EVERY_S):
                 events.append(Output(now, name, outrate.marker(left)))
                 self._left[name], self._marked[name] = 0, mono
