@@ -210,115 +210,101 @@ def test_writes_that_come_while_a_read_begins_keep_their_order(tmp_path) -> None
             f.close()
 
 
-def test_a_late_write_comes_before_what_both_streams_wrote_after_it(tmp_path) -> None:
+class LateTail:
+    """A real output tail whose next read has the job write ``late`` to stderr just after
+    the read took the files' sizes (a loaded host's reader, deterministic here)."""
+
+    def __init__(self, tmp_path, late: bytes) -> None:
+        from perftop.monitor.output import OutputTail
+
+        self.got: list = []
+        self.tail = OutputTail(lambda *evs: self.got.extend(evs), directory=str(tmp_path))
+        if self.tail._order.fd < 0:
+            self.tail.stop()
+            pytest.skip("no inotify here")
+        real = self.tail._order.settle
+
+        def settle(order, ends, sizes):  # the read's sizes are taken: the job writes on
+            self.say("stderr", late)
+            self.tail._order.settle = real
+            return real(order, ends, sizes)
+
+        self.tail._order.settle = settle
+
+    def say(self, name: str, text: bytes) -> None:
+        f = self.tail.stdout if name == "stdout" else self.tail.stderr
+        f.write(text)
+        f.flush()
+
+    def poll(self, final: bool = False) -> None:
+        self.tail.poll(final=final, order=self.tail._order.wait(0))
+
+    def outputs(self) -> list:
+        from perftop.events import Output
+
+        return [e for e in self.got if isinstance(e, Output)]
+
+
+@pytest.fixture
+def late_tail(tmp_path):
+    made: list[LateTail] = []
+
+    def make(late: bytes) -> LateTail:
+        made.append(LateTail(tmp_path, late))
+        return made[-1]
+
+    yield make
+    for t in made:
+        t.tail.stop()
+
+
+def test_a_late_write_comes_before_what_both_streams_wrote_after_it(late_tail) -> None:
     """The output tail itself: a read whose sizes were taken just before the job wrote
     stderr ("err 2"), then a reader late enough (a loaded host) that the job has written
     stdout ("OUT 3"), then stderr ("ERR 3") again before the next read: lines in the order
     written. The late stream was read first, whole, in the next read: "ERR 3" above "OUT 3"
     (CI, a loaded VM)."""
-    from perftop.events import Output
-    from perftop.monitor.output import OutputTail
-
-    got: list = []
-    tail = OutputTail(lambda *evs: got.extend(evs), directory=str(tmp_path))
-    try:
-        if tail._order.fd < 0:
-            pytest.skip("no inotify here")
-        streams = {"stdout": tail.stdout, "stderr": tail.stderr}
-
-        def say(name: str, text: bytes) -> None:
-            streams[name].write(text)
-            streams[name].flush()
-
-        say("stdout", b"out 1\n")
-        real = tail._order.settle
-
-        def late(order, ends, sizes):  # the read's sizes are taken: the job writes on
-            say("stderr", b"err 2\n")
-            tail._order.settle = real
-            return real(order, ends, sizes)
-
-        tail._order.settle = late
-        tail.poll(order=tail._order.wait(0))
-        say("stdout", b"OUT 3\n")
-        say("stderr", b"ERR 3\n")
-        tail.poll(final=True, order=tail._order.wait(0))
-        lines = [(e.stream, ln) for e in got if isinstance(e, Output) for ln in e.text.splitlines()]
-        assert lines == [
-            ("stdout", "out 1"), ("stderr", "err 2"), ("stdout", "OUT 3"), ("stderr", "ERR 3")
-        ]  # fmt: skip
-    finally:
-        tail.stop()
+    t = late_tail(b"err 2\n")
+    t.say("stdout", b"out 1\n")
+    t.poll()
+    t.say("stdout", b"OUT 3\n")
+    t.say("stderr", b"ERR 3\n")
+    t.poll(final=True)
+    lines = [(e.stream, ln) for e in t.outputs() for ln in e.text.splitlines()]
+    assert lines == [
+        ("stdout", "out 1"), ("stderr", "err 2"), ("stdout", "OUT 3"), ("stderr", "ERR 3")
+    ]  # fmt: skip
 
 
-def test_a_late_flood_over_the_rate_keeps_its_newest_lines(tmp_path) -> None:
+def test_a_late_flood_over_the_rate_keeps_its_newest_lines(late_tail) -> None:
     """A late write read in two pieces (as far as it went, then the rest) asks the rate
     once: over it, the oldest bytes of both pieces are left out and the newest kept. Asked
     per piece, the first spent the allowance on the flood's oldest bytes and its last line
     ("done") was left out (CI: the 20 MB line's test)."""
-    from perftop.events import Output
     from perftop.monitor import outrate
-    from perftop.monitor.output import OutputTail
 
-    got: list = []
-    tail = OutputTail(lambda *evs: got.extend(evs), directory=str(tmp_path))
-    try:
-        if tail._order.fd < 0:
-            pytest.skip("no inotify here")
-        tail._buckets["stderr"] = outrate.Bucket(0.0, rate=0.0, burst=1000)
-        real = tail._order.settle
-
-        def late(order, ends, sizes):  # the read's sizes are taken: the job floods on
-            tail.stderr.write(b"".join(b"flood %04d\n" % i for i in range(500)))
-            tail.stderr.flush()
-            tail._order.settle = real
-            return real(order, ends, sizes)
-
-        tail._order.settle = late
-        tail.stdout.write(b"out 1\n")
-        tail.stdout.flush()
-        tail.poll(order=tail._order.wait(0))
-        tail.stderr.write(b"done\n")
-        tail.stderr.flush()
-        tail.poll(final=True, order=tail._order.wait(0))
-        lines = [ln for e in got if isinstance(e, Output) for ln in e.text.splitlines()]
-        assert lines[0] == "out 1" and lines[-2] == "done", lines[-3:]
-        assert lines[-1].startswith("[perftop: ") and "flood 0000" not in lines
-        assert tail.left_out == 500 * 11 + 5 - 1000
-    finally:
-        tail.stop()
+    t = late_tail(b"".join(b"flood %04d\n" % i for i in range(500)))
+    t.tail._buckets["stderr"] = outrate.Bucket(0.0, rate=0.0, burst=1000)
+    t.say("stdout", b"out 1\n")
+    t.poll()
+    t.say("stderr", b"done\n")
+    t.poll(final=True)
+    lines = [ln for e in t.outputs() for ln in e.text.splitlines()]
+    assert lines[0] == "out 1" and lines[-2] == "done", lines[-3:]
+    assert lines[-1].startswith("[perftop: ") and "flood 0000" not in lines
+    assert t.tail.left_out == 500 * 11 + 5 - 1000
 
 
-def test_a_prompt_read_in_two_pieces_is_one_line(tmp_path) -> None:
+def test_a_prompt_read_in_two_pieces_is_one_line(late_tail) -> None:
     """A late write that leaves a line unfinished (a prompt written in two writes, the
     first after a read took its sizes), then the TUI asks for the unfinished line: it is
     one line, not the first piece and the rest each as a line of its own."""
-    from perftop.events import Output
-    from perftop.monitor.output import OutputTail
-
-    got: list = []
-    tail = OutputTail(lambda *evs: got.extend(evs), directory=str(tmp_path))
-    try:
-        if tail._order.fd < 0:
-            pytest.skip("no inotify here")
-        real = tail._order.settle
-
-        def late(order, ends, sizes):  # the read's sizes are taken: the job writes on
-            tail.stderr.write(b"overwrite? [y")
-            tail.stderr.flush()
-            tail._order.settle = real
-            return real(order, ends, sizes)
-
-        tail._order.settle = late
-        tail.stdout.write(b"out 1\n")
-        tail.stdout.flush()
-        tail.poll(order=tail._order.wait(0))
-        tail.stderr.write(b"/N] ")
-        tail.stderr.flush()
-        tail.show_partial()
-        tail.poll(order=tail._order.wait(0))
-        tail.poll(final=True, order=tail._order.wait(0))
-        texts = [(e.stream, e.text) for e in got if isinstance(e, Output)]
-        assert texts == [("stdout", "out 1\n"), ("stderr", "overwrite? [y/N] ")], texts
-    finally:
-        tail.stop()
+    t = late_tail(b"overwrite? [y")
+    t.say("stdout", b"out 1\n")
+    t.poll()
+    t.say("stderr", b"/N] ")
+    t.tail.show_partial()
+    t.poll()
+    t.poll(final=True)
+    texts = [(e.stream, e.text) for e in t.outputs()]
+    assert texts == [("stdout", "out 1\n"), ("stderr", "overwrite? [y/N] ")], texts
