@@ -138,15 +138,17 @@ class OutputTail(OutputPass):
         heads = self._order.heads()  # late writes of the last read: before anything since
         ends = self._sizes()
         order = self._order.settle(order or [], ends, self._sizes)
+        # A late stream's first piece, then every stream (``order`` names them all): a
+        # head is never its stream's last piece in this read, the rest always are.
         chunks = [(n, min(at, ends[n])) for n, at in heads.items()]
         chunks += [(n, ends[n]) for n in order]
         budget: dict[str, int] = {}  # bytes each stream may still give in this read
         for k, (name, end) in enumerate(chunks):
             f = self._readers[name]
-            last = name not in (n for n, _ in chunks[k + 1 :])  # its last piece in this read
+            last = k >= len(heads)
             if name not in budget:  # the rate asked once, over all of the stream's pieces
                 budget[name] = self._admit(name, f, mono, ends[name])
-            new = f.read(max(0, min(budget[name], end - f.tell()))) if budget[name] else b""
+            new = f.read(max(0, min(budget[name], end - f.tell())))
             budget[name] -= len(new)
             read = read or bool(new)
             data = self._partial[name]
