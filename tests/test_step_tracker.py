@@ -484,3 +484,22 @@ def test_no_phase_is_longer_than_its_step(make, seed):
         d = s[2] - s[1]
         assert d >= 0 and all(0 <= x <= d + 1e-9 for x in s[3:6])
     assert all(b[2] > 0 for b in between)
+
+
+def test_a_steps_phases_never_add_up_to_more_than_the_step(make):
+    """Each phase is capped at its step, and the data wait at what backward and the
+    optimizer leave: a fetch whose start a cut-out interval moved behind the step's start
+    (its time over the step's) once gave a step a data wait of its whole length and a
+    backward and an optimizer on top (CI, a loaded VM, the compiled build)."""
+    tr, steps, _, _ = make()
+    tr.running, tr.start, tr.hole, tr.has_fetch = True, 10.0, 0.0, True
+    tr.data, tr.bwd, tr.opt = 0.9, 0.2, 0.1
+    tr.close(11.0)
+    tr.running, tr.start, tr.hole, tr.has_fetch = True, 11.0, 0.0, True
+    tr.data, tr.bwd, tr.opt = 0.3, 0.2, 0.1  # within the step: as measured
+    tr.close(12.0)
+    tr.flush()
+    (_, t0, t1, data, bwd, opt, *_), second = steps[0], steps[1]
+    assert (t0, t1, bwd, opt) == (10.0, 11.0, 0.2, 0.1)
+    assert data == pytest.approx(0.7) and data + bwd + opt <= t1 - t0 + 1e-9
+    assert second[3:6] == (0.3, 0.2, 0.1)

@@ -165,20 +165,23 @@ class StepTracker:
         """End the current step at ``t`` and start the next one there."""
         if self.running:
             dur = t - self.start - self.hole  # a gap inside the step is cut out of it
+            bwd, opt = _cap(self.bwd, dur), _cap(self.opt, dur)
+            # The data wait at most what backward and the optimizer leave: a fetch whose
+            # start a cut-out interval moved behind the step's start is over it.
+            room = _cap(dur - bwd - opt, dur)
             # -0.0: the loop's data wait was not seen (it counts as 0.0 everywhere; the
             # model shows the figure as absent). No fetch on the training thread: the wait
             # before the step's first forward, where it was measured.
             if self.has_fetch or self.fwd_wait < 0.0:
-                data = -0.0 if self.blind and not self.has_fetch else _cap(self.data, dur)
+                data = -0.0 if self.blind and not self.has_fetch else _cap(self.data, room)
             else:
-                data = _cap(self.fwd_wait, dur)
+                data = _cap(self.fwd_wait, room)
             if self.settled:
-                self.push(self.index, self.start + self.hole, t, data, _cap(self.bwd, dur),
-                          _cap(self.opt, dur), self.phases, self.mode)  # fmt: skip
+                self.push(self.index, self.start + self.hole, t, data, bwd, opt, self.phases,
+                          self.mode)  # fmt: skip
             else:
                 self._hold((self.index, self.start + self.hole, t, data,  # wire.REC_* order
-                            _cap(self.bwd, dur), _cap(self.opt, dur), self.phases,
-                            SOURCES[self.mode]), t)  # fmt: skip
+                            bwd, opt, self.phases, SOURCES[self.mode]), t)  # fmt: skip
             if self.on_close is not None:
                 self.on_close(self.index, t)
             if (
