@@ -7,8 +7,14 @@ all-reduce the others already wait in; ``desync``: at step ``AT`` (``AT + 2`` af
 rank 0 all-reduces while the others broadcast, in a second process group, until gloo gives
 up (``TIMEOUT`` s, default 3). Every step also all-reduces a metric and every 5th step logs after
 a barrier (explicit collectives in the user's code). ``STEPS`` steps (default 20).
+
+``ORACLE``: a path; each rank writes ``ORACLE.<rank>`` (JSON), its own arrival times on the
+system clock (the flight recorder's) at each step's collectives: where its first layer's
+gradients were ready (DDP's last bucket launches there), before the metric all-reduce and
+before the barrier. The tests' measure of who waited how long, apart from perftop's.
 """
 
+import json
 import os
 import time
 from datetime import timedelta
@@ -34,11 +40,23 @@ net = torch.nn.Sequential(*[torch.nn.Linear(256, 256) for _ in range(4)])
 model = DDP(net, bucket_cap_mb=0.25)  # one bucket per layer: all-reduces overlap backward
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 x, y = torch.randn(64, 256), torch.randn(64, 256)
+ORACLE = os.environ.get("ORACLE")
+own: dict[str, list[float]] = {"grads": [], "metric": [], "barrier": []}
+
+
+def ready(_p: torch.Tensor) -> None:
+    own["grads"][-1] = max(own["grads"][-1], time.time())
+
+
+if ORACLE:
+    for p in net[0].parameters():
+        p.register_post_accumulate_grad_hook(ready)
 for step in range(STEPS):
     opt.zero_grad()
     loss = torch.nn.functional.mse_loss(model(x), y)
     if "slow" in MODE and rank == SLOW:
         time.sleep(DELAY)  # this rank's own work, before its backward
+    own["grads"].append(0.0)
     loss.backward()
     opt.step()
     metric = loss.detach().clone()
@@ -49,11 +67,16 @@ for step in range(STEPS):
     elif "desync" in MODE and step == AT + 2 * ("hang" in MODE):
         dist.all_reduce(metric, group=quick)
     else:
+        own["metric"].append(time.time())
         dist.all_reduce(metric)  # the metric every rank logs
     if step % 5 == 4:
+        own["barrier"].append(time.time())
         dist.barrier()
         if rank == 0:
             print("step", step, "loss", float(metric) / dist.get_world_size(), flush=True)
 dist.destroy_process_group()
+if ORACLE:
+    with open(f"{ORACLE}.{rank}", "w") as f:
+        json.dump(own, f)
 print("rank", rank, "done", flush=True)
 exit_cleanly()  # torch's gloo teardown race (gloo_exit.py)

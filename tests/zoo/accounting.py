@@ -91,7 +91,8 @@ def _passes(own: dict[str, Any], tl: dict[str, Any], compiled: bool = False) -> 
             # bounded by _counted_once (no interval overlaps the step after it).
             capped = what != "checkpoint" or length <= dur + slack
             if not capped or length < dur - gc - slack:
-                out.append(f"{k} after iteration {i}: {length:.4f} s, the loop's {dur:.4f} s")
+                out.append(f"{k} after iteration {i}: {length:.4f} s, the loop's {dur:.4f} s "
+                           f"({gc:.4f} s of it in collections and waiting for a core)")  # fmt: skip
     cut = [(t0, t0 + n) for k, t0, n in tl["between"] if k != "checkpoint_overlapped"]
     return out + _counted_once(steps, cut)
 
