@@ -73,7 +73,9 @@ def _common(spec: Spec, plain: dict, own: dict, rep: dict) -> list[tuple[str, st
         out.append(("same_result", f"checksum {own['checksum']!r} != {plain['checksum']!r}"))
     if rep["steps"]["count"] != own["steps"]:
         out.append(("steps", f"perftop {rep['steps']['count']} != the loop's {own['steps']}"))
-    out += _stack(own, plain, rep, spec.final)
+    # a pass after the last step: a final one, or a periodic one the last iteration made
+    final = spec.final or any(i >= spec.steps - 1 for i, *_ in own["passes"])
+    out += _stack(own, plain, rep, final)
     out += _one_site_a_line(rep)
     for line in set(own["host_lines"]):
         for key in ("sync_events", "sync_between"):
@@ -130,8 +132,10 @@ def _stack(own: dict, plain: dict, rep: dict, final: bool) -> list[tuple[str, st
     ``Detector.prime``); never more, never on more steps than were watched, primed and
     waited for a safe point (two a stretch of watched steps), and never left there after
     the loop, unless the step after the last one was to be watched (then it may be gone
-    all the same: a final pass's module call is a safe point), or a final pass after it
-    was watched on its own draw (``sync_passes``: no step comes to end it)."""
+    all the same: a final pass's module call is a safe point), or a pass after it (a final
+    one, or the last iteration's periodic one) was watched on its own draw
+    (``sync_passes``: no step comes to end it; the watch ends at its budget's deadline or
+    at exit)."""
     out = []
     extra = [a - b for a, b in zip(own["depth"], plain["depth"])]
     if own["depth_start"] != plain["depth_start"]:
