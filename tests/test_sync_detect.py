@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 from torch.overrides import TorchFunctionMode
@@ -201,15 +203,12 @@ def test_stop_from_another_thread_only_asks(det):
     assert torch._C._len_torch_function_stack() == 0
 
 
-def test_a_step_end_inside_the_modes_own_dispatch_leaves_no_mode(det, monkeypatch):
-    """``loss.backward()`` dispatches ``Tensor.backward`` to the mode, popped meanwhile;
-    perftop's ``torch.autograd.backward`` wrapper, called inside, ends the step there. The
-    detector stopped (or started) there must not lose or double the mode."""
-    d, col = det
-    notes: list[str] = []
-    d.slot.note = notes.append
+def _flip_inside_backward(d, monkeypatch) -> list[int]:
+    """Nine ``loss.backward()`` calls, each stopping (or starting) the detector from inside
+    the mode's dispatch of ``Tensor.backward`` (as perftop's ``torch.autograd.backward``
+    wrapper ends a step there); the stack's depth after each."""
     w = torch.nn.Parameter(torch.randn(4))
-    orig, orig_autograd = torch.Tensor.backward, torch.autograd.backward
+    orig_autograd = torch.autograd.backward
     flip = [True]
 
     def backward(*args, **kwargs):  # the step tracker's close, as perftop wraps it
@@ -222,11 +221,50 @@ def test_a_step_end_inside_the_modes_own_dispatch_leaves_no_mode(det, monkeypatc
         flip[0] = d.active
         (w * 2).sum().backward()  # stop (or start) from inside the dispatch
         depths.append(torch._C._len_torch_function_stack())
-    assert depths == [1] * 9  # on, or waiting for a safe point: never 2
-    # the wait ends at the next module call (a global forward pre-hook: torch's API),
-    # outside the dispatch; Tensor.backward is never replaced
+    return depths
+
+
+def test_a_step_end_inside_the_modes_own_dispatch_leaves_no_mode(det, monkeypatch):
+    """``loss.backward()`` dispatches ``Tensor.backward`` to the mode, popped meanwhile;
+    perftop's ``torch.autograd.backward`` wrapper, called inside, ends the step there. The
+    detector stopped (or started) there must not lose or double the mode, and the change
+    is made at the first call after the dispatch (the depth's own read), not at the next
+    module call: a manual update's loop makes none before its next forward."""
+    d, col = det
+    notes: list[str] = []
+    d.slot.note = notes.append
+    orig = torch.Tensor.backward
+    depths = _flip_inside_backward(d, monkeypatch)
+    assert depths == [0, 1] * 4 + [0], depths
     hooks = torch.nn.modules.module._global_forward_pre_hooks
-    assert not d.active and torch.Tensor.backward is orig and len(hooks) == 1
+    assert not d.active and torch.Tensor.backward is orig and len(hooks) == 0
+    assert sys.getprofile() is None  # the profile function is gone with the wait
+    d.slot.check(9)
+    assert notes == []
+
+
+def test_a_jobs_own_profile_function_is_kept_and_the_change_waits(det, monkeypatch):
+    """Under the job's own profiler (``sys.setprofile``: cProfile's place), perftop sets
+    none: the change waits for the next module call (a global forward pre-hook: torch's
+    API), outside the dispatch, and the job's profile function sees every call."""
+    d, col = det
+    notes: list[str] = []
+    d.slot.note = notes.append
+    seen = []
+
+    def users(frame, event, arg):
+        seen.append(event)
+
+    sys.setprofile(users)
+    try:
+        depths = _flip_inside_backward(d, monkeypatch)
+        assert sys.getprofile() is users
+    finally:
+        sys.setprofile(None)
+    assert depths == [1] * 9  # on, or waiting for a safe point: never 2
+    hooks = torch.nn.modules.module._global_forward_pre_hooks
+    assert not d.active and len(hooks) == 1 and seen
+    w = torch.nn.Parameter(torch.randn(4))
     (w * 2).sum().backward()  # no module call yet: still waiting, never doubled
     assert torch._C._len_torch_function_stack() == 1
     torch.nn.Identity()(w)

@@ -110,6 +110,13 @@ FIXED = [
         Spec("optim", "slice", (Sync("format", 1, after=True),), steps=1500),
         id="value-made-before-the-watched-step",
     ),
+    pytest.param(  # the campaign `--n 12 --seed 1301`'s: a manual update's steps end at
+        # loss.backward(), inside the mode's dispatch; an inference_mode evaluation watched
+        # on its own draw (the first two surely) ends there, and the mode stayed on the
+        # stack through the update and the loop's code until the next forward
+        Spec("manual", "slice", (), steps=60, evaluate=29, val="inference_mode"),
+        id="pass-watch-ending-in-a-manual-updates-backward",
+    ),
 ]
 
 

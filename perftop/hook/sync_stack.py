@@ -23,6 +23,13 @@ The design:
   pre-hook runs outside any mode's dispatch; every step makes one (a loop whose steps
   all end inside a dispatch, ``torch.autograd.grad``'s, settles there). Autograd's
   engine is no safe point: it puts back the stack it found when a backward ends.
+- Sooner where it can: a change requested inside a dispatch (a pass's watch that ends at
+  ``loss.backward()``, the next step's forward far off) also sets a profile function on
+  that thread (``sys.setprofile``, only where none is set), which makes it at the first
+  Python or builtin call outside the dispatch where the mode is on the stack itself (not
+  held aside by a dispatch of it) and unsets itself: a loop whose code after its backward
+  makes no module call (a manual update, the code after the loop) ran under the mode
+  until the next one.
 - Checked. From a sample's start to the first step end after the mode is out, each step
   end reads the stack (``_get_function_stack_at``: no change to it) and counts perftop's
   modes. Any count but the one expected (a lost or doubled mode, whatever caused it) is
@@ -39,6 +46,7 @@ The design:
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -57,6 +65,7 @@ class Slot:
         self.thread: int | None = None  # the thread whose stack holds the push
         self.depth = 0  # the mode's own dispatch depth on that thread (kept by the mode)
         self.trap: Any = None  # the forward pre-hook's handle while a change waits
+        self.calls = False  # the profile function waits for a call (:meth:`at_call`)
         self.dirty = False  # checked once more at the next step end
         self.task: Callable[[], int] = getattr(self.C, "_current_graph_task_id", lambda: -1)
         self.local = threading.local()  # each pushing thread's sentinel (_ThreadEnd)
@@ -90,6 +99,7 @@ class Slot:
         if not self.safe():
             self.arm()
             return False
+        self.disarm()  # first: the profile function must not see the change's own calls
         if self.want:
             insert_at_bottom(self.C, self.mode)
             self.pushed = True
@@ -102,7 +112,6 @@ class Slot:
                     "function-mode stack when taking it off (nothing removed)"
                 )
             self.pushed = False
-        self.disarm()
         return True
 
     # -- the check at step ends ----------------------------------------------------------
@@ -144,7 +153,11 @@ class Slot:
     # -- the trap: a safe point while a change waits ---------------------------------------
     def arm(self) -> None:
         """A global forward pre-hook (torch's own API: nothing of torch's is replaced) that
-        settles at the next module call, outside any dispatch, and goes once settled."""
+        settles at the next module call, outside any dispatch, and goes once settled; and,
+        on the thread whose stack it is, the profile function (:meth:`at_call`)."""
+        if not self.calls and self.thread == threading.get_ident() and sys.getprofile() is None:
+            self.calls = True
+            sys.setprofile(self.at_call)
         if self.trap is not None:
             return
         settle = self.settle
@@ -164,6 +177,27 @@ class Slot:
         trap, self.trap = self.trap, None
         if trap is not None:
             trap.remove()
+        if self.calls and sys.getprofile() == self.at_call:  # (else it unsets itself)
+            self.calls = False
+            sys.setprofile(None)
+
+    def at_call(self, frame: Any, event: str, arg: Any) -> None:
+        """The profile function while a change waits: at a call outside the mode's
+        dispatch, on the stack's thread, where the stack is as perftop believes it (the
+        mode on it, not held aside by a dispatch of it, for a removal), make the change
+        and unset itself; at once where nothing waits any more."""
+        if event != "call" and event != "c_call":
+            return
+        try:
+            waits = self.pushed != self.want
+            if waits and (not self.safe() or (self.pushed and not count(self.C))):
+                return
+            self.calls = False
+            sys.setprofile(None)
+            self.settle()
+        except Exception:
+            self.calls = False
+            sys.setprofile(None)  # never in the job's way: the step-end check repairs
 
 
 class _ThreadEnd:
@@ -179,6 +213,7 @@ class _ThreadEnd:
         slot = self.slot
         try:
             if slot.pushed and slot.thread == threading.get_ident():
+                slot.disarm()
                 remove(slot.C, slot.mode)
                 slot.pushed = False
                 slot.thread = None
