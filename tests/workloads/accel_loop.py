@@ -4,20 +4,45 @@ and ``accelerator.save_state`` every few updates, each timed by the job itself. 
 JSON line: its updates (``sync_gradients``), micro-batches, evaluations and saves, each
 with its own time, and its data wait (each fetch but the first, which starts the loader),
 the time from the start of each epoch's last update to the end of the next epoch's first
-forward (``gaps``: the evaluation and all around it, with some of both steps), and the held-out loss on stderr."""
+forward (``gaps``: the evaluation and all around it, with some of both steps), each
+``save_state``'s files written (``writes``: from its first write's start to its last's end,
+its ``torch.save`` and safetensors calls timed by the job), and the held-out loss on stderr."""
 
+import functools
 import json
 import os
 import sys
 import tempfile
 import time
 
+import accelerate.utils.other
 import torch
 from accelerate import Accelerator
 from torch.utils.data import DataLoader, TensorDataset
 
 EPOCHS, BATCHES, ACC, SAVE_EVERY = 2, 24, 4, 4
 perf = time.perf_counter
+SPAN: list[float] = []  # the save_state under way: its first write's start, its last's end
+
+
+def timed(write):
+    """``write`` (torch.save, safetensors' save_file as accelerate calls it), its span
+    added to the save_state under way."""
+
+    @functools.wraps(write)
+    def call(*args, **kwargs):
+        t = perf()
+        try:
+            return write(*args, **kwargs)
+        finally:
+            if SPAN:
+                SPAN[:] = [min(SPAN[0], t), max(SPAN[1], perf())]
+
+    return call
+
+
+torch.save = timed(torch.save)
+accelerate.utils.other.safe_save_file = timed(accelerate.utils.other.safe_save_file)
 
 
 def main() -> None:
@@ -39,6 +64,7 @@ def main() -> None:
         "micro": 0,
         "evals": [],
         "saves": [],
+        "writes": [],
         "data_wait_s": 0.0,
         "gaps": [],
     }
@@ -68,8 +94,11 @@ def main() -> None:
                 own["updates"] += 1
                 if own["updates"] % SAVE_EVERY == 0:
                     t = perf()
+                    SPAN[:] = [float("inf"), float("-inf")]
                     acc.save_state(os.path.join(out, f"ckpt{own['updates']}"))
                     own["saves"].append(perf() - t)
+                    own["writes"].append(SPAN[1] - SPAN[0])
+                    SPAN.clear()
         t = perf()
         model.eval()
         with torch.no_grad():
