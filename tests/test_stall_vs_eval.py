@@ -33,3 +33,18 @@ def test_an_evaluation_far_longer_than_the_earlier_ones_is_a_hang(tmp_path: Path
     assert 2.0 <= hang["stalled_s"] <= 3.5 and abs(hang["median_s"] - 0.3) < 0.1, hang
     text = perftop("report", str(tmp_path / "r.perftop"), cwd=tmp_path).stdout
     assert "evaluation before step 30 of pid" in text and "hung " in text, text
+
+
+def test_a_long_checkpoint_is_not_a_stall(tmp_path: Path) -> None:
+    """A checkpoint is known as one from its first save's start (a multi-GB model's file
+    takes seconds to write): its save running 3 s, 100x the median step, is no stalled
+    step, and the checkpoint holds the save's time."""
+    proc, report = run_and_report(
+        tmp_path, sys.executable, str(WORKLOADS / "slow_save.py"), "40", "3"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert report["steps"]["count"] == 80
+    own = float(next(ln for ln in proc.stdout.splitlines() if ln.startswith("save")).split()[1])
+    cp = report["steps"]["between_s"]["checkpoint"]
+    assert cp["count"] == 1 and own - 0.05 <= cp["total_s"] <= own, (cp, own)
+    assert report["stalls"] == [], report["stalls"]

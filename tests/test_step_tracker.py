@@ -386,6 +386,25 @@ def test_checkpoint_alone(make):
     assert between == [("checkpoint", 0.45, 0.5)]
 
 
+def test_a_checkpoint_opens_where_its_save_begins(make):
+    """The monitor hears of a checkpoint when its save begins (``on_open``: a save running
+    seconds is no stalled step), not once it returned; the interval is the same."""
+    tr, steps, between, c = make()
+    opened = []
+    tr.on_open = lambda kind, t0: opened.append((kind, round(t0, 6)))
+    opt = Opt()
+    train_step(tr, c, opt)
+    c(0.05)
+    t0, _ = c(0)
+    tr.saving(t0)
+    assert opened == [("checkpoint", 0.45)] and between == []
+    tr.saved(t0, c(0.5)[1])
+    tr.saved(*c(0.2))  # a burst's second save: the same checkpoint, opened once
+    train_step(tr, c, opt)
+    assert opened == [("checkpoint", 0.45)]
+    assert between == [("checkpoint", 0.45, 0.7)]
+
+
 def test_an_unseen_evaluation_after_a_checkpoint_counts_no_second_twice(make):
     """A checkpoint, then an evaluation's first batch with no region around its loop (its
     pass began unseen, after the checkpoint): the two intervals do not overlap, and the

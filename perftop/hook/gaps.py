@@ -106,22 +106,31 @@ def reset(tr: Tracker) -> None:
     tr.ng_sites = {}
 
 
-def saved(tr: Tracker, t0: float, t1: float) -> None:
-    """A ``torch.save`` call from ``t0`` to ``t1``."""
+def saving(tr: Tracker, t0: float) -> None:
+    """A ``torch.save`` call begins at ``t0``: the interval opens here, so the monitor knows
+    a checkpoint runs while its file is written (a multi-GB model's takes seconds: no
+    stalled step), and the open's send (at once, for a checkpoint) is the checkpoint's time,
+    not the next step's. :func:`saved` books the call when it returns."""
     if tr.pend:
         pending_was_eval(tr)
     alone = not tr.in_gap
     enter(tr, t0, False)
     if tr.save_s == 0.0:
         tr.save_t0 = t0
-    tr.save_s += t1 - t0
-    tr.save_end = t1
-    tr.last_end = t1
-    tr.save_w, tr.save_c = float(written()), time.thread_time()
     if alone and tr.thread != 0:
         # A checkpoint on its own, once training was seen: the saves until training resumes
         # are one pass (end() cuts it at the last save's return).
         tr.save_alone = True
+
+
+def saved(tr: Tracker, t0: float, t1: float) -> None:
+    """The ``torch.save`` call :func:`saving` saw begin at ``t0`` returned at ``t1``
+    (:func:`saving` again is a no-op then, and opens the interval where it was not seen)."""
+    saving(tr, t0)
+    tr.save_s += t1 - t0
+    tr.save_end = t1
+    tr.last_end = t1
+    tr.save_w, tr.save_c = float(written()), time.thread_time()
 
 
 def eval_batch(tr: Tracker, t0: float, t1: float) -> None:

@@ -433,6 +433,11 @@ class StepTracker:
             self.phases = {}
         self.phases[name] = self.phases.get(name, 0.0) + (t1 - t0)
 
+    def saving(self, t0: float) -> None:
+        """A ``torch.save`` call begins: on training's thread, a checkpoint opens."""
+        if _thread() == (self.thread or self.main_thread):  # noqa: F821
+            gaps.saving(self, t0)
+
     def saved(self, t0: float, t1: float) -> None:
         """A ``torch.save`` call: a checkpoint is not training; on another thread than
         training's, it overlaps training steps (an async checkpoint) and cuts none."""

@@ -100,18 +100,14 @@ def _wrap_in(state: HookState, module: Any, name: str, wrap: Any) -> None:
 
 
 def _saving(state: HookState, orig: Any) -> Any:
-    tracker = state.tracker
-
     @functools.wraps(orig)
     def save(*args: Any, **kwargs: Any) -> Any:
         t0 = _perf()
+        _opened(state, t0)
         try:
             return orig(*args, **kwargs)
         finally:
-            try:
-                tracker.saved(t0, _perf())
-            except Exception:
-                state.internal_error("torch.save")
+            _closed(state, t0)
 
     return save
 
@@ -132,19 +128,37 @@ class _TimedWriter:
         try:
             return self._inner.__exit__(*exc)
         finally:
-            try:
-                self._state.tracker.saved(self._t0, _perf())
-            except Exception:
-                self._state.internal_error("torch.save")
+            _closed(self._state, self._t0)
 
 
 def _zip_saving(state: HookState, orig: Any) -> Any:
     @functools.wraps(orig)
     def open_writer(*args: Any, **kwargs: Any) -> Any:
         t0 = _perf()
-        return _TimedWriter(state, orig(*args, **kwargs), t0)
+        _opened(state, t0)
+        try:
+            return _TimedWriter(state, orig(*args, **kwargs), t0)
+        except BaseException:
+            _closed(state, t0)  # the file never opened: the save ends here
+            raise
 
     return open_writer
+
+
+def _opened(state: HookState, t0: float) -> None:
+    """A save began at ``t0``: the checkpoint opens (the tracker's ``saving``)."""
+    try:
+        state.tracker.saving(t0)
+    except Exception:
+        state.internal_error("torch.save")
+
+
+def _closed(state: HookState, t0: float) -> None:
+    """The save begun at ``t0`` returned (the tracker's ``saved``)."""
+    try:
+        state.tracker.saved(t0, _perf())
+    except Exception:
+        state.internal_error("torch.save")
 
 
 def _wrap_engine(state: HookState, autograd: Any, tracker: Any) -> None:
