@@ -274,6 +274,36 @@ def test_a_jobs_own_profile_function_is_kept_and_the_change_waits(det, monkeypat
     assert notes == []
 
 
+def test_a_profile_function_the_job_sets_while_one_waits_is_kept(det, monkeypatch):
+    """The job starts its own profiler while perftop's profile function waits (inside the
+    dispatch): the job's stays; the change waits for the module call; perftop's is used
+    again at the next wait once the job's is gone."""
+    d, col = det
+    w = torch.nn.Parameter(torch.randn(4))
+    orig_autograd = torch.autograd.backward
+
+    def users(frame, event, arg):
+        pass
+
+    def backward(*args, **kwargs):  # the step ends here; the job's profiler starts too
+        d.stop()
+        sys.setprofile(users)
+        return orig_autograd(*args, **kwargs)
+
+    monkeypatch.setattr(torch.autograd, "backward", backward)
+    try:
+        (w * 2).sum().backward()
+        assert torch._C._len_torch_function_stack() == 1  # waiting for a module call
+        torch.nn.Identity()(w)
+        assert torch._C._len_torch_function_stack() == 0 and sys.getprofile() is users
+    finally:
+        sys.setprofile(None)
+    assert not d.slot.calls
+    monkeypatch.undo()
+    depths = _flip_inside_backward(d, monkeypatch)
+    assert depths[:2] == [1, 0], depths  # started, then stopped at the first call after
+
+
 def test_a_doubled_mode_is_repaired_at_the_step_end_and_told(det):
     d, col = det
     notes: list[str] = []

@@ -177,9 +177,10 @@ class Slot:
         trap, self.trap = self.trap, None
         if trap is not None:
             trap.remove()
-        if self.calls and sys.getprofile() == self.at_call:  # (else it unsets itself)
+        if self.calls and self.thread == threading.get_ident():  # (else it unsets itself)
             self.calls = False
-            sys.setprofile(None)
+            if sys.getprofile() == self.at_call:  # (not where the job set its own since)
+                sys.setprofile(None)
 
     def at_call(self, frame: Any, event: str, arg: Any) -> None:
         """The profile function while a change waits: at a call outside the mode's
