@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +44,10 @@ def run(tmp_path_factory):
     rep = perftop("report", "--json", str(rec), cwd=tmp)
     assert rep.returncode == 0, rep.stderr
     segments = [json.loads(line) for line in (tmp / "segments.jsonl").read_text().splitlines()]
+    for seg in segments:  # how late rank 1 came to each step's forward, by the ranks' clocks
+        a0, a1 = (json.loads((tmp / f"segments.jsonl.arrivals.{r}").read_text()) for r in (0, 1))
+        i = KINDS.index(seg["kind"]) * SEG
+        seg["late"] = [b - a for a, b in zip(a0[i : i + SEG], a1[i : i + SEG])]
     return json.loads(rep.stdout), list(read_events(rec)), segments
 
 
@@ -122,9 +127,16 @@ def test_the_straggler_of_each_kind_is_named(run, kind):
         # on a loaded machine (+37 ms a step seen with 10 runnable tasks on 2 cores)
         assert abs(comm.straggler.wait_s - DELAY) <= 0.2 * DELAY, (comm.straggler, waits)
         assert abs((waits[0] or 0.0) - DELAY) <= 0.2 * DELAY, waits
-    elif kind == "extra":  # WORK, at least: a rank that hogs a shared CPU is also
-        # scheduled out more after it (+17 ms seen with a suite running beside)
-        assert comm.straggler.wait_s >= 0.8 * WORK and (waits[0] or 0.0) >= 0.8 * WORK, waits
+    elif kind == "extra":  # as late as rank 1 came to the steps' forwards (WORK after
+        # each step but the segment's first, on an idle host; a busy one scheduling rank 0
+        # out too makes it less: 32 ms seen), at least: a rank that hogs a shared CPU is
+        # also scheduled out more after it (+17 ms seen with a suite running beside)
+        late = statistics.median(seg["late"])
+        assert late > 0.2 * WORK, seg["late"]
+        assert comm.straggler.wait_s >= 0.8 * late and (waits[0] or 0.0) >= 0.8 * late, (
+            waits,
+            seg["late"],
+        )
 
 
 def test_a_rank_late_at_only_the_first_of_many_collectives_is_named():

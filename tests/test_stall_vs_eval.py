@@ -46,5 +46,5 @@ def test_a_long_checkpoint_is_not_a_stall(tmp_path: Path) -> None:
     assert report["steps"]["count"] == 80
     own = float(next(ln for ln in proc.stdout.splitlines() if ln.startswith("save")).split()[1])
     cp = report["steps"]["between_s"]["checkpoint"]
-    assert cp["count"] == 1 and own - 0.05 <= cp["total_s"] <= own, (cp, own)
+    assert cp["count"] == 1 and own - 0.05 <= cp["total_s"] <= own + 1e-5, (cp, own)
     assert report["stalls"] == [], report["stalls"]

@@ -15,7 +15,9 @@ order), each making rank ``SLOW_RANK`` late in its own way:
 
 Rank 0 appends each segment's kind and wall-clock bounds to ``SEGMENTS`` (a JSON line
 each), after a barrier at both ends (and one more once ``starve``'s burners spin). No
-other collective is made.
+other collective is made. Each rank writes ``SEGMENTS.arrivals.<rank>``: the system-clock
+time (the flight recorder's) at which each step called its forward, where FSDP2 launches
+its first all-gather (the tests' own measure of how late a rank came).
 """
 
 import json
@@ -116,7 +118,7 @@ def starve(on):
 
 
 allowed, burners = sorted(os.sched_getaffinity(0)), []
-segments = []
+segments, arrivals = [], []
 loader = torch.utils.data.DataLoader(Batches(), batch_size=None)
 for i, x in enumerate(loader):
     kind = KINDS[i // SEG]
@@ -127,6 +129,7 @@ for i, x in enumerate(loader):
             dist.barrier()  # rank SLOW's burners spin: the segment starts together
         segments.append({"kind": kind, "t0": time.time()})
     opt.zero_grad()
+    arrivals.append(time.time())
     net(x).square().mean().backward()
     opt.step()
     if kind == "extra" and rank == SLOW:
@@ -139,6 +142,9 @@ for i, x in enumerate(loader):
 if rank == 0 and os.environ.get("SEGMENTS"):
     with open(os.environ["SEGMENTS"], "a") as f:
         f.writelines(json.dumps(s) + "\n" for s in segments)
+if os.environ.get("SEGMENTS"):
+    with open(f"{os.environ['SEGMENTS']}.arrivals.{rank}", "w") as f:
+        json.dump(arrivals, f)
 dist.destroy_process_group()
 print("rank", rank, "done", flush=True)
 exit_cleanly()  # torch's gloo teardown race (gloo_exit.py)

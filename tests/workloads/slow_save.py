@@ -36,5 +36,5 @@ for i in range(2 * SAVE_AT):
     if i == SAVE_AT - 1:
         t0 = time.perf_counter()
         torch.save(model.state_dict(), SlowDisk())
-        print(f"save {time.perf_counter() - t0:.3f} s", flush=True)
+        print(f"save {time.perf_counter() - t0:.6f} s", flush=True)
 print(f"{2 * SAVE_AT} steps", flush=True)
