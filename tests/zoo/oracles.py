@@ -129,8 +129,8 @@ def _watched(rep: dict) -> int:
 def _stack(own: dict, plain: dict, rep: dict, final: bool) -> list[tuple[str, str]]:
     """While a step is watched the detector's mode is on the stack (one more entry than the
     plain run's), and in the step before each watched stretch (primed: marks only, see
-    ``Detector.prime``); never more, never on more steps than were watched and primed (one
-    a stretch of watched steps), and never left there after
+    ``Detector.prime``); never more, never on more steps than were watched, primed and
+    folded (two a stretch of watched steps), and never left there after
     the loop, unless the step after the last one was to be watched (then it may be gone
     all the same: a final pass's module call is a safe point), or a pass after it (a final
     one, or the last iteration's periodic one) was watched on its own draw
@@ -154,10 +154,12 @@ def _stack(own: dict, plain: dict, rep: dict, final: bool) -> list[tuple[str, st
         runs = sum(1 for i, e in enumerate(extra) if e == 1 and (i == 0 or extra[i - 1] != 1))
         watched = _watched(rep) or (0 if rep.get("sync_events") else on)
     last_on = bool(extra) and extra[-1] == 1  # the step after the last: never closed
-    # Each stretch of watched steps: its primed step before it. (Where its last step ended
-    # inside the mode's own dispatch, a backward, the mode leaves at the first call after
-    # that dispatch: sync_stack's profile function, within the iteration.)
-    if on > watched + runs + last_on:
+    # Each stretch of watched steps: its primed step before it, and one more: a watched
+    # step whose syncs were dropped (folded into the step after it, as a two-loss loop's
+    # first optimizer step may be) counts in no SyncBatch. (Where a stretch's last step
+    # ended inside the mode's own dispatch, a backward, the mode leaves at the first call
+    # after that dispatch: sync_stack's profile function, within the iteration.)
+    if on > watched + 2 * runs + last_on:
         out.append(
             ("stack_depth", f"the mode on after {on} steps, {watched} watched in {runs} stretches")
         )
