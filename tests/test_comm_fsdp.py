@@ -44,8 +44,8 @@ def run(tmp_path_factory):
     rep = perftop("report", "--json", str(rec), cwd=tmp)
     assert rep.returncode == 0, rep.stderr
     segments = [json.loads(line) for line in (tmp / "segments.jsonl").read_text().splitlines()]
+    a0, a1 = (json.loads((tmp / f"segments.jsonl.arrivals.{r}").read_text()) for r in (0, 1))
     for seg in segments:  # how late rank 1 came to each step's forward, by the ranks' clocks
-        a0, a1 = (json.loads((tmp / f"segments.jsonl.arrivals.{r}").read_text()) for r in (0, 1))
         i = KINDS.index(seg["kind"]) * SEG
         seg["late"] = [b - a for a, b in zip(a0[i : i + SEG], a1[i : i + SEG])]
     return json.loads(rep.stdout), list(read_events(rec)), segments
