@@ -186,6 +186,9 @@ def test_a_thread_preempted_on_a_busy_host_waited_for_no_data(tmp_path):
     slept = [s.data for s in steps if s.index % 50 == 25]  # (the batch before these slept)
     others = [s.data for s in steps if s.index % 50 != 25]
     assert sum(others) <= 0.001, sorted(others)[-5:]
-    # a step whose batch slept: the sleep, and any preemption around it in its window
-    want, most = own["slept_s"], own["sleep_windows_off_s"]
-    assert 0.9 * want <= sum(slept) <= most + 0.002, (slept, own)
+    # a step whose batch slept: the sleep, and any preemption around it in its window; at
+    # most the window's wall time (the hook books a step's time before its forward beyond
+    # the CPU its recent steps took there once it stops reading the CPU clock: on a busy
+    # host the CPU around a sleep's wake-up can take more, 3.2 ms over 16 sleeps in a run)
+    want, most = own["slept_s"], own["sleep_windows_s"]
+    assert 0.9 * want <= sum(slept) <= most, (slept, own)

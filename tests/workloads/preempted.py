@@ -5,7 +5,8 @@ each batch on the CPU and sleeps 2 ms before every 50th (its one real wait). Pri
 own counts as JSON: steps, its sleeps' time off the CPU (wall less CPU, each around its
 ``time.sleep``), and its time off the CPU from before each update to after the next forward
 (a window that holds perftop's, from the step's end to the forward's first module call),
-over the steps whose batch slept and over the others."""
+over the steps whose batch slept and over the others; and the wall time of the windows whose
+batch slept."""
 
 import json
 import os
@@ -25,7 +26,8 @@ os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # this thread, and what
 model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
 opt = torch.optim.SGD(model.parameters(), lr=1e-3)
 X, Y = torch.randn(256, 32), torch.randn(256, 1)
-own = {"steps": 0, "slept_s": 0.0, "sleep_windows_off_s": 0.0, "other_off_s": 0.0}
+own = {"steps": 0, "slept_s": 0.0, "sleep_windows_off_s": 0.0, "sleep_windows_s": 0.0}
+own["other_off_s"] = 0.0
 spinner = None  # started after the first step (its imports), killed after the last
 perf, cpu = time.perf_counter, time.thread_time
 
@@ -53,6 +55,8 @@ try:
             w, c, slept = mark
             key = "sleep_windows_off_s" if own["slept_s"] > slept else "other_off_s"
             own[key] += off_since(w, c)
+            if key == "sleep_windows_off_s":  # and its wall time, the CPU in it too
+                own["sleep_windows_s"] += perf() - w
         if spinner is None and own["steps"] == 1:  # inside a step: its wait has no fork in it
             spinner = subprocess.Popen([sys.executable, "-S", "-c", SPIN], stdin=subprocess.DEVNULL)
         loss.backward()
