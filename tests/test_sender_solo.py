@@ -48,6 +48,20 @@ def test_the_sender_thread_takes_over_once_the_job_has_another_thread(tmp_path):
     assert report["steps"]["count"] == own["steps"] == 400
 
 
+def test_a_hang_in_a_single_threaded_jobs_first_steps_is_seen(tmp_path):
+    """Its first 15 steps take ~40 ms, then it hangs 3 s: the steps it buffered reached the
+    monitor before the hang (its first sends come sooner), so the stall is caught with its
+    stacks. Before, the first send was due 0.25 s in: no step had arrived, and no stall."""
+    own, report = _job(tmp_path, "40", "hang")
+    assert own["single"] and report["steps"]["count"] == own["steps"] == 40
+    stalls = [s for s in report["stalls"] if s["stalled_s"] >= 2.0]
+    assert len(stalls) == 1, report["stalls"]
+    s = stalls[0]
+    assert 5 <= s["step"] <= 15  # steps buffered since the last send are not yet known
+    main = next(p for p in s["processes"] if p["role"] == "main")
+    assert main["frames"][0]["function"] == "hang_here"
+
+
 SOLO_WRITER = r"""
 import json, os, sys, time
 from perftop.events import Hello

@@ -45,6 +45,12 @@ from perftop.hook.solo import INF, single_threaded_flag
 
 CAPACITY = 65536
 INTERVAL_S = 0.25  # the most the sender delays an event (the TUI redraws every 0.5 s)
+# Where the training thread sends (solo.py), its first sends come sooner: after FIRST_S, then
+# twice as long each time up to ``interval``. Steps buffered when the thread blocks are not
+# sent until it runs again, so with a first send only after 0.25 s a job that hung in its
+# first quarter second of steps had sent none: the monitor, which needs a few steps' median
+# to call one stalled, never saw the hang (four sends more per process, at its start).
+FIRST_S = 0.02
 EXIT_S = 0.1  # the most a process's exit (or a DataLoader worker's) waits for perftop
 # Of EXIT_S, what the sends leave for the rest: the last batch's overshoot, the disconnect,
 # and freeing a full buffer (65,536 steps take ~4 ms to free).
@@ -132,6 +138,7 @@ class Sender(Link):
         self.solo = False  # the training thread sends (no other thread in the process)
         self.pinned = False  # solo for good, whatever threads the process has (pin_solo)
         self._due(INF)  # solo: when the training thread sends next (perf_counter)
+        self._gap = FIRST_S  # solo: the time to the next send after this one (FIRST_S)
         self._tail = b""  # what a non-blocking send left unsent, sent first next time
         self._tail_n = 0  # the items of the batch whose frame the tail ends
         self._pumping = False
@@ -158,7 +165,7 @@ class Sender(Link):
         self.started = True
         if self.single is not None and self.single():
             self.solo = True
-            self._due(time.perf_counter() + self.interval)
+            self._due(time.perf_counter() + min(self._gap, self.interval))
             return
         self._start_thread()
 
@@ -169,6 +176,7 @@ class Sender(Link):
         sender thread would wake 4x/s in each of the job's workers (~0.1 ms of CPU a
         wake, taken from the batches)."""
         self.pinned = self.solo = self.started = True
+        self._gap = self.interval
         self._due(time.perf_counter() + self.interval)
 
     def _due(self, t: float) -> None:
@@ -189,7 +197,8 @@ class Sender(Link):
                 self._due(INF)
                 self._start_thread()
                 return
-            self._due(time.perf_counter() + self.interval)
+            self._gap = min(self.interval, 2 * self._gap)
+            self._due(time.perf_counter() + self._gap)
             self.drain(nowait=True)
             if self.inbox is not None:
                 self.inbox.poll(self)

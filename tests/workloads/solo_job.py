@@ -1,5 +1,6 @@
 """A single-threaded CPU training job (one torch thread, a DataLoader without workers) that
-counts its own steps; with ``thread`` it starts a thread of its own halfway. Prints, as
+counts its own steps; with ``thread`` it starts a thread of its own halfway, with ``hang``
+it hangs 3 s in ``hang_here`` before its 16th step. Prints, as
 JSON: its steps, the threads the kernel lists for it, the Python threads' names, and
 whether glibc still counts the process single-threaded."""
 
@@ -15,7 +16,13 @@ from torch.utils.data import DataLoader, TensorDataset
 
 torch.manual_seed(0)
 torch.set_num_threads(1)
-steps, start_thread = int(sys.argv[1]), sys.argv[2:] == ["thread"]
+steps, start_thread, hang = int(sys.argv[1]), sys.argv[2:] == ["thread"], sys.argv[2:] == ["hang"]
+
+
+def hang_here():
+    time.sleep(3.0)
+
+
 model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 data = TensorDataset(torch.randn(steps * 8, 16), torch.randn(steps * 8, 4))
@@ -23,6 +30,8 @@ done = 0
 for i, (x, y) in enumerate(DataLoader(data, batch_size=8)):
     if start_thread and i == steps // 2:
         threading.Thread(target=time.sleep, args=(60,), daemon=True, name="job-own").start()
+    if hang and i == 15:
+        hang_here()
     opt.zero_grad()
     torch.nn.functional.mse_loss(model(x), y).backward()
     opt.step()
