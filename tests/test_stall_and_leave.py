@@ -185,3 +185,41 @@ def test_a_stall_without_py_spy_is_shown_with_the_reason(monkeypatch):
         time.sleep(0.05)
     assert len(got) == 1 and got[0].step == 10
     assert got[0].stacks == () and "py-spy is not installed" in got[0].note
+
+
+def test_a_stall_is_named_by_the_step_that_was_running_once_its_steps_come():
+    """The capture names the step after the last one the monitor had (5); steps the process
+    had ended but not sent (5 to 7, a single-threaded job's) come after it, in a frame as
+    the live ingest has them and one by one as a recording's reader has them: the stall is
+    the step running at the capture (8), stalled since it began. A hang between steps
+    (pid 3: steps 5 to 9 ended before its evaluation) is of the step after it, and keeps
+    its own length; another process's steps and a process that never goes on change
+    nothing."""
+    from perftop.events import StallCapture
+    from perftop.wire import STEP_RECORD, StepBatch
+
+    def step(pid: int, i: int, t0: float, t1: float) -> tuple:
+        return (pid, i, t0, t1, 0.0, 0.0, 0.0, 0)
+
+    def run(pid: int, first: int, last: int, t: float = 100.0) -> list[tuple]:
+        return [
+            step(pid, i, t + (i - first) * 0.1, t + (i - first + 1) * 0.1)
+            for i in range(first, last)
+        ]
+
+    for batched in (True, False):
+        s = Session()
+        for rec in run(1, 0, 5) + run(3, 0, 5):
+            s.apply(Step(*rec[:4]))
+        s.apply(StallCapture(103.5, 1, 5, 3.0, 0.1))
+        s.apply(StallCapture(103.6, 2, 5, 3.0, 0.1))  # never goes on
+        s.apply(StallCapture(103.7, 3, 5, 2.9, 0.1, during="eval"))  # eval from 101.0
+        later = run(4, 0, 9, 103.0) + run(1, 5, 8, 100.5) + [step(1, 8, 100.8, 104.0)]
+        later += run(1, 9, 12, 104.0) + run(3, 5, 10, 100.5) + run(3, 10, 12, 103.8)
+        if batched:
+            s.apply(StepBatch(b"".join(STEP_RECORD.pack(*r) for r in later)))
+        else:
+            for rec in later:
+                s.apply(Step(*rec[:4]))
+        got = {(r.pid, r.step, r.stalled_s, r.during) for r in s.snapshot(window=None).stalls}
+        assert got == {(1, 8, 2.7, ""), (2, 5, 3.0, ""), (3, 10, 2.9, "eval")}, (batched, got)

@@ -9,12 +9,16 @@ count says so.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
+from perftop.events import Step
 from perftop.events.stacks import StackFrame, StackSample, StallCapture
 from perftop.model.roles import ROLE_ORDER, as_role
 from perftop.model.snapshot import StackRow, StallRow
+from perftop.wire import StepRecord
 
 MAX_STALLS = 50
 TOP = 5
@@ -81,14 +85,45 @@ class _Proc:
 
 
 class StacksReducer:
-    handles = (StackSample, StallCapture)
+    """Stack samples by process, and the stalls. A stall's step is the one after the last
+    step the monitor had when it captured the stacks; where a process sends its steps from
+    its training thread (the sender's solo mode), steps it ended since its last send had
+    not come yet, so that number can be early. Once the process's steps go on, the step that
+    was running at the capture (the first to end after it) names the stall."""
+
+    handles = (StackSample, StallCapture, Step)
 
     def __init__(self) -> None:
         self.procs: dict[int, _Proc] = {}
         self.stalls: list[StallRow] = []
+        self.unplaced: dict[int, list[StallRow]] = {}  # pid: stalls its steps have not passed
+
+    def apply_steps(self, records: Sequence[StepRecord]) -> None:
+        if self.unplaced:
+            for rec in records:
+                if rec[0] in self.unplaced:
+                    self._place(rec[0], rec[1], rec[2], rec[3])
+
+    def _place(self, pid: int, index: int, t0: float, t1: float) -> None:
+        """A step of ``pid`` from ``t0`` to ``t1``: the stalls captured before it ended are of
+        this step (a hang between steps: the step after that interval)."""
+        rows = self.unplaced[pid]
+        for row in [r for r in rows if t1 > r.t]:
+            rows.remove(row)
+            if index == row.step:
+                continue
+            fixed = dataclasses.replace(row, step=index)
+            if not row.during and t0 < row.t:  # stalled since it began, not since the last
+                fixed = dataclasses.replace(fixed, stalled_s=round(row.t - t0, 3))  # one sent
+            self.stalls = [fixed if r is row else r for r in self.stalls]
+        if not rows:
+            del self.unplaced[pid]
 
     def apply(self, ev: Any) -> None:
-        if isinstance(ev, StackSample):
+        if type(ev) is Step:
+            if ev.pid in self.unplaced:
+                self._place(ev.pid, ev.index, ev.t0, ev.t1)
+        elif isinstance(ev, StackSample):
             p = self.procs.get(ev.pid)
             if p is None:
                 p = self.procs[ev.pid] = _Proc(ev.role)
@@ -104,6 +139,8 @@ class StacksReducer:
             )
             self.stalls.append(row)
             del self.stalls[:-MAX_STALLS]
+            if row.step >= 0:
+                self.unplaced.setdefault(row.pid, []).append(row)
 
     def contribute(self, parts: dict[str, Any], window: int | None) -> None:
         rows = []

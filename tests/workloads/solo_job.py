@@ -1,6 +1,6 @@
 """A single-threaded CPU training job (one torch thread, a DataLoader without workers) that
-counts its own steps; with ``thread`` it starts a thread of its own halfway, with ``hang``
-it hangs 3 s in ``hang_here`` before its 16th step. Prints, as
+counts its own steps; with ``thread`` it starts a thread of its own halfway, with ``hang:N``
+it hangs 3 s in ``hang_here`` in its step N (from 0). Prints, as
 JSON: its steps, the threads the kernel lists for it, the Python threads' names, and
 whether glibc still counts the process single-threaded."""
 
@@ -16,7 +16,8 @@ from torch.utils.data import DataLoader, TensorDataset
 
 torch.manual_seed(0)
 torch.set_num_threads(1)
-steps, start_thread, hang = int(sys.argv[1]), sys.argv[2:] == ["thread"], sys.argv[2:] == ["hang"]
+steps, start_thread = int(sys.argv[1]), sys.argv[2:] == ["thread"]
+hang = int(sys.argv[2][5:]) if sys.argv[2:3] and sys.argv[2].startswith("hang:") else -1
 
 
 def hang_here():
@@ -30,7 +31,7 @@ done = 0
 for i, (x, y) in enumerate(DataLoader(data, batch_size=8)):
     if start_thread and i == steps // 2:
         threading.Thread(target=time.sleep, args=(60,), daemon=True, name="job-own").start()
-    if hang and i == 15:
+    if i == hang:
         hang_here()
     opt.zero_grad()
     torch.nn.functional.mse_loss(model(x), y).backward()
