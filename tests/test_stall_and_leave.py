@@ -193,8 +193,8 @@ def test_a_stall_is_named_by_the_step_that_was_running_once_its_steps_come():
     the live ingest has them and one by one as a recording's reader has them: the stall is
     the step running at the capture (8), stalled since it began. A hang between steps
     (pid 3: steps 5 to 9 ended before its evaluation) is of the step after it, and keeps
-    its own length; another process's steps and a process that never goes on change
-    nothing."""
+    its own length; a step that ended while the stacks were dumped (pid 5) keeps its stall;
+    another process's steps and a process that never goes on change nothing."""
     from perftop.events import StallCapture
     from perftop.wire import STEP_RECORD, StepBatch
 
@@ -214,12 +214,15 @@ def test_a_stall_is_named_by_the_step_that_was_running_once_its_steps_come():
         s.apply(StallCapture(103.5, 1, 5, 3.0, 0.1))
         s.apply(StallCapture(103.6, 2, 5, 3.0, 0.1))  # never goes on
         s.apply(StallCapture(103.7, 3, 5, 2.9, 0.1, during="eval"))  # eval from 101.0
+        s.apply(StallCapture(103.5, 5, 5, 3.0, 0.1))  # its step 5 ends during the dump
         later = run(4, 0, 9, 103.0) + run(1, 5, 8, 100.5) + [step(1, 8, 100.8, 104.0)]
         later += run(1, 9, 12, 104.0) + run(3, 5, 10, 100.5) + run(3, 10, 12, 103.8)
+        later += [step(5, 5, 100.5, 103.4)] + run(5, 6, 9, 103.4)
         if batched:
             s.apply(StepBatch(b"".join(STEP_RECORD.pack(*r) for r in later)))
         else:
             for rec in later:
                 s.apply(Step(*rec[:4]))
         got = {(r.pid, r.step, r.stalled_s, r.during) for r in s.snapshot(window=None).stalls}
-        assert got == {(1, 8, 2.7, ""), (2, 5, 3.0, ""), (3, 10, 2.9, "eval")}, (batched, got)
+        want = {(1, 8, 2.7, ""), (2, 5, 3.0, ""), (3, 10, 2.9, "eval"), (5, 5, 3.0, "")}
+        assert got == want, (batched, got)

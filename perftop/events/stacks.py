@@ -11,6 +11,9 @@ from perftop.events.base import Event, event
 
 # (function, file, line)
 StackFrame = tuple[str, str, int]
+# A stall's stacks are dumped no sooner than this after its start (``t - stalled_s``): the
+# stall watch's least length, and what tells the stalled step from steps ended before it.
+MIN_STALL_S = 2.0
 
 
 @event("stack")

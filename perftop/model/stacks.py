@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from perftop.events import Step
-from perftop.events.stacks import StackFrame, StackSample, StallCapture
+from perftop.events.stacks import MIN_STALL_S, StackFrame, StackSample, StallCapture
 from perftop.model.roles import ROLE_ORDER, as_role
 from perftop.model.snapshot import StackRow, StallRow
 from perftop.wire import StepRecord
@@ -105,10 +105,13 @@ class StacksReducer:
                     self._place(rec[0], rec[1], rec[2], rec[3])
 
     def _place(self, pid: int, index: int, t0: float, t1: float) -> None:
-        """A step of ``pid`` from ``t0`` to ``t1``: the stalls captured before it ended are of
-        this step (a hang between steps: the step after that interval)."""
+        """A step of ``pid`` from ``t0`` to ``t1``: a stall whose capture began before it
+        ended is of this step (a hang between steps: the step after that interval). The
+        capture began at least MIN_STALL_S after the stall's start (``t - stalled_s``: the
+        end of the last step the monitor had), and was over at ``t``: a step that ended
+        during the dump (the hang's own step, its end) is the stalled one, not the next."""
         rows = self.unplaced[pid]
-        for row in [r for r in rows if t1 > r.t]:
+        for row in [r for r in rows if t1 > r.t - r.stalled_s + MIN_STALL_S]:
             rows.remove(row)
             if index == row.step:
                 continue

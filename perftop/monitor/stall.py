@@ -13,11 +13,12 @@ from collections.abc import Callable
 from typing import Any
 
 from perftop.events import StallCapture
+from perftop.events.stacks import MIN_STALL_S
 from perftop.model import Snapshot
 from perftop.monitor import stacks
 
 FACTOR = 5.0  # a step stalls when it has run this many times the median ...
-MIN_STALL_S = 2.0  # ... and at least this long
+# ... and at least MIN_STALL_S long (events/stacks.py: the model places a stall by it)
 MIN_STEPS = 5  # a median needs a few steps behind it
 # An evaluation or checkpoint in progress is no stalled step. It hangs when it has run this
 # many times as long as that kind's earlier ones took on average (at least MIN_STALL_S), or
