@@ -226,3 +226,24 @@ def test_a_stall_is_named_by_the_step_that_was_running_once_its_steps_come():
         got = {(r.pid, r.step, r.stalled_s, r.during) for r in s.snapshot(window=None).stalls}
         want = {(1, 8, 2.7, ""), (2, 5, 3.0, ""), (3, 10, 2.9, "eval"), (5, 5, 3.0, "")}
         assert got == want, (batched, got)
+
+
+def test_a_stall_named_again_by_its_step_is_not_said_again():
+    """The headless line (and the TUI's notice, by the same ``new_stalls``) says a stall
+    once, at its capture; the model naming it by its own step once the steps come is no
+    new stall."""
+    from perftop.events import StallCapture
+    from perftop.flows.notices import Notices
+
+    s = Session()
+    for i in range(5):
+        s.apply(Step(1, i, 100.0 + i * 0.1, 100.1 + i * 0.1))
+    said: list[str] = []
+    notices = Notices(out=said.append)
+    s.apply(StallCapture(103.5, 1, 5, 3.0, 0.1))
+    notices(s.snapshot())
+    for i, (t0, t1) in enumerate([(100.5, 100.6), (100.6, 104.0), (104.0, 104.1)], start=5):
+        s.apply(Step(1, i, t0, t1))
+    notices(s.snapshot())
+    assert [r.step for r in s.snapshot(window=None).stalls] == [6]
+    assert said == ["perftop: step 5 stalled 3.0 s: stacks captured"], said

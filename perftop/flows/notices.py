@@ -28,7 +28,7 @@ class Notices:
     ) -> None:
         self.then = then  # another subscriber (the metrics), called after
         self.out = out
-        self.stalls: set[tuple[float, int, int]] = set()
+        self.stalls: set[tuple[float, int]] = set()
         self.hangs: set[tuple[str, int, bool]] = set()
 
     def __call__(self, snap: Snapshot) -> None:

@@ -135,11 +135,13 @@ def stall_words(snap: Snapshot, s: StallRow) -> str:
     return f"step {s.step}{of} stalled {s.stalled_s:.1f} s{during}"
 
 
-def new_stalls(snap: Snapshot, seen: set[tuple[float, int, int]]) -> list[StallRow]:
+def new_stalls(snap: Snapshot, seen: set[tuple[float, int]]) -> list[StallRow]:
     """The stalls of ``snap`` not in ``seen`` (those said before), and ``seen`` theirs from
     now on. By key, not by count: a snapshot keeps only the last MAX_STALLS (50), so a count
-    stops growing there and every later stall would go unsaid."""
-    keys = [(s.t, s.pid, s.step) for s in snap.stalls]
+    stops growing there and every later stall would go unsaid. The key is the capture (its
+    time and process), not its step: the model names a stall by another step once the
+    process's steps go on (model/stacks.py), which is no new stall to say."""
+    keys = [(s.t, s.pid) for s in snap.stalls]
     fresh = [s for s, k in zip(snap.stalls, keys, strict=True) if k not in seen]
     seen.clear()
     seen.update(keys)

@@ -100,7 +100,7 @@ class PerftopApp(CaptureKeys, JobInputKeys, PanelKeys, SafeText, App[str | None]
         super().__init__()
         self.controller = controller
         self.mode = mode
-        self._stalls: set[tuple[float, int, int]] = set()  # those notified (new_stalls)
+        self._stalls: set[tuple[float, int]] = set()  # those notified (new_stalls)
         self._hangs: set[tuple[str, int]] = set()  # collectives whose hang was notified
         self.paused = False
         self.latest: Snapshot | None = None
