@@ -89,7 +89,7 @@ class StacksReducer:
     step the monitor had when it captured the stacks; where a process sends its steps from
     its training thread (the sender's solo mode), steps it ended since its last send had
     not come yet, so that number can be early. Once the process's steps go on, the step that
-    was running at the capture (the first to end after it) names the stall."""
+    was running when the capture began names the stall (:meth:`_place`)."""
 
     handles = (StackSample, StallCapture, Step)
 
@@ -115,9 +115,10 @@ class StacksReducer:
             rows.remove(row)
             if index == row.step:
                 continue
-            fixed = dataclasses.replace(row, step=index)
-            if not row.during and t0 < row.t:  # stalled since it began, not since the last
-                fixed = dataclasses.replace(fixed, stalled_s=round(row.t - t0, 3))  # one sent
+            # stalled since its step began, not since the last step sent (a hang between
+            # steps keeps its own length)
+            since = round(row.t - t0, 3) if not row.during and t0 < row.t else row.stalled_s
+            fixed = dataclasses.replace(row, step=index, stalled_s=since)
             self.stalls = [fixed if r is row else r for r in self.stalls]
         if not rows:
             del self.unplaced[pid]
@@ -142,8 +143,7 @@ class StacksReducer:
             )
             self.stalls.append(row)
             del self.stalls[:-MAX_STALLS]
-            if row.step >= 0:
-                self.unplaced.setdefault(row.pid, []).append(row)
+            self.unplaced.setdefault(row.pid, []).append(row)
 
     def contribute(self, parts: dict[str, Any], window: int | None) -> None:
         rows = []
