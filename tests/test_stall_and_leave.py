@@ -247,3 +247,18 @@ def test_a_stall_named_again_by_its_step_is_not_said_again():
     notices(s.snapshot())
     assert [r.step for r in s.snapshot(window=None).stalls] == [6]
     assert said == ["perftop: step 5 stalled 3.0 s: stacks captured"], said
+
+
+def test_stalls_awaiting_their_step_are_as_many_as_the_stalls_kept():
+    """A recording of stalls of processes that never go on (a hostile one: a stall of a new
+    pid each) keeps the last MAX_STALLS, and no more waiting for their steps."""
+    from perftop.events import StallCapture
+    from perftop.model.stacks import MAX_STALLS, StacksReducer
+
+    r = StacksReducer()
+    for pid in range(1000):
+        r.apply(StallCapture(100.0 + pid, pid, 5, 3.0, 0.1))
+    assert len(r.stalls) == MAX_STALLS
+    assert sum(map(len, r.unplaced.values())) == MAX_STALLS and min(r.unplaced) == 950
+    r.apply(Step(999, 5, 1098.0, 1104.0))  # the last one's step goes on: placed
+    assert 999 not in r.unplaced and r.stalls[-1].step == 5

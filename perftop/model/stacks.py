@@ -142,8 +142,14 @@ class StacksReducer:
                 ev.t, ev.pid, ev.step, ev.stalled_s, ev.median_s, ev.stacks, ev.note, ev.during
             )
             self.stalls.append(row)
-            del self.stalls[:-MAX_STALLS]
             self.unplaced.setdefault(row.pid, []).append(row)
+            if len(self.stalls) > MAX_STALLS:  # the oldest goes, and its wait for a step
+                old = self.stalls.pop(0)
+                rows = self.unplaced.get(old.pid, [])
+                if old in rows:
+                    rows.remove(old)
+                    if not rows:
+                        del self.unplaced[old.pid]
 
     def contribute(self, parts: dict[str, Any], window: int | None) -> None:
         rows = []
