@@ -211,3 +211,23 @@ def test_a_python_without_torch_is_looked_at_less_often():
     gaps = [b - a for a, b in zip(looked[10:], looked[11:])]
     assert gaps == sorted(gaps) and gaps[0] == 2.0 and max(gaps) == 8.0, gaps
     assert len(looked) < 20
+
+
+def test_a_process_freeing_its_memory_at_exit_is_not_a_row_holding_none(python):
+    """A process that exits frees its address space before it is a zombie: for about a
+    millisecond a 512 MiB one reads state R and no resident page. Sampled at that moment
+    it is gone, not a row saying it holds 0 bytes (seen in a CSV export of a real job)."""
+    code = "import sys; b = b'x' * 2**29; print(1, flush=True); sys.stdin.read(1)"
+    rss_seen: list[int | None] = []
+    for _ in range(5):
+        job = subprocess.Popen([python, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert job.stdout is not None and job.stdin is not None
+        job.stdout.readline()
+        probe = ProcProbe(job.pid)
+        probe.sample(time.time())
+        job.stdin.close()  # it exits now: sample it all the way out
+        while (seen := rows(probe.sample(time.time()))) and len(rss_seen) < 100_000:
+            rss_seen.append(seen[job.pid]["rss"])
+        job.wait()
+        assert rss_seen and rss_seen[0]
+    assert 0 not in rss_seen

@@ -215,7 +215,10 @@ class ProcProbe:
             rss = _optional(lambda: p.memory_info().rss)
             io = _optional(p.io_counters)
             io_now = None if io is None else (io.read_bytes, io.write_bytes)
-        if state == psutil.STATUS_ZOMBIE:
+        if state == psutil.STATUS_ZOMBIE or rss == 0:
+            # no resident page: its address space is gone, it is past the point of exit
+            # where the kernel frees it (a user process alive has pages); a row now would
+            # show it holding no memory for the moment before it is a zombie
             raise psutil.ZombieProcess(p.pid)
         cpu_s = ct.user + ct.system
         cpu_pct = None
