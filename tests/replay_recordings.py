@@ -49,9 +49,10 @@ def _recordings(where: Path) -> dict[str, str]:
     return {
         "starved": str(record(where, "starved", bound, "40", "0")),
         # workers live long enough to sample (300 steps, 5 s: at 120, 2 s, a busy CI host
-        # once sampled none of them); 4 keep up with the loop (a batch every 4 ms of 16
-        # each; 2 left it waiting ~4 ms a step, near a third of the starved run's 18 ms)
-        "fixed": str(record(where, "fixed", bound, "300", "4")),
+        # once sampled none of them); 4 keep up with a loop of 8 ms a step (a batch every
+        # 4 ms of 16 each: twice what it takes; with the starved run's 4 ms a step, a busy
+        # CI host once left it waiting 5.7 ms a step, a third of the starved run's 17)
+        "fixed": str(record(where, "fixed", bound, "300", "4", "8")),
         "sync": str(record(where, "sync", str(WORKLOADS / "sync_train.py"))),
     }
 

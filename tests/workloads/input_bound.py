@@ -1,4 +1,4 @@
-"""A CPU training fed by a slow dataset: ``input_bound.py STEPS WORKERS``.
+"""A CPU training fed by a slow dataset: ``input_bound.py STEPS WORKERS [COMPUTE_MS]``.
 
 With 0 workers every batch is loaded in the training loop (starved: data wait dominates);
 with 4 workers loading overlaps the step (the fix). Used to compare two recordings.
@@ -12,6 +12,7 @@ from torch.utils.data import DataLoader, Dataset
 
 STEPS = int(sys.argv[1]) if len(sys.argv) > 1 else 30
 WORKERS = int(sys.argv[2]) if len(sys.argv) > 2 else 0
+COMPUTE_S = float(sys.argv[3]) / 1000 if len(sys.argv) > 3 else 0.004
 
 
 class Slow(Dataset):
@@ -32,5 +33,5 @@ if __name__ == "__main__":
         opt.zero_grad()
         loss.backward()
         opt.step()
-        time.sleep(0.004)  # the model's own compute
+        time.sleep(COMPUTE_S)  # the model's own compute
     print("trained", STEPS, "workers", WORKERS)
