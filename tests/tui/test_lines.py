@@ -121,3 +121,28 @@ async def test_lines_repainted_alone_leave_the_screen_a_fresh_one_draws() -> Non
         fresh.post_message(SnapshotMessage(snaps[-1]))
         await settle(pilot)
         assert screen_of(fresh) == grown
+
+
+@aio
+async def test_after_a_resize_the_screen_is_the_one_a_fresh_app_draws() -> None:
+    """A terminal resized while the job runs (80x14 to 60x20, a tmux pane's sizes): the
+    panels' kept lines and heights are drawn anew at the new size; the Steps chart kept a
+    line of the old size's chart below its new one."""
+    snaps = growing("hogwild.perftop", 14)
+    half = len(snaps) // 2
+    app = PerftopApp()
+    async with app.run_test(size=(80, 14)) as pilot:
+        for snap in snaps[:half]:
+            app.post_message(SnapshotMessage(snap))
+            await settle(pilot, 2)
+        await pilot.resize_terminal(60, 20)
+        await settle(pilot)
+        for snap in snaps[half:]:
+            app.post_message(SnapshotMessage(snap))
+            await settle(pilot, 2)
+        resized = screen_of(app)
+    fresh = PerftopApp()
+    async with fresh.run_test(size=(60, 20)) as pilot:
+        fresh.post_message(SnapshotMessage(snaps[-1]))
+        await settle(pilot)
+        assert screen_of(fresh) == resized

@@ -46,7 +46,10 @@ class Runs(tuple[tuple[str, str], ...]):
         return self.to_text()
 
     def to_text(self) -> Text:
-        t = Text()
+        # cut, never wrapped: a line drawn at a width other than its own (the old lines
+        # at a resize, before the panel shows them anew) stays one line, as every line
+        # of a text panel is (``QuietStatic`` repaints only the lines whose text changed)
+        t = Text(no_wrap=True, overflow="crop")
         for text, style in self:
             t.append(text, style=style or None)
         return t
