@@ -156,9 +156,13 @@ def test_a_tight_loop_whose_feeder_keeps_up_reads_no_cpu_clock_and_still_sees_wa
     # no wait made up while the clock was off; each slow batch's wait booked, its first too
     off_cpu = own["fast_off_cpu_s"]
     assert booked_fast <= off_cpu + max(0.1 * off_cpu, 0.002), (booked_fast, own)
-    want = own["slow_wait_s"]
-    assert want - max(0.1 * want, 0.002) <= booked_slow <= want + max(0.1 * want, 0.003), (
-        booked_slow, want)  # fmt: skip
+    # Each slow step's wait is its time off the CPU before its forward: at least the
+    # loop's own wait in next(), at most all its time off the CPU from the last step's end
+    # to its forward (the wait and, on a busy host, its preemptions there: 41 ms more than
+    # the waits over the 30 steps once, beside a test suite on 4 processes of 2 cores)
+    want, most = own["slow_wait_s"], own["slow_off_cpu_s"]
+    assert want - max(0.1 * want, 0.002) <= booked_slow <= most + max(0.1 * most, 0.003), (
+        booked_slow, own)  # fmt: skip
     # The step whose forward the first slow batch fed, with the clock unread: its time
     # before the forward beyond the most CPU a step spent there (``cpu_hi``, 0.35 ms once
     # on CI's loaded cores) is its wait, so the loop's own wait less that, at least.
