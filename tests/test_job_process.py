@@ -308,6 +308,31 @@ def test_a_killed_wrapper_leaves_the_session_following_the_training(tmp_path):
     assert {r["pid"]: r["steps"] for r in rep["ranks"]} == {int(pid): steps}
 
 
+def test_a_process_the_wrapper_left_running_unheard_is_named_not_followed(tmp_path):
+    """`perftop run -- sh -c "sleep 60 & ..."`: the shell ends at once and leaves a process
+    the hook never heard from (a trainer sent to the background before its first step, or
+    a daemon). The session ends with the shell's code and names it, once, in the summary
+    and in the recording's notes: a run that saw no steps says why."""
+    rec = tmp_path / "r.perftop"
+    mon = _headless(tmp_path, rec, "sh", "-c", "sleep 60 >/dev/null 2>&1 & echo $!")
+    out, err = mon.communicate(timeout=60)
+    pid = int(out.split()[0])
+    try:
+        assert mon.returncode == 0, err
+        (line,) = [ln for ln in err.splitlines() if "does not follow" in ln]
+        assert "(sh, pid" in line and "exited with code 0" in line, line
+        assert "left 1 process running" in line and f"pid {pid} (sleep 60)" in line, line
+        rep = json.loads(perftop("report", "--json", str(rec), cwd=tmp_path).stdout)
+        assert [n for n in rep["notes"] if f"pid {pid} (sleep 60)" in n["text"]], rep["notes"]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    # a wrapper whose children are done before it ends leaves nothing to name
+    mon = _headless(tmp_path, tmp_path / "r2.perftop", "sh", "-c", "sleep 0.1 & wait")
+    out, err = mon.communicate(timeout=60)
+    assert mon.returncode == 0 and "does not follow" not in err, err
+
+
 LOADER_TRAIN = """
 import os, sys
 import torch

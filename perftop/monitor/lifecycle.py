@@ -18,7 +18,8 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from perftop.events import JobExit, Note
-from perftop.monitor.outlive import Outlived, survivors
+from perftop.hook import ENV_SYNC_SEED
+from perftop.monitor.outlive import Outlived, strays, survivors
 from perftop.probes.alive import alive
 
 if TYPE_CHECKING:
@@ -98,6 +99,7 @@ class Background:
     output: Any
     detached: bool
     outlived: Outlived | None  # None until the job's top process has ended
+    job_marker: str | None  # the job's own PERFTOP_SYNC_SEED (None: no hook, not known)
     _outlive_lock: threading.Lock
     if TYPE_CHECKING:  # the Job's own
 
@@ -125,14 +127,21 @@ class Background:
                             "the session follows it until it exits",
                         )
                     )
+                elif self.job_marker is not None:  # left running, never heard from
+                    o.strays = strays(
+                        top, ENV_SYNC_SEED, self.job_marker, set(self.server.peer_pids)
+                    )
+                    if o.strays:
+                        self.hub.submit(Note(time.time(), "warning", "job", o.stray_words()))
                 o.wait(self.server.job_pids)
                 self.outlived = o
             return self.outlived.final
 
     def outlived_line(self) -> str | None:
-        """One line when the session followed the training past its top process's end."""
+        """One line when the session followed the training past its top process's end, or
+        when that process left others running that the session did not follow."""
         o = self.outlived
-        return o.line() if o is not None and o.followed else None
+        return o.line() if o is not None and (o.followed or o.strays) else None
 
     def leave(self) -> int | None:
         """Leave the job running: this monitor forks into the background (see the module

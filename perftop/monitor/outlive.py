@@ -5,6 +5,12 @@ The monitor makes itself a child subreaper (Linux ``PR_SET_CHILD_SUBREAPER``) be
 starts the job, so the wrapper's orphans become its children: it can wait for them and
 know their exit status, rather than only seeing them gone. Where that is not possible (no
 prctl, a background monitor that is not their parent) it watches them go, exit unknown.
+
+A process the wrapper left behind that never said a word to the hook (a trainer sent to the
+background, ``python train.py &``, that had not reached its first step when the wrapper
+ended; a daemon) is not followed: nothing says it is training, and a daemon would hold
+the session open for good. It is named instead (:func:`strays`), so a session that saw no
+steps does not leave its user guessing why.
 """
 
 from __future__ import annotations
@@ -15,7 +21,10 @@ import signal
 import time
 from collections.abc import Collection
 
+import psutil
+
 from perftop.probes.alive import alive
+from perftop.safe import visible_line
 
 PR_SET_CHILD_SUBREAPER = 36
 POLL_S = 0.1
@@ -33,6 +42,32 @@ def become_subreaper() -> bool:
 def survivors(peers: Collection[int], top: int) -> list[int]:
     """The hooked processes of the job still alive, but its top process."""
     return [p for p in list(peers) if p != top and alive(p)]
+
+
+def strays(top: int, key: str, value: str, known: Collection[int]) -> list[tuple[int, str]]:
+    """The job's processes left running by its top process that its hook never connected
+    from: this monitor's children (as a subreaper it adopts the job's orphans) whose
+    environment carries the job's own ``key=value`` (perftop's helpers do not), but ``top``
+    and the ``known`` peers (a killed training's DataLoader workers, which soon exit); with
+    their command lines (cut, made safe: the job's to choose)."""
+    out: list[tuple[int, str]] = []
+    try:
+        kids = psutil.Process().children()
+    except psutil.Error:
+        return out
+    for p in kids:
+        if p.pid == top or p.pid in known:
+            continue
+        try:
+            with p.oneshot():
+                if p.status() == psutil.STATUS_ZOMBIE or p.environ().get(key) != value:
+                    continue
+                cmd = " ".join(p.cmdline()) or p.name()
+        except psutil.Error:
+            continue
+        cmd = visible_line(cmd)
+        out.append((p.pid, cmd if len(cmd) <= 60 else cmd[:59] + "…"))
+    return sorted(out)
 
 
 def _reap(pid: int) -> int | None:
@@ -55,6 +90,7 @@ class Outlived:
         self.top_code = top_code
         self.followed: list[int] = []  # the survivors perftop followed to their end
         self.code: int | None = None  # the training's own exit code, where it was ours
+        self.strays: list[tuple[int, str]] = []  # left running, not followed (strays())
         self.final = top_code  # the session's exit code, once :meth:`wait` returned
 
     def wait(self, peers: Collection[int]) -> int:
@@ -81,13 +117,29 @@ class Outlived:
             self.final = self.code
         return self.final
 
-    def line(self) -> str:
-        """The one line that says what happened."""
-        how = (
+    def _how(self) -> str:
+        return (
             f"was killed by {signal.Signals(self.top_code - 128).name}"
             if 128 < self.top_code < 128 + 65
             else f"exited with code {self.top_code}"
         )
+
+    def stray_words(self) -> str:
+        """What was left running and not followed (:attr:`strays`), in one sentence."""
+        n = len(self.strays)
+        shown = "; ".join(f"pid {pid} ({cmd})" for pid, cmd in self.strays[:3])
+        more = f"; {n - 3} more" if n > 3 else ""
+        return (
+            f"the job's top process ({self.command}, pid {self.top}) {self._how()} and left "
+            f"{n} process{'es' if n > 1 else ''} running that perftop does not follow "
+            f"(no step or word from its hook): {shown}{more}"
+        )
+
+    def line(self) -> str:
+        """The one line that says what happened."""
+        if not self.followed:
+            return "perftop: " + self.stray_words()
+        how = self._how()
         pids = ", ".join(str(p) for p in self.followed)
         end = f"code {self.code}" if self.code is not None else "an exit code perftop cannot know"
         return (

@@ -17,6 +17,7 @@ from typing import Any
 from perftop.console import say
 from perftop.errors import LaunchError
 from perftop.events import JobExit, JobStart, Note
+from perftop.hook import ENV_SYNC_SEED
 from perftop.model import Snapshot
 from perftop.monitor.capture import serve_control
 from perftop.monitor.header import session_start
@@ -98,6 +99,7 @@ class Job(Background, JobAnswers):
         self._exit_lock = threading.Lock()
         self._outlive_lock = threading.Lock()
         self.outlived = None
+        self.job_marker = None
 
     @property
     def ingest(self) -> Hub:  # the name the probes' factories used
@@ -124,6 +126,7 @@ class Job(Background, JobAnswers):
             env = plain
         else:
             env = hook_env(self.server.path)
+            self.job_marker = env[ENV_SYNC_SEED]
         kwargs: dict[str, Any] = {}
         if self.cfg.capture_output:
             self.output = OutputTail(self.hub.submit)
