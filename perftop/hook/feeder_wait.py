@@ -44,6 +44,12 @@ except ImportError:  # no per-thread counts (not Linux): all time off the CPU is
     _usage = None  # type: ignore[assignment]
 
 
+def blocks() -> int:
+    """The training thread's count of voluntary switches (it blocked: a sleep, a queue, a
+    read), -1 where there is no per-thread count."""
+    return _usage(_THREAD).ru_nvcsw if _usage is not None else -1
+
+
 class FeederWait:
     """Times a step's wait before its forward; its attributes are set in
     ``FirstForward.__init__``."""

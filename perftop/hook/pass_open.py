@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from perftop.hook import gap_bounds, gap_forward, gap_site, gaps
-from perftop.hook.feeder_wait import FeederWait, _cpu
+from perftop.hook.feeder_wait import FeederWait, _cpu, blocks
 from perftop.hook.pass_meter import ROLLOUT
 from perftop.hook.steps import OPTIMIZER
 
@@ -57,19 +57,23 @@ class PassOpen(FeederWait):
     def after_sync(self, t: float, wait: float) -> float:
         """The wait, where a sync was seen in the pass after its last module call (a
         rollout's return read): the thread's time off the CPU before that sync (less its
-        own blocking) and after it tell which side the feeder's wait lay on. More after it:
-        the sync is the pass's, which ends after it (a preemption before the sync would
-        otherwise move the pass's end before it, and the sync into the next step). More
-        before it: the sync came after the batch (a step's own check of its data)."""
+        own blocking) and after it tell which side the feeder's wait lay on. More after it,
+        or the thread blocked after it for half a feeder's usual wait or more: the sync is
+        the pass's, which ends after it (a preemption before the sync would otherwise move
+        the pass's end before it, and the sync into the next step; a busy host's can
+        outlast the feeder's wait, but a preemption is no block, the feeder's wait is). Else
+        the sync came after the batch (a step's own check of its data)."""
         gs = self.tail()
         if gs is None:
             return wait
-        ts, cs, blocked = gs
+        ts, cs, blocked, n = gs
         before = (ts - self.t0) - (cs - self.c0) - blocked
         after = (t - ts) - (_cpu() - cs)
-        return min(wait, max(0.0, t - ts)) if after >= before else wait
+        if after >= before or (after >= self.typical() / 2 and 0 <= n < blocks()):
+            return min(wait, max(0.0, t - ts))
+        return wait
 
-    def tail(self) -> tuple[float, float, float] | None:
+    def tail(self) -> tuple[float, float, float, int] | None:
         """The last sync seen in this pass after its last module call, if any (also read by
         gap_bounds.at_exit: a final pass holds it)."""
         gs = self.state.gap_sync
