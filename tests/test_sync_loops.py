@@ -188,7 +188,7 @@ def test_a_passes_last_sync_after_a_real_preemption_longer_than_the_wait_stays_t
     in steps before)."""
     monkeypatch.setenv("PERFTOP_SYNC", "all")
     proc, rep = run_and_report(
-        tmp_path, sys.executable, str(WORKLOADS / "rollout_tail_preempted.py")
+        tmp_path, sys.executable, str(WORKLOADS / "rollout_tail_sync.py"), "preempted"
     )
     assert proc.returncode == 0, proc.stderr
     if "no real-time" in proc.stdout:

@@ -3,11 +3,54 @@
 CPU for a moment (a 1 ms sleep: a preemption on a busy host), then the pass's last line
 reads its return (a sync, the pass's own). Prints ``passes N``. (At 5 and 4 ms, CI's busy
 host preempted the thread before 3 of the 6 syncs for longer than the 3 ms between the two
-sides: the time off the CPU on either side of a sync is what tells them apart.)"""
+sides: the time off the CPU on either side of a sync is what tells them apart.)
 
+``rollout_tail_sync.py preempted``: the preemption real instead of the sleep, and longer
+than the next batch: a real-time process pinned to the training thread's core spins for
+30 ms before each pass's sync, so the thread waits for its core (switched out, no block of
+its own). Then also prints JSON: each pass's time off the CPU and voluntary switches from
+the rival's wake-up to the sync read. Prints ``no real-time`` and exits 0 where a
+real-time priority is not allowed."""
+
+import json
+import os
+import resource
+import subprocess
+import sys
 import time
 
 import torch
+
+PREEMPTED = sys.argv[1:] == ["preempted"]
+SPIN = """
+import os, sys, time
+os.sched_setaffinity(0, {CORE})
+try:
+    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+except OSError:
+    print("no real-time", flush=True)
+    sys.exit(0)
+print("ready", flush=True)
+while sys.stdin.buffer.read(1):
+    end = time.perf_counter() + 0.03
+    while time.perf_counter() < end:
+        pass
+"""
+rival = None
+if PREEMPTED:
+    core = min(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {core})  # this (the training) thread
+    rival = subprocess.Popen([sys.executable, "-c", SPIN.replace("CORE", str(core))],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    word = rival.stdout.readline().strip()
+    if word != "ready":
+        print(word or "no real-time")
+        sys.exit(0)
+
+
+def usage():
+    return time.perf_counter(), time.thread_time(), resource.getrusage(resource.RUSAGE_THREAD)
+
 
 torch.set_num_threads(1)
 torch.manual_seed(0)
@@ -28,7 +71,7 @@ def batches():
 
 
 gen = batches()
-passes = 0
+passes, windows = 0, []
 for i in range(STEPS):
     x, y = next(gen)
     opt.zero_grad()
@@ -39,8 +82,21 @@ for i in range(STEPS):
             obs = X[:1]
             for _ in range(5):
                 obs = model[0](obs)
-            time.sleep(0.001)
-            ret = float(obs.sum())  # the pass's return: a sync
+            if rival is None:
+                time.sleep(0.001)
+                ret = float(obs.sum())  # the pass's return: a sync
+            else:
+                t, c, ru = usage()
+                rival.stdin.write("x")  # it wakes on this core: switched out till it ends
+                rival.stdin.flush()
+                ret = float(obs.sum())
+                t2, c2, ru2 = usage()
+                windows.append({"off_cpu_s": (t2 - t) - (c2 - c),
+                                "blocks": ru2.ru_nvcsw - ru.ru_nvcsw})  # fmt: skip
         after_pass[0] = True
         passes += 1
 print("passes", passes)
+if rival is not None:
+    rival.stdin.close()
+    rival.wait()
+    print(json.dumps(windows))
