@@ -50,8 +50,8 @@ class HookState:
         self.capturing = False  # a capture is asked for or runs: the sync detector waits
         self.sync_exit: Callable[[], None] | None = None  # a final pass's syncs, at exit
         # The last sync seen in a pass (watched): (perf_counter, the thread's CPU time, the
-        # time it blocked), for where the pass ends (pass_open.PassOpen.resumed)
-        # the last sync outside steps: (t, thread CPU, its blocking, voluntary switches)
+        # time it blocked, the training thread's voluntary switches then or -1), for where
+        # the pass ends (pass_open.PassOpen.resumed)
         self.gap_sync: tuple[float, float, float, int] | None = None
         self.compiles: Any = None  # compile_watch.CompileWatch, once torch is patched
         # Steps go into the tracker's ring, which the sender reads (ring.py): in the
