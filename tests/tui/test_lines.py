@@ -126,8 +126,8 @@ async def test_lines_repainted_alone_leave_the_screen_a_fresh_one_draws() -> Non
 @aio
 async def test_after_a_resize_the_screen_is_the_one_a_fresh_app_draws() -> None:
     """A terminal resized while the job runs (80x14 to 60x20, a tmux pane's sizes): the
-    panels' kept lines and heights are drawn anew at the new size; the Steps chart kept a
-    line of the old size's chart below its new one."""
+    panels' kept lines and heights are drawn anew at the new size (the Steps chart kept a
+    line of the old size's chart in its legend's place: it had wrapped there)."""
     snaps = growing("hogwild.perftop", 14)
     half = len(snaps) // 2
     app = PerftopApp()
