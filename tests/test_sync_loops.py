@@ -181,7 +181,8 @@ def test_a_passes_last_sync_after_a_real_preemption_longer_than_the_wait_stays_t
 ):
     """The same loop, the preemption real and longer than the feeder's next batch: a
     real-time process on the training thread's core spins 30 ms before each pass's last
-    sync, the batch then takes 16 ms (as a test suite on 4 processes of 2 cores once
+    sync (without CAP_SYS_NICE: a process at the usual priority, the thread at nice 19;
+    ``PERFTOP_TEST_NICE=1`` takes that way here), the batch then takes 16 ms (as a test suite on 4 processes of 2 cores once
     preempted rollout_tail_sync.py's thread, 2 syncs of 6 booked in steps). More time off
     the CPU before the sync than after it, but none of it a block of the thread's own: the
     feeder's wait, a block, lies after the sync, which stays the pass's (5 of 6 were booked
@@ -191,11 +192,11 @@ def test_a_passes_last_sync_after_a_real_preemption_longer_than_the_wait_stays_t
         tmp_path, sys.executable, str(WORKLOADS / "rollout_tail_sync.py"), "preempted"
     )
     assert proc.returncode == 0, proc.stderr
-    if "no real-time" in proc.stdout:
-        pytest.skip("a real-time priority is not allowed here (CAP_SYS_NICE)")
-    windows = json.loads(proc.stdout.strip().splitlines()[-1])
-    # the setup held: each sync came after 30 ms switched out, not blocked
-    assert all(w["off_cpu_s"] > 0.025 and w["blocks"] == 0 for w in windows), windows
+    own = json.loads(proc.stdout.strip().splitlines()[-1])
+    # the setup held: each sync came after 30 ms switched out (a real-time rival; without
+    # CAP_SYS_NICE, the thread at nice 19 beside it), not blocked
+    windows = own["windows"]
+    assert all(w["off_cpu_s"] > 0.02 and w["blocks"] == 0 for w in windows), own
     assert "passes 6" in proc.stdout and rep["steps"]["count"] == 60
     assert rep["sync_events"] == []
     (site,) = rep["sync_between"]
