@@ -44,9 +44,9 @@ except ImportError:  # no per-thread counts (not Linux): all time off the CPU is
     _usage = None  # type: ignore[assignment]
 
 
-def blocks() -> int:
-    """The training thread's count of voluntary switches (it blocked: a sleep, a queue, a
-    read), -1 where there is no per-thread count."""
+def switches() -> int:
+    """This thread's count of voluntary switches (it blocked: a sleep, a queue, a read),
+    -1 where there is no per-thread count."""
     return _usage(_THREAD).ru_nvcsw if _usage is not None else -1
 
 
@@ -78,14 +78,14 @@ class FeederWait:
         if self.timed and _usage is not None:  # the count before the wait's start
             self.unread += 1
             if not self.fast or self.unread >= MARK_EVERY:
-                self.blocks, self.unread = _usage(_THREAD).ru_nvcsw, 0
+                self.blocks, self.unread = switches(), 0
         self.t0 = _perf()
         self.c0 = _cpu() if self.timed and not self.fast else -1.0
 
     def ran(self) -> bool:
         """The thread never blocked since the count was read (at or before the arm): its
         time off the CPU since then was a wait for a core only."""
-        return self.blocks >= 0 and _usage(_THREAD).ru_nvcsw == self.blocks  # (read: counted)
+        return self.blocks >= 0 and switches() == self.blocks  # (read: counted)
 
     def closure_began(self) -> None:
         """``opt.step(closure)`` began (its pre-hook): the closures' forwards come inside

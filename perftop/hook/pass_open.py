@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from perftop.hook import gap_bounds, gap_forward, gap_site, gaps
-from perftop.hook.feeder_wait import FeederWait, _cpu, blocks
+from perftop.hook.feeder_wait import FeederWait, _cpu, switches
 from perftop.hook.pass_meter import ROLLOUT
 from perftop.hook.steps import OPTIMIZER
 
@@ -69,7 +69,7 @@ class PassOpen(FeederWait):
         ts, cs, blocked, n = gs
         before = (ts - self.t0) - (cs - self.c0) - blocked
         after = (t - ts) - (_cpu() - cs)
-        if after >= before or (after >= self.typical() / 2 and 0 <= n < blocks()):
+        if after >= before or (after >= self.typical() / 2 and 0 <= n < switches()):
             return min(wait, max(0.0, t - ts))
         return wait
 

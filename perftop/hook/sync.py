@@ -37,7 +37,7 @@ from dataclasses import replace
 from typing import Any
 
 from perftop.events import SyncBatch, SyncInfo
-from perftop.hook.feeder_wait import blocks
+from perftop.hook.feeder_wait import switches
 from perftop.hook.state import env_float, env_int
 from perftop.hook.sync_collector import Collector
 from perftop.hook.sync_sampler import BUDGET_S, Sampler, session_seed, unit
@@ -93,7 +93,7 @@ def attach(state: Any, torch: Any) -> Collector | None:
         pass's end (pass_open.PassOpen.resumed)."""
         if tracker.in_gap and not tracker.pend:
             # the voluntary switches: the training thread's own, else not known (-1)
-            n = blocks() if threading.get_ident() == tracker.thread else -1
+            n = switches() if threading.get_ident() == tracker.thread else -1
             state.gap_sync = (t, time.thread_time(), blocked_s or 0.0, n)
 
     collector.on_add = gap_sync
