@@ -23,6 +23,7 @@ from collections.abc import Collection
 
 import psutil
 
+from perftop.fmt import command
 from perftop.probes.alive import alive
 from perftop.safe import visible_line
 
@@ -62,7 +63,8 @@ def strays(top: int, key: str, value: str, known: Collection[int]) -> list[tuple
             with p.oneshot():
                 if p.status() == psutil.STATUS_ZOMBIE or p.environ().get(key) != value:
                     continue
-                cmd = " ".join(p.cmdline()) or p.name()
+                argv = p.cmdline()
+                cmd = command(argv) if argv else p.name()
         except psutil.Error:
             continue
         cmd = visible_line(cmd)
