@@ -23,6 +23,7 @@ from perftop.wire import MAX_FRAME, Frame, encode_frame, fitted_frames
 from tests.helpers import WORKLOADS, perftop
 
 FLOOD_S = 2.0
+FLOODING = 64 << 20  # left out: only the flood leaves out this much (its big line, 20 MB)
 
 
 @pytest.fixture(scope="module")
@@ -33,24 +34,25 @@ def loud(tmp_path_factory):
     job = Job(RunConfig(command=cmd, record=rec, capture_output=True))
     me = psutil.Process()
     rss0 = me.memory_info().rss
-    peak = {"rss": rss0, "disk": 0}
+    peak = {"rss": rss0}
+    flood: list[int] = []  # the files' disk use, sampled while the job floods
 
     def sample() -> None:
         while job.exit_code is None:
             peak["rss"] = max(peak["rss"], me.memory_info().rss)
-            if job.output is not None:
+            out = job.output
+            if out is not None and out.left_out > FLOODING:
                 try:
-                    disk = sum(os.stat(p).st_blocks * 512 for p in job.output.paths.values())
+                    flood.append(sum(os.stat(p).st_blocks * 512 for p in out.paths.values()))
                 except OSError:
-                    disk = 0
-                peak["disk"] = max(peak["disk"], disk)
+                    pass
             time.sleep(0.05)
 
     job.start()
     threading.Thread(target=sample, daemon=True).start()
     code = job.wait()
     assert job.output is not None
-    return rec, code, job.output.left_out, peak["rss"] - rss0, peak["disk"], where
+    return rec, code, job.output.left_out, peak["rss"] - rss0, flood, where
 
 
 def test_a_20mb_line_leaves_every_step_readable(loud):
@@ -67,11 +69,17 @@ def test_a_20mb_line_leaves_every_step_readable(loud):
 
 
 def test_a_flood_keeps_memory_and_disk_bounded_and_the_exit_clean(loud):
-    rec, code, left_out, rss_growth, disk, _where = loud
+    rec, code, left_out, rss_growth, flood, _where = loud
     assert code == 0  # a clean exit stays clean after a flood
     assert left_out > 50 * outrate.RATE  # the job printed far more than was kept
     assert rss_growth < 400 << 20, rss_growth
-    assert disk < 512 << 20, disk
+    # The files hold what the job wrote since the reader's last turn (~20 ms of a flood
+    # at 2 GB/s), not what it wrote in all; a loaded machine that starves the reader for
+    # a while makes a peak, which is freed at its next turn. Kept whole, the files would
+    # grow to ``left_out``: their median over the flood would be near half of it.
+    assert len(flood) >= 5, flood
+    assert sorted(flood)[len(flood) // 2] < 256 << 20, flood
+    assert max(flood) < left_out // 2, (flood, left_out)
     assert rec.stat().st_size < 40 << 20  # the rate's bytes at most, compressed
 
 

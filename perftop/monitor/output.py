@@ -180,9 +180,9 @@ class OutputTail(OutputPass):
             if left and (final or mono - self._marked[name] >= outrate.MARK_EVERY_S):
                 events.append(Output(now, name, outrate.marker(left)))
                 self._left[name], self._marked[name] = 0, mono
+        for name in self._readers:  # at each poll: a flood's skipped bytes are freed at once
+            self._bound(name)
         if whole or mono - self._sent >= POLL_S:
-            for name in self._readers:
-                self._bound(name)
             self._pending, self._sent = [], mono
             if events:
                 self.submit(*events)

@@ -1,5 +1,7 @@
 """DDP on CPU (gloo) where one rank loads its data slowly: the others wait for it in the
-gradient all-reduce. ``SLOW_RANK`` (default 1) picks it; ``STEPS`` (default 20)."""
+gradient all-reduce. ``SLOW_RANK`` (default 1) picks it; ``STEPS`` (default 20). Each rank
+prints its own backward times (``backward RANK s,s,...``): the others' wait in a step is
+their backward less the slow rank's (which waits for no one)."""
 
 import os
 import time
@@ -30,10 +32,16 @@ class Data(torch.utils.data.Dataset):
 torch.manual_seed(rank)
 model = DDP(torch.nn.Linear(16, 1))
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
+backward = []
 for x, y in torch.utils.data.DataLoader(Data(), batch_size=8):
     opt.zero_grad()
-    torch.nn.functional.mse_loss(model(x), y).backward()
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    t = time.perf_counter()
+    loss.backward()
+    backward.append(time.perf_counter() - t)
     opt.step()
 dist.destroy_process_group()
+times = ",".join(f"{b:.6f}" for b in backward)
+os.write(1, f"backward {rank} {times}\n".encode())  # one write: the ranks share a pipe
 print("rank", rank, "done", flush=True)
 exit_cleanly()  # torch's gloo teardown race (gloo_exit.py)
