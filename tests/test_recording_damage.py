@@ -47,18 +47,26 @@ def _steps(path) -> tuple[list, ReadStats]:
     return [e for e in read_events(path, stats) if type(e).__name__ == "Step"], stats
 
 
-def _untouched(recording, frames: list[tuple[int, int]], tmp) -> set[tuple[int, int]]:
-    """The steps (pid, index) of the frames the test's three damages leave whole. A damaged
-    byte breaks its deflate stream up to the stream's next restart (``ZLIB_START``, every
-    ``SEGMENT_BYTES`` of input: recording.py), so it costs its frame and the rest of that
-    stream (a loaded host's hook packs more steps a frame: 1,955 of 3,000 steps once)."""
-    raw = recording.read_bytes()
-    per_frame, before, stream, streams = [], set(), -1, []
-    for i, (at, length) in enumerate(frames):  # each frame's steps: what reading it adds
-        kind = HEADER.unpack_from(raw, at)[2]
-        if kind != KIND_ZLIB or raw[at + HEADER.size] & ZLIB_START:
+def _streams(raw: bytes, frames: list[tuple[int, int]]) -> list[int]:
+    """Each frame's deflate stream, as the frame where it starts (``ZLIB_START``, every
+    ``SEGMENT_BYTES`` of input: recording.py)."""
+    stream, streams = -1, []
+    for i, (at, _length) in enumerate(frames):
+        if HEADER.unpack_from(raw, at)[2] != KIND_ZLIB or raw[at + HEADER.size] & ZLIB_START:
             stream = i
         streams.append(stream)
+    return streams
+
+
+def _untouched(recording, frames: list[tuple[int, int]], damaged, tmp) -> set[tuple[int, int]]:
+    """The steps (pid, index) of the frames that damage to the frames ``damaged`` leaves
+    whole. A damaged byte breaks its deflate stream up to the stream's next restart, so it
+    costs its frame and the rest of that stream (a loaded host's hook packs more steps a
+    frame: 1,955 of 3,000 steps once)."""
+    raw = recording.read_bytes()
+    streams = _streams(raw, frames)
+    per_frame, before = [], set()
+    for i, (at, length) in enumerate(frames):  # each frame's steps: what reading it adds
         upto = tmp / f"upto{i}.perftop"
         upto.write_bytes(raw[: at + HEADER.size + length])
         now = {(e.pid, e.index) for e in _steps(upto)[0]}
@@ -66,7 +74,7 @@ def _untouched(recording, frames: list[tuple[int, int]], tmp) -> set[tuple[int, 
         before = now
     assert sum(map(len, per_frame)) == len(before)  # each frame's steps all told
     cut = set()
-    for d in (0, len(frames) // 3, 2 * len(frames) // 3):
+    for d in damaged:
         cut |= {k for k in range(d, len(frames)) if streams[k] == streams[d]}
     return set().union(*(f for k, f in enumerate(per_frame) if k not in cut))
 
@@ -83,10 +91,16 @@ def test_flipped_bytes_in_three_places_lose_only_what_they_touch(recording, tmp_
     assert len(frames) >= 8, "too few frames to damage apart"
     whole, stats0 = _steps(recording)
     assert len(whole) > STEPS // 2 and not stats0.warnings  # a loaded host's hook may drop
+    # Three places before the last deflate stream: a damage there costs the rest of the
+    # recording, as no restart follows (the random flips below test that). Each is found
+    # by its frame's CRC, whether or not an earlier damage broke its stream.
+    last = _streams(data, frames)[-1]  # the last stream's first frame
+    damaged = (0, len(frames) // 3, min(2 * len(frames) // 3, last - 1))
+    assert damaged[0] < damaged[1] < damaged[2] < last, ("too few streams", last, len(frames))
     data[len(MAGIC) + 1] ^= 0x40  # the first frame's length: over the limit
-    at, _ = frames[len(frames) // 3]
+    at, _ = frames[damaged[1]]
     data[at + 2] ^= 0x01  # a length field in the middle: plausible, and wrong
-    at, length = frames[2 * len(frames) // 3]
+    at, length = frames[damaged[2]]
     data[at + HEADER.size + length // 2] ^= 0xFF  # inside a compressed payload
     bad = tmp_path / "bad.perftop"
     bad.write_bytes(bytes(data))
@@ -94,7 +108,7 @@ def test_flipped_bytes_in_three_places_lose_only_what_they_touch(recording, tmp_
     steps, stats = _steps(bad)
     lost = len(whole) - len(steps)
     got = {(e.pid, e.index) for e in steps}
-    assert lost > 0 and _untouched(recording, frames, tmp_path) <= got
+    assert lost > 0 and _untouched(recording, frames, damaged, tmp_path) <= got
     assert steps[-1].index == whole[-1].index  # read on to the end after each damage
     assert stats.damaged == 3 and stats.skipped_steps == lost
     rep, err = _report(bad)
