@@ -70,14 +70,15 @@ def test_evaluations_and_save_states_are_passes_as_the_loop_made_them(runs) -> N
     assert own["evals"][0] - 0.0005 <= first <= own["gaps"][0] + 0.0005, (first, own)
     assert ev["total_s"] >= sum(own["evals"]) - 0.001
     # a checkpoint runs from its first save to its last's end: save_state's safetensors
-    # write of the model, then torch.save of the optimizer, RNG and scheduler states (the
-    # model's write was not seen: most of the call's time went to the next step), as the
-    # job timed its writes. What save_state does before its first save (the state dict,
-    # the RNG states, the folder) stays in the next step, as the loop's own code there
-    # does (docs/steps.md); it is never more than the whole call.
+    # write of the model, then torch.save of the optimizer, RNG and scheduler states, as
+    # the job timed its writes (its timer is around ours), the last one's too, which an
+    # evaluation follows (a loaded CI's 67 ms for 79 counted only the saves' own time).
+    # What save_state does before its first save (the state dict, the RNG states, the
+    # folder) stays in the next step, as the loop's own code there does (docs/steps.md);
+    # it is never more than the whole call.
     writes, whole = sum(own["writes"]), sum(own["saves"])
     slack = 0.0005 * cp["count"]
-    assert 0.9 * writes - slack <= cp["total_s"] <= whole + slack, (cp, own)
+    assert 0.97 * writes - slack <= cp["total_s"] <= whole + slack, (cp, own)
 
 
 def test_the_data_wait_is_the_loaders_within_the_loops(runs) -> None:

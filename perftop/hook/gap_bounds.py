@@ -106,11 +106,11 @@ def end(tr: Tracker, t: float) -> float:
         t = tr.save_end  # a pass with saves in it ends after its last save returned
     tr.save_alone = False
     tr.in_gap = False
-    region, tr.region = tr.region, None
     tr.gap_t1 = t
     length = max(0.0, t - tr.gap_t0)
     # the checkpoint's own time: its saves, and its file written after them where it was
-    save = min(tr.save_s + (_write_tail(tr, region, t) if tr.gap_eval else 0.0), length)
+    save = min(tr.save_s + (_write_tail(tr, t) if tr.gap_eval else 0.0), length)
+    region, tr.region = tr.region, None
     kind, site, fwd = EVAL, "", -1.0
     verdict = getattr(region, "verdict", None)
     if verdict is not None:  # opened by a forward with grad off: what it held (pass_meter)
@@ -149,17 +149,20 @@ def _last_work(region: object) -> tuple[float | None, float | None]:
     return getattr(region, "t0", None), getattr(region, "c0", None)
 
 
-def _write_tail(tr: Tracker, region: object, t: float) -> float:
+def _write_tail(tr: Tracker, t: float) -> float:
     """In an evaluation's pass, the time from its last save's return to ``t`` where that
     was the checkpoint's file being written (:func:`wrote_after_save`) and no evaluation's
     work came after the save (a batch, a module call): Lightning's ``ModelCheckpoint`` at
     a validation's end serializes into memory, then writes. Else 0."""
-    if tr.save_s <= 0.0 or t <= tr.save_end:
-        return 0.0
-    work, _ = _last_work(region)
-    if max(tr.batch_t, work if isinstance(work, float) else 0.0) > tr.save_end:
+    if tr.save_s <= 0.0 or t <= tr.save_end or worked_since(tr, tr.save_end):
         return 0.0
     return t - tr.save_end if wrote_after_save(tr) else 0.0
+
+
+def worked_since(tr: Tracker, t: float) -> bool:
+    """An evaluation's work (a batch, a module call of a forward's pass) came after ``t``."""
+    work, _ = _last_work(tr.region)
+    return max(tr.batch_t, work if isinstance(work, float) else 0.0) > t
 
 
 def at_exit(tr: Tracker, now: float) -> float:

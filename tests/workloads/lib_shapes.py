@@ -11,7 +11,9 @@ JSON on the last line: ``lib_shapes.py SHAPE``.
   9 s of 10 ms steps on batches in memory (the loop is compute-bound until the end; the
   host sleeps through each step's compute, as it waits for a GPU's: no core is taken);
 - ``save_burst``: 3 epochs of steps, each followed by one checkpoint made of three
-  ``torch.save`` calls (model, optimizer, state: ``accelerator.save_state``).
+  ``torch.save`` calls (model, optimizer, state: ``accelerator.save_state``) with 50 ms of
+  its own code before each but the first; the last checkpoint is followed by an
+  evaluation (``no_grad`` forwards), in the same time between steps.
 """
 
 import io
@@ -154,12 +156,20 @@ def save_burst():
             opt.step()
             own["steps"] += 1
         t = time.perf_counter()
-        for obj in (model.state_dict(), opt.state_dict(), {"epoch": _epoch}):
+        for i, obj in enumerate((model.state_dict(), opt.state_dict(), {"epoch": _epoch})):
+            if i:
+                time.sleep(0.05)  # the checkpoint's own code: a state dict, a folder
             torch.save(obj, io.BytesIO())
             own["saves"] += 1
-            time.sleep(0.05)  # writing each file
         own["checkpoint_s"].append(time.perf_counter() - t)
         own["checkpoints"] += 1
+        if _epoch == 2:
+            t = time.perf_counter()
+            with torch.no_grad():
+                for _ in range(5):
+                    model(x)
+                    time.sleep(0.01)
+            own["eval_s"] = time.perf_counter() - t
 
 
 if __name__ == "__main__":
