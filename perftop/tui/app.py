@@ -48,6 +48,7 @@ from perftop.tui.widgets import (
 from perftop.tui.widgets.footer import KeysFooter
 
 NARROW_BELOW = 120  # columns
+THIN_BELOW = 68  # columns: the side column (34) would be wider than the Steps panel
 SHORT_BELOW = 40  # rows
 TALL_FROM = 60
 # The key bar with the command palette's key on its right needs 85 columns; narrower, that
@@ -170,6 +171,7 @@ class PerftopApp(CaptureKeys, JobInputKeys, PanelKeys, SafeText, App[str | None]
         body = main.query_one("#body")
         narrow, short = width < NARROW_BELOW, height < SHORT_BELOW
         body.set_class(narrow, "-narrow")
+        body.set_class(width < THIN_BELOW, "-thin")
         body.set_class(short, "-short")
         body.set_class(height >= TALL_FROM, "-tall")
         zoomed = main.maximized

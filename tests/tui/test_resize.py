@@ -25,6 +25,7 @@ from tests.tui.test_app import aio, settle
 TMUX = shutil.which("tmux")
 ROOT = str(Path(__file__).resolve().parents[2])  # this checkout's perftop, not an installed one
 SIZES = ((200, 50), (80, 24), (160, 48))
+PILOT_SIZES = (*SIZES, (60, 24), (70, 24))  # and thinner than two side columns, or not
 TITLES = ("Steps", "GPU", "Host", "Processes / Workers", "Sync", "Hints", "Output")
 BOX = re.compile(r"[╭╮╰╯│]")
 TITLE = re.compile(r"[╭─]─ ([^─│╮]+?) ─")
@@ -106,7 +107,7 @@ def _layout(app: PerftopApp) -> dict[str, tuple]:
 @aio
 async def test_resize_with_pilot_matches_fresh_starts() -> None:
     fresh = {}
-    for size in SIZES:
+    for size in PILOT_SIZES:
         app = PerftopApp()
         async with app.run_test(size=size) as pilot:
             app.post_message(SnapshotMessage(snapshot()))
@@ -116,7 +117,7 @@ async def test_resize_with_pilot_matches_fresh_starts() -> None:
     async with app.run_test(size=SIZES[0]) as pilot:
         app.post_message(SnapshotMessage(snapshot()))
         await settle(pilot)
-        for size in (*SIZES[1:], SIZES[0]):
+        for size in (*PILOT_SIZES[1:], SIZES[0]):
             await pilot.resize_terminal(*size)
             await settle(pilot, 5)
             assert _layout(app) == fresh[size], size
@@ -126,3 +127,17 @@ async def test_resize_with_pilot_matches_fresh_starts() -> None:
         await pilot.press("escape")
         await settle(pilot)
         assert _layout(app) == fresh[SIZES[1]]
+
+
+@aio
+async def test_a_thin_terminal_keeps_half_of_it_for_the_steps() -> None:
+    """Under 68 columns the side column (34 wide from 68 to 119) would squeeze the Steps
+    panel, the one the user came for: the two columns share the width."""
+    for width, steps_at_least in ((60, 30), (50, 25), (70, 36)):
+        app = PerftopApp()
+        async with app.run_test(size=(width, 24)) as pilot:
+            app.post_message(SnapshotMessage(snapshot()))
+            await settle(pilot)
+            layout = _layout(app)
+            steps, gpu = layout["steps"][0], layout["gpu"][0]
+            assert steps.width >= steps_at_least and steps.width >= gpu.width, layout
