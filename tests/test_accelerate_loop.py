@@ -71,14 +71,15 @@ def test_evaluations_and_save_states_are_passes_as_the_loop_made_them(runs) -> N
     assert ev["total_s"] >= sum(own["evals"]) - 0.001
     # a checkpoint runs from its first save to its last's end: save_state's safetensors
     # write of the model, then torch.save of the optimizer, RNG and scheduler states, as
-    # the job timed its writes (its timer is around ours), the last one's too, which an
-    # evaluation follows (a loaded CI's 67 ms for 79 counted only the saves' own time).
+    # the job timed its writes, the last one's too, which an evaluation follows (a loaded
+    # CI's 67 ms for 79 counted only the saves' own time). Its timer is around torch.save,
+    # perftop's around the writer inside it: 0.5% less here, 6.6% under a 4-process suite.
     # What save_state does before its first save (the state dict, the RNG states, the
     # folder) stays in the next step, as the loop's own code there does (docs/steps.md);
     # it is never more than the whole call.
     writes, whole = sum(own["writes"]), sum(own["saves"])
     slack = 0.0005 * cp["count"]
-    assert 0.97 * writes - slack <= cp["total_s"] <= whole + slack, (cp, own)
+    assert 0.9 * writes - slack <= cp["total_s"] <= whole + slack, (cp, own)
 
 
 def test_the_data_wait_is_the_loaders_within_the_loops(runs) -> None:

@@ -112,7 +112,8 @@ def test_a_burst_of_saves_is_one_checkpoint(runs) -> None:
     # after the last checkpoint, its own; at the job's exit it ends at its last forward
     # (docs/steps.md): the 10 ms the job then sleeps are not the evaluation's work
     [ev] = [e.length for e in passes if e.kind == "eval"]
-    assert own["eval_s"] - 0.012 <= ev <= own["eval_s"] + 0.002, (ev, own["eval_s"])
+    work = own["eval_work_s"]
+    assert work - 0.002 <= ev <= min(work + 0.003, own["eval_s"]), (ev, own)
 
 
 def test_a_prefetching_wrapper_keeps_the_loader_measure_and_input_bound(runs) -> None:
