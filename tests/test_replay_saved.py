@@ -115,6 +115,16 @@ def test_unwritable_sidecar_still_replays(recording: Path, tmp_path: Path) -> No
     assert p.steps() == 3000
 
 
+def _loaded(recording: Path) -> bool:
+    """Whether an index of ``recording`` was read from its sidecar; one built instead is
+    waited for (and saved), so that no save of it races the test's next step (a build left
+    running saved, at this process's temporary name, while the next one did: CI)."""
+    ix = ReplayIndex(recording).start()
+    loaded = ix.loaded
+    assert ix.wait(120)
+    return loaded
+
+
 def test_a_sidecar_is_private_and_one_another_user_could_write_is_not_read(
     recording: Path, tmp_path: Path
 ) -> None:
@@ -129,11 +139,11 @@ def test_a_sidecar_is_private_and_one_another_user_could_write_is_not_read(
     assert side.stat().st_mode & 0o777 == 0o600
     assert ReplayIndex(copy).start().loaded
     side.chmod(0o666)  # anyone's to write
-    assert not ReplayIndex(copy).start().loaded
+    assert not _loaded(copy)
     side.chmod(0o600)
     if os.geteuid() == 0:  # root may give it away: another user's
         os.chown(side, 4242, 4242)
-        assert not ReplayIndex(copy).start().loaded
+        assert not _loaded(copy)
         os.chown(side, 0, 0)
     side.unlink()
     victim = tmp_path / "victim"

@@ -97,9 +97,10 @@ def run_collect(
     for h in cfg.ssh:
         args += ("--ssh", h)
     hub.start()
+    started = time.time()
     hub.submit(
         session_start(
-            time.time(),
+            started,
             ("perftop", "collect", *args, *(("--", *cfg.command) if cfg.ssh else ())),
             record_path=str(rec.path) if rec is not None else "",
         )
@@ -146,6 +147,7 @@ def run_collect(
         rec.path if rec is not None else None,
         refused,
         rec.error if rec is not None else None,
+        time.time() - started,
     ):
         log(line)
     return exit_code(nodes)
@@ -160,8 +162,15 @@ def exit_code(nodes: list[SshNode]) -> int:
 
 
 def summary(
-    snap: Snapshot, record: Path | None, refused: int, error: str | None = None
+    snap: Snapshot,
+    record: Path | None,
+    refused: int,
+    error: str | None = None,
+    ran_s: float | None = None,
 ) -> list[str]:
+    """The lines said at the end. ``ran_s``: how long the collector ran, where it knows
+    (the session's own span ends at its last event: 3.98 s of a 4 s ``--duration`` with no
+    node, as the last probe came before the stop)."""
     lines = [f"perftop: {len(snap.nodes)} node(s), {len(snap.ranks)} training process(es)"]
     for n in snap.nodes:
         ranks = [r for r in snap.ranks if r.host == n.name]
@@ -170,8 +179,9 @@ def summary(
     lines += [hang_notice(h) for h in snap.comm.hangs]
     if refused:
         lines.append(f"perftop: refused {refused} connection(s) (see the notes)")
-    if snap.meta.elapsed_s is not None:
-        lines.append(f"perftop: collected for {seconds(snap.meta.elapsed_s)}")
+    elapsed = ran_s if ran_s is not None else snap.meta.elapsed_s
+    if elapsed is not None:
+        lines.append(f"perftop: collected for {seconds(elapsed)}")
     if record is not None:
         until = f" until it stopped ({error})" if error else ""
         lines.append(f"perftop: recorded to {record}{until}  (perftop report {record})")
