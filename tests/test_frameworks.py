@@ -78,9 +78,11 @@ def test_lightning_checkpoint_holds_the_file_it_writes_after_torch_save(tmp_path
     # VM, whose disk kept the write waiting): no bound below.
     if at == "val":
         assert rep["steps"]["between_s"]["eval"]["count"] == 4
+    # Above, it also holds the training thread's CPU time after save_checkpoint returned,
+    # to the exit (Lightning's teardown: 5.6 ms over 1.1x on a loaded CI): up to 10 ms.
     for i, (ck, want) in enumerate(zip(cks, own["saves"], strict=True)):
-        low = 0.0 if i == 3 else 0.9 * want - 0.002
-        assert low <= ck.length <= 1.1 * want + 0.002, (i, ck.length, want)
+        low, high = (0.0, 0.010) if i == 3 else (0.9 * want - 0.002, 0.002)
+        assert low <= ck.length <= 1.1 * want + high, (i, ck.length, want)
     steps = [e for e in read_events(rec) if isinstance(e, Step)]
     for t0, t1 in own["save_at"]:  # no step holds a checkpoint's time
         for st in steps:
