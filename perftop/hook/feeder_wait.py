@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from perftop.hook import gap_forward
+from perftop.hook.pass_meter import COUNTS_SWITCHES, switches
 from perftop.hook.state import HookState
 from perftop.hook.steps import OPTIMIZER
 from perftop.wire import DATA_WAIT_NOTE
@@ -37,17 +38,6 @@ MARK_EVERY = 8
 
 _perf = time.perf_counter
 _cpu = time.thread_time  # this thread's CPU time: a clock read, the GIL kept
-try:
-    from resource import RUSAGE_THREAD as _THREAD
-    from resource import getrusage as _usage
-except ImportError:  # no per-thread counts (not Linux): all time off the CPU is waiting
-    _usage = None  # type: ignore[assignment]
-
-
-def switches() -> int:
-    """This thread's count of voluntary switches (it blocked: a sleep, a queue, a read),
-    -1 where there is no per-thread count."""
-    return _usage(_THREAD).ru_nvcsw if _usage is not None else -1
 
 
 class FeederWait:
@@ -58,6 +48,7 @@ class FeederWait:
     tracker: Any
     t0: float
     c0: float
+    n0: int
     timed: bool
     noted: bool
     note_due: int
@@ -75,12 +66,13 @@ class FeederWait:
         """The wait starts (at the arm): its wall time; where it is timed, the thread's
         count of voluntary switches and its CPU time, not read while no step waits (the
         clock: -1; WAIT_SEEN), the count then every MARK_EVERY step ends."""
-        if self.timed and _usage is not None:  # the count before the wait's start
+        if self.timed and COUNTS_SWITCHES:  # the count before the wait's start
             self.unread += 1
             if not self.fast or self.unread >= MARK_EVERY:
                 self.blocks, self.unread = switches(), 0
         self.t0 = _perf()
         self.c0 = _cpu() if self.timed and not self.fast else -1.0
+        self.n0 = -1
 
     def ran(self) -> bool:
         """The thread never blocked since the count was read (at or before the arm): its

@@ -58,6 +58,18 @@ MAX_SITES = 64
 
 _perf = time.perf_counter
 _cpu = time.thread_time  # the training thread's CPU time (a clock read, the GIL kept)
+try:
+    from resource import RUSAGE_THREAD as _THREAD
+    from resource import getrusage as _usage
+except ImportError:  # no per-thread counts (not Linux): all time off the CPU is waiting
+    _usage = None  # type: ignore[assignment]
+COUNTS_SWITCHES = _usage is not None
+
+
+def switches() -> int:
+    """This thread's count of voluntary switches (it blocked: a sleep, a queue, a read, a
+    lock), -1 where there is no per-thread count. A system call that keeps the GIL."""
+    return _usage(_THREAD).ru_nvcsw if _usage is not None else -1
 
 
 class PassMeter:
@@ -70,6 +82,7 @@ class PassMeter:
         self.tid = -1  # the training thread's ident while a pass is measured
         self.t_in = 0.0
         self.t_out = self.c_out = 0.0  # wall and CPU time where the last forward returned
+        self.n_out = -1  # and the thread's voluntary switches then (-1: not known)
         self.fwd_s = 0.0
         self.site: Any = None
         self.name: Any = None  # the site that names the pass
@@ -132,7 +145,7 @@ class PassMeter:
             if self.depth > 0 and threading.get_ident() == self.tid:
                 self.depth -= 1
                 if self.depth == 0:
-                    self.t_out, self.c_out = _perf(), _cpu()
+                    self.t_out, self.c_out, self.n_out = _perf(), _cpu(), switches()
                     self.fwd_s += self.t_out - self.t_in
                     if self.gaps_left > 0 and not self.env and sys.getprofile() is None:
                         self.gaps_left -= 1

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from perftop.hook import gap_bounds, gap_forward, gap_site, gaps
-from perftop.hook.feeder_wait import FeederWait, _cpu, switches
-from perftop.hook.pass_meter import ROLLOUT
+from perftop.hook.feeder_wait import FeederWait, _cpu
+from perftop.hook.pass_meter import ROLLOUT, switches
 from perftop.hook.steps import OPTIMIZER
 
 MAX_STEP_SITES = 64  # call sites of a step's own forwards with grad off, kept
@@ -57,19 +57,23 @@ class PassOpen(FeederWait):
     def after_sync(self, t: float, wait: float) -> float:
         """The wait, where a sync was seen in the pass after its last module call (a
         rollout's return read): the thread's time off the CPU before that sync (less its
-        own blocking) and after it tell which side the feeder's wait lay on. More after it,
-        or the thread blocked after it for half a feeder's usual wait or more: the sync is
-        the pass's, which ends after it (a preemption before the sync would otherwise move
-        the pass's end before it, and the sync into the next step; a busy host's can
-        outlast the feeder's wait, but a preemption is no block, the feeder's wait is). Else
-        the sync came after the batch (a step's own check of its data)."""
+        own blocking) and after it tell which side the feeder's wait lay on. The sync is the
+        pass's, which ends after it, where there was more off the CPU after it; or where
+        the thread blocked after it and either for half a feeder's usual wait or more, or
+        never between the last module call and it (off the CPU there it only waited for a
+        core: a feeder's wait is a block, a preemption is not; on a busy host a preemption
+        before the sync can outlast the feeder's wait, and the usual wait, stretched by
+        preemptions too, twice a sleep's). Else the sync came after the batch (a step's own
+        check of its data)."""
         gs = self.tail()
         if gs is None:
             return wait
         ts, cs, blocked, n = gs
         before = (ts - self.t0) - (cs - self.c0) - blocked
         after = (t - ts) - (_cpu() - cs)
-        if after >= before or (after >= self.typical() / 2 and 0 <= n < switches()):
+        if after >= before or (
+            0 <= n < switches() and (after >= self.typical() / 2 or self.n0 == n)
+        ):
             return min(wait, max(0.0, t - ts))
         return wait
 
@@ -85,7 +89,7 @@ class PassOpen(FeederWait):
         the pass's own tail or a feeder's next batch."""
         meter = self.meter
         if meter is not None and meter.measured and meter.t_out > self.t0:
-            self.t0, self.c0 = meter.t_out, meter.c_out
+            self.t0, self.c0, self.n0 = meter.t_out, meter.c_out, meter.n_out
 
     def verdict(self, length: float) -> tuple[str, str, float]:
         """The pass this hook opened ended (gap_bounds.end): its kind, site, forwards' time."""

@@ -37,7 +37,7 @@ from dataclasses import replace
 from typing import Any
 
 from perftop.events import SyncBatch, SyncInfo
-from perftop.hook.feeder_wait import switches
+from perftop.hook.pass_meter import switches
 from perftop.hook.state import env_float, env_int
 from perftop.hook.sync_collector import Collector
 from perftop.hook.sync_sampler import BUDGET_S, Sampler, session_seed, unit

@@ -6,7 +6,8 @@ host preempted the thread before 3 of the 6 syncs for longer than the 3 ms betwe
 sides: the time off the CPU on either side of a sync is what tells them apart.)
 
 ``rollout_tail_sync.py preempted``: the preemption real instead of the sleep, and longer
-than the next batch: a real-time process pinned to the training thread's core spins for
+than the next batch, which then takes 8 ms, under half the feeder's usual wait (as on a busy
+host, where preemptions stretch the usual wait to twice a feeder's sleep): a real-time process pinned to the training thread's core spins for
 30 ms before each pass's sync, so the thread waits for its core (switched out, no block of
 its own). Where a real-time priority is not allowed (no CAP_SYS_NICE), the rival runs at
 the usual priority and the training thread at nice 19 (allowed to anyone: ~1.5% of the
@@ -66,9 +67,12 @@ STEPS, EVERY = 60, 10
 after_pass = [False]
 
 
+AFTER_PASS_S = 0.008 if PREEMPTED else 0.016
+
+
 def batches():
     while True:
-        time.sleep(0.016 if after_pass[0] else 0.02)  # reading the next shard
+        time.sleep(AFTER_PASS_S if after_pass[0] else 0.02)  # reading the next shard
         after_pass[0] = False
         yield X, Y
 
