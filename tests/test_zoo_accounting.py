@@ -10,7 +10,8 @@ import json
 import pytest
 
 from tests.zoo.parts import Spec, Sync
-from tests.zoo.run import run_accounting, run_spec
+from tests.zoo.render import render
+from tests.zoo.run import run_accounting, run_mode, run_spec
 
 # The plain waits behind a generator, a prefetcher over slices and a thread over a
 # DataLoader are those of the shapes below that add a pass to each (feeder-wait-absent-after-
@@ -213,3 +214,27 @@ def test_steps_that_backward_ends_hold_one_batch_each_around_passes(tmp_path):
     steps = [(i, d, waits[i + 1], own["blocked"][i]) for i, _t0, _t1, d in tl["steps"][:-1]]
     assert all(d > 0.5 * w for i, d, w, _ in steps), steps
     assert all(d <= off + 0.0002 for i, d, _, off in steps), steps
+
+
+def test_a_log_line_after_the_update_stays_the_steps_before_an_evaluations_first_batch(tmp_path):
+    """Found by a campaign (``loop_fuzz.py --n 20 --seed 120326``, an ignite-like engine
+    and a validation loader under ``no_grad``), fixed: an evaluation that its first batch
+    opens begins at the last step's end (its loader's start is its time), and the engine's
+    log line read there (``loss.item()`` after each update, as ignite's and the HF
+    Trainer's logging do) was counted as the evaluation's sync, in the steps before an
+    evaluation. Every step's log line is now the step's: in the exact mode, each watched
+    step's count, none between steps, and the evaluation's own sync there."""
+    spec = Spec("optim", "loader0", steps=40, evaluate=7, engine=True, val="no_grad")
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "loop.py").write_text(render(spec))
+    own, rep, why = run_mode(tmp_path, "exact")
+    assert own is not None and rep is not None, why
+    assert rep["steps"]["count"] == own["steps"] == 40
+    log = next(int(ln) for ln, period in own["periods"].items() if period == 1)
+    (row,) = [r for r in rep["sync_events"] if r["line"] == log]
+    # (the first watched step may miss it: the detector's mode is pushed at its first sync)
+    assert own["watchable"][str(log)] - 1 <= row["count"] <= own["watchable"][str(log)], row
+    between = {r["line"]: r["count"] for r in rep["sync_between"]}
+    evals = [p for p in own["passes"] if p[1] == "eval"]
+    assert log not in between and len(evals) == 5, (between, evals)
+    assert sum(between.values()) == len(evals), between  # each evaluation's .item()

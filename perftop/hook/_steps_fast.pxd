@@ -54,7 +54,7 @@ cdef class StepTracker:
     cdef public object on_open, on_closure, on_iter, clock, region, ng_sites, pend_loader, cand
     cdef public bint gap_eval, pend_got
     cdef public unsigned long fetch_thread, main_thread
-    cdef public double gap_t0, gap_t1, save_s, save_t0, save_end, pend_t0, pend_t1
+    cdef public double gap_t0, gap_t1, gap_seen, save_s, save_t0, save_end, pend_t0, pend_t1
     cdef public double batch_t, batch_c
     cdef public object batch_site
     cdef public double save_w, save_c

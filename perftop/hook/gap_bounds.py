@@ -63,6 +63,7 @@ def enter(tr: Tracker, t: float, is_eval: bool, seen: bool = True, kind: str = E
         tr.in_gap = True
         tr.gap_eval = False
         tr.save_s = 0.0
+        tr.gap_seen = t  # (an evaluation's first batch: the interval may begin before it)
         if seen or (tr.running and tr.active()):
             # The interval begins where the pass does. The loop's own code before it (after
             # the last update: a log line, a sync) stays in the step it belongs to, the next

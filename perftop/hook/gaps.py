@@ -90,6 +90,7 @@ def reset(tr: Tracker) -> None:
     tr.in_gap = False
     tr.gap_t0 = 0.0
     tr.gap_t1 = 0.0  # where the last interval ended
+    tr.gap_seen = 0.0  # where the open interval's pass was first seen (gap_bounds.enter)
     tr.gap_eval = False
     tr.save_s = tr.save_t0 = tr.save_end = 0.0
     tr.save_w, tr.save_c = -1.0, 0.0

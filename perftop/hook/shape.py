@@ -64,6 +64,7 @@ class Tracker(Protocol):
     fwd_wait: float
     gap_t0: float
     gap_t1: float
+    gap_seen: float
     save_s: float
     save_t0: float
     save_end: float

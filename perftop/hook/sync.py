@@ -129,7 +129,10 @@ def attach(state: Any, torch: Any) -> Collector | None:
 
     def on_between(kind: str, t0: float, length: float, *named: Any) -> None:
         if detector.active:
-            collector.between(kind, t0, length)
+            # An evaluation's pass its first batch opened begins at the last step's end
+            # (its loader's start is its own time), but its syncs begin at that batch: a
+            # log line's .item() after the update (ignite's, the HF Trainer's) is the step's.
+            collector.between(kind, t0, length, tracker.gap_seen if t0 == tracker.gap_t0 else t0)
         try:
             passes.closed(kind)
             passes.ended(max(0, last[0]))

@@ -27,7 +27,8 @@ class Collector:
         self.put = put
         self.pid = pid
         self.log: list[tuple[float, SiteKey, int, float | None]] = []
-        self.gaps: list[tuple[str, float, float]] = []  # kind, t0, t1 (perf_counter)
+        # kind, t0, where its syncs begin, t1 (perf_counter)
+        self.gaps: list[tuple[str, float, float, float]] = []
         self.since = 0.0  # when the detector started: passes that began before are partial
         self.weight: Callable[[], float] = lambda: 1.0  # the watched step's (Sampler.weight)
         self.on_add: Callable[[float, float | None], None] | None = None  # (t, blocked_s)
@@ -46,9 +47,12 @@ class Collector:
         if self.on_add is not None:
             self.on_add(t, blocked_s)
 
-    def between(self, kind: str, t0: float, length: float) -> None:
-        """An interval outside training steps, as the tracker reports it."""
-        self.gaps.append((kind, t0, t0 + length))
+    def between(self, kind: str, t0: float, length: float, syncs_from: float = 0.0) -> None:
+        """An interval outside training steps, as the tracker reports it; its syncs are
+        those from ``syncs_from`` on, where that is later than ``t0`` (an evaluation's pass
+        that its first batch opened: the syncs before that batch are the step's)."""
+        t1 = t0 + length
+        self.gaps.append((kind, t0, min(max(t0, syncs_from), t1), t1))
 
     def _take(self) -> tuple[dict[SiteKey, list[Any]], dict[SiteKey, list[Any]], int]:
         """The stretch's syncs since the last flush, split into a step's own and those
@@ -59,13 +63,13 @@ class Collector:
         inside: dict[SiteKey, list[Any]] = {}
         outside: dict[SiteKey, list[Any]] = {}
         for t, key, n, blocked in log:
-            out = any(g0 <= t <= g1 for _, g0, g1 in gaps)
+            out = any(s0 <= t <= g1 for _, _, s0, g1 in gaps)
             acc = (outside if out else inside).setdefault(key, [0, None])
             acc[0] += n
             if blocked is not None:
                 acc[1] = (acc[1] or 0.0) + blocked
         since = self.since
-        passes = len({g0 for k, g0, _ in gaps if k != "checkpoint" and g0 >= since})
+        passes = len({g0 for k, g0, _, _ in gaps if k != "checkpoint" and g0 >= since})
         return inside, outside, passes
 
     def flush(self, step: int, sampled: bool, put: Callable[[Any], None] | None = None) -> None:

@@ -44,7 +44,7 @@ class Result:
         return "\n  ".join(lines)
 
 
-def _run(
+def run_mode(
     folder: Path,
     mode: str,
     timeout: float = TIMEOUT,
@@ -133,14 +133,14 @@ def run_spec(
     (folder / "loop.py").write_text(render(spec))
     (folder / "spec.txt").write_text(spec.show() + "\n")
     res = Result(spec, folder)
-    plain, _, why = _run(folder, "plain")
+    plain, _, why = run_mode(folder, "plain")
     if plain is None:
         res.failures.append(why)
         return res
     runs = {}
     limit = max(60.0, 10 * plain["wall_s"] + 30)
     for mode in modes:
-        own, rep, why = _run(folder, mode, limit)
+        own, rep, why = run_mode(folder, mode, limit)
         if own is None or rep is None:
             res.failures.append(why)
             continue
@@ -151,8 +151,8 @@ def run_spec(
         plains, owns = [plain], [runs["sampled"][0]]
         slow = slower(plains, owns)
         for _ in range(RETRIES if slow else 0):
-            again, _, _ = _run(folder, "plain")
-            own, _, _ = _run(folder, "sampled", limit)
+            again, _, _ = run_mode(folder, "plain")
+            own, _, _ = run_mode(folder, "sampled", limit)
             if again is None or own is None:
                 slow = "wall_time: a rerun failed"
                 break
@@ -180,7 +180,7 @@ def run_accounting(spec: Spec, folder: Path, tries: int = 2) -> Result:
     res = Result(spec, folder)
     for k in range(tries):
         res.failures = []
-        own, rep, why = _run(folder, "sampled", max(60.0, TIMEOUT / 5), report=_report_here)
+        own, rep, why = run_mode(folder, "sampled", max(60.0, TIMEOUT / 5), report=_report_here)
         if own is None or rep is None:
             res.failures.append(why)
             return res
