@@ -48,7 +48,6 @@ class FeederWait:
     tracker: Any
     t0: float
     c0: float
-    n0: int
     timed: bool
     noted: bool
     note_due: int
@@ -72,7 +71,6 @@ class FeederWait:
                 self.blocks, self.unread = switches(), 0
         self.t0 = _perf()
         self.c0 = _cpu() if self.timed and not self.fast else -1.0
-        self.n0 = -1
 
     def ran(self) -> bool:
         """The thread never blocked since the count was read (at or before the arm): its

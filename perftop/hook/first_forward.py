@@ -80,7 +80,6 @@ class FirstForward(PassOpen):
         # comes first)
         self.note_due = -1
         self.t0 = self.c0 = 0.0  # wall and the training thread's CPU time when armed
-        self.n0 = -1  # its voluntary switches at a pass's last module call (-1: not known)
         self.timed = False  # the step's wait behind a feeder is timed (else grad mode only)
         # The open pass began right after another optimizer's step, inside a step that has
         # done its own work (each optimizer after its own backward): the wait before the
@@ -186,7 +185,6 @@ class FirstForward(PassOpen):
                 meter = self.meter
                 if meter is None or not meter.measured:  # else its forward hook marks
                     self.t0, self.c0 = t, _cpu()  # the pass's last module call so far
-                    self.n0 = -1
                 if meter is not None:
                     meter.pre(t)
                 gap_forward.met_in_pass(tr)
@@ -218,7 +216,7 @@ class FirstForward(PassOpen):
             self.late = _after_other_optimizer(tr) and tr.active()
             tr.no_grad(True, self, t)
             if tr.region is self:
-                self.t0, self.c0, self.n0 = t, _cpu(), -1
+                self.t0, self.c0 = t, _cpu()
                 if self.meter is not None:
                     self.meter.start(t, *gap_site.site())
                 return  # a pass began: watching for its end

@@ -72,10 +72,18 @@ class PassOpen(FeederWait):
         before = (ts - self.t0) - (cs - self.c0) - blocked
         after = (t - ts) - (_cpu() - cs)
         if after >= before or (
-            0 <= n < switches() and (after >= self.typical() / 2 or self.n0 == n)
+            0 <= n < switches() and (after >= self.typical() / 2 or self._switches_at_t0() == n)
         ):
             return min(wait, max(0.0, t - ts))
         return wait
+
+    def _switches_at_t0(self) -> int:
+        """The thread's voluntary switches where ``t0`` was read: the pass's last forward's
+        return, as its forward hook saw it (:meth:`last_out`); -1 where not known."""
+        meter = self.meter
+        if meter is not None and meter.measured and meter.t_out == self.t0:
+            return int(meter.n_out)
+        return -1
 
     def tail(self) -> tuple[float, float, float, int] | None:
         """The last sync seen in this pass after its last module call, if any (also read by
@@ -89,7 +97,7 @@ class PassOpen(FeederWait):
         the pass's own tail or a feeder's next batch."""
         meter = self.meter
         if meter is not None and meter.measured and meter.t_out > self.t0:
-            self.t0, self.c0, self.n0 = meter.t_out, meter.c_out, meter.n_out
+            self.t0, self.c0 = meter.t_out, meter.c_out
 
     def verdict(self, length: float) -> tuple[str, str, float]:
         """The pass this hook opened ended (gap_bounds.end): its kind, site, forwards' time."""
