@@ -1,12 +1,13 @@
 """A tight loop fed by a generator, on a core it shares with a spinning process of another
 session: the host preempts the training thread again and again, some of it between a
 step's end and its next forward, where a feeder's wait is timed. The generator builds
-each batch on the CPU and sleeps 2 ms before every 50th (its one real wait). Prints its
+each batch on the CPU and sleeps 5 ms before every 50th (its one real wait). Prints its
 own counts as JSON: steps, its sleeps' time off the CPU (wall less CPU, each around its
-``time.sleep``), and its time off the CPU from before each update to after the next forward
-(a window that holds perftop's, from the step's end to the forward's first module call),
-over the steps whose batch slept and over the others; and the wall time of the windows whose
-batch slept."""
+``time.sleep``: ``slept_s``, and each sleep's in ``sleeps``), and its time off the CPU from
+before each update to after the next forward (a window that holds perftop's, from the step's
+end to the forward's first module call), over the steps whose batch slept and over the
+others; the wall time of the windows whose batch slept; and for each sleep the most CPU that
+one of the windows since the previous sleep's took (``cpu_hi``)."""
 
 import json
 import os
@@ -28,6 +29,7 @@ opt = torch.optim.SGD(model.parameters(), lr=1e-3)
 X, Y = torch.randn(256, 32), torch.randn(256, 1)
 own = {"steps": 0, "slept_s": 0.0, "sleep_windows_off_s": 0.0, "sleep_windows_s": 0.0}
 own["other_off_s"] = 0.0
+own["sleeps"], own["cpu_hi"], hi = [], [], 0.0
 spinner = None  # started after the first step (its imports), killed after the last
 perf, cpu = time.perf_counter, time.thread_time
 
@@ -40,8 +42,9 @@ def batches():
     for i in range(STEPS):
         if i % 50 == 25:
             w, c = perf(), cpu()
-            time.sleep(0.002)
-            own["slept_s"] += off_since(w, c)
+            time.sleep(0.005)
+            own["sleeps"].append(off_since(w, c))
+            own["slept_s"] += own["sleeps"][-1]
         j = i % 8 * 32
         yield (X[j : j + 32] * 2.0 + 1.0).clamp(-3, 3), Y[j : j + 32]
 
@@ -57,6 +60,10 @@ try:
             own[key] += off_since(w, c)
             if key == "sleep_windows_off_s":  # and its wall time, the CPU in it too
                 own["sleep_windows_s"] += perf() - w
+                own["cpu_hi"].append(hi)
+                hi = 0.0
+            else:
+                hi = max(hi, cpu() - c)
         if spinner is None and own["steps"] == 1:  # inside a step: its wait has no fork in it
             spinner = subprocess.Popen([sys.executable, "-S", "-c", SPIN], stdin=subprocess.DEVNULL)
         loss.backward()
