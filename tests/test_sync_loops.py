@@ -203,3 +203,25 @@ def test_a_passes_last_sync_after_a_real_preemption_longer_than_the_wait_stays_t
     assert rep["sync_events"] == []
     (site,) = rep["sync_between"]
     assert site["op"] == "float" and site["count"] == 6
+
+
+def test_syncs_during_an_async_checkpoint_are_the_steps(tmp_path, monkeypatch):
+    """Checkpoints written on a thread of their own while the steps go on, each step
+    reading its loss: the reads made while a save was being written (18-27 of 60 in a run)
+    are the steps' syncs, none is between steps. (The save's end came as an interval of
+    the training thread's: the reads still unsent in it, 3 of 18 once, were a pass's.)"""
+    monkeypatch.setenv("PERFTOP_SYNC", "all")
+    script = WORKLOADS / "sync_async_save.py"
+    proc, rep = run_and_report(tmp_path, sys.executable, str(script))
+    assert proc.returncode == 0, proc.stderr
+    own = job_json(proc.stdout)
+    assert own["items_during"] >= 5, own  # the premise: the saves overlapped steps' reads
+    between = rep["steps"]["between_s"]
+    assert set(between) == {"checkpoint_overlapped"}, between
+    assert between["checkpoint_overlapped"]["count"] == own["saves"], between
+    (line,) = sites_marked(script)
+    (site,) = rep["sync_events"]
+    assert (site["line"], site["op"]) == (line, "item")
+    # every step's read, but step 0's (the exact mode watches from step 1 on)
+    assert site["count"] == own["steps"] - 1 and site["per_step"] == pytest.approx(1.0), site
+    assert rep["sync_between"] == [], rep["sync_between"]

@@ -37,6 +37,7 @@ from dataclasses import replace
 from typing import Any
 
 from perftop.events import SyncBatch, SyncInfo
+from perftop.hook.gap_bounds import OVERLAPPED
 from perftop.hook.pass_meter import switches
 from perftop.hook.state import env_float, env_int
 from perftop.hook.sync_collector import Collector
@@ -128,6 +129,15 @@ def attach(state: Any, torch: Any) -> Collector | None:
     prev_between = tracker.on_between
 
     def on_between(kind: str, t0: float, length: float, *named: Any) -> None:
+        # A save on another thread (an async checkpoint) is no interval of the training
+        # thread's: its steps went on through it, and their syncs are theirs. (This call
+        # comes on the saving thread, where the detector's mode is no one's to settle.)
+        if kind != OVERLAPPED:
+            between(kind, t0, length)
+        if prev_between is not None:
+            prev_between(kind, t0, length, *named)
+
+    def between(kind: str, t0: float, length: float) -> None:
         if detector.active:
             # An evaluation's pass its first batch opened begins at the last step's end
             # (its loader's start is its own time), but its syncs begin at that batch: a
@@ -143,8 +153,6 @@ def attach(state: Any, torch: Any) -> Collector | None:
                 slot.settle()
             except Exception:
                 state.internal_error("sync step")
-        if prev_between is not None:
-            prev_between(kind, t0, length, *named)
 
     tracker.on_between = on_between
     perf = time.perf_counter
