@@ -222,6 +222,6 @@ def test_syncs_during_an_async_checkpoint_are_the_steps(tmp_path, monkeypatch):
     (line,) = sites_marked(script)
     (site,) = rep["sync_events"]
     assert (site["line"], site["op"]) == (line, "item")
-    # every step's read, but step 0's (the exact mode watches from step 1 on)
+    # each update's read is in the next step (from its end to the next): the last one's in none
     assert site["count"] == own["steps"] - 1 and site["per_step"] == pytest.approx(1.0), site
     assert rep["sync_between"] == [], rep["sync_between"]
