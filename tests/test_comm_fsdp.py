@@ -122,11 +122,14 @@ def test_the_straggler_of_each_kind_is_named(run, kind):
     comm = _segment(events, seg).comm
     waits = {c.rank: c.wait_s for c in comm.ranks}
     assert comm.straggler is not None and comm.straggler.rank == 1, (comm.straggler, waits)
-    if kind == "loader":  # a sleep: the others wait for it, within 20%. Not less: at the
+    if kind == "loader":  # a sleep: the others wait as late as rank 1 came to the steps'
+        # forwards by the ranks' own clocks, within a fifth of the sleep: the sleep, and on
+        # a loaded host more (+37 ms a step seen with 10 runnable tasks on 2 cores); at the
         # eight collectives after the first, rank 1 tends to be late too, by 1-10 ms each
-        # on a loaded machine (+37 ms a step seen with 10 runnable tasks on 2 cores)
-        assert abs(comm.straggler.wait_s - DELAY) <= 0.2 * DELAY, (comm.straggler, waits)
-        assert abs((waits[0] or 0.0) - DELAY) <= 0.2 * DELAY, waits
+        late = statistics.median(seg["late"])
+        assert late >= 0.8 * DELAY, seg["late"]  # the premise: the sleep made rank 1 late
+        assert abs(comm.straggler.wait_s - late) <= 0.2 * DELAY, (comm.straggler, waits, late)
+        assert abs((waits[0] or 0.0) - late) <= 0.2 * DELAY, (waits, seg["late"])
     elif kind == "extra":  # as late as rank 1 came to the steps' forwards (WORK after
         # each step but the segment's first, on an idle host; a busy one scheduling rank 0
         # out too makes it less: 32 ms seen), at least: a rank that hogs a shared CPU is
