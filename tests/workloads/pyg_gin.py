@@ -16,9 +16,9 @@ from torch_geometric.nn import GINConv, global_add_pool
 
 random.seed(0)  # FakeDataset draws its graphs' sizes with random
 torch.manual_seed(0)
-ds = FakeDataset(num_graphs=240, avg_num_nodes=18, num_channels=7, num_classes=2, task="graph")
-train_loader = DataLoader(ds[:192], batch_size=32, shuffle=True)
-test_loader = DataLoader(ds[192:], batch_size=32)
+ds = FakeDataset(num_graphs=120, avg_num_nodes=18, num_channels=7, num_classes=2, task="graph")
+train_loader = DataLoader(ds[:96], batch_size=32, shuffle=True)
+test_loader = DataLoader(ds[96:], batch_size=32)
 device = torch.device("cpu")
 
 
