@@ -245,9 +245,11 @@ def test_hand_written_loop_kinds_and_names(loop):
     """Each pass's kind and function exactly; each pass begins between the last update's
     optimizer step and the function's first forward call (the function's own lines before
     that call, a preemption there on a busy host, are the next step's: 1.2 ms once under
-    load), ends by the next update's first forward and covers the function's return;
-    each kind's time (its passes' sum) within 10% + 0.5 ms a pass of the loop's own time
-    from one update's end to the next one's first forward, not of the function's timer
+    load), ends in the next update's first forward (the loop's clock before and after it:
+    a preemption between its clock and perftop's inside the call, 16 ms once under load, is
+    the pass's) and covers the function's return; each kind's time (its passes' sum) within
+    10% + 0.5 ms a pass of the loop's own time from one update's end to the next one's
+    first forward (the call's start, or its return: the longest), not of the function's timer
     (whatever else is between two steps, a collection of the garbage or a preemption on a
     busy host, is between them: 8 ms more than the timer once on CI). A pass's end may
     come before the function's return by the wait the next step books before its forward
@@ -269,17 +271,19 @@ def test_hand_written_loop_kinds_and_names(loop):
         assert p.site.startswith(names.get(what, "rollout (")) and "rollout_loop.py:" in p.site
         assert 0.0 < p.forward_s < p.length
         last, out = max((u[1], u[2]) for u in own["updates"] if u[1] <= a)
-        into = min(u[0] for u in own["updates"] if u[0] >= b)
+        into, called = min((u[0], u[3]) for u in own["updates"] if u[0] >= b)
         end = p.t0 + p.length
         booked = _booked(steps, end)
         assert a <= first <= b
-        assert last - tol <= p.t0 <= first + tol and b - tol - booked <= end <= into + tol, (
-            p, what, last, a, first, b, into, booked)  # fmt: skip
+        assert last - tol <= p.t0 <= first + tol and b - tol - booked <= end <= called + tol, (
+            p, what, last, a, first, b, into, called, booked)  # fmt: skip
         got.setdefault(what, []).append(p.length)
-        want.setdefault(what, []).append(into - out)  # the loop's own time between steps
-    for what, lengths in want.items():
-        tol = 0.1 * sum(lengths) + 0.0005 * len(lengths)
-        assert abs(sum(got[what]) - sum(lengths)) <= tol, (what, got[what], lengths)
+        # the loop's own time between steps, to the next update's first forward call
+        want.setdefault(what, []).append((into - out, called - out))
+    for what, spans in want.items():
+        lo, hi = sum(s[0] for s in spans), sum(s[1] for s in spans)
+        tol = 0.1 * lo + 0.0005 * len(spans)
+        assert lo - tol <= sum(got[what]) <= hi + tol, (what, got[what], spans)
     assert own["profile"] == "None"  # no profile function left behind
     assert own["kept"]  # the user's own profiler untouched
 

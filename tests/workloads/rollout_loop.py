@@ -7,7 +7,7 @@ DQN, a few env steps between single updates; last, a rollout under the user's ow
 profiler (cProfile: perftop's profile function stays out). Prints
 its own timers as JSON (wall clock, as perftop's): each pass after the first update, by
 what it was, with its start, its end and its first forward call; each update's time before its first forward, before
-its last optimizer step and after it (what lies between two updates is between their
+its last optimizer step, after it, and after its first forward returned (what lies between two updates is between their
 steps: a pass is inside that, begins by the function's first forward, covers its return
 and takes about the time from one update's end to the next one's first forward); the
 number of optimizer steps.
@@ -123,15 +123,17 @@ def update(obs: list[np.ndarray], n: int) -> None:
     global steps
     policy.train()
     x = torch.as_tensor(np.stack(obs))
-    first = last = 0.0
+    first = last = called = 0.0
     for i in range(n):
         opt.zero_grad()
         first = first or time.time()
-        torch.nn.functional.cross_entropy(policy(x), (x[:, 2] > 0).long()).backward()
+        logits = policy(x)
+        called = called or time.time()
+        torch.nn.functional.cross_entropy(logits, (x[:, 2] > 0).long()).backward()
         last = time.time() if i == n - 1 else 0.0
         opt.step()
         steps += 1
-    updates.append((first, last, time.time()))
+    updates.append((first, last, time.time(), called))
 
 
 def begin() -> float:
@@ -154,7 +156,7 @@ def timed(kind: str, fn, *args) -> None:
 env = PendulumEnv()
 passes: list[tuple[str, float, float, float | None]] = []  # kind, start, end, 1st forward
 first: list[float | None] = [None]  # the time of the pass's first forward
-updates: list[tuple[float, float, float]] = []
+updates: list[tuple[float, float, float, float]] = []
 looked: list[bool] = []  # estimate_loss: whether a profile function was set between forwards
 steps = 0
 estimate_loss(2)  # as nanoGPT at iter 0: before any step (in no interval); torch warmed up
