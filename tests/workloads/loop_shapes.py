@@ -94,6 +94,7 @@ def producer():
     threading.Thread(target=feed, daemon=True).start()
     wait = 0.0
     n = 0
+    slept: list[float] = []  # each sleep's time off the CPU (wall less this thread's CPU)
     t_start = time.perf_counter()
     while True:
         t0 = time.perf_counter()
@@ -105,9 +106,13 @@ def producer():
         opt.zero_grad()
         torch.nn.functional.mse_loss(head(model(x)), y).backward()
         opt.step()
+        w, c = time.perf_counter(), time.thread_time()
         time.sleep(0.03)  # the step's own work: the producer keeps ahead of it
+        slept.append((time.perf_counter() - w) - (time.thread_time() - c))
         n += 1
-    say(shape="producer", steps=n, wait_s=wait, total_s=time.perf_counter() - t_start)
+    say(
+        shape="producer", steps=n, wait_s=wait, slept_s=slept, total_s=time.perf_counter() - t_start
+    )
 
 
 def async_save():
