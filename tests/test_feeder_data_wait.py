@@ -160,7 +160,9 @@ def test_a_tight_loop_whose_feeder_keeps_up_reads_no_cpu_clock_and_still_sees_wa
     # loop's own wait in next(), at most all its time off the CPU from the last step's end
     # to its forward (the wait and, on a busy host, its preemptions there: 41 ms more than
     # the waits over the 30 steps once, beside a test suite on 4 processes of 2 cores)
-    want, most = own["slow_wait_s"], own["slow_off_cpu_s"]
+    # (the first slow step, its clock unread, books its time there beyond ``cpu_hi``: any
+    # CPU beyond that, a collection of the garbage, too; booked 11 ms over 10% once on CI)
+    want, most = own["slow_wait_s"], own["slow_off_cpu_s"] + own["first_slow_cpu_s"]
     assert want - max(0.1 * want, 0.002) <= booked_slow <= most + max(0.1 * most, 0.003), (
         booked_slow, own)  # fmt: skip
     # The step whose forward the first slow batch fed, with the clock unread: its time
