@@ -58,10 +58,15 @@ def test_producer_thread_data_wait_is_before_forward_not_the_producers(tmp_path,
     waits = [(st.index, round(st.data, 4)) for st in steps]  # (what a failure shows)
     # the 30 ms sleep after opt.step() and the get: at least the sleep's time off the CPU,
     # by the thread's own clocks (29.8 ms beside two spinning processes, 30.0-30.1 idle:
-    # under load the thread's CPU clock gains up to 0.2 ms in a sleep, in both)
+    # under load the thread's CPU clock gains up to 0.2 ms in a sleep, in both). Each side
+    # reads its two clocks one after the other at each end: a slow read of the CPU clock
+    # (a system call, tens of µs at times on a busy VM) is CPU time in one side's window
+    # that is not in the other's, hence the 0.1 ms (before perftop read its CPU clock with
+    # its wall clock, its own work after the forward's start was taken off too: 34 µs).
     assert len(own["slept_s"]) == len(steps)
-    assert all(st.data >= off - 2e-5 for st, off in zip(steps[1:], own["slept_s"])), (
-        waits, own["slept_s"])  # fmt: skip
+    short = [(st.index, st.data, off) for st, off in zip(steps[1:], own["slept_s"])
+             if st.data < off - 1e-4]  # fmt: skip
+    assert not short, (short, waits)
     assert min(own["slept_s"]) >= 0.025, own["slept_s"]  # the premise: each slept, off the CPU
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import time
 
@@ -21,8 +23,12 @@ kids = [subprocess.Popen([sys.executable, "-c", c]) for c in sys.argv[1:]]
 for k in kids:
     k.wait()
 """
-BUSY = "import time\nend = time.time() + 3\nwhile time.time() < end: pass"
-ALLOC = "import time\nb = bytearray(40 * 2**20)\nfor i in range(0, len(b), 4096): b[i] = 1\ntime.sleep(3)"
+BUSY = "import time\nend = time.time() + 10\nwhile time.time() < end: pass"
+# touches its 40 MiB, then says so (a file): on a busy host that can take over a second
+ALLOC = (
+    "import time\nb = bytearray(40 * 2**20)\nfor i in range(0, len(b), 4096): b[i] = 1\n"
+    "open(%r, 'w').close()\ntime.sleep(10)"
+)
 SHORT = "import time; time.sleep(0.6)"
 
 
@@ -31,8 +37,9 @@ def rows(events) -> dict[int, dict]:
     return {r[0]: proc_row(r) for r in sample.rows}
 
 
-def test_tree_with_grandchildren_cpu_memory_and_clean_exits(python):
-    top = subprocess.Popen([python, "-c", TREE, BUSY, ALLOC, SHORT])
+def test_tree_with_grandchildren_cpu_memory_and_clean_exits(python, tmp_path):
+    touched = tmp_path / "touched"
+    top = subprocess.Popen([python, "-c", TREE, BUSY, ALLOC % str(touched), SHORT])
     try:
         time.sleep(0.4)
         probe = ProcProbe(top.pid)
@@ -44,6 +51,9 @@ def test_tree_with_grandchildren_cpu_memory_and_clean_exits(python):
         assert any("bytearray" in i.cmdline for i in infos)
         assert all(r["cpu_percent"] is None for r in seen.values())  # no previous sample
         time.sleep(1.0)
+        end = time.monotonic() + 30
+        while not touched.exists() and time.monotonic() < end:
+            time.sleep(0.05)
         later = rows(probe.sample(time.time()))
         assert len(later) == 3  # SHORT exited between the two reads: simply gone
         busy = max(later.values(), key=lambda r: r["cpu_percent"])
@@ -60,6 +70,9 @@ def test_tree_with_grandchildren_cpu_memory_and_clean_exits(python):
         assert len(procs) == 4 and sum(not p.alive for p in procs.values()) == 1
         assert {r.role for r in s.snapshot(window=None).roles} == {"other"}
     finally:
+        for pid in set(descendants(top.pid)) - {top.pid}:  # else they outlive their parent
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
         top.kill()
         top.wait()
     assert rows(probe.sample(time.time())) == {}  # the whole job gone: an empty sample

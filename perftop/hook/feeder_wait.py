@@ -87,7 +87,8 @@ class FeederWait:
             tr = self.tracker
             if self.timed and threading.get_ident() == tr.thread:
                 self.timed = False
-                self.timed_wait(tr, _perf())
+                t = _perf()
+                self.timed_wait(tr, t, _cpu() if self.c0 >= 0.0 else -1.0)
         except Exception:
             self.state.internal_error("forward pre-hook")
 
@@ -114,7 +115,9 @@ class FeederWait:
         self.recent_i = (self.recent_i + 1) % RECENT
         self.recent_n += 1
 
-    def timed_wait(self, tr: Any, t: float) -> None:
+    def timed_wait(self, tr: Any, t: float, c: float) -> None:
+        """The wait up to ``t``, the forward's (or the closure step's) start; ``c``: the
+        thread's CPU clock read with it (-1 where the clock is left unread)."""
         gap = t - self.t0
         if tr.in_gap and tr.grad() and gap_forward.saves_done(tr, t):
             # The step's forward after a checkpoint's saves: the checkpoint ended where its
@@ -125,7 +128,7 @@ class FeederWait:
             if self.c0 < 0.0:
                 wait = max(0.0, after - self.cpu_hi)
             else:
-                wait = min(after, max(0.0, gap - (_cpu() - self.c0)))
+                wait = min(after, max(0.0, gap - (c - self.c0)))
         elif self.c0 < 0.0:  # the clock was not read: no step has been waiting
             wait = max(0.0, gap - self.cpu_hi)
             if wait < WAIT_SEEN or self.ran():
@@ -133,7 +136,7 @@ class FeederWait:
             else:  # this one did: the clock is read again from the next step
                 self.fast, self.short = False, 0
         else:
-            cpu = _cpu() - self.c0
+            cpu = c - self.c0
             wait = max(0.0, gap - cpu)
             if wait >= WAIT_SEEN and self.ran():
                 wait = 0.0

@@ -178,6 +178,9 @@ class FirstForward(PassOpen):
         if threading.get_ident() != tr.thread:
             return  # another thread's module call (a feeder's): not the training loop's
         t = _perf()
+        # the CPU clock with the wall clock, where a timed wait reads it: the hook's own
+        # work below (cold after a sleep: tens of µs on a busy host) is no part of the wait
+        c = _cpu() if self.timed and self.c0 >= 0.0 else -1.0
         if tr.region is self:  # inside the pass this hook began: until grad is on again
             if not tr.grad():
                 if tr.pend:  # a batch, then this forward: the pass's batch
@@ -207,7 +210,7 @@ class FirstForward(PassOpen):
         self.watch.ensure()  # as in arm: a torch._dynamo.reset() since the step began
         if self.timed:
             self.timed = False
-            self.timed_wait(tr, t)
+            self.timed_wait(tr, t, c)
         if tr.grad():
             pass
         elif self.may_pend(tr, t):
