@@ -24,12 +24,22 @@ for k in kids:
     k.wait()
 """
 BUSY = "import time\nend = time.time() + 10\nwhile time.time() < end: pass"
-# touches its 40 MiB, then says so (a file): on a busy host that can take over a second
+# touches its 40 MiB, then says so (a file): on a busy host that can take over a second,
+# and the probe may keep a USS read a few seconds (its budget): sampled once it is done
 ALLOC = (
     "import time\nb = bytearray(40 * 2**20)\nfor i in range(0, len(b), 4096): b[i] = 1\n"
     "open(%r, 'w').close()\ntime.sleep(10)"
 )
-SHORT = "import time; time.sleep(0.6)"
+SHORT = "import time; time.sleep(1.5)"
+
+
+def _state(pid: int) -> str:
+    """``pid``'s state letter ("" once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return ""
 
 
 def rows(events) -> dict[int, dict]:
@@ -41,7 +51,9 @@ def test_tree_with_grandchildren_cpu_memory_and_clean_exits(python, tmp_path):
     touched = tmp_path / "touched"
     top = subprocess.Popen([python, "-c", TREE, BUSY, ALLOC % str(touched), SHORT])
     try:
-        time.sleep(0.4)
+        end = time.monotonic() + 30
+        while not touched.exists() and time.monotonic() < end:
+            time.sleep(0.05)
         probe = ProcProbe(top.pid)
         first = probe.sample(time.time())
         infos = [e for e in first if isinstance(e, ProcInfo)]
@@ -50,10 +62,11 @@ def test_tree_with_grandchildren_cpu_memory_and_clean_exits(python, tmp_path):
         assert {r["ppid"] for p, r in seen.items() if p != top.pid} == {top.pid}
         assert any("bytearray" in i.cmdline for i in infos)
         assert all(r["cpu_percent"] is None for r in seen.values())  # no previous sample
+        (short,) = [i.pid for i in infos if "sleep(1.5)" in i.cmdline]
         time.sleep(1.0)
         end = time.monotonic() + 30
-        while not touched.exists() and time.monotonic() < end:
-            time.sleep(0.05)
+        while _state(short) not in ("Z", "") and time.monotonic() < end:
+            time.sleep(0.05)  # until it exited (a zombie until its parent reaps it)
         later = rows(probe.sample(time.time()))
         assert len(later) == 3  # SHORT exited between the two reads: simply gone
         busy = max(later.values(), key=lambda r: r["cpu_percent"])
@@ -244,3 +257,49 @@ def test_a_process_freeing_its_memory_at_exit_is_not_a_row_holding_none(python):
         job.wait()
         assert rss_seen and rss_seen[0]
     assert 0 not in rss_seen
+
+
+KIDS = """
+import subprocess, sys
+kids = [subprocess.Popen([sys.executable, "-c", c]) for c in sys.argv[1:]]
+print(" ".join(str(k.pid) for k in kids), flush=True)
+for k in kids:
+    k.wait()
+"""
+IDLE = "import torch, time; time.sleep(60)"  # torch loaded, then off the CPU
+SPINS = "import torch, time\nend = time.process_time() + 6\nwhile time.process_time() < end: pass\ntime.sleep(60)"
+
+
+def test_a_process_with_torch_and_no_hook_is_said_once_it_ran_or_exited(python):
+    """No hook here (no bootstrap on the path). A process idle since torch loaded is not
+    said to have failed however long that lasts (a busy host's slow rest of an import looks
+    the same from outside), only once it ran ``grace_cpu_s`` on the CPU since, or exited."""
+    said: list[str] = []
+    w = HooklessWatch(1, lambda *evs: said.extend(e.text for e in evs), (), 0.2, 4.0)
+    top = subprocess.Popen([python, "-c", KIDS, IDLE, SPINS], stdout=subprocess.PIPE, text=True)
+    try:
+        assert top.stdout is not None
+        idle, spins = map(int, top.stdout.readline().split())
+        probe, s = ProcProbe(top.pid), Session()
+        end = time.monotonic() + 90
+        while not any(f"pid {spins} " in t for t in said) and time.monotonic() < end:
+            s.apply_all(probe.sample(time.time()))
+            rows = [(p.pid, p.ppid, p.cmdline, p.name, p.alive) for p in s.snapshot().processes]
+            w._scan(rows, set())
+            time.sleep(0.3)
+        assert any(f"pid {spins} " in t and "never said hello" in t for t in said), said
+        assert idle in w.torch_since and not any(f"pid {idle} " in t for t in said), said
+        os.kill(idle, signal.SIGKILL)
+        end = time.monotonic() + 30
+        while not any(f"pid {idle} " in t for t in said) and time.monotonic() < end:
+            s.apply_all(probe.sample(time.time()))
+            rows = [(p.pid, p.ppid, p.cmdline, p.name, p.alive) for p in s.snapshot().processes]
+            w._scan(rows, set())
+            time.sleep(0.3)
+        assert sum(f"pid {idle} " in t for t in said) == 1, said  # said once it exited
+    finally:
+        for pid in set(descendants(top.pid)) - {top.pid}:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        top.kill()
+        top.wait()

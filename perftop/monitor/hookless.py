@@ -10,7 +10,10 @@ hook. The reason is read from outside, in this order:
 - otherwise its bootstrap failed (``PERFTOP_DEBUG=1`` prints why in the job's stderr).
 
 The first two are said as soon as the process is seen; the last once torch has been loaded
-for ``grace_s`` without a connection, or when the process exits. Never said about
+for ``grace_s`` without a connection and the process has run :data:`GRACE_CPU_S` on the CPU
+since (the rest of torch's import, after its C library is mapped, is a few CPU-seconds: on
+a busy host it outlasts ``grace_s`` of wall time, and a hooked process was said to have
+failed), or when the process exits. Never said about
 torch.compile's compile workers (no hook by design) or a fork of a hooked process (its
 hook stays silent until it has something to send). A snapshot subscriber of the hub; the
 /proc reads run on a thread of their own, so the hub never waits.
@@ -25,12 +28,15 @@ import time
 from collections.abc import Callable, Collection
 from typing import Any
 
+import psutil
+
 from perftop.events import Note
 from perftop.model import Snapshot
 from perftop.monitor.inject import python_version
 
 MIN_PYTHON = (3, 10)
 GRACE_S = 10.0  # torch loaded this long without a connection: the hook is not coming
+GRACE_CPU_S = 6.0  # ... and this much CPU run since (torch's import takes ~1-3 CPU-s)
 CHECK_EVERY_S = 1.0
 # A Python process seen this many checks without torch is read less often (its maps, every
 # check: a dozen of Ray's daemons never load torch, ~0.2 ms each): the gap doubles up to
@@ -84,13 +90,15 @@ class HooklessWatch:
         submit: Callable[..., None],
         connected: Collection[int],
         grace_s: float = GRACE_S,
+        grace_cpu_s: float = GRACE_CPU_S,
     ) -> None:
         self.root = root_pid
         self.submit = submit
         self.connected = connected
-        self.grace_s = grace_s
+        self.grace_s, self.grace_cpu_s = grace_s, grace_cpu_s
         self.said: set[int] = set()
-        self.torch_since: dict[int, tuple[float, str]] = {}  # pid -> (first seen, cmdline)
+        # pid -> (first seen, its CPU time then, label)
+        self.torch_since: dict[int, tuple[float, float | None, str]] = {}
         self.no_torch: dict[int, tuple[int, float, float]] = {}  # pid -> (looks, next, gap)
         self._next = 0.0
         self._busy = threading.Lock()
@@ -150,18 +158,23 @@ class HooklessWatch:
                 continue
             looks = alive and pid not in self.torch_since and self.torch_due(pid, now)
             if looks and has_torch(pid):
-                self.torch_since[pid] = (now, label)
+                self.torch_since[pid] = (now, cpu_s(pid), label)
                 self.no_torch.pop(pid, None)
         for pid in [p for p in self.no_torch if p not in by_pid]:
             del self.no_torch[pid]  # gone
-        for pid, (since, label) in list(self.torch_since.items()):
+        for pid, (since, cpu0, label) in list(self.torch_since.items()):
             if pid in hooked:
                 del self.torch_since[pid]
                 continue
             row = by_pid.get(pid)
-            if now - since >= self.grace_s or row is None or not row[4]:
+            if row is None or not row[4] or (now - since >= self.grace_s and self._ran(pid, cpu0)):
                 del self.torch_since[pid]
                 self._say(pid, _failed(label))
+
+    def _ran(self, pid: int, cpu0: float | None) -> bool:
+        """``pid`` ran ``grace_cpu_s`` on the CPU since ``cpu0`` (or that cannot be read)."""
+        now = cpu_s(pid)
+        return cpu0 is None or now is None or now - cpu0 >= self.grace_cpu_s
 
     def torch_due(self, pid: int, now: float) -> bool:
         """Whether to read ``pid``'s maps for torch at this check: at each of its first
@@ -181,7 +194,7 @@ class HooklessWatch:
             return
         try:
             hooked = set(self.connected)
-            for pid, (_since, label) in list(self.torch_since.items()):
+            for pid, (_since, _cpu0, label) in list(self.torch_since.items()):
                 if pid not in hooked:
                     self._say(pid, _failed(label))
             self.torch_since.clear()
@@ -191,6 +204,15 @@ class HooklessWatch:
     def _say(self, pid: int, text: str) -> None:
         self.said.add(pid)
         self.submit(Note(time.time(), "warning", "hook", text))
+
+
+def cpu_s(pid: int) -> float | None:
+    """``pid``'s CPU time (user and system), None where it cannot be read."""
+    try:
+        t = psutil.Process(pid).cpu_times()
+    except psutil.Error:
+        return None
+    return t.user + t.system
 
 
 def _is_python(cmdline: str, name: str | None) -> bool:
