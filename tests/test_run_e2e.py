@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import WORKLOADS, run_and_report
+from perftop.model.snapshot import ended_words
+from tests.helpers import WORKLOADS, perftop, run_and_report
 from tests.replay_recordings import Run
 
 
@@ -72,16 +73,29 @@ def test_python_module(tmp_path):
     assert {("boolean_mask", "train.py"), ("unique", "train.py"), ("nonzero", "train.py")} <= sites
 
 
-@pytest.mark.parametrize("code", [0, 3, 77])
+@pytest.mark.parametrize("code", [0, 3, 77, 137])
 def test_exit_code_propagates(tmp_path, code):
     proc, r = run_and_report(tmp_path, sys.executable, "-c", f"import sys; sys.exit({code})")
     assert proc.returncode == code
     assert r["exit_code"] == code
+    assert r["exit_signal"] is None  # exit(137) is an exit: no signal killed it
+    assert f"perftop: exited ({code})," in proc.stderr, proc.stderr
 
 
 def test_signal_death_is_128_plus_signal(tmp_path):
+    """Said killed from the job's wait status (its code alone could be an exit(137))."""
     proc, r = run_and_report(
         tmp_path, sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"
     )
     assert proc.returncode == 128 + 9
-    assert r["exit_code"] == 137
+    assert r["exit_code"] == 137 and r["exit_signal"] == "SIGKILL"
+    assert "perftop: killed (SIGKILL)," in proc.stderr, proc.stderr  # the headless summary
+    text = perftop("report", str(tmp_path / "r.perftop"), cwd=tmp_path).stdout
+    assert "killed by SIGKILL (exit code 137)" in text.splitlines()[1], text
+
+
+def test_how_a_job_ended_in_words():
+    """The TUI's notice and the line after it (``perftop run``)."""
+    assert ended_words(137, 9) == "was killed by SIGKILL (exit code 137)"
+    assert ended_words(137, 0) == "exited with code 137"
+    assert ended_words(200, 72) == "was killed by signal 72 (exit code 200)"  # no such signal

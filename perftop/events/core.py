@@ -166,12 +166,15 @@ class JobStart(Event):
 @event("job_exit")
 class JobExit(Event):
     """The job's top process ended; ``exit_code`` follows the shell's 128+signal rule.
-    ``known`` is False when a detached recorder saw the job end but could not learn how."""
+    ``known`` is False when a detached recorder saw the job end but could not learn how.
+    ``signal``: the signal that killed it, where perftop saw it killed (its wait status,
+    not the code: a job may ``exit(137)``); 0 when it exited (older recordings: 0)."""
 
     t: float
     pid: int
     exit_code: int
     known: bool = True
+    signal: int = 0
 
 
 @event("output")

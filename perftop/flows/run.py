@@ -169,7 +169,7 @@ def _conclude(ctl: LiveController, choice: str | None) -> int:
         say(outlived)
     rec = job.recorder
     where = f"; recording: {rec.path}" if rec is not None else ""
-    say(f"perftop: {command_line(job.cfg.command)} exited with code {code}{where}")
+    say(f"perftop: {command_line(job.cfg.command)} {job.ended_words()}{where}")
     return code
 
 
@@ -180,7 +180,7 @@ def _watch(ctl: LiveController, app: PerftopApp) -> None:
 
     code = ctl.job.reap()
     ctl.finish()  # a no-op once the session was left to the background monitor
-    app.post_message(JobEnded(code))
+    app.post_message(JobEnded(code, ctl.job.ended_words()))
 
 
 def _leave(job: Job) -> int:

@@ -63,7 +63,8 @@ class MetaReducer:
             self.meta = replace(m, job_pid=ev.pid, start_t=m.start_t or ev.t)
         elif isinstance(ev, JobExit):
             code = ev.exit_code if ev.known else m.exit_code
-            self.meta = replace(m, exit_code=code, exit_t=ev.t, ended=True)
+            sig = ev.signal if ev.known else m.exit_signal
+            self.meta = replace(m, exit_code=code, exit_signal=sig, exit_t=ev.t, ended=True)
         elif isinstance(ev, Dropped):
             self._dropped[(ev.pid, ev.source)] = ev.total
             self.meta = replace(m, dropped_events=sum(self._dropped.values()))

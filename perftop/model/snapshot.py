@@ -7,6 +7,7 @@ empty so a snapshot is always complete.
 
 from __future__ import annotations
 
+import signal as _signal
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -30,6 +31,21 @@ Role = Literal["main", "rank", "worker", "other"]  # what a process is to the jo
 PHASES = ("data", "forward/other", "backward", "optimizer")
 
 
+def signal_name(n: int) -> str:
+    """``SIGKILL`` for 9; a number no signal has (a hostile recording's) as ``signal N``."""
+    try:
+        return _signal.Signals(n).name
+    except ValueError:
+        return f"signal {n}"
+
+
+def ended_words(code: int | None, sig: int) -> str:
+    """``exited with code N``, or ``was killed by SIGKILL (exit code 137)``."""
+    if sig:
+        return f"was killed by {signal_name(sig)} (exit code {code})"
+    return f"exited with code {code}"
+
+
 @dataclass(frozen=True, slots=True)
 class Meta:
     command: tuple[str, ...] = ()
@@ -39,6 +55,7 @@ class Meta:
     now_t: float | None = None
     job_pid: int | None = None
     exit_code: int | None = None
+    exit_signal: int = 0  # the signal that killed the job (JobExit.signal); 0: none seen
     exit_t: float | None = None
     ended: bool = False  # the job is over, even when its exit code is not known
     record_path: str = ""
@@ -54,6 +71,8 @@ class Meta:
     @property
     def state(self) -> str:
         if self.exit_code is not None:
+            if self.exit_signal:
+                return f"killed ({signal_name(self.exit_signal)})"
             return f"exited ({self.exit_code})"
         if self.ended:
             return "ended (exit code unknown)"

@@ -19,6 +19,7 @@ from perftop.errors import LaunchError
 from perftop.events import JobExit, JobStart, Note
 from perftop.hook import ENV_SYNC_SEED
 from perftop.model import Snapshot
+from perftop.model.snapshot import ended_words
 from perftop.monitor.capture import serve_control
 from perftop.monitor.header import session_start
 from perftop.monitor.hookless import HooklessWatch
@@ -93,6 +94,7 @@ class Job(Background, JobAnswers):
         self.input: JobInput | None = None  # the job's stdin under the TUI
         self.sources: list[Any] = []
         self.exit_code: int | None = None
+        self.exit_signal = 0  # the signal that killed the top process, where it did
         self.started_t = time.time()
         self.detached = False  # forked into the background: the job is no longer our child
         self.hookless: HooklessWatch | None = None
@@ -216,12 +218,20 @@ class Job(Background, JobAnswers):
         if self.proc is None:
             raise RuntimeError("Job.reap() before Job.start()")
         rc = self.proc.wait()
-        code = self._outlive(self.cfg.command[0], self.proc.pid, rc if rc >= 0 else 128 - rc)
+        top = rc if rc >= 0 else 128 - rc
+        code = self._outlive(self.cfg.command[0], self.proc.pid, top)
+        # killed by a signal, where the code is the top process's own (not a survivor's)
+        sig = -rc if rc < 0 and code == top else 0
         with self._exit_lock:
             if self.exit_code is None:
-                self.exit_code = code
-                self.hub.submit(JobExit(time.time(), self.proc.pid, self.exit_code))
+                self.exit_code, self.exit_signal = code, sig
+                self.hub.submit(JobExit(time.time(), self.proc.pid, code, signal=sig))
         return self.exit_code
+
+    def ended_words(self) -> str:
+        """How the job ended, once reaped: ``exited with code N`` or ``was killed by
+        SIGKILL (exit code 137)``."""
+        return ended_words(self.exit_code, self.exit_signal)
 
     def stop(self) -> None:
         """SIGINT first (training loops save and exit on KeyboardInterrupt), then SIGTERM,

@@ -15,7 +15,7 @@ from perftop.hints.session import hinted_session
 from perftop.model import Session, Snapshot
 from perftop.model.fleet import FleetSession
 from perftop.model.ranks import find_straggler, slowest
-from perftop.model.snapshot import Hint, StepStats
+from perftop.model.snapshot import Hint, StepStats, signal_name
 from perftop.model.trainers import one_after_another, rate_over_run, span
 from perftop.recording import ReadStats, read_events
 from perftop.report.captures import captures_json
@@ -50,6 +50,7 @@ def build_report(snap: Snapshot, stats: ReadStats | None = None) -> dict[str, An
         "hostname": m.host,
         "start_t": m.start_t,
         "exit_code": m.exit_code,
+        "exit_signal": signal_name(m.exit_signal) if m.exit_signal else None,
         "ended": m.ended,
         "duration_s": rounded(m.elapsed_s),
         "record_path": m.record_path,

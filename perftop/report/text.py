@@ -24,6 +24,8 @@ def render(r: dict[str, Any]) -> str:
     code = r["exit_code"]
     if code is not None:
         state = f"exit code {code}"
+        if r.get("exit_signal"):  # (a report of an older perftop has none)
+            state = f"killed by {r['exit_signal']} ({state})"
     elif r.get("ended"):
         state = "ended, exit code unknown (recorded in the background)"
     else:

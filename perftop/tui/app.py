@@ -227,7 +227,7 @@ class PerftopApp(CaptureKeys, JobInputKeys, PanelKeys, SafeText, App[str | None]
                     self.notify(msg, title="display error", severity="error")
 
     def on_job_ended(self, message: JobEnded) -> None:
-        self.notify(f"the job exited with code {message.exit_code}; q quits", timeout=8)
+        self.notify(f"the job {message.how}; q quits", timeout=8)
 
     def on_stream_ended(self, message: StreamEnded) -> None:
         self.exit(None)

@@ -27,9 +27,10 @@ class SnapshotMessage(Message):
 class JobEnded(Message):
     """The job's top process exited (posted once by the controller's watcher)."""
 
-    def __init__(self, exit_code: int) -> None:
+    def __init__(self, exit_code: int, how: str = "") -> None:
         super().__init__()
         self.exit_code = exit_code
+        self.how = how or f"exited with code {exit_code}"  # Job.ended_words()
 
 
 class TerminalLost(Message):
