@@ -369,6 +369,6 @@ def test_a_killed_training_ends_the_session_with_its_signal(tmp_path):
     os.kill(int(pid), signal.SIGKILL)
     out, err = mon.communicate(timeout=120)
     assert mon.returncode == 137, err
-    assert "went on" not in err and "exited (137)" in err, err
+    assert "went on" not in err and "killed (SIGKILL)" in err, err
     rep = json.loads(perftop("report", "--json", str(rec), cwd=tmp_path).stdout)
-    assert rep["exit_code"] == 137
+    assert rep["exit_code"] == 137 and rep["exit_signal"] == "SIGKILL"

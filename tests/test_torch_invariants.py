@@ -15,11 +15,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import WORKLOADS
 
 JOB = str(WORKLOADS / "torch_invariants.py")
 
 
+# Two jobs that import every public torch submodule and five libraries: about 60 s on 2
+# cores beside the rest of the suite, over 120 s (the suite's default) on a busier host.
+@pytest.mark.timeout(480)
 def test_torch_seen_by_the_job_is_unchanged(tmp_path: Path) -> None:
     plain_out, hooked_out = tmp_path / "plain.json", tmp_path / "hooked.json"
     run = dict(cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -8,7 +8,7 @@ hints, and their near-misses: ``hint_cases.py CASE [STEPS]``.
   9 steps out of 10 (0.9 per step, under the bar of 1; run it under PERFTOP_SYNC=all).
 - ``producer``: a thread iterates the DataLoader into a queue ahead of the loop, which
   itself waits for its batches under 1% of the time (no input-bound).
-- ``between``: a no_grad evaluation over in-memory tensors (1.1 s) every 16 steps, more
+- ``between``: a no_grad evaluation over in-memory tensors (2 s) every 16 steps, more
   than half of the run (between-steps; run it with 96 steps).
 """
 
@@ -94,7 +94,7 @@ def main() -> None:
                 with torch.no_grad():  # an estimate_loss() of nanoGPT's kind
                     for _ in range(10):
                         model(x)
-                        time.sleep(0.11)
+                        time.sleep(0.2)
                 evals, spent = evals + 1, spent + time.perf_counter() - t
         print(f"own evals {evals} {spent:.3f}")
     print("done", CASE)
