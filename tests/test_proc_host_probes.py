@@ -281,21 +281,24 @@ def test_a_process_with_torch_and_no_hook_is_said_once_it_ran_or_exited(python):
         assert top.stdout is not None
         idle, spins = map(int, top.stdout.readline().split())
         probe, s = ProcProbe(top.pid), Session()
-        end = time.monotonic() + 90
-        while not any(f"pid {spins} " in t for t in said) and time.monotonic() < end:
-            s.apply_all(probe.sample(time.time()))
-            rows = [(p.pid, p.ppid, p.cmdline, p.name, p.alive) for p in s.snapshot().processes]
-            w._scan(rows, set())
-            time.sleep(0.3)
+
+        def watch_until_said(pid: int, within_s: float) -> None:
+            """Sample the tree and let the watch look, as the monitor does, till ``pid``
+            is said (or the time is up)."""
+            end = time.monotonic() + within_s
+            while not any(f"pid {pid} " in t for t in said) and time.monotonic() < end:
+                s.apply_all(probe.sample(time.time()))
+                snap = s.snapshot()
+                w._scan(
+                    [(p.pid, p.ppid, p.cmdline, p.name, p.alive) for p in snap.processes], set()
+                )
+                time.sleep(0.3)
+
+        watch_until_said(spins, 90)
         assert any(f"pid {spins} " in t and "never said hello" in t for t in said), said
         assert idle in w.torch_since and not any(f"pid {idle} " in t for t in said), said
         os.kill(idle, signal.SIGKILL)
-        end = time.monotonic() + 30
-        while not any(f"pid {idle} " in t for t in said) and time.monotonic() < end:
-            s.apply_all(probe.sample(time.time()))
-            rows = [(p.pid, p.ppid, p.cmdline, p.name, p.alive) for p in s.snapshot().processes]
-            w._scan(rows, set())
-            time.sleep(0.3)
+        watch_until_said(idle, 30)
         assert sum(f"pid {idle} " in t for t in said) == 1, said  # said once it exited
     finally:
         for pid in set(descendants(top.pid)) - {top.pid}:
