@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from perftop.hook import gap_forward
-from perftop.hook.pass_meter import COUNTS_SWITCHES, switches
+from perftop.hook.pass_meter import COUNTS_SWITCHES, cpu_wall, switches
 from perftop.hook.state import HookState
 from perftop.hook.steps import OPTIMIZER
 from perftop.wire import DATA_WAIT_NOTE
@@ -69,8 +69,10 @@ class FeederWait:
             self.unread += 1
             if not self.fast or self.unread >= MARK_EVERY:
                 self.blocks, self.unread = switches(), 0
-        self.t0 = _perf()
-        self.c0 = _cpu() if self.timed and not self.fast else -1.0
+        if self.timed and not self.fast:
+            self.c0, self.t0 = cpu_wall()  # a wait for a core the read ends is the step's
+        else:
+            self.t0, self.c0 = _perf(), -1.0
 
     def ran(self) -> bool:
         """The thread never blocked since the count was read (at or before the arm): its

@@ -50,7 +50,7 @@ from typing import Any
 from perftop.hook import gap_forward, gap_site, gaps
 from perftop.hook.compile_watch import CompileWatch
 from perftop.hook.feeder_wait import RECENT, _cpu, _perf
-from perftop.hook.pass_meter import PassMeter
+from perftop.hook.pass_meter import PassMeter, cpu_wall
 from perftop.hook.pass_narrow import Narrow
 from perftop.hook.pass_open import PassOpen, _after_other_optimizer
 from perftop.hook.prehook_slot import PreHookSlot
@@ -187,7 +187,7 @@ class FirstForward(PassOpen):
                     gaps.pending_was_eval(tr)
                 meter = self.meter
                 if meter is None or not meter.measured:  # else its forward hook marks
-                    self.t0, self.c0 = t, _cpu()  # the pass's last module call so far
+                    self.c0, self.t0 = cpu_wall()  # the pass's last module call so far
                 if meter is not None:
                     meter.pre(t)
                 gap_forward.met_in_pass(tr)
@@ -219,7 +219,7 @@ class FirstForward(PassOpen):
             self.late = _after_other_optimizer(tr) and tr.active()
             tr.no_grad(True, self, t)
             if tr.region is self:
-                self.t0, self.c0 = t, _cpu()
+                self.c0, self.t0 = cpu_wall()
                 if self.meter is not None:
                     self.meter.start(t, *gap_site.site())
                 return  # a pass began: watching for its end

@@ -38,7 +38,7 @@ from typing import Any
 
 from perftop.events import SyncBatch, SyncInfo
 from perftop.hook.gap_bounds import OVERLAPPED
-from perftop.hook.pass_meter import switches
+from perftop.hook.pass_meter import cpu_wall, switches
 from perftop.hook.state import env_float, env_int
 from perftop.hook.sync_collector import Collector
 from perftop.hook.sync_sampler import BUDGET_S, Sampler, session_seed, unit
@@ -95,7 +95,8 @@ def attach(state: Any, torch: Any) -> Collector | None:
         if tracker.in_gap and not tracker.pend:
             # the voluntary switches: the training thread's own, else not known (-1)
             n = switches() if threading.get_ident() == tracker.thread else -1
-            state.gap_sync = (t, time.thread_time(), blocked_s or 0.0, n)
+            c, t = cpu_wall()  # (t: the sync's return, as the collector's own mark)
+            state.gap_sync = (t, c, blocked_s or 0.0, n)
 
     collector.on_add = gap_sync
 

@@ -51,7 +51,7 @@ class WorkerMeter:
 
         @functools.wraps(fetch)
         def timed_fetch(index: Any) -> Any:
-            t0, c0 = perf(), thread_time()
+            c0, t0 = thread_time(), perf()  # (pass_meter.cpu_wall: a core's wait before)
             batch = fetch(index)  # StopIteration and user errors pass through untouched
             try:
                 t1 = perf()
