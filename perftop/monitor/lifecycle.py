@@ -108,12 +108,13 @@ class Background:
 
         def finish(self) -> None: ...
 
-    def _outlive(self, command: str, top: int, code: int) -> int:
-        """The top process ended with ``code``: the session lasts while any hooked process
-        of the job lives (see :mod:`perftop.monitor.outlive`); returns the job's code."""
+    def _outlive(self, command: str, top: int, code: int, sig: int = 0) -> int:
+        """The top process ended with ``code`` (``sig``: the signal that killed it, 0 where
+        it exited): the session lasts while any hooked process of the job lives (see
+        :mod:`perftop.monitor.outlive`); returns the job's code."""
         with self._outlive_lock:
             if self.outlived is None:
-                o = Outlived(command, top, code)
+                o = Outlived(command, top, code, sig)
                 self.server.settle()  # workers forked just before: known as such
                 left = survivors(self.server.job_pids, top)
                 if left:

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import ctypes
 import os
-import signal
 import time
 from collections.abc import Collection
 
 import psutil
 
 from perftop.fmt import command
+from perftop.model.snapshot import ended_words
 from perftop.probes.alive import alive
 from perftop.safe import visible_line
 
@@ -86,10 +86,11 @@ def _reap(pid: int) -> int | None:
 class Outlived:
     """What happened after the wrapper ended: computed once (:meth:`wait`), read by all."""
 
-    def __init__(self, command: str, top: int, top_code: int) -> None:
+    def __init__(self, command: str, top: int, top_code: int, top_signal: int = 0) -> None:
         self.command = command
         self.top = top
         self.top_code = top_code
+        self.top_signal = top_signal  # the signal that killed it, from its wait status; 0
         self.followed: list[int] = []  # the survivors perftop followed to their end
         self.code: int | None = None  # the training's own exit code, where it was ours
         self.strays: list[tuple[int, str]] = []  # left running, not followed (strays())
@@ -120,11 +121,7 @@ class Outlived:
         return self.final
 
     def _how(self) -> str:
-        return (
-            f"was killed by {signal.Signals(self.top_code - 128).name}"
-            if 128 < self.top_code < 128 + 65
-            else f"exited with code {self.top_code}"
-        )
+        return ended_words(self.top_code, self.top_signal)
 
     def stray_words(self) -> str:
         """What was left running and not followed (:attr:`strays`), in one sentence."""

@@ -219,7 +219,7 @@ class Job(Background, JobAnswers):
             raise RuntimeError("Job.reap() before Job.start()")
         rc = self.proc.wait()
         top = rc if rc >= 0 else 128 - rc
-        code = self._outlive(self.cfg.command[0], self.proc.pid, top)
+        code = self._outlive(self.cfg.command[0], self.proc.pid, top, max(0, -rc))
         # killed by a signal, where the code is the top process's own (not a survivor's)
         sig = -rc if rc < 0 and code == top else 0
         with self._exit_lock:
