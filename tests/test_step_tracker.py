@@ -386,6 +386,23 @@ def test_checkpoint_alone(make):
     assert between == [("checkpoint", 0.45, 0.5)]
 
 
+def test_a_wait_at_a_saves_return_is_the_checkpoints(make):
+    """Reading the thread's CPU clock where a save returns can end its time slice there (a
+    loaded host: a few ms for a core): the checkpoint ends where the hook's reads did, as
+    the job's own timer around the save has it, and the next step is none the longer."""
+    tr, steps, between, c = make()
+    opt = Opt()
+    train_step(tr, c, opt)
+    t0, t1 = c(0.5)
+    tr.saving(t0)
+    c(0.005)  # the hook's reads at the return waited for a core
+    tr.saved(t0, t1)
+    train_step(tr, c, opt)
+    train_step(tr, c, opt)
+    assert between == [("checkpoint", 0.4, 0.505)]
+    assert [dur(s) for s in steps] == [0.4] * 3
+
+
 def test_a_checkpoint_opens_where_its_save_begins(make):
     """The monitor hears of a checkpoint when its save begins (``on_open``: a save running
     seconds is no stalled step), not once it returned; the interval is the same."""
