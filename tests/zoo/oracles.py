@@ -274,20 +274,19 @@ def _exact(own: dict, rep: dict) -> list[tuple[str, str]]:
 
 def slower(plain: list[dict[str, Any]], own: list[dict[str, Any]]) -> str | None:
     """The wall-time oracle's failure over the runs made, or None (also for loops of steps
-    under 1 ms): the fastest run of each arm, by each measure (a busy machine only adds
-    time; a cost perftop adds to every step shows in its fastest run too). The first step
-    is left out: its one-time start (a DataLoader worker's spawn, lazy init) is most of a
-    short loop's time and swings with the machine's load, not a cost a step pays."""
-    p, o = min(map(after_first, plain)), min(map(after_first, own))
-    if p / max(1, plain[0]["steps"] - 1) < 1e-3:
+    under 1 ms). Each measure is the lower of two ratios: the fastest run of each arm (a
+    busy machine only adds time; a cost perftop adds to every step shows in its fastest run
+    too), and the run pair made back to back (``plain[i]``, ``own[i]``) that reads least:
+    a host whose load rose between the rounds (CI: another test's jobs) slows both of a pair
+    alike, and a cost perftop adds shows in every pair. The first step is left out: its
+    one-time start (a DataLoader worker's spawn, lazy init) is most of a short loop's time
+    and swings with the machine's load, not a cost a step pays."""
+    ratio, o, p = _ratio(plain, own, after_first)
+    if p is None or p / max(1, plain[0]["steps"] - 1) < 1e-3:
         return None
-    ratio = o / p
-    pc, oc = min(map(cpu_after_first, plain)), min(map(cpu_after_first, own))
-    cpu = oc / pc if pc > 0 else 1.0
-    pm, om = _least(map(iteration_cpu, plain)), _least(map(iteration_cpu, own))
-    med = om / pm if om is not None and pm else 1.0
-    pp, op = min(map(passes_unqueued_s, plain)), min(map(passes_unqueued_s, own))
-    passes = op / pp if pp >= MIN_PASSES_S else 1.0
+    cpu, oc, pc = _ratio(plain, own, cpu_after_first)
+    med, om, pm = _ratio(plain, own, iteration_cpu)
+    passes, op, pp = _ratio(plain, own, passes_unqueued_s, MIN_PASSES_S)
     if (
         med <= SLOWDOWN
         and cpu <= TOTAL_SLOWDOWN
@@ -297,12 +296,24 @@ def slower(plain: list[dict[str, Any]], own: list[dict[str, Any]]) -> str | None
         return None
     each = f"{om * 1e3:.2f} ms, {pm * 1e3:.2f} ms plain" if om is not None and pm else "-"
     return (
-        f"wall_time: the steps after the first {o:.3f} s under perftop, {p:.3f} s plain "
-        f"({ratio:.2f}x); their CPU time {oc:.3f} s, {pc:.3f} s plain ({cpu:.2f}x), the "
-        f"median iteration's {each} ({med:.2f}x); the passes between them (their wait for "
-        f"a core aside) {op:.3f} s, "
-        f"{pp:.3f} s plain ({passes:.2f}x)"
+        f"wall_time: the steps after the first {o or 0:.3f} s under perftop, {p:.3f} s plain "
+        f"({ratio:.2f}x); their CPU time {oc or 0:.3f} s, {pc or 0:.3f} s plain ({cpu:.2f}x), "
+        f"the median iteration's {each} ({med:.2f}x); the passes between them (their wait "
+        f"for a core aside) {op or 0:.3f} s, {pp or 0:.3f} s plain ({passes:.2f}x)"
     )
+
+
+def _ratio(
+    plain: list[dict[str, Any]], own: list[dict[str, Any]], measure: Any, least: float = 1e-12
+) -> tuple[float, float | None, float | None]:
+    """(own over plain as :func:`slower` reads it, own's fastest, plain's fastest); 1.0
+    where the plain runs' figure is missing or under ``least``."""
+    ps, os_ = [measure(r) for r in plain], [measure(r) for r in own]
+    pb, ob = _least(ps), _least(os_)
+    if pb is None or ob is None or pb < least:
+        return 1.0, ob, pb
+    pairs = [x / y for x, y in zip(os_, ps) if x is not None and y is not None and y >= least]
+    return min([ob / pb, *pairs]), ob, pb
 
 
 def _least(xs: Any) -> float | None:
