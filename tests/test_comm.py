@@ -143,9 +143,12 @@ def test_ddp_exposed_and_overlapped_and_the_straggler(slow):
     assert ops[("default_pg", "all_reduce")]["count"] >= 16 * 3
     assert ops[("default_pg", "barrier")]["count"] == 16 // 5
     assert ops[("default_pg", "all_reduce")]["bytes"] > 16 * 4 * 256 * 256 * 4
-    # rank 0 waits for rank 1's sleep, exposed; its buckets' launches overlap its backward
+    # rank 0 waits for rank 1's sleep, exposed; its buckets' launches overlap its backward.
+    # (The job's own premise: rank 1 is the straggler. Its sleep less rank 0's own work
+    # being slower than rank 1's on a loaded host: 41 ms of 50 once in CI. perftop's
+    # figures are held to these own waits below.)
     own = own_waits(rec)
-    assert own[0] >= 0.9 * DELAY and own[1] < 0.2 * DELAY, own
+    assert own[0] >= 0.6 * DELAY and own[1] < 0.2 * DELAY, own
     assert abs(fast["comm_wait_s"] - own[0]) <= 0.2 * DELAY, (own, fast)
     assert fast["comm_overlap_s"] > 0 and fast["comm_waited_for_rank"] == 1
     assert abs(late["comm_wait_s"] - own[1]) <= 0.2 * DELAY, (own, late)
