@@ -141,7 +141,9 @@ def test_a_tight_loop_whose_feeder_keeps_up_reads_no_cpu_clock_and_still_sees_wa
     """The CPU clock is a system call (~4 µs a read in a tight step on a VM): once steps
     stop waiting before their forward it is not read, and a wait that comes later (the
     feeder falls behind) is still booked, from its first step on."""
-    fast, slow, wait_s = 400, 30, 0.003
+    # (a wait of 10 ms: a step's own work before its forward, whose most sets the bar a
+    # wait must pass while the clock is unread, took 3.1 ms of CPU once on CI's loaded cores)
+    fast, slow, wait_s = 400, 30, 0.010
     proc, r = run_and_report(tmp_path, sys.executable, str(WORKLOADS / "feeder_phases.py"),
                              str(fast), str(slow), str(wait_s))  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -169,7 +171,7 @@ def test_a_tight_loop_whose_feeder_keeps_up_reads_no_cpu_clock_and_still_sees_wa
     # before the forward beyond the most CPU a step spent there (``cpu_hi``, 0.35 ms once
     # on CI's loaded cores) is its wait, so the loop's own wait less that, at least.
     first, cpu_hi = by_index[fast].data, own["cpu_hi"]
-    assert cpu_hi is not None and cpu_hi < wait_s / 3, own
+    assert cpu_hi is not None and cpu_hi < wait_s / 2, own
     near = [round(s.data, 5) for s in by_index[fast - 2 : fast + 2]]
     assert own["first_slow_wait_s"] >= wait_s, own
     assert first >= own["first_slow_wait_s"] - cpu_hi - 5e-5, (near, own)
