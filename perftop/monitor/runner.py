@@ -218,10 +218,10 @@ class Job(Background, JobAnswers):
         if self.proc is None:
             raise RuntimeError("Job.reap() before Job.start()")
         rc = self.proc.wait()
-        top = rc if rc >= 0 else 128 - rc
-        code = self._outlive(self.cfg.command[0], self.proc.pid, top, max(0, -rc))
+        top, top_sig = (rc, 0) if rc >= 0 else (128 - rc, -rc)
+        code = self._outlive(self.cfg.command[0], self.proc.pid, top, top_sig)
         # killed by a signal, where the code is the top process's own (not a survivor's)
-        sig = -rc if rc < 0 and code == top else 0
+        sig = top_sig if code == top else 0
         with self._exit_lock:
             if self.exit_code is None:
                 self.exit_code, self.exit_signal = code, sig
