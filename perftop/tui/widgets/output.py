@@ -18,7 +18,7 @@ from textual.reactive import Reactive
 from textual.widgets import RichLog
 
 from perftop.model import Snapshot
-from perftop.safe import visible
+from perftop.tui.sgr import append_line
 from perftop.tui.widgets.panel import Panel
 
 MAX_LINES = 5000
@@ -128,9 +128,9 @@ class OutputPanel(Panel):
         # One write for them all: RichLog measures, renders and scrolls once per write.
         text = Text()
         for i, line in enumerate(lines):
-            # The job's own bytes: its escapes shown (^[), never obeyed by the terminal.
-            shown = visible(line.text, keep="\t")
-            text.append(shown, style="red" if line.stream == "stderr" else "")
+            # The job's own bytes: its colours as styles, its other escapes shown (^[),
+            # never obeyed by the terminal.
+            append_line(text, line.text, "red" if line.stream == "stderr" else "")
             if i < len(lines) - 1:
                 text.append("\n")
         if lines:
