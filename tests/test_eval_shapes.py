@@ -23,7 +23,7 @@ SHAPES = str(WORKLOADS / "eval_shapes.py")
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = {}
-    for shape in ("manual", "lbfgs", "val_loader"):
+    for shape in ("manual", "lbfgs", "val_loader", "epoch_valid"):
         d = tmp_path_factory.mktemp(shape)
         proc, rep = run_and_report(d, sys.executable, SHAPES, shape)
         assert proc.returncode == 0, proc.stderr
@@ -85,6 +85,24 @@ def test_a_pass_its_batches_open_ends_at_its_last_work_not_at_the_exit(runs):
     assert ev["site"].startswith("evaluate (eval_shapes.py:"), ev
     ck = s["between_s"]["checkpoint"]
     assert ck["count"] == 1 and _close(ck["total_s"], sum(own["saves"])), (ck, own["saves"])
+
+
+def test_an_epochs_end_after_its_validation_is_the_pass_not_the_next_batch(runs):
+    """skorch's loop: a validation whose batches come with grad on (the forward under
+    ``no_grad``), then the epoch's end (50 ms of scoring and printing), then the next
+    epoch's first batch from the training loader. The validation loader's end and the
+    epoch's end are the pass's: each pass holds the loop's own time for them, and the
+    next epoch's first step waits only for its own batch (it was booked everything from
+    the validation's last batch on: 50 ms of data wait a step, the passes 50 ms short)."""
+    own, rep, steps = runs["epoch_valid"]
+    s = rep["steps"]
+    assert s["count"] == own["steps"] == 128
+    ev = s["between_s"]["eval"]
+    assert ev["count"] == len(own["evals"]) == 4, s["between_s"]
+    assert _close(ev["total_s"], sum(own["evals"])), (ev, own["evals"])
+    steps = sorted(steps, key=lambda st: st.t0)
+    for i in (32, 64, 96):  # each epoch's first step after a validation
+        assert steps[i].data < own["fetch"][i] + 0.015, (i, steps[i], own["fetch"][i])
 
 
 def test_the_exports_show_each_pass_where_the_loop_timed_it(runs, tmp_path):

@@ -284,6 +284,26 @@ def test_eval_with_grad_on_from_another_loader(make):
     assert between == [("eval", 0.8, 1.5)]
 
 
+def test_an_epochs_end_after_a_validation_loaders_end_is_the_pass(make):
+    """skorch: the validation's batches with grad on, its loader's StopIteration, the
+    epoch's end (scores, a printed row), then the training loader's first batch: the pass
+    runs to that batch's fetch, and the step waits for its own batch only."""
+    tr, steps, between, c = make()
+    opt = Opt()
+    for _ in range(2):
+        train_step(tr, c, opt)
+    for _ in range(3):
+        tr.fetched(*c(0.2), True, VAL)
+        c(0.3)
+    tr.fetched(*c(0.01), False, VAL)  # the validation loader's end, grad on
+    c(0.5)  # the epoch's end
+    for _ in range(2):
+        train_step(tr, c, opt)
+    assert [dur(s) for s in steps] == [0.4] * 4
+    assert all(round(s[3], 6) == 0.1 for s in steps)
+    assert between == [("eval", 0.8, 2.01)]
+
+
 def test_a_new_training_loader_is_not_an_evaluation(make):
     """A second fit with a new DataLoader: its first batch is followed by training."""
     tr, steps, between, c = make()

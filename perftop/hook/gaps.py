@@ -201,6 +201,12 @@ def train_fetch(tr: Tracker, t0: float, t1: float, got: bool, loader: Any) -> bo
     end (``StopIteration``), then a batch, is an epoch's turn (a new iterator of it, a
     prefetcher's reload): one fetch, still pending, no evaluation's batch."""
     if tr.pend and tr.in_gap and not tr.pend_got:
+        if loader is not tr.pend_loader:
+            # Another loader's end (a validation fetched with grad on, as skorch's), then
+            # this training batch: what ran between them (the epoch's end: its scores, a
+            # printed row) is the pass's, which runs to this fetch; the step's wait is this
+            # fetch alone (it was the loop's whole epoch end, as data wait).
+            tr.pend_t0 = t0
         tr.pend_t1, tr.pend_got, tr.pend_loader = t1, got, loader
         tr.last_end = t1
         _batch_done(tr, t1)

@@ -9,7 +9,11 @@ shape; prints one JSON line ``{"shape": ...}`` with its steps and each pass's ow
 - ``val_loader``: a DataLoader loop with an evaluation over a validation DataLoader under
   ``no_grad`` every 40 steps, then a final one under ``inference_mode``, a ``torch.save``
   and an idle second (a process waiting for its peers, a log upload): a pass that its
-  first batch opens (no module call with grad off begins it).
+  first batch opens (no module call with grad off begins it);
+- ``epoch_valid``: skorch's loop: after each epoch, a validation whose batches are fetched
+  with grad on (the forward under ``no_grad`` inside the loop), then the epoch's end
+  (scoring, a printed row: 50 ms of the loop's CPU), then the next epoch's first batch;
+  each fetch timed by the loop.
 """
 
 import json
@@ -134,6 +138,47 @@ def val_loader():
     time.sleep(1.0)  # idle: no pass, no step
 
 
-{"manual": manual, "lbfgs": lbfgs, "val_loader": val_loader}[sys.argv[1]]()
+def epoch_valid():
+    own["shape"] = "epoch_valid"
+    from torch.utils.data import DataLoader, TensorDataset
+
+    model = torch.nn.Sequential(torch.nn.Linear(32, 128), torch.nn.ReLU(), torch.nn.Linear(128, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    data = TensorDataset(torch.randn(512, 32), torch.randn(512, 1))
+    train = DataLoader(data, batch_size=16, shuffle=True)
+    val = DataLoader(TensorDataset(torch.randn(2048, 32), torch.randn(2048, 1)), batch_size=64)
+    own["fetch"] = []  # each step's fetch, by the loop's clock
+    for epoch in range(4):
+        it = iter(train)
+        while True:
+            t = perf()
+            try:
+                xb, yb = next(it)
+            except StopIteration:
+                break
+            own["fetch"].append(perf() - t)
+            loss = torch.nn.functional.mse_loss(model(xb), yb)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            own["steps"] += 1
+        t, wall = perf(), time.time()
+        model.eval()
+        total = 0.0
+        for xv, yv in val:  # fetched with grad on, as skorch's iterator_valid is
+            with torch.no_grad():
+                total += torch.nn.functional.mse_loss(model(xv), yv).item()
+        model.train()
+        end = perf() + 0.05  # the epoch's end: its scores and its row of the table
+        while perf() < end:
+            pass
+        print(f"epoch {epoch} valid_loss {total:.4f}", flush=True)
+        own["evals"].append(perf() - t)
+        own["eval_at"].append((wall, time.time()))
+
+
+{"manual": manual, "lbfgs": lbfgs, "val_loader": val_loader, "epoch_valid": epoch_valid}[
+    sys.argv[1]
+]()
 if own["shape"] != "val_loader":
     say()
