@@ -294,6 +294,24 @@ async def test_no_data_states_are_plain() -> None:
         assert "3 steps so far (the step rules wait for 10)" in text_of(
             app.query_one("#hints Static")
         )
+        # once the job is over, neither panel says "yet"
+        over = dataclasses.replace(s.meta, exit_code=0, ended=True)
+        app.post_message(SnapshotMessage(dataclasses.replace(s, meta=over)))
+        await settle(pilot)
+        assert "no hints: nothing found that slowed" in text_of(app.query_one("#hints Static"))
+        app.post_message(
+            SnapshotMessage(
+                dataclasses.replace(
+                    s, meta=over, trainers=(), steps=dataclasses.replace(s.steps, count=0)
+                )
+            )
+        )
+        await settle(pilot)
+        assert "the job made 0 steps (the step rules need 10)" in text_of(
+            app.query_one("#hints Static")
+        )
+        steps = text_of(app.query_one("#steps Static"))
+        assert "no training process connected before the job ended" in steps
         await asyncio.sleep(0)
 
 

@@ -167,8 +167,13 @@ def empty_text(snap: Snapshot) -> str:
             "(perftop run, or attach to a job started under perftop)"
         )
     n = snap.steps.count
+    steps = f"{n} step{'' if n == 1 else 's'}"
+    if snap.meta.ended or snap.meta.exit_code is not None:  # over: no "yet", no "so far"
+        if n < MIN_STEPS:
+            return f"no hints: the job made {steps} (the step rules need {MIN_STEPS})"
+        return "no hints: nothing found that slowed this job down"
     if n < MIN_STEPS:  # too soon to judge: not "nothing found"
-        return f"no hints yet: {n} step{'' if n == 1 else 's'} so far (the step rules wait for {MIN_STEPS})"
+        return f"no hints yet: {steps} so far (the step rules wait for {MIN_STEPS})"
     return "no hints yet: nothing found that slows this job down"
 
 

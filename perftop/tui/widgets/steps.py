@@ -193,11 +193,16 @@ class StepsPanel(TextPanel):
         w = self.body_width
         h = max(1, self.content_region.height or 6)
         if s.count == 0:
-            msg = "waiting for the first training step…"
+            over = snap.meta.ended or snap.meta.exit_code is not None
+            msg = "the job ended before its first training step"
+            if not over:
+                msg = "waiting for the first training step…"
             if snap.meta.observer:
                 msg = "observer mode: no hook in this process, so no steps (see Stacks)"
             elif not snap.trainers:
-                msg = "no training process has connected yet"
+                msg = "no training process connected" + (
+                    " before the job ended" if over else " yet"
+                )
             return Text(msg, style="dim")
         head = [stats_line(s, self.compact, snap.independent_trainers())]
         if h >= 5:
