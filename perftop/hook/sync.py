@@ -89,13 +89,15 @@ def attach(state: Any, torch: Any) -> Collector | None:
     # watched step seen twice.
     pending: list[SyncBatch] = []
 
-    def gap_sync(t: float, blocked_s: float | None) -> None:
+    def gap_sync(_mark: float, blocked_s: float | None) -> None:
         """A sync seen outside training steps (no batch pending): where it was, for the
-        pass's end (pass_open.PassOpen.resumed)."""
+        pass's end (pass_open.PassOpen.resumed). The collector's own mark of the sync's
+        return is not used: the wall time is read again after the CPU clock (a wait for a
+        core that the clock's read ends is the pass's work, not time after it)."""
         if tracker.in_gap and not tracker.pend:
             # the voluntary switches: the training thread's own, else not known (-1)
             n = switches() if threading.get_ident() == tracker.thread else -1
-            c, t = cpu_wall()  # (t: the sync's return, as the collector's own mark)
+            c, t = cpu_wall()
             state.gap_sync = (t, c, blocked_s or 0.0, n)
 
     collector.on_add = gap_sync
