@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from perftop.hints import evaluate
 from perftop.model.snapshot import ProcessRole, ProcRow, Snapshot
-from tests.helpers import WORKLOADS, run_and_report
+from tests.helpers import WORKLOADS, perftop, run_and_report
 from tests.test_hints_rules_more import PID, snap
 
 EPOCH = 20  # steps an epoch
@@ -117,3 +117,17 @@ def test_spawned_workers_restarting_each_epoch_on_a_real_run(tmp_path):
     assert h["advice"][0].startswith("DataLoader(..., persistent_workers=True)"), h
     # ~150 MiB each of their own torch: no copy-on-write to advise on
     assert "worker-memory" not in {h["id"] for h in rep["hints"]}, rep["hints"]
+    # The text report's Processes table: the worker started anew each epoch is one row
+    # (its three processes' figures together), the JSON has each process.
+    workers = [p for p in rep["processes"] if p["role"] == "worker"]
+    assert len(workers) == 3 and len({p["pid"] for p in workers}) == 3, workers
+    text = perftop("report", str(tmp_path / "r.perftop"), cwd=tmp_path)
+    table = text.stdout.split("\nProcesses\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    rows = [r for r in table[1:] if "worker" in r.split()[:3]]
+    assert len(rows) == 1 and rows[0].split()[:3] == ["3", "pids", "worker"], table
+    avgs = [p["cpu_percent_avg"] for p in workers if p["cpu_percent_avg"] is not None]
+    lo, hi = min(avgs), max(avgs)
+    avg = f"{hi:.0f}%" if round(lo) == round(hi) else f"{lo:.0f}–{hi:.0f}%"
+    assert f" {avg} " in rows[0], (rows, lo, hi)
+    assert any(r.startswith("  N pids: a worker started anew each epoch") for r in table)
+    assert all(str(p["pid"]) not in text.stdout for p in workers)

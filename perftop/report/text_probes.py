@@ -6,25 +6,29 @@ from __future__ import annotations
 from typing import Any
 
 from perftop.fmt import NA, loader_suffix, nbytes, number, percent, process_label, table
+from perftop.report.proc_groups import grouped
 
 
 def processes_table(procs: list[dict[str, Any]]) -> str:
     """One row per process: its role and what it is (its script, title or program: Ray's
     daemons are not anonymous "other" rows), then CPU and memory over the run; where a collector
-    merged nodes, each pid is prefixed with its host (pids repeat across hosts)."""
+    merged nodes, each pid is prefixed with its host (pids repeat across hosts). A loader's
+    workers started anew each epoch are one row per worker index (proc_groups.py), said
+    below the table."""
     if any(p.get("host") for p in procs):
         procs = [{**p, "pid": f"{p['host']}:{p['pid']}"} for p in procs]
-    return table(
+    procs = grouped(procs)
+    rows = table(
         ["pid", "role", "command", "rank", "worker", "cpu avg", "cpu max", "rss max",
          "pss max", "uss first", "uss last", "read", "written"],
         [
             [
-                str(p["pid"]),
+                f"{p['processes']} pids" if "processes" in p else str(p["pid"]),
                 p["role"],
                 process_label(p.get("name") or "", p.get("cmdline") or "", 32) or "-",
                 _s(p["rank"]),
                 _s(p["worker_id"]) + loader_suffix(p.get("loader_id")),
-                percent(p.get("cpu_percent_avg")),
+                _avg(p),
                 percent(p.get("cpu_percent_max")),
                 nbytes(p.get("rss_bytes_max")),
                 nbytes(p.get("pss_bytes_max")),
@@ -36,6 +40,23 @@ def processes_table(procs: list[dict[str, Any]]) -> str:
             for p in procs
         ],
     )  # fmt: skip
+    many = [p["processes"] for p in procs if "processes" in p]
+    if not many:
+        return rows
+    return rows + (
+        f"\n  N pids: a worker started anew each epoch and for each pass over its loader "
+        f"(not persistent_workers): its {sum(many)} processes in {len(many)} rows, with the "
+        "range of their CPU averages, their highest maxima, the first one's USS at its start "
+        "and the last one's at its end, their reads and writes summed (--json lists each)"
+    )
+
+
+def _avg(p: dict[str, Any]) -> str:
+    lo_hi = p.get("cpu_percent_avg_range")
+    if lo_hi is None:
+        return percent(p.get("cpu_percent_avg"))
+    lo, hi = lo_hi
+    return percent(lo) if round(lo) == round(hi) else f"{lo:.0f}–{percent(hi)}"
 
 
 def host_lines(h: dict[str, Any]) -> list[str]:

@@ -1,0 +1,41 @@
+"""The text report's Processes table: a loader's workers started anew each epoch are one
+row per place (host, rank, parent, loader, worker index) from three processes on, their
+figures taken together; fewer, other roles and other places stay rows of their own."""
+
+from __future__ import annotations
+
+from perftop.report.proc_groups import grouped
+
+
+def proc(pid: int, worker: int | None, loader: int | None = 0, **kw: object) -> dict:
+    role = "main" if worker is None else "worker"
+    return {"pid": pid, "role": role, "rank": kw.pop("rank", None), "worker_id": worker,
+            "loader_id": loader, "parent_pid": kw.pop("parent", 1), "host": "",
+            "cpu_percent_avg": kw.pop("avg", 5.0), "cpu_percent_max": kw.pop("top", 9.0),
+            "rss_bytes_max": 100, "pss_bytes_max": 50, "uss_bytes_first": pid,
+            "uss_bytes_last": pid + 1, "io_read_bytes": 10, "io_write_bytes": None, **kw}  # fmt: skip
+
+
+def test_three_generations_of_a_worker_are_one_row() -> None:
+    procs = [
+        proc(1, None),
+        *[proc(10 + e * 10, 0, avg=2.0 + e, top=4.0 + e) for e in range(3)],  # worker 0, L0
+        *[proc(11 + e * 10, 1) for e in range(3)],  # worker 1, L0
+        proc(50, 0, loader=1),  # another loader's worker 0: twice only
+        proc(60, 0, loader=1),
+        proc(70, 0, rank=1, parent=2),  # another rank's
+    ]
+    rows = grouped(procs)
+    assert [r["pid"] for r in rows] == [1, 10, 11, 50, 60, 70]
+    w0 = rows[1]
+    assert w0["processes"] == 3 and w0["cpu_percent_avg_range"] == (2.0, 4.0)
+    assert w0["cpu_percent_max"] == 6.0 and w0["io_read_bytes"] == 30
+    assert w0["io_write_bytes"] is None  # never measured: absent, not 0
+    assert (w0["uss_bytes_first"], w0["uss_bytes_last"]) == (10, 31)  # first's, last's
+    assert rows[2]["processes"] == 3
+    assert all("processes" not in r for r in rows[3:]) and "processes" not in rows[0]
+
+
+def test_without_restarts_nothing_changes() -> None:
+    procs = [proc(1, None), proc(2, 0), proc(3, 1)]
+    assert grouped(procs) == procs
