@@ -228,6 +228,27 @@ def test_a_stall_is_named_by_the_step_that_was_running_once_its_steps_come():
         assert got == want, (batched, got)
 
 
+def test_a_stall_whose_step_ended_before_its_capture_came_keeps_its_step():
+    """The stalled step (5, 2.5 s) ended while the stacks were dumped, and its event and
+    13 quick steps after it came before the capture's (a loaded host, a slow dump): the
+    next step to come (19, begun 15 ms before the capture ended) cannot be the one that
+    ran 2 s or more (it was read as "step 19 stalled 0.015 s"); the capture's own step
+    and length stay (the loop fuzzer's campaign)."""
+    from perftop.events import StallCapture
+
+    s = Session()
+    for i in range(5):
+        s.apply(Step(1, i, 100.0 + i * 0.1, 100.1 + i * 0.1))
+    s.apply(Step(1, 5, 100.5, 103.0))
+    for i in range(6, 19):
+        s.apply(Step(1, i, 103.0 + (i - 6) * 0.01, 103.01 + (i - 6) * 0.01))
+    s.apply(StallCapture(103.15, 1, 5, 2.65, 0.1))
+    s.apply(Step(1, 19, 103.135, 103.145))
+    s.apply(Step(1, 20, 103.145, 103.155))
+    got = [(r.step, r.stalled_s) for r in s.snapshot(window=None).stalls]
+    assert got == [(5, 2.65)], got
+
+
 def test_a_stall_named_again_by_its_step_is_not_said_again():
     """The headless line (and the TUI's notice, by the same ``new_stalls``) says a stall
     once, at its capture; the model naming it by its own step once the steps come is no

@@ -115,6 +115,11 @@ class StacksReducer:
             rows.remove(row)
             if index == row.step:
                 continue
+            if not row.during and row.t - t0 < MIN_STALL_S:
+                # begun too late to have run MIN_STALL_S when the capture began: the stalled
+                # step ended during the dump and came before the capture did (a loaded
+                # host); the capture's own step and length stay
+                continue
             # stalled since its step began, not since the last step sent (a hang between
             # steps keeps its own length)
             since = round(row.t - t0, 3) if not row.during and t0 < row.t else row.stalled_s
