@@ -117,6 +117,13 @@ FIXED = [
         Spec("manual", "slice", (), steps=60, evaluate=29, val="inference_mode"),
         id="pass-watch-ending-in-a-manual-updates-backward",
     ),
+    pytest.param(  # the campaign `--n 300 --seed 1403`'s: behind a feeder, an evaluation
+        # over a validation loader (opened by its first batch) let the forward hook go at
+        # its first module call: the pass ran on to the next backward, holding the wait for
+        # the feeder's next batch, and that step booked none (15% of the data wait)
+        Spec("grad", "prefetch_slice", (), steps=80, evaluate=7, feed_ms=3, val="inference_mode"),
+        id="feeder-wait-after-an-evaluation-over-a-validation-loader",
+    ),
 ]
 
 

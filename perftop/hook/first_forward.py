@@ -224,9 +224,18 @@ class FirstForward(PassOpen):
                     self.meter.start(t, *gap_site.site())
                 return  # a pass began: watching for its end
         elif tr.in_gap and tr.region is None and tr.gap_eval and tr.batch_site is None:
-            # A pass its first batch opened (fetched with grad off): named by the function
-            # that makes its first module call, as one a forward opens is.
+            # A pass its first batch opened (fetched with grad off: a validation loader
+            # iterated under no_grad or inference_mode): this hook holds it from its first
+            # module call on, as one a forward opens, so the forward with grad on after it
+            # ends it where the step's wait for its batch began (resumed). Let go here, the
+            # pass ran to the next backward, holding that wait (a feeder's next batch) and
+            # the forward: the step before booked no wait.
             tr.batch_site = gap_site.site()[1]
+            if self.meter is not None and threading.get_ident() == tr.thread:
+                tr.region = self
+                self.c0, self.t0 = cpu_wall()
+                self.meter.start(t, *gap_site.site())
+                return
         self.disarm()
 
     def compile_started(self) -> None:

@@ -155,15 +155,17 @@ def _write_tail(tr: Tracker, t: float) -> float:
     was the checkpoint's file being written (:func:`wrote_after_save`) and no evaluation's
     work came after the save (a batch, a module call): Lightning's ``ModelCheckpoint`` at
     a validation's end serializes into memory, then writes. Else 0."""
-    if tr.save_s <= 0.0 or t <= tr.save_end or worked_since(tr, tr.save_end):
+    if tr.save_s <= 0.0 or t <= tr.save_end or worked_since(tr, tr.save_end, t):
         return 0.0
     return t - tr.save_end if wrote_after_save(tr) else 0.0
 
 
-def worked_since(tr: Tracker, t: float) -> bool:
-    """An evaluation's work (a batch, a module call of a forward's pass) came after ``t``."""
+def worked_since(tr: Tracker, t: float, until: float = float("inf")) -> bool:
+    """An evaluation's work (a batch, a module call of a forward's pass) came after ``t``,
+    and by ``until`` (the pass's end: the next step's batch, fetched after it while the
+    pass's hook decides whose it was, is no work of the pass)."""
     work, _ = _last_work(tr.region)
-    return max(tr.batch_t, work if isinstance(work, float) else 0.0) > t
+    return any(t < m <= until for m in (tr.batch_t, work if isinstance(work, float) else 0.0))
 
 
 def at_exit(tr: Tracker, now: float) -> float:
