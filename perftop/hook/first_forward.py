@@ -235,6 +235,7 @@ class FirstForward(PassOpen):
                 tr.region = self
                 self.c0, self.t0 = cpu_wall()
                 self.meter.start(t, *gap_site.site())
+                self.meter.batch = True  # opened by a loader's batch: an evaluation
                 return
         self.disarm()
 
