@@ -217,10 +217,13 @@ def train_fetch(tr: Tracker, t0: float, t1: float, got: bool, loader: Any) -> bo
         ):  # an unknown loader's batch, then a training one's; the step's batch, then
             return False  # another loader's (a teacher's forward between): training decides
         pending_was_eval(tr)
-    if getattr(tr.region, "verdict", None) is not None:
+    if getattr(tr.region, "verdict", None) is not None and tr.batch_site is None:
         pend_fetch(tr, t0, t1, got, loader)
         tr.last_end = t1
         return True
+    # A pass its first batch opened (its hook holds it: first_forward.py) ends at a
+    # training loader's batch, as before the hook held it: a prefetcher's next batch
+    # after it (Lightning's, at an epoch's start) is no evaluation's.
     end(tr, t0)
     return False
 
