@@ -230,11 +230,12 @@ class FirstForward(PassOpen):
             # ends it where the step's wait for its batch began (resumed). Let go here, the
             # pass ran to the next backward, holding that wait (a feeder's next batch) and
             # the forward: the step before booked no wait.
-            tr.batch_site = gap_site.site()[1]
+            site, name = gap_site.site()
+            tr.batch_site = name
             if self.meter is not None and threading.get_ident() == tr.thread:
                 tr.region = self
                 self.c0, self.t0 = cpu_wall()
-                self.meter.start(t, *gap_site.site())
+                self.meter.start(t, site, name)
                 self.meter.batch = True  # opened by a loader's batch: an evaluation
                 return
         self.disarm()
