@@ -161,7 +161,14 @@ def test_the_header_shows_the_monitors_drops_beside_the_hooks():
     from perftop.tui.widgets.header import HeaderBar
 
     bar = HeaderBar()
-    quiet = bar.compose_text(Snapshot(meta=Meta(dropped_events=0))).plain
+    quiet = "\n".join(
+        t.plain for t in bar.compose_text(Snapshot(meta=Meta(dropped_events=0))).renderables
+    )
     assert "dropped 0" in quiet and "+perftop" not in quiet
-    busy = bar.compose_text(Snapshot(meta=Meta(dropped_events=12, monitor_dropped=4000))).plain
+    busy = "\n".join(
+        t.plain
+        for t in bar.compose_text(
+            Snapshot(meta=Meta(dropped_events=12, monitor_dropped=4000))
+        ).renderables
+    )
     assert "dropped 12 +perftop 4,000" in busy

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.console import Group
+from rich.text import Text
 from textual.strip import Strip
 from textual.visual import RichVisual, Visual
 from textual.widget import Widget
@@ -16,7 +17,7 @@ from perftop.hints.session import hinted_session
 from perftop.recording import read_events
 from perftop.tui.app import PerftopApp
 from perftop.tui.messages import SnapshotMessage
-from perftop.tui.widgets.lines import Lines, Runs
+from perftop.tui.widgets.lines import Lines, Runs, text_segments
 from perftop.tui.widgets.quiet import QuietStatic
 from tests.tui.test_app import aio, settle
 
@@ -146,3 +147,48 @@ async def test_after_a_resize_the_screen_is_the_one_a_fresh_app_draws() -> None:
         fresh.post_message(SnapshotMessage(snaps[-1]))
         await settle(pilot)
         assert screen_of(fresh) == resized
+
+
+STYLE_NAMES = ("", "bold", "dim", "red", "bold cyan", "black on yellow", "italic green")
+
+
+@aio
+async def test_a_text_line_drawn_without_rich_is_the_line_rich_draws() -> None:
+    """One line of text drawn straight to segments (``text_segments``) equals Rich's
+    drawing of it, segment for segment, for any runs of styles, the text's own style,
+    and any width (an overlong line, a tab or a line break takes Rich's path)."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    app = PerftopApp()
+    async with app.run_test(size=(80, 24)):
+        body = app.query_one("#host QuietStatic")
+        lines = Lines(body, (), {})
+        base = body.visual_style.rich_style
+        seen = {"fast": 0, "rich": 0}
+
+        @settings(max_examples=300, deadline=None)
+        @given(
+            runs=st.lists(
+                st.tuples(
+                    st.text("ab █▁é漢", max_size=6),
+                    st.sampled_from(STYLE_NAMES),
+                ),
+                min_size=1,
+                max_size=5,
+            ),
+            own=st.sampled_from(STYLE_NAMES),
+            tail=st.sampled_from(["", "", "", "\t", "a\nb"]),
+            width=st.integers(1, 80),
+        )
+        def check(runs: list[tuple[str, str]], own: str, tail: str, width: int) -> None:
+            text = Text(style=own)
+            for chars, style in [*runs, (tail, "bold")]:
+                text.append(chars, style=style or None)
+            fast = lines._draw(text, width, base, {})
+            assert fast == lines.rich_draw(text, width, base), (runs, own, width)
+            seen["rich" if text_segments(text, width, base, app.console.get_style) is None
+                 else "fast"] += 1  # fmt: skip
+
+        check()
+    assert seen["fast"] > 100 and seen["rich"] > 30, seen

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+from rich.console import Group
 from rich.text import Text
 
 from perftop.fmt import command as command_line
@@ -50,7 +51,8 @@ class HeaderBar(QuietStatic):
         if self._snap is not None:
             self.show(self._snap)
 
-    def compose_text(self, snap: Snapshot) -> Text:
+    def compose_text(self, snap: Snapshot) -> Group:
+        """The header's two lines, each a part of its own (drawn and repainted apart)."""
         m = snap.meta
         w = max(20, self.size.width - 2 if self.size.width else 78)
         state = m.state
@@ -121,4 +123,7 @@ class HeaderBar(QuietStatic):
             line2.append("  rec ", style="dim")
             line2.append(os.path.basename(rec) if rec else "off", style="red" if rec else "dim")
         line2.truncate(w)
-        return Text("\n").join([line1, line2])
+        # the clock moves line 1 each second, the CPU figure line 2 at each snapshot
+        line1.no_wrap = line2.no_wrap = True
+        line1.overflow = line2.overflow = "crop"
+        return Group(line1, line2)
