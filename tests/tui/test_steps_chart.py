@@ -53,3 +53,39 @@ def test_the_chart_uses_styles_that_show_nothing_on_a_blank(phases, height):
         for _, style in line:
             s = Style.parse(style) if style else Style()
             assert not (s.bgcolor or s.underline or s.reverse or s.strike or s.overline)
+
+
+@settings(max_examples=60)
+@given(
+    st.lists(
+        st.tuples(st.floats(0.0, 0.05), st.floats(0.0, 0.05), st.sampled_from(["", "eval"])),
+        min_size=1,
+        max_size=90,
+    ),
+    st.integers(1, 10),
+    st.integers(1, 9),
+)
+def test_a_chart_drawn_from_the_last_ones_columns_is_the_chart_drawn_afresh(steps, height, by):
+    """The columns kept from one chart to the next (the screen's refresh) draw what a
+    chart drawn from nothing draws, as the window slides by ``by`` steps at a time, its
+    scale changing or not."""
+    rows, t = [], 0.0
+    for i, (data, fwd, gap) in enumerate(steps):
+        d = data + fwd + 1e-4
+        rows.append(StepRow(1, i, t, t + d, data, 1e-4, 0.0, fwd, None, gap))
+        t += d
+    kept: dict = {}
+    for end in range(1, len(rows) + 1, by):
+        window = tuple(rows[:end])
+        assert chart(window, 30, height, None, kept) == chart(window, 30, height, None)
+
+
+def test_columns_are_kept_while_the_scale_holds():
+    rows = [
+        StepRow(1, i, i * 0.01, i * 0.01 + 0.008, 0.002, 0.003, 0.001, 0.002) for i in range(50)
+    ]
+    kept: dict = {}
+    chart(tuple(rows[:40]), 30, 6, None, kept)
+    before = dict(kept)
+    chart(tuple(rows[:45]), 30, 6, None, kept)
+    assert sum(v is before.get(k) for k, v in kept.items()) >= 25  # the 25 steps still shown

@@ -27,38 +27,80 @@ def _phases(row: StepRow) -> tuple[float, float, float, float]:
     return (row.data, row.other, row.backward, row.optimizer)
 
 
-def chart(rows: tuple[StepRow, ...], width: int, height: int, p50: float | None) -> list[Runs]:
+Column = tuple[tuple[str, str], ...]  # a step's cells, top line first
+
+
+def chart(
+    rows: tuple[StepRow, ...],
+    width: int,
+    height: int,
+    p50: float | None,
+    kept: dict[object, Column] | None = None,
+) -> list[Runs]:
     """Stacked bars, one column per step, newest on the right; phases bottom-up in
     ``PHASES`` order. Bars above the scale are clipped and a slow step gets a red ``▲``.
-    Each line is its runs of one style (drawn straight to strips, see ``lines``)."""
+    Each line is its runs of one style (drawn straight to strips, see ``lines``).
+    ``kept``: the columns of the last chart, by step, reused while the scale holds (most
+    snapshots: only the steps that came since are placed) and replaced by this one's."""
     rows = rows[-width:]
     if not rows or height <= 0:
         return [Runs(((" " * width, ""),)) for _ in range(max(0, height))]
     durs = sorted(r.duration for r in rows)
     top = max(durs[min(len(durs) - 1, int(0.95 * len(durs)))] * 1.25, 1e-9)
     stall = (p50 or durs[len(durs) // 2]) * STALL_FACTOR
-    styles = [fmt.PHASE_STYLES[p] for p in PHASES]
-    blank = (" ", "")
-    grid: list[list[tuple[str, str]]] = [[blank] * width for _ in range(height)]
-    x0 = width - len(rows)
+    scale = (top, height)
+    old = kept if kept is not None and kept.get("scale") == scale else {}
+    new: dict[object, Column] = {}
+    cols: list[Column] = []
+    for row in rows:
+        slow = row.duration >= stall
+        key = (
+            row.t0,
+            row.t1,
+            row.data,
+            row.other,
+            row.backward,
+            row.optimizer,
+            row.gap_before,
+            slow,
+        )
+        col = old.get(key) or new.get(key)
+        if col is None:
+            col = _column(row, top, height, slow)
+        new[key] = col
+        cols.append(col)
+    if kept is not None:
+        kept.clear()
+        kept.update(new)
+        kept["scale"] = scale  # type: ignore[assignment]
+    pad = [BLANK] * (width - len(rows))
+    return [_runs(pad + [col[y] for col in cols]) for y in range(height)]
+
+
+BLANK = (" ", "")
+
+
+def _column(row: StepRow, top: float, height: int, slow: bool) -> Column:
+    cells = [BLANK] * height  # cells[height - 1] is the bottom cell
+    total_cells = min(row.duration, top) / top * height
+    bounds, acc = [], 0.0
+    for part in _phases(row):
+        acc += part
+        bounds.append(min(acc, top) / top * height)
     last = len(PHASES) - 1
-    for i, row in enumerate(rows):
-        total_cells = min(row.duration, top) / top * height
-        bounds, acc = [], 0.0
-        for part in _phases(row):
-            acc += part
-            bounds.append(min(acc, top) / top * height)
-        x = x0 + i
-        for y in range(min(height, ceil(total_cells))):  # y = 0 is the bottom cell
-            fill = total_cells - y
-            k = min(bisect_left(bounds, y + min(fill, 1.0) / 2), last)  # the phase at mid-cell
-            ch = "█" if fill >= 1 else EIGHTHS[max(1, round(fill * 8))]
-            grid[height - 1 - y][x] = (ch, styles[k])
-        if row.duration >= stall:
-            grid[0][x] = ("▲", "bold red")
-        elif row.gap_before:
-            grid[0][x] = (GAP_MARK, GAP_STYLE)
-    return [_runs(cells) for cells in grid]
+    for y in range(min(height, ceil(total_cells))):  # y = 0 is the bottom cell
+        fill = total_cells - y
+        k = min(bisect_left(bounds, y + min(fill, 1.0) / 2), last)  # the phase at mid-cell
+        ch = "█" if fill >= 1 else EIGHTHS[max(1, round(fill * 8))]
+        cells[height - 1 - y] = (ch, PHASE_CELL_STYLES[k])
+    if slow:
+        cells[0] = ("▲", "bold red")
+    elif row.gap_before:
+        cells[0] = (GAP_MARK, GAP_STYLE)
+    return tuple(cells)
+
+
+PHASE_CELL_STYLES = tuple(fmt.PHASE_STYLES[p] for p in PHASES)
 
 
 def _runs(cells: list[tuple[str, str]]) -> Runs:
@@ -188,6 +230,10 @@ class StepsPanel(TextPanel):
     TITLE = "Steps"
     DEFAULT_CSS = "StepsPanel { min-height: 5; }"
 
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._columns: dict[object, Column] = {}  # the chart's last columns (see chart)
+
     def render_body(self, snap: Snapshot) -> RenderableType:
         s = snap.steps
         w = self.body_width
@@ -210,6 +256,6 @@ class StepsPanel(TextPanel):
         if h >= 7 and snap.between:
             head.append(between_line(snap.between, w))
         chart_h = max(1, h - len(head) - 1)
-        lines = chart(s.recent, w, chart_h, s.p50)
+        lines = chart(s.recent, w, chart_h, s.p50, self._columns)
         gaps = any(r.gap_before for r in s.recent[-w:])
         return Group(*head, *lines, legend(s, gaps))

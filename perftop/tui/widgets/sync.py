@@ -76,7 +76,6 @@ def squeeze(user: str, via: str, width: int) -> str:
 def site_cells(s: SyncSite, blocked: bool = True, width: int | None = None) -> list[Cell]:
     """A site's row; its place in ``width`` cells at most (:func:`squeeze`)."""
     kind_style = "bold red" if s.kind == "sync" else "yellow"
-    place = where(s, width)
     cells = [
         Cell(s.op, s.op, style=kind_style, justify="left"),
         # "potential": would make a GPU wait; seen on this device by the sampled detector.
@@ -87,8 +86,13 @@ def site_cells(s: SyncSite, blocked: bool = True, width: int | None = None) -> l
     if blocked:
         na = fmt.NA_STYLE if s.blocked_s is None else ""
         cells.append(Cell(fmt.secs(s.blocked_s), s.blocked_s, style=na))
-    cells.append(Cell(place, place, justify="left"))
+    cells.append(place_cell(s, width))
     return cells
+
+
+def place_cell(s: SyncSite, width: int | None) -> Cell:
+    place = where(s, width)
+    return Cell(place, place, justify="left")
 
 
 OBSERVER = "sync sites need the hook: observer mode (attached without it) cannot see them"
@@ -212,7 +216,8 @@ class SyncPanel(Panel):
         )
         rows = {key: site_cells(s, blocked) for key, s in sites.items()}
         width = self._where_width(rows)  # the cells' widths but the place's
-        rows = {key: site_cells(s, blocked, width) for key, s in sites.items()}
+        for row, s in sites.items():  # the place in that room; the other cells as they are
+            rows[row][-1] = place_cell(s, width)
         self.table.set_rows(rows)
         paused = " · detection paused" if snap.sync_watch.paused and listed else ""
         self.border_subtitle = subtitle(snap.sync, snap.sync_between) + paused
