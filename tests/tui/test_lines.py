@@ -192,3 +192,36 @@ async def test_a_text_line_drawn_without_rich_is_the_line_rich_draws() -> None:
 
         check()
     assert seen["fast"] > 100 and seen["rich"] > 30, seen
+
+
+@aio
+async def test_panels_fed_by_a_probe_are_drawn_once_per_probe_tick() -> None:
+    """Snapshots come twice a second, the host and process probes once: a snapshot with
+    the same host figures and processes as the last draws neither panel again; new ones
+    draw both."""
+    from dataclasses import replace
+
+    from perftop.tui.widgets.host import HostPanel
+    from perftop.tui.widgets.processes import ProcessesPanel
+
+    snaps = [s for s in growing("hogwild.perftop", 14) if s.host.t is not None and s.processes]
+    first, later = snaps[-3], snaps[-1]
+    assert first.host != later.host and first.processes != later.processes
+    app = PerftopApp()
+    async with app.run_test(size=(160, 48)) as pilot:
+        host, procs = app.query_one(HostPanel), app.query_one(ProcessesPanel)
+        drawn: list[str] = []
+        real_body, real_first = host.render_body, procs.table.set_first
+        host.render_body = lambda s: drawn.append("host") or real_body(s)  # type: ignore[method-assign]
+        procs.table.set_first = lambda f: drawn.append("procs") or real_first(f)  # type: ignore[method-assign]
+        final = replace(later, hints=())
+        for snap in (first, replace(first, hints=()), later, final):
+            app.post_message(SnapshotMessage(snap))
+            await settle(pilot, 2)
+        assert drawn == ["host", "procs", "host", "procs"], drawn
+        shown = screen_of(app)
+    fresh = PerftopApp()
+    async with fresh.run_test(size=(160, 48)) as pilot:
+        fresh.post_message(SnapshotMessage(final))
+        await settle(pilot)
+        assert screen_of(fresh) == shown

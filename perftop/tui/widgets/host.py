@@ -92,6 +92,9 @@ def fold(t: Text, width: int) -> list[Text]:
 class HostPanel(TextPanel):
     TITLE = "Host"
 
+    def body_key(self, snap: Snapshot) -> object:
+        return (snap.host, snap.probe_stopped("host"))  # a probe tick's, once a second
+
     def render_body(self, snap: Snapshot) -> RenderableType:
         return with_probe_status(snap, "host", self._figures(snap))
 

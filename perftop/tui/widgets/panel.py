@@ -100,12 +100,24 @@ class TextPanel(Panel, can_focus=True):
         super().__init__(id=id)
         self._body = QuietStatic("", markup=False, keep_height=self.KEEP_HEIGHT)
         self._last: Snapshot | None = None
+        self._shown_key: object = None  # see body_key
 
     def compose(self) -> ComposeResult:
         yield self._body
 
+    def body_key(self, snap: Snapshot) -> object:
+        """All of ``snap`` that :meth:`render_body` reads, where a panel can say (None:
+        drawn at every snapshot): the same key in the same room is not drawn again."""
+        return None
+
     def show(self, snap: Snapshot) -> None:
         self._last = snap
+        key = self.body_key(snap)
+        if key is not None:
+            key = (key, self.body_width, self.content_region.height, self.compact, self.zoomed)
+            if key == self._shown_key:
+                return
+        self._shown_key = key
         body = self.render_body(snap)
         # One figure per line, never wrapped: a narrow panel cuts lines with an ellipsis.
         for part in body.renderables if isinstance(body, Group) else [body]:
@@ -118,11 +130,13 @@ class TextPanel(Panel, can_focus=True):
             return  # a zoom sets every panel's state again: re-rendering each costs a key
         super().set_compact(compact)
         self._body.forget_height()
+        self._shown_key = None
         if self._last is not None:
             self.show(self._last)
 
     def on_resize(self) -> None:
         self._body.forget_height()
+        self._shown_key = None
         if self._last is not None:
             self.show(self._last)
 

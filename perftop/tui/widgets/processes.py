@@ -142,6 +142,7 @@ class ProcessesPanel(Panel):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.table = DiffTable(COLUMNS, sort="role", reverse=False)
+        self._shown: tuple[object, ...] | None = None  # what the last show drew from
 
     def compose(self) -> ComposeResult:
         yield self.table
@@ -151,13 +152,20 @@ class ProcessesPanel(Panel):
         self.set_class(compact, "-compact")
 
     def show(self, snap: Snapshot) -> None:
+        # The processes are probed once a second, snapshots come twice: the same rows are
+        # not made and compared again (the table keeps its rows, sort and cursor).
+        stopped = snap.probe_stopped("procs")
+        gone = tuple((w.pid, w.ppid) for w in snap.workers if w.exited)  # all procs() reads
+        key = (snap.processes, snap.roles, gone, stopped)
+        if key == self._shown:
+            return
+        self._shown = key
         self.table.set_first(First(procs(snap), row_values, _cells, FIRST))
         n = len(snap.roles)
         workers = sum(1 for r in snap.roles if r.role == "worker")
         self.border_subtitle = f"{n} procs · {workers} workers" if n else "no processes yet"
         if self.table.left_out:
             self.border_subtitle += f" · the first {FIRST} listed (s sorts)"
-        stopped = snap.probe_stopped("procs")
         if stopped:
             # a title is markup: a recording's text escaped, and shown visibly
             self.border_subtitle = f"probe stopped: {escape(visible_line(stopped))}"
