@@ -191,7 +191,7 @@ async def test_a_text_line_drawn_without_rich_is_the_line_rich_draws() -> None:
                  else "fast"] += 1  # fmt: skip
 
         check()
-    assert seen["fast"] > 100 and seen["rich"] > 30, seen
+    assert seen["fast"] >= 30 and seen["rich"] >= 30, seen  # both paths drawn (~1/3, ~2/3)
 
 
 @aio
