@@ -106,7 +106,7 @@ def text_segments(
     own = get_style(text.style, default=null) if text.style else null
     gap = base + own
     if not text.spans:
-        return [Segment(plain, base + own if text.style else base)]
+        return [Segment(plain, gap)]
     segments: list[Segment] = []
     at = 0
     for span in sorted(text.spans, key=lambda s: s.start):

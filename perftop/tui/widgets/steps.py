@@ -48,22 +48,12 @@ def chart(
     durs = sorted(r.duration for r in rows)
     top = max(durs[min(len(durs) - 1, int(0.95 * len(durs)))] * 1.25, 1e-9)
     stall = (p50 or durs[len(durs) // 2]) * STALL_FACTOR
-    scale = (top, height)
-    old = kept if kept is not None and kept.get("scale") == scale else {}
+    old = kept if kept is not None else {}
     new: dict[object, Column] = {}
     cols: list[Column] = []
     for row in rows:
         slow = row.duration >= stall
-        key = (
-            row.t0,
-            row.t1,
-            row.data,
-            row.other,
-            row.backward,
-            row.optimizer,
-            row.gap_before,
-            slow,
-        )
+        key = (row, top, height, slow)  # a new scale misses every column kept
         col = old.get(key) or new.get(key)
         if col is None:
             col = _column(row, top, height, slow)
@@ -72,7 +62,6 @@ def chart(
     if kept is not None:
         kept.clear()
         kept.update(new)
-        kept["scale"] = scale  # type: ignore[assignment]
     pad = [BLANK] * (width - len(rows))
     return [_runs(pad + [col[y] for col in cols]) for y in range(height)]
 
