@@ -62,3 +62,23 @@ def test_engine_needs_persistence_and_leaves_with_hysteresis() -> None:
     eng.update(replace(cold, meta=Meta(start_t=T0, now_t=T0 + 10)))
     assert not eng.active()
     assert eng.whole_run()[0].until_t is not None
+
+
+def test_the_rules_of_one_evaluation_share_its_loop_and_a_new_snapshot_gets_its_own(
+    monkeypatch,
+) -> None:
+    from perftop.hints import base
+
+    made = []
+    real = base._loop
+    monkeypatch.setattr(base, "_loop", lambda snap: made.append(snap) or real(snap))
+    slow, fed = loop_snap(data=0.03), loop_snap(data=0.001)
+    found, _ = evaluate(slow)
+    assert "input-bound" in found
+    assert made == [slow]  # five rules read the loop: it was made once
+    found, _ = evaluate(fed)
+    assert "input-bound" not in found  # the last snapshot's loop was not taken for this one
+    assert made == [slow, fed]
+    lp = base.loop(slow)
+    assert lp is not None and abs(lp.data_s - 0.03) < 1e-9
+    assert made == [slow, fed, slow]
