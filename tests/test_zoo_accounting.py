@@ -238,3 +238,35 @@ def test_a_log_line_after_the_update_stays_the_steps_before_an_evaluations_first
     evals = [p for p in own["passes"] if p[1] == "eval"]
     assert log not in between and len(evals) == 5, (between, evals)
     assert sum(between.values()) == len(evals), between  # each evaluation's .item()
+
+
+def test_micro_batches_fetched_before_the_first_forward_are_the_steps_data(tmp_path):
+    """Found trying the HF Trainer as a user would (transformers 5: ``get_batch_samples``
+    fetches a step's micro-batches before its first forward), fixed: the first step's
+    batches were lost (its data 0.0 for 4 fetches) and, a later micro-batch's forward
+    timed as if a feeder fed it, the run's DataLoader wait was said to be the wait before
+    forward ("no DataLoader on the training thread"). The oracles read the source
+    (``dataloader``) and steps 1..N-1; step 0 holds its own four fetches."""
+    spec = Spec("accum", "loader0", steps=40, upfront=True)
+    res = run_accounting(spec, tmp_path)
+    assert not res.failures, res.show()
+    tl = json.loads((tmp_path / "sampled.events.json").read_text())
+    own = json.loads((tmp_path / "sampled.json").read_text())
+    first = [w[1] for w in own["waits"] if w[0] == 0]
+    assert len(first) == 4
+    data0 = tl["steps"][0][3]
+    assert 0.8 * sum(first) - 0.0005 <= data0 <= tl["steps"][0][2] - tl["steps"][0][1], (
+        data0,
+        first,
+    )
+
+
+def test_passes_before_micro_batches_fetched_first_keep_their_kind_and_end(tmp_path):
+    """Found by the campaign that drew the shape above (``loop_fuzz.py --n 12 --seed 4545``
+    over accumulation only), fixed: after a pass, the next step's second batch, fetched
+    with no forward since the first, was taken for an evaluation's over the training
+    loader: every rollout read ``eval``, and the pass held the step's first fetches. Two
+    batches of the training loader in a row are the step's; the pass ends at the first."""
+    spec = Spec("accum", "loader0", steps=40, evaluate=7, rollout=11, upfront=True)
+    res = run_accounting(spec, tmp_path)
+    assert not res.failures, res.show()

@@ -52,7 +52,7 @@ cdef class StepTracker:
     # Not on a step's way.
     cdef public object opt_pre_hook, opt_post_hook, emit, on_settle, on_error, on_between
     cdef public object on_open, on_closure, on_iter, clock, region, ng_sites, pend_loader, cand
-    cdef public bint gap_eval, pend_got
+    cdef public bint gap_eval, pend_got, held_fetch
     cdef public unsigned long fetch_thread, main_thread
     cdef public double gap_t0, gap_t1, gap_seen, save_s, save_t0, save_end, pend_t0, pend_t1
     cdef public double batch_t, batch_c

@@ -216,6 +216,14 @@ def train_fetch(tr: Tracker, t0: float, t1: float, got: bool, loader: Any) -> bo
             tr.cand is None or (tr.cand[1] and loader is not tr.pend_loader)
         ):  # an unknown loader's batch, then a training one's; the step's batch, then
             return False  # another loader's (a teacher's forward between): training decides
+        resumed = getattr(tr.region, "resumed", None)
+        if tr.in_gap and tr.cand is None and loader is tr.pend_loader and resumed is not None:
+            # The pending batch's loader again, no forward between (an evaluation over the
+            # training loader makes one, with grad off): the next step's batches fetched
+            # before its first forward (the HF Trainer's micro-batches). The pass ended at
+            # the first one's fetch, as where a forward with grad on follows it.
+            resumed(t0)
+            return False
         pending_was_eval(tr)
     if getattr(tr.region, "verdict", None) is not None and tr.batch_site is None:
         pend_fetch(tr, t0, t1, got, loader)

@@ -43,6 +43,7 @@ class Tracker(Protocol):
     running: bool
     settled: bool
     has_fetch: bool
+    held_fetch: bool
     has_bwd: bool
     in_gap: bool
     gap_eval: bool

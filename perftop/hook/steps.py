@@ -137,6 +137,7 @@ class StepTracker:
         self.closure_depth = 0
         self.last_end = 0.0
         self.held: list[tuple[Any, ...]] = []
+        self.held_fetch = False  # a held step fetched a DataLoader batch (merge_held)
         self.settled = False
         self.step_hook_at = 0
         gaps.reset(self)
@@ -180,6 +181,8 @@ class StepTracker:
                 self.push(self.index, self.start + self.hole, t, data, bwd, opt, self.phases,
                           self.mode)  # fmt: skip
             else:
+                if self.has_fetch:  # a part of a step to come fetched its batches
+                    self.held_fetch = True
                 self._hold((self.index, self.start + self.hole, t, data,  # wire.REC_* order
                             bwd, opt, self.phases, SOURCES[self.mode]), t)  # fmt: skip
             if self.on_close is not None:
@@ -207,7 +210,9 @@ class StepTracker:
         # No DataLoader fetch in the last step: time the next forward. Where backward()
         # ends steps, the backward that ends one arms it when it returns (backward_like).
         # Armed at every step end: the next forward with grad off may begin a pass.
-        self.timing = not self.has_fetch and self.mode >= BACKWARD
+        # (Nor where a held part fetched: a step's micro-batches all fetched before its
+        # first forward, as the HF Trainer does; its later forwards wait for no batch.)
+        self.timing = not self.has_fetch and self.mode >= BACKWARD and not self.held_fetch
         if self.mode >= OPTIMIZER and self.on_arm is not None:
             self.on_arm()
         self.has_fetch = self.has_bwd = False

@@ -63,6 +63,7 @@ def release(tr: Tracker) -> None:
     """No optimizer showed up in time: the weaker source's steps stand as they are."""
     settle(tr)
     held, tr.held = tr.held, []
+    tr.held_fetch = False
     for index, t0, t1, data, bwd, opt, phases, source in held:  # wire.REC_* order
         tr.push(index, t0, t1, data, bwd, opt, phases, STEP_SOURCES.index(source))
 
@@ -77,6 +78,9 @@ def merge_held(tr: Tracker, strongest: bool = True) -> None:
     held, tr.held = tr.held, []
     if not held:
         return
+    if tr.held_fetch:  # a part fetched: the step's data wait is its batches' (the HF
+        tr.has_fetch = True  # Trainer fetches a step's micro-batches before its forwards)
+        tr.held_fetch = False
     tr.step_hook_at = 0  # the step callback hears this index again: it was renumbered
     tr.index = held[0][REC_INDEX]
     tr.start = held[0][REC_T0]
@@ -101,6 +105,7 @@ def train_thread(tr: Tracker, tid: int) -> None:
     # were prefetched, and what the loop waited on is not seen (its data wait is absent).
     tr.blind = True
     held, tr.held = tr.held, []
+    tr.held_fetch = False
     if held:
         tr.index, tr.start, tr.running = held[0][REC_INDEX], held[0][REC_T0], True
     tr.data = 0.0

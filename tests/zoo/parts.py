@@ -85,6 +85,10 @@ class Spec:
     # their own, iterated under this grad mode ("no_grad", "inference_mode"): a pass its
     # first batch opens (fetched with grad off), not a forward. Never compiled.
     val: str = ""
+    # accum only: the step's micro-batches all fetched before its first forward, as the HF
+    # Trainer's ``get_batch_samples`` does (issue 45's follow-up: the first step's batches
+    # were lost and the run's DataLoader wait was said to be a feeder's). Drawn last.
+    upfront: bool = False
 
     def show(self) -> str:
         return repr(asdict(self))
@@ -143,6 +147,8 @@ def specs(draw: st.DrawFn, compile_odds: int = 15, avoid: frozenset[str] = froze
         **_ecosystem(draw, data, checkpoint, avoid),  # drawn last, as host_copy
         # drawn after them all, as they were
         val=draw(st.sampled_from(VAL_MODES)) if not ({"val"} & avoid or compiled) else "",
+        # drawn after val: every sample without accum stays the one it was
+        upfront=update == "accum" and "upfront" not in avoid and draw(st.booleans()),
     )
 
 

@@ -309,6 +309,16 @@ for k in range(ACC):
 {pre}opt.step()""",
 }
 
+# accum with the step's micro-batches all fetched first (the HF Trainer's get_batch_samples),
+# ACC = 4
+UPFRONT = """\
+opt.zero_grad()
+micro = [(xb, yb)] + [batch(i) for _k in range(1, ACC)]
+for xb, yb in micro:
+    loss = fwd(xb, yb) / ACC
+    loss.backward()
+{pre}opt.step()"""
+
 OPS = {
     "item": "_v = {x}.item()",
     "bool": "_v = bool({x} > 1e9)",
@@ -395,6 +405,8 @@ def render(spec: Spec) -> str:
     if spec.val:  # the evaluations' own loader: 3 batches of XE (22, 22, 20 rows)
         src.add(VAL_SETUP)
     src.add(UPDATE_SETUP[spec.update])
+    if spec.upfront:  # 4 micro-batches: the third's forward came after a backward, no fetch
+        src.add("ACC = 4")
     _engine_setup(src, spec)
     if spec.host_copy:
         src.add("HOST = []  # the host batch, kept beside its copy on the device")
@@ -423,7 +435,7 @@ def render(spec: Spec) -> str:
     src.add('own.setdefault("it_cpu", []).append(time.thread_time())  # each iteration\'s', 4)
     src.add("xb, yb = batch(i)", 4)
     pre = [s for s in spec.syncs if not s.after]
-    body = UPDATE[spec.update].split("{pre}")
+    body = (UPFRONT if spec.upfront else UPDATE[spec.update]).split("{pre}")
     src.add(body[0], 4)
     inner = 8 if spec.update == "lbfgs" else 4
     src.add("metric = loss.detach()", inner)
