@@ -37,6 +37,16 @@ def test_hf_trainer_gradient_accumulation_and_evaluation(tmp_path, monkeypatch):
     assert s["phases_s"]["backward"] > 0 and s["phases_s"]["forward/other"] > 0
     # An evaluation pass takes several steps' time: none of it sits in a step.
     assert s["step_time_s"]["max"] < 3 * s["step_time_s"]["p50"] + 0.5
+    # The rate over wall time holds the evaluation after step 3 (the one after step 6 and
+    # the checkpoint come after the last step's end): the span from the first step's start
+    # to the last one's end is the steps' own time, that pass and at most the rest
+    steps_s, span = s["count"] / s["steps_per_s"], s["count"] / s["wall_steps_per_s"]
+    first_eval = next(
+        e.length for e in read_events(str(tmp_path / "r.perftop"))
+        if isinstance(e, Between) and e.kind == "eval"
+    )  # fmt: skip
+    between = sum(b["total_s"] for b in s["between_s"].values())
+    assert steps_s + 0.95 * first_eval <= span <= steps_s + between + 0.05, (span, steps_s, s)
 
 
 def test_lightning_closure_phases_and_validation(tmp_path):

@@ -110,3 +110,26 @@ def test_report_of_a_recording_against_exact_figures(tmp_path: Path) -> None:
     assert close(rep["step_time_s"]["p50"], percentile(durs, 50), RELATIVE_ERROR + 1e-5)
     assert close(rep["step_time_s"]["p95"], percentile(durs, 95), RELATIVE_ERROR + 1e-5)
     assert rep["step_time_s"]["max"] == round(durs[-1], 6)
+
+
+def test_the_rate_over_wall_time_holds_the_time_between_steps_of_its_window() -> None:
+    """``wall_steps_per_s``: the window's steps over the wall time from its first step's
+    start to its last one's end (an evaluation between steps in it counts), beside
+    ``steps_per_s`` over the steps' own time; the whole run's from the first step on."""
+    from perftop.events import Step
+
+    s, t = Session(), 1000.0
+    for i in range(2 * LIVE_WINDOW):
+        if i in (LIVE_WINDOW // 2, 3 * LIVE_WINDOW // 2):
+            t += 5.0  # an evaluation between steps: 5 s
+        s.apply(Step(7, i, t, t + 0.01, 0.0, 0.004, 0.001))
+        t += 0.01
+    live = s.snapshot(now=t).steps
+    assert close(live.steps_per_s, 100.0, 1e-9)
+    assert close(live.wall_steps_per_s, LIVE_WINDOW / (LIVE_WINDOW * 0.01 + 5.0), 1e-9)
+    whole = s.snapshot(window=None).steps
+    assert close(whole.wall_steps_per_s, 2 * LIVE_WINDOW / (2 * LIVE_WINDOW * 0.01 + 10.0), 1e-9)
+    last = s.snapshot(now=t, window=100).steps  # no evaluation among the last 100
+    assert close(last.wall_steps_per_s, 100.0, 1e-9)
+    rep = build_report(s.snapshot(window=None))["steps"]
+    assert rep["wall_steps_per_s"] == round(whole.wall_steps_per_s, 3)

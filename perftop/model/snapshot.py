@@ -113,7 +113,8 @@ class StepStats:
     pid: int | None = None
     rank: int | None = None
     count: int = 0
-    steps_per_s: float | None = None
+    steps_per_s: float | None = None  # over the steps' own time: time between them left out
+    wall_steps_per_s: float | None = None  # over the wall time, time between steps included
     p50: float | None = None
     p95: float | None = None
     max: float | None = None

@@ -25,6 +25,12 @@ STEP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.
 SKETCHED = ("step", "data", "forward/other", "backward", "optimizer", "own")
 
 
+def overall_differs(rate: float | None, wall: float | None) -> bool:
+    """Whether the rate over wall time (``wall_steps_per_s``: the time between steps in it)
+    is worth showing beside the rate over the steps' own time: 2% lower or more."""
+    return rate is not None and wall is not None and wall < 0.98 * rate
+
+
 class StepSeries:
     """All steps of one process in bounded memory. Appending is O(1); a live snapshot costs
     O(window), a whole-run one O(window + sketch buckets)."""
@@ -33,6 +39,7 @@ class StepSeries:
         "pid",
         "count",
         "durations",
+        "starts",
         "data",
         "backward",
         "optimizer",
@@ -58,6 +65,7 @@ class StepSeries:
         self.count = 0  # steps in the whole run
         # Rings of the last LIVE_WINDOW steps: entry i % LIVE_WINDOW holds step i.
         self.durations = array("d")
+        self.starts = array("d")  # each step's t0: the window's wall span (wall_steps_per_s)
         self.data = array("d")
         self.backward = array("d")
         self.optimizer = array("d")
@@ -128,6 +136,7 @@ class StepSeries:
             self.unseen_at = n + 1
         if n < LIVE_WINDOW:
             self.durations.append(d)
+            self.starts.append(t0)
             self.data.append(data)
             self.backward.append(backward)
             self.optimizer.append(optimizer)
@@ -136,6 +145,7 @@ class StepSeries:
         else:
             i = n % LIVE_WINDOW
             self.durations[i] = d
+            self.starts[i] = t0
             self.data[i] = data
             self.backward[i] = backward
             self.optimizer[i] = optimizer
@@ -205,6 +215,16 @@ class StepSeries:
             return tuple(c[start:i].tolist() for c in cols)
         return tuple(c[start:].tolist() + c[:i].tolist() for c in cols)
 
+    def _wall_rate(self, count: int) -> float | None:
+        """The last ``count`` steps over the wall time from the first one's start to the
+        last one's end: the time between them (an evaluation, a checkpoint) counts, as in
+        the rate a library's own counter gives (the HF Trainer's ``train_steps_per_second``)."""
+        n, last = self.count, self.last_t1
+        t0 = self.first_t0 if count >= n else self.starts[(n - count) % LIVE_WINDOW]
+        if t0 is None or last is None or last <= t0:
+            return None
+        return count / (last - t0)
+
     def _bin(self) -> None:
         """Bring the whole-run histogram, sums and sketches up to date: each step is binned
         once, in batches (at snapshot time, or before the ring overwrites it), so adding a
@@ -268,6 +288,7 @@ class StepSeries:
             rank=rank,
             count=n,
             steps_per_s=(count / total) if total > 0 else None,
+            wall_steps_per_s=self._wall_rate(count),
             p50=p50,
             p95=p95,
             max=top,

@@ -27,7 +27,8 @@ from perftop.replay.checkpoint import Checkpoint
 SUFFIX = ".index"
 MAGIC = b"PERFTOP-INDEX\x00\x01\n"
 TRAILER = struct.Struct("<QQ16s")  # table offset, table length, MAGIC
-VERSION = 6  # 6: the model's reducers and rows moved to modules of their own (pickled paths)
+VERSION = 7  # 6: the model's reducers and rows moved to modules of their own (pickled paths);
+# 7: a step series keeps its steps' starts
 PROBE = 1 << 16  # bytes of the recording's head and tail whose CRCs identify it
 
 

@@ -120,6 +120,7 @@ def _steps(s: StepStats) -> dict[str, Any]:
         "rank": s.rank,
         "step_time_s": {"p50": rounded(s.p50), "p95": rounded(s.p95), "max": rounded(s.max)},
         "steps_per_s": rounded(s.steps_per_s, 3),
+        "wall_steps_per_s": rounded(s.wall_steps_per_s, 3),
         "phases_s": {k: rounded(v) for k, v in s.phase_p50.items()},
         "data_wait_fraction": rounded(s.data_wait_fraction, 4),
         "data_wait_source": s.data_wait_source,

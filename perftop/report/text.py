@@ -9,6 +9,7 @@ from perftop.fmt import NA, fraction, loader_label, seconds, table
 from perftop.fmt import command as command_line
 from perftop.model import Snapshot
 from perftop.model.between import OVERLAPPED, pass_text
+from perftop.model.steps import overall_differs
 from perftop.model.trainers import whose
 from perftop.report.build import cut_short, cut_short_text
 from perftop.report.captures import capture_lines
@@ -50,8 +51,11 @@ def render(r: dict[str, Any]) -> str:
                 f"{tps if tps is not None else NA} steps/s {how} (each under Ranks)"
             )
             of = whose(s["pid"], [rk["pid"] for rk in r["ranks"] if rk["steps"]]) + ": "
+        wall = s.get("wall_steps_per_s")  # absent in a report of an older perftop
+        shown = overall_differs(sps, wall) and not s.get("trainers")
+        overall = f" ({wall}/s overall)" if shown else ""
         out.append(
-            f"  {of}{s['count']} steps, {sps if sps is not None else NA} steps/s, "
+            f"  {of}{s['count']} steps, {sps if sps is not None else NA} steps/s{overall}, "
             f"step time p50 {seconds(st['p50'])}  p95 {seconds(st['p95'])}  "
             f"max {seconds(st['max'])}"
         )

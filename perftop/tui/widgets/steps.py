@@ -11,6 +11,7 @@ from rich.text import Text
 from perftop.model import Snapshot
 from perftop.model.between import OVERLAPPED
 from perftop.model.snapshot import PHASES, BetweenRow, StepRow, StepStats
+from perftop.model.steps import overall_differs
 from perftop.model.trainers import rate_together, whose
 from perftop.safe import visible_line
 from perftop.tui import fmt
@@ -131,6 +132,9 @@ def stats_line(s: StepStats, compact: bool = False, trainers: tuple[StepStats, .
             t.append(" (" + " + ".join(f"{r.count:,}" for r in trainers) + ")", style="dim")
     t.append(gap)
     t.append(fmt.num(rate, "{:.1f}") + "/s", style="bold")
+    wall = s.wall_steps_per_s
+    if not trainers and not compact and overall_differs(rate, wall):
+        t.append(f" ({fmt.num(wall, '{:.1f}')}/s overall)", style="dim")
     if trainers and not compact:
         t.append(f"{gap}{whose(s.pid, [r.pid for r in trainers])}", style="dim")
     shown = (("p50", s.p50), ("p95", s.p95)) + (() if compact else (("max", s.max),))
