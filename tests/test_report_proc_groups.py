@@ -39,3 +39,19 @@ def test_three_generations_of_a_worker_are_one_row() -> None:
 def test_without_restarts_nothing_changes() -> None:
     procs = [proc(1, None), proc(2, 0), proc(3, 1)]
     assert grouped(procs) == procs
+
+
+def test_a_process_the_probes_never_saw_is_said_to_be_so() -> None:
+    """A loader's worker known from the hook only (it ended before the probes' first look,
+    a short evaluation's): its N/A columns get their reason below the table; a process
+    seen once (no CPU figure yet) is no such row."""
+    from perftop.report.probes_json import PROC_KEYS
+    from perftop.report.text_probes import processes_table
+
+    seen_once = {**proc(3, 1, name="python", cpu_percent_avg=None, cpu_percent_max=None)}
+    assert "never saw" not in processes_table([proc(1, None, name="python"), seen_once])
+    never = {**proc(2, 0, loader=3), **dict.fromkeys(PROC_KEYS), "name": "", "cmdline": ""}
+    text = processes_table([proc(1, None, name="python"), never])
+    row = next(ln for ln in text.splitlines() if ln.split()[:1] == ["2"])
+    assert row.count("N/A") == 8, row
+    assert "N/A in every column: the probes never saw that process" in text

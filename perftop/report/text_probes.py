@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from perftop.fmt import NA, loader_suffix, nbytes, number, percent, process_label, table
+from perftop.report.probes_json import PROC_KEYS
 from perftop.report.proc_groups import grouped
 
 
@@ -40,6 +41,11 @@ def processes_table(procs: list[dict[str, Any]]) -> str:
             for p in procs
         ],
     )  # fmt: skip
+    if any(unseen(p) for p in procs):
+        rows += (
+            "\n  N/A in every column: the probes never saw that process (it ended before "
+            "their first look at it, as a short evaluation's loader workers may)"
+        )
     many = [p["processes"] for p in procs if "processes" in p]
     if not many:
         return rows
@@ -49,6 +55,11 @@ def processes_table(procs: list[dict[str, Any]]) -> str:
         "range of their CPU averages, their highest maxima, the first one's USS at its start "
         "and the last one's at its end, their reads and writes summed (--json lists each)"
     )
+
+
+def unseen(p: dict[str, Any]) -> bool:
+    """A process the probes never sampled: known from the hook only (a loader's worker)."""
+    return not p.get("name") and all(p.get(k) is None for k in PROC_KEYS)
 
 
 def _avg(p: dict[str, Any]) -> str:
