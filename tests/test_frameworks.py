@@ -31,6 +31,10 @@ def test_hf_trainer_gradient_accumulation_and_evaluation(tmp_path, monkeypatch):
     r = _run(tmp_path, "hf_trainer.py")
     s = r["steps"]
     assert s["count"] == 6  # optimizer steps, not the 24 micro-batches
+    # Its 4 micro-batches are fetched before each step's first forward (get_batch_samples):
+    # the DataLoader's wait, not a feeder's before forward (which the input-bound hint
+    # does not take)
+    assert s["data_wait_source"] == "dataloader", s
     # Two evaluations (steps 3 and 6) and the checkpoint's torch.save calls, between steps.
     assert s["between_s"]["eval"]["count"] == 2
     assert s["between_s"]["checkpoint"]["count"] == 1
