@@ -12,7 +12,7 @@ import pytest
 
 from perftop.events import Between, Step
 from perftop.recording import read_events
-from tests.helpers import WORKLOADS, run_and_report
+from tests.helpers import WORKLOADS, perftop, run_and_report
 
 
 def _run(tmp_path, script: str) -> dict:
@@ -35,22 +35,30 @@ def test_hf_trainer_gradient_accumulation_and_evaluation(tmp_path, monkeypatch):
     # the DataLoader's wait, not a feeder's before forward (which the input-bound hint
     # does not take)
     assert s["data_wait_source"] == "dataloader", s
-    # Two evaluations (steps 3 and 6) and the checkpoint's torch.save calls, between steps.
-    assert s["between_s"]["eval"]["count"] == 2
+    # Three evaluations (steps 2, 4 and 6) and the checkpoint's torch.save calls, between
+    # steps.
+    assert s["between_s"]["eval"]["count"] == 3
     assert s["between_s"]["checkpoint"]["count"] == 1
     assert s["phases_s"]["backward"] > 0 and s["phases_s"]["forward/other"] > 0
     # An evaluation pass takes several steps' time: none of it sits in a step.
     assert s["step_time_s"]["max"] < 3 * s["step_time_s"]["p50"] + 0.5
-    # The rate over wall time holds the evaluation after step 3 (the one after step 6 and
+    # The rate over wall time holds the evaluations after steps 2 and 4 (the one after step 6 and
     # the checkpoint come after the last step's end): the span from the first step's start
     # to the last one's end is the steps' own time, that pass and at most the rest
     steps_s, span = s["count"] / s["steps_per_s"], s["count"] / s["wall_steps_per_s"]
-    first_eval = next(
+    evals = [
         e.length for e in read_events(str(tmp_path / "r.perftop"))
         if isinstance(e, Between) and e.kind == "eval"
-    )  # fmt: skip
+    ]  # fmt: skip
     between = sum(b["total_s"] for b in s["between_s"].values())
-    assert steps_s + 0.95 * first_eval <= span <= steps_s + between + 0.05, (span, steps_s, s)
+    assert steps_s + 0.95 * sum(evals[:2]) <= span <= steps_s + between + 0.05, (span, s)
+    # Each evaluation's DataLoader is made anew: the three are one run (the training
+    # loader, iterated from the first step on, none of it), one row of the text report
+    loaders = {ld["loader_id"]: ld["remade_from"] for ld in r["loaders"]}
+    assert loaders == {0: None, 1: 1, 2: 1, 3: 1}, r["loaders"]
+    text = perftop("report", str(tmp_path / "r.perftop"), cwd=tmp_path).stdout
+    rows = text.split("DataLoaders\n", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
+    assert [row.split()[1] for row in rows[:2]] == ["L0", "L1–L3"] and "×3" in rows[1], rows
 
 
 def test_lightning_closure_phases_and_validation(tmp_path):

@@ -49,9 +49,43 @@ def test_a_process_the_probes_never_saw_is_said_to_be_so() -> None:
     from perftop.report.text_probes import processes_table
 
     seen_once = {**proc(3, 1, name="python", cpu_percent_avg=None, cpu_percent_max=None)}
-    assert "never saw" not in processes_table([proc(1, None, name="python"), seen_once])
+    assert "never saw" not in processes_table([proc(1, None, name="python"), seen_once], [])
     never = {**proc(2, 0, loader=3), **dict.fromkeys(PROC_KEYS), "name": "", "cmdline": ""}
-    text = processes_table([proc(1, None, name="python"), never])
+    text = processes_table([proc(1, None, name="python"), never], [])
     row = next(ln for ln in text.splitlines() if ln.split()[:1] == ["2"])
     assert row.count("N/A") == 8, row
     assert "N/A in every column: the probes never saw that process" in text
+
+
+def test_the_workers_of_a_run_of_loaders_made_anew_are_one_row_per_worker_index() -> None:
+    """The HF Trainer's evaluation makes a new DataLoader each time: the workers of a run
+    of them (loader_runs.py) are one row per worker index across the loaders, named by the
+    run; its figures are those the probes read (the first worker ended unseen); the
+    training loader's workers stay rows of their own."""
+    from perftop.report.loader_runs import runs_of
+    from perftop.report.probes_json import PROC_KEYS
+    from perftop.report.text_probes import processes_table
+
+    def loader(i: int, head: int | None) -> dict:
+        return {"pid": 1, "loader_id": i, "host": "", "remade_from": head}
+
+    loaders = [loader(0, None), *(loader(i, 1) for i in (1, 2, 3)), loader(4, None)]
+    unseen = {**dict.fromkeys(PROC_KEYS), "name": "", "cmdline": ""}
+    procs = [
+        proc(1, None, name="python"),
+        proc(2, 0, name="python"),  # the training loader's worker 0
+        {**proc(10, 0, loader=1), **unseen},
+        proc(12, 0, loader=2, name="python", avg=7.0),
+        proc(13, 1, loader=2, name="python"),
+        proc(14, 0, loader=3, name="python", avg=3.0),
+        proc(20, 0, loader=4, name="python"),  # another loader, in no run
+    ]
+    rows = grouped(procs, runs_of(loaders))
+    assert [r["pid"] for r in rows] == [1, 2, 10, 13, 20]
+    run0 = rows[2]
+    assert run0["processes"] == 3 and run0["loader_run"] == "L1–L3 ×3"
+    assert run0["cpu_percent_avg_range"] == (3.0, 7.0) and run0["name"] == "python"
+    assert (run0["uss_bytes_first"], run0["uss_bytes_last"]) == (12, 15)  # those read
+    text = processes_table(procs, loaders)
+    assert any(ln.split()[:2] == ["3", "pids"] and "0·L1–L3" in ln for ln in text.splitlines())
+    assert "never saw" not in text  # the row's other pids were seen

@@ -127,6 +127,7 @@ class StepStats:
     last_t: float | None = None
     recent: tuple[StepRow, ...] = ()
     first_t: float | None = None  # its first step's start (the whole run's, not the window's)
+    first_end_t: float | None = None  # ... and its end (report: loaders made after it)
     host: str = ""  # the node this process runs on (a collector sees many)
     own_p50: float | None = None  # median of step time outside backward(): the rank's own work
     sync_count: int = 0  # host-device sync events this process reported (all kinds)

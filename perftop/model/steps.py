@@ -48,6 +48,7 @@ class StepSeries:
         "recent",
         "gpu",
         "first_t0",
+        "first_t1",
         "last_t1",
         "gap_kind",
         "hist",
@@ -74,6 +75,7 @@ class StepSeries:
         self.recent: deque[StepRow] = deque(maxlen=RECENT_ROWS)
         self.gpu: dict[int, float] = {}
         self.first_t0: float | None = None
+        self.first_t1: float | None = None
         self.last_t1: float | None = None
         self.gap_kind = ""  # time outside training steps came before the next step
         self.hist = [0] * (len(STEP_BUCKETS) + 1)
@@ -153,7 +155,7 @@ class StepSeries:
             self.own[i] = d - backward
         self.count = n + 1
         if self.first_t0 is None:
-            self.first_t0 = t0
+            self.first_t0, self.first_t1 = t0, t1
         self.last_t1 = t1
         if not row:
             self.gap_kind = ""
@@ -298,6 +300,7 @@ class StepSeries:
             last_t=self.last_t1,
             recent=tuple(self.recent),
             first_t=self.first_t0,
+            first_end_t=self.first_t1,
             host=host,
             own_p50=own_p50,
             sync_count=syncs,

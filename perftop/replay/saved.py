@@ -27,8 +27,8 @@ from perftop.replay.checkpoint import Checkpoint
 SUFFIX = ".index"
 MAGIC = b"PERFTOP-INDEX\x00\x01\n"
 TRAILER = struct.Struct("<QQ16s")  # table offset, table length, MAGIC
-VERSION = 7  # 6: the model's reducers and rows moved to modules of their own (pickled paths);
-# 7: a step series keeps its steps' starts
+VERSION = 8  # 6: the model's reducers and rows moved to modules of their own (pickled paths);
+# 7: a step series keeps its steps' starts; 8: and its first step's end
 PROBE = 1 << 16  # bytes of the recording's head and tail whose CRCs identify it
 
 

@@ -20,6 +20,7 @@ from perftop.model.trainers import one_after_another, rate_over_run, span
 from perftop.recording import ReadStats, read_events
 from perftop.report.captures import captures_json
 from perftop.report.comm import comm_json, hangs_json, rank_comm
+from perftop.report.loader_runs import runs
 from perftop.report.probes_json import gpus_json, host_json, loader_json, process_json
 from perftop.report.stacks import stacks_json, stalls_json
 from perftop.report.sync import sync_json
@@ -64,7 +65,7 @@ def build_report(snap: Snapshot, stats: ReadStats | None = None) -> dict[str, An
         "comm": comm_json(snap),
         "hangs": hangs_json(snap),
         "processes": [process_json(snap, r) for r in snap.roles],
-        "loaders": [loader_json(ld) for ld in snap.loaders],
+        "loaders": _loaders(snap),
         "host": host_json(snap),
         "gpus": gpus_json(snap),
         "gpu_note": snap.gpu_note,
@@ -96,6 +97,11 @@ def build_report(snap: Snapshot, stats: ReadStats | None = None) -> dict[str, An
             for n in snap.nodes
         ],
     }
+
+
+def _loaders(snap: Snapshot) -> list[dict[str, Any]]:
+    run = runs(snap)
+    return [loader_json(ld, run.get((ld.host, ld.pid, ld.loader_id))) for ld in snap.loaders]
 
 
 def cut_short(snap: Snapshot) -> tuple[int, ...]:

@@ -47,7 +47,9 @@ def _probe_figures(p: ProcRow | None) -> dict[str, Any]:
     return out
 
 
-def loader_json(ld: Any) -> dict[str, Any]:
+def loader_json(ld: Any, remade_from: int | None = None) -> dict[str, Any]:
+    """A loader's settings and workers; ``remade_from``: the first loader of its run of
+    loaders made anew alike (loader_runs.py), or None."""
     return {
         "pid": ld.pid,
         "loader_id": ld.loader_id,
@@ -62,6 +64,7 @@ def loader_json(ld: Any) -> dict[str, Any]:
         "start_method": ld.start_method or None,
         "starts": len(ld.starts),
         "grad_enabled": ld.grad,
+        "remade_from": remade_from,
     }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from perftop.fmt import NA, fraction, loader_label, seconds, table
+from perftop.fmt import NA, fraction, seconds, table
 from perftop.fmt import command as command_line
 from perftop.model import Snapshot
 from perftop.model.between import OVERLAPPED, pass_text
@@ -16,7 +16,7 @@ from perftop.report.captures import capture_lines
 from perftop.report.comm import collective_lines, hang_lines, hang_notice
 from perftop.report.stacks import stack_lines
 from perftop.report.sync import no_sync_lines, sync_lines
-from perftop.report.text_probes import gpu_lines, host_lines, processes_table
+from perftop.report.text_probes import gpu_lines, host_lines, loaders_table, processes_table
 
 
 def render(r: dict[str, Any]) -> str:
@@ -134,41 +134,11 @@ def render(r: dict[str, Any]) -> str:
     if r["loaders"]:
         out.append("")
         out.append("DataLoaders")
-        out.append(
-            table(
-                [
-                    "pid",
-                    "loader",
-                    "dataset",
-                    "grad",
-                    "workers",
-                    "start",
-                    "batch",
-                    "pin",
-                    "prefetch",
-                    "persistent",
-                ],  # fmt: skip
-                [
-                    [
-                        f"{ld['host']}:{ld['pid']}" if ld.get("host") else str(ld["pid"]),
-                        loader_label(ld.get("loader_id")),
-                        ld["dataset"],
-                        _s({True: "on", False: "off"}.get(ld.get("grad_enabled"))),
-                        str(ld["num_workers"]),
-                        _s(ld.get("start_method")),
-                        _s(ld["batch_size"]),
-                        _yn(ld["pin_memory"]),
-                        _s(ld["prefetch_factor"]),
-                        _yn(ld["persistent_workers"]),
-                    ]
-                    for ld in r["loaders"]
-                ],
-            )
-        )
+        out.append(loaders_table(r["loaders"]))
     if r["processes"]:
         out.append("")
         out.append("Processes")
-        out.append(processes_table(r["processes"]))
+        out.append(processes_table(r["processes"], r["loaders"]))
     out.extend(host_lines(r.get("host") or {}))
     out.extend(gpu_lines(r.get("gpus") or [], r.get("gpu_note", "")))
     out.extend(sync_lines(r["sync_events"]) or no_sync_lines(r.get("sync_watch") or {}))
@@ -261,7 +231,3 @@ def summary(snap: Snapshot, record: Path | None, record_error: str | None = None
 
 def _s(x: Any) -> str:
     return "-" if x is None else str(x)
-
-
-def _yn(x: bool) -> str:
-    return "yes" if x else "no"

@@ -3,22 +3,72 @@ tables rendered from the JSON report (so text and JSON always agree)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from perftop.fmt import NA, loader_suffix, nbytes, number, percent, process_label, table
+from perftop.fmt import (
+    NA,
+    loader_label,
+    loader_suffix,
+    nbytes,
+    number,
+    percent,
+    process_label,
+    table,
+)
+from perftop.report.loader_runs import run_label, runs_of
 from perftop.report.probes_json import PROC_KEYS
 from perftop.report.proc_groups import grouped
 
+_GRAD: dict[Any, str] = {True: "on", False: "off"}
 
-def processes_table(procs: list[dict[str, Any]]) -> str:
+
+def loaders_table(loaders: Sequence[dict[str, Any]]) -> str:
+    """One row per loader; a run of loaders made anew alike (an evaluation's, at every
+    evaluation: loader_runs.py) is one row where its first one was, said below."""
+    run = runs_of(loaders)
+    rows = []
+    for ld in loaders:
+        head = ld.get("remade_from")
+        members = run.get((ld.get("host") or "", ld["pid"], head)) if head is not None else None
+        if members is not None and members[0] is not ld:
+            continue
+        rows.append(
+            [
+                f"{ld['host']}:{ld['pid']}" if ld.get("host") else str(ld["pid"]),
+                run_label(members) if members else loader_label(ld.get("loader_id")),
+                ld["dataset"],
+                _s(_GRAD.get(ld.get("grad_enabled"))),
+                str(ld["num_workers"]),
+                _s(ld.get("start_method")),
+                _s(ld["batch_size"]),
+                _yn(ld["pin_memory"]),
+                _s(ld["prefetch_factor"]),
+                _yn(ld["persistent_workers"]),
+            ]
+        )
+    text = table(
+        ["pid", "loader", "dataset", "grad", "workers", "start", "batch", "pin", "prefetch",
+         "persistent"],
+        rows,
+    )  # fmt: skip
+    if not run:
+        return text
+    return text + (
+        "\n  ×N: loaders made anew with the same settings, each iterated once, after the "
+        "first training step (an evaluation's, made at each evaluation); --json lists each"
+    )
+
+
+def processes_table(procs: list[dict[str, Any]], loaders: Sequence[dict[str, Any]] = ()) -> str:
     """One row per process: its role and what it is (its script, title or program: Ray's
     daemons are not anonymous "other" rows), then CPU and memory over the run; where a collector
     merged nodes, each pid is prefixed with its host (pids repeat across hosts). A loader's
-    workers started anew each epoch are one row per worker index (proc_groups.py), said
-    below the table."""
+    workers started anew each epoch, and those of a run of loaders made anew alike, are one
+    row per worker index (proc_groups.py), said below the table."""
     if any(p.get("host") for p in procs):
         procs = [{**p, "pid": f"{p['host']}:{p['pid']}"} for p in procs]
-    procs = grouped(procs)
+    procs = grouped(procs, runs_of(loaders))
     rows = table(
         ["pid", "role", "command", "rank", "worker", "cpu avg", "cpu max", "rss max",
          "pss max", "uss first", "uss last", "read", "written"],
@@ -28,7 +78,7 @@ def processes_table(procs: list[dict[str, Any]]) -> str:
                 p["role"],
                 process_label(p.get("name") or "", p.get("cmdline") or "", 32) or "-",
                 _s(p["rank"]),
-                _s(p["worker_id"]) + loader_suffix(p.get("loader_id")),
+                _s(p["worker_id"]) + _loader(p),
                 _avg(p),
                 percent(p.get("cpu_percent_max")),
                 nbytes(p.get("rss_bytes_max")),
@@ -43,18 +93,26 @@ def processes_table(procs: list[dict[str, Any]]) -> str:
     )  # fmt: skip
     if any(unseen(p) for p in procs):
         rows += (
-            "\n  N/A in every column: the probes never saw that process (it ended before "
-            "their first look at it, as a short evaluation's loader workers may)"
+            "\n  N/A in every column: the probes never saw that process, or any of a row's "
+            "pids (each ended before their first look at it, as a short evaluation's loader "
+            "workers may)"
         )
     many = [p["processes"] for p in procs if "processes" in p]
     if not many:
         return rows
     return rows + (
         f"\n  N pids: a worker started anew each epoch and for each pass over its loader "
-        f"(not persistent_workers): its {sum(many)} processes in {len(many)} rows, with the "
-        "range of their CPU averages, their highest maxima, the first one's USS at its start "
-        "and the last one's at its end, their reads and writes summed (--json lists each)"
+        f"(not persistent_workers), or by each loader of a run (×N above): its {sum(many)} "
+        f"processes in {len(many)} rows, with the "
+        "range of their CPU averages, their highest maxima, the first sampled one's USS at its "
+        "start and the last sampled one's at its end, their reads and writes summed (--json lists each)"
     )
+
+
+def _loader(p: dict[str, Any]) -> str:
+    """``·L1``, or ``·L1–L40`` for a row of a run's workers (its count is in the pid column)."""
+    run = p.get("loader_run")
+    return "·" + run.split(" ×")[0] if run else loader_suffix(p.get("loader_id"))
 
 
 def unseen(p: dict[str, Any]) -> bool:
@@ -117,3 +175,7 @@ def gpu_lines(gpus: list[dict[str, Any]], note: str) -> list[str]:
 
 def _s(x: Any) -> str:
     return "-" if x is None else str(x)
+
+
+def _yn(x: bool) -> str:
+    return "yes" if x else "no"

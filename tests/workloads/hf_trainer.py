@@ -1,6 +1,6 @@
 """The HF Trainer on a tiny GPT-2 built from a config (nothing downloaded): gradient
-accumulation over 4 micro-batches, an evaluation every 3 optimizer steps, a checkpoint
-at step 6. Prints ``steps N`` with the Trainer's optimizer steps."""
+accumulation over 4 micro-batches, an evaluation every 2 optimizer steps (each over a
+DataLoader the Trainer makes anew), a checkpoint at step 6. Prints ``steps N`` with the Trainer's optimizer steps."""
 
 import os
 import sys
@@ -37,7 +37,7 @@ args = TrainingArguments(
     gradient_accumulation_steps=4,
     max_steps=6,
     eval_strategy="steps",
-    eval_steps=3,
+    eval_steps=2,
     save_strategy="steps",
     save_steps=6,
     logging_strategy="no",
