@@ -86,3 +86,15 @@ def test_workers_that_exited_a_while_ago_leave_the_live_view(tmp_path: Path) -> 
     assert not live & old and shown <= live, (live, old, shown, recent)
     assert {r.pid for r in s.snapshot(window=None).roles if r.role == "worker"} == set(last)
     assert sum(p["role"] == "worker" for p in report["processes"]) == 20
+    # While the job runs, a listed worker whose own last report said it exited is not
+    # counted as running (the header's "+N workers", the panel's "(N ended)")
+    from perftop.events import JobExit
+
+    cut = max(i for i, ev in enumerate(events) if isinstance(ev, WorkerStats) and ev.final)
+    s = Session()
+    s.apply_all(ev for ev in events[: cut + 1] if not isinstance(ev, JobExit))
+    snap = s.snapshot()
+    listed = {r.pid for r in snap.roles if r.role == "worker"}
+    ended = {ev.pid for ev in events[: cut + 1] if isinstance(ev, WorkerStats) and ev.final}
+    assert listed & ended, (listed, ended)  # an exited worker is still listed a few seconds
+    assert snap.running_workers() == len(listed - ended), (listed, ended)

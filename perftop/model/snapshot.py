@@ -310,6 +310,17 @@ class Snapshot:
             return ()
         return tuple(trainers)
 
+    def running_workers(self) -> int:
+        """DataLoader workers now: while the job runs, an exited one (still listed a few
+        seconds, struck through; a loader made anew each evaluation leaves many) is not."""
+        gone = (
+            {(p.host, p.pid) for p in self.processes if not p.alive}
+            | {("", w.pid) for w in self.workers if w.exited}
+            if self.meta.exit_code is None
+            else set()
+        )
+        return sum(1 for r in self.roles if r.role == "worker" and (r.host, r.pid) not in gone)
+
     def probe_stopped(self, probe: str) -> str:
         """Why ``probe`` stopped ("" while it works): its panel says so."""
         return next((why for name, why in self.probes_stopped if name == probe), "")

@@ -95,16 +95,9 @@ class HeaderBar(QuietStatic):
                 line2.append(" " + ",".join(str(p) for p in short[:3]))
                 line2.append("…" if len(short) > 3 else "")
             line2.append(" (last steps missing)", style="yellow")
-        # While the job runs, its workers now: an exited one stays in the Processes table
-        # a few seconds (struck through), and a loader without persistent workers starts
-        # new ones each epoch, which counted twice here.
-        gone = (
-            {(p.host, p.pid) for p in snap.processes if not p.alive}
-            | {("", w.pid) for w in snap.workers if w.exited}
-            if m.exit_code is None
-            else set()
-        )
-        workers = sum(1 for r in snap.roles if r.role == "worker" and (r.host, r.pid) not in gone)
+        # While the job runs, its workers now (a loader without persistent workers starts
+        # new ones each epoch, which counted twice here)
+        workers = snap.running_workers()
         if workers:
             line2.append(f" +{workers} workers", style="dim")
         line2.append("  dropped ", style="dim")

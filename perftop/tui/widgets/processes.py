@@ -156,14 +156,16 @@ class ProcessesPanel(Panel):
         # not made and compared again (the table keeps its rows, sort and cursor).
         stopped = snap.probe_stopped("procs")
         gone = tuple((w.pid, w.ppid) for w in snap.workers if w.exited)  # all procs() reads
-        key = (snap.processes, snap.roles, gone, stopped)
+        key = (snap.processes, snap.roles, gone, stopped, snap.meta.exit_code is None)
         if key == self._shown:
             return
         self._shown = key
         self.table.set_first(First(procs(snap), row_values, _cells, FIRST))
         n = len(snap.roles)
         workers = sum(1 for r in snap.roles if r.role == "worker")
-        self.border_subtitle = f"{n} procs · {workers} workers" if n else "no processes yet"
+        now = snap.running_workers()
+        ended = f" ({workers - now} ended)" if workers > now else ""
+        self.border_subtitle = f"{n} procs · {workers} workers{ended}" if n else "no processes yet"
         if self.table.left_out:
             self.border_subtitle += f" · the first {FIRST} listed (s sorts)"
         if stopped:
