@@ -43,9 +43,10 @@ def _settings(ld: Loader) -> tuple[Any, ...]:
 
 def runs(snap: Snapshot) -> dict[Key, int]:
     """Each loader in a run, mapped to the id of its run's first loader (the lowest)."""
-    # a loader's host is set only where a collector merged nodes; a step series' always
-    first_step = {(s.host if ld_host else "", s.pid): s.first_end_t
-                  for s in (snap.steps, *snap.ranks) for ld_host in (False, True)}  # fmt: skip
+    # a loader's host is set only where a collector merged nodes, a step series' always
+    first_step: dict[tuple[str, int | None], float | None] = {}
+    for s in (snap.steps, *snap.ranks):
+        first_step[(s.host, s.pid)] = first_step[("", s.pid)] = s.first_end_t
     alike: dict[tuple[Any, ...], list[Loader]] = {}
     for ld in snap.loaders:
         ended = first_step.get((ld.host, ld.pid))

@@ -7,7 +7,8 @@ place (host, rank, loader, worker index; the loaders of a run made anew alike ar
 loader, loader_runs.py) are one row where there were at least
 :data:`GROUP_FROM` of them, its figures each process's figures taken together: the range of
 their CPU averages, the highest of their maxima, the first sampled one's USS at its start
-and the last sampled one's at its end, their reads and writes summed. ``--json`` keeps every process.
+and the last sampled one's at its end, their reads and writes summed. ``--json`` keeps
+every process.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ def _place(p: dict[str, Any], heads: dict[Key, int]) -> tuple[Any, ...] | None:
     if p.get("role") != "worker" or p.get("worker_id") is None:
         return None
     loader = p.get("loader_id")
-    loader = heads.get((p.get("host") or "", p.get("parent_pid") or 0, loader or 0), loader)
+    if loader is not None:  # a loader of a run: the run's first
+        loader = heads.get((p.get("host") or "", p.get("parent_pid") or 0, loader), loader)
     return (p.get("host"), p.get("rank"), p.get("parent_pid"), loader, p["worker_id"])
 
 
