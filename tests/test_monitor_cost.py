@@ -100,8 +100,9 @@ if child:
 
 @needs_uss
 def test_uss_of_a_fork_of_its_parent_is_read_at_every_tick_dear_or_not():
-    """A DataLoader worker's copy-on-write growth gets 1 s samples from its start, however
-    dear its reads (the worker-memory hint fits a line through them)."""
+    """A DataLoader worker's copy-on-write growth gets 1 s samples from its second tick (its
+    first read waits a tick: an HF evaluation's workers, gone within a second, cost no
+    read), however dear its reads (the worker-memory hint fits a line through them)."""
     proc = subprocess.Popen(
         [sys.executable, "-c", FORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
@@ -110,7 +111,11 @@ def test_uss_of_a_fork_of_its_parent_is_read_at_every_tick_dear_or_not():
     (child,) = psutil.Process(proc.pid).children()
     try:
         probe = ProcProbe(proc.pid, mem_budget=1e-9, mem_max_age_s=30.0)
+        assert _uss(probe, child.pid) is None  # first read a tick after it was seen
+        assert _uss(probe, proc.pid) is not None  # (its parent, no fork of its own: at once)
+        time.sleep(1.0)
         before = _uss(probe, child.pid)
+        assert before is not None
         for _ in range(2):
             proc.stdin.write("\n")
             proc.stdin.flush()
@@ -133,6 +138,7 @@ def test_uss_of_a_flat_fork_is_read_every_few_ticks_until_it_rises(monkeypatch):
 
     monkeypatch.setattr(procs, "MEM_FORK_FIRST_S", 0.0)
     monkeypatch.setattr(procs, "MEM_FORK_FLAT_S", 1.0)
+    monkeypatch.setattr(procs, "MEM_FORK_DEFER_S", 0.0)
     proc = subprocess.Popen(
         [sys.executable, "-c", FORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )

@@ -50,6 +50,11 @@ MEM_MOVING_BPS = 0.25 * 2**20
 # MEM_FORK_FIRST_S and while each read rises fast; flat, every MEM_FORK_FLAT_S until
 # MEM_FORK_WATCH_S (paced, ~7 s, its growth would reach the worker hint's fit late).
 MEM_FORK_WATCH_S, MEM_FORK_FIRST_S, MEM_FORK_FLAT_S = 30.0, 5.0, 3.0
+# ... and first read a tick after it was first seen, not at once: a loader's worker that
+# lives under a second (an HF Trainer's evaluation makes a new loader, new workers, each
+# time) costs no page-table walk (~9 ms for a torch process); one that lives on is read at
+# every tick from its second second (its USS then N/A for a tick, as a figure not yet read).
+MEM_FORK_DEFER_S = 0.9
 
 
 @dataclass(slots=True)
@@ -68,6 +73,7 @@ class _Tracked:
     mem_rises: int = 0  # reads in a row whose USS rose fast (see MEM_MOVING_BPS)
     fork_until: float | None = None  # a fork of its parent's program: watched (monotonic)
     fork_first: float = 0.0  # ... and read at every tick until then
+    seen_at: float = 0.0  # first seen (monotonic)
     execed: bool = False  # its program changed since it was first seen (a fork, then exec)
     # ticks left to read an empty command line again: one read between a fork and its exec
     # of a program of the same name (Ray's workers, a python starting python) is empty
@@ -159,7 +165,7 @@ class ProcProbe:
 
     def _track(self, pid: int, now: float) -> _Tracked:
         p = psutil.Process(pid)
-        tr = _Tracked(p, (pid, p.create_time()))
+        tr = _Tracked(p, (pid, p.create_time()), seen_at=now)
         with p.oneshot():
             tr.start = _start_ticks(p)
             tr.name = p.name()
@@ -179,9 +185,12 @@ class ProcProbe:
             return False
 
     def _mem_due(self, tr: _Tracked, now: float) -> bool:
-        """Whether to read its USS/PSS again: at its first sample, then when its share of
-        :data:`MEM_BUDGET` allows; staggered by pid (about as many reads at each tick)."""
-        if tr.mem is None or tr.mem_rises >= 2:
+        """Whether to read its USS/PSS again: at its first sample (a fork's, at its first a
+        tick later: :data:`MEM_FORK_DEFER_S`), then when its share of :data:`MEM_BUDGET`
+        allows; staggered by pid (about as many reads at each tick)."""
+        if tr.mem is None:  # a fork's first a tick on (a short-lived worker's never)
+            return tr.fork_until is None or now - tr.seen_at >= MEM_FORK_DEFER_S
+        if tr.mem_rises >= 2:
             return True
         if tr.fork_until is not None and (
             tr.mem_rises >= 1  # a fork: at every tick while it rises
