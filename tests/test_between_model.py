@@ -65,7 +65,7 @@ def test_the_panel_names_the_kind_that_took_longest_first():
 
 
 def test_a_narrow_panel_keeps_every_kinds_figures_before_the_names():
-    """An HF Trainer's evaluations are named by ``compute_loss (trainer.py:2172)``: at
+    """An HF Trainer's evaluations were named by ``compute_loss (trainer.py:2172)``: at
     160x48 the Steps panel's 78 columns cut the checkpoints' figures off. Where the line
     is wider than the panel, the names follow all the figures."""
     s = _session()

@@ -10,6 +10,8 @@ import os
 import sys
 from typing import Any
 
+from perftop.hook import frames
+
 # Where a no_grad region is torch's own housekeeping, not a pass over data: a module's
 # .to()/.cpu() (Module._apply), weight init, an optimizer's or clipping's internals.
 # A forward run by autograd (a Function's, activation checkpointing's recomputation) is a
@@ -25,6 +27,42 @@ _MAX_SITES = 4096  # sites remembered (code lines: a real loop has a handful)
 
 
 _ANON = frozenset(("<lambda>", "<genexpr>", "<listcomp>", "<dictcomp>", "<setcomp>"))
+_GENERATOR = 0x20  # inspect.CO_GENERATOR: a wrapper yielding a loader's batches
+
+
+def fetch_site() -> Any:
+    """Where a batch was fetched (a pass's first batch, pending: rare), as ``_site`` has
+    it: the first frame outside torch and perftop that is not a generator (a wrapper
+    yielding the loader's batches, accelerate's ``DataLoaderShard.__iter__``), so the
+    loop's function: the HF Trainer's ``evaluation_loop``. None where none is found."""
+    f: Any = sys._getframe(1)
+    kinds = _FILE_KINDS
+    for _ in range(16):
+        if f is None:
+            return None
+        code = f.f_code
+        kind = kinds.get(code.co_filename)
+        if kind is None:
+            kind = _file_kind(code.co_filename)
+        if kind == _USER and not code.co_flags & _GENERATOR:
+            return (code, f.f_lasti)
+        f = f.f_back
+    return None
+
+
+def loop_name(name: Any, fetched: Any) -> Any:
+    """The site that names a pass whose forward was made at ``name`` after a batch fetched
+    at ``fetched``: the fetching function where both are a library's functions in one file
+    and differ (the HF Trainer's evaluation makes its forward in ``compute_loss``, under
+    ``prediction_step``, in ``evaluation_loop``'s loop over the batches: "evaluation_loop"
+    says what ran), else ``name`` (a script's own function, as Lightning's
+    ``validation_step``; ignite's ``evaluate_step``, whose engine loops in another file)."""
+    if name is None or fetched is None:
+        return name
+    code, loop = name[0], fetched[0]
+    if loop is code or loop.co_filename != code.co_filename:
+        return name
+    return fetched if frames.kind_of(code) == frames.LIBRARY else name
 
 
 def site() -> tuple[Any, Any]:

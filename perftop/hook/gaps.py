@@ -74,7 +74,7 @@ from typing import TYPE_CHECKING, Any
 from perftop.hook.gap_bounds import EVAL, _backward_bound, end, enter, worked_since, written
 from perftop.hook.gap_bounds import OVERLAPPED as OVERLAPPED  # read by steps.py here,
 from perftop.hook.gap_bounds import at_exit as at_exit  # as gaps.<name>
-from perftop.hook.gap_site import _MAX_SITES, _site
+from perftop.hook.gap_site import _MAX_SITES, _site, fetch_site
 from perftop.hook.pass_meter import ROLLOUT
 
 if TYPE_CHECKING:  # the tracker whose rare paths these are (no import at run time)
@@ -101,6 +101,7 @@ def reset(tr: Tracker) -> None:
     tr.batch_site = None
     tr.pend_got = False
     tr.pend_loader = None
+    tr.pend_site = None  # the function that fetched the pending batch (its pass's name)
     tr.region = None
     tr.cand = None  # (a forward's hook, retro): the pass a pending batch would open
     # a no_grad call site -> (step index where last met, after it, whether it was a pass)
@@ -164,6 +165,7 @@ def _batch_done(tr: Tracker, t1: float) -> None:
 def pend_fetch(tr: Tracker, t0: float, t1: float, got: bool, loader: Any) -> None:
     tr.pend = True
     tr.pend_t0, tr.pend_t1, tr.pend_got, tr.pend_loader = t0, t1, got, loader
+    tr.pend_site = fetch_site()
     _batch_done(tr, t1)
 
 

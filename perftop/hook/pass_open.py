@@ -124,7 +124,8 @@ class PassOpen(FeederWait):
         if site in self.step_sites:
             return False
         gap_forward.pend_batch(tr, self)
-        self.meter.start(t, site, name)
+        fetched = tr.pend_site if tr.pend else None  # (else the step's own batch)
+        self.meter.start(t, site, gap_site.loop_name(name, fetched))
         return True
 
     def env_seen(self) -> None:

@@ -87,6 +87,7 @@ class Tracker(Protocol):
     phases: dict[str, float] | None
     fetch_loader: Any
     pend_loader: Any
+    pend_site: Any  # the loop that fetched the pending batch (gap_site.fetch_site)
     grad_enabled: Any
     train_last: Any
     last_it: tuple[Any, ...] | None
