@@ -35,19 +35,7 @@ def fetch_site() -> Any:
     it: the first frame outside torch and perftop that is not a generator (a wrapper
     yielding the loader's batches, accelerate's ``DataLoaderShard.__iter__``), so the
     loop's function: the HF Trainer's ``evaluation_loop``. None where none is found."""
-    f: Any = sys._getframe(1)
-    kinds = _FILE_KINDS
-    for _ in range(16):
-        if f is None:
-            return None
-        code = f.f_code
-        kind = kinds.get(code.co_filename)
-        if kind is None:
-            kind = _file_kind(code.co_filename)
-        if kind == _USER and not code.co_flags & _GENERATOR:
-            return (code, f.f_lasti)
-        f = f.f_back
-    return None
+    return _first_user(sys._getframe(1), 16, _GENERATOR, False)
 
 
 def loop_name(name: Any, fetched: Any) -> Any:
@@ -89,18 +77,24 @@ def _site() -> Any:
     it); None where torch.nn or torch.optim code entered it (a module's ``.cpu()`` around
     a checkpoint, clipping, init: housekeeping). Per step in a loop without an optimizer
     (its update's region): each file's kind is looked up once."""
-    f: Any = sys._getframe(1)
+    return _first_user(sys._getframe(1), 12, 0, True)
+
+
+def _first_user(f: Any, depth: int, skip_flags: int, house_ends: bool) -> Any:
+    """(code, instruction) of the first of ``depth`` frames from ``f`` outward that is the
+    job's (a library's or the script's), none of whose code flags are in ``skip_flags``;
+    None where there is none, or where torch's housekeeping comes first (``house_ends``)."""
     kinds = _FILE_KINDS
-    for _ in range(12):
+    for _ in range(depth):
         if f is None:
             return None
         code = f.f_code
         kind = kinds.get(code.co_filename)
         if kind is None:
             kind = _file_kind(code.co_filename)
-        if kind == _USER:
+        if kind == _USER and not code.co_flags & skip_flags:
             return (code, f.f_lasti)  # the instruction: cheaper than its line
-        if kind == _HOUSE:
+        if kind == _HOUSE and house_ends:
             return None
         f = f.f_back
     return None
