@@ -83,7 +83,7 @@ def test_the_workers_of_a_run_of_loaders_made_anew_are_one_row_per_worker_index(
     rows = grouped(procs, runs_of(loaders))
     assert [r["pid"] for r in rows] == [1, 2, 10, 13, 20]
     run0 = rows[2]
-    assert run0["processes"] == 3 and run0["loader_run"] == "L1–L3 ×3"
+    assert run0["processes"] == 3 and run0["loader_run"] == "L1–L3"
     assert run0["cpu_percent_avg_range"] == (3.0, 7.0) and run0["name"] == "python"
     assert (run0["uss_bytes_first"], run0["uss_bytes_last"]) == (12, 15)  # those read
     text = processes_table(procs, loaders)

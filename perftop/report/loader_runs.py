@@ -73,7 +73,6 @@ def runs_of(loaders: Sequence[dict[str, Any]]) -> dict[Key, list[dict[str, Any]]
     return out
 
 
-def run_label(members: list[dict[str, Any]]) -> str:
-    """``L1–L40 ×40``: the run's first and last loaders and how many it holds."""
-    first, last = members[0]["loader_id"], members[-1]["loader_id"]
-    return f"L{first}–L{last} ×{len(members)}"
+def run_range(members: list[dict[str, Any]]) -> str:
+    """``L1–L40``: the run's first and last loaders (its count: ``len(members)``)."""
+    return f"L{members[0]['loader_id']}–L{members[-1]['loader_id']}"

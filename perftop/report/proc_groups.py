@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from perftop.report.loader_runs import Key, run_label
+from perftop.report.loader_runs import Key, run_range
 
 GROUP_FROM = 3  # processes in one place before they are one row
 
@@ -71,12 +71,12 @@ def grouped(
     """``procs`` in their order, the workers of one place (at least :data:`GROUP_FROM`;
     the report lists them in pid order, the order they started) as one row where the first
     of them was; a row that stands for several has ``processes``, their count,
-    ``cpu_percent_avg_range`` and ``loader_run`` (``L1–L40 ×40`` where its loaders were a
+    ``cpu_percent_avg_range`` and ``loader_run`` (``L1–L40`` where its loaders were a
     run of ``runs``, from ``loader_runs.runs_of``, else "")."""
     heads: dict[Key, int] = {}
     labels: dict[tuple[str, int, int], str] = {}
     for (host, pid, head), members in (runs or {}).items():
-        labels[(host, pid, head)] = run_label(members)
+        labels[(host, pid, head)] = run_range(members)
         heads.update({(host, pid, m["loader_id"]): head for m in members})
     places: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for p in procs:

@@ -16,7 +16,7 @@ from perftop.fmt import (
     process_label,
     table,
 )
-from perftop.report.loader_runs import run_label, runs_of
+from perftop.report.loader_runs import run_range, runs_of
 from perftop.report.probes_json import PROC_KEYS
 from perftop.report.proc_groups import grouped
 
@@ -36,7 +36,11 @@ def loaders_table(loaders: Sequence[dict[str, Any]]) -> str:
         rows.append(
             [
                 f"{ld['host']}:{ld['pid']}" if ld.get("host") else str(ld["pid"]),
-                run_label(members) if members else loader_label(ld.get("loader_id")),
+                (
+                    f"{run_range(members)} ×{len(members)}"
+                    if members
+                    else loader_label(ld.get("loader_id"))
+                ),  # fmt: skip
                 ld["dataset"],
                 _s(_GRAD.get(ld.get("grad_enabled"))),
                 str(ld["num_workers"]),
@@ -112,7 +116,7 @@ def processes_table(procs: list[dict[str, Any]], loaders: Sequence[dict[str, Any
 def _loader(p: dict[str, Any]) -> str:
     """``·L1``, or ``·L1–L40`` for a row of a run's workers (its count is in the pid column)."""
     run = p.get("loader_run")
-    return "·" + run.split(" ×")[0] if run else loader_suffix(p.get("loader_id"))
+    return "·" + run if run else loader_suffix(p.get("loader_id"))
 
 
 def unseen(p: dict[str, Any]) -> bool:
