@@ -165,7 +165,9 @@ def _batch_done(tr: Tracker, t1: float) -> None:
 def pend_fetch(tr: Tracker, t0: float, t1: float, got: bool, loader: Any) -> None:
     tr.pend = True
     tr.pend_t0, tr.pend_t1, tr.pend_got, tr.pend_loader = t0, t1, got, loader
-    tr.pend_site = fetch_site()
+    # Where its loop fetched it, read only where a pass may open (may_pend: outside an
+    # interval); each later batch of an open pass comes here too, and needs none
+    tr.pend_site = None if tr.in_gap else fetch_site()
     _batch_done(tr, t1)
 
 
