@@ -194,7 +194,9 @@ def test_a_stall_is_named_by_the_step_that_was_running_once_its_steps_come():
     the step running at the capture (8), stalled since it began. A hang between steps
     (pid 3: steps 5 to 9 ended before its evaluation) is of the step after it, and keeps
     its own length; a step that ended while the stacks were dumped (pid 5) keeps its stall;
-    another process's steps and a process that never goes on change nothing."""
+    a hang begun 0.3 s after the last step sent whose capture was over 1.85 s into it (pid 6:
+    a quick dump, CI's failure of test_sender_solo) is still the step that hung; another
+    process's steps and a process that never goes on change nothing."""
     from perftop.events import StallCapture
     from perftop.wire import STEP_RECORD, StepBatch
 
@@ -209,15 +211,17 @@ def test_a_stall_is_named_by_the_step_that_was_running_once_its_steps_come():
 
     for batched in (True, False):
         s = Session()
-        for rec in run(1, 0, 5) + run(3, 0, 5):
+        for rec in run(1, 0, 5) + run(3, 0, 5) + run(6, 0, 5):
             s.apply(Step(*rec[:4]))
         s.apply(StallCapture(103.5, 1, 5, 3.0, 0.1))
         s.apply(StallCapture(103.6, 2, 5, 3.0, 0.1))  # never goes on
         s.apply(StallCapture(103.7, 3, 5, 2.9, 0.1, during="eval"))  # eval from 101.0
         s.apply(StallCapture(103.5, 5, 5, 3.0, 0.1))  # its step 5 ends during the dump
+        s.apply(StallCapture(102.65, 6, 5, 2.15, 0.1))  # caught at 102.5, a 0.15 s dump
         later = run(4, 0, 9, 103.0) + run(1, 5, 8, 100.5) + [step(1, 8, 100.8, 104.0)]
         later += run(1, 9, 12, 104.0) + run(3, 5, 10, 100.5) + run(3, 10, 12, 103.8)
         later += [step(5, 5, 100.5, 103.4)] + run(5, 6, 9, 103.4)
+        later += run(6, 5, 8, 100.5) + [step(6, 8, 100.8, 103.8)] + run(6, 9, 11, 103.8)
         if batched:
             s.apply(StepBatch(b"".join(STEP_RECORD.pack(*r) for r in later)))
         else:
@@ -225,6 +229,7 @@ def test_a_stall_is_named_by_the_step_that_was_running_once_its_steps_come():
                 s.apply(Step(*rec[:4]))
         got = {(r.pid, r.step, r.stalled_s, r.during) for r in s.snapshot(window=None).stalls}
         want = {(1, 8, 2.7, ""), (2, 5, 3.0, ""), (3, 10, 2.9, "eval"), (5, 5, 3.0, "")}
+        want.add((6, 8, 1.85, ""))
         assert got == want, (batched, got)
 
 

@@ -109,16 +109,21 @@ class StacksReducer:
         ended is of this step (a hang between steps: the step after that interval). The
         capture began at least MIN_STALL_S after the stall's start (``t - stalled_s``: the
         end of the last step the monitor had), and was over at ``t``: a step that ended
-        during the dump (the hang's own step, its end) is the stalled one, not the next."""
+        during the dump (the hang's own step, its end) is the stalled one, not the next,
+        unless that next one is itself MIN_STALL_S long and ran when the capture began (a
+        solo sender's unsent steps put its start up to 0.25 s after the stall's: a quick
+        dump ends less than MIN_STALL_S after it)."""
         rows = self.unplaced[pid]
         for row in [r for r in rows if t1 > r.t - r.stalled_s + MIN_STALL_S]:
             rows.remove(row)
             if index == row.step:
                 continue
-            if not row.during and row.t - t0 < MIN_STALL_S:
-                # begun too late to have run MIN_STALL_S when the capture began: the stalled
-                # step ended during the dump and came before the capture did (a loaded
-                # host); the capture's own step and length stay
+            hung = t1 - t0 >= MIN_STALL_S and t0 < row.t - row.stalled_s + MIN_STALL_S
+            if not row.during and row.t - t0 < MIN_STALL_S and not hung:
+                # begun too late to have run MIN_STALL_S when the capture was over, and no
+                # hang of its own running when the capture began: the stalled step ended
+                # during the dump and came before the capture did (a loaded host); the
+                # capture's own step and length stay
                 continue
             # stalled since its step began, not since the last step sent (a hang between
             # steps keeps its own length)
