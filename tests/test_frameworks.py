@@ -59,6 +59,8 @@ def test_hf_trainer_gradient_accumulation_and_evaluation(tmp_path, monkeypatch):
     # loader, iterated from the first step on, none of it), one row of the text report
     loaders = {ld["loader_id"]: ld["remade_from"] for ld in r["loaders"]}
     assert loaders == {0: None, 1: 1, 2: 1, 3: 1}, r["loaders"]
+    during = {ld["loader_id"]: ld["during"] for ld in r["loaders"]}
+    assert during == {0: None, 1: "eval", 2: "eval", 3: "eval"}, r["loaders"]
     text = perftop("report", str(tmp_path / "r.perftop"), cwd=tmp_path).stdout
     rows = text.split("DataLoaders\n", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
     assert [row.split()[1] for row in rows[:2]] == ["L0", "L1–L3"] and "×3" in rows[1], rows

@@ -85,6 +85,9 @@ class MetaReducer:
         parts["meta"] = self.meta
 
 
+MAX_UNPLACED = 8  # a process's latest loaders that an interval's end may yet place
+
+
 class StepsReducer:
     handles = (Hello, Step, StepGpu, LoaderInfo, Between, SyncBatch, Note, HookClose)
 
@@ -99,6 +102,11 @@ class StepsReducer:
         self.before_forward: set[int] = set()  # processes whose data wait is a feeder's
         self.closing: set[int] = set()  # hooks that end with a HookClose (Hello.closes)
         self.closed: set[int] = set()  # ... and those whose HookClose came
+        # each process's latest loaders not yet known to have started in an interval outside
+        # the steps: a later Between may say they did (the hook sends it once the steps go on,
+        # and an interval in another, a checkpoint in an evaluation, comes first)
+        self.unplaced: dict[int, list[tuple[tuple[int, int], float]]] = {}
+        self.latest_between: dict[int, tuple[str, float, float]] = {}  # pid: kind, t0, t1
 
     def apply(self, ev: Any) -> None:
         if isinstance(ev, Step):
@@ -108,8 +116,10 @@ class StepsReducer:
             s.add(ev)
         elif isinstance(ev, Between):  # the next step of that process comes after it
             s = self.series.get(ev.pid)
-            if s is not None and ev.kind != OVERLAPPED:  # an async save cuts no step
-                s.gap_kind = ev.kind
+            if ev.kind != OVERLAPPED:  # an async save cuts no step
+                if s is not None:
+                    s.gap_kind = ev.kind
+                self._loaders_in(ev.pid, ev.kind, ev.t0, ev.t0 + ev.length)
         elif isinstance(ev, SyncBatch):
             if ev.sites:
                 self.syncs[ev.pid] = self.syncs.get(ev.pid, 0) + sum(x[5] for x in ev.sites)
@@ -157,7 +167,26 @@ class StepsReducer:
                 start_method=ev.start_method,
                 starts=starts,
                 grad=ev.grad,
+                during=prev.during if prev is not None else "",
             )
+            if prev is None:
+                waiting = self.unplaced.setdefault(ev.pid, [])
+                waiting.append((key, ev.t))
+                del waiting[:-MAX_UNPLACED]
+                last = self.latest_between.get(ev.pid)
+                if last is not None:  # its interval's end came first
+                    self._loaders_in(ev.pid, *last)
+
+    def _loaders_in(self, pid: int, kind: str, t0: float, t1: float) -> None:
+        """Loaders of ``pid`` whose first iterator started from ``t0`` to ``t1``, an interval
+        of ``kind`` outside the steps, started in it."""
+        self.latest_between[pid] = (kind, t0, t1)
+        waiting = self.unplaced.get(pid)
+        if not waiting:
+            return
+        for key, t in [(k, t) for k, t in waiting if t0 <= t <= t1]:
+            self.loaders[key] = replace(self.loaders[key], during=kind)
+            waiting.remove((key, t))
 
     def apply_steps(self, records: Sequence[StepRecord]) -> None:
         """Packed step records, in order: as :meth:`apply` of each one's :class:`Step`."""

@@ -169,6 +169,9 @@ class Loader:
     start_method: str = ""  # the workers' (fork, spawn, forkserver); "" none or unknown
     starts: tuple[float, ...] = ()  # its iterators' starts (each epoch's), the latest last
     grad: bool | None = None  # autograd on at its latest iterator's first batch
+    # the kind of interval outside the steps its first iterator started in (``eval``: an
+    # evaluation's loader, though autograd was on, as Keras iterates); "" in the steps
+    during: str = ""
 
 
 @dataclass(frozen=True, slots=True)

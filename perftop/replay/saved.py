@@ -27,8 +27,9 @@ from perftop.replay.checkpoint import Checkpoint
 SUFFIX = ".index"
 MAGIC = b"PERFTOP-INDEX\x00\x01\n"
 TRAILER = struct.Struct("<QQ16s")  # table offset, table length, MAGIC
-VERSION = 8  # 6: the model's reducers and rows moved to modules of their own (pickled paths);
-# 7: a step series keeps its steps' starts; 8: and its first step's end
+VERSION = 9  # 6: the model's reducers and rows moved to modules of their own (pickled paths);
+# 7: a step series keeps its steps' starts; 8: and its first step's end; 9: a loader the
+# kind of interval it started in
 PROBE = 1 << 16  # bytes of the recording's head and tail whose CRCs identify it
 
 

@@ -7,10 +7,13 @@ and a row per worker for each one: 200 evaluations of 2 workers, 600 rows, the t
 loader and its workers lost among them. Here a process's loaders that were each iterated
 once, all after that process's first training step ended, with the same settings (dataset,
 workers, batch, pinning, prefetch, persistence, start method, autograd at their first
-batch) are a run where there are at least :data:`RUN_FROM` of them. The training loader
-is never in one: it was iterated before the first step (where its settings equal the
-evaluation's, as the Trainer's defaults make them). ``--json`` keeps every loader, each
-with the id of its run's first loader (``remade_from``).
+batch, and the kind of interval outside the steps they started in) are a run where there
+are at least :data:`RUN_FROM` of them. The training loader is never in one with the
+evaluation's: it was iterated before the first step (where its settings equal the
+evaluation's, as the Trainer's defaults make them), and one made anew each epoch (Keras
+makes both anew, each iterated with autograd on) started in the steps, an evaluation's in
+an evaluation. ``--json`` keeps every loader, each with the id of its run's first loader
+(``remade_from``).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ def _settings(ld: Loader) -> tuple[Any, ...]:
         ld.persistent_workers,
         ld.start_method,
         ld.grad,
+        ld.during,
     )
 
 

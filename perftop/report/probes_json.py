@@ -48,8 +48,9 @@ def _probe_figures(p: ProcRow | None) -> dict[str, Any]:
 
 
 def loader_json(ld: Any, remade_from: int | None = None) -> dict[str, Any]:
-    """A loader's settings and workers; ``remade_from``: the first loader of its run of
-    loaders made anew alike (loader_runs.py), or None."""
+    """A loader's settings and workers; ``during``: the kind of interval outside the steps
+    its first iterator started in (``eval``), None in the steps; ``remade_from``: the first
+    loader of its run of loaders made anew alike (loader_runs.py), or None."""
     return {
         "pid": ld.pid,
         "loader_id": ld.loader_id,
@@ -64,6 +65,7 @@ def loader_json(ld: Any, remade_from: int | None = None) -> dict[str, Any]:
         "start_method": ld.start_method or None,
         "starts": len(ld.starts),
         "grad_enabled": ld.grad,
+        "during": ld.during or None,
         "remade_from": remade_from,
     }
 

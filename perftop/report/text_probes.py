@@ -21,6 +21,8 @@ from perftop.report.probes_json import PROC_KEYS
 from perftop.report.proc_groups import grouped
 
 _GRAD: dict[Any, str] = {True: "on", False: "off"}
+# a run of loaders by the kind of interval outside the steps they started in ("": in them)
+_RUN_WORDS = {"eval": "an evaluation's, made at each evaluation", "": "one made at each epoch"}
 
 
 def loaders_table(loaders: Sequence[dict[str, Any]]) -> str:
@@ -43,6 +45,7 @@ def loaders_table(loaders: Sequence[dict[str, Any]]) -> str:
                 ),  # fmt: skip
                 ld["dataset"],
                 _s(_GRAD.get(ld.get("grad_enabled"))),
+                _s(ld.get("during")),
                 str(ld["num_workers"]),
                 _s(ld.get("start_method")),
                 _s(ld["batch_size"]),
@@ -52,15 +55,17 @@ def loaders_table(loaders: Sequence[dict[str, Any]]) -> str:
             ]
         )
     text = table(
-        ["pid", "loader", "dataset", "grad", "workers", "start", "batch", "pin", "prefetch",
-         "persistent"],
+        ["pid", "loader", "dataset", "grad", "during", "workers", "start", "batch", "pin",
+         "prefetch", "persistent"],
         rows,
     )  # fmt: skip
     if not run:
         return text
+    kinds = sorted({members[0].get("during") or "" for members in run.values()}, reverse=True)
+    made = " or ".join(_RUN_WORDS.get(k, f"one made outside the steps ({k})") for k in kinds)
     return text + (
         "\n  ×N: loaders made anew with the same settings, each iterated once, after the "
-        "first training step (an evaluation's, made at each evaluation); --json lists each"
+        f"first training step ({made}); --json lists each"
     )
 
 
