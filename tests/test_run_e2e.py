@@ -34,14 +34,23 @@ def test_dataloader_workers_bottleneck(starved_loader_run: Run):
 
 @pytest.mark.parametrize(
     # (no_loader.py: the shell test below runs it)
-    ("script", "steps"),
-    [("manual_sgd.py", 15), ("explicit_api.py", 10)],
+    ("script", "steps", "phases"),
+    [
+        ("manual_sgd.py", 15, {"data", "forward/other", "backward"}),
+        ("explicit_api.py", 10, {"data", "forward/other", "backward", "optimizer"}),
+    ],
 )
-def test_steps_found_without_optimizer_or_loader(tmp_path, script, steps):
+def test_steps_found_without_optimizer_or_loader(tmp_path, script, steps, phases):
+    """Steps closed by backward() with no torch.optim step have no optimizer phase: the
+    hand-written update is in forward/other, not an optimizer said to take 0 s (a
+    step marked with perftop.step() may hold a torch.optim step: timed, here 0 s)."""
     proc, r = run_and_report(tmp_path, sys.executable, str(WORKLOADS / script))
     assert proc.returncode == 0, proc.stderr
     assert r["steps"]["count"] == steps
     assert r["steps"]["step_time_s"]["p50"] > 0
+    assert set(r["steps"]["phases_s"]) == phases, r["steps"]
+    text = perftop("report", str(tmp_path / "r.perftop"), cwd=tmp_path).stdout
+    assert ("no torch.optim step" in text) == ("optimizer" not in phases), text
 
 
 def test_shell_script_reaches_python(tmp_path):

@@ -16,13 +16,16 @@ from perftop.model.sketch import Sketch
 from perftop.model.snapshot import StepRow, StepStats
 from perftop.model.sorted_ring import SortedRing
 from perftop.model.stats import percentile
-from perftop.wire import StepRecord
+from perftop.wire import STEP_SOURCES, StepRecord
 
 RECENT_ROWS = 240
 LIVE_WINDOW = 1000
 # Upper bounds (seconds) of the whole-run step-time histogram; a last bucket holds the rest.
 STEP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 SKETCHED = ("step", "data", "forward/other", "backward", "optimizer", "own")
+# steps found without a torch.optim step (docs/steps.md), by name and by a record's code
+NO_OPTIMIZER = ("loader", "backward")
+NO_OPTIMIZER_CODES = tuple(STEP_SOURCES.index(s) for s in NO_OPTIMIZER)
 
 
 def overall_differs(rate: float | None, wall: float | None) -> bool:
@@ -59,6 +62,7 @@ class StepSeries:
         "sketches",
         "unseen_at",
         "sorted_ring",
+        "no_optimizer",
     )
 
     def __init__(self, pid: int) -> None:
@@ -89,6 +93,10 @@ class StepSeries:
         # batches came from another thread); figures over steps holding one show no data.
         self.unseen_at = 0
         self.sorted_ring = SortedRing(LIVE_WINDOW)  # the ring's columns sorted, for stats()
+        # every step so far closed by a backward() or a batch, none by a torch.optim step:
+        # the update (a hand-written one, Keras's) is in forward/other, and the optimizer
+        # phase, torch.optim's step(), is not measured: absent, not 0
+        self.no_optimizer = True
 
     def __getstate__(self) -> dict[str, object]:
         """Pickled (a replay checkpoint) without the two rings derived from the others."""
@@ -104,6 +112,8 @@ class StepSeries:
         self.own = array("d", [d - b for d, b in zip(self.durations, self.backward)])
 
     def add(self, ev: Step) -> None:
+        if self.no_optimizer and ev.source not in NO_OPTIMIZER:
+            self.no_optimizer = False
         self.add_record(ev.index, ev.t0, ev.t1, ev.data, ev.backward, ev.optimizer)
 
     def add_records(self, records: Sequence[StepRecord]) -> None:
@@ -111,6 +121,8 @@ class StepSeries:
         of :attr:`recent` is made only for those that stay there (a tight loop's frame
         holds five times as many steps as the rows kept)."""
         first_kept = len(records) - RECENT_ROWS
+        if self.no_optimizer and any(r[7] not in NO_OPTIMIZER_CODES for r in records):
+            self.no_optimizer = False
         add = self.add_record
         for k, (_pid, index, t0, t1, data, bwd, opt, _src) in enumerate(records):
             add(index, t0, t1, data, bwd, opt, k >= first_kept)
@@ -285,6 +297,8 @@ class StepSeries:
         seen = self.unseen_at <= n - count  # no step of these lacks its data wait
         if not seen:  # not seen: absent, not 0
             phase_p50.pop("data", None)
+        if self.no_optimizer:
+            phase_p50.pop("optimizer", None)
         return StepStats(
             pid=self.pid,
             rank=rank,

@@ -65,6 +65,9 @@ def render(r: dict[str, Any]) -> str:
         phases = s["phases_s"]
         if phases:
             out.append(table(["phase (median)", *phases], [["", *map(seconds, phases.values())]]))
+            if "optimizer" not in phases:
+                out.append("  no torch.optim step: the update (a hand-written one, Keras's) is in "
+                           "forward/other")  # fmt: skip
         if s["gpu_time_s"]["p50"] is not None:
             out.append(f"  GPU time per step p50 {seconds(s['gpu_time_s']['p50'])}")
     between = dict(s.get("between_s") or {})
