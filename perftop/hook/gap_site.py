@@ -28,6 +28,7 @@ _MAX_SITES = 4096  # sites remembered (code lines: a real loop has a handful)
 
 _ANON = frozenset(("<lambda>", "<genexpr>", "<listcomp>", "<dictcomp>", "<setcomp>"))
 _GENERATOR = 0x20  # inspect.CO_GENERATOR: a wrapper yielding a loader's batches
+_ANY_ARGS = 0x04 | 0x08  # inspect.CO_VARARGS | CO_VARKEYWORDS
 
 
 def fetch_site() -> Any:
@@ -57,18 +58,28 @@ def site() -> tuple[Any, Any]:
     """The call site of the module call being made (a forward hook's caller), as ``_site``,
     and the site that names it: the same, or where a lambda or comprehension was called
     (ignite's evaluator calls the model in its default ``model_fn``, a lambda, from its
-    ``evaluate_step``): a name that says what ran."""
+    ``evaluate_step``), or where a library's generic call wrapper was called (Keras's
+    ``Layer.__call__(*args, **kwargs)``, under its ``error_handler`` decorator, from its
+    ``test_step``): a name that says what ran."""
     key = _site()
-    if key is None or key[0].co_name not in _ANON:
+    if key is None or not _wraps(key[0]):
         return key, key
     f: Any = sys._getframe(1)
     while f is not None and f.f_code is not key[0]:
         f = f.f_back
     for _ in range(8):
-        if f is None or f.f_code.co_name not in _ANON:
+        if f is None or not _wraps(f.f_code):
             break
         f = f.f_back
     return key, ((f.f_code, f.f_lasti) if f is not None else key)
+
+
+def _wraps(code: Any) -> bool:
+    """A frame that names nothing: a lambda or comprehension, or a library's function taking
+    any arguments (``*args, **kwargs``: a ``__call__`` or a decorator's wrapper)."""
+    if code.co_name in _ANON:
+        return True
+    return code.co_flags & _ANY_ARGS == _ANY_ARGS and frames.kind_of(code) == frames.LIBRARY
 
 
 def _site() -> Any:
