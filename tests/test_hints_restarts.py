@@ -130,4 +130,5 @@ def test_spawned_workers_restarting_each_epoch_on_a_real_run(tmp_path):
     avg = f"{hi:.0f}%" if round(lo) == round(hi) else f"{lo:.0f}–{hi:.0f}%"
     assert f" {avg} " in rows[0], (rows, lo, hi)
     assert any(r.startswith("  N pids: a worker started anew each epoch") for r in table)
-    assert all(str(p["pid"]) not in text.stdout for p in workers)
+    # (a loaded host may catch a restart's wait as a stall, whose stacks name a worker's pid)
+    assert all(str(p["pid"]) not in "\n".join(table) for p in workers), table
