@@ -4,7 +4,11 @@ figures taken together; fewer, other roles and other places stay rows of their o
 
 from __future__ import annotations
 
+import json
+import sys
+
 from perftop.report.proc_groups import grouped
+from tests.helpers import WORKLOADS, perftop, run_and_report
 
 
 def proc(pid: int, worker: int | None, loader: int | None = 0, **kw: object) -> dict:
@@ -89,3 +93,28 @@ def test_the_workers_of_a_run_of_loaders_made_anew_are_one_row_per_worker_index(
     text = processes_table(procs, loaders)
     assert any(ln.split()[:2] == ["3", "pids"] and "0·L1–L3" in ln for ln in text.splitlines())
     assert "never saw" not in text  # the row's other pids were seen
+
+
+def test_a_pool_made_anew_each_epoch_is_one_row_per_place_in_it(tmp_path):
+    """A loop fed by a pool of 2 processes made anew each epoch (as Keras's PyDataset
+    workers are) beside a pool of 2 kept for the run, all forked from the script: the
+    epochs' 6 processes are 2 rows of 3 (a slot of the pool each), the kept pool's stay a
+    row each (they ran beside the others), and --json keeps every process with when the
+    probes first and last saw it."""
+    proc, r = run_and_report(tmp_path, sys.executable, str(WORKLOADS / "epoch_pool.py"))
+    assert proc.returncode == 0, proc.stderr
+    own = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert r["steps"]["count"] == own["steps"] == 24
+    others = {p["pid"]: p for p in r["processes"] if p["role"] == "other"}
+    assert set(own["kept"]) | set(own["epochs"]) <= set(others), (own, sorted(others))
+    assert len(own["kept"]) == 2 and len(own["epochs"]) == 6, own
+    for pid in own["kept"] + own["epochs"]:
+        p = others[pid]
+        assert p["first_seen_t"] is not None and p["first_seen_t"] <= p["last_seen_t"], p
+    text = perftop("report", str(tmp_path / "r.perftop"), cwd=tmp_path).stdout
+    table = text.split("\nProcesses\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    rows = [row.split() for row in table[1:] if "other" in row.split()[:3]]
+    assert sorted(row[0] for row in rows if row[1] == "pids") == ["3", "3"], table
+    single = {int(row[0]) for row in rows if row[1] != "pids"}
+    assert set(own["kept"]) <= single and not single & set(own["epochs"]), table
+    assert any("a pool made each epoch" in row for row in table), table

@@ -49,6 +49,8 @@ class ProcRow:
     # bytes/s by which private memory (USS) grows, where it grows steadily (a straight line
     # fits its last ~15 s of samples); None when flat, jumpy or too few samples
     uss_growth_bps: float | None = None
+    first_t: float | None = None  # when the probes first and last saw it (wall time)
+    last_t: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,11 +60,13 @@ def _imax(x: Any) -> int | None:
 
 class _Proc:
     __slots__ = (
-        "row", "last_t", "cpu", "rss", "uss", "pss", "uss_first", "io_r", "io_w", "uss_recent",
+        "row", "first_t", "last_t", "cpu", "rss", "uss", "pss", "uss_first", "io_r", "io_w",
+        "uss_recent",
     )  # fmt: skip
 
     def __init__(self, pid: int) -> None:
         self.row = ProcRow(pid)
+        self.first_t: float | None = None
         self.last_t = 0.0
         self.cpu = _Agg()
         self.rss, self.uss, self.pss = _Agg(), _Agg(), _Agg()
@@ -102,6 +104,8 @@ class ProcessesReducer:
             if p is None:
                 p = self.procs[pid] = _Proc(pid)
             p.last_t = ev.t
+            if p.first_t is None:
+                p.first_t = ev.t
             p.cpu.add(r["cpu_percent"])
             p.rss.add(r["rss"])
             p.uss.add(r["uss"])
@@ -142,6 +146,8 @@ class ProcessesReducer:
                 uss_bytes_last=r["uss"] if r["uss"] is not None else p.row.uss_bytes_last,
                 cpu_seconds=r["cpu_s"],
                 uss_growth_bps=steady_growth(p.uss_recent),
+                first_t=p.first_t,
+                last_t=ev.t,
             )
         for pid, p in self.procs.items():
             if pid not in seen and p.row.alive:

@@ -29,7 +29,8 @@ MAGIC = b"PERFTOP-INDEX\x00\x01\n"
 TRAILER = struct.Struct("<QQ16s")  # table offset, table length, MAGIC
 VERSION = 9  # 6: the model's reducers and rows moved to modules of their own (pickled paths);
 # 7: a step series keeps its steps' starts; 8: and its first step's end; 9: a loader the
-# kind of interval it started in, a step series whether a torch.optim step closed any
+# kind of interval it started in, a step series whether a torch.optim step closed any, a
+# process when the probes first and last saw it
 PROBE = 1 << 16  # bytes of the recording's head and tail whose CRCs identify it
 
 

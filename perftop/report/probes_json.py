@@ -44,6 +44,9 @@ def _probe_figures(p: ProcRow | None) -> dict[str, Any]:
     out["name"] = p.name if p is not None else ""
     out["cmdline"] = p.cmdline if p is not None else ""
     out["threads"] = p.threads if p is not None else None
+    # when the probes first and last saw it: a pool made anew each epoch (proc_groups.py)
+    out["first_seen_t"] = rounded(p.first_t, 3) if p is not None else None
+    out["last_seen_t"] = rounded(p.last_t, 3) if p is not None else None
     return out
 
 

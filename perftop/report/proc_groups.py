@@ -1,4 +1,5 @@
-"""DataLoader workers made anew each epoch, one row of the text report's Processes table.
+"""DataLoader workers made anew each epoch, and a pool's processes made anew, one row of the
+text report's Processes table.
 
 A loader without ``persistent_workers`` (torch's default) starts its workers again at
 every epoch, and every evaluation over it starts its own: a 100-epoch run of 8 workers
@@ -7,8 +8,10 @@ place (host, rank, loader, worker index; the loaders of a run made anew alike ar
 loader, loader_runs.py) are one row where there were at least
 :data:`GROUP_FROM` of them, its figures each process's figures taken together: the range of
 their CPU averages, the highest of their maxima, the first sampled one's USS at its start
-and the last sampled one's at its end, their reads and writes summed. ``--json`` keeps
-every process.
+and the last sampled one's at its end, their reads and writes summed. Processes of no
+role of their own (``other``) made anew alike, one after another, by one parent with one
+command line (a pool made each epoch: Keras's ``PyDataset`` workers) are grouped the same
+way, by their slot in the pool (:func:`pool_slots`). ``--json`` keeps every process.
 """
 
 from __future__ import annotations
@@ -20,13 +23,41 @@ from perftop.report.loader_runs import Key, run_range
 GROUP_FROM = 3  # processes in one place before they are one row
 
 
-def _place(p: dict[str, Any], heads: dict[Key, int]) -> tuple[Any, ...] | None:
+def _place(
+    p: dict[str, Any], heads: dict[Key, int], slots: dict[int, int]
+) -> tuple[Any, ...] | None:
+    if p.get("role") == "other" and id(p) in slots:
+        return (p.get("host"), "other", p.get("parent_pid"), p.get("cmdline"), slots[id(p)])
     if p.get("role") != "worker" or p.get("worker_id") is None:
         return None
     loader = p.get("loader_id")
     if loader is not None:  # a loader of a run: the run's first
         loader = heads.get((p.get("host") or "", p.get("parent_pid") or 0, loader), loader)
     return (p.get("host"), p.get("rank"), p.get("parent_pid"), loader, p["worker_id"])
+
+
+def pool_slots(procs: list[dict[str, Any]]) -> dict[int, int]:
+    """Each ``other`` process the probes saw, by ``id()``, its slot among the processes of
+    its parent with its command line: the lowest slot whose last process they saw ended
+    before it began, in the order they began. A pool made anew each epoch (Keras's
+    ``PyDataset`` workers) fills the same slots epoch after epoch; processes that ran
+    together (a pool kept for the run) each have a slot of their own."""
+    pools: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for p in procs:
+        if p.get("role") == "other" and p.get("first_seen_t") is not None:
+            key = (p.get("host"), p.get("parent_pid"), p.get("cmdline") or p.get("name"))
+            pools.setdefault(key, []).append(p)
+    out: dict[int, int] = {}
+    for members in pools.values():
+        ends: list[float] = []  # each slot's last process's last sight
+        for p in sorted(members, key=lambda m: m["first_seen_t"]):
+            free = next((i for i, end in enumerate(ends) if end < p["first_seen_t"]), None)
+            if free is None:
+                free = len(ends)
+                ends.append(0.0)
+            ends[free] = p.get("last_seen_t") or p["first_seen_t"]
+            out[id(p)] = free
+    return out
 
 
 def _most(ms: list[dict[str, Any]], key: str) -> Any:
@@ -78,18 +109,20 @@ def grouped(
     for (host, pid, head), members in (runs or {}).items():
         labels[(host, pid, head)] = run_range(members)
         heads.update({(host, pid, m["loader_id"]): head for m in members})
+    slots = pool_slots(procs)
     places: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for p in procs:
-        place = _place(p, heads)
+        place = _place(p, heads, slots)
         if place is not None:
             places.setdefault(place, []).append(p)
     out: list[dict[str, Any]] = []
     for p in procs:
-        place = _place(p, heads)
+        place = _place(p, heads, slots)
         group = places.get(place) if place is not None else None
         if place is None or group is None or len(group) < GROUP_FROM:
             out.append(p)
         elif group[0] is p:
-            run = labels.get((p.get("host") or "", p.get("parent_pid") or 0, place[3]), "")
+            key = (p.get("host") or "", p.get("parent_pid") or 0, place[3])
+            run = labels.get(key, "") if p.get("role") == "worker" else ""
             out.append(_merged(group, run))
     return out

@@ -109,10 +109,17 @@ def processes_table(procs: list[dict[str, Any]], loaders: Sequence[dict[str, Any
     many = [p["processes"] for p in procs if "processes" in p]
     if not many:
         return rows
+    pool = any(p["role"] == "other" for p in procs if "processes" in p)
     return rows + (
-        f"\n  N pids: a worker started anew each epoch and for each pass over its loader "
-        f"(not persistent_workers), or by each loader of a run (×N above): its {sum(many)} "
-        f"processes in {len(many)} rows, with the "
+        "\n  N pids: a worker started anew each epoch and for each pass over its loader "
+        "(not persistent_workers), or by each loader of a run (×N above)"
+        + (
+            ", or an other process made anew by its parent with its command, one after "
+            "another (a pool made each epoch), by its place in the pool"
+            if pool
+            else ""
+        )
+        + f": its {sum(many)} processes in {len(many)} rows, with the "
         "range of their CPU averages, their highest maxima, the first sampled one's USS at its "
         "start and the last sampled one's at its end, their reads and writes summed (--json lists each)"
     )
