@@ -252,7 +252,9 @@ def test_micro_batches_fetched_before_the_first_forward_are_the_steps_data(tmp_p
     assert not res.failures, res.show()
     tl = json.loads((tmp_path / "sampled.events.json").read_text())
     own = json.loads((tmp_path / "sampled.json").read_text())
-    first = [w[1] for w in own["waits"] if w[0] == 0]
+    # each fetch's wait less its wait for a core: a loaded host's preemption before the
+    # loader's __next__ is in the loop's timer, not perftop's (CI: 4 ms of a fetch's 4.3)
+    first = [w[1] - w[4] for w in own["waits"] if w[0] == 0]
     assert len(first) == 4
     data0 = tl["steps"][0][3]
     assert 0.8 * sum(first) - 0.0005 <= data0 <= tl["steps"][0][2] - tl["steps"][0][1], (
