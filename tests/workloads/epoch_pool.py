@@ -15,8 +15,9 @@ ctx = mp.get_context("fork")
 
 
 def make(i: int) -> tuple[int, int]:
-    end = time.perf_counter() + 0.3
-    while time.perf_counter() < end:  # a CPU-bound decode
+    end = time.perf_counter() + 0.5
+    while time.perf_counter() < end:  # a CPU-bound decode (an epoch of 2 s: the probes,
+        # a look a second, see each of its processes even on a loaded host)
         pass
     return i, os.getpid()
 
