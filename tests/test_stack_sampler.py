@@ -18,7 +18,11 @@ pytestmark = pytest.mark.skipif(stacks.pyspy() is None, reason="py-spy is not in
 
 @pytest.fixture
 def job():
-    p = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(0.01)"])
+    """A Python process past its start: py-spy cannot find the interpreter of one just
+    started, and two such real failures after the test's own one gave it up (CI)."""
+    code = "import time\nprint('ready', flush=True)\nwhile True: time.sleep(0.01)"
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert p.stdout is not None and p.stdout.readline().strip() == "ready"
     yield p.pid
     p.kill()
     p.wait()
