@@ -122,7 +122,8 @@ def grouped(
         if place is None or group is None or len(group) < GROUP_FROM:
             out.append(p)
         elif group[0] is p:
-            key = (p.get("host") or "", p.get("parent_pid") or 0, place[3])
-            run = labels.get(key, "") if p.get("role") == "worker" else ""
+            run = ""  # a pool's row names no loader
+            if p.get("role") == "worker":
+                run = labels.get((p.get("host") or "", p.get("parent_pid") or 0, place[3]), "")
             out.append(_merged(group, run))
     return out
