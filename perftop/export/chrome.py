@@ -85,11 +85,12 @@ class ChromeTrace:
         i = self.nodes.setdefault(self.node, len(self.nodes))
         return (i + 1) * NODE_PID_BASE + pid
 
-    def name(self, pid: int, label: str, sure: int = NAME_PID) -> None:
-        """Name the current node's ``pid``: ``label (pid N)``, `` @ node`` in a fleet."""
+    def name(self, pid: int, label: str, sure: int = NAME_PID, latest: bool = False) -> None:
+        """Name the current node's ``pid``: ``label (pid N)``, `` @ node`` in a fleet;
+        ``latest``: over a name as sure as this one."""
         tp = self.track(pid)
         old = self.names.get(tp)
-        if old is None or sure > old[0]:
+        if old is None or sure > old[0] or (latest and sure == old[0]):
             where = f" @ {self.node}" if self.node else ""
             own = f" (pid {pid})" if pid else ""  # pid 0: the host track
             self.names[tp] = (sure, f"{label}{own}{where}")
@@ -243,7 +244,7 @@ def export_chrome(path: str | Path, out_path: str | Path, stats: ReadStats) -> i
                     label = f"DataLoader worker {ev.worker_id}"
                 else:
                     label = f"rank {ev.rank}" if ev.rank is not None else "main"
-                tr.name(ev.pid, label, NAME_ROLE)
+                tr.name(ev.pid, label, NAME_ROLE, latest=True)  # a rank greets again
             elif isinstance(ev, LoaderInfo):
                 for worker_id, pid in ev.workers:
                     tr.name(pid, f"DataLoader worker {worker_id}", NAME_ROLE)

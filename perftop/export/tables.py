@@ -117,7 +117,8 @@ def roles_by_process(path: str | Path) -> dict[tuple[str, int], tuple[str, int |
         elif isinstance(ev, Hello):
             if ev.worker_id is not None:
                 roles[(node, ev.pid)] = ("worker", ev.worker_id)
-            elif (node, ev.pid) not in roles:
+            elif roles.get((node, ev.pid), ("main",))[0] != "worker":
+                # a trainer's latest Hello: a rank greets again once its group is made
                 ranked = ev.rank is not None and (ev.world_size or 0) > 1
                 roles[(node, ev.pid)] = ("rank" if ranked else "main", None)
         elif isinstance(ev, LoaderInfo):

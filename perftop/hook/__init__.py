@@ -30,12 +30,6 @@ def install(socket_path: str) -> HookState:
     if _state is not None:
         return _state
     _state = HookState(socket_path)
-    try:
-        from perftop.hook import collectives
-
-        collectives.prepare_env()  # before torch: the recorder reads it at its first group
-    except Exception:
-        pass
     atexit.register(_at_exit)
     os.register_at_fork(after_in_child=_in_forked_child)
     if "torch" in sys.modules and hasattr(sys.modules["torch"], "optim"):
@@ -91,8 +85,10 @@ def _on_torch(torch: object) -> None:
     except Exception:
         st.internal_error("worker figures")
     try:
-        from perftop.hook import collectives
+        from perftop.hook import collectives, rank_watch
 
+        collectives.prepare_env()  # before the job's first process group: torch reads it then
+        rank_watch.attach(st)
         collectives.attach(st)
     except Exception:
         st.internal_error("collectives")

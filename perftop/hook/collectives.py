@@ -52,18 +52,15 @@ def enabled(environ: Any = os.environ) -> bool:
     return environ.get(ENV_OFF, "").strip() != "0"
 
 
-def prepare_env(environ: Any = os.environ, argv: Any = None) -> None:
-    """Before torch is imported: ask for the recorder's ring in a job with several ranks,
-    unless the job set its own size. A rank is known by ``WORLD_SIZE`` > 1 (torchrun sets
-    it before the process starts) or by being a Ray worker process (Ray Train sets
-    ``WORLD_SIZE`` just before its first process group, where the recorder reads it)."""
-    if not enabled(environ) or ENV_BUFFER in environ or ENV_BUFFER_OLD in environ:
-        return
-    try:
-        world = int(environ.get("WORLD_SIZE", "1"))
-    except ValueError:
-        return
-    if world > 1 or ray_worker(getattr(sys, "argv", None) if argv is None else argv):
+def prepare_env(environ: Any = os.environ) -> None:
+    """Once the hook is armed, before the job's first process group (torch reads the
+    setting when it makes the recorder, at the first group): ask for the recorder's ring,
+    unless the job set its own size. In every process, as a rank is not always known by its
+    environment: torchrun sets ``WORLD_SIZE``, but Ray Train sets it only just before its
+    first group, and ``torch.multiprocessing.spawn`` and Lightning's launcher pass the rank
+    to ``init_process_group``. A process that makes no group records nothing; one that
+    does keeps 256 entries (torch 2.13's default is 2,000, which a read could not afford)."""
+    if enabled(environ) and ENV_BUFFER not in environ and ENV_BUFFER_OLD not in environ:
         environ[ENV_BUFFER] = str(BUFFER)
 
 
@@ -74,15 +71,6 @@ def gpu_timed(environ: Any = os.environ) -> bool:  # torch reads the flag as a b
 def untimed(e: Any) -> bool:  # an NCCL record the watchdog has not retired with its time
     name = str(e.get("profiling_name", ""))
     return name.startswith("nccl:") and e.get("duration_ms") is None and not e.get("retired")
-
-
-def ray_worker(argv: Any) -> bool:
-    """Whether this process is a Ray worker (raylet starts each as ``python
-    .../ray/_private/workers/default_worker.py``; its title, ``ray::IDLE``, comes later)."""
-    try:
-        return str(argv[0]).replace(os.sep, "/").endswith("ray/_private/workers/default_worker.py")
-    except (IndexError, TypeError):
-        return False
 
 
 def buffer_size(environ: Any = os.environ) -> int:

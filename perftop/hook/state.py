@@ -75,6 +75,9 @@ class HookState:
         self.errors: dict[str, int] = {}
         self.torch_patched = False
         self.armed: bool | None = None  # None: not asked yet; then whether a monitor answered
+        # (pid, rank, world size) of the job's process group where the environment did not
+        # say them (rank_watch.py); a forked child's Hello is its own
+        self.place: tuple[int, int, int] | None = None
         os.register_at_fork(after_in_child=self.tracker.reset)
 
     def arm(self) -> bool:
@@ -102,15 +105,18 @@ class HookState:
                 worker_id = info.id if info is not None else None
         except Exception:
             pass
+        rank, world = env_int("RANK"), env_int("WORLD_SIZE")
+        if self.place is not None and self.place[0] == os.getpid():
+            rank, world = self.place[1:]
         return Hello(
             t=time.time(),
             pid=os.getpid(),
             ppid=os.getppid(),
             host=socket.gethostname(),
             argv=tuple(sys.argv) if hasattr(sys, "argv") else (),
-            rank=env_int("RANK"),
+            rank=rank,
             local_rank=env_int("LOCAL_RANK"),
-            world_size=env_int("WORLD_SIZE"),
+            world_size=world,
             torch_version=str(getattr(torch, "__version__", "")),
             device=device,
             worker_id=worker_id,

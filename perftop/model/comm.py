@@ -30,9 +30,10 @@ from perftop.wire import StepRecord
 MAX_COLLS = 4096  # (pg, seq) keys kept (the whole-run report reads them all)
 LIVE_RECORDS = 4096  # a live snapshot's newest (collective, rank) records, >= 64 collectives
 MAX_STEPS = 2048  # step intervals kept per process that makes collectives
-# ... and per process before its first (the hook's first read of the recorder, within 0.5 s
-# of torch.distributed's start, says it does): a job with one process never makes any, and
-# 2,048 spans were a third of every replay checkpoint of it
+# ... and per process before it is known to have ranks (its Hello's world size: torchrun's
+# from the start, a spawned rank's once its group is made; or its first records): a job
+# with one process never makes any, and 2,048 spans were a third of every replay
+# checkpoint of it
 EARLY_STEPS = 256
 MAX_WAITING = 64
 ONGOING_S = 3.0  # a waiting collective's last report is at most this old: still waiting
@@ -108,6 +109,8 @@ class CommReducer:
         elif isinstance(ev, Hello):
             if ev.worker_id is None:
                 self.who[ev.pid] = (ev.rank, ev.host)
+                if (ev.world_size or 0) > 1:  # torchrun's, or rank_watch's once the group is made
+                    self._distributed(ev.pid)
         elif isinstance(ev, CollInfo):
             self._distributed(ev.pid)
             if ev.why:
