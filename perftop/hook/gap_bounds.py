@@ -75,6 +75,12 @@ def enter(tr: Tracker, t: float, is_eval: bool, seen: bool = True, kind: str = E
             # or the end of an interval since then (a checkpoint: never counted twice).
             tr.gap_t0 = max(tr.start, tr.gap_t1) if tr.running else t
             tr.running = False  # the next step starts where the interval ends
+            # ... and what the step had timed so far is the interval's: the training
+            # loader's last call, its StopIteration (its workers joined: 10-20 ms), was
+            # counted again in the next step's data, whose forward read 0
+            tr.data = 0.0
+            if tr.fwd_wait > 0.0:
+                tr.fwd_wait = 0.0
         cb = tr.on_open
         if cb is not None:
             cb(kind if is_eval else CHECKPOINT, tr.gap_t0)
