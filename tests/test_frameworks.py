@@ -5,6 +5,7 @@ after their serialization into memory)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 
@@ -62,6 +63,10 @@ def test_hf_trainer_gradient_accumulation_and_evaluation(tmp_path, monkeypatch):
     during = {ld["loader_id"]: ld["during"] for ld in r["loaders"]}
     assert during == {0: None, 1: "eval", 2: "eval", 3: "eval"}, r["loaders"]
     text = perftop("report", str(tmp_path / "r.perftop"), cwd=tmp_path).stdout
+    # both rates as the JSON has them, each to 3 decimals ("35.12/s overall" was one short)
+    rates = re.search(r" (\d+\.\d{3}) steps/s \((\d+\.\d{3})/s overall\)", text)
+    assert rates, text
+    assert (float(rates[1]), float(rates[2])) == (s["steps_per_s"], s["wall_steps_per_s"])
     rows = text.split("DataLoaders\n", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
     assert [row.split()[1] for row in rows[:2]] == ["L0", "L1–L3"] and "×3" in rows[1], rows
 

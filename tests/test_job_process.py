@@ -331,6 +331,11 @@ def test_a_process_the_wrapper_left_running_unheard_is_named_not_followed(tmp_pa
     mon = _headless(tmp_path, tmp_path / "r2.perftop", "sh", "-c", "sleep 0.1 & wait")
     out, err = mon.communicate(timeout=60)
     assert mon.returncode == 0 and "does not follow" not in err, err
+    # nor one whose last process ends by itself just after it (multiprocessing's resource
+    # tracker, which exits once the processes that used it have)
+    mon = _headless(tmp_path, tmp_path / "r3.perftop", "sh", "-c", "sleep 0.4 >/dev/null 2>&1 &")
+    out, err = mon.communicate(timeout=60)
+    assert mon.returncode == 0 and "does not follow" not in err, err
 
 
 LOADER_TRAIN = """

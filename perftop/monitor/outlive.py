@@ -29,6 +29,7 @@ from perftop.safe import visible_line
 
 PR_SET_CHILD_SUBREAPER = 36
 POLL_S = 0.1
+STRAY_GRACE_S = 1.0  # a process left running that ends this soon after the top one: not named
 
 
 def become_subreaper() -> bool:
@@ -45,12 +46,25 @@ def survivors(peers: Collection[int], top: int) -> list[int]:
     return [p for p in list(peers) if p != top and alive(p)]
 
 
-def strays(top: int, key: str, value: str, known: Collection[int]) -> list[tuple[int, str]]:
+def strays(
+    top: int, key: str, value: str, known: Collection[int], grace: float = STRAY_GRACE_S
+) -> list[tuple[int, str]]:
     """The job's processes left running by its top process that its hook never connected
     from: this monitor's children (as a subreaper it adopts the job's orphans) whose
     environment carries the job's own ``key=value`` (perftop's helpers do not), but ``top``
     and the ``known`` peers (a killed training's DataLoader workers, which soon exit); with
-    their command lines (cut, made safe: the job's to choose)."""
+    their command lines (cut, made safe: the job's to choose). Those that end within
+    ``grace`` seconds are not left running: multiprocessing's resource tracker, which
+    exits once its last user has (named as left running after one run in three)."""
+    deadline = time.monotonic() + grace
+    while True:
+        out = _left_running(top, key, value, known)
+        if not out or time.monotonic() >= deadline:
+            return out
+        time.sleep(POLL_S)
+
+
+def _left_running(top: int, key: str, value: str, known: Collection[int]) -> list[tuple[int, str]]:
     out: list[tuple[int, str]] = []
     try:
         kids = psutil.Process().children()

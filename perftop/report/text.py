@@ -48,14 +48,15 @@ def render(r: dict[str, Any]) -> str:
             how = "one after another" if s.get("one_after_another") else "together"
             out.append(
                 f"  {s['total_count']} steps in {s['trainers']} trainers without ranks, "
-                f"{tps if tps is not None else NA} steps/s {how} (each under Ranks)"
+                f"{f'{tps:.3f}' if tps is not None else NA} steps/s {how} (each under Ranks)"
             )
             of = whose(s["pid"], [rk["pid"] for rk in r["ranks"] if rk["steps"]]) + ": "
         wall = s.get("wall_steps_per_s")  # absent in a report of an older perftop
         shown = overall_differs(sps, wall) and not s.get("trainers")
-        overall = f" ({wall}/s overall)" if shown else ""
+        overall = f" ({wall:.3f}/s overall)" if shown else ""
         out.append(
-            f"  {of}{s['count']} steps, {sps if sps is not None else NA} steps/s{overall}, "
+            f"  {of}{s['count']} steps, {f'{sps:.3f}' if sps is not None else NA} steps/s"
+            f"{overall}, "
             f"step time p50 {seconds(st['p50'])}  p95 {seconds(st['p95'])}  "
             f"max {seconds(st['max'])}"
         )
