@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from perftop.fmt import sync_rate
+
 from tests.helpers import WORKLOADS, run_and_report
 from tests.plainrun import run_plain
 from tests.test_sync_e2e import sites_marked
@@ -76,7 +78,16 @@ def test_advice_for_an_item_does_not_assume_a_loss(tmp_path):
     assert proc.returncode == 0, proc.stderr
     (line,) = sites_marked(script)
     hint = next(h for h in rep["hints"] if h["id"] == "host-device-sync")
-    assert any(f"sync_policy.py:{line} item" in e and "1.0/step" in e for e in hint["evidence"])
+    # its rate as the Sync table gives it (the hint once read "1.2/step" where the table
+    # said "in 4 of 5 watched steps": a rate the sampling could not yet tell)
+    (site,) = [e for e in rep["sync_events"] if e["line"] == line]
+    rate = sync_rate(site["per_step"], site["per_step_error"], site["seen_steps"],
+                     every=site["every_step"], watched=site["watched_steps"])  # fmt: skip
+    assert "1.00" in rate or "watched steps" in rate, rate
+    assert any(
+        f"sync_policy.py:{line} item" in e and (e.endswith(rate) or f"{rate} a step" in e)
+        for e in hint["evidence"]
+    ), (hint["evidence"], rate)
     (advice,) = hint["advice"]
     assert advice.startswith(f"sync_policy.py:{line}: item()")
     assert "loss" not in advice.split("if it is logged")[0]  # no guess that it is a loss

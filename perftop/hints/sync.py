@@ -6,7 +6,7 @@ the hint still names them, as information, and claims no gain it cannot measure.
 
 from __future__ import annotations
 
-from perftop.fmt import sync_where
+from perftop.fmt import sync_rate, sync_where
 from perftop.hints.base import fraction, plural, seconds, threshold
 from perftop.model.snapshot import Hint, Severity, Snapshot, SyncSite
 
@@ -59,6 +59,13 @@ def where(s: SyncSite) -> str:
     return f"{user} (via {lib})" if lib else user
 
 
+def site_rate(s: SyncSite) -> str:
+    """A site's rate as the Sync panel and the report give it (its error where sampled;
+    what was seen where the sampling cannot yet tell a rate)."""
+    text = sync_rate(s.per_step, s.error, s.seen, every=s.every_step, watched=s.watched)
+    return f"{text} a step" if text[:1].isdigit() else text
+
+
 def host_device_sync(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     """Counts the syncs inside training steps (``per_step``) only; syncs made between
     steps are named apart, since they cost no step time."""
@@ -69,14 +76,17 @@ def host_device_sync(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     real = [s for s in sites if s.kind == "sync"]
     top = sorted(sites, key=lambda s: (s.kind != "sync", -(s.blocked_s or 0.0), -s.per_step))
     top = top[:SHOWN]
+    # The sum's standard error at most the sum of the sites' (one set of watched steps)
+    err = sum(s.error or 0.0 for s in sites)
+    total = f"{per_step:.1f}" + (f" ±{err:.1f}" if err >= 0.05 else "")
     ev = [
-        f"{per_step:.1f} host-device syncs per step at {len(sites)} "
+        f"{total} host-device syncs per step at {len(sites)} "
         + ("line" if len(sites) == 1 else "lines")
         + ("" if real else " (seen by the detector; they stall once the job runs on a GPU)")
     ]
     for s in top:
         blocked = f", {seconds(s.blocked_s)} blocked a step" if s.blocked_s else ""
-        ev.append(f"{where(s)} {s.op} in {s.function}(): {s.per_step:.1f}/step{blocked}")
+        ev.append(f"{where(s)} {s.op} in {s.function}(): {site_rate(s)}{blocked}")
     for s in snap.sync_between[:2]:  # evaluation or sampling passes: no step's time
         rate = f", {s.per_pass:.0f} per pass" if s.per_pass else ""
         ev.append(f"between steps (not counted above): {where(s)} {s.op}, {s.count} syncs{rate}")
@@ -87,10 +97,10 @@ def host_device_sync(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     gain, gain_txt = _gain(snap, real)
     if real:
         severity: Severity = "high" if per_step >= 5 or (gain or 0.0) >= 0.2 else "medium"
-        title = f"Host-device syncs: the host waits for the GPU {per_step:.1f} times a step"
+        title = f"Host-device syncs: the host waits for the GPU {total} times a step"
     else:
         severity = "info"
-        title = f"Host-device syncs: {per_step:.1f} per step would stall a GPU"
+        title = f"Host-device syncs: {total} per step would stall a GPU"
     return [
         Hint(
             id="host-device-sync",
