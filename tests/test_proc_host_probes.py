@@ -306,3 +306,23 @@ def test_a_process_with_torch_and_no_hook_is_said_once_it_ran_or_exited(python):
                 os.kill(pid, signal.SIGKILL)
         top.kill()
         top.wait()
+
+
+def test_ticks_close_together_read_a_cpu_share_a_process_can_have(python):
+    """A process's CPU time counts in clock ticks (10 ms): a tick a few ms after the last
+    read a busy single-threaded process at 0% or 300%+ (a rank at 335% on 2 cores). A
+    share is over CPU_MIN_S at least; a tick sooner shows the last one."""
+    busy = subprocess.Popen([python, "-c", BUSY])
+    try:
+        probe = ProcProbe(busy.pid)
+        probe.sample(time.time())
+        time.sleep(0.5)
+        shares = []
+        for _ in range(30):
+            shares.append(rows(probe.sample(time.time()))[busy.pid]["cpu_percent"])
+            time.sleep(0.003)
+        assert all(s is not None and 0.0 <= s <= 105.0 for s in shares), shares
+        assert max(shares) >= 50.0, shares  # it does run: its share over the first 0.5 s
+    finally:
+        busy.kill()
+        busy.wait()

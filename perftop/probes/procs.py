@@ -55,13 +55,18 @@ MEM_FORK_WATCH_S, MEM_FORK_FIRST_S, MEM_FORK_FLAT_S = 30.0, 5.0, 3.0
 # time) costs no page-table walk (~9 ms for a torch process); one that lives on is read at
 # every tick from its second second (its USS then N/A for a tick, as a figure not yet read).
 MEM_FORK_DEFER_S = 0.9
+# A process's CPU time counts in clock ticks (10 ms): over an interval this long or longer
+# its CPU share is within 5% of a core. Two ticks close together (a tick the monitor asks
+# for at once, as a process appears) read a rank's 10 ms in 3 ms: 335% on 2 cores.
+CPU_MIN_S = 0.2
 
 
 @dataclass(slots=True)
 class _Tracked:
     proc: psutil.Process
     key: tuple[int, float]  # (pid, create_time): a reused pid is a new process
-    cpu_s: float | None = None
+    cpu_s: float | None = None  # its CPU time at ``mono``, the start of its CPU interval
+    cpu_pct: float | None = None  # over the last interval of CPU_MIN_S or more
     io: tuple[int, int] | None = None
     mono: float = 0.0
     name: str = ""
@@ -206,6 +211,10 @@ class ProcProbe:
     def _read(self, tr: _Tracked, now: float) -> tuple[Any, ...] | None:
         """The row, or None when this pid is no longer the process we tracked."""
         p = tr.proc
+        # when its CPU time is read (its stat, the block's first read): a tick's reads of
+        # the processes before it (their memory: ms each on a busy host) must not stretch
+        # or shrink its interval
+        at = time.monotonic()
         with p.oneshot():
             if _start_ticks(p) not in (None, tr.start):
                 return None
@@ -230,15 +239,17 @@ class ProcProbe:
             # show it holding no memory for the moment before it is a zombie
             raise psutil.ZombieProcess(p.pid)
         cpu_s = ct.user + ct.system
-        cpu_pct = None
-        if tr.cpu_s is not None and now > tr.mono:
-            cpu_pct = round(max(0.0, cpu_s - tr.cpu_s) / (now - tr.mono) * 100.0, 1)
+        if tr.cpu_s is None or at - tr.mono >= CPU_MIN_S:
+            if tr.cpu_s is not None:
+                tr.cpu_pct = round(max(0.0, cpu_s - tr.cpu_s) / (at - tr.mono) * 100.0, 1)
+            tr.cpu_s, tr.mono = cpu_s, at
+        cpu_pct = tr.cpu_pct  # a tick soon after the last: the interval goes on
         io_read = io_write = None
         if io_now is not None and tr.io is not None:
             io_read, io_write = max(0, io_now[0] - tr.io[0]), max(0, io_now[1] - tr.io[1])
         elif io_now is not None:
             io_read = io_write = 0
-        tr.cpu_s, tr.io, tr.mono = cpu_s, io_now, now
+        tr.io = io_now
         if self._mem_due(tr, now):
             c0 = time.thread_time()
             mem = read_memory(p, self.caps)
