@@ -115,7 +115,8 @@ def sync_lines(sites: list[dict[str, Any]], between: bool = False) -> list[str]:
         title = "Host-device sync sites (potential: would stall on a GPU)"
         watched = max((e.get("watched_steps") or 0) for e in sites)
         if any(e.get("exact") for e in sites):
-            title += f"; exact: all {watched} steps watched"
+            # from step 1: step 0 is whole only once it ends (docs/steps.md#sampling)
+            title += f"; exact: {watched} steps watched, every one but the first"
         elif watched:
             title += f"; per step over {watched} watched steps, ± one standard error"
     return [
