@@ -473,3 +473,31 @@ def test_an_early_rate_says_what_was_seen_not_an_error_as_large_as_itself():
     (late,) = sampled_session(30_000, lambda i: int(i % 2 == 0)).snapshot(window=None).sync
     shown = sync_rate(late.per_step, late.error, late.seen, watched=late.watched)
     assert "±" in shown and "watched" not in shown
+
+
+def test_passes_between_steps_with_no_sync_listed_say_how_many_were_watched():
+    """A torchrl PPO's rollouts (1,000 environment steps each) never fit a pass watch's
+    budget: the report listed no sync between steps and said nothing, as if there were
+    none. It says how many of the passes were watched whole."""
+    from perftop.events import Between
+    from perftop.report.build import build_report
+    from perftop.report.text import render
+
+    def run(watched_passes: int) -> str:
+        s = Session()
+        s.apply(SyncInfo(0.0, 1, False, True, 3, 200))
+        for i in range(30):
+            s.apply(Step(1, i, i * 1.0, i + 0.5))
+            if i in (1, 2, 3):
+                s.apply(SyncBatch(1, i, True, (), (), 0, 1.0))
+            if i % 10 == 9:
+                s.apply(Between(1, "rollout", i + 0.5, 0.4))
+        for _ in range(watched_passes):  # a pass watched on its own draw: no syncs in it
+            s.apply(SyncBatch(1, 29, False, (), (), 1, 1.0))
+        rep = build_report(s.snapshot(window=None))
+        assert rep["sync_watch"]["passes_watched"] == watched_passes
+        return render(rep).split("Host-device syncs between training steps\n", 1)[1]
+
+    assert run(0).startswith("  no pass of the 3 watched whole: a watch has a budget")
+    assert run(1).startswith("  none seen in the 1 pass watched whole of 3\n")
+    assert run(2).startswith("  none seen in the 2 passes watched whole of 3\n")

@@ -22,6 +22,7 @@ class SyncWatch:
 
     watched: int = 0
     paused: str = ""
+    passes: int = 0  # passes between steps it watched whole (their syncs: sync_between)
 
 
 @dataclass(frozen=True, slots=True)

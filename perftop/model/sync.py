@@ -149,7 +149,7 @@ class SyncReducer:
 
     def contribute(self, parts: dict[str, Any], window: int | None) -> None:
         parts["sync"] = self.rows()
-        parts["sync_watch"] = SyncWatch(self.sampled_steps, self.paused)
+        parts["sync_watch"] = SyncWatch(self.sampled_steps, self.paused, self.passes)
         parts["sync_between"] = self.between_rows()
 
     def between_rows(self) -> tuple[SyncSite, ...]:

@@ -76,6 +76,28 @@ def no_sync_lines(watch: dict[str, Any]) -> list[str]:
     ]
 
 
+def no_between_lines(r: dict[str, Any]) -> list[str]:
+    """No sync listed between steps where passes ran there (evaluations, rollouts): how
+    many were watched whole, so an empty section is not read as an all-clear (a watch has
+    a budget, and a long pass, a rollout of a thousand environment steps, never fits)."""
+    watch = r.get("sync_watch") or {}
+    if r.get("sync_between") or "passes_watched" not in watch or not watch["watched_steps"]:
+        return []  # listed, an older report, or the detector watched nothing
+    kinds = (r["steps"].get("between_s") or {}).items()
+    n = sum(b["count"] for k, b in kinds if not k.startswith("checkpoint"))
+    if not n:
+        return []
+    k = watch["passes_watched"]
+    seen = (
+        f"none seen in the {k} pass{'es' if k > 1 else ''} watched whole of {n}"
+        if k
+        else f"no pass of the {n} watched whole: a watch has a budget (0.25 s and 0.2% of "
+        "the training's time), and a longer pass is not watched (PERFTOP_SYNC=all watches "
+        "every one)"
+    )
+    return ["", "Host-device syncs between training steps", f"  {seen}"]
+
+
 def sync_lines(sites: list[dict[str, Any]], between: bool = False) -> list[str]:
     """Lines of code that make (sync) or would make on a GPU (potential) the host wait,
     as ``user line → library line``. The blocked column only where a site has a

@@ -15,7 +15,7 @@ from perftop.report.build import cut_short, cut_short_text
 from perftop.report.captures import capture_lines
 from perftop.report.comm import collective_lines, hang_lines, hang_notice
 from perftop.report.stacks import stack_lines
-from perftop.report.sync import no_sync_lines, sync_lines
+from perftop.report.sync import no_between_lines, no_sync_lines, sync_lines
 from perftop.report.text_probes import gpu_lines, host_lines, loaders_table, processes_table
 
 
@@ -146,7 +146,7 @@ def render(r: dict[str, Any]) -> str:
     out.extend(host_lines(r.get("host") or {}))
     out.extend(gpu_lines(r.get("gpus") or [], r.get("gpu_note", "")))
     out.extend(sync_lines(r["sync_events"]) or no_sync_lines(r.get("sync_watch") or {}))
-    out.extend(sync_lines(r.get("sync_between") or [], between=True))
+    out.extend(sync_lines(r.get("sync_between") or [], between=True) or no_between_lines(r))
     out.extend(hang_lines(r))
     out.extend(stack_lines(r))
     out.extend(capture_lines(r))
