@@ -107,7 +107,11 @@ def _compiles_the_same(tmp_path: Path, *args: str) -> list[str]:
     snap = session.snapshot(window=None)
     watch = snap.sync_watch
     assert watch.paused.startswith("torch.compile is in use"), watch
-    assert report["sync_watch"] == {"watched_steps": watch.watched, "paused": watch.paused}
+    assert report["sync_watch"] == {
+        "watched_steps": watch.watched,
+        "paused": watch.paused,
+        "passes_watched": watch.passes,
+    }
     if not report["sync_events"]:  # and the text report, where it lists no site
         assert f"detection paused: {watch.paused}" in render_text(report)
     # `perftop diff`'s figures: a count the detector never looked for is N/A, not 0
