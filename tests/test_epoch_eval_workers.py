@@ -4,7 +4,8 @@ loader of its own workers after each epoch (tests/workloads/epoch_eval_workers.p
 its ``next()`` and its forward. The training loader's last call of an epoch (its
 ``StopIteration``, which joins its workers: 10-20 ms) falls inside the evaluation's
 interval; it was counted again in the next step's data wait, whose forward then read 0
-(found trying Lightning Fabric as a user would)."""
+(found trying Lightning Fabric as a user would). Each evaluation reads its scores on the
+host: the passes watched for syncs are placed after the step before them."""
 
 from __future__ import annotations
 
@@ -14,24 +15,30 @@ import sys
 
 import pytest
 
-from perftop.events import Step
+from perftop.events import Between, Step, SyncBatch
 from perftop.recording import read_events
 from tests.helpers import WORKLOADS
 
 pytestmark = pytest.mark.timeout(180)
 
 
-def test_the_step_after_an_evaluation_keeps_its_own_data_wait_and_forward(tmp_path) -> None:
-    rec = tmp_path / "r.perftop"
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, list]:
+    d = tmp_path_factory.mktemp("evw")
+    rec = d / "r.perftop"
     mon = subprocess.run(
         [sys.executable, "-m", "perftop", "run", "--headless", "--record", str(rec), "--",
          sys.executable, str(WORKLOADS / "epoch_eval_workers.py"), "3"],
-        cwd=tmp_path, text=True, capture_output=True, timeout=150,
+        cwd=d, text=True, capture_output=True, timeout=150,
         stdin=subprocess.DEVNULL)  # fmt: skip
     assert mon.returncode == 0, mon.stderr[-3000:]
-    own = json.loads(mon.stdout.strip().splitlines()[-1])
+    return json.loads(mon.stdout.strip().splitlines()[-1]), list(read_events(rec))
+
+
+def test_the_step_after_an_evaluation_keeps_its_own_data_wait_and_forward(run) -> None:
+    own, events = run
     assert own["evals"] == 3 and len(own["steps"]) == 30
-    steps = {ev.index: ev for ev in read_events(rec) if isinstance(ev, Step)}
+    steps = {ev.index: ev for ev in events if isinstance(ev, Step)}
     assert sorted(steps) == list(range(30))
     for index, fetch, forward in own["steps"]:
         s = steps[index]
@@ -40,3 +47,19 @@ def test_the_step_after_an_evaluation_keeps_its_own_data_wait_and_forward(tmp_pa
         assert s.data >= 0.8 * fetch - 0.001, (index, s, fetch)
         # the rest of the step holds its forward (and the loss, zero_grad)
         assert s.other >= 0.8 * forward, (index, s, forward)
+
+
+def test_a_pass_watched_on_its_own_draw_is_placed_after_the_step_before_it(run) -> None:
+    """The first two passes are watched for sure, out of the steps' sampling (steps 1-3,
+    then a few): their syncs went out under the last step the detector had looked at
+    (``sync_between[].last_step`` 12 for a pass after step 60), not the step before them."""
+    _own, events = run
+    ends = sorted((ev.t1, ev.index) for ev in events if isinstance(ev, Step))
+    passes = [ev for ev in events if isinstance(ev, Between) and ev.kind == "eval"]
+    alone = [ev for ev in events if isinstance(ev, SyncBatch) and ev.passes and not ev.sampled]
+    assert passes and alone, (passes, alone)
+    before = [max(i for t1, i in ends if t1 <= p.t0 + 1e-6) for p in passes]
+    # (a pass inside a watched stretch of steps goes out with them: not one of these)
+    steps = [b.step for b in alone]
+    assert set(steps) <= set(before) and steps == sorted(set(steps)), (alone, before)
+    assert all(b.between for b in alone)  # each with its int() syncs

@@ -148,7 +148,9 @@ def attach(state: Any, torch: Any) -> Collector | None:
             collector.between(kind, t0, length, tracker.gap_seen if t0 == tracker.gap_t0 else t0)
         try:
             passes.closed(kind)
-            passes.ended(max(0, last[0]))
+            # after the last step closed (``last`` is where this hook last ran: the sampled
+            # steps only, so a pass watched on its own draw after step 60 read step 12)
+            passes.ended(max(0, tracker.index - 1, last[0]))
         except Exception:
             state.internal_error("sync pass")
         if slot.busy:  # a safe point for a removal that waits
