@@ -5,7 +5,8 @@ Steps panel counts them; a step range also bounds the probe samples, notes and o
 the time its steps took on the primary process, and the time outside steps (an evaluation,
 a checkpoint) to the intervals that began in it. The session and job start events are kept
 (moved to the slice's start, so the elapsed time is the slice's); the job's exit only when
-it falls inside.
+it falls inside. What the session is (its processes, loaders, hooks) is kept where it is of
+the slice: made before its end, and alive in it where made before it.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from perftop.events import (
     SyncBatch,
     SyncInfo,
 )
-from perftop.events.probes import ProcInfo
+from perftop.events.probes import ProcInfo, ProcSample
 from perftop.recording import ReadStats, read_events
 
 TIMELESS = (Hello, LoaderInfo, ProcInfo, SyncInfo)  # what the session is, kept whole
@@ -102,17 +103,46 @@ def _window(path: Path, sl: Slice) -> tuple[float, float, float]:
     return start, lo, hi
 
 
+def _alive_in(path: Path, lo: float, hi: float) -> set[int]:
+    """The processes the probes saw inside the window, or that stepped in it."""
+    alive: set[int] = set()
+    for ev in read_events(path, ReadStats()):
+        if isinstance(ev, ProcSample) and lo <= ev.t <= hi:
+            alive.update(r[0] for r in ev.rows if r)
+        elif isinstance(ev, Step) and ev.t0 <= hi and ev.t1 >= lo:
+            alive.add(ev.pid)
+    return alive
+
+
+def _of_slice(ev: Event, lo: float, hi: float, alive: set[int]) -> bool:
+    """Whether a timeless event (what a process or a loader is) is of the slice: none made
+    after its end (the next epoch's workers, a later evaluation's loader), nor a process
+    gone before it, nor a loader whose workers all were (an earlier evaluation's)."""
+    t = getattr(ev, "t", lo)
+    if t > hi:
+        return False
+    if t >= lo:
+        return True
+    if isinstance(ev, ProcInfo):
+        return ev.pid in alive
+    if isinstance(ev, LoaderInfo) and ev.workers:
+        return any(pid in alive for _w, pid in ev.workers)
+    return True
+
+
 def sliced_events(path: str | Path, sl: Slice, stats: ReadStats) -> Iterator[Event]:
     """The events of ``path`` inside the slice (see the module docstring)."""
     path = Path(path)
     _, lo, hi = _window(path, sl)
+    alive = _alive_in(path, lo, hi)
     counts: dict[int, int] = {}
     kept: dict[int, tuple[int, int]] = {}  # pid -> (first, last) step index kept
     for ev in read_events(path, stats):
         if isinstance(ev, (SessionStart, JobStart)):
             yield replace(ev, t=max(ev.t, lo)) if lo > ev.t else ev
         elif isinstance(ev, TIMELESS):
-            yield ev
+            if _of_slice(ev, lo, hi, alive):
+                yield ev
         elif isinstance(ev, Step):
             n = counts[ev.pid] = counts.get(ev.pid, 0) + 1
             if sl.from_step is not None and n < sl.from_step:

@@ -29,6 +29,8 @@ def render(r: dict[str, Any]) -> str:
             state = f"killed by {r['exit_signal']} ({state})"
     elif r.get("ended"):
         state = "ended, exit code unknown (recorded in the background)"
+    elif r.get("slice"):
+        state = "the run went on after this slice"
     else:
         state = "no end recorded (still running, perftop was killed, or the recording stopped early: a full disk)"
     out.append(f"perftop report: {cmd}")
