@@ -288,3 +288,23 @@ def test_stalls_awaiting_their_step_are_as_many_as_the_stalls_kept():
     assert sum(map(len, r.unplaced.values())) == MAX_STALLS and min(r.unplaced) == 950
     r.apply(Step(999, 5, 1098.0, 1104.0))  # the last one's step goes on: placed
     assert 999 not in r.unplaced and r.stalls[-1].step == 5
+
+
+def test_a_stack_in_backward_names_the_users_line_not_perftops_pass_through():
+    """A training thread in backward() has perftop's pass-through (``_engine_run_backward``,
+    hook/torch_patch.py) as its innermost Python frame: the stall read
+    ``torch_patch.py:175 _wrap_engine.<locals>._engine_run_backward``."""
+    from pathlib import Path
+
+    import perftop.hook.torch_patch
+    from perftop.model.stacks import where
+
+    hook = str(Path(perftop.hook.torch_patch.__file__).absolute())
+    torch = "/v/lib/python3.11/site-packages/torch"
+    frames = (
+        ("_wrap_engine.<locals>._engine_run_backward", hook, 175),
+        ("backward", f"{torch}/autograd/__init__.py", 353),
+        ("backward", f"{torch}/_tensor.py", 648),
+        ("main", "/home/u/train.py", 50),
+    )
+    assert where(frames) == "train.py:50 main → backward"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from perftop.events import Step
@@ -22,7 +23,11 @@ from perftop.wire import StepRecord
 
 MAX_STALLS = 50
 TOP = 5
-_LIB_MARKS = ("site-packages", "dist-packages", "/lib/python3", "<frozen", "<string>")
+# perftop's own hook (its pass-throughs on torch's calls: the innermost Python frame of a
+# backward) is no line of the user's, wherever perftop is installed (a checkout, not
+# site-packages, in development)
+_HOOK = str(Path(__file__).absolute().parent.parent / "hook") + "/"
+_LIB_MARKS = ("site-packages", "dist-packages", "/lib/python3", "<frozen", "<string>", _HOOK)
 _WAIT_FILES = ("queue.py", "queues.py", "threading.py", "connection.py", "selectors.py")
 _LOADER = "torch/utils/data/dataloader.py"
 _WORKER = "torch/utils/data/_utils/worker.py"
