@@ -322,7 +322,7 @@ def test_ticks_close_together_read_a_cpu_share_a_process_can_have(python):
             shares.append(rows(probe.sample(time.time()))[busy.pid]["cpu_percent"])
             time.sleep(0.003)
         assert all(s is not None and 0.0 <= s <= 105.0 for s in shares), shares
-        assert max(shares) >= 50.0, shares  # it does run: its share over the first 0.5 s
+        assert max(shares) >= 5.0, shares  # it does run (its share of a loaded 2-core host)
     finally:
         busy.kill()
         busy.wait()

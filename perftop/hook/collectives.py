@@ -139,9 +139,10 @@ class CommPoller:
             dist = sys.modules.get("torch.distributed")
             if dist is None or not dist.is_available():
                 return
-            if not dist.is_initialized() and not (final and buffer_size() > 0):
+            made = dist.is_initialized()
+            if not made and not (final and buffer_size() > 0):
                 return  # at exit, a group made and destroyed already is read once
-            self._start()
+            self._start(said=made)
             if self.rings is None:
                 return
         dumps = []
@@ -154,12 +155,16 @@ class CommPoller:
                 return
         self._send(dumps, final)
 
-    def _start(self) -> None:
+    def _start(self, said: bool = True) -> None:
+        """The rings, read from now on; at exit with no group (``said`` False) only where
+        they hold records: a process that made no group says nothing."""
         self.off = True
         put = self.state.sender.put
         size = buffer_size()
         c10d = getattr(getattr(sys.modules.get("torch"), "_C", None), "_distributed_c10d", None)
         rings = [Ring(name, read) for name, read in _readers(c10d)]
+        if not said and not _any_records(rings):
+            return
         why = ""
         if not rings:
             why = "this torch has no flight recorder dump (_dump_fr_trace)"
@@ -232,6 +237,13 @@ class CommPoller:
         dur = e.get("duration_ms")
         gpu = round(float(dur) / 1e3, 6) if isinstance(dur, (int, float)) and dur >= 0 else None
         return (pg, seq, op, b, _sizes(e), round(created, 6), int(train), call, phase, line, gpu)
+
+
+def _any_records(rings: list[Ring]) -> bool:
+    try:
+        return any(ring.read().get("entries") for ring in rings)
+    except Exception:
+        return False
 
 
 def _sizes(e: Any) -> str:
