@@ -147,3 +147,20 @@ async def test_no_site_is_no_all_clear_where_detection_paused() -> None:
     paused = dataclasses.replace(cpu_snapshot(), sync_watch=SyncWatch(40, why))
     async with showing(paused) as (app, pilot):
         assert app.query_one("#sync").border_subtitle.endswith("· detection paused")
+
+
+@aio
+async def test_passes_with_no_sync_listed_say_how_many_were_watched() -> None:
+    """A torchrl PPO's rollouts never fit a pass watch's budget: no sync was listed between
+    steps and nothing said so. The subtitle says how many passes were watched whole."""
+    from perftop.model.snapshot import BetweenRow
+
+    rollouts = (BetweenRow("rollout", 32.5, 19), BetweenRow("checkpoint", 1.0, 2))
+    for watch, want in ((SyncWatch(5, "", 0), "0 of 19 passes watched"),
+                        (SyncWatch(5, "", 2), "2 of 19 passes watched")):  # fmt: skip
+        snap = dataclasses.replace(cpu_snapshot(), between=rollouts, sync_watch=watch)
+        async with showing(snap) as (app, pilot):
+            assert app.query_one("#sync").border_subtitle.endswith(f"· {want}")
+        empty = dataclasses.replace(snap, sync=())
+        async with showing(empty) as (app, pilot):
+            assert app.query_one("#sync").border_subtitle == want

@@ -155,6 +155,16 @@ def subtitle(sites: tuple[SyncSite, ...], between: tuple[SyncSite, ...] = ()) ->
     return (f"{out}, {watched} steps watched" if watched else out) + also
 
 
+def passes_note(snap: Snapshot) -> str:
+    """Where passes ran between steps (evaluations, rollouts) and none of their syncs is
+    listed: how many the detector watched whole (a long one never fits a watch's budget),
+    so no line there is no all-clear."""
+    if snap.sync_between or not snap.sync_watch.watched:
+        return ""
+    n = sum(b.count for b in snap.between if not b.kind.startswith("checkpoint"))
+    return f" · {snap.sync_watch.passes} of {n} passes watched" if n else ""
+
+
 class SyncPanel(Panel):
     TITLE = "Sync"
     DEFAULT_CSS = """
@@ -195,7 +205,8 @@ class SyncPanel(Panel):
         # The sites change at a watched step, a few a second at most: the same sites in the
         # same room are not formatted again (their cells were the dearest of this panel).
         room = (self.table.scrollable_content_region.width, self.content_region.width)
-        key = (snap.sync, snap.sync_between, snap.sync_watch, snap.meta.observer, room)
+        passes = passes_note(snap)
+        key = (snap.sync, snap.sync_between, snap.sync_watch, snap.meta.observer, room, passes)
         if key == self._shown:
             return
         self._shown = key
@@ -220,7 +231,8 @@ class SyncPanel(Panel):
             rows[row][-1] = place_cell(s, width)
         self.table.set_rows(rows)
         paused = " · detection paused" if snap.sync_watch.paused and listed else ""
-        self.border_subtitle = subtitle(snap.sync, snap.sync_between) + paused
+        sub = subtitle(snap.sync, snap.sync_between) + paused + passes
+        self.border_subtitle = sub.removeprefix(" · ")
 
     def _where_width(self, rows: dict[str, list[Cell]]) -> int:
         """What the table's width leaves the place's column (the last), once the other
