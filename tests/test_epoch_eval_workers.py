@@ -45,9 +45,12 @@ def test_the_step_after_an_evaluation_keeps_its_own_data_wait_and_forward(run) -
         s = steps[index]
         # perftop times the loader's __next__ inside the job's own timer around next()
         assert s.data <= fetch + 0.001, (index, s, fetch)
-        assert s.data >= 0.8 * fetch - 0.001, (index, s, fetch)
         # the rest of the step holds its forward (and the loss, zero_grad)
         assert s.other >= 0.8 * forward, (index, s, forward)
+    # and nearly all of that timer (a busy host may preempt the job between its clock
+    # read and the call: 2 ms of one step's 3 once on CI)
+    fetched = sum(f for _i, f, _fw in own["steps"])
+    assert sum(steps[i].data for i in steps) >= 0.8 * fetched - 0.005, fetched
 
 
 def test_a_pass_watched_on_its_own_draw_is_placed_after_the_step_before_it(run) -> None:
