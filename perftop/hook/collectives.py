@@ -135,6 +135,7 @@ class CommPoller:
         if now < self.next_t and not final:
             return
         self.next_t = now + POLL_S
+        info = None  # how this process reads its collectives: said once, with its first read
         if self.rings is None:
             dist = sys.modules.get("torch.distributed")
             if dist is None or not dist.is_available():
@@ -142,8 +143,10 @@ class CommPoller:
             made = dist.is_initialized()
             if not made and not (final and buffer_size() > 0):
                 return  # at exit, a group made and destroyed already is read once
-            self._start(said=made)
+            info = self._start()
             if self.rings is None:
+                if made:
+                    self.state.sender.put(info)
                 return
         dumps = []
         for ring in self.rings:
@@ -153,26 +156,28 @@ class CommPoller:
                 self.state.internal_error(f"collectives ({ring.name})")
                 self.off = True
                 return
+        if info is not None:
+            if not made and not any(entries for _ring, entries in dumps):
+                return  # at exit, no group and no record: a process that made none
+            self.state.sender.put(info)
         self._send(dumps, final)
 
-    def _start(self, said: bool = True) -> None:
-        """The rings, read from now on; at exit with no group (``said`` False) only where
-        they hold records: a process that made no group says nothing."""
+    def _start(self) -> CollInfo:
+        """The rings, read from now on where the recorder keeps records; what to say of
+        them (said with the first read, or, with no group at exit, where it holds records:
+        a process that made no group says nothing)."""
         self.off = True
-        put = self.state.sender.put
         size = buffer_size()
         c10d = getattr(getattr(sys.modules.get("torch"), "_C", None), "_distributed_c10d", None)
         rings = [Ring(name, read) for name, read in _readers(c10d)]
-        if not said and not _any_records(rings):
-            return
         why = ""
         if not rings:
             why = "this torch has no flight recorder dump (_dump_fr_trace)"
         elif size <= 0:
             why = f"{ENV_BUFFER} is not set in the job (or is 0): the recorder keeps nothing"
-        put(CollInfo(time.time(), self.pid, size if not why else 0, why))
         if not why:
             self.rings, self.off = rings, False
+        return CollInfo(time.time(), self.pid, size if not why else 0, why)
 
     def _send(self, dumps: list[tuple[Ring, Any]], final: bool = False) -> None:
         train = getattr(self.state.tracker, "thread", 0)
@@ -237,13 +242,6 @@ class CommPoller:
         dur = e.get("duration_ms")
         gpu = round(float(dur) / 1e3, 6) if isinstance(dur, (int, float)) and dur >= 0 else None
         return (pg, seq, op, b, _sizes(e), round(created, 6), int(train), call, phase, line, gpu)
-
-
-def _any_records(rings: list[Ring]) -> bool:
-    try:
-        return any(ring.read().get("entries") for ring in rings)
-    except Exception:
-        return False
 
 
 def _sizes(e: Any) -> str:

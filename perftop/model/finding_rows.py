@@ -8,6 +8,7 @@ and the rules' verdicts) rather than what it measures of the job, its machine an
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -23,6 +24,12 @@ class SyncWatch:
     watched: int = 0
     paused: str = ""
     passes: int = 0  # passes between steps it watched whole (their syncs: sync_between)
+
+
+def passes_run(by_kind: Iterable[tuple[str, int]]) -> int:
+    """The passes between steps, of (kind, count) pairs, that the sync detector may watch:
+    evaluations and rollouts, not a checkpoint's saves."""
+    return sum(n for kind, n in by_kind if not kind.startswith("checkpoint"))
 
 
 @dataclass(frozen=True, slots=True)

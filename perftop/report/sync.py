@@ -7,6 +7,7 @@ from typing import Any
 
 from perftop.fmt import count, rounded, seconds, sync_rate, sync_where, table
 from perftop.model import Snapshot
+from perftop.model.finding_rows import passes_run
 
 
 def sync_json(snap: Snapshot, between: bool = False) -> list[dict[str, Any]]:
@@ -83,8 +84,7 @@ def no_between_lines(r: dict[str, Any]) -> list[str]:
     watch = r.get("sync_watch") or {}
     if r.get("sync_between") or "passes_watched" not in watch or not watch["watched_steps"]:
         return []  # listed, an older report, or the detector watched nothing
-    kinds = (r["steps"].get("between_s") or {}).items()
-    n = sum(b["count"] for k, b in kinds if not k.startswith("checkpoint"))
+    n = passes_run((k, b["count"]) for k, b in (r["steps"].get("between_s") or {}).items())
     if not n:
         return []
     k = watch["passes_watched"]
