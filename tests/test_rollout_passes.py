@@ -159,7 +159,10 @@ def test_ppo_report_names_the_rollouts_and_their_function(ppo):
     _, _, rep, passes, text, _ = ppo
     line = next(ln for ln in text.splitlines() if "between steps (not in any step)" in ln)
     assert "rollout " in line and f"({len(passes)}×)" in line, line
-    assert "rollout: forward calls with grad off, made from collect_rollouts (" in text, text
+    assert (
+        "rollout: forward calls between an environment's steps, made from collect_rollouts ("
+        in text
+    ), text
     assert "inside the model's forward calls" in text
     assert "Evaluate less often" not in text + json.dumps(rep)
     panel = text.splitlines()[-1]  # the Steps panel's line, from the recording's snapshot
@@ -262,13 +265,27 @@ def test_hand_written_loop_kinds_and_names(loop):
     # user's profiler on: nothing looked into, but the site's passes were rollouts before,
     # and its passes are from then on, named as they were)
     names = {"eval": "estimate_loss (", "plain": "plain_rollout ("}
+    _as_own_timers(own, passes, steps, kinds, names, "rollout_loop.py:")
+    assert own["profile"] == "None"  # no profile function left behind
+    assert own["kept"]  # the user's own profiler untouched
+
+
+def _as_own_timers(
+    own: dict[str, Any],
+    passes: list[Between],
+    steps: list[Step],
+    kinds: dict[str, str],
+    names: dict[str, str],
+    file: str,
+) -> None:
+    """Each pass of a hand-written loop against the loop's own timers (the test above)."""
     assert len(passes) == len(own["passes"]), (passes, own["passes"])
     tol = 0.001
     got: dict[str, list[float]] = {}
     want: dict[str, list[float]] = {}
     for p, (what, a, b, first) in zip(passes, own["passes"], strict=True):
         assert p.kind == kinds[what], (p, what)
-        assert p.site.startswith(names.get(what, "rollout (")) and "rollout_loop.py:" in p.site
+        assert p.site.startswith(names.get(what, "rollout (")) and file in p.site, p
         assert 0.0 < p.forward_s < p.length
         last, out = max((u[1], u[2]) for u in own["updates"] if u[1] <= a)
         into, called = min((u[0], u[3]) for u in own["updates"] if u[0] >= b)
@@ -284,8 +301,6 @@ def test_hand_written_loop_kinds_and_names(loop):
         lo, hi = sum(s[0] for s in spans), sum(s[1] for s in spans)
         tol = 0.1 * lo + 0.0005 * len(spans)
         assert lo - tol <= sum(got[what]) <= hi + tol, (what, got[what], spans)
-    assert own["profile"] == "None"  # no profile function left behind
-    assert own["kept"]  # the user's own profiler untouched
 
 
 def test_a_site_that_steps_no_environment_is_looked_into_three_times(loop):
@@ -294,6 +309,41 @@ def test_a_site_that_steps_no_environment_is_looked_into_three_times(loop):
     in none after (the call before the first step is in no pass: not looked into)."""
     own = loop[0]
     assert own["looked"] == [False, True, True, True, False], own["looked"]
+
+
+@pytest.fixture(scope="module")
+def eval_mode(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, ...]:
+    d = tmp_path_factory.mktemp("eval_mode")
+    script = str(WORKLOADS / "eval_mode_rollouts.py")
+    plain = run_plain([sys.executable, script])
+    proc, rep = run_and_report(d, sys.executable, script)
+    assert proc.returncode == plain.returncode == 0, proc.stderr
+    opens = [e for e in read_events(str(d / "r.perftop")) if isinstance(e, BetweenOpen)]
+    return _own(proc), rep, _passes(d), _steps(d), opens
+
+
+def test_rollouts_with_grad_on_in_eval_mode(eval_mode):
+    """tianshou's collectors call the policy with grad on, in eval mode
+    (tests/workloads/eval_mode_rollouts.py): each collection after the first update, the
+    test collections and DQN's few environment steps between single updates, is a
+    ``rollout`` pass named by the function that steps the environment, against the loop's
+    own timers as the hand-written loop's above (they were inside the next step, no pass).
+    A model trained in eval mode (frozen BatchNorm) and an evaluation in eval mode with
+    grad on, stepping no environment, stay in the steps: no pass overlaps them."""
+    own, rep, passes, steps, opens = eval_mode
+    assert rep["steps"]["count"] == own["steps"] == len(steps) == 47
+    kinds = {"rollout": "rollout", "test": "rollout"}
+    names = {"rollout": "collect (", "test": "collect ("}
+    _as_own_timers(own, passes, steps, kinds, names, "eval_mode_rollouts.py:")
+    assert len({p.site for p in passes}) == 1
+    for name, (a, b) in own["spans"].items():
+        assert not [p for p in passes if p.t0 < b and p.t0 + p.length > a], (name, passes)
+        assert [s for s in steps if a <= s.t0 and s.t1 <= b] or name == "evaluate", name
+    for p in passes:  # the first said to be one at its first environment step, then at once
+        said = [o.kind for o in opens if abs(o.t0 - p.t0) < 1e-6]
+        assert said and said[-1] == "rollout", (p, said)
+    row = rep["steps"]["between_s"]["rollout"]
+    assert row["count"] == len(passes) and list(rep["steps"]["between_s"]) == ["rollout"]
 
 
 def test_sac_rollouts_between_trainings_of_three_optimizers(sac):

@@ -21,7 +21,9 @@ KNOWN = frozenset({"grad", "on_data", "compiled"})
 KNOWN_30 = frozenset({"slow_eval"})
 # Drawn by the campaign; the fixed sample stays the one it was (two host-transform loops
 # below have the part).
-DRAWN_LATER = frozenset({"host_copy", "engine", "ahead", "save_burst", "idle", "two_losses", "val"})
+DRAWN_LATER = frozenset(
+    {"host_copy", "engine", "ahead", "save_burst", "idle", "two_losses", "val", "rollout_eval"}
+)
 
 
 @settings(

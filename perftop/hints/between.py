@@ -19,7 +19,7 @@ ADVICE = {
     "larger batch than training.",
     "checkpoint": "Save less often, to local disk, or asynchronously "
     "(torch.distributed.checkpoint.async_save).",
-    "rollout": "Rollouts are forward calls with grad off alternating with an environment's "
+    "rollout": "Rollouts are forward calls alternating with an environment's "
     "steps, made from {site}: that function is where the time goes. Speed up what it "
     "spends most in (the share inside the model's forward calls is in the evidence): the "
     "environment (several environments stepped at once, in subprocesses), or the policy's "
@@ -45,7 +45,7 @@ def between_steps(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     ev = [
         f"{NAMES.get(b.kind, b.kind)}: {seconds(b.total_s)} in {count(b.count, 'interval')} "
         f"({fraction(b.total_s / wall)} of the run)"
-        + (f": {pass_text(row_dict(b))}" if b.site else "")
+        + (f": {pass_text(row_dict(b), b.kind)}" if b.site else "")
         for b in rows
     ]
     advice = [_advice(b) for b in rows if b.kind in ADVICE]

@@ -51,8 +51,9 @@ from perftop.hook import gap_forward, gap_site, gaps
 from perftop.hook.compile_watch import CompileWatch
 from perftop.hook.feeder_wait import RECENT, _cpu, _perf
 from perftop.hook.pass_meter import PassMeter, cpu_wall
+from perftop.hook.pass_mode import PassMode
 from perftop.hook.pass_narrow import Narrow
-from perftop.hook.pass_open import PassOpen, _after_other_optimizer
+from perftop.hook.pass_open import _after_other_optimizer
 from perftop.hook.prehook_slot import PreHookSlot
 from perftop.hook.state import HookState
 
@@ -66,7 +67,7 @@ COMPILED_MODEL = "torch.compile(model) is in use (its wrapper warns about global
 DYNAMO = "dynamo compiles (it would trace a global module hook)"
 
 
-class FirstForward(PassOpen):
+class FirstForward(PassMode):
     def __init__(self, state: HookState, slot: PreHookSlot, watch: CompileWatch) -> None:
         self.state = state
         self.watch = watch
@@ -96,6 +97,9 @@ class FirstForward(PassOpen):
         self.step_sites: set[Any] = set()  # sites of forwards with grad off that were a
         # step's own work after its batch (a teacher's): never watched again
         self.narrow: Narrow | None = None  # a pass's top-level calls, narrowed (install)
+        self.ev: tuple[float, float, Any] | None = None  # an eval-mode candidate (pass_mode)
+        self.ev_at = (0, False, False)
+        self.by_mode = False  # the open pass was one
 
     def arm(self) -> None:
         """Starts the wait (again, where armed already: a new step's) on the training
@@ -103,6 +107,8 @@ class FirstForward(PassOpen):
         tr = self.tracker
         if self.note_due >= 0 and tr.index > self.note_due:
             self.data_note(tr)
+        if self.ev is not None:  # a step ended while an eval-mode candidate was watched
+            self.mode_drop()
         if self.off:
             return
         if threading.get_ident() != tr.thread:
@@ -128,6 +134,7 @@ class FirstForward(PassOpen):
     def disarm(self) -> None:
         """Off until armed again; a pass's forward hook and profile function with it (before
         a compile: dynamo must trace no hook of ours)."""
+        self.ev = None
         if self.narrow is not None:
             self.narrow.cancel()
         if self.slot.held:
@@ -147,11 +154,11 @@ class FirstForward(PassOpen):
             ):  # a module inside one of the pass's forward calls: only counted
                 meter.depth += 1
                 return
-            self.fire()
+            self.fire(module)
             if (
                 meter is not None
                 and meter.depth == 1
-                and tr.region is self
+                and (tr.region is self or self.ev is not None)
                 and self.narrow is not None
                 and self.narrow.module is None
                 and meter.handle is not None
@@ -167,22 +174,26 @@ class FirstForward(PassOpen):
             self.meter.lift()
 
     def relay(self) -> None:
-        """... and back where it returns, while the pass is open."""
-        if self.tracker.region is self and not self.slot.held:
+        """... and back where it returns, while the pass (or a candidate) is open."""
+        if (self.tracker.region is self or self.ev is not None) and not self.slot.held:
             self.slot.put(self.hook)
         if self.meter is not None:
             self.meter.relay()
 
-    def fire(self) -> None:
+    def fire(self, module: Any = None) -> None:
         tr = self.tracker
         if threading.get_ident() != tr.thread:
             return  # another thread's module call (a feeder's): not the training loop's
         t = _perf()
+        if self.ev is not None:  # an eval-mode candidate's (pass_mode.py)
+            self.mode_call(module, t)
+            return
         # the CPU clock with the wall clock, where a timed wait reads it: the hook's own
         # work below (cold after a sleep: tens of µs on a busy host) is no part of the wait
         c = _cpu() if self.timed and self.c0 >= 0.0 else -1.0
         if tr.region is self:  # inside the pass this hook began: until grad is on again
-            if not tr.grad():
+            off = not tr.grad()
+            if off or self.in_mode_pass(module):
                 if tr.pend:  # a batch, then this forward: the pass's batch
                     gaps.pending_was_eval(tr)
                 meter = self.meter
@@ -190,7 +201,8 @@ class FirstForward(PassOpen):
                     self.c0, self.t0 = cpu_wall()  # the pass's last module call so far
                 if meter is not None:
                     meter.pre(t)
-                gap_forward.met_in_pass(tr)
+                if off:
+                    gap_forward.met_in_pass(tr)
                 if t >= tr.flush_at and tr.on_flush is not None:
                     tr.on_flush()  # a send due (solo): the pass's calls send, as step ends do
                 return
@@ -212,13 +224,15 @@ class FirstForward(PassOpen):
             self.timed = False
             self.timed_wait(tr, t, c)
         if tr.grad():
-            pass
+            if module is not None and self.mode_begin(module, tr, t):
+                return  # an eval-mode forward: a rollout's if an environment steps next
         elif self.may_pend(tr, t):
             return  # the batch before it pends: watching what comes next
         elif self.may_begin(tr):
             self.late = _after_other_optimizer(tr) and tr.active()
             tr.no_grad(True, self, t)
             if tr.region is self:
+                self.by_mode = False
                 self.c0, self.t0 = cpu_wall()
                 if self.meter is not None:
                     self.meter.start(t, *gap_site.site())
@@ -234,6 +248,7 @@ class FirstForward(PassOpen):
             tr.batch_site = name
             if self.meter is not None and threading.get_ident() == tr.thread:
                 tr.region = self
+                self.by_mode = False
                 self.c0, self.t0 = cpu_wall()
                 self.meter.start(t, site, name)
                 self.meter.batch = True  # opened by a loader's batch: an evaluation

@@ -272,11 +272,13 @@ def training(tr: Tracker, t: float) -> bool:
     return ended
 
 
-def region_enter(tr: Tracker, ctx: Any, t: float) -> None:
-    """A ``no_grad`` region entered with grad on at ``t`` (module docstring)."""
+def region_enter(tr: Tracker, ctx: Any, t: float, site: Any = None) -> None:
+    """A ``no_grad`` region entered with grad on at ``t`` (module docstring); ``site``:
+    where, when known already (a rollout in eval mode opens later: pass_mode.py)."""
     if tr.thread == 0 or (tr.in_gap and not tr.save_alone) or tr.pend or tr.in_opt is not None:
         return  # before training (a model's init), inside an optimizer step (LBFGS's)
-    site = _site()
+    if site is None:
+        site = _site()
     if site is None:
         return  # torch's housekeeping
     index, sites = tr.index, tr.ng_sites

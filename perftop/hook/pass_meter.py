@@ -52,6 +52,7 @@ ENVS = (
     ("gym.core", "Env"),
     ("gym.vector.vector_env", "VectorEnv"),
     ("stable_baselines3.common.vec_env.base_vec_env", "VecEnv"),
+    ("tianshou.env.venvs", "BaseVectorEnv"),  # its step() calls its workers' envs' own
 )
 _MAX_NAME = 160
 MAX_SITES = 64
@@ -224,11 +225,22 @@ class PassMeter:
         site = self.site
         if kind == ROLLOUT and site is not None and len(self.rollout_sites) < MAX_SITES:
             self.rollout_sites[site] = self.env_site  # a pass each time, even after every step
-        elif self.looked and not self.env and site is not None and self._room(site):
-            self.plain_sites[site] = self.plain_sites.get(site, 0) + 1
+        else:
+            self._plain_look()
         fwd = min(self.fwd_s, length) if measured else -1.0
         named = self.env_site if kind == ROLLOUT and self.env_site is not None else self.name
         return kind, site_name(named), fwd
+
+    def dismiss(self) -> None:
+        """A candidate that was no pass (pass_mode.py: training came first): stopped, and
+        a look at its site counted where it was looked into."""
+        self.stop()
+        self._plain_look()
+
+    def _plain_look(self) -> None:
+        site = self.site
+        if self.looked and not self.env and site is not None and self._room(site):
+            self.plain_sites[site] = self.plain_sites.get(site, 0) + 1
 
     def _room(self, site: Any) -> bool:
         return site in self.plain_sites or len(self.plain_sites) < MAX_SITES

@@ -76,14 +76,16 @@ def _order(r: BetweenRow) -> tuple[int, str]:
     return (KIND_ORDER.index(r.kind) if r.kind in KIND_ORDER else len(KIND_ORDER), r.kind)
 
 
-def pass_text(row: dict[str, Any]) -> str:
-    """What passes with a function named held (one that a forward opened, or its batch: the
-    function that made its first module call), from a report's ``between_s`` row: ``made from
-    collect_rollouts (on_policy_algorithm.py:202); 75% of it inside the model's forward
-    calls, the rest between them``."""
+def pass_text(row: dict[str, Any], kind: str) -> str:
+    """What passes of ``kind`` with a function named held (one that a forward opened, or its
+    batch: the function that made its first module call), from a report's ``between_s`` row:
+    ``made from collect_rollouts (on_policy_algorithm.py:202); 75% of it inside the model's
+    forward calls, the rest between them``. A rollout's forward calls may run with grad on
+    (in eval mode: tianshou's), an evaluation's opened it with grad off."""
     total = row.get("total_s") or 0.0
     site_s = row.get("site_s") or 0.0
-    out = f"forward calls with grad off, made from {row['site']}"
+    calls = "between an environment's steps" if kind == "rollout" else "with grad off"
+    out = f"forward calls {calls}, made from {row['site']}"
     if total and site_s < 0.995 * total:
         out += f" ({site_s / total:.0%} of it)"
     measured = row.get("measured_s") or 0.0

@@ -80,7 +80,7 @@ def render(r: dict[str, Any]) -> str:
         out.append(f"  between steps (not in any step): {', '.join(parts)}")
         for k, v in between.items():
             if v.get("site"):
-                out.append(f"    {k}: {pass_text(v)}")
+                out.append(f"    {k}: {pass_text(v, k)}")
     if overlapped is not None:
         out.append(
             f"  checkpoints on another thread, overlapping steps: "

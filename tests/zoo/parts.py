@@ -89,6 +89,9 @@ class Spec:
     # Trainer's ``get_batch_samples`` does (issue 45's follow-up: the first step's batches
     # were lost and the run's DataLoader wait was said to be a feeder's). Drawn last.
     upfront: bool = False
+    # The rollouts with grad on, the model in eval mode (tianshou's collectors), not under
+    # ``no_grad``: still ``rollout`` passes. Never compiled. Drawn after all the others.
+    rollout_eval: bool = False
 
     def show(self) -> str:
         return repr(asdict(self))
@@ -111,7 +114,7 @@ def syncs(data: str) -> st.SearchStrategy[Sync]:
 def specs(draw: st.DrawFn, compile_odds: int = 15, avoid: frozenset[str] = frozenset()) -> Spec:
     """A loop spec; ``avoid``: parts left out (an update or a data source by name,
     ``on_data``, ``after``, ``host_transform``, ``compiled``, ``rollout``, ``host_copy``,
-    ``val`` and those of :func:`_ecosystem`), for a
+    ``val``, ``rollout_eval`` and those of :func:`_ecosystem`), for a
     sample that should not meet a known bug."""
     update = draw(st.sampled_from([u for u in UPDATES if u not in avoid]))
     data = draw(st.sampled_from([d for d in DATA + FEEDERS if d not in avoid]))
@@ -149,6 +152,11 @@ def specs(draw: st.DrawFn, compile_odds: int = 15, avoid: frozenset[str] = froze
         val=draw(st.sampled_from(VAL_MODES)) if not ({"val"} & avoid or compiled) else "",
         # drawn after val: every sample without accum stays the one it was
         upfront=update == "accum" and "upfront" not in avoid and draw(st.booleans()),
+        # drawn last: every sample without a rollout stays the one it was
+        rollout_eval=bool(rollout)
+        and not compiled
+        and "rollout_eval" not in avoid
+        and draw(st.booleans()),
     )
 
 

@@ -589,9 +589,14 @@ def _between(src: Source, spec: Spec) -> None:
         src.add(
             "q0, gc0, c0 = rq(), GCS[0], time.thread_time()\nt = perf()\nobs = ENV.reset()[0]", 8
         )
-        src.add("with torch.no_grad():\n    for _ in range(6):", 8)
+        if spec.rollout_eval:  # tianshou's: grad on, the model in eval mode
+            src.add("net.eval()\nif True:\n    for _ in range(6):", 8)
+        else:
+            src.add("with torch.no_grad():\n    for _ in range(6):", 8)
         src.add("        obs = ENV.step(net(obs[None])[0])[0]", 8)
         n = src.add("    ret = float(obs.sum())", 8)
+        if spec.rollout_eval:
+            src.add("net.train()", 8)
         src.add(
             f'own["passes"].append([i, "rollout", {n}, perf() - t, GCS[0] - gc0, rq() - q0, time.thread_time() - c0])',
             8,
