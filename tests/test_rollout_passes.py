@@ -331,11 +331,20 @@ def test_rollouts_with_grad_on_in_eval_mode(eval_mode):
     A model trained in eval mode (frozen BatchNorm) and an evaluation in eval mode with
     grad on, stepping no environment, stay in the steps: no pass overlaps them."""
     own, rep, passes, steps, opens = eval_mode
-    assert rep["steps"]["count"] == own["steps"] == len(steps) == 47
+    assert rep["steps"]["count"] == own["steps"] == len(steps) == 48
     kinds = {"rollout": "rollout", "test": "rollout"}
     names = {"rollout": "collect (", "test": "collect ("}
+    *passes, ev, roll = passes  # the pair, last: checked below
     _as_own_timers(own, passes, steps, kinds, names, "eval_mode_rollouts.py:")
     assert len({p.site for p in passes}) == 1
+    # An evaluation with grad off, then a collection in eval mode with grad on, no step
+    # between: the collection's first forward ends the evaluation's pass and begins the
+    # rollout's (two intervals of one stretch, as the kinds differ).
+    e0, e1, f, r1 = own["spans"].pop("pair")
+    tol = 0.001
+    assert (ev.kind, roll.kind) == ("eval", "rollout") and roll.site == passes[0].site
+    assert e0 - tol <= ev.t0 <= e1 and abs(ev.t0 + ev.length - roll.t0) < 1e-6, (ev, roll)
+    assert e1 - tol <= roll.t0 <= f + tol and roll.t0 + roll.length >= r1 - tol, (roll, own)
     for name, (a, b) in own["spans"].items():
         assert not [p for p in passes if p.t0 < b and p.t0 + p.length > a], (name, passes)
         assert [s for s in steps if a <= s.t0 and s.t1 <= b] or name == "evaluate", name
@@ -343,7 +352,7 @@ def test_rollouts_with_grad_on_in_eval_mode(eval_mode):
         said = [o.kind for o in opens if abs(o.t0 - p.t0) < 1e-6]
         assert said and said[-1] == "rollout", (p, said)
     row = rep["steps"]["between_s"]["rollout"]
-    assert row["count"] == len(passes) and list(rep["steps"]["between_s"]) == ["rollout"]
+    assert row["count"] == len(passes) + 1 and rep["steps"]["between_s"]["eval"]["count"] == 1
 
 
 def test_sac_rollouts_between_trainings_of_three_optimizers(sac):

@@ -207,6 +207,8 @@ class FirstForward(PassMode):
                     tr.on_flush()  # a send due (solo): the pass's calls send, as step ends do
                 return
             self.resumed(t)
+            if module is not None and tr.region is None:
+                self.mode_begin(module, tr, t)  # an eval-mode rollout right after the pass
             return
         cand = tr.cand
         if cand is not None and cand[0] is self:  # a batch pends, and this hook's forward

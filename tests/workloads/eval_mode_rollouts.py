@@ -10,7 +10,9 @@ as before.
 Prints its own timers as JSON, as tests/workloads/rollout_loop.py does: each pass after the
 first update (kind, start, end, first forward call), each update (before its first
 forward, before its last optimizer step, after it, after its first forward returned), the
-optimizer steps, and the frozen phase's and the evaluation's spans (start, end).
+optimizer steps, and the frozen phase's and the evaluation's spans (start, end); last, an
+evaluation with grad off and a collection right after it, no step between (``pair``: the
+evaluation's start and end, the collection's first forward and end).
 argv: rounds (default 4)."""
 
 import contextlib
@@ -139,4 +141,15 @@ update(obs, 1)
 for _ in range(6):  # as DQN: a few env steps between single updates
     obs = obs[4:] + timed("rollout", collect, env, 4)
     update(obs, 1)
+# an evaluation with grad off, then at once a collection: two passes in one stretch
+t = time.time()
+with torch.no_grad():
+    policy.eval()
+    float(sum(policy(torch.randn(256, 4)).sum() for _ in range(8)))
+    policy.train()
+first[0] = None
+t1 = time.time()
+obs = collect(env, 32)
+spans["pair"] = (t, t1, first[0], time.time())
+update(obs, 1)
 print(json.dumps({"passes": passes, "updates": updates, "steps": steps, "spans": spans}))

@@ -40,17 +40,21 @@ TAIL_S = 0.05  # the loop's code after its last pass (its count written) before 
 
 def account(spec: Spec, own: dict[str, Any], rep: dict[str, Any], tl: dict[str, Any]) -> list[str]:
     """Failures as ``oracle: what``; ``tl``: the trainer's timeline (run.timeline);"""
-    out = [f"passes: {m}" for m in _passes(own, tl, spec.compiled)]
+    out = [f"passes: {m}" for m in _passes(own, tl, spec.compiled, spec.rollout_eval)]
     out += [f"passes: {m}" for m in _idle_after(spec, own, tl)]
     out += [f"stalls: {m}" for m in _stalls(own, rep, spec.compiled, spec.idle_s > 0)]
     out += [f"data_wait: {m}" for m in _data_wait(spec, own, rep, tl)]
     return out
 
 
-def _passes(own: dict[str, Any], tl: dict[str, Any], compiled: bool = False) -> list[str]:
+def _passes(
+    own: dict[str, Any], tl: dict[str, Any], compiled: bool = False, apart: bool = False
+) -> list[str]:
     """A compiled model's evaluations and sampling passes are not seen (first_forward.py:
     no global forward hook once a torch.compile(model) wrapper exists): their time stays
-    in the steps; checkpoints are."""
+    in the steps; checkpoints are. ``apart``: the rollouts run with grad on in eval mode,
+    so one after a pass with grad off in the same stretch is an interval of its own (the
+    forward with grad on ends that pass; pass_mode.py)."""
     out = []
     # (iteration, kind, the loop's time, its time in garbage collections and waiting for a
     # core inside it: 0 in older runs)
@@ -59,14 +63,15 @@ def _passes(own: dict[str, Any], tl: dict[str, Any], compiled: bool = False) -> 
     steps = [(t0, t1) for _i, t0, t1, _d in tl["steps"]]
     # Passes after one step are one stretch outside the steps: one interval, of the kind
     # of the evidence seen first (a rollout's env steps, or not: eval)
-    merged: dict[int, tuple[int, str, float, float]] = {}
+    merged: dict[tuple[int, bool], tuple[int, str, float, float]] = {}
     for i, what, dur, gc in evals:
         kind = "rollout" if what == "rollout" else "eval"
-        if i in merged:
-            _, k, d, g = merged[i]
-            merged[i] = (i, k if k == kind else "", d + dur, g + gc)
+        key = (i, apart and kind == "rollout")
+        if key in merged:
+            _, k, d, g = merged[key]
+            merged[key] = (i, k if k == kind else "", d + dur, g + gc)
         else:
-            merged[i] = (i, kind, dur, gc)
+            merged[key] = (i, kind, dur, gc)
     for kind, made in (("", list(merged.values())), ("checkpoint", saves)):
         kinds = ("eval", "rollout") if not kind else (kind,)
         got = sorted((t0, length, k) for k, t0, length in tl["between"] if k in kinds)
