@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from perftop.model.resources import steady_growth
+from perftop.model.trends import steady_growth
 from tests.helpers import WORKLOADS, run_and_report
 
 MIB = 2**20

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from perftop.hints.base import Rule
 from perftop.hints.between import between_steps
 from perftop.hints.comm import comm_bound
+from perftop.hints.contention import cpu_contention
 from perftop.hints.gpu import gpu_bound, gpu_memory_pressure, gpu_underutilized, pageable_copy
 from perftop.hints.inputs import input_bound
 from perftop.hints.memory import cpu_oversubscribed, too_many_workers, worker_memory
@@ -30,6 +31,7 @@ RULES: tuple[Rule, ...] = (
     worker_memory,
     too_many_workers,
     cpu_oversubscribed,
+    cpu_contention,
     between_steps,
     gpu_underutilized,
     gpu_memory_pressure,

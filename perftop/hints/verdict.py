@@ -37,6 +37,9 @@ def whole_run_view(snap: Snapshot) -> Snapshot:
             alive=p.alive or p.pid in ran,
             cpu_percent=p.cpu_percent_avg if p.cpu_percent_avg is not None else p.cpu_percent,
             uss_bytes=p.uss_bytes_max if p.uss_bytes_max is not None else p.uss_bytes,
+            core_wait_share=(
+                p.core_wait_share_avg if p.core_wait_share_avg is not None else p.core_wait_share
+            ),
         )
         for p in snap.processes
     )

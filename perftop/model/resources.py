@@ -8,19 +8,15 @@ sum of deltas, so a replay gives the same figures as the live run.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from perftop.events import GpuSample, HostSample, ProbeTick, ProcInfo, ProcSample
 from perftop.events.probes import gpu_row, proc_row
 from perftop.model.snapshot import GpuProcRow, GpuRow, HostRow, ProcRow
+from perftop.model.trends import GROWTH_SPAN_S, CoreWait, steady_growth
 
 GONE_SHOWN_S = 5.0  # live snapshots keep an exited process this long, marked not alive
-GROWTH_SPAN_S = 15.0  # private memory's growth rate is fitted over this much of the latest samples
-GROWTH_MIN_SPAN_S = 5.0  # ... once they span at least this long
-GROWTH_MIN_SAMPLES = 5
-GROWTH_R2 = 0.8  # a fit this good is steady growth; a worker that comes and goes is not
 
 
 @dataclass(slots=True)
@@ -61,7 +57,7 @@ def _imax(x: Any) -> int | None:
 class _Proc:
     __slots__ = (
         "row", "first_t", "last_t", "cpu", "rss", "uss", "pss", "uss_first", "io_r", "io_w",
-        "uss_recent",
+        "uss_recent", "wait",
     )  # fmt: skip
 
     def __init__(self, pid: int) -> None:
@@ -74,6 +70,7 @@ class _Proc:
         self.io_r: int | None = None
         self.io_w: int | None = None
         self.uss_recent: deque[tuple[float, int]] = deque()
+        self.wait = CoreWait()
 
 
 class ProcessesReducer:
@@ -118,6 +115,7 @@ class ProcessesReducer:
                 while recent[0][0] < ev.t - GROWTH_SPAN_S:
                     recent.popleft()
             p.io_r, p.io_w = _add(p.io_r, r["io_read"]), _add(p.io_w, r["io_write"])
+            p.wait.add(ev.t, r["cpu_wait_s"])
             p.row = ProcRow(
                 pid=pid,
                 ppid=r["ppid"],
@@ -148,6 +146,8 @@ class ProcessesReducer:
                 uss_growth_bps=steady_growth(p.uss_recent),
                 first_t=p.first_t,
                 last_t=ev.t,
+                core_wait_share=p.wait.share(),
+                core_wait_share_avg=p.wait.share_avg(),
             )
         for pid, p in self.procs.items():
             if pid not in seen and p.row.alive:
@@ -166,27 +166,6 @@ class ProcessesReducer:
             parts.setdefault("gone", set()).update(gone)  # their roles leave with them
             rows = [r for r in rows if r.pid not in gone]
         parts["processes"] = tuple(rows)
-
-
-def steady_growth(samples: Sequence[tuple[float, int]]) -> float | None:
-    """Bytes a second by which a process's private memory grows, where it grows steadily:
-    a least-squares line through the latest samples (``GROWTH_SPAN_S``) that fits them
-    (R² ≥ ``GROWTH_R2``); None over too few samples or too short a span, and for a flat or
-    jumpy series."""
-    n = len(samples)
-    if n < GROWTH_MIN_SAMPLES or samples[-1][0] - samples[0][0] < GROWTH_MIN_SPAN_S:
-        return None
-    mt = sum(t for t, _ in samples) / n
-    mv = sum(v for _, v in samples) / n
-    stt = sum((t - mt) ** 2 for t, _ in samples)
-    svv = sum((v - mv) ** 2 for _, v in samples)
-    if stt <= 0.0 or svv <= 0.0:
-        return None
-    stv = sum((t - mt) * (v - mv) for t, v in samples)
-    slope = stv / stt
-    if slope <= 0.0 or stv * stv / (stt * svv) < GROWTH_R2:
-        return None
-    return slope
 
 
 class HostReducer:

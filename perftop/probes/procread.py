@@ -95,3 +95,15 @@ def read_memory(p: psutil.Process, caps: PlatformCaps) -> tuple[int | None, int 
     if not uss and not pss:
         return None, None, None  # a process being torn down: its pages are not countable
     return uss, pss, swap
+
+
+def read_run_delay(pid: int) -> float | None:
+    """Seconds the process's main thread has spent runnable and waiting for a core (the
+    run-queue delay the scheduler keeps: ``/proc/PID/schedstat``'s second field; psutil has
+    no such figure); None where this kernel does not keep it or the process is gone."""
+    try:
+        with open(f"/proc/{pid}/schedstat", "rb") as f:
+            fields = f.read(128).split()
+        return int(fields[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None

@@ -27,6 +27,7 @@ from perftop.probes.procread import (
     _start_ticks,
     descendants,
     read_memory,
+    read_run_delay,
 )
 
 GONE = (psutil.NoSuchProcess, psutil.ZombieProcess)
@@ -233,6 +234,7 @@ class ProcProbe:
             rss = _optional(lambda: p.memory_info().rss)
             io = _optional(p.io_counters)
             io_now = None if io is None else (io.read_bytes, io.write_bytes)
+            wait = read_run_delay(p.pid)  # beside its CPU time: one interval for both
         if state == psutil.STATUS_ZOMBIE or rss == 0:
             # no resident page: its address space is gone, it is past the point of exit
             # where the kernel frees it (a user process alive has pages); a row now would
@@ -271,4 +273,5 @@ class ProcProbe:
             io_read,
             io_write,
             round(cpu_s, 3),
+            None if wait is None else round(wait, 4),
         )

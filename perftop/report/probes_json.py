@@ -35,6 +35,7 @@ PROC_KEYS = (
     "uss_bytes_last",
     "io_read_bytes",
     "io_write_bytes",
+    "core_wait_share_avg",
 )
 
 

@@ -1,0 +1,75 @@
+"""``cpu-contention``: the training loop waits for a core that other work on the host holds.
+
+On a shared machine another user's job (or a forgotten one of the user's) can take the
+cores the training process needs: its steps slow down and nothing of the job's own says
+why (no data wait, no sync; the CPU share just drops). What proves it is the kernel's
+run-queue delay of the training process's main thread (``ProcRow.core_wait_share``: the
+share of wall time it was runnable with no core free), beside the host's busy cores less
+the job's and perftop's own. Where the job's own threads are more than the cores, that is
+``cpu-oversubscribed`` (memory.py), not this.
+"""
+
+from __future__ import annotations
+
+from perftop.fmt import count
+from perftop.hints.base import fraction, threshold
+from perftop.hints.memory import JOB_SHARE, job_cores
+from perftop.model.snapshot import Hint, ProcRow, Snapshot
+
+WAIT_ENTER, WAIT_STAY = 0.10, 0.07  # the training thread's share of time waiting for a core
+OTHERS_MIN = 0.5  # cores that other processes keep busy, at least
+HOST_BUSY = 75.0  # host CPU %, at least (a wait for a core on an idle host is not this)
+
+
+def cpu_contention(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
+    h = snap.host
+    cores, cpu = h.cpu_count, h.cpu_percent
+    if not cores or cpu is None or cpu < HOST_BUSY:
+        return []
+    trainer = _waiting_trainer(snap)
+    if trainer is None or trainer.core_wait_share is None:
+        return []
+    wait = trainer.core_wait_share
+    if wait < threshold("cpu-contention", active, WAIT_ENTER, WAIT_STAY):
+        return []
+    job = job_cores(snap)
+    mon = snap.meta.monitor_cpu_percent  # None: not said (an older recording)
+    others = cpu / 100.0 * cores - job - (mon or 0.0) / 100.0
+    if others < OTHERS_MIN or job >= JOB_SHARE * cores:
+        return []  # the job fills the cores itself (cpu-oversubscribed's case)
+    ev = [
+        f"the training process (pid {trainer.pid}) waited for a core {fraction(wait)} of the "
+        "time: runnable, with no core free (its main thread's run-queue delay)",
+        f"the host CPU is {cpu:.0f}% busy on {count(cores, 'core')}: other processes use "
+        f"{others:.1f} cores, the job {job:.1f}"
+        + (f", perftop {mon / 100.0:.2f}" if mon is not None else ""),
+    ]
+    if h.load is not None:
+        ev.append(f"load average {h.load[0]:.1f} on {count(cores, 'core')}")
+    return [
+        Hint(
+            id="cpu-contention",
+            severity="high" if wait >= 0.3 else "medium",
+            title=f"CPU contention: other processes hold the cores, training waits "
+            f"{fraction(wait)} of the time",
+            evidence=tuple(ev),
+            advice=(
+                "Run where cores are free (another node; Slurm's --exclusive), or reserve "
+                "cores for this job (a cgroup cpuset; taskset for it and for the others).",
+                "If the other processes are yours, lower their priority (renice +10 PID) or "
+                "stop them while this job runs.",
+            ),
+            est_gain=wait,
+            est_gain_text="at most: the training thread's time waiting for a core",
+            panel="host",
+        )
+    ]
+
+
+def _waiting_trainer(snap: Snapshot) -> ProcRow | None:
+    """The live training process that waits for a core the most."""
+    pids = {t.pid for t in snap.trainers}
+    rows = [
+        p for p in snap.processes if p.alive and p.pid in pids and p.core_wait_share is not None
+    ]
+    return max(rows, key=lambda p: p.core_wait_share or 0.0, default=None)

@@ -1,0 +1,27 @@
+"""Training steps that only compute (one torch thread, no data loading, no I/O), for a
+given time: on a host whose cores other processes hold, the time its main thread is not on
+the CPU is time it waited for a core. Prints its own figures as JSON: steps, the loop's
+wall time and its thread's CPU time (perf_counter and thread_time around the loop).
+argv: seconds (default 4)."""
+
+import json
+import sys
+import time
+
+import torch
+
+torch.manual_seed(0)
+torch.set_num_threads(1)
+seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 4.0
+model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 8))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(128, 64), torch.randn(128, 8)
+steps = 0
+t0, c0 = time.perf_counter(), time.thread_time()
+while time.perf_counter() - t0 < seconds:
+    opt.zero_grad()
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    opt.step()
+    steps += 1
+wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
+print(json.dumps({"steps": steps, "wall_s": wall, "cpu_s": cpu}))
