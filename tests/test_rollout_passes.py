@@ -386,3 +386,18 @@ def test_td3_target_forward_after_a_rollout_stays_in_its_steps(td3):
     trains = own["trains"]
     assert rep["steps"]["count"] == own["updates"] == 4 * len(trains) == 120
     _rollouts(passes, trains)
+
+
+def test_a_rollout_seen_inside_a_wrapper_is_named_by_its_loop(tmp_path):
+    """The environment is a wrapper whose ``step`` calls a module (torchrl's transforms are
+    modules, inside ``EnvBase.step``), and each collection steps it before the policy acts
+    (tests/workloads/nested_env_rollouts.py): the first step a pass sees is the inner
+    environment's, called by the wrapper. The rollouts were named by the wrapper's
+    ``step``; they are named by the loop that steps the wrapper."""
+    proc, rep = run_and_report(tmp_path, sys.executable, str(WORKLOADS / "nested_env_rollouts.py"))
+    assert proc.returncode == 0, proc.stderr
+    own = _own(proc)
+    assert rep["steps"]["count"] == own["steps"] == 18
+    passes = _passes(tmp_path)
+    assert len(passes) == 5 and {p.kind for p in passes} == {"rollout"}, passes
+    assert {p.site for p in passes} == {f"collect (nested_env_rollouts.py:{own['line']})"}

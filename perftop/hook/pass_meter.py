@@ -16,7 +16,8 @@ stable-baselines3), the first :data:`GAPS` stretches between two top-level forwa
 of each pass are watched by a profile function (``sys.setprofile``, only where none is
 set, on the training thread, removed at the next forward call or as soon as it has seen
 enough, or after :data:`EVENTS` calls) for a call of ``step`` on an environment (an instance of gymnasium's or gym's
-``Env`` or ``VectorEnv``, or SB3's ``VecEnv``). A pass whose forward calls alternate with
+``Env`` or ``VectorEnv``, SB3's ``VecEnv``, tianshou's ``BaseVectorEnv`` or torchrl's
+``EnvBase``). A pass whose forward calls alternate with
 an environment's steps, with no DataLoader batch in it, is a ``rollout`` (SB3's
 ``evaluate_policy`` is one too: the function names it); any other stays ``eval``. A
 site whose pass was a rollout is a pass each time (``rollout_sites``, read by
@@ -27,7 +28,8 @@ is not looked into again either (the profile function costs a pass ~0.1-0.2 ms).
 The pass is named by the user's function that made its first module call (``gap_site.site``:
 the first frame outside torch and perftop), e.g. ``collect_rollouts
 (on_policy_algorithm.py:202)``; a rollout by the function that called the environment's
-``step`` (a policy's forward called through a library's ``predict``, as SB3's DQN does,
+``step`` (the first frame outside every environment's methods: a step seen inside a
+wrapper's or torchrl's ``EnvBase.step`` is named by the collector that called that) (a policy's forward called through a library's ``predict``, as SB3's DQN does,
 would name ``_predict``; the rollout is ``collect_rollouts``, which steps the env).
 The hooks run on the training thread only; another thread's module calls are not the
 pass's.
@@ -53,7 +55,9 @@ ENVS = (
     ("gym.vector.vector_env", "VectorEnv"),
     ("stable_baselines3.common.vec_env.base_vec_env", "VecEnv"),
     ("tianshou.env.venvs", "BaseVectorEnv"),  # its step() calls its workers' envs' own
+    ("torchrl.envs.common", "EnvBase"),  # its transforms are modules: forward calls inside
 )
+MAX_UP = 16  # frames walked out of nested environments' methods to name a rollout
 _MAX_NAME = 160
 MAX_SITES = 64
 
@@ -182,7 +186,7 @@ class PassMeter:
                 and isinstance(frame.f_locals.get("self"), self.envs)
             ):
                 self.env = True
-                up = frame.f_back
+                up = _outside(frame.f_back, self.envs)
                 self.env_site = (up.f_code, up.f_lasti) if up is not None else None
                 self.unprofile()
                 if self.on_env is not None and self.site not in self.rollout_sites:
@@ -244,6 +248,17 @@ class PassMeter:
 
     def _room(self, site: Any) -> bool:
         return site in self.plain_sites or len(self.plain_sites) < MAX_SITES
+
+
+def _outside(f: Any, envs: tuple[type, ...]) -> Any:
+    """The first frame from ``f`` outward that is no environment's method: where a step
+    seen inside another environment's (a wrapper's, torchrl's ``_step`` under its
+    ``EnvBase.step``) was called from (the collector's loop, not the wrapper)."""
+    for _ in range(MAX_UP):
+        if f is None or not isinstance(f.f_locals.get("self"), envs):
+            return f
+        f = f.f_back
+    return f
 
 
 def env_types() -> tuple[type, ...]:

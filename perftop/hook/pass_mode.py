@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from perftop.hook import gap_site, gaps
-from perftop.hook.pass_meter import cpu_wall, env_types
+from perftop.hook.pass_meter import LOOKS, cpu_wall, env_types
 from perftop.hook.pass_open import PassOpen, _after_other_optimizer
 
 
@@ -51,6 +51,8 @@ class PassMode(PassOpen):
         site, name = gap_site.site()
         if site is None or site in self.step_sites:
             return False
+        if site not in meter.rollout_sites and meter.plain_sites.get(site, 0) >= LOOKS:
+            return False  # looked at enough with no environment stepped: the step's own
         c, _ = cpu_wall()
         meter.start(t, site, name)
         self.late = _after_other_optimizer(tr) and tr.active()
@@ -58,7 +60,7 @@ class PassMode(PassOpen):
         self.ev_at = (tr.index, tr.has_fetch, tr.has_bwd)
         if meter.env:  # a rollout's site: a pass each time, from here
             self.mode_open()
-        elif not meter.looked:  # looked at enough with no environment stepped
+        elif not meter.looked:  # no stretch to look into (no profile function may be set)
             self.ev = None
             meter.stop()
             return False
