@@ -17,7 +17,7 @@ import sys
 from dataclasses import replace
 
 from perftop.model.snapshot import HostRow, ProcRow
-from tests.helpers import WORKLOADS, run_and_report
+from tests.helpers import WORKLOADS, perftop, run_and_report
 from tests.test_hints_rules_more import PID, fires, snap
 
 # A process of its own session (Linux's autogroup then weighs it as another user's login),
@@ -56,6 +56,10 @@ def test_a_job_waiting_for_cores_others_hold(tmp_path) -> None:
     assert hint["panel"] == "host" and abs(hint["est_gain"] - share) <= 0.15, hint
     assert f"(pid {main['pid']}) waited for a core" in hint["evidence"][0], hint
     assert "other processes use" in hint["evidence"][1], hint
+    text = perftop("report", str(tmp_path / "r.perftop"), cwd=tmp_path).stdout
+    head = next(ln for ln in text.splitlines() if ln.lstrip().startswith("pid ") and "role" in ln)
+    row = next(ln for ln in text.splitlines() if ln.lstrip().startswith(f"{main['pid']} "))
+    assert "core wait" in head and f"{100 * share:.0f}%" in row, (head, row)
 
 
 def _contended(wait: float, cpu: float = 100.0, job: float = 50.0, mon: float = 3.0):

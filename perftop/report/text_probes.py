@@ -8,6 +8,7 @@ from typing import Any
 
 from perftop.fmt import (
     NA,
+    fraction,
     loader_label,
     loader_suffix,
     nbytes,
@@ -22,6 +23,7 @@ from perftop.report.proc_groups import grouped
 
 _GRAD: dict[Any, str] = {True: "on", False: "off"}
 # a run of loaders by the kind of interval outside the steps they started in ("": in them)
+WAIT_SHOWN = 0.05  # a core wait this large (of the time seen) gets the Processes column
 _RUN_WORDS = {"eval": "an evaluation's, made at each evaluation", "": "one made at each epoch"}
 
 
@@ -78,9 +80,12 @@ def processes_table(procs: list[dict[str, Any]], loaders: Sequence[dict[str, Any
     if any(p.get("host") for p in procs):
         procs = [{**p, "pid": f"{p['host']}:{p['pid']}"} for p in procs]
     procs = grouped(procs, runs_of(loaders))
+    # a process that waited for a core (cpu-contention's figure): the column, where one did
+    waits = any((p.get("core_wait_share_avg") or 0.0) >= WAIT_SHOWN for p in procs)
     rows = table(
-        ["pid", "role", "command", "rank", "worker", "cpu avg", "cpu max", "rss max",
-         "pss max", "uss first", "uss last", "read", "written"],
+        ["pid", "role", "command", "rank", "worker", "cpu avg", "cpu max"]
+        + (["core wait"] if waits else [])
+        + ["rss max", "pss max", "uss first", "uss last", "read", "written"],
         [
             [
                 f"{p['processes']} pids" if "processes" in p else str(p["pid"]),
@@ -90,6 +95,9 @@ def processes_table(procs: list[dict[str, Any]], loaders: Sequence[dict[str, Any
                 _s(p["worker_id"]) + _loader(p),
                 _avg(p),
                 percent(p.get("cpu_percent_max")),
+            ]
+            + ([fraction(p.get("core_wait_share_avg"))] if waits else [])
+            + [
                 nbytes(p.get("rss_bytes_max")),
                 nbytes(p.get("pss_bytes_max")),
                 nbytes(p.get("uss_bytes_first")),
@@ -100,6 +108,11 @@ def processes_table(procs: list[dict[str, Any]], loaders: Sequence[dict[str, Any
             for p in procs
         ],
     )  # fmt: skip
+    if waits:
+        rows += (
+            "\n  core wait: the share of the time seen that the process's main thread was "
+            "runnable with no core free (the kernel's run-queue delay)"
+        )
     if any(unseen(p) for p in procs):
         rows += (
             "\n  N/A in every column: the probes never saw that process, or any of a row's "
