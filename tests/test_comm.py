@@ -692,3 +692,28 @@ def test_a_hung_collective_names_the_line_that_launched_it():
     (h,) = s.snapshot().comm.hangs
     assert [(r.rank, r.entered, r.line) for r in h.ranks] == [(0, True, "t.py:10 launch"),
                                                               (1, False, "")]  # fmt: skip
+
+
+def test_a_record_whose_steps_span_was_dropped_keeps_its_stacks_phase():
+    """A spawned rank's step spans are kept 256 deep until its world size is known (its
+    Hello from rank_watch); on a loaded host that came after step 277, and its first 21
+    all-reduces, read from the ring later, fell before the oldest span kept: they read
+    "between" steps (CI). A record after the rank's first step but before the oldest span
+    kept is not placed: the stack's phase stands. One before the first step is setup,
+    between steps; one inside a kept step or in the gap after it is placed as before."""
+    from collections import deque
+
+    from perftop.model.comm_sites import Sites
+
+    pid = 7
+    steps = {pid: deque([(10.0 + i, 10.0 + i + 0.9) for i in range(5)], maxlen=5)}
+    sites = Sites()
+    for t in (-1.0, 1.0, 10.5, 10.95):
+        sites.add(pid, "0", "all_reduce", 4, t, True, ("all_reduce", "backward", "train.py:9"))
+    sites.resolve(steps, True, {pid: 0.0})
+    got = {(s.phase, s.count) for s in sites.rows(pid, "0", "all_reduce")}
+    assert got == {("between", 2), ("backward", 2)}, got
+    sites = Sites()  # without the first step's start: as before, all outside spans between
+    sites.add(pid, "0", "all_reduce", 4, 1.0, True, ("all_reduce", "backward", "train.py:9"))
+    sites.resolve(steps, True)
+    assert [(s.phase, s.count) for s in sites.rows(pid, "0", "all_reduce")] == [("between", 1)]

@@ -31,6 +31,13 @@ def iowait(pct: float) -> Snapshot:
     return snap(0.03, host=HostRow(cpu_count=8, cpu_percent=30.0, iowait_percent=pct))
 
 
+def contended(wait: float) -> Snapshot:
+    """The trainer waits ``wait`` of the time for a core of 2 that others keep busy."""
+    procs = (ProcRow(PID, 1, cpu_percent=50.0, core_wait_share=wait),)
+    s = snap(0.0, host=HostRow(cpu_count=2, cpu_percent=100.0), procs=procs)
+    return replace(s, meta=replace(s.meta, monitor_cpu_percent=2.0))
+
+
 def uss(mib: int) -> Snapshot:
     procs = tuple(
         ProcRow(PID + 1 + i, PID, uss_bytes=mib * 2**20, uss_bytes_first=mib * 2**20)
@@ -107,6 +114,7 @@ CASES: dict[str, tuple[Callable[[], Snapshot], Callable[[], Snapshot]]] = {
         lambda: snap(0.0, nw=6, busy=0.21),
     ),
     "cpu-oversubscribed": (lambda: oversub(0.26), lambda: oversub(0.24)),
+    "cpu-contention": (lambda: contended(0.10), lambda: contended(0.09)),
     "between-steps": (lambda: between(0.20), lambda: between(0.19)),
     "gpu-underutilized": (lambda: cuda(49.0), lambda: cuda(50.0)),
     "gpu-memory-pressure": (lambda: mem(0.951), lambda: mem(0.949)),

@@ -159,10 +159,7 @@ def test_ppo_report_names_the_rollouts_and_their_function(ppo):
     _, _, rep, passes, text, _ = ppo
     line = next(ln for ln in text.splitlines() if "between steps (not in any step)" in ln)
     assert "rollout " in line and f"({len(passes)}×)" in line, line
-    assert (
-        "rollout: forward calls between an environment's steps, made from collect_rollouts ("
-        in text
-    ), text
+    assert "rollout: forward calls amid env steps, made from collect_rollouts (" in text, text
     assert "inside the model's forward calls" in text
     assert "Evaluate less often" not in text + json.dumps(rep)
     panel = text.splitlines()[-1]  # the Steps panel's line, from the recording's snapshot

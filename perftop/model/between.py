@@ -84,7 +84,7 @@ def pass_text(row: dict[str, Any], kind: str) -> str:
     (in eval mode: tianshou's), an evaluation's opened it with grad off."""
     total = row.get("total_s") or 0.0
     site_s = row.get("site_s") or 0.0
-    calls = "between an environment's steps" if kind == "rollout" else "with grad off"
+    calls = "amid env steps" if kind == "rollout" else "with grad off"
     out = f"forward calls {calls}, made from {row['site']}"
     if total and site_s < 0.995 * total:
         out += f" ({site_s / total:.0%} of it)"

@@ -70,6 +70,7 @@ class CommReducer:
         self.hang_at = (ENV_HANG_FACTOR or HANG_FACTOR, ENV_HANG_AFTER_S or HANG_AFTER_S)
         self.who: dict[int, tuple[int | None, str]] = {}
         self.steps: dict[int, deque[tuple[float, float]]] = {}
+        self.first: dict[int, float] = {}  # each process's first step's start (never dropped)
         # (pg, seq) -> pid -> (op, bytes, sizes, t, thread)
         self.colls: OrderedDict[tuple[str, int], dict[int, tuple[Any, ...]]] = OrderedDict()
         self.members: dict[str, set[int]] = {}
@@ -89,6 +90,7 @@ class CommReducer:
             d = steps.get(pid)
             if d is None:
                 d = steps[pid] = deque(maxlen=EARLY_STEPS)
+                self.first[pid] = t0
             d.append((t0, t1))
             if t1 > last:
                 last = t1
@@ -174,7 +176,7 @@ class CommReducer:
         matched = self._matched(None if window is None else max(64, LIVE_RECORDS // ranked))
         step_p50 = {r.pid: r.p50 for r in parts.get("ranks", ()) if r.pid is not None}
         ended = bool(getattr(parts.get("meta"), "ended", False))
-        self.sites.resolve(self.steps, ended)
+        self.sites.resolve(self.steps, ended, self.first)
         per_pid, waits, last_count = _waits(matched, self.steps, window)
         ranks = []
         for pid in sorted(self.kinds, key=lambda p: (self.who.get(p, (None, ""))[0] or 0, p)):

@@ -38,8 +38,14 @@ class Sites:
         if len(d) > MAX_PENDING:  # a rank whose steps never end: the stack's phase stands
             self._count(pid, d.popleft(), None)
 
-    def resolve(self, steps: dict[int, Any], ended: bool) -> None:
-        """Place the records whose rank's step has ended (all of them once the run ended)."""
+    def resolve(
+        self, steps: dict[int, Any], ended: bool, first: dict[int, float] | None = None
+    ) -> None:
+        """Place the records whose rank's step has ended (all of them once the run ended).
+        ``first``: each rank's first step's start. A record after it but before the oldest
+        step still kept (its span dropped: a spawned rank's first hundreds of steps, before
+        its world size was known, on a loaded host) is not placed "between": the stack's
+        phase stands."""
         for pid, d in self.pending.items():
             got = steps.get(pid)
             if not d or (not got and not ended):
@@ -54,9 +60,13 @@ class Sites:
                     break
             st.reverse()
             starts = [x[0] for x in st]
+            dropped = (first or {}).get(pid, float("inf"))
             while d and (ended or d[0][0] <= last):
                 rec = d.popleft()
-                self._count(pid, rec, step_of(starts, st, rec[0]) is not None if st else None)
+                if st and dropped <= rec[0] < starts[0]:
+                    self._count(pid, rec, None)  # its step's span is no longer kept
+                else:
+                    self._count(pid, rec, step_of(starts, st, rec[0]) is not None if st else None)
 
     def _count(self, pid: int, rec: tuple[Any, ...], inside: bool | None) -> None:
         _t, pg, op, nb, call, phase, line, th = rec

@@ -2,11 +2,15 @@
 given time: on a host whose cores other processes hold, the time its main thread is not on
 the CPU is time it waited for a core. Prints its own figures as JSON: steps, the loop's
 wall time and its thread's CPU time (perf_counter and thread_time around the loop).
-argv: seconds (default 4)."""
+argv: seconds (default 4), then the one core to run on (default: any)."""
 
 import json
+import os
 import sys
 import time
+
+if len(sys.argv) > 2:  # before torch starts its threads: they run there too
+    os.sched_setaffinity(0, {int(sys.argv[2])})
 
 import torch
 
