@@ -84,6 +84,42 @@ def run_and_report(
     return proc, json.loads(rep.stdout)
 
 
+# Another user's busy process: a session of its own (Linux's autogroup weighs it as another
+# login), spinning for at most a minute, on the cores given (all where none), at the nice
+# given (its autogroup too: a niced process in the suite's own group would still take that
+# group's fair share from the other tests' jobs).
+SPIN = """import os, sys, time
+os.setsid()
+if sys.argv[1]:
+    os.sched_setaffinity(0, {int(c) for c in sys.argv[1].split(",")})
+if sys.argv[2] != "0":
+    try:
+        with open("/proc/self/autogroup", "w") as f:
+            f.write(sys.argv[2])
+    except OSError:
+        pass
+    os.nice(int(sys.argv[2]))
+end = time.monotonic() + 60
+while time.monotonic() < end:
+    pass"""
+
+
+@contextlib.contextmanager
+def spinning(*spinners: tuple[str, int]) -> Iterator[None]:
+    """Other users' busy processes while the block runs: (cores, nice) each."""
+    procs = [
+        subprocess.Popen([sys.executable, "-S", "-c", SPIN, cores, str(nice)],
+                         stdin=subprocess.DEVNULL)
+        for cores, nice in spinners
+    ]  # fmt: skip
+    try:
+        yield
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
 def default_sigint() -> None:
     """In a child before exec: SIGINT as a terminal's foreground job has it. A shell that
     runs the suite in the background ignores SIGINT, and a child inherits that (perftop

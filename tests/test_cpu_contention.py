@@ -2,61 +2,33 @@
 
 A real job (tests/workloads/cpu_bound_steps.py: steps that only compute, one thread, on
 one core) on a host whose cores other processes keep busy, one of them at the job's
-priority on the job's core, as another user's job would: the hint fires, and the trainer's share of time waiting for a core (its main
-thread's run-queue delay, read by the process probe) agrees with the job's own clocks
-(wall time less its thread's CPU time: a loop that never blocks is off the CPU only while
-it waits for a core). The rule's bars on snapshots a real run gives (the same thresholds
+priority on the job's core, as another user's job would: the hint fires, and the
+trainer's share of time waiting for a core (its main thread's run-queue delay, read by
+the process probe) agrees with the job's own clocks (wall time less its thread's CPU
+time: a loop that never blocks is off the CPU only while it waits for a core). The rule's bars on snapshots a real run gives (the same thresholds
 with and without the hint shown)."""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from dataclasses import replace
 
 from perftop.model.snapshot import HostRow, ProcRow
-from tests.helpers import WORKLOADS, perftop, run_and_report
+from tests.helpers import WORKLOADS, perftop, run_and_report, spinning
 from tests.test_hints_rules_more import PID, fires, snap
-
-# A process of its own session (Linux's autogroup then weighs it as another user's login),
-# spinning for at most a minute on the cores given: at the job's priority on the job's one
-# core (the job waits for it), at nice 19 on the others (they take only idle cycles there,
-# so the host is full without holding up the rest of the suite's jobs).
-SPIN = """import os, sys, time
-os.setsid()
-os.sched_setaffinity(0, {int(c) for c in sys.argv[1].split(",")})
-if sys.argv[2] != "0":
-    try:
-        with open("/proc/self/autogroup", "w") as f:
-            f.write(sys.argv[2])
-    except OSError:
-        pass
-    os.nice(int(sys.argv[2]))
-end = time.monotonic() + 60
-while time.monotonic() < end:
-    pass"""
-
-
-def _spin(cores: str, nice: int) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-S", "-c", SPIN, cores, str(nice)], stdin=subprocess.DEVNULL
-    )
 
 
 def test_a_job_waiting_for_cores_others_hold(tmp_path) -> None:
     mine = min(os.sched_getaffinity(0))  # the job's core, shared with one spinner
     rest = sorted(os.sched_getaffinity(0) - {mine})
-    others = [_spin(str(mine), 0)] + [_spin(str(c), 19) for c in rest]
-    try:
+    # at the job's priority on the job's core (the job waits for it), at nice 19 on the
+    # others (they take only idle cycles: the host is full without holding up the suite)
+    with spinning((str(mine), 0), *((str(c), 19) for c in rest)):
         proc, rep = run_and_report(
             tmp_path, sys.executable, str(WORKLOADS / "cpu_bound_steps.py"), "4", str(mine)
         )
-    finally:
-        for p in others:
-            p.kill()
-            p.wait()
     assert proc.returncode == 0, proc.stderr[-2000:]
     own = json.loads(proc.stdout.splitlines()[-1])
     assert rep["steps"]["count"] == own["steps"] > 10

@@ -11,38 +11,14 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 
-from tests.helpers import WORKLOADS, run_and_report
-
-# Each in a session of its own whose autogroup (Linux groups a session's processes for the
-# scheduler) is at nice 19 too: a niced process in the suite's own group would still take
-# that group's fair share from the other tests' jobs.
-SPIN = """import os, time
-os.setsid()
-try:
-    with open("/proc/self/autogroup", "w") as f:
-        f.write("19")
-except OSError:
-    pass
-os.nice(19)
-end = time.monotonic() + 60
-while time.monotonic() < end:
-    pass"""
+from tests.helpers import WORKLOADS, run_and_report, spinning
 
 
 def test_other_users_filling_the_host_are_not_the_jobs_workers(tmp_path) -> None:
-    others = [
-        subprocess.Popen([sys.executable, "-S", "-c", SPIN], stdin=subprocess.DEVNULL)
-        for _ in range(os.cpu_count() or 2)
-    ]
-    try:
+    with spinning(*[("", 19)] * (os.cpu_count() or 2)):
         proc, rep = run_and_report(tmp_path, sys.executable, str(WORKLOADS / "idle_workers.py"))
-    finally:
-        for p in others:
-            p.kill()
-            p.wait()
     assert proc.returncode == 0, proc.stderr[-2000:]
     own = json.loads(proc.stdout.splitlines()[-1])
     assert rep["steps"]["count"] == own["steps"] > 50

@@ -501,3 +501,31 @@ def test_passes_between_steps_with_no_sync_listed_say_how_many_were_watched():
     assert run(0).startswith("  no pass of the 3 watched whole: a watch has a budget")
     assert run(1).startswith("  none seen in the 1 pass watched whole of 3\n")
     assert run(2).startswith("  none seen in the 2 passes watched whole of 3\n")
+
+
+def test_passes_watched_of_every_process_are_out_of_every_processs_passes():
+    """Two ranks, 3 rollouts each, 4 of them watched whole: the watch counts every
+    process's passes, so the passes it is out of are every process's too ("4 of 6"), not
+    the primary's 3 (which read "4 passes watched whole of 3")."""
+    from perftop.events import Between
+    from perftop.report.build import build_report
+    from perftop.report.text import render
+
+    s = Session()
+    s.apply(SyncInfo(0.0, 1, False, True, 3, 200))
+    for pid in (1, 2):
+        for i in range(30):
+            s.apply(Step(pid, i, i * 1.0, i + 0.5))
+            if i in (1, 2, 3):
+                s.apply(SyncBatch(pid, i, True, (), (), 0, 1.0))
+            if i % 10 == 9:
+                s.apply(Between(pid, "rollout", i + 0.5, 0.4))
+        for _ in range(2):
+            s.apply(SyncBatch(pid, 29, False, (), (), 1, 1.0))
+    snap = s.snapshot(window=None)
+    assert snap.passes_run == 6 and snap.sync_watch.passes == 4
+    assert snap.between[0].count == 3  # the primary's own
+    rep = build_report(snap)
+    assert rep["sync_watch"]["passes_run"] == 6
+    text = render(rep).split("Host-device syncs between training steps\n", 1)[1]
+    assert text.startswith("  none seen in the 4 passes watched whole of 6\n"), text

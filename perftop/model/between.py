@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from perftop.events import Between, BetweenOpen
+from perftop.model.finding_rows import passes_run
 from perftop.model.snapshot import BetweenRow
 
 KIND_ORDER = ("eval", "rollout", "checkpoint", "other", "checkpoint_overlapped")
@@ -70,6 +71,10 @@ class BetweenReducer:
         rows = self.rows.get(pid, {}) if pid is not None else {}
         parts["between"] = tuple(sorted(rows.values(), key=_order))
         parts["between_latest"] = tuple((p, *v) for p, v in self.latest.items())
+        parts["passes_run"] = sum(
+            passes_run((r.kind, r.count) for r in by_kind.values())
+            for by_kind in self.rows.values()
+        )
 
 
 def _order(r: BetweenRow) -> tuple[int, str]:

@@ -285,6 +285,9 @@ class Snapshot:
     # each process's latest interval outside training steps: (pid, kind, t0, t1), t1 None
     # while it runs (an evaluation in progress is not a stalled step)
     between_latest: tuple[tuple[int, str, float, float | None], ...] = ()
+    # passes between steps the sync detector may watch, of every process (``between`` is
+    # the primary's): what ``sync_watch.passes``, of every process too, is out of
+    passes_run: int = 0
 
     stacks: tuple[StackRow, ...] = ()  # stack samples per process (observer mode)
     stalls: tuple[StallRow, ...] = ()  # stacks captured during stalled steps, oldest first

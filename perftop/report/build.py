@@ -75,6 +75,7 @@ def build_report(snap: Snapshot, stats: ReadStats | None = None) -> dict[str, An
             "watched_steps": snap.sync_watch.watched,
             "paused": snap.sync_watch.paused or None,
             "passes_watched": snap.sync_watch.passes,
+            "passes_run": snap.passes_run,
         },
         "hints": [_hint(h, m.start_t) for h in snap.hints],
         "stacks": stacks_json(snap),

@@ -84,7 +84,9 @@ def no_between_lines(r: dict[str, Any]) -> list[str]:
     watch = r.get("sync_watch") or {}
     if r.get("sync_between") or "passes_watched" not in watch or not watch["watched_steps"]:
         return []  # listed, an older report, or the detector watched nothing
-    n = passes_run((k, b["count"]) for k, b in (r["steps"].get("between_s") or {}).items())
+    n = watch.get("passes_run")  # every process's (an older report: the primary's)
+    if n is None:
+        n = passes_run((k, b["count"]) for k, b in (r["steps"].get("between_s") or {}).items())
     if not n:
         return []
     k = watch["passes_watched"]

@@ -158,7 +158,9 @@ async def test_passes_with_no_sync_listed_say_how_many_were_watched() -> None:
     rollouts = (BetweenRow("rollout", 32.5, 19), BetweenRow("checkpoint", 1.0, 2))
     for watch, want in ((SyncWatch(5, "", 0), "0 of 19 passes watched"),
                         (SyncWatch(5, "", 2), "2 of 19 passes watched")):  # fmt: skip
-        snap = dataclasses.replace(cpu_snapshot(), between=rollouts, sync_watch=watch)
+        snap = dataclasses.replace(
+            cpu_snapshot(), between=rollouts, passes_run=19, sync_watch=watch
+        )
         async with showing(snap) as (app, pilot):
             assert app.query_one("#sync").border_subtitle.endswith(f"· {want}")
         empty = dataclasses.replace(snap, sync=())

@@ -9,7 +9,6 @@ from textual.app import ComposeResult
 
 from perftop.fmt import count, sync_rate, sync_where
 from perftop.model import Snapshot
-from perftop.model.finding_rows import passes_run
 from perftop.model.snapshot import SyncSite, SyncWatch
 from perftop.safe import visible_line
 from perftop.tui import fmt
@@ -162,7 +161,7 @@ def passes_note(snap: Snapshot) -> str:
     so no line there is no all-clear."""
     if snap.sync_between or not snap.sync_watch.watched:
         return ""
-    n = passes_run((b.kind, b.count) for b in snap.between)
+    n = snap.passes_run
     return f" · {snap.sync_watch.passes} of {n} passes watched" if n else ""
 
 
