@@ -8,6 +8,13 @@ from collections.abc import Sequence
 NA = "N/A"
 
 
+def step_no(index: int) -> int:
+    """A step's number as the user counts it and ``--from-step`` takes it (1 = the first):
+    events and the JSON report carry a step's index from 0 (a stall's ``step`` 44 is the
+    45th step, ``--from-step 45``)."""
+    return index + 1
+
+
 WHAT_HANGS = {"eval": "evaluation", "checkpoint": "checkpoint", "collective": "a collective"}
 
 
@@ -19,17 +26,18 @@ def stall_words(
     collective that hangs (``collective``)."""
     if not during:
         return (
-            f"step {step} of pid {pid}",
+            f"step {step_no(step)} of pid {pid}",
             f"stalled {stalled_s:.1f} s when captured (median step {median_s:.3f} s)",
         )
     what = WHAT_HANGS.get(during, during)
     if during == "collective":  # median_s: the hang's threshold
         return (
-            f"{what} in step {step} of pid {pid}",
+            f"{what} in step {step_no(step)} of pid {pid}",
             f"waited {stalled_s:.1f} s when captured (hang threshold {median_s:.1f} s)",
         )
     usual = f"earlier ones took {median_s:.3f} s on average" if median_s else "the first one"
-    return f"{what} before step {step} of pid {pid}", f"hung {stalled_s:.1f} s ({usual})"
+    # (``step``, the next step's index, is the number of the step before the pass)
+    return f"{what} after step {step} of pid {pid}", f"hung {stalled_s:.1f} s ({usual})"
 
 
 def seconds(x: float | None) -> str:

@@ -22,9 +22,9 @@ def test_a_capture_links_the_slow_phase_to_its_top_ops() -> None:
     hints = _hints_after(capture_events("done"))
     h = hints["phase-top-ops"]
     assert h.title == "backward takes 49% of the step, aten::mm most of it"
-    assert h.evidence[0] == "backward 30.1ms of a 61.3ms step (steps 1351–1353, pid 4242)"
+    assert h.evidence[0] == "backward 30.1ms of a 61.3ms step (steps 1352–1354, pid 4242)"
     assert h.evidence[1] == (
-        "top backward ops in the capture at step 1351: "
+        "top backward ops in the capture at step 1352: "
         "aten::mm 65%, aten::gelu_backward 11%, aten::native_layer_norm_backward 7%"
     )
     assert h.panel == "ops" and "train.py:71" in h.advice[0]

@@ -48,12 +48,12 @@ def test_replay_shows_each_capture_from_its_step_on(recording: Path) -> None:
     p.seek_step(3)  # the 3 steps before the capture
     assert p.snapshot().latest_capture is None
     p.seek_step(4)  # the capture's first step
-    assert status_line(p.snapshot().latest_capture) == "capturing steps 41–43…"
+    assert status_line(p.snapshot().latest_capture) == "capturing steps 42–44…"
     p.seek_event(ix.events)
     snap = p.snapshot()
     assert [c.state for c in snap.captures] == ["done", "refused"]
     p.seek_step(4)  # back again: as a straight replay to there
-    assert status_line(p.snapshot().latest_capture) == "capturing steps 41–43…"
+    assert status_line(p.snapshot().latest_capture) == "capturing steps 42–44…"
 
 
 def _report(*args: str) -> str:
@@ -87,7 +87,7 @@ def test_report_json_captures(recording: Path, real_capture) -> None:
 def test_report_text_captures(recording: Path, real_capture) -> None:
     text = _report(str(recording))
     section = text[text.index("Op captures") :]
-    assert f"c1 (tui) pid {real_capture.ops.pid}: steps 41–43 captured, cost " in section
+    assert f"c1 (tui) pid {real_capture.ops.pid}: steps 42–44 captured, cost " in section
     fwd = next(line for line in section.splitlines() if line.strip().startswith("forward"))
     top = next(r[0] for r in real_capture.ops.ops if r[1] == "forward")  # heaviest recorded
     assert top in fwd

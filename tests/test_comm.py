@@ -464,7 +464,7 @@ def test_a_collectors_headless_lines_say_each_hang_once_and_in_its_summary():
     notices(f.snapshot())
     line = "perftop: hang: all_reduce default_pg seq 11 has waited 18 s; not entered: rank 1"
     assert said == [
-        "perftop: step 10 of rank 1 stalled 12.0 s (collective): stacks captured", line
+        "perftop: step 11 of rank 1 stalled 12.0 s (collective): stacks captured", line
     ], said  # fmt: skip
     notices(f.snapshot())
     assert len(said) == 2
@@ -482,7 +482,7 @@ def test_headless_lines_say_every_stall_past_the_fiftieth():
         s.apply(StallCapture(1000.0 + i, 100, i, 3.0, 0.1, (), "", ""))
         notices(s.snapshot())
         notices(s.snapshot())
-    assert said == [f"perftop: step {i} stalled 3.0 s: stacks captured" for i in range(60)]
+    assert said == [f"perftop: step {i + 1} stalled 3.0 s: stacks captured" for i in range(60)]
 
 
 def test_a_hangs_missing_rank_without_a_stack_says_why():

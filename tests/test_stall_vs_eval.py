@@ -32,7 +32,7 @@ def test_an_evaluation_far_longer_than_the_earlier_ones_is_a_hang(tmp_path: Path
     assert hang["during"] == "eval" and hang["step"] == 30, hang
     assert 2.0 <= hang["stalled_s"] <= 3.5 and abs(hang["median_s"] - 0.3) < 0.1, hang
     text = perftop("report", str(tmp_path / "r.perftop"), cwd=tmp_path).stdout
-    assert "evaluation before step 30 of pid" in text and "hung " in text, text
+    assert "evaluation after step 30 of pid" in text and "hung " in text, text
 
 
 def test_a_long_checkpoint_is_not_a_stall(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from perftop.errors import AttachError, UsageError
 from perftop.flows.collect import summary as fleet_summary
 from perftop.flows.notices import Notices, snapshot_every
 from perftop.flows.watch import WatchOptions, record, show, wait, wants_tui
+from perftop.fmt import step_no
 from perftop.model import Snapshot
 from perftop.monitor.header import session_start
 from perftop.monitor.hub import Hub
@@ -205,6 +206,7 @@ def stack_summary(snap: Snapshot) -> list[str]:
     if snap.stalls:
         s = snap.stalls[-1]
         out.append(
-            f"perftop: {len(snap.stalls)} stall(s); last: step {s.step}, {s.stalled_s:.1f} s"
+            f"perftop: {len(snap.stalls)} stall(s); last: step {step_no(s.step)}, "
+            f"{s.stalled_s:.1f} s"
         )
     return out

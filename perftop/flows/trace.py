@@ -17,6 +17,7 @@ from perftop.events import CaptureOps, CaptureState, Event
 from perftop.export.capture_trace import TraceError, read_trace
 from perftop.fmt import command as fmt_command
 from perftop.fmt import seconds as fmt_seconds
+from perftop.fmt import step_no
 from perftop.model.capture import (
     HOOK_BEFORE_STEPS,
     capture_cost,
@@ -47,7 +48,7 @@ def trace(target: str, steps: int, out: Path | None, timeout: float) -> int:
     def heard(ev: Event) -> None:
         got.append(ev)
         if isinstance(ev, CaptureState) and ev.state == "started":
-            say(f"perftop: pid {ev.pid}: capture started at step {ev.first_step}")
+            say(f"perftop: pid {ev.pid}: capture started at step {step_no(ev.first_step)}")
 
     request(info["socket"], steps, "trace", heard, timeout + steps)
     ops = [e for e in got if isinstance(e, CaptureOps)]

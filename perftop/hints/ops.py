@@ -8,7 +8,7 @@ first. The figures are the capture's own (measured over its steps); the hint nam
 
 from __future__ import annotations
 
-from perftop.fmt import fraction, seconds
+from perftop.fmt import fraction, seconds, step_no
 from perftop.model.capture import CaptureOp, CapturePart, steps_text
 from perftop.model.snapshot import Hint, Snapshot
 
@@ -30,7 +30,7 @@ def top_ops_text(part: CapturePart, phase: str, n: int = TOP) -> str:
     shown = ", ".join(
         f"{op.name} {fraction(op.share)}" if op.share is not None else op.name for op in ops
     )
-    return f"top {phase} ops in the capture at step {part.first_step}: {shown}"
+    return f"top {phase} ops in the capture at step {step_no(part.first_step)}: {shown}"
 
 
 def _advice(phase: str, top: CaptureOp) -> tuple[str, ...]:

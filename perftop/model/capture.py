@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from perftop.events import CaptureAsk, CaptureOps, CaptureState
-from perftop.fmt import seconds, sync_where
+from perftop.fmt import seconds, step_no, sync_where
 
 MAX_CAPTURES = 64  # a session keeps its latest captures only
 MONITOR_PID = 0  # CaptureState.pid of the monitor itself (asked, or refused before any hook)
@@ -122,6 +122,8 @@ class Capture:
 
 
 def steps_text(first: int, n: int) -> str:
+    """Steps ``first`` (an index from 0) and on, numbered as the user counts them."""
+    first = step_no(first)
     return f"step {first}" if n == 1 else f"steps {first}–{first + n - 1}"
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from perftop.fmt import nbytes, table
+from perftop.fmt import nbytes, step_no, table
 from perftop.model import Snapshot
 from perftop.model.comm_rows import HangRank, HangRow, RankComm
 from perftop.model.snapshot import StallRow
@@ -132,7 +132,7 @@ def stall_words(snap: Snapshot, s: StallRow) -> str:
                  and (not s.host or r.host == s.host)), None)  # fmt: skip
     of = f" of rank {rank}" if rank is not None else ""
     during = f" ({s.during})" if s.during else ""  # (in a pass, a collective)
-    return f"step {s.step}{of} stalled {s.stalled_s:.1f} s{during}"
+    return f"step {step_no(s.step)}{of} stalled {s.stalled_s:.1f} s{during}"
 
 
 def new_stalls(snap: Snapshot, seen: set[tuple[float, int]]) -> list[StallRow]:

@@ -18,7 +18,7 @@ async def test_the_panel_comes_with_a_capture_and_sorts() -> None:
         app.post_message(SnapshotMessage(with_capture(snapshot(), "started")))
         await settle(pilot)
         assert ops.display and body.has_class("-ops")
-        assert text_of(ops.status).strip() == "capturing steps 1351–1353…"
+        assert text_of(ops.status).strip() == "capturing steps 1352–1354…"
         assert not ops.table.display  # nothing to list yet
         app.post_message(SnapshotMessage(with_capture(snapshot(), "done")))
         await settle(pilot)

@@ -13,6 +13,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 
 from perftop.events.capture import PHASES
+from perftop.fmt import step_no
 from perftop.model import Snapshot
 from perftop.model.capture import Capture, CaptureOp, CapturePart, cost_text, status_line
 from perftop.safe import visible_line
@@ -78,7 +79,8 @@ def status(latest: Capture | None, part: CapturePart | None) -> Text:
     line.append(visible_line(status_line(latest)), style=style)  # a reason from the job
     if part is not None:
         if latest.done() is not part:
-            line.append(f" · showing steps {part.first_step}–{part.last_step}", style="dim")
+            shown = f"{step_no(part.first_step)}–{step_no(part.last_step)}"
+            line.append(f" · showing steps {shown}", style="dim")
         line.append(f" · {cost_text(part)}", style="dim")
         device = device_line(part)
         if device is not None:
