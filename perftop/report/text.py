@@ -57,7 +57,8 @@ def render(r: dict[str, Any]) -> str:
         shown = overall_differs(sps, wall) and not s.get("trainers")
         overall = f" ({wall:.3f}/s overall)" if shown else ""
         out.append(
-            f"  {of}{s['count']} steps, {f'{sps:.3f}' if sps is not None else NA} steps/s"
+            f"  {of}{s['count']} step{'' if s['count'] == 1 else 's'}, "
+            f"{f'{sps:.3f}' if sps is not None else NA} steps/s"
             f"{overall}, "
             f"step time p50 {seconds(st['p50'])}  p95 {seconds(st['p95'])}  "
             f"max {seconds(st['max'])}"
