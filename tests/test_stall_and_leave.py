@@ -272,7 +272,7 @@ def test_a_stall_named_again_by_its_step_is_not_said_again():
         s.apply(Step(1, i, t0, t1))
     notices(s.snapshot())
     assert [r.step for r in s.snapshot(window=None).stalls] == [6]
-    assert said == ["perftop: step 5 stalled 3.0 s: stacks captured"], said
+    assert said == ["perftop: step 6 stalled 3.0 s: stacks captured"], said  # index 5, from 1
 
 
 def test_stalls_awaiting_their_step_are_as_many_as_the_stalls_kept():
