@@ -42,6 +42,7 @@ def test_a_job_waiting_for_cores_others_hold(tmp_path) -> None:
     # (the hint as shown live: its share over the latest 10 s)
     assert hint["panel"] == "host" and abs(hint["est_gain"] - share) <= 0.15, hint
     assert f"(pid {main['pid']}) waited for a core" in hint["evidence"][0], hint
+    assert hint["est_gain_text"].startswith("up to ") and "of step time" in hint["est_gain_text"]
     assert "other processes use" in hint["evidence"][1], hint
     text = perftop("report", str(tmp_path / "r.perftop"), cwd=tmp_path).stdout
     head = next(ln for ln in text.splitlines() if ln.lstrip().startswith("pid ") and "role" in ln)

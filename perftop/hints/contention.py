@@ -60,7 +60,8 @@ def cpu_contention(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
                 "stop them while this job runs.",
             ),
             est_gain=wait,
-            est_gain_text="at most: the training thread's time waiting for a core",
+            est_gain_text=f"up to {fraction(wait)} of step time: the training thread's wait "
+            "for a core",
             panel="host",
         )
     ]
