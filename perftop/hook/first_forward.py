@@ -180,7 +180,7 @@ class FirstForward(PassMode):
         if self.meter is not None:
             self.meter.relay()
 
-    def fire(self, module: Any = None) -> None:
+    def fire(self, module: Any) -> None:
         tr = self.tracker
         if threading.get_ident() != tr.thread:
             return  # another thread's module call (a feeder's): not the training loop's
@@ -207,7 +207,7 @@ class FirstForward(PassMode):
                     tr.on_flush()  # a send due (solo): the pass's calls send, as step ends do
                 return
             self.resumed(t)
-            if module is not None and tr.region is None:
+            if tr.region is None:
                 self.mode_begin(module, tr, t)  # an eval-mode rollout right after the pass
             return
         cand = tr.cand
@@ -226,7 +226,7 @@ class FirstForward(PassMode):
             self.timed = False
             self.timed_wait(tr, t, c)
         if tr.grad():
-            if module is not None and self.mode_begin(module, tr, t):
+            if self.mode_begin(module, tr, t):
                 return  # an eval-mode forward: a rollout's if an environment steps next
         elif self.may_pend(tr, t):
             return  # the batch before it pends: watching what comes next

@@ -28,9 +28,10 @@ is not looked into again either (the profile function costs a pass ~0.1-0.2 ms).
 The pass is named by the user's function that made its first module call (``gap_site.site``:
 the first frame outside torch and perftop), e.g. ``collect_rollouts
 (on_policy_algorithm.py:202)``; a rollout by the function that called the environment's
-``step`` (the first frame outside every environment's methods: a step seen inside a
-wrapper's or torchrl's ``EnvBase.step`` is named by the collector that called that) (a policy's forward called through a library's ``predict``, as SB3's DQN does,
-would name ``_predict``; the rollout is ``collect_rollouts``, which steps the env).
+``step``, the first frame outside every environment's methods (a step seen inside a
+wrapper's or torchrl's ``EnvBase.step`` is named by the collector that called that; a
+policy's forward called through a library's ``predict``, as SB3's DQN does, would name
+``_predict``; the rollout is ``collect_rollouts``, which steps the env).
 The hooks run on the training thread only; another thread's module calls are not the
 pass's.
 """
@@ -118,6 +119,11 @@ class PassMeter:
         self.on_env: Any = None  # called where a pass is first seen stepping an environment
         self.table: Any = None  # torch's table of global forward hooks (pass_narrow.py)
 
+    def exhausted(self, site: Any) -> bool:
+        """Whether ``site`` was looked into :data:`LOOKS` times and stepped no environment:
+        not looked into again (a rollout's site is one without a look)."""
+        return site not in self.rollout_sites and self.plain_sites.get(site, 0) >= LOOKS
+
     def start(self, t: float, site: Any, name: Any = None) -> None:
         """The pass's first module call began at ``t`` (its pre-hook), made at ``site``,
         named by ``name`` (gap_site.site: the caller of a lambda that made it)."""
@@ -132,7 +138,7 @@ class PassMeter:
         if site in self.rollout_sites:  # looked into before: each of its passes is one
             self.env, self.env_site = True, self.rollout_sites[site]
             self.gaps_left = 0
-        elif self.plain_sites.get(site, 0) >= LOOKS:
+        elif self.exhausted(site):
             self.gaps_left = 0  # LOOKS of its passes were looked into: no environment
         else:
             self.gaps_left = GAPS if self.envs else 0

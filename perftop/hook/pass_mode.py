@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from perftop.hook import gap_site, gaps
-from perftop.hook.pass_meter import LOOKS, cpu_wall, env_types
+from perftop.hook.pass_meter import cpu_wall, env_types
 from perftop.hook.pass_open import PassOpen, _after_other_optimizer
 
 
@@ -51,19 +51,15 @@ class PassMode(PassOpen):
         site, name = gap_site.site()
         if site is None or site in self.step_sites:
             return False
-        if site not in meter.rollout_sites and meter.plain_sites.get(site, 0) >= LOOKS:
+        if meter.exhausted(site):
             return False  # looked at enough with no environment stepped: the step's own
         c, _ = cpu_wall()
-        meter.start(t, site, name)
+        meter.start(t, site, name)  # (an environment library is imported: it looks)
         self.late = _after_other_optimizer(tr) and tr.active()
         self.ev = (t, c, site)
         self.ev_at = (tr.index, tr.has_fetch, tr.has_bwd)
         if meter.env:  # a rollout's site: a pass each time, from here
             self.mode_open()
-        elif not meter.looked:  # no stretch to look into (no profile function may be set)
-            self.ev = None
-            meter.stop()
-            return False
         return True
 
     def mode_call(self, module: Any, t: float) -> None:
@@ -96,8 +92,7 @@ class PassMode(PassOpen):
             self.disarm()
             return
         self.by_mode = True
-        if not self.meter.measured or self.meter.t_out <= t:
-            self.c0, self.t0 = c, t
+        self.c0, self.t0 = c, t  # (a forward's return since is later: last_out takes it)
 
     def env_seen(self) -> None:
         """An environment stepped: a candidate's pass opens, then is said to be a rollout."""

@@ -52,7 +52,7 @@ class ProcRow:
     first_t: float | None = None  # when the probes first and last saw it (wall time)
     last_t: float | None = None
     # the share of wall time its main thread waited for a core (run-queue delay), over the
-    # last ~10 s and over all the time it was seen (core_wait.py); None where not kept
+    # last ~10 s and over all the time it was seen (trends.py); None where not kept
     core_wait_share: float | None = None
     core_wait_share_avg: float | None = None
 

@@ -13,9 +13,15 @@ from rich.text import Text
 from textual.app import ComposeResult
 
 from perftop.events.capture import PHASES
-from perftop.fmt import step_no
 from perftop.model import Snapshot
-from perftop.model.capture import Capture, CaptureOp, CapturePart, cost_text, status_line
+from perftop.model.capture import (
+    Capture,
+    CaptureOp,
+    CapturePart,
+    cost_text,
+    status_line,
+    steps_text,
+)
 from perftop.safe import visible_line
 from perftop.tui import fmt
 from perftop.tui.widgets.difftable import Cell, DiffTable
@@ -79,8 +85,7 @@ def status(latest: Capture | None, part: CapturePart | None) -> Text:
     line.append(visible_line(status_line(latest)), style=style)  # a reason from the job
     if part is not None:
         if latest.done() is not part:
-            shown = f"{step_no(part.first_step)}–{step_no(part.last_step)}"
-            line.append(f" · showing steps {shown}", style="dim")
+            line.append(f" · showing {steps_text(part.first_step, part.steps)}", style="dim")
         line.append(f" · {cost_text(part)}", style="dim")
         device = device_line(part)
         if device is not None:
