@@ -9,6 +9,7 @@ import inspect
 import json
 
 import gymnasium
+import numpy as np
 import torch
 
 torch.manual_seed(0)
@@ -45,7 +46,7 @@ def collect(env: gymnasium.Env, n: int) -> list:
 env = ScaledActions(gymnasium.make("CartPole-v1"))
 steps = 0
 for _ in range(6):
-    x = torch.as_tensor(collect(env, 40))
+    x = torch.as_tensor(np.stack(collect(env, 40)))
     for _ in range(3):
         opt.zero_grad()
         policy(x).logsumexp(-1).mean().backward()
