@@ -3,7 +3,7 @@ the JSON report's rounding (:func:`rounded`), shared by its builders."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 NA = "N/A"
 
@@ -226,3 +226,23 @@ def sync_rate(
     if error:
         text += f" ±{error:.2f}" if error < 1 or not short else f" ±{error:.1f}"
     return text
+
+
+def cpu_list(cpus: Iterable[int]) -> str:
+    """The kernel's list format, ranges joined: {0, 1, 2, 3, 8} -> "0-3,8"."""
+    out: list[str] = []
+    run: list[int] = []
+    for c in sorted(cpus):
+        if run and c == run[-1] + 1:
+            run.append(c)
+            continue
+        if run:
+            out.append(_span(run))
+        run = [c]
+    if run:
+        out.append(_span(run))
+    return ",".join(out)
+
+
+def _span(run: list[int]) -> str:
+    return str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}"

@@ -38,6 +38,13 @@ def contended(wait: float) -> Snapshot:
     return replace(s, meta=replace(s.meta, monitor_cpu_percent=2.0))
 
 
+def throttled(wait: float) -> Snapshot:
+    """The trainer at 0.5 core under its cgroup's limit of 0.5 cores, on an idle host of 2,
+    waiting ``wait`` of the time (tests/test_cpu_limits.py's run read 0.50)."""
+    procs = (ProcRow(PID, 1, cpu_percent=49.0, core_wait_share=wait, cpu_quota=0.5),)
+    return snap(0.0, host=HostRow(cpu_count=2, cpu_percent=27.0), procs=procs)
+
+
 def uss(mib: int) -> Snapshot:
     procs = tuple(
         ProcRow(PID + 1 + i, PID, uss_bytes=mib * 2**20, uss_bytes_first=mib * 2**20)
@@ -115,6 +122,7 @@ CASES: dict[str, tuple[Callable[[], Snapshot], Callable[[], Snapshot]]] = {
     ),
     "cpu-oversubscribed": (lambda: oversub(0.26), lambda: oversub(0.24)),
     "cpu-contention": (lambda: contended(0.10), lambda: contended(0.09)),
+    "cpu-throttled": (lambda: throttled(0.10), lambda: throttled(0.09)),
     "between-steps": (lambda: between(0.20), lambda: between(0.19)),
     "gpu-underutilized": (lambda: cuda(49.0), lambda: cuda(50.0)),
     "gpu-memory-pressure": (lambda: mem(0.951), lambda: mem(0.949)),

@@ -33,6 +33,8 @@ PROC_FIELDS = (
     # seconds its main thread has waited for a core since it started (run-queue delay,
     # /proc/PID/schedstat); None where the kernel keeps none
     "cpu_wait_s",
+    "cpus",  # the CPUs it may run on (its affinity: "0-3,8"); None where the OS will not say
+    "cpu_quota",  # cores its cgroup's CPU limit allows (1.5); None: no limit, or unread
 )
 
 # One row of GpuSample.devices.
@@ -161,7 +163,7 @@ def _gpu_procs(v: Any) -> Any:
 # What each field of a row must be; a value that is not (a row is a tuple of JSON values
 # in an event's types: a node's or a damaged writer's may hold anything) reads as N/A.
 _PROC = tuple(zip(PROC_FIELDS, (_int, _int, _str, _str, _num, _int, _int, _int, _int, _int,
-                                 _int, _int, _int, _num, _num), strict=True))  # fmt: skip
+                                 _int, _int, _int, _num, _num, _str, _num), strict=True))  # fmt: skip
 _GPU = tuple(zip(GPU_FIELDS, (_int, _str, _str, _num, _num, _num, _int, _int, _num, _num, _num,
                               _num, _num, _num, _names, _gpu_procs), strict=True))  # fmt: skip
 

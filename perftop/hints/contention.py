@@ -11,22 +11,26 @@ the job's and perftop's own. Where the job's own threads are more than the cores
 
 from __future__ import annotations
 
-from perftop.fmt import count
+from perftop.fmt import count, cpu_list
 from perftop.hints.base import fraction, threshold
-from perftop.hints.memory import JOB_SHARE, job_cores
+from perftop.hints.cores import JOB_SHARE, job_cores
+from perftop.model.cores import JobCores, allowed_cores
 from perftop.model.snapshot import Hint, ProcRow, Snapshot
 
 WAIT_ENTER, WAIT_STAY = 0.10, 0.07  # the training thread's share of time waiting for a core
-OTHERS_MIN = 0.5  # cores that other processes keep busy, at least
+OTHERS_MIN = 0.5  # cores that other processes keep busy, at least ...
+OTHERS_SHARE = 0.3  # ... or this share of the job's cores, where it may use fewer than 2
 HOST_BUSY = 75.0  # host CPU %, at least (a wait for a core on an idle host is not this)
 
 
 def cpu_contention(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     h = snap.host
-    cores, cpu = h.cpu_count, h.cpu_percent
-    if not cores or cpu is None or cpu < HOST_BUSY:
-        return []
-    trainer = _waiting_trainer(snap)
+    jc = allowed_cores(snap)
+    cpu = jc.busy_percent  # of the CPUs the job may run on: its affinity's, or the host's
+    if not h.cpu_count or cpu is None or cpu < HOST_BUSY or jc.quota is not None:
+        return []  # (a cgroup's CPU limit that holds the job back: cpu-throttled's case)
+    cores = jc.usable
+    trainer = waiting_trainer(snap)
     if trainer is None or trainer.core_wait_share is None:
         return []
     wait = trainer.core_wait_share
@@ -35,17 +39,23 @@ def cpu_contention(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     job = job_cores(snap)
     mon = snap.meta.monitor_cpu_percent  # None: not said (an older recording)
     others = cpu / 100.0 * cores - job - (mon or 0.0) / 100.0
-    if others < OTHERS_MIN or job >= JOB_SHARE * cores:
+    if others < min(OTHERS_MIN, OTHERS_SHARE * cores) or job >= JOB_SHARE * cores:
         return []  # the job fills the cores itself (cpu-oversubscribed's case)
+    where = (
+        f"the host CPU is {cpu:.0f}% busy on {count(h.cpu_count, 'core')}"
+        if jc.cpus is None
+        else f"the {count(len(jc.cpus), 'CPU')} the job may run on ({cpu_list_text(jc)}, its "
+        f"CPU affinity; the host has {h.cpu_count}) are {cpu:.0f}% busy"
+    )
     ev = [
         f"the training process (pid {trainer.pid}) waited for a core {fraction(wait)} of the "
         "time: runnable, with no core free (its main thread's run-queue delay)",
-        f"the host CPU is {cpu:.0f}% busy on {count(cores, 'core')}: other processes use "
-        f"{others:.1f} cores, the job {job:.1f}"
+        f"{where}: other processes use {others:.1f} cores, the job {job:.1f}"
         + (f", perftop {mon / 100.0:.2f}" if mon is not None else ""),
     ]
     if h.load is not None:
-        ev.append(f"load average {h.load[0]:.1f} on {count(cores, 'core')}")
+        ev.append(f"load average {h.load[0]:.1f} on {count(h.cpu_count, 'core')}")
+    pinned = jc.cpus is not None
     return [
         Hint(
             id="cpu-contention",
@@ -54,7 +64,11 @@ def cpu_contention(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
             f"{fraction(wait)} of the time",
             evidence=tuple(ev),
             advice=(
-                "Run where cores are free (another node; Slurm's --exclusive), or reserve "
+                f"Give the job CPUs no other process runs on (its affinity allows only "
+                f"{cpu_list_text(jc)}: taskset -c, a cgroup cpuset, Slurm's --cpu-bind), or move "
+                "the others off them."
+                if pinned
+                else "Run where cores are free (another node; Slurm's --exclusive), or reserve "
                 "cores for this job (a cgroup cpuset; taskset for it and for the others).",
                 "If the other processes are yours, lower their priority (renice +10 PID) or "
                 "stop them while this job runs.",
@@ -67,7 +81,12 @@ def cpu_contention(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     ]
 
 
-def _waiting_trainer(snap: Snapshot) -> ProcRow | None:
+def cpu_list_text(jc: JobCores) -> str:
+    """The job's CPUs as the kernel lists them ("0-3,8")."""
+    return cpu_list(jc.cpus or ())
+
+
+def waiting_trainer(snap: Snapshot) -> ProcRow | None:
     """The live training process that waits for a core the most."""
     pids = {t.pid for t in snap.trainers}
     rows = [

@@ -15,13 +15,15 @@ from perftop.hints.base import Rule
 from perftop.hints.between import between_steps
 from perftop.hints.comm import comm_bound
 from perftop.hints.contention import cpu_contention
+from perftop.hints.cores import cpu_oversubscribed, too_many_workers
 from perftop.hints.gpu import gpu_bound, gpu_memory_pressure, gpu_underutilized, pageable_copy
 from perftop.hints.inputs import input_bound
-from perftop.hints.memory import cpu_oversubscribed, too_many_workers, worker_memory
+from perftop.hints.memory import worker_memory
 from perftop.hints.ops import phase_top_ops
 from perftop.hints.ranks import gpu_imbalance, straggler
 from perftop.hints.storage import io_bound
 from perftop.hints.sync import host_device_sync
+from perftop.hints.throttled import cpu_throttled
 from perftop.model.snapshot import Hint, Snapshot
 
 RULES: tuple[Rule, ...] = (
@@ -32,6 +34,7 @@ RULES: tuple[Rule, ...] = (
     too_many_workers,
     cpu_oversubscribed,
     cpu_contention,
+    cpu_throttled,
     between_steps,
     gpu_underutilized,
     gpu_memory_pressure,

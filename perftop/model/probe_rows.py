@@ -55,6 +55,8 @@ class ProcRow:
     # last ~10 s and over all the time it was seen (trends.py); None where not kept
     core_wait_share: float | None = None
     core_wait_share_avg: float | None = None
+    cpus: str | None = None  # the CPUs it may run on ("0-3,8": its affinity); None: not said
+    cpu_quota: float | None = None  # cores its cgroup's CPU limit allows; None: no limit
 
 
 @dataclass(frozen=True, slots=True)

@@ -148,6 +148,8 @@ class ProcessesReducer:
                 last_t=ev.t,
                 core_wait_share=p.wait.share(),
                 core_wait_share_avg=p.wait.share_avg(),
+                cpus=r["cpus"],
+                cpu_quota=r["cpu_quota"],
             )
         for pid, p in self.procs.items():
             if pid not in seen and p.row.alive:

@@ -19,6 +19,7 @@ from typing import Any
 import psutil
 
 from perftop.events import Event, Note, ProcInfo, ProcSample
+from perftop.probes.cpulimit import read_affinity, read_cpu_quota
 from perftop.probes.platform import PlatformCaps, platform_caps
 from perftop.probes.procread import (
     UNAVAILABLE,
@@ -60,6 +61,9 @@ MEM_FORK_DEFER_S = 0.9
 # its CPU share is within 5% of a core. Two ticks close together (a tick the monitor asks
 # for at once, as a process appears) read a rank's 10 ms in 3 ms: 335% on 2 cores.
 CPU_MIN_S = 0.2
+# A process's cgroup CPU limit is read at its first tick and then every this many ticks
+# (a job that moves itself into a cgroup does so as it starts: a few file reads each).
+QUOTA_EVERY = 5
 
 
 @dataclass(slots=True)
@@ -84,6 +88,8 @@ class _Tracked:
     # ticks left to read an empty command line again: one read between a fork and its exec
     # of a program of the same name (Ray's workers, a python starting python) is empty
     blank_tries: int = 0
+    quota: float | None = None  # cores its cgroup's CPU limit allows (cpulimit.py)
+    quota_ticks: int = 0  # ticks since that was read
 
 
 def _read_cmdline(tr: _Tracked, tries: int = BLANK_TRIES) -> None:
@@ -235,6 +241,10 @@ class ProcProbe:
             io = _optional(p.io_counters)
             io_now = None if io is None else (io.read_bytes, io.write_bytes)
             wait = read_run_delay(p.pid)  # beside its CPU time: one interval for both
+        cpus = read_affinity(p.pid)
+        if tr.quota_ticks % QUOTA_EVERY == 0:
+            tr.quota = read_cpu_quota(p.pid)
+        tr.quota_ticks += 1
         if state == psutil.STATUS_ZOMBIE or rss == 0:
             # no resident page: its address space is gone, it is past the point of exit
             # where the kernel frees it (a user process alive has pages); a row now would
@@ -274,4 +284,6 @@ class ProcProbe:
             io_write,
             round(cpu_s, 3),
             None if wait is None else round(wait, 4),
+            cpus,
+            tr.quota,
         )

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from perftop.fmt import rounded
+from perftop.fmt import cpu_list, rounded
 from perftop.model import Snapshot
+from perftop.model.cores import allowed_cores
 from perftop.model.snapshot import ProcessRole, ProcRow
 
 
@@ -36,6 +37,8 @@ PROC_KEYS = (
     "io_read_bytes",
     "io_write_bytes",
     "core_wait_share_avg",
+    "cpus",
+    "cpu_quota",
 )
 
 
@@ -76,8 +79,12 @@ def loader_json(ld: Any, remade_from: int | None = None) -> dict[str, Any]:
 
 def host_json(snap: Snapshot) -> dict[str, Any]:
     h = snap.host
+    jc = allowed_cores(snap)
     return {
         "cpu_count": h.cpu_count,
+        # what the training processes may use, where less than the host (model/cores.py)
+        "job_cpus": cpu_list(jc.cpus) if jc.cpus is not None else None,
+        "job_cpu_quota": jc.quota,
         "cpu_percent_avg": h.cpu_percent_avg,
         "iowait_percent_avg": h.iowait_percent_avg,
         "memory_total_bytes": h.mem_total_bytes,

@@ -111,7 +111,8 @@ def processes_table(procs: list[dict[str, Any]], loaders: Sequence[dict[str, Any
     if waits:
         rows += (
             "\n  core wait: the share of the time seen that the process's main thread was "
-            "runnable with no core free (the kernel's run-queue delay)"
+            "runnable and not running: no core free, or its cgroup's CPU limit spent (the "
+            "kernel's run-queue delay)"
         )
     if any(unseen(p) for p in procs):
         rows += (
@@ -165,11 +166,22 @@ def host_lines(h: dict[str, Any]) -> list[str]:
         "Host",
         f"  {h.get('cpu_count') or NA} cores, CPU avg {percent(h.get('cpu_percent_avg'))}, "
         f"iowait avg {percent(h.get('iowait_percent_avg'), 1)}",
+        *job_cores_line(h),
         f"  memory used max {nbytes(h.get('memory_used_bytes_max'))} "
         f"of {nbytes(h.get('memory_total_bytes'))}",
         f"  disk read {nbytes(h.get('disk_read_bytes'))}, "
         f"written {nbytes(h.get('disk_write_bytes'))}",
     ]
+
+
+def job_cores_line(h: dict[str, Any]) -> list[str]:
+    """What the job may use where it is less than the host (last seen)."""
+    quota, cpus = h.get("job_cpu_quota"), h.get("job_cpus")
+    if quota is not None:
+        return [f"  the job may use {quota:g} cores: its cgroup's CPU limit"]
+    if cpus is not None:
+        return [f"  the job may run on CPUs {cpus} only: its CPU affinity"]
+    return []
 
 
 GPU_COLUMNS = (

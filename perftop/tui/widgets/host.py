@@ -5,7 +5,9 @@ from __future__ import annotations
 from rich.console import Group, RenderableType
 from rich.text import Text
 
+from perftop.fmt import cpu_list
 from perftop.model import Snapshot
+from perftop.model.cores import JobCores, allowed_cores
 from perftop.model.snapshot import HostRow
 from perftop.tui import fmt
 from perftop.tui.widgets.panel import TextPanel, with_probe_status
@@ -46,7 +48,9 @@ def cores_grid(per_core: tuple[float, ...], width: int, rows: int) -> list[Text]
     return lines
 
 
-def summary_lines(h: HostRow) -> tuple[Text, Text, Text]:
+def summary_lines(h: HostRow, job: JobCores | None = None) -> tuple[Text, Text, Text]:
+    """The CPU, memory and IO lines; ``job``: what the job may use, said where it is less
+    than the host (its affinity's CPUs, its cgroup's CPU limit)."""
     cpu = Text("CPU ", style="dim")
     frac = None if h.cpu_percent is None else h.cpu_percent / 100
     cpu.append(fmt.pct(h.cpu_percent), style=fmt.level_style(frac))
@@ -57,6 +61,13 @@ def summary_lines(h: HostRow) -> tuple[Text, Text, Text]:
     if h.load is not None:
         cpu.append("  load ", style="dim")
         cpu.append(" ".join(f"{x:.1f}" for x in h.load))
+    if job is not None and job.quota is not None:
+        cpu.append("  job limit ", style="dim")
+        cpu.append(f"{job.quota:g} cores")
+    elif job is not None and job.cpus is not None:
+        cpu.append("  job on CPUs ", style="dim")
+        cpu.append(cpu_list(job.cpus))
+        cpu.append(f" {fmt.pct(job.busy_percent)}")
     mem = Text("mem ", style="dim")
     mem.append(f"{fmt.bytes_(h.mem_used_bytes)}/{fmt.bytes_(h.mem_total_bytes)}")
     if h.swap_used_bytes:
@@ -93,7 +104,8 @@ class HostPanel(TextPanel):
     TITLE = "Host"
 
     def body_key(self, snap: Snapshot) -> object:
-        return (snap.host, snap.probe_stopped("host"))  # a probe tick's, once a second
+        # a probe tick's, once a second
+        return (snap.host, snap.probe_stopped("host"), allowed_cores(snap))
 
     def render_body(self, snap: Snapshot) -> RenderableType:
         return with_probe_status(snap, "host", self._figures(snap))
@@ -102,7 +114,7 @@ class HostPanel(TextPanel):
         h = snap.host
         if h.t is None:
             return Text("waiting for the first host sample…", style="dim")
-        cpu, mem, io = summary_lines(h)
+        cpu, mem, io = summary_lines(h, allowed_cores(snap))
         w = self.body_width
         cpu_l, io_l = fold(cpu, w), fold(io, w)
         height = max(1, self.content_region.height or 4)

@@ -1,0 +1,161 @@
+"""The cores a job may use, not the host's: its CPU affinity (taskset, a Slurm step's or a
+container's cpuset) and its cgroup's CPU limit (``docker --cpus``, Kubernetes'
+``limits.cpu``). Real jobs pinned with ``taskset`` and put in a real cgroup with a CPU
+limit: the probe reads both, and the CPU hints weigh the job's threads and waits against
+them (``cpu-oversubscribed`` on the job's one core of an otherwise idle host,
+``cpu-throttled`` where the limit holds it back, not ``cpu-contention``). The rules' bars
+on snapshots with the figures those runs give."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from perftop.fmt import cpu_list
+from perftop.model.cores import allowed_cores, cpu_set
+from perftop.model.snapshot import HostRow, ProcRow
+from perftop.probes.cpulimit import read_affinity, read_cpu_quota
+from tests.helpers import WORKLOADS, run_and_report
+from tests.test_hints_rules_more import PID, fires, snap
+
+CG = Path("/sys/fs/cgroup")
+
+
+def test_cpu_lists_read_as_the_kernel_writes_them() -> None:
+    assert cpu_list({0, 1, 2, 3, 8, 10, 11}) == "0-3,8,10-11"
+    assert cpu_set("0-3,8,10-11") == frozenset({0, 1, 2, 3, 8, 10, 11})
+    assert cpu_set(cpu_list(range(128))) == frozenset(range(128))
+    for bad in ("", None, "x", "3-1", "-1", "0-99999999"):
+        assert cpu_set(bad) == frozenset(), bad
+    assert read_affinity(os.getpid()) == cpu_list(os.sched_getaffinity(0))
+    assert read_affinity(2**22 + 7) is None  # no such process
+
+
+def _pinned(cpus: str, per_core: tuple[float, ...], cpu: float, wait: float | None = None):
+    """A trainer at ``cpu``% with 2 torch threads, its affinity ``cpus``, on a host of
+    ``len(per_core)`` cores."""
+    host = HostRow(cpu_count=len(per_core), cpu_percent=sum(per_core) / len(per_core),
+                   per_core=per_core)  # fmt: skip
+    procs = (ProcRow(PID, 1, cpu_percent=cpu, cpus=cpus, core_wait_share=wait),)
+    return snap(0.0, nw=0, host=host, procs=procs, threads=2)
+
+
+def test_threads_are_weighed_against_the_cores_the_job_may_use() -> None:
+    idle = (100.0,) + (3.0,) * 15  # its one core full, the other 15 idle: the host 9% busy
+    one = _pinned("0", idle, 99.0)
+    jc = allowed_cores(one)
+    assert (jc.usable, jc.cpus, jc.busy_percent) == (1.0, frozenset({0}), 100.0)
+    assert fires("cpu-oversubscribed", one)
+    assert not fires("cpu-oversubscribed", _pinned("0-15", idle, 99.0))  # all 16: no crowd
+    assert not fires("cpu-oversubscribed", _pinned("0-1", idle, 99.0))  # 2 threads, 2 cores
+    # another user's process on the job's core: the job waits for it (its core 100% busy,
+    # the host 9%); where its affinity is not known, the host's figures say nothing
+    shared = _pinned("0", idle, 50.0, wait=0.45)
+    assert fires("cpu-contention", shared)
+    assert not fires("cpu-contention", replace(shared, processes=(
+        ProcRow(PID, 1, cpu_percent=50.0, core_wait_share=0.45),)))  # fmt: skip
+
+
+def _limited(quota: float | None, wait: float, cpu: float = 49.0):
+    procs = (ProcRow(PID, 1, cpu_percent=cpu, cpu_quota=quota, core_wait_share=wait),)
+    return snap(0.0, nw=0, host=HostRow(cpu_count=2, cpu_percent=80.0), procs=procs)
+
+
+def test_a_cgroup_limit_is_its_own_hint() -> None:
+    assert fires("cpu-throttled", _limited(0.5, 0.4))
+    assert not fires("cpu-contention", _limited(0.5, 0.4))  # the limit, not other users
+    assert not fires("cpu-throttled", _limited(0.5, 0.4, cpu=30.0))  # under its limit
+    assert not fires("cpu-throttled", _limited(None, 0.4))
+    assert not fires("cpu-throttled", _limited(4.0, 0.4))  # over the host's 2: no limit
+    assert allowed_cores(_limited(4.0, 0.4)).quota is None
+
+
+def _job(tmp_path: Path, *cmd: str) -> tuple[dict, dict]:
+    proc, rep = run_and_report(tmp_path, *cmd)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.splitlines()[-1]), rep
+
+
+def _main(rep: dict) -> dict:
+    return next(p for p in rep["processes"] if p["role"] == "main")
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2 or not shutil.which("taskset"),
+                    reason="needs 2 CPUs and taskset")  # fmt: skip
+def test_two_threads_pinned_to_one_core_of_two(tmp_path) -> None:
+    """The job's 2 torch threads on the one CPU taskset gives it: oversubscribed, though
+    the host is half idle (its other core)."""
+    core = str(max(os.sched_getaffinity(0)))
+    own, rep = _job(tmp_path, "taskset", "-c", core, sys.executable,
+                    str(WORKLOADS / "threaded_steps.py"), "8", "2")  # fmt: skip
+    assert own["threads"] == 2 and rep["steps"]["count"] == own["steps"] > 10
+    main = _main(rep)
+    assert main["cpus"] == core and main["cpu_quota"] is None
+    hint = next(h for h in rep["hints"] if h["id"] == "cpu-oversubscribed")
+    assert (
+        f"2 busy compute threads on 1 of {os.cpu_count()} cores (its CPU affinity)"
+        in (hint["evidence"][0])
+    ), hint
+    assert "the CPUs the job may run on are" in hint["evidence"][1], hint
+    assert "torch.set_num_threads(1)" in hint["advice"][0], hint
+
+
+@contextmanager
+def cpu_limited(cores: float) -> Iterator[Path]:
+    """A new cgroup whose processes may use ``cores`` together (v2 ``cpu.max``, or v1's
+    CFS quota), removed after; skips where this machine lets no one make one (not root,
+    no cpu controller)."""
+    period = 100_000
+    v2 = (CG / "cgroup.controllers").exists()
+    base = CG if v2 else next((CG / d for d in ("cpu,cpuacct", "cpu") if (CG / d).is_dir()), None)
+    if base is None or (v2 and "cpu" not in (CG / "cgroup.controllers").read_text().split()):
+        pytest.skip("no cgroup cpu controller on this machine")
+    d = base / f"perftop-test-{uuid.uuid4().hex[:8]}"
+    try:
+        if v2 and "cpu" not in (CG / "cgroup.subtree_control").read_text().split():
+            (CG / "cgroup.subtree_control").write_text("+cpu")
+        d.mkdir()
+        if v2:
+            (d / "cpu.max").write_text(f"{int(cores * period)} {period}")
+        else:
+            (d / "cpu.cfs_period_us").write_text(str(period))
+            (d / "cpu.cfs_quota_us").write_text(str(int(cores * period)))
+    except OSError as e:
+        if d.exists():
+            d.rmdir()
+        pytest.skip(f"cannot make a cgroup with a CPU limit here: {e}")
+    try:
+        yield d
+    finally:
+        d.rmdir()  # its processes have exited
+
+
+def test_a_job_held_back_by_its_cgroup_cpu_limit(tmp_path) -> None:
+    """One thread under a limit of half a core, on an idle host: it waits half the time
+    to run, and the hint says the limit, not other users."""
+    with cpu_limited(0.5) as cg:
+        job = (
+            f"echo $$ > {cg}/cgroup.procs && exec {sys.executable} {WORKLOADS}/cpu_bound_steps.py 8"
+        )
+        assert read_cpu_quota(os.getpid()) != 0.5
+        own, rep = _job(tmp_path, "sh", "-c", job)
+    assert rep["steps"]["count"] == own["steps"] > 10
+    waited = 1.0 - own["cpu_s"] / own["wall_s"]
+    assert 0.3 <= waited <= 0.7, own  # the premise: held to half a core
+    main = _main(rep)
+    assert main["cpu_quota"] == 0.5, main
+    ids = {h["id"] for h in rep["hints"]}
+    assert "cpu-contention" not in ids, rep["hints"]
+    hint = next(h for h in rep["hints"] if h["id"] == "cpu-throttled")
+    assert hint["evidence"][0].startswith("the job's cgroup may use 0.5 cores"), hint
+    assert abs(hint["est_gain"] - waited) <= 0.15, (hint, waited)
+    assert "torch.set_num_threads(1)" in hint["advice"][1], hint
