@@ -23,7 +23,8 @@ from tests.helpers import WORKLOADS, perftop
 
 JOB = str(WORKLOADS / "lib_shapes.py")
 RECS: dict[str, Path] = {}
-SHAPES = ("accum_slow", "prefetch", "prefetch_two_optims", "save_burst", "input_then_compute")
+SHAPES = ("accum_slow", "prefetch", "prefetch_two_optims", "save_burst", "input_then_compute",
+          "save_file_then_eval")  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -114,6 +115,25 @@ def test_a_burst_of_saves_is_one_checkpoint(runs) -> None:
     [ev] = [e.length for e in passes if e.kind == "eval"]
     work = own["eval_work_s"]
     assert work - 0.002 <= ev <= min(work + 0.003, own["eval_s"]), (ev, own)
+
+
+def test_a_checkpoint_written_from_memory_then_a_validation(runs) -> None:
+    """mmengine's epoch end: the checkpoint serialized into memory and written to its file,
+    then a validation whose batches are fetched with grad on. Each is its own time: the
+    checkpoint its save and its file's write, the validation the rest (the checkpoint read
+    the validation's whole time and the validation 0 when the next epoch's first batch,
+    pending at the validation loader's end, was taken for the pass's last work)."""
+    own, rep, _ = runs["save_file_then_eval"]
+    assert rep["steps"]["count"] == own["steps"] == 40
+    passes = [e for e in read_events(RECS["save_file_then_eval"]) if isinstance(e, Between)]
+    cps = [e for e in passes if e.kind == "checkpoint"]
+    evs = [e for e in passes if e.kind == "eval"]
+    assert len(cps) == len(evs) == own["saves"] == 3, passes
+    for cp, ev, want_cp, want_ev in zip(cps, evs, own["checkpoint_s"], own["eval_s"],
+                                        strict=True):  # fmt: skip
+        assert want_cp - 0.002 <= cp.length <= want_cp + 0.004, (cps, own)
+        assert want_ev - 0.004 <= ev.length <= want_ev + 0.003, (evs, own)
+        assert abs(ev.t0 - (cp.t0 + cp.length)) < 1e-6, (cp, ev)  # where the write ended
 
 
 def test_a_prefetching_wrapper_keeps_the_loader_measure_and_input_bound(runs) -> None:

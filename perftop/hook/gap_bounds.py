@@ -51,6 +51,19 @@ def wrote_after_save(tr: Tracker) -> bool:
     return now >= 0 and now - tr.save_w >= WRITE_MIN
 
 
+def after_save(tr: Tracker, t0: float) -> None:
+    """A batch fetched from ``t0`` after the last save returned: where the training thread
+    wrote a file's worth since that save (mmengine's checkpoint: ``torch.save`` into a
+    BytesIO, then the file), the checkpoint ran to here and the evaluation after it starts
+    here; either way, what is written from now on is not the checkpoint's. (Left to the
+    pass's end, a training batch pending at the evaluation loader's end would read as the
+    last work, later than the pass: the checkpoint took the evaluation's time.)"""
+    if wrote_after_save(tr):
+        tr.save_s += t0 - tr.save_end
+        tr.save_end = t0
+    tr.save_w = -1.0
+
+
 def enter(tr: Tracker, t: float, is_eval: bool, seen: bool = True, kind: str = EVAL) -> None:
     """Something that is not training started at ``t``; ``seen``: the pass began there (a
     region's entry, a save's start), not only its first batch was fetched there; ``kind``:

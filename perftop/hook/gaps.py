@@ -71,7 +71,15 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from perftop.hook.gap_bounds import EVAL, _backward_bound, end, enter, worked_since, written
+from perftop.hook.gap_bounds import (
+    EVAL,
+    _backward_bound,
+    after_save,
+    end,
+    enter,
+    worked_since,
+    written,
+)
 from perftop.hook.gap_bounds import OVERLAPPED as OVERLAPPED  # read by steps.py here,
 from perftop.hook.gap_bounds import at_exit as at_exit  # as gaps.<name>
 from perftop.hook.gap_site import _MAX_SITES, _site, fetch_site
@@ -149,15 +157,18 @@ def saved(tr: Tracker, t0: float, t1: float) -> None:
 def eval_batch(tr: Tracker, t0: float, t1: float) -> None:
     """A batch fetched with grad off from ``t0`` to ``t1``: an evaluation's."""
     enter(tr, t0, True, False)
-    _batch_done(tr, t1)
+    _batch_done(tr, t0, t1)
 
 
-def _batch_done(tr: Tracker, t1: float) -> None:
-    """A batch that may be a pass's returned at ``t1``: where the pass's work was last seen,
-    with the thread's CPU time, for a pass its batches opened (no module call of ours
-    holds those): at the exit, the time after it off the CPU is idle (:func:`at_exit`).
-    Evaluation batches only, never a training step's. The CPU clock first, as at a save's
-    return (:func:`saved`): a wait for a core its read ends is the batch's, not idle."""
+def _batch_done(tr: Tracker, t0: float, t1: float) -> None:
+    """A batch that may be a pass's, fetched from ``t0`` to ``t1``: where the pass's work
+    was last seen, with the thread's CPU time, for a pass its batches opened (no module
+    call of ours holds those): at the exit, the time after it off the CPU is idle
+    (:func:`at_exit`). The CPU clock first, as at a save's return (:func:`saved`): a wait
+    for a core its read ends is the batch's, not idle. The first batch after a
+    checkpoint's saves ends what the checkpoint can hold (``gap_bounds.after_save``)."""
+    if tr.save_w >= 0.0 and tr.save_s > 0.0 and t0 > tr.save_end:
+        after_save(tr, t0)
     tr.batch_c = time.thread_time()
     tr.batch_t = max(t1, tr.clock())
 
@@ -168,7 +179,7 @@ def pend_fetch(tr: Tracker, t0: float, t1: float, got: bool, loader: Any) -> Non
     # Where its loop fetched it, read only where a pass may open (may_pend: outside an
     # interval); each later batch of an open pass comes here too, and needs none
     tr.pend_site = None if tr.in_gap else fetch_site()
-    _batch_done(tr, t1)
+    _batch_done(tr, t0, t1)
 
 
 def read_ahead(tr: Tracker, t0: float) -> bool:
@@ -213,7 +224,7 @@ def train_fetch(tr: Tracker, t0: float, t1: float, got: bool, loader: Any) -> bo
             tr.pend_t0 = t0
         tr.pend_t1, tr.pend_got, tr.pend_loader = t1, got, loader
         tr.last_end = t1
-        _batch_done(tr, t1)
+        _batch_done(tr, t0, t1)
         return True
     if tr.pend:
         if not tr.in_gap and (

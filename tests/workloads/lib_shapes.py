@@ -13,7 +13,11 @@ JSON on the last line: ``lib_shapes.py SHAPE``.
 - ``save_burst``: 3 epochs of steps, each followed by one checkpoint made of three
   ``torch.save`` calls (model, optimizer, state: ``accelerator.save_state``) with 50 ms of
   its own code before each but the first; the last checkpoint is followed by an
-  evaluation (``no_grad`` forwards), in the same time between steps.
+  evaluation (``no_grad`` forwards), in the same time between steps;
+- ``save_file_then_eval``: mmengine's epoch end, 3 epochs and a last one of steps: a
+  checkpoint serialized into a BytesIO, then written to its file (``CheckpointHook``),
+  then a validation over its own DataLoader whose batches are fetched with grad on and
+  run under ``no_grad`` (``ValLoop``).
 """
 
 import io
@@ -176,8 +180,40 @@ def save_burst():
             own["eval_s"] = time.perf_counter() - t
 
 
+def save_file_then_eval():
+    model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(),
+                                torch.nn.Linear(1024, 10))  # fmt: skip
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    data = torch.utils.data.TensorDataset(torch.randn(320, 512), torch.randint(0, 10, (320,)))
+    train, val = DataLoader(data, batch_size=32), DataLoader(data, batch_size=64)
+    own["eval_s"] = []
+    path = os.path.join(os.getcwd(), "ckpt.pth")
+    for epoch in range(4):
+        for x, y in train:
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+            own["steps"] += 1
+        if epoch == 3:
+            break
+        t = time.perf_counter()
+        with io.BytesIO() as f:  # 2 MiB of weights, then the file
+            torch.save({"model": model.state_dict(), "opt": opt.state_dict()}, f)
+            with open(path, "wb") as out:
+                out.write(f.getvalue())
+        own["saves"] += 1
+        t1 = time.perf_counter()
+        own["checkpoint_s"].append(t1 - t)
+        for x, _ in val:
+            with torch.no_grad():
+                model(x)
+            time.sleep(0.01)  # the metric's own work
+        own["eval_s"].append(time.perf_counter() - t1)
+
+
 if __name__ == "__main__":
     {"accum_slow": accum_slow, "idle_after": idle_after, "prefetch": prefetch,
      "input_then_compute": input_then_compute, "save_burst": save_burst,
-     "prefetch_two_optims": prefetch_two_optims}[sys.argv[1]]()  # fmt: skip
+     "prefetch_two_optims": prefetch_two_optims,
+     "save_file_then_eval": save_file_then_eval}[sys.argv[1]]()  # fmt: skip
     say()
