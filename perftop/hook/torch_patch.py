@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from perftop.events import LoaderInfo
-from perftop.hook import optim_steps
+from perftop.hook import lib_optims, optim_steps
 from perftop.hook.state import HookState
 
 _perf = time.perf_counter
@@ -38,6 +38,8 @@ def patch_torch(state: HookState) -> None:
 
     # -- optimizer: torch's global step hooks; each class's step stays torch's ----------
     optim_steps.install(state, optim_mod, state.compiles)
+    # ... and libraries' own optimizers, not torch's: their classes' step (lib_optims.py)
+    lib_optims.install(state)
 
     # -- backward and autograd.grad (functional training's backward; torch.func's too): both
     # run the engine through torch.autograd's private ``_engine_run_backward``, wrapped in

@@ -1,0 +1,50 @@
+"""A fastai ``Learner`` fitting a small regression with fastai's own optimizer (its
+``Adam``, no ``torch.optim`` class) and ``GradientAccumulation`` (an update every 4
+batches of 32), validating each epoch; its own callback counts what fastai did. Prints
+them as JSON on the last line, with a hash of the final weights."""
+
+import hashlib
+import json
+
+import torch
+from fastai.basics import Callback, DataLoaders, Learner, MSELossFlat, set_seed
+from fastai.callback.training import GradientAccumulation
+from torch.utils.data import DataLoader, TensorDataset
+
+torch.set_num_threads(1)
+set_seed(0, reproducible=True)
+
+
+class Counts(Callback):
+    order = 99
+    own = {"train_batches": 0, "updates": 0, "cancelled": 0, "valid_batches": 0, "epochs": 0}
+
+    def after_batch(self):
+        self.own["train_batches" if self.training else "valid_batches"] += 1
+
+    def after_cancel_batch(self):  # GradientAccumulation's before_step: no update
+        self.own["cancelled"] += self.training
+
+    def after_epoch(self):
+        self.own["epochs"] += 1
+
+
+x = torch.randn(2048, 16)
+y = x @ torch.randn(16, 1) + 0.1 * torch.randn(2048, 1)
+train = DataLoader(TensorDataset(x[:1536], y[:1536]), batch_size=32, shuffle=True)
+valid = DataLoader(TensorDataset(x[1536:], y[1536:]), batch_size=64)
+model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+counts = Counts()
+learn = Learner(
+    DataLoaders(train, valid),
+    model,
+    loss_func=MSELossFlat(),
+    cbs=[GradientAccumulation(n_acc=128), counts],
+)
+with learn.no_bar(), learn.no_logging():
+    learn.fit(3, lr=1e-3)
+own = dict(Counts.own, opt=type(learn.opt).__module__ + "." + type(learn.opt).__name__)
+own["updates"] = own["train_batches"] - own["cancelled"]
+state = b"".join(p.detach().numpy().tobytes() for p in model.parameters())
+own["weights"] = hashlib.sha256(state).hexdigest()[:16]
+print(json.dumps(own))
