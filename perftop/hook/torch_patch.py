@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from perftop.events import LoaderInfo
-from perftop.hook import lib_optims, optim_steps
+from perftop.hook import lib_optims, optim_steps, saves
 from perftop.hook.state import HookState
 
 _perf = time.perf_counter
@@ -75,92 +75,9 @@ def patch_torch(state: HookState) -> None:
     tracker.on_iter = _Iterators(state).seen
     state.undo.append(lambda: setattr(tracker, "on_iter", None))
 
-    # -- torch.save: a checkpoint is time outside training steps. torch.save stays torch's
-    # own; the private writers it calls are wrapped in torch.serialization's namespace: the
-    # zip format's file (its opening, serialization, end record and close: the whole save
-    # but its argument checks), the legacy format's serializer ----------------------------
-    import torch.serialization as ser
-
-    for name, wrap in (("_open_zipfile_writer", _zip_saving), ("_legacy_save", _saving)):
-        _wrap_in(state, ser, name, wrap)
-
-    # -- a checkpoint's safetensors file (HF's and accelerate's model weights, written
-    # before the torch.save of the optimizer's state): safetensors' own ``save_file`` in
-    # its module, once the job imports it (``save_model`` calls it there). Not torch's:
-    # nothing a compiler or TorchScript sees. A caller that bound ``save_file`` before
-    # torch was imported cannot exist (safetensors.torch imports torch first). -----------
-    after_import("safetensors.torch", lambda mod: _wrap_in(state, mod, "save_file", _saving))
-
-
-def _wrap_in(state: HookState, module: Any, name: str, wrap: Any) -> None:
-    """``module.name`` replaced by ``wrap(state, it)`` in that module's namespace, undone
-    with the hook."""
-    orig = module.__dict__.get(name)
-    if callable(orig):
-        setattr(module, name, wrap(state, orig))
-        state.undo.append(functools.partial(setattr, module, name, orig))
-
-
-def _saving(state: HookState, orig: Any) -> Any:
-    @functools.wraps(orig)
-    def save(*args: Any, **kwargs: Any) -> Any:
-        t0 = _perf()
-        _opened(state, t0)
-        try:
-            return orig(*args, **kwargs)
-        finally:
-            _closed(state, t0)
-
-    return save
-
-
-class _TimedWriter:
-    """torch.save's ``with _open_zipfile_writer(f) as z:``: the writer's own context,
-    timed from its opening to its close (the file written out)."""
-
-    __slots__ = ("_inner", "_state", "_t0")
-
-    def __init__(self, state: HookState, inner: Any, t0: float) -> None:
-        self._state, self._inner, self._t0 = state, inner, t0
-
-    def __enter__(self) -> Any:
-        return self._inner.__enter__()
-
-    def __exit__(self, *exc: Any) -> Any:
-        try:
-            return self._inner.__exit__(*exc)
-        finally:
-            _closed(self._state, self._t0)
-
-
-def _zip_saving(state: HookState, orig: Any) -> Any:
-    @functools.wraps(orig)
-    def open_writer(*args: Any, **kwargs: Any) -> Any:
-        t0 = _perf()
-        _opened(state, t0)
-        try:
-            return _TimedWriter(state, orig(*args, **kwargs), t0)
-        except BaseException:
-            _closed(state, t0)  # the file never opened: the save ends here
-            raise
-
-    return open_writer
-
-
-def _opened(state: HookState, t0: float) -> None:
-    """A save began at ``t0``: the checkpoint opens (the tracker's ``saving``)."""
-    try:
-        state.tracker.saving(t0)
-    except Exception:
-        state.internal_error("torch.save")
-
-
-def _closed(state: HookState, t0: float) -> None:
-    """The save begun at ``t0`` returned (the tracker's ``saved``)."""
-    try:
-        state.tracker.saved(t0, _perf())
-    except Exception:
-        state.internal_error("torch.save")
+    # -- checkpoints: torch.save's writers, safetensors' save_file, the HF Trainer's whole
+    # checkpoint (saves.py) ------------------------------------------------------------
+    saves.install(state)
 
 
 def _wrap_engine(state: HookState, autograd: Any, tracker: Any) -> None:

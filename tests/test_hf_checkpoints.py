@@ -1,0 +1,28 @@
+"""The HF Trainer's checkpoints, each as long as the Trainer's own ``_save_checkpoint``
+(the job's timer around it): its files' writes and all that comes between, before and
+after them (the weights' state dict and conversion before the safetensors file, the
+config files, the state's JSON and the old checkpoints' rotation after the last
+``torch.save``). The saves' span alone was 5 of each 8 ms, 13 of the first 65, and the
+next step held the rest."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from perftop.events import Between
+from perftop.recording import read_events
+from tests.helpers import WORKLOADS, run_and_report
+
+
+def test_each_checkpoint_is_the_trainers_whole_save(tmp_path) -> None:
+    proc, rep = run_and_report(tmp_path, sys.executable, str(WORKLOADS / "hf_checkpoints.py"),
+                               str(tmp_path / "out"))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    own = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert rep["steps"]["count"] == own["steps"] == 20
+    got = [e for e in read_events(tmp_path / "r.perftop") if isinstance(e, Between)]
+    assert [e.kind for e in got] == ["checkpoint"] * 4, got
+    for e, want in zip(got, own["checkpoint_s"], strict=True):
+        # the job's timer is around the call, ours inside it
+        assert want - 0.002 <= e.length <= want, (got, own)
