@@ -117,11 +117,14 @@ class PassOpen(FeederWait):
 
     def may_pend(self, tr: Any, t: float) -> bool:
         """A forward with grad off after a batch (gap_forward.may_pend): watched until what follows
-        says whose the batch was; not at a call site that was a step's own work before."""
+        says whose the batch was; not at a call site that was a step's own work before,
+        unless the batch is a loader's that never fed training (GRPO's generation, in each
+        step and then in its evaluation: the evaluation's first forward is at the step's
+        site, after the evaluation loader's batch)."""
         if self.meter is None or not gap_forward.may_pend(tr):
             return False
         site, name = gap_site.site()
-        if site in self.step_sites:
+        if site in self.step_sites and not (tr.pend and tr.pend_loader not in tr.train_loaders):
             return False
         gap_forward.pend_batch(tr, self)
         fetched = tr.pend_site if tr.pend else None  # (else the step's own batch)
