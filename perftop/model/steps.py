@@ -26,6 +26,7 @@ SKETCHED = ("step", "data", "forward/other", "backward", "optimizer", "own")
 # steps found without a torch.optim step (docs/steps.md), by name and by a record's code
 NO_OPTIMIZER = ("loader", "backward")
 NO_OPTIMIZER_CODES = tuple(STEP_SOURCES.index(s) for s in NO_OPTIMIZER)
+LOADER_CODE = STEP_SOURCES.index("loader")
 
 
 def overall_differs(rate: float | None, wall: float | None) -> bool:
@@ -63,6 +64,7 @@ class StepSeries:
         "unseen_at",
         "sorted_ring",
         "no_optimizer",
+        "no_backward",
     )
 
     def __init__(self, pid: int) -> None:
@@ -97,6 +99,9 @@ class StepSeries:
         # the update (a hand-written one, Keras's) is in forward/other, and the optimizer
         # phase, torch.optim's step(), is not measured: absent, not 0
         self.no_optimizer = True
+        # ... and by a batch alone: no backward() either (an inference loop, or an update
+        # perftop does not see): the backward phase is absent, not 0
+        self.no_backward = True
 
     def __getstate__(self) -> dict[str, object]:
         """Pickled (a replay checkpoint) without the two rings derived from the others."""
@@ -114,6 +119,8 @@ class StepSeries:
     def add(self, ev: Step) -> None:
         if self.no_optimizer and ev.source not in NO_OPTIMIZER:
             self.no_optimizer = False
+        if self.no_backward and ev.source != "loader":
+            self.no_backward = False
         self.add_record(ev.index, ev.t0, ev.t1, ev.data, ev.backward, ev.optimizer)
 
     def add_records(self, records: Sequence[StepRecord]) -> None:
@@ -123,6 +130,8 @@ class StepSeries:
         first_kept = len(records) - RECENT_ROWS
         if self.no_optimizer and any(r[7] not in NO_OPTIMIZER_CODES for r in records):
             self.no_optimizer = False
+        if self.no_backward and any(r[7] != LOADER_CODE for r in records):
+            self.no_backward = False
         add = self.add_record
         for k, (_pid, index, t0, t1, data, bwd, opt, _src) in enumerate(records):
             add(index, t0, t1, data, bwd, opt, k >= first_kept)
@@ -299,6 +308,8 @@ class StepSeries:
             phase_p50.pop("data", None)
         if self.no_optimizer:
             phase_p50.pop("optimizer", None)
+        if self.no_backward:
+            phase_p50.pop("backward", None)
         return StepStats(
             pid=self.pid,
             rank=rank,

@@ -69,7 +69,10 @@ def render(r: dict[str, Any]) -> str:
         phases = s["phases_s"]
         if phases:
             out.append(table(["phase (median)", *phases], [["", *map(seconds, phases.values())]]))
-            if "optimizer" not in phases:
+            if "backward" not in phases:
+                out.append("  no backward() and no torch.optim step: each step is a DataLoader "
+                           "batch (an inference loop, or an update perftop does not see)")  # fmt: skip
+            elif "optimizer" not in phases:
                 out.append("  no torch.optim step: the update (a hand-written one, Keras's) is in "
                            "forward/other")  # fmt: skip
         if s["gpu_time_s"]["p50"] is not None:
