@@ -10,6 +10,7 @@ import pytest
 from perftop.monitor.jobenv import RunConfig
 from perftop.monitor.runner import Job
 from perftop.report.build import build_report, session_from_file
+from perftop.report.sync import no_between_lines
 
 
 def run(tmp_path: Path, script: Path, *args: str, env: dict[str, str] | None = None) -> dict:
@@ -123,3 +124,16 @@ def test_a_jobs_own_mode_around_the_optimizer_step(tmp_path, workloads):
     assert report["steps"]["count"] == 40
     line = next(iter(sites_marked(script)))
     assert [(e["line"], e["op"]) for e in report["sync_events"]] == [(line, "item")]
+
+
+def test_a_final_pass_with_no_sync_watched_to_the_exit(tmp_path, workloads):
+    """Every step watched (PERFTOP_SYNC=all), a final evaluation with no sync, then the
+    exit: the pass was watched whole and none was seen in it. It read "no pass of the 1
+    watched whole: a watch has a budget ... (PERFTOP_SYNC=all watches every one)": the
+    exit flushed a final pass's syncs only, and it had none."""
+    report = run(tmp_path, workloads / "final_quiet_pass.py", env={"PERFTOP_SYNC": "all"})
+    assert report["steps"]["count"] == 30
+    assert report["sync_between"] == []
+    w = report["sync_watch"]
+    assert (w["passes_watched"], w["passes_run"]) == (1, 1), w
+    assert no_between_lines(report)[-1] == "  none seen in the 1 pass watched whole of 1"

@@ -211,7 +211,7 @@ def attach(state: Any, torch: Any) -> Collector | None:
 
     def at_exit() -> None:
         settle_pending(folded=False)  # the tracker's flush released what it held, as steps
-        collector.flush_exit(max(0, last[0]))
+        collector.flush_exit(max(0, last[0]), detector.active)
 
     state.sync_exit = at_exit
 

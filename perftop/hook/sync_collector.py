@@ -94,12 +94,15 @@ class Collector:
         _inside, outside, passes = self._take()
         self.put(SyncBatch(self.pid(), step, False, (), _sites(outside), passes))
 
-    def flush_exit(self, step: int) -> None:
+    def flush_exit(self, step: int, watching: bool) -> None:
         """At exit: the syncs of passes after the last step (a final test), which no later
         step end flushes. Only those between steps go out, with no watched step: a stretch
-        after the last step is no step, and the job's per-step rates stay as they were."""
+        after the last step is no step, and the job's per-step rates stay as they were.
+        ``watching``: the detector was on to the end (every step watched, or a watch that
+        held the final pass), so a final pass with no sync was watched whole too, and is
+        said to be (it read as "not watched: a watch has a budget" with PERFTOP_SYNC=all)."""
         _inside, outside, passes = self._take()
-        if outside:
+        if outside or (watching and passes):
             self.put(SyncBatch(self.pid(), step, False, (), _sites(outside), passes))
 
 
