@@ -27,6 +27,7 @@ INPUT_ENTER, INPUT_STAY = 0.30, 0.20  # data wait, share of step time
 GPU_BUSY = 90.0  # a GPU this busy is the bottleneck whatever the loop waits for
 SATURATED = 0.75  # workers busy this share of the time make batches as fast as they can
 IDLE_WORKERS = 0.5
+SMALL_BATCH = 1 << 20  # bytes: a batch this small costs its trip, not its size, to move
 CPU_BUSY = 85.0  # host CPU %, beyond which more workers only compete for cores
 
 
@@ -183,7 +184,18 @@ def _advice(
             f"the workers are idle {fraction(1 - busy)} of the time"
             + (f"; a batch is {nbytes(size)}" if size else "")
         )
-        if rs is None:  # else they are idle between epochs, while they start
+        make, wait = lp.batch_s, lp.data_s
+        if rs is None and size is not None and size < SMALL_BATCH and 0 < (make or 0.0) < wait:
+            # small batches whose trip costs more than their making: the trip is per batch
+            # (a queue, pickling, a worker woken on a busy host), not per byte
+            out.append(
+                f"Batches are ready but slow to reach the loop, and small ({nbytes(size)}): "
+                f"a worker makes one in {seconds(make)}, the loop waits {seconds(wait)} for "
+                "each, the cost of its trip between processes, not of its size. "
+                "num_workers=0 (the loop makes its own, no trip) or a larger batch_size "
+                "(fewer trips) cuts it."
+            )
+        elif rs is None:  # else they are idle between epochs, while they start
             out.append(
                 "Batches are ready but slow to reach the loop: the cost is in moving them. "
                 "Send smaller batches (uint8 images, normalize on the device), use "
