@@ -143,7 +143,8 @@ def cpu_oversubscribed(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
         Hint(
             id="cpu-oversubscribed",
             severity="medium",
-            title=f"CPU oversubscribed: {threads + wthreads} busy threads on {cores:g} cores",
+            title=f"CPU oversubscribed: {threads + wthreads} busy threads on {cores:g} "
+            + ("core" if cores == 1 else "cores"),
             evidence=tuple(ev),
             advice=advice,
             est_gain=None,

@@ -38,7 +38,8 @@ class JobCores:
         """'2 cores', '2 of 16 cores (its CPU affinity)', '1.5 cores (its cgroup's CPU
         limit; the host has 16)'."""
         if self.quota is not None:
-            return f"{self.quota:g} cores (its cgroup's CPU limit; the host has {self.host})"
+            unit = "core" if self.quota == 1 else "cores"
+            return f"{self.quota:g} {unit} (its cgroup's CPU limit; the host has {self.host})"
         if self.cpus is not None:
             return f"{len(self.cpus)} of {self.host} cores (its CPU affinity)"
         return count(self.host, "core")
