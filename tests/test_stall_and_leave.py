@@ -308,3 +308,33 @@ def test_a_stack_in_backward_names_the_users_line_not_perftops_pass_through():
         ("main", "/home/u/train.py", 50),
     )
     assert where(frames) == "train.py:50 main → backward"
+
+
+def test_stacks_read_after_the_stalled_step_ended_are_left_out():
+    """A step just over the stall's bar (mmengine's 2 s sleep at an epoch's turn: 2.02 s)
+    ended while the monitor noticed it, and its stacks were read after: they showed the
+    next step's optimizer, said as the stall's ("step 226 stalled 2.1 s … sgd.py"). The
+    stall stays, its stacks go, a note says why; whether the step's end comes before the
+    capture or after it. Stacks read while the step still ran, and a capture that does not
+    say when its dump began (an older recording), keep theirs."""
+    from perftop.events import StallCapture
+
+    frames = ((1, "main", (("_single_tensor_sgd", "/x/torch/optim/sgd.py", 379),)),)
+    for before in (True, False):
+        for dump_s, kept in ((0.1, False), (0.15, True), (0.0, True)):
+            s = Session()
+            for i in range(5):
+                s.apply(Step(1, i, 100.0 + i * 0.1, 100.1 + i * 0.1))
+            stalled = Step(1, 5, 100.5, 102.52)  # ended at 102.52
+            # noticed at 102.5 (2.0 s), read from 102.65 - dump_s, over at 102.65
+            capture = StallCapture(102.65, 1, 5, 2.15, 0.1, frames, dump_s=dump_s)
+            for ev in (stalled, capture) if before else (capture, stalled):
+                s.apply(ev)
+            s.apply(Step(1, 6, 102.52, 102.62))
+            (row,) = s.snapshot(window=None).stalls
+            assert (row.step, bool(row.stacks)) == (5, kept), (before, dump_s, row)
+            if not kept:
+                assert row.note == (
+                    "step 6 ended 30 ms before its stacks were read: they showed what ran "
+                    "after it, and are left out"
+                ), row.note

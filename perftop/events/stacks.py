@@ -48,6 +48,7 @@ class StallCapture(Event):
     stacks: tuple[tuple[int, str, tuple[StackFrame, ...]], ...] = ()
     note: str = ""  # why some stacks are missing (no permission, py-spy absent)
     during: str = ""  # appended: an evaluation or checkpoint that hangs, not a step
+    dump_s: float = 0.0  # appended: what the dumps took (they began at t - dump_s; 0: not said)
 
 
 @event("observer")

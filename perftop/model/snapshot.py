@@ -249,6 +249,7 @@ class StallRow:
     note: str = ""
     during: str = ""  # "eval" or "checkpoint": an interval between steps that hangs
     host: str = ""  # the node whose perftop dumped them (a collector's; "" on one machine)
+    dump_s: float = 0.0  # what the dumps took: they began at t - dump_s (0: not said)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from typing import Any
 
 from perftop.events import Step
 from perftop.events.stacks import MIN_STALL_S, StackFrame, StackSample, StallCapture
+from perftop.fmt import step_no
 from perftop.model.roles import ROLE_ORDER, as_role
 from perftop.model.snapshot import StackRow, StallRow
 from perftop.wire import StepRecord
@@ -102,12 +103,16 @@ class StacksReducer:
         self.procs: dict[int, _Proc] = {}
         self.stalls: list[StallRow] = []
         self.unplaced: dict[int, list[StallRow]] = {}  # pid: stalls its steps have not passed
+        self.last: dict[int, tuple[int, float, float]] = {}  # pid: its last step (i, t0, t1)
 
     def apply_steps(self, records: Sequence[StepRecord]) -> None:
         if self.unplaced:
             for rec in records:
                 if rec[0] in self.unplaced:
                     self._place(rec[0], rec[1], rec[2], rec[3])
+        if records:  # (a batch is one process's, as a rule: the others' last may lag)
+            rec = records[-1]
+            self.last[rec[0]] = (rec[1], rec[2], rec[3])
 
     def _place(self, pid: int, index: int, t0: float, t1: float) -> None:
         """A step of ``pid`` from ``t0`` to ``t1``: a stall whose capture began before it
@@ -122,6 +127,9 @@ class StacksReducer:
         for row in [r for r in rows if t1 > r.t - r.stalled_s + MIN_STALL_S]:
             rows.remove(row)
             if index == row.step:
+                late = _late(row, t1)
+                if late is not row:
+                    self.stalls = [late if r is row else r for r in self.stalls]
                 continue
             hung = t1 - t0 >= MIN_STALL_S and t0 < row.t - row.stalled_s + MIN_STALL_S
             if not row.during and row.t - t0 < MIN_STALL_S and not hung:
@@ -142,6 +150,7 @@ class StacksReducer:
         if type(ev) is Step:
             if ev.pid in self.unplaced:
                 self._place(ev.pid, ev.index, ev.t0, ev.t1)
+            self.last[ev.pid] = (ev.index, ev.t0, ev.t1)
         elif isinstance(ev, StackSample):
             p = self.procs.get(ev.pid)
             if p is None:
@@ -154,8 +163,17 @@ class StacksReducer:
                 p.frames[f] += 1
         else:
             row = StallRow(
-                ev.t, ev.pid, ev.step, ev.stalled_s, ev.median_s, ev.stacks, ev.note, ev.during
-            )
+                ev.t, ev.pid, ev.step, ev.stalled_s, ev.median_s, ev.stacks, ev.note, ev.during,
+                dump_s=ev.dump_s,
+            )  # fmt: skip
+            last = self.last.get(ev.pid)
+            if (
+                last is not None
+                and last[0] == row.step
+                and last[2] > row.t - row.stalled_s + MIN_STALL_S
+                and not row.during
+            ):  # the stalled step's end came already (it ran the stall's length): read after?
+                row = _late(row, last[2])
             self.stalls.append(row)
             self.unplaced.setdefault(row.pid, []).append(row)
             if len(self.stalls) > MAX_STALLS:  # the oldest goes, and its wait for a step
@@ -184,3 +202,18 @@ class StacksReducer:
         parts["stalls"] = tuple(self.stalls)
         if self.procs:
             parts["observed_roles"] = {pid: p.role for pid, p in self.procs.items()}
+
+
+def _late(row: StallRow, end: float) -> StallRow:
+    """``row`` without its stacks where its step had ended (by ``end``) before they were
+    read: a step just over the stall's bar (2 s) ends while the monitor notices it, and
+    the dump then shows what ran after it (the next step's optimizer, not the 2 s wait).
+    A capture that does not say when its dump began (an older recording) stays."""
+    start = row.t - row.dump_s
+    if row.dump_s <= 0.0 or end >= start:
+        return row
+    note = (
+        f"step {step_no(row.step)} ended {(start - end) * 1e3:.0f} ms before its stacks were read: "
+        "they showed what ran after it, and are left out"
+    )
+    return dataclasses.replace(row, stacks=(), note="; ".join(x for x in (row.note, note) if x))

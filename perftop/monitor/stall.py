@@ -130,6 +130,7 @@ class StallWatch:
         during: str = "",
     ) -> None:
         try:
+            t_dump = time.time()  # the stalled process first: its stacks are read from here
             got: list[Any] = []
             why: list[str] = []
             # A permission problem or no py-spy is worth recording: it says how to fix it
@@ -153,8 +154,16 @@ class StallWatch:
             self.captures += 1
             self.submit(
                 StallCapture(
-                    t, pid, step, round(t - since, 3), median, tuple(got), "; ".join(why), during
-                )
+                    t,
+                    pid,
+                    step,
+                    round(t - since, 3),
+                    median,
+                    tuple(got),
+                    "; ".join(why),
+                    during,
+                    round(t - t_dump, 3),
+                )  # fmt: skip
             )
         finally:
             self._busy.release()
