@@ -2,8 +2,8 @@
 class, so torch's optimizer hooks never run for it) and ``GradientAccumulation``, checked
 against its own callback's counts: a step per update, not per micro-batch (perftop read
 each of the 144 batches as a step before it timed fastai's optimizer), with its
-optimizer phase; each validation one pass named by fastai's batch function; the same
-weights as the job alone.
+optimizer phase; each validation one pass named by fastai's batch function, its loss's
+``.item()`` a sync between steps; the same weights as the job alone.
 
 fastai requires torchvision and spacy, which pip cannot install beside the CPU build of
 torch (torchvision's wheels pull another torch); ``fastai.basics`` imports neither, and
@@ -44,3 +44,7 @@ def test_fastai_updates_are_the_steps(tmp_path) -> None:
     ev = s["between_s"]["eval"]
     assert ev["count"] == own["epochs"] == 3, s["between_s"]
     assert ev["site"].startswith("_do_one_batch (learner.py:"), ev
+    # the validation loss's .item(), a sync on a GPU: on CPU its loss is computed from
+    # fastai's TensorBase views of the model's output, which read as host data before
+    (site,) = [e for e in rep["sync_between"] if e["line"] == own["val_loss_line"]]
+    assert site["op"] == "item" and site["per_pass"] == own["valid_batches"] / 3, site

@@ -131,8 +131,12 @@ def test_a_checkpoint_written_from_memory_then_a_validation(runs) -> None:
     assert len(cps) == len(evs) == own["saves"] == 3, passes
     for cp, ev, want_cp, want_ev in zip(cps, evs, own["checkpoint_s"], own["eval_s"],
                                         strict=True):  # fmt: skip
-        assert want_cp - 0.002 <= cp.length <= want_cp + 0.004, (cps, own)
-        assert want_ev - 0.004 <= ev.length <= want_ev + 0.003, (evs, own)
+        # the job's timers and perftop's part between the file's write and the first
+        # batch (a preemption there, on a loaded host, is the checkpoint's here); the
+        # two together as long as the job's
+        assert want_cp - 0.002 <= cp.length <= want_cp + 0.02, (cps, own)
+        assert want_ev - 0.02 <= ev.length <= want_ev + 0.003, (evs, own)
+        assert abs(cp.length + ev.length - want_cp - want_ev) <= 0.006, (cps, evs, own)
         assert abs(ev.t0 - (cp.t0 + cp.length)) < 1e-6, (cp, ev)  # where the write ended
 
 

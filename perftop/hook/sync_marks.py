@@ -12,7 +12,11 @@ A tensor from ``torch.randint``, ``arange`` or ``from_numpy`` with no device, an
 computed from it alone, stays a host tensor: indexing a numpy array or list with it is no
 sync on any device. Following another tensor's device is no move to the accelerator: a
 tensor made or sent with ``device=x.device`` (torchvision's ``Normalize``) is device-bound
-only if ``x`` is (the mode sees the ``.device`` read).
+only if ``x`` is (the mode sees the ``.device`` read). A view of device-bound data is
+device-bound too where the mode did not see it made: ``as_subclass`` (fastai's
+``TensorBase``, which its losses wrap their inputs in) is none of the calls a mode sees, so
+a validation loss computed from such views read as host data, its ``.item()`` no sync
+(:func:`_fresh` for the views such a subclass makes of a call's output).
 
 On CPU ``x.cpu()`` of device data returns ``x`` itself, where a GPU run makes a host
 copy; the object is then kept as the *host* copy (:attr:`Marks.host`): read on the host,
@@ -114,7 +118,12 @@ class Marks(Sends):
         if (
             self.virtual
             and not (self.host and self.is_host(t))
-            and (self.has(t) or t.requires_grad or isinstance(t, self.Parameter))
+            and (
+                self.has(t)
+                or t.requires_grad
+                or isinstance(t, self.Parameter)
+                or ((b := t._base) is not None and self.bound(b))
+            )
         ):
             return True
         return not (t.is_cpu or t.is_meta)  # ``t.device.type not in NOT_DEVICES``, cheaper
@@ -199,6 +208,7 @@ class Marks(Sends):
                         or t.requires_grad
                         or isinstance(t, Parameter)
                         or not (t.is_cpu or t.is_meta)  # on an accelerator
+                        or ((b := t._base) is not None and self.bound(b))  # a view of one
                     ):
                         dev = True
                     elif others is None:
@@ -238,6 +248,8 @@ class Marks(Sends):
             r = ids.get(id(out))
             if r is None or r() is not out:
                 self.mark(out)
+                if dev and (b := out._base) is not None and _fresh(b, args):
+                    self.mark(b)
             return out
         return self.mark_out(out)
 
@@ -250,3 +262,14 @@ class Marks(Sends):
                 if isinstance(o, self.Tensor):
                     self.moved_to_host(o)
         return out
+
+
+def _fresh(base: Any, args: tuple[Any, ...]) -> bool:
+    """Whether ``base``, the tensor a call's result is a view of, is none of its operands
+    nor what they are views of: the call's own output, which a tensor subclass returned
+    as a view of its own class (fastai's ``TensorBase``, through ``as_subclass``). That
+    output is device data as the view is, and the subclass hands it back to the next call
+    as another view of it (a plain one): a sibling, known by that base. A view of an
+    operand's tensor (a slice of a batch sent to the device, on CPU the host tensor
+    itself) says nothing of that tensor."""
+    return all(a is not base and getattr(a, "_base", None) is not base for a in args)

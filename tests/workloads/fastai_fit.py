@@ -1,10 +1,13 @@
 """A fastai ``Learner`` fitting a small regression with fastai's own optimizer (its
 ``Adam``, no ``torch.optim`` class) and ``GradientAccumulation`` (an update every 4
-batches of 32), validating each epoch; its own callback counts what fastai did. Prints
+batches of 32), validating each epoch; its own callback counts what fastai did, and reads
+each validation batch's loss (``.item()``: fastai's losses wrap their inputs in its
+``TensorBase``, views a function mode does not see made). Prints
 them as JSON on the last line, with a hash of the final weights."""
 
 import hashlib
 import json
+import sys
 
 import torch
 from fastai.basics import Callback, DataLoaders, Learner, MSELossFlat, set_seed
@@ -21,6 +24,9 @@ class Counts(Callback):
 
     def after_batch(self):
         self.own["train_batches" if self.training else "valid_batches"] += 1
+        if not self.training:  # the validation loss, read on the host: a sync on a GPU
+            self.own["val_loss_line"] = sys._getframe().f_lineno + 1
+            self.own["val_loss"] = self.loss.item()
 
     def after_cancel_batch(self):  # GradientAccumulation's before_step: no update
         self.own["cancelled"] += self.training
