@@ -44,13 +44,36 @@ def ref(opt: Any) -> Any:
     return r if r is not None else (lambda: opt)
 
 
-def loader_seen(tr: Tracker, loader: Any) -> None:
-    """A batch of ``loader`` before any training: a loader for training to confirm."""
+def loader_seen(tr: Tracker, loader: Any, got: bool = True) -> bool:
+    """A batch of ``loader`` before any training: a loader for training to confirm. Its
+    end (``StopIteration``: ``got`` False) before any training ends a pass over it (an
+    evaluation before the first step, fetched with grad on and run under ``no_grad``:
+    MONAI's ``ValidationHandler(exec_at_start=True)``; a statistics pass): what was
+    fetched so far is no step's and the loader no training loader (the first step held the
+    whole evaluation, 284 of its 406 ms, and its batches as data wait). True there: the
+    caller books nothing of that call."""
     seen = tr.fetch_loader
+    if not got:
+        if seen is not None and loader in seen:
+            seen.remove(loader)
+            if not seen:
+                tr.fetch_loader = None
+        held, tr.held = tr.held, []
+        tr.held_fetch = False
+        if held:
+            tr.index = held[0][REC_INDEX]
+            tr.step_hook_at = 0  # the step callback hears this index again
+        tr.running = False
+        tr.data = 0.0
+        tr.has_fetch = False
+        if tr.mode == 1:  # LOADER: those batches were no steps of this loop
+            tr.mode = 0
+        return True
     if seen is None:
         tr.fetch_loader = [loader]
     elif loader not in seen:
         seen.append(loader)
+    return False
 
 
 def settle(tr: Tracker) -> None:
