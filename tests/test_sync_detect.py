@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import pytest
@@ -413,3 +414,26 @@ def test_a_batch_from_loader_workers_is_host_data(det):
     line = _lineno() - 1
     d.stop()
     assert [(k[0], k[2]) for k in flat(col)] == [("item", line)]
+
+
+def test_a_commands_launcher_is_no_users_line(det, lib, tmp_path, monkeypatch):
+    """``litgpt pretrain`` runs from the launcher pip writes for a package's command
+    (``venv/bin/litgpt``: ``sys.exit(main())``, no ``.py``), all else a library's: every
+    site read ``litgpt:8``. A launcher is no user's code: the site is the innermost user
+    frame below it (here this test's own line), the library's line kept."""
+    d, col = det
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    launcher = bin_dir / "mytool"
+    launcher.write_text("lib.fit(torch.Tensor.item, x)\n")
+    monkeypatch.setattr(frames, "_scripts", (str(bin_dir) + os.sep,))
+    monkeypatch.setattr(frames, "_kinds", {})  # decisions cached under this setting: apart
+    x = torch.randn(1, device=DEV)
+    exec(compile(launcher.read_text(), str(launcher), "exec"), {"lib": lib, "torch": torch, "x": x})
+    line = _lineno() - 1
+    d.stop()
+    ((op, kind, w),) = col.counts
+    assert (op, kind) == ("item", "potential")
+    fn = "test_a_commands_launcher_is_no_users_line"
+    assert w == (HERE, line, fn, lib.__file__, site_lib.LINE, "inner", "detlib"), w
+    assert frames.kind_of_path(str(bin_dir / "train.py")) == frames.USER  # a script there

@@ -3,8 +3,10 @@
 Each code object is one of three kinds, by its file:
 
 - *internal*: torch's or perftop's package, the standard library, ``<frozen ...>`` and
-  ``<string>`` modules, and code torch.compile generated (``/tmp/torchinductor_*``, or
-  ``$TORCHINDUCTOR_CACHE_DIR``): never a site;
+  ``<string>`` modules, code torch.compile generated (``/tmp/torchinductor_*``, or
+  ``$TORCHINDUCTOR_CACHE_DIR``), and the launchers pip writes for a package's commands
+  (``venv/bin/litgpt``: ``sys.exit(main())``, every site of ``litgpt pretrain`` read
+  ``litgpt:8``): never a site;
 - *library*: code installed in site-packages (or dist-packages), which may sit inside the
   standard library's folder: transformers, lightning, accelerate...; the user cannot
   change it, so a sync there is reported at the innermost user frame that led to it, with
@@ -38,6 +40,7 @@ _demo: tuple[str, ...] = ()  # ... but perftop's bundled demo is the user's
 _site: tuple[str, ...] = ()  # site-packages: libraries (it may lie inside the stdlib)
 _stdlib: tuple[str, ...] = ()
 _generated: tuple[str, ...] = ()  # torch.compile's generated code: never the user's
+_scripts: tuple[str, ...] = ()  # where pip writes commands' launchers (no .py: not a script)
 _SITE_DIRS = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
 # torch files that only forward a call to ``__torch_function__`` (not callers of their own)
 _PLUMBING = ("overrides.py", "functional.py", "_jit_internal.py", "_tensor.py")
@@ -67,7 +70,7 @@ def _dir_of(module: str) -> str | None:
 
 def configure() -> None:
     """Compute the path prefixes (after torch is imported)."""
-    global _packages, _demo, _site, _stdlib, _plumbing_files, _generated
+    global _packages, _demo, _site, _stdlib, _plumbing_files, _generated, _scripts
     perftop_dir, torch_dir = _dir_of("perftop"), _dir_of("torch")
     paths = sysconfig.get_paths()
 
@@ -78,6 +81,7 @@ def configure() -> None:
     _demo = (perftop_dir + "demo" + os.sep,) if perftop_dir else ()
     _site = norm(("purelib", "platlib"))
     _stdlib = norm(("stdlib", "platstdlib"))
+    _scripts = norm(("scripts",))
     _plumbing_files = frozenset(torch_dir + f for f in _PLUMBING) if torch_dir else frozenset()
     cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     tmp = os.path.join(os.path.abspath(tempfile.gettempdir()), "torchinductor_")
@@ -98,7 +102,9 @@ def kind_of_path(fn: str) -> int:
         return USER if _demo and path.startswith(_demo) else INTERNAL
     if _is_library(path):
         return LIBRARY
-    return INTERNAL if path.startswith(_stdlib) or path.startswith(_generated) else USER
+    if path.startswith(_stdlib) or path.startswith(_generated):
+        return INTERNAL
+    return INTERNAL if path.startswith(_scripts) and not path.endswith(".py") else USER
 
 
 def package_of(fn: str) -> str | None:
