@@ -25,6 +25,7 @@ EVAL, CHECKPOINT, OVERLAPPED = "eval", "checkpoint", "checkpoint_overlapped"
 # writes it). A log line or a small JSON (the HF Trainer's state) is far less.
 WRITE_MIN = 1 << 20
 _IO = "/proc/thread-self/io"
+_SCHEDSTAT = "/proc/thread-self/schedstat"
 
 
 def written() -> int:
@@ -40,6 +41,17 @@ def written() -> int:
     except (OSError, ValueError):
         pass
     return -1
+
+
+def run_delay() -> float:
+    """Seconds this thread has waited for a core so far (``/proc/thread-self/schedstat``'s
+    second field: runnable, not running); -1 where it cannot be read. Read once per save
+    and once at the exit: never on a step's way."""
+    try:
+        with open(_SCHEDSTAT, "rb") as f:
+            return int(f.read(128).split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return -1.0
 
 
 def wrote_after_save(tr: Tracker) -> bool:
@@ -194,7 +206,8 @@ def at_exit(tr: Tracker, now: float) -> float:
     last batch's return (a pass its batches opened, which no hook of ours holds:
     ``gaps.eval_batch``), or, where a save came after it, since the save returned (its
     file's writing is off the CPU too, and the pass's); a checkpoint of saves alone, since
-    its last save returned. So a final test and a last save
+    its last save returned, less its waits for a core since (:func:`run_delay`). So a
+    final test and a last save
     hold their own time, not the idle after them (a Ray worker's wait for the others, a
     sleep). Only on the training thread (its CPU clock), at the interpreter's exit;
     elsewhere (the sender's tick after the training thread ended) ``now``."""
@@ -202,11 +215,18 @@ def at_exit(tr: Tracker, now: float) -> float:
     t0, c0 = _last_work(region)
     if (t0 is None or c0 is None) and tr.batch_t > 0.0 and tr.batch_t >= tr.gap_t0:
         t0, c0 = tr.batch_t, tr.batch_c  # the last batch of a pass its batches opened
+    q0 = -1.0
     if (t0 is None or c0 is None) and tr.save_s > 0.0 and tr.save_end >= tr.gap_t0:
         t0, c0 = tr.save_end, tr.save_c  # a checkpoint's last save (its file written after)
+        q0 = tr.save_q
     if t0 is None or c0 is None or threading.get_ident() != tr.thread:
         return now
     idle = max(0.0, now - t0 - (time.thread_time() - c0))
+    if q0 >= 0.0 and (q := run_delay()) >= q0:
+        # after a checkpoint's saves, its own code went on (its config files: LitGPT's
+        # last checkpoint read 451 of its 768 ms on a busy host): a wait for a core is
+        # that code's, not idle
+        idle = max(0.0, idle - (q - q0))
     if tr.save_s > 0.0 and tr.save_end > t0:
         idle = min(idle, max(0.0, now - tr.save_end))
     tail = getattr(region, "tail", None)

@@ -77,6 +77,7 @@ from perftop.hook.gap_bounds import (
     after_save,
     end,
     enter,
+    run_delay,
     worked_since,
     written,
 )
@@ -101,7 +102,7 @@ def reset(tr: Tracker) -> None:
     tr.gap_seen = 0.0  # where the open interval's pass was first seen (gap_bounds.enter)
     tr.gap_eval = False
     tr.save_s = tr.save_t0 = tr.save_end = 0.0
-    tr.save_w, tr.save_c = -1.0, 0.0
+    tr.save_w, tr.save_c, tr.save_q = -1.0, 0.0, -1.0
     tr.save_alone = False  # a checkpoint of saves alone: it ends where its last save did
     tr.pend = False  # a batch from an unknown loader: eval, or training if training follows
     tr.pend_t0 = tr.pend_t1 = 0.0
@@ -140,7 +141,7 @@ def saved(tr: Tracker, t0: float, t1: float) -> None:
     clock lets the kernel end its time slice there (a loaded host: 2-13 ms off the CPU in
     a third of them), and that wait, inside the job's own timer around the save, is the
     checkpoint's, not the next step's."""
-    tr.save_w, tr.save_c = float(written()), time.thread_time()
+    tr.save_w, tr.save_c, tr.save_q = float(written()), time.thread_time(), run_delay()
     t1 = max(t1, tr.clock())
     saving(tr, t0)
     if tr.save_s > 0.0 and t0 > tr.save_end and not worked_since(tr, tr.save_end):
