@@ -85,6 +85,7 @@ from perftop.hook.gap_bounds import OVERLAPPED as OVERLAPPED  # read by steps.py
 from perftop.hook.gap_bounds import at_exit as at_exit  # as gaps.<name>
 from perftop.hook.gap_site import _MAX_SITES, _site, fetch_site
 from perftop.hook.pass_meter import ROLLOUT
+from perftop.hook.steps_cold import trim_before_training
 
 if TYPE_CHECKING:  # the tracker whose rare paths these are (no import at run time)
     from perftop.hook.shape import Tracker
@@ -103,6 +104,7 @@ def reset(tr: Tracker) -> None:
     tr.gap_eval = False
     tr.save_s = tr.save_t0 = tr.save_end = 0.0
     tr.save_w, tr.save_c, tr.save_q = -1.0, 0.0, -1.0
+    tr.pre_end = -1.0  # where a loader that ended before any training ended (steps_cold)
     tr.save_alone = False  # a checkpoint of saves alone: it ends where its last save did
     tr.pend = False  # a batch from an unknown loader: eval, or training if training follows
     tr.pend_t0 = tr.pend_t1 = 0.0
@@ -281,6 +283,7 @@ def training(tr: Tracker, t: float) -> bool:
     if tr.fetch_loader is not None:
         tr.train_loaders.update(tr.fetch_loader)
         tr.fetch_loader = None
+        trim_before_training(tr)
     return ended
 
 

@@ -78,6 +78,7 @@ class Tracker(Protocol):
     save_w: float  # bytes the training thread had written when its last save returned
     save_c: float  # (-1: unknown), and its CPU time then (gap_bounds.wrote_after_save)
     save_q: float  # ... and its wait for a core so far (gap_bounds.run_delay; -1: unknown)
+    pre_end: float  # where a loader that ended before any training ended (-1: none)
     # objects
     region: Any
     cand: Any  # (a forward's hook, retro) whose pass the pending batch may open

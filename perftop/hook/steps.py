@@ -298,8 +298,8 @@ class StepTracker:
                 self.lazy_close(t0)
                 gaps.pend_fetch(self, t0, t1, got_batch, loader)
                 return
-            elif cold.loader_seen(self, loader, got_batch):  # before any training
-                return  # a loader's end: a pass over it before the first step
+            else:  # before any training: loaders for training to confirm
+                cold.loader_seen(self, loader, got_batch, t1)
         if (self.in_gap or self.pend) and gaps.train_fetch(self, t0, t1, got_batch, loader):
             return  # a pass's batch, or one that may be (pending: what follows decides)
         mode = self.mode

@@ -44,36 +44,45 @@ def ref(opt: Any) -> Any:
     return r if r is not None else (lambda: opt)
 
 
-def loader_seen(tr: Tracker, loader: Any, got: bool = True) -> bool:
+def loader_seen(tr: Tracker, loader: Any, got: bool, t1: float) -> None:
     """A batch of ``loader`` before any training: a loader for training to confirm. Its
-    end (``StopIteration``: ``got`` False) before any training ends a pass over it (an
-    evaluation before the first step, fetched with grad on and run under ``no_grad``:
-    MONAI's ``ValidationHandler(exec_at_start=True)``; a statistics pass): what was
-    fetched so far is no step's and the loader no training loader (the first step held the
-    whole evaluation, 284 of its 406 ms, and its batches as data wait). True there: the
-    caller books nothing of that call."""
+    end (``StopIteration``: ``got`` False, at ``t1``) before any training ends a pass over
+    it: an evaluation before the first step, fetched with grad on and run under
+    ``no_grad`` (MONAI's ``ValidationHandler(exec_at_start=True)``), or the whole job
+    where it never trains (inference: its batches are its steps). So the loader is no
+    training loader, and where training comes, what was fetched by then is no step's
+    (:func:`trim_before_training`)."""
     seen = tr.fetch_loader
     if not got:
         if seen is not None and loader in seen:
-            seen.remove(loader)
-            if not seen:
-                tr.fetch_loader = None
-        held, tr.held = tr.held, []
-        tr.held_fetch = False
-        if held:
-            tr.index = held[0][REC_INDEX]
-            tr.step_hook_at = 0  # the step callback hears this index again
-        tr.running = False
-        tr.data = 0.0
-        tr.has_fetch = False
-        if tr.mode == 1:  # LOADER: those batches were no steps of this loop
-            tr.mode = 0
-        return True
+            seen.remove(loader)  # ([] still says: training starts, gaps.training)
+        tr.pre_end = t1
+        return
     if seen is None:
         tr.fetch_loader = [loader]
     elif loader not in seen:
         seen.append(loader)
-    return False
+
+
+def trim_before_training(tr: Tracker) -> None:
+    """Training starts: the batches of a loader that ended before it (``pre_end``) were a
+    pass's, no step's (the first step held the whole evaluation, 284 of its 406 ms in a
+    MONAI run, and its batches as data wait). Steps held before training are dropped up
+    to there, the running one starts there, and the ones kept are numbered anew."""
+    end, tr.pre_end = tr.pre_end, -1.0
+    if end < 0.0:
+        return
+    held = tr.held
+    kept = [h for h in held if h[REC_T0] >= end]
+    if len(kept) < len(held):
+        base = held[0][REC_INDEX]
+        tr.held = [(base + k, *h[1:]) for k, h in enumerate(kept)]
+        tr.index = base + len(kept)
+        tr.step_hook_at = 0  # the step callback hears these indices again
+        tr.held_fetch = tr.held_fetch and bool(kept)
+    if tr.running and tr.start < end:
+        tr.data = max(0.0, tr.data - (end - tr.start))  # the loader's end: the pass's
+        tr.start = end
 
 
 def settle(tr: Tracker) -> None:
