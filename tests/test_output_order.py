@@ -8,7 +8,9 @@ stdout block showed above the stderr lines it wrote before it, in the TUI and in
 A tqdm bar's unfinished line took the next log line written after it ("…40.0it/s]Training
 Reported step 0"), and a bar running long was a line for each 4 KiB of its updates. Each phase below writes two streams back to back, microseconds apart
 (one poll always read both), then pauses for the reader, which reads at each write: what
-one stream, then the other, then the first again wrote within one read has no order."""
+one stream, then the other, then the first again wrote within one read has no order: a
+reader that lags behind a pause (CI's loaded VM, over 0.1 s) reads the next phase's writes
+with the last one's late ones, and their order is lost (outorder.py)."""
 
 from __future__ import annotations
 
@@ -28,13 +30,13 @@ import sys, time
 def say(stream, text):
     stream.write(text)
     stream.flush()
-for i in range(2):
+for i in range(2):  # (0.3 s: a reader on a loaded 2-core VM lagged over 0.1 s)
     say(sys.stderr, f"err {i}a\nerr {i}b\n")
     say(sys.stdout, f"out {i}a\nout {i}b\n")
-    time.sleep(0.1)
+    time.sleep(0.3)
     say(sys.stdout, f"OUT {i}\n")
     say(sys.stderr, f"ERR {i}\n")
-    time.sleep(0.1)
+    time.sleep(0.3)
 for i in range(3):
     say(sys.stderr, f"\r{i * 10:3d}%|{'#' * i:10s}| {i}/10 [00:01<00:02, 40.0it/s]")
     time.sleep(0.05)
