@@ -96,7 +96,7 @@ def test_two_threads_pinned_to_one_core_of_two(tmp_path) -> None:
     the host is half idle (its other core)."""
     core = str(max(os.sched_getaffinity(0)))
     own, rep = _job(tmp_path, "taskset", "-c", core, sys.executable,
-                    str(WORKLOADS / "threaded_steps.py"), "8", "2")  # fmt: skip
+                    str(WORKLOADS / "threaded_steps.py"), "5", "2")  # fmt: skip
     assert own["threads"] == 2 and rep["steps"]["count"] == own["steps"] > 10
     main = _main(rep)
     assert main["cpus"] == core and main["cpu_quota"] is None
@@ -144,7 +144,7 @@ def test_a_job_held_back_by_its_cgroup_cpu_limit(tmp_path) -> None:
     to run, and the hint says the limit, not other users."""
     with cpu_limited(0.5) as cg:
         job = (
-            f"echo $$ > {cg}/cgroup.procs && exec {sys.executable} {WORKLOADS}/cpu_bound_steps.py 8"
+            f"echo $$ > {cg}/cgroup.procs && exec {sys.executable} {WORKLOADS}/cpu_bound_steps.py 5"
         )
         assert read_cpu_quota(os.getpid()) != 0.5
         own, rep = _job(tmp_path, "sh", "-c", job)
