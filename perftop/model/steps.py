@@ -23,10 +23,13 @@ LIVE_WINDOW = 1000
 # Upper bounds (seconds) of the whole-run step-time histogram; a last bucket holds the rest.
 STEP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 SKETCHED = ("step", "data", "forward/other", "backward", "optimizer", "own")
-# steps found without a torch.optim step (docs/steps.md), by name and by a record's code
-NO_OPTIMIZER = ("loader", "backward")
-NO_OPTIMIZER_CODES = tuple(STEP_SOURCES.index(s) for s in NO_OPTIMIZER)
-LOADER_CODE = STEP_SOURCES.index("loader")
+# What closed a step says of the work seen in it (docs/steps.md): a batch alone (LOADER),
+# a backward() too (BACKWARD), else an optimizer's step, perftop.step() or a source not
+# said (a record's code, by STEP_SOURCES). The phases a step source cannot have seen are
+# absent, not 0.
+LOADER, BACKWARD, UPDATE = 1, 2, 3
+_SOURCE_RANK = {"loader": LOADER, "backward": BACKWARD}
+_CODE_RANK = {STEP_SOURCES.index(s): r for s, r in _SOURCE_RANK.items()}
 
 
 def overall_differs(rate: float | None, wall: float | None) -> bool:
@@ -63,8 +66,7 @@ class StepSeries:
         "sketches",
         "unseen_at",
         "sorted_ring",
-        "no_optimizer",
-        "no_backward",
+        "strongest",
     )
 
     def __init__(self, pid: int) -> None:
@@ -95,13 +97,11 @@ class StepSeries:
         # batches came from another thread); figures over steps holding one show no data.
         self.unseen_at = 0
         self.sorted_ring = SortedRing(LIVE_WINDOW)  # the ring's columns sorted, for stats()
-        # every step so far closed by a backward() or a batch, none by a torch.optim step:
-        # the update (a hand-written one, Keras's) is in forward/other, and the optimizer
-        # phase, torch.optim's step(), is not measured: absent, not 0
-        self.no_optimizer = True
-        # ... and by a batch alone: no backward() either (an inference loop, or an update
-        # perftop does not see): the backward phase is absent, not 0
-        self.no_backward = True
+        # the strongest source that closed a step so far: under UPDATE, no torch.optim step
+        # (the update, a hand-written one or Keras's, is in forward/other: the optimizer
+        # phase is not measured), and under BACKWARD no backward() either (an inference
+        # loop, or an update perftop does not see)
+        self.strongest = 0
 
     def __getstate__(self) -> dict[str, object]:
         """Pickled (a replay checkpoint) without the two rings derived from the others."""
@@ -117,10 +117,8 @@ class StepSeries:
         self.own = array("d", [d - b for d, b in zip(self.durations, self.backward)])
 
     def add(self, ev: Step) -> None:
-        if self.no_optimizer and ev.source not in NO_OPTIMIZER:
-            self.no_optimizer = False
-        if self.no_backward and ev.source != "loader":
-            self.no_backward = False
+        if self.strongest < UPDATE:
+            self.strongest = max(self.strongest, _SOURCE_RANK.get(ev.source, UPDATE))
         self.add_record(ev.index, ev.t0, ev.t1, ev.data, ev.backward, ev.optimizer)
 
     def add_records(self, records: Sequence[StepRecord]) -> None:
@@ -128,10 +126,10 @@ class StepSeries:
         of :attr:`recent` is made only for those that stay there (a tight loop's frame
         holds five times as many steps as the rows kept)."""
         first_kept = len(records) - RECENT_ROWS
-        if self.no_optimizer and any(r[7] not in NO_OPTIMIZER_CODES for r in records):
-            self.no_optimizer = False
-        if self.no_backward and any(r[7] != LOADER_CODE for r in records):
-            self.no_backward = False
+        if self.strongest < UPDATE:
+            rank = _CODE_RANK.get
+            top = max((rank(r[7], UPDATE) for r in records), default=0)
+            self.strongest = max(self.strongest, top)
         add = self.add_record
         for k, (_pid, index, t0, t1, data, bwd, opt, _src) in enumerate(records):
             add(index, t0, t1, data, bwd, opt, k >= first_kept)
@@ -306,9 +304,9 @@ class StepSeries:
         seen = self.unseen_at <= n - count  # no step of these lacks its data wait
         if not seen:  # not seen: absent, not 0
             phase_p50.pop("data", None)
-        if self.no_optimizer:
+        if self.strongest < UPDATE:
             phase_p50.pop("optimizer", None)
-        if self.no_backward:
+        if self.strongest < BACKWARD:
             phase_p50.pop("backward", None)
         return StepStats(
             pid=self.pid,
