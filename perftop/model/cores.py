@@ -30,10 +30,6 @@ class JobCores:
     quota: float | None = None
     busy_percent: float | None = None
 
-    @property
-    def limited(self) -> bool:
-        return self.cpus is not None or self.quota is not None
-
     def text(self) -> str:
         """'2 cores', '2 of 16 cores (its CPU affinity)', '1.5 cores (its cgroup's CPU
         limit; the host has 16)'."""
@@ -45,9 +41,24 @@ class JobCores:
         return count(self.host, "core")
 
 
+# The last snapshot asked and its cores, replaced as one tuple: four rules, the Host panel
+# (twice) and the report ask for the same snapshot's (as hints.base.loop keeps its loop).
+_last: tuple[Snapshot | None, JobCores | None] = (None, None)
+
+
 def allowed_cores(snap: Snapshot) -> JobCores:
     """What the live training processes may use: the union of their affinities and the
     largest of their limits (a job's processes share a cgroup and an affinity as a rule)."""
+    global _last
+    last = _last
+    if last[0] is snap and last[1] is not None:
+        return last[1]
+    jc = _allowed(snap)
+    _last = (snap, jc)
+    return jc
+
+
+def _allowed(snap: Snapshot) -> JobCores:
     host = snap.host.cpu_count
     pids = {t.pid for t in snap.trainers}
     rows = [p for p in snap.processes if p.alive and p.pid in pids]
