@@ -33,15 +33,12 @@ def install(state: HookState) -> None:
 def _wrap_steps(state: HookState, classes: tuple[str, ...], module: Any) -> None:
     for name in classes:
         cls = getattr(module, name, None)
-        orig = getattr(cls, "__dict__", {}).get("step")
-        if cls is None or not callable(orig):
+        if not isinstance(cls, type):
             continue
         try:
-            cls.step = _timed(state, orig)
+            state.wrap(cls, "step", _timed)
         except Exception:
             state.internal_error(f"{module.__name__}.{name}.step")
-            continue
-        state.undo.append(functools.partial(setattr, cls, "step", orig))
 
 
 def _timed(state: HookState, orig: Any) -> Any:

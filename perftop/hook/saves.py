@@ -42,25 +42,16 @@ def install(state: HookState) -> None:
     import torch.serialization as ser
 
     for name, wrap in (("_open_zipfile_writer", _zip_saving), ("_legacy_save", _saving)):
-        _wrap_in(state, ser, name, wrap)
-    after_import("safetensors.torch", lambda mod: _wrap_in(state, mod, "save_file", _saving))
+        state.wrap(ser, name, wrap)
+    after_import("safetensors.torch", lambda mod: state.wrap(mod, "save_file", _saving))
     for module, cls_name, method in WHOLE:
         after_import(module, functools.partial(_wrap_method, state, cls_name, method))
-
-
-def _wrap_in(state: HookState, module: Any, name: str, wrap: Any) -> None:
-    """``module.name`` replaced by ``wrap(state, it)`` in that module's namespace, undone
-    with the hook."""
-    orig = module.__dict__.get(name)
-    if callable(orig):
-        setattr(module, name, wrap(state, orig))
-        state.undo.append(functools.partial(setattr, module, name, orig))
 
 
 def _wrap_method(state: HookState, cls_name: str, method: str, module: Any) -> None:
     cls = getattr(module, cls_name, None)
     if isinstance(cls, type):
-        _wrap_in(state, cls, method, _saving)
+        state.wrap(cls, method, _saving)
 
 
 def _saving(state: HookState, orig: Any) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import socket
@@ -197,6 +198,15 @@ class HookState:
                 self.sender.note("warning", f"perftop hook error in {where}: {exc!r}")
         except Exception:
             pass
+
+    def wrap(self, owner: Any, name: str, make: Callable[[HookState, Any], Any]) -> None:
+        """``owner.name`` (a module's function, a class's own method) replaced by
+        ``make(self, it)``, undone with the hook; nothing where ``owner`` has no callable of
+        that name of its own."""
+        orig = owner.__dict__.get(name)
+        if callable(orig):
+            setattr(owner, name, make(self, orig))
+            self.undo.append(functools.partial(setattr, owner, name, orig))
 
     def uninstall(self) -> None:
         for h in self.handles:
