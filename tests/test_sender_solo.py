@@ -48,14 +48,17 @@ def test_the_sender_thread_takes_over_once_the_job_has_another_thread(tmp_path):
     assert report["steps"]["count"] == own["steps"] == 400
 
 
-@pytest.mark.parametrize("at", [15, 150])
+@pytest.mark.parametrize("at", [10, 150])
 def test_a_hang_in_a_single_threaded_job_is_seen_and_named_by_its_step(tmp_path, at):
-    """Steps of ~2.5 ms, then a 3 s hang in step ``at``. At 15 (40 ms in): the steps it
-    buffered reached the monitor before the hang (its first sends come sooner), so the stall
-    is caught with its stacks; before, the first send was due 0.25 s in: no step had come,
-    and no stall. At 150: the steps it ended since its last send (up to 0.25 s of them) came
-    only after the hang, and the stall, captured as the step after the last one sent, is
-    the step that hung once they came (the report reads the whole recording)."""
+    """Steps of ~2.5 ms, then a 3 s hang in step ``at``. At 10 (~25 ms after the first step,
+    which is the slowest and ends past the first send's time): the steps it buffered reached
+    the monitor before the hang, five at least, a median to call the hang a stall by (the
+    first sends come sooner, and stay 20 ms apart until eight steps went out); before, the
+    first send took the first step alone and the next, 40 ms later, came after the hang
+    began: no stall (in two runs of six here). At 150: the steps it ended since its last
+    send (up to 0.25 s of them) came only after the hang, and the stall, captured as the
+    step after the last one sent, is the step that hung once they came (the report reads
+    the whole recording)."""
     own, report = _job(tmp_path, "200", f"hang:{at}")
     assert own["single"] and report["steps"]["count"] == own["steps"] == 200
     # (a loaded host may also catch the wind-down after the last step as a later "stall")

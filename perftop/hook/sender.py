@@ -51,6 +51,11 @@ INTERVAL_S = 0.25  # the most the sender delays an event (the TUI redraws every 
 # first quarter second of steps had sent none: the monitor, which needs a few steps' median
 # to call one stalled, never saw the hang (four sends more per process, at its start).
 FIRST_S = 0.02
+# ... and stay FIRST_S apart until this many steps went out: the monitor calls a step stalled
+# only against the median of five before it (monitor/stall.py), and a job's first steps are
+# its slowest (the first send took the first step alone, and the next, 40 ms later, came
+# after a hang in step 10 began: no stall seen).
+FIRST_STEPS = 8
 EXIT_S = 0.1  # the most a process's exit (or a DataLoader worker's) waits for perftop
 # Of EXIT_S, what the sends leave for the rest: the last batch's overshoot, the disconnect,
 # and freeing a full buffer (65,536 steps take ~4 ms to free).
@@ -139,6 +144,7 @@ class Sender(Link):
         self.pinned = False  # solo for good, whatever threads the process has (pin_solo)
         self._due(INF)  # solo: when the training thread sends next (perf_counter)
         self._gap = FIRST_S  # solo: the time to the next send after this one (FIRST_S)
+        self._early = 0  # solo: the steps sent so far, counted up to FIRST_STEPS
         self._tail = b""  # what a non-blocking send left unsent, sent first next time
         self._tail_n = 0  # the items of the batch whose frame the tail ends
         self._pumping = False
@@ -197,7 +203,10 @@ class Sender(Link):
                 self._due(INF)
                 self._start_thread()
                 return
-            self._gap = min(self.interval, 2 * self._gap)
+            if self._early < FIRST_STEPS:
+                self._early += self.pending()  # steps and events: near enough
+            else:
+                self._gap = min(self.interval, 2 * self._gap)
             self._due(time.perf_counter() + self._gap)
             self.drain(nowait=True)
             if self.inbox is not None:
