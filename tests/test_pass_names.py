@@ -38,4 +38,6 @@ def test_an_evaluation_at_a_call_site_the_steps_use_too_is_named(tmp_path):
     ev = s["between_s"]["eval"]
     assert ev["count"] == len(own["evals"]) == 3, s["between_s"]
     assert ev["site"] == f"generate (generate_in_steps.py:{own['generate_line']})", ev
-    assert ev["forward_s"] > 0 and abs(ev["total_s"] - sum(own["evals"])) < 0.01, (ev, own)
+    # perftop's interval also holds the epoch's turn around the job's timer (the next train
+    # iterator made): ~1 ms each when quiet, 3.4 ms each on a loaded CI VM
+    assert ev["forward_s"] > 0 and abs(ev["total_s"] - sum(own["evals"])) < 0.02, (ev, own)
