@@ -144,7 +144,7 @@ class Sender(Link):
         self.pinned = False  # solo for good, whatever threads the process has (pin_solo)
         self._due(INF)  # solo: when the training thread sends next (perf_counter)
         self._gap = FIRST_S  # solo: the time to the next send after this one (FIRST_S)
-        self._early = 0  # solo: the steps sent so far, counted up to FIRST_STEPS
+        self._early = 0  # solo: the steps sent so far (not events), up to FIRST_STEPS
         self._tail = b""  # what a non-blocking send left unsent, sent first next time
         self._tail_n = 0  # the items of the batch whose frame the tail ends
         self._pumping = False
@@ -204,7 +204,7 @@ class Sender(Link):
                 self._start_thread()
                 return
             if self._early < FIRST_STEPS:
-                self._early += self.pending()  # steps and events: near enough
+                self._early += self.pending_steps()
             else:
                 self._gap = min(self.interval, 2 * self._gap)
             self._due(time.perf_counter() + self._gap)

@@ -84,7 +84,11 @@ class Link:
 
     def pending(self) -> int:
         """Steps and events buffered, not sent yet."""
-        n = len(self.steps) + len(self.buf)
+        return self.pending_steps() + len(self.buf)
+
+    def pending_steps(self) -> int:
+        """Steps buffered, not sent yet (the tracker's ring, or the deque without one)."""
+        n = len(self.steps)
         return n + ring.buffered(self.ring) if self.ring is not None else n
 
     def _send_batch(self, deadline: float | None = None, nowait: bool = False) -> bool:
