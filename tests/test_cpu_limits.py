@@ -96,8 +96,8 @@ def test_two_threads_pinned_to_one_core_of_two(tmp_path) -> None:
     """The job's 2 torch threads on the one CPU taskset gives it: oversubscribed, though
     the host is half idle (its other core). On a host that other processes fill (a loaded
     CI run: load 3.9 on 2 cores once, the job at 55% of its core) that core is theirs as
-    much as the job's, and the rules say so instead (no oversubscribed job; cpu-contention
-    where it waits for them): then the job runs again, up to three times, for a run where it filled its core
+    much as the job's, and the rules say so (cpu-contention; the oversubscribed job only
+    where it was seen filling its core live): then the job runs again, up to three times, for a run where it filled its core
     (the rule itself on snapshots: test_threads_are_weighed_against_the_cores_the_job_may_use)."""
     core = str(max(os.sched_getaffinity(0)))
     for attempt in range(3):
@@ -109,8 +109,9 @@ def test_two_threads_pinned_to_one_core_of_two(tmp_path) -> None:
         assert main["cpus"] == core and main["cpu_quota"] is None
         ids = [h["id"] for h in rep["hints"]]
         if main["cpu_percent_avg"] < 100.0 * JOB_SHARE:
-            # others held much of the job's core: its threads are not what crowds it
-            assert "cpu-oversubscribed" not in ids, ids
+            # others held much of the job's core: a hint names the crowd (theirs; or the
+            # job's threads, seen live while it had the core to itself)
+            assert {"cpu-contention", "cpu-oversubscribed"} & set(ids), ids
             continue
         break
     else:
