@@ -7,7 +7,9 @@ processes that never import torch (a torchrun launcher, a shell's helpers) untou
 Libraries ask whether torch exists before importing it (``importlib.util.find_spec``
 in transformers, datasets, accelerate): a look-up is not an import, so the watcher stays
 on ``sys.meta_path`` through any number of them and leaves only once the module has really
-executed (it stays too when that import fails, for the job's next try).
+executed (it stays too when that import fails, for the job's next try). A module asked for
+while it is itself executing (its import imported torch first, and torch's arming asks
+for it) is called back once it has run, not half-way (``_when_executed``).
 
 Every Python process of a job loads this file at start-up (the bootstrap loads it by path,
 as ``_perftop_importwatch``): it imports nothing that start-up has not loaded already.
@@ -96,7 +98,45 @@ class _Watcher:
 
 
 def after_import(name: str, callback: Callable[[ModuleType], None]) -> None:
-    if name in sys.modules:
-        callback(sys.modules[name])
-    else:
+    module = sys.modules.get(name)
+    if module is None:
         sys.meta_path.insert(0, _Watcher(name, callback))
+    elif not _when_executed(name, module, _Watcher(name, callback)):
+        callback(module)
+
+
+def _when_executed(name: str, module: ModuleType, watch: _Watcher) -> bool:
+    """Call back once ``module``, in ``sys.modules`` but still executing, has run; False
+    where it is not executing. That is the module whose import imported torch first
+    (``from transformers import Trainer`` in a script that imports torch no earlier):
+    called back now, its classes are not yet defined. The import system sets its spec's
+    ``_initializing`` back to False once it has run the module (or failed to); a subclass
+    of the spec's class sees that assignment, puts the spec's own class back and calls
+    back, or, where the import failed, watches for the job's next try."""
+    spec = getattr(module, "__spec__", None)
+    try:
+        if spec is None or spec.__dict__.get("_initializing") is not True:
+            return False
+        base = type(spec)
+
+        def get(self: Any) -> Any:
+            return self.__dict__.get("_initializing", False)
+
+        def ran(self: Any, value: Any) -> None:
+            self.__dict__["_initializing"] = value
+            if value is not False:
+                return
+            try:
+                self.__class__ = base
+                if sys.modules.get(name) is module:
+                    watch.imported(module)  # once; the callback's errors stay here
+                else:
+                    sys.meta_path.insert(0, watch)
+            except Exception:
+                pass
+
+        ns = {"__slots__": (), "__module__": base.__module__, "__qualname__": base.__qualname__}
+        spec.__class__ = type(base.__name__, (base,), {**ns, "_initializing": property(get, ran)})
+        return True
+    except Exception:
+        return False

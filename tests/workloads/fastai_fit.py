@@ -9,6 +9,10 @@ import hashlib
 import json
 import sys
 
+# fastai's optimizer module first: its import is the job's first of torch, so the hook
+# arms while fastai.optimizer is still executing (its Optimizer not yet defined: fastai's
+# steps went untimed, each micro-batch a step, until 5 Dec 2026)
+from fastai.optimizer import Adam  # isort: skip
 import torch
 from fastai.basics import Callback, DataLoaders, Learner, MSELossFlat, set_seed
 from fastai.callback.training import GradientAccumulation
@@ -45,6 +49,7 @@ learn = Learner(
     DataLoaders(train, valid),
     model,
     loss_func=MSELossFlat(),
+    opt_func=Adam,  # fastai's default, named
     cbs=[GradientAccumulation(n_acc=128), counts],
 )
 with learn.no_bar(), learn.no_logging():

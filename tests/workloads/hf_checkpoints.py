@@ -11,8 +11,12 @@ import time
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("WANDB_DISABLED", "true")
 
+# transformers first, as many scripts begin: its Trainer's import is the job's first of
+# torch, so the hook arms while transformers.trainer is still executing (its Trainer not
+# yet defined: the whole-checkpoint timing was missed until 5 Dec 2026)
+from transformers import Trainer, TrainingArguments  # isort: skip
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+from transformers import GPT2Config, GPT2LMHeadModel
 
 torch.manual_seed(0)
 torch.set_num_threads(1)
