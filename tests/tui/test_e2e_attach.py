@@ -30,7 +30,10 @@ def test_attach_to_a_plain_training_in_tmux(tmp_path: Path) -> None:
         subprocess.run(
             [TMUX, "new-session", "-d", "-s", name, "-x", "160", "-y", "48", shell], check=True
         )
-        screen = wait_for(name, r"OBSERVER: no hook")
+        # (a capture can catch the first frame half-written: the header, no panels yet)
+        wait_for(name, r"OBSERVER: no hook[\s\S]*─ Stacks ─")
+        time.sleep(0.5)
+        screen = capture(name)  # the whole frame: a Stacks panel, and no Output panel
         assert "─ Stacks ─" in screen and "─ Output ─" not in screen
         wait_for(name, r"worker\s+\d+\s+\d+ samples")  # the workers, read from their stacks
         subprocess.run([TMUX, "send-keys", "-t", name, "7"], check=True)  # focus Stacks,
