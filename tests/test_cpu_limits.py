@@ -97,12 +97,14 @@ def test_two_threads_pinned_to_one_core_of_two(tmp_path) -> None:
     the host is half idle (its other core). On a host that other processes fill (a loaded
     CI run: load 3.9 on 2 cores once, the job at 55% of its core) that core is theirs as
     much as the job's, and the rules say so (cpu-contention; the oversubscribed job only
-    where it was seen filling its core live): then the job runs again, up to three times, for a run where it filled its core
-    (the rule itself on snapshots: test_threads_are_weighed_against_the_cores_the_job_may_use)."""
+    where it was seen filling its core live): then the job runs again, up to three times,
+    for a run where it filled its core (the rule itself on snapshots:
+    test_threads_are_weighed_against_the_cores_the_job_may_use)."""
     core = str(max(os.sched_getaffinity(0)))
     for attempt in range(3):
-        (tmp_path / str(attempt)).mkdir()
-        own, rep = _job(tmp_path / str(attempt), "taskset", "-c", core, sys.executable,
+        where = tmp_path / str(attempt)
+        where.mkdir()
+        own, rep = _job(where, "taskset", "-c", core, sys.executable,
                         str(WORKLOADS / "threaded_steps.py"), "5", "2")  # fmt: skip
         assert own["threads"] == 2 and rep["steps"]["count"] == own["steps"] > 10
         main = _main(rep)
