@@ -53,6 +53,24 @@ def test_steps_found_without_optimizer_or_loader(tmp_path, script, steps, phases
     assert ("no torch.optim step" in text) == ("optimizer" not in phases), text
 
 
+@pytest.mark.parametrize("explicit", [False, True])
+def test_skipped_updates_and_explicit_steps(tmp_path, explicit):
+    """A GradScaler that skips an update calls no optimizer step: that iteration is part of
+    the next step (steps are updates, docs/steps.md). With ``perftop.step()`` at each
+    iteration's end, one step a call: the first call, after the optimizer's step had
+    closed the first step, ends no extra one."""
+    args = ["explicit"] if explicit else []
+    proc, r = run_and_report(tmp_path, sys.executable, str(WORKLOADS / "skipped_updates.py"),
+                             *args)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    words = proc.stdout.split()
+    counts = {k: int(v) for k, v in zip(words[::2], words[1::2])}
+    assert counts["iterations"] == 60 and counts["skipped"] == 10, proc.stdout
+    expected = counts["iterations"] if explicit else counts["updates"]
+    assert r["steps"]["count"] == expected, r["steps"]
+    assert "optimizer" in r["steps"]["phases_s"]
+
+
 def test_shell_script_reaches_python(tmp_path):
     proc, r = run_and_report(tmp_path, str(WORKLOADS / "train.sh"))
     assert proc.returncode == 0, proc.stderr

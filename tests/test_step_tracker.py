@@ -226,9 +226,25 @@ def test_explicit_steps_win_and_phases_are_kept(make):
         tr.backward(*c(0.1))
         opt_step(tr, c, opt, 0.1)
         tr.explicit(c.t)
-    # The optimizer closed the first step before the first explicit call was seen.
-    assert [s[7] for s in steps[-2:]] == ["explicit", "explicit"]
+    # The optimizer closed the first step before the first explicit call was seen: that
+    # call ends the same iteration, so it adds no step; one step a call, end to end.
+    assert [s[7] for s in steps] == ["optimizer", "explicit", "explicit"]
+    assert all(a[2] == b[1] for a, b in zip(steps, steps[1:]))
     assert round(steps[-1][6]["forward"], 6) == 0.2
+
+
+def test_the_first_explicit_call_after_more_work_ends_a_step(make):
+    """Work after the optimizer's step (a batch fetched ahead) before the first call: that
+    call ends a step of its own, as every later one does."""
+    tr, steps, _, c = make()
+    opt = Opt()
+    tr.fetched(*c(0.1))
+    tr.backward(*c(0.1))
+    opt_step(tr, c, opt, 0.1)
+    tr.fetched(*c(0.1))
+    tr.explicit(c.t)
+    assert [s[7] for s in steps] == ["optimizer", "explicit"]
+    assert dur(steps[1]) == 0.1
 
 
 def test_held_steps_are_released_after_the_hold_limit(make):
