@@ -233,18 +233,26 @@ def test_explicit_steps_win_and_phases_are_kept(make):
     assert round(steps[-1][6]["forward"], 6) == 0.2
 
 
-def test_the_first_explicit_call_after_more_work_ends_a_step(make):
-    """Work after the optimizer's step (a batch fetched ahead) before the first call: that
-    call ends a step of its own, as every later one does."""
+@pytest.mark.parametrize("tail", ["gan", "fetch_ahead"])
+def test_the_first_explicit_call_ends_the_iteration_an_update_closed(make, tail):
+    """Work after the optimizer's step before the first call (a GAN's second optimizer
+    after its own backward, or the next batch fetched ahead): the call ends the same
+    iteration, so the tail is the next step's, and each call ends one step."""
     tr, steps, _, c = make()
-    opt = Opt()
+    d, g = Opt(), Opt()
     tr.fetched(*c(0.1))
-    tr.backward(*c(0.1))
-    opt_step(tr, c, opt, 0.1)
-    tr.fetched(*c(0.1))
-    tr.explicit(c.t)
-    assert [s[7] for s in steps] == ["optimizer", "explicit"]
-    assert dur(steps[1]) == 0.1
+    for _ in range(3):
+        tr.backward(*c(0.1))
+        opt_step(tr, c, d, 0.1)
+        if tail == "gan":
+            tr.backward(*c(0.1))
+            opt_step(tr, c, g, 0.1)
+        tr.fetched(*c(0.1))
+        tr.explicit(c.t)
+    assert [s[7] for s in steps] == ["optimizer", "explicit", "explicit"]
+    # the first step ended at its update; the second holds that iteration's tail
+    assert [dur(s) for s in steps] == ([0.3, 0.8, 0.5] if tail == "gan" else [0.3, 0.4, 0.3])
+    assert all(a[2] == b[1] for a, b in zip(steps, steps[1:]))
 
 
 def test_held_steps_are_released_after_the_hold_limit(make):

@@ -422,11 +422,12 @@ class StepTracker:
         if (self.pend or self.in_gap or self.fetch_loader is not None) and gaps.training(self, t):
             return  # an interval outside training ended here: the next step starts now
         if self.mode < EXPLICIT:
-            # The first call: where an optimizer step already closed this iteration's step
-            # and nothing came since (the call ends the loop's body), the iteration is that
-            # step; closing here would add one that is the body's tail only (101 steps for
-            # 100 calls). The next step runs from the optimizer's step to the next call.
-            tail = self.mode == OPTIMIZER and self.running and not self.active()
+            # The first call, where optimizer steps closed steps: it ends the iteration
+            # whose update closed the last one (one call an iteration, as one update);
+            # closing here would add a step of that iteration's tail only (a GAN's second
+            # optimizer, a log line, the next batch fetched ahead: 101 steps for 100
+            # calls). The next step runs from that update to the next call.
+            tail = self.mode == OPTIMIZER and self.running and self.index > 0
             self.mode = EXPLICIT
             cold.merge_held(self)
             if tail:
