@@ -5,6 +5,7 @@ the failing loops' folders are kept under ``--out`` (loop.py, spec.txt, each run
 log and report) and their specs listed in ``--out``/failures.txt.
 
     python scripts/loop_fuzz.py --n 300 [--seed 29] [--out /tmp/zoo] [--avoid manual,grad]
+    python scripts/loop_fuzz.py --n 24 --require explicit   # only loops with that part
     python scripts/loop_fuzz.py --recheck --out /tmp/zoo   # the oracles again, no runs
 """
 
@@ -21,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
+from hypothesis import HealthCheck, Phase, assume, given, seed, settings  # noqa: E402
 
 from tests.zoo.accounting import ACCOUNTING  # noqa: E402
 from tests.zoo.oracles import ORACLES, check, errors_off  # noqa: E402
@@ -29,7 +30,14 @@ from tests.zoo.parts import Spec, Sync, specs  # noqa: E402
 from tests.zoo.run import Result, account_runs, run_spec  # noqa: E402
 
 
-def campaign(n: int, at: int, out: Path, avoid: frozenset[str], odds: int) -> list[Result]:
+def campaign(
+    n: int,
+    at: int,
+    out: Path,
+    avoid: frozenset[str],
+    odds: int,
+    require: frozenset[str] = frozenset(),
+) -> list[Result]:
     results: list[Result] = []
     t0 = time.monotonic()
 
@@ -43,6 +51,7 @@ def campaign(n: int, at: int, out: Path, avoid: frozenset[str], odds: int) -> li
     )
     @given(spec=specs(compile_odds=odds, avoid=avoid))
     def one(spec: Spec) -> None:
+        assume(all(getattr(spec, part) for part in require))
         folder = out / f"loop{len(results):04d}"
         shutil.rmtree(folder, ignore_errors=True)
         res = run_spec(spec, folder)
@@ -135,6 +144,9 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=29)
     ap.add_argument("--out", type=Path, default=Path("/tmp/perftop-zoo"))
     ap.add_argument("--avoid", default="", help="parts to leave out, comma-separated")
+    ap.add_argument(
+        "--require", default="", help="parts every loop has (Spec fields), comma-separated"
+    )
     ap.add_argument("--recheck", action="store_true", help="check --out's runs again")
     ap.add_argument("--compile-odds", type=int, default=15, help="1 loop in N compiled")
     a = ap.parse_args()
@@ -150,7 +162,12 @@ def main() -> int:
     else:
         (a.out / "failures.txt").write_text("")
         avoid = frozenset(x for x in a.avoid.split(",") if x)
-        results = campaign(a.n, a.seed, a.out, avoid, a.compile_odds)
+        require = frozenset(x for x in a.require.split(",") if x)
+        unknown = sorted(require - set(Spec.__dataclass_fields__))
+        if unknown:
+            print(f"loop_fuzz: --require: no part {', '.join(unknown)}", file=sys.stderr)
+            return 2
+        results = campaign(a.n, a.seed, a.out, avoid, a.compile_odds, require)
     text = summary(results)
     (a.out / "summary.txt").write_text(text + "\n")
     print(text)

@@ -22,7 +22,17 @@ KNOWN_30 = frozenset({"slow_eval"})
 # Drawn by the campaign; the fixed sample stays the one it was (two host-transform loops
 # below have the part).
 DRAWN_LATER = frozenset(
-    {"host_copy", "engine", "ahead", "save_burst", "idle", "two_losses", "val", "rollout_eval"}
+    {
+        "host_copy",
+        "engine",
+        "ahead",
+        "save_burst",
+        "idle",
+        "two_losses",
+        "val",
+        "rollout_eval",
+        "explicit",
+    }
 )
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from statistics import median
 from typing import Any
 
-from tests.zoo.parts import OPTIMIZED, Spec
+from tests.zoo.parts import Spec, between_steps
 
 # name -> what it checks
 ORACLES = {
@@ -62,7 +62,7 @@ def check(spec: Spec, plain: dict[str, Any], runs: dict[str, tuple[dict, dict]])
         if not spec.compiled:  # the detector steps aside under torch.compile
             rate = _sampled if mode == "sampled" else _exact
             out += [f"{o}: {mode}: {m}" for o, m in rate(own, rep)]
-            if mode == "exact" and spec.update in OPTIMIZED:  # passes between its steps
+            if mode == "exact" and between_steps(spec):  # passes between its steps
                 out += [f"{o}: {mode}: {m}" for o, m in _between_exact(own, rep)]
     return out
 
@@ -82,7 +82,7 @@ def _common(spec: Spec, plain: dict, own: dict, rep: dict) -> list[tuple[str, st
             r = _rows(rep, key).get(line)
             if r:
                 out.append(("host_line", f"line {line} ({r['op']}) reported in {key}"))
-    if spec.update in OPTIMIZED:
+    if between_steps(spec):
         for line in _lone_pass_lines(own):
             r = _rows(rep).get(line)
             if r:

@@ -92,9 +92,20 @@ class Spec:
     # The rollouts with grad on, the model in eval mode (tianshou's collectors), not under
     # ``no_grad``: still ``rollout`` passes. Never compiled. Drawn after all the others.
     rollout_eval: bool = False
+    # The loop marks each step itself: ``perftop.step()`` right after the update (the
+    # explicit API, docs/steps.md), where an optimizer's step may have closed it already.
+    # Drawn after all the others.
+    explicit: bool = False
 
     def show(self) -> str:
         return repr(asdict(self))
+
+
+def between_steps(spec: Spec) -> bool:
+    """Whether a pass after the update is between steps: an optimizer's step closed the
+    step, or the loop's ``perftop.step()`` did (a backward()-only loop without one keeps
+    an evaluation without a DataLoader in its step, by design)."""
+    return spec.update in OPTIMIZED or spec.explicit
 
 
 def syncs(data: str) -> st.SearchStrategy[Sync]:
@@ -114,7 +125,7 @@ def syncs(data: str) -> st.SearchStrategy[Sync]:
 def specs(draw: st.DrawFn, compile_odds: int = 15, avoid: frozenset[str] = frozenset()) -> Spec:
     """A loop spec; ``avoid``: parts left out (an update or a data source by name,
     ``on_data``, ``after``, ``host_transform``, ``compiled``, ``rollout``, ``host_copy``,
-    ``val``, ``rollout_eval`` and those of :func:`_ecosystem`), for a
+    ``val``, ``rollout_eval``, ``explicit`` and those of :func:`_ecosystem`), for a
     sample that should not meet a known bug."""
     update = draw(st.sampled_from([u for u in UPDATES if u not in avoid]))
     data = draw(st.sampled_from([d for d in DATA + FEEDERS if d not in avoid]))
@@ -157,6 +168,8 @@ def specs(draw: st.DrawFn, compile_odds: int = 15, avoid: frozenset[str] = froze
         and not compiled
         and "rollout_eval" not in avoid
         and draw(st.booleans()),
+        # drawn last: every sample before it stays the one it was
+        explicit="explicit" not in avoid and draw(st.integers(1, 4)) == 1,
     )
 
 

@@ -398,6 +398,8 @@ def _sync(src: Source, s: Sync, indent: int, step: str, between: str = "") -> No
 def render(spec: Spec) -> str:
     src = Source()
     src.add(HEAD.format(spec=spec.show(), **_fields(spec)))
+    if spec.explicit:
+        src.add("import perftop  # its calls do nothing where the loop runs plainly")
     src.add("net = torch.compile(model)" if spec.compiled else "net = model")
     if spec.rollout:
         src.add(ENV)
@@ -443,6 +445,8 @@ def render(spec: Spec) -> str:
         _sync(src, s, inner, "i")
     host_lines = _host_copy(src, spec, inner)
     src.add(body[1], 4)
+    if spec.explicit:  # the user's mark, right after the update
+        src.add("perftop.step()", 4)
     src.add('own["steps"] += 1', 4)
     src.add("if i == 0:  # its one-time start (a worker spawned, lazy init) apart", 4)
     src.add('own["first_s"], own["first_cpu_s"] = perf() - T0, time.thread_time()', 8)
