@@ -49,3 +49,19 @@ def test_small_batches_whose_trip_costs_more_than_their_making() -> None:
                and "num_workers=0" in a for a in small), small  # fmt: skip
     large = advice(12 * 2**20)
     assert any("Send smaller batches" in a for a in large), large
+
+
+def test_a_training_loader_evaluated_on_stays_the_training_loader(tmp_path: Path) -> None:
+    """After each epoch the training set's loss (the training loader iterated under
+    ``no_grad``, its workers started anew), then a validation loader with no workers: the
+    training loader stays the one the hint judges, not the validation loader started last."""
+    proc, report = run_and_report(tmp_path, sys.executable,
+                                  str(WORKLOADS / "train_set_eval.py"))  # fmt: skip
+    assert proc.returncode == 0 and "trained 60" in proc.stdout, proc.stderr
+    grads = sorted(
+        (ld["loader_id"], ld["num_workers"], ld["grad_enabled"]) for ld in report["loaders"]
+    )
+    assert grads == [(0, 2, True), (1, 0, False)], report["loaders"]
+    (hint,) = [h for h in report["hints"] if h["id"] == "input-bound"]
+    evidence = " ".join(hint["evidence"])
+    assert "2 workers make" in evidence and "num_workers=0" not in evidence, evidence

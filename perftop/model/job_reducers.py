@@ -166,7 +166,9 @@ class StepsReducer:
                 ev.t,
                 start_method=ev.start_method,
                 starts=starts,
-                grad=ev.grad,
+                # a loader that fed training stays a training loader where an iterator of
+                # it runs with grad off later (the training set's loss after each epoch)
+                grad=True if prev is not None and prev.grad else ev.grad,
                 during=prev.during if prev is not None else "",
             )
             if prev is None:

@@ -168,7 +168,7 @@ class Loader:
     host: str = ""  # set where a collector merges nodes
     start_method: str = ""  # the workers' (fork, spawn, forkserver); "" none or unknown
     starts: tuple[float, ...] = ()  # its iterators' starts (each epoch's), the latest last
-    grad: bool | None = None  # autograd on at its latest iterator's first batch
+    grad: bool | None = None  # autograd on at the first batch of any of its iterators
     # the kind of interval outside the steps its first iterator started in (``eval``: an
     # evaluation's loader, though autograd was on, as Keras iterates); "" in the steps
     during: str = ""
