@@ -23,7 +23,7 @@ SHAPES = str(WORKLOADS / "eval_shapes.py")
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = {}
-    for shape in ("manual", "lbfgs", "val_loader", "epoch_valid"):
+    for shape in ("manual", "lbfgs", "val_loader", "epoch_valid", "grad_valid"):
         d = tmp_path_factory.mktemp(shape)
         proc, rep = run_and_report(d, sys.executable, SHAPES, shape)
         assert proc.returncode == 0, proc.stderr
@@ -85,6 +85,21 @@ def test_a_pass_its_batches_open_ends_at_its_last_work_not_at_the_exit(runs):
     assert ev["site"].startswith("evaluate (eval_shapes.py:"), ev
     ck = s["between_s"]["checkpoint"]
     assert ck["count"] == 1 and _close(ck["total_s"], sum(own["saves"])), (ck, own["saves"])
+
+
+def test_a_validation_with_grad_on_is_a_pass_however_fast_its_forwards(runs):
+    """The same evaluations with grad on (the model in eval mode, no ``no_grad``), each
+    batch's forward well under a millisecond: a batch of a loader that never fed training,
+    then a forward, then its next batch with no training between is an evaluation. They
+    had read as a prefetching wrapper's read ahead (the next batch within 1 ms): inside
+    the steps after them, their batches the steps' data wait."""
+    own, rep, steps = runs["grad_valid"]
+    s = rep["steps"]
+    assert s["count"] == own["steps"] == 128
+    ev = s["between_s"]["eval"]
+    assert ev["count"] == len(own["evals"]) == 4, s["between_s"]
+    assert _close(ev["total_s"], sum(own["evals"])), (ev, own["evals"])
+    assert max(st.t1 - st.t0 for st in steps) < min(own["evals"]), own["evals"]
 
 
 def test_an_epochs_end_after_its_validation_is_the_pass_not_the_next_batch(runs):

@@ -81,6 +81,7 @@ class FirstForward(PassMode):
         # comes first)
         self.note_due = -1
         self.t0 = self.c0 = 0.0  # wall and the training thread's CPU time when armed
+        self.fired = 0.0  # when it last fired on the training thread (watching)
         self.timed = False  # the step's wait behind a feeder is timed (else grad mode only)
         # The open pass began right after another optimizer's step, inside a step that has
         # done its own work (each optimizer after its own backward): the wait before the
@@ -127,9 +128,14 @@ class FirstForward(PassMode):
         if self.timed:  # timed from here: a step with no forward after this waited for none
             tr.first_forward(0.0)
 
-    def watching(self) -> bool:
-        """Armed and not yet fired: no module call since the step's end (gaps.read_ahead)."""
-        return self.slot.held and not self.off
+    def watching(self, t: float) -> bool | None:
+        """For gaps.read_ahead: True armed and not yet fired (no module call since the
+        step's end), False where it fired after ``t`` (a module call since), else None."""
+        if self.off:
+            return None
+        if self.slot.held:
+            return True
+        return False if self.fired > t else None
 
     def disarm(self) -> None:
         """Off until armed again; a pass's forward hook and profile function with it (before
@@ -184,7 +190,7 @@ class FirstForward(PassMode):
         tr = self.tracker
         if threading.get_ident() != tr.thread:
             return  # another thread's module call (a feeder's): not the training loop's
-        t = _perf()
+        t = self.fired = _perf()
         if self.ev is not None:  # an eval-mode candidate's (pass_mode.py)
             self.mode_call(module, t)
             return

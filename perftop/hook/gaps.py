@@ -190,10 +190,15 @@ def read_ahead(tr: Tracker, t0: float) -> bool:
     between (``cand``): read ahead (a prefetching wrapper over a loader made anew each
     epoch), not an evaluation's first batch, where no module call at all came between
     them (the forward pre-hook armed at the step's end still waits: a busy host may
-    preempt the wrapper between its fetches for milliseconds), or, without that hook (a
-    compiled model), where the next fetch came within :data:`READ_AHEAD_S`."""
+    preempt the wrapper between its fetches for milliseconds); not where that hook fired
+    after the first (a forward came between); else (no such hook: a compiled model; or
+    it fired before the first batch), where the next fetch came within
+    :data:`READ_AHEAD_S`."""
     watching = tr.watching
-    return (watching is not None and watching()) or t0 - tr.pend_t1 < READ_AHEAD_S
+    seen = None if watching is None else watching(tr.pend_t1)
+    # a module call after the batch (the hook fired: an evaluation's forward with grad
+    # on) is no read ahead, however soon the next batch came (a small model's forward)
+    return seen if seen is not None else t0 - tr.pend_t1 < READ_AHEAD_S
 
 
 def pending_was_eval(tr: Tracker) -> None:

@@ -25,7 +25,7 @@ class Tracker(Protocol):
     on_between: Callable[..., None] | None  # kind, t0, length[, site, forward_s]
     on_open: Callable[[str, float], None] | None
     on_arm: Callable[[], None] | None
-    watching: Callable[[], bool] | None
+    watching: Callable[[float], bool | None] | None
     on_closure: Callable[[], None] | None
     on_iter: Callable[[Any], Any] | None
     on_flush: Callable[[], None] | None

@@ -99,9 +99,11 @@ class StepTracker:
         self.on_between: Callable[[str, float, float], None] | None = None  # kind, t0, length
         self.on_open: Callable[[str, float], None] | None = None  # kind, t0: one began
         self.on_arm: Callable[[], None] | None = None  # arms the one-shot forward pre-hook
-        # Whether that pre-hook waits for the next module call (none came since the step's
-        # end); None: no such hook (tests, a hook off since dynamo compiles)
-        self.watching: Callable[[], bool] | None = None
+        # watching(t): True where that pre-hook still waits for the next module call (none
+        # came since the step's end), False where it fired after ``t``, None where not
+        # known (it fired before ``t``, or it is off since dynamo compiles); None: no such
+        # hook (tests)
+        self.watching: Callable[[float], bool | None] | None = None
         # opt.step(closure) began: the wait before the closures' forwards ends there
         self.on_closure: Callable[[], None] | None = None
         # A DataLoader iterator met for the first time: which loader it iterates (its

@@ -16,6 +16,7 @@ shape; prints one JSON line ``{"shape": ...}`` with its steps and each pass's ow
   each fetch timed by the loop.
 """
 
+import contextlib
 import json
 import os
 import sys
@@ -101,8 +102,8 @@ def lbfgs():
         own["evals"].append(perf() - t)
 
 
-def val_loader():
-    own["shape"] = "val_loader"
+def val_loader(periodic=torch.no_grad, shape="val_loader"):
+    own["shape"] = shape
     from torch.utils.data import DataLoader, TensorDataset
 
     model = torch.nn.Sequential(torch.nn.Linear(32, 128), torch.nn.ReLU(), torch.nn.Linear(128, 1))
@@ -129,7 +130,7 @@ def val_loader():
         opt.step()
         own["steps"] += 1
         if own["steps"] % 40 == 0:
-            evaluate(torch.no_grad)
+            evaluate(periodic)
     evaluate(torch.inference_mode)  # a final test after the last step
     t = perf()
     torch.save(model.state_dict(), os.path.join(os.environ.get("SHAPES_OUT", "."), "m.pt"))
@@ -177,8 +178,18 @@ def epoch_valid():
         own["eval_at"].append((wall, time.time()))
 
 
-{"manual": manual, "lbfgs": lbfgs, "val_loader": val_loader, "epoch_valid": epoch_valid}[
-    sys.argv[1]
-]()
-if own["shape"] != "val_loader":
+def grad_valid():
+    """val_loader's, its periodic evaluations with grad on (the model in eval mode, no
+    ``no_grad``): each batch's forward well under a millisecond."""
+    val_loader(contextlib.nullcontext, "grad_valid")
+
+
+{
+    "manual": manual,
+    "lbfgs": lbfgs,
+    "val_loader": val_loader,
+    "epoch_valid": epoch_valid,
+    "grad_valid": grad_valid,
+}[sys.argv[1]]()
+if own["shape"] not in ("val_loader", "grad_valid"):
     say()
