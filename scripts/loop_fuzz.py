@@ -5,7 +5,7 @@ the failing loops' folders are kept under ``--out`` (loop.py, spec.txt, each run
 log and report) and their specs listed in ``--out``/failures.txt.
 
     python scripts/loop_fuzz.py --n 300 [--seed 29] [--out /tmp/zoo] [--avoid manual,grad]
-    python scripts/loop_fuzz.py --n 24 --require explicit   # only loops with that part
+    python scripts/loop_fuzz.py --n 24 --require explicit,val=grad_on   # only such loops
     python scripts/loop_fuzz.py --recheck --out /tmp/zoo   # the oracles again, no runs
 """
 
@@ -51,7 +51,7 @@ def campaign(
     )
     @given(spec=specs(compile_odds=odds, avoid=avoid))
     def one(spec: Spec) -> None:
-        assume(all(getattr(spec, part) for part in require))
+        assume(all(_has(spec, part) for part in require))
         folder = out / f"loop{len(results):04d}"
         shutil.rmtree(folder, ignore_errors=True)
         res = run_spec(spec, folder)
@@ -71,6 +71,13 @@ def campaign(
     except KeyboardInterrupt:  # Ctrl-C: the summary of the loops run so far
         print(f"interrupted after {len(results)} loops", flush=True)
     return results
+
+
+def _has(spec: Spec, part: str) -> bool:
+    """``part``: a field that is set (``explicit``), or ``field=value`` (``val=grad_on``)."""
+    name, eq, value = part.partition("=")
+    got = getattr(spec, name)
+    return str(got) == value if eq else bool(got)
 
 
 def summary(results: list[Result]) -> str:
@@ -145,7 +152,9 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("/tmp/perftop-zoo"))
     ap.add_argument("--avoid", default="", help="parts to leave out, comma-separated")
     ap.add_argument(
-        "--require", default="", help="parts every loop has (Spec fields), comma-separated"
+        "--require",
+        default="",
+        help="parts every loop has, comma-separated: a Spec field set, or field=value",
     )
     ap.add_argument("--recheck", action="store_true", help="check --out's runs again")
     ap.add_argument("--compile-odds", type=int, default=15, help="1 loop in N compiled")
@@ -163,7 +172,7 @@ def main() -> int:
         (a.out / "failures.txt").write_text("")
         avoid = frozenset(x for x in a.avoid.split(",") if x)
         require = frozenset(x for x in a.require.split(",") if x)
-        unknown = sorted(require - set(Spec.__dataclass_fields__))
+        unknown = sorted({r.partition("=")[0] for r in require} - set(Spec.__dataclass_fields__))
         if unknown:
             print(f"loop_fuzz: --require: no part {', '.join(unknown)}", file=sys.stderr)
             return 2

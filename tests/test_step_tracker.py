@@ -403,6 +403,38 @@ def test_a_second_batch_after_a_module_call_is_an_evaluations(make, armed, work)
     assert [b[0] for b in between] == ["eval"], between
 
 
+def test_a_validation_with_grad_on_in_a_loop_without_a_loader_is_a_pass(make):
+    """A loop fed without a DataLoader (slices of a tensor) evaluates over a validation
+    loader with grad on (a forward between its batches, the hook fired after each): each
+    evaluation is a pass, from its first batch to the loader's end, and the validation
+    loader never becomes a training one (it was taken for the next training loader,
+    its batches the steps' data wait, before the first training loader was known; and
+    the pass's last batch for training's, once training followed it with no batch)."""
+    tr, steps, between, c = make()
+    tr.watching = lambda t: False  # a forward came after each batch
+    opt = Opt()
+
+    def feeder_step():
+        c(0.1)  # a slice of the data, then the forward
+        tr.backward(*c(0.1))
+        opt_step(tr, c, opt, 0.1)
+
+    for _ in range(2):
+        for _ in range(3):
+            feeder_step()
+        t0 = c.t
+        for _ in range(3):
+            tr.fetched(*c(0.01), True, VAL)
+            c(0.0002)  # a small model's forward
+        tr.fetched(*c(0.01), False, VAL)  # the loader's end
+        t1 = c.t
+        c(0.001)  # the evaluation's score
+    feeder_step()
+    assert [b[0] for b in between] == ["eval", "eval"], between
+    assert all(b[2] == round(t1 - t0, 6) for b in between), (between, t1 - t0)
+    assert len(steps) == 7 and all(s[3] == 0.0 for s in steps), steps  # no data wait
+
+
 def test_checkpoint_and_eval_in_one_gap(make):
     tr, steps, between, c = make()
     opt = Opt()

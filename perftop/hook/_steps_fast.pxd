@@ -56,7 +56,7 @@ cdef class StepTracker:
     cdef public unsigned long fetch_thread, main_thread
     cdef public double gap_t0, gap_t1, gap_seen, save_s, save_t0, save_end, pend_t0, pend_t1
     cdef public double batch_t, batch_c
-    cdef public object batch_site, pend_site
+    cdef public object batch_site, pend_site, eval_loader
     cdef public double save_w, save_c, save_q, pre_end
     cdef public bint save_alone
     cdef public set train_loaders

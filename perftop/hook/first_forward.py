@@ -129,13 +129,14 @@ class FirstForward(PassMode):
             tr.first_forward(0.0)
 
     def watching(self, t: float) -> bool | None:
-        """For gaps.read_ahead: True armed and not yet fired (no module call since the
-        step's end), False where it fired after ``t`` (a module call since), else None."""
+        """For gaps.read_ahead: False where it fired after ``t`` (a module call since, even
+        one it stays armed after: an eval-mode candidate's), True armed and not yet fired
+        (no module call since the step's end), else None."""
         if self.off:
             return None
-        if self.slot.held:
-            return True
-        return False if self.fired > t else None
+        if self.fired > t:
+            return False
+        return True if self.slot.held else None
 
     def disarm(self) -> None:
         """Off until armed again; a pass's forward hook and profile function with it (before

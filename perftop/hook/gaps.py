@@ -112,6 +112,7 @@ def reset(tr: Tracker) -> None:
     tr.batch_site = None
     tr.pend_got = False
     tr.pend_loader = None
+    tr.eval_loader = None  # the last loader not of training found an evaluation's
     tr.pend_site = None  # the function that fetched the pending batch (its pass's name)
     tr.region = None
     tr.cand = None  # (a forward's hook, retro): the pass a pending batch would open
@@ -206,6 +207,8 @@ def pending_was_eval(tr: Tracker) -> None:
     a forward with grad off came after it (``cand``), that forward's hook holds the pass
     (its function, its time inside forward calls) and a forward with grad on ends it."""
     tr.pend = False
+    if tr.pend_loader not in tr.train_loaders:
+        tr.eval_loader = tr.pend_loader
     cand, tr.cand = tr.cand, None
     if cand is not None and not tr.in_gap:
         if cand[1]:  # the step's own batch, counted in it: the evaluation's, not the step's
@@ -270,7 +273,15 @@ def training(tr: Tracker, t: float) -> bool:
             dropped()
         if cand[1]:  # the step's own batch, counted in it already
             tr.pend = False
-    if tr.pend:  # the pending batch fed training: its loader is a training loader now
+    if tr.pend and tr.in_gap and tr.pend_loader is tr.eval_loader:
+        # The open pass's loader, found an evaluation's by its batches, then training with
+        # no training loader's batch between (a feeder's or a slicing loop): its last batch
+        # (its end, where the loop ran it to the end) was the pass's, which ends there.
+        # What came after it (the evaluation's last forward and its score, the loop's code
+        # before this) is not seen: the next step's.
+        tr.pend = False
+        end(tr, tr.pend_t1)
+    elif tr.pend:  # the pending batch fed training: its loader is a training loader now
         tr.pend = False
         tr.train_loaders.add(tr.pend_loader)
         if tr.in_gap:

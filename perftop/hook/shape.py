@@ -89,6 +89,7 @@ class Tracker(Protocol):
     phases: dict[str, float] | None
     fetch_loader: Any
     pend_loader: Any
+    eval_loader: Any  # the last loader not of training whose batches were an evaluation's
     pend_site: Any  # the loop that fetched the pending batch (gap_site.fetch_site)
     grad_enabled: Any
     train_last: Any

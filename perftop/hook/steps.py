@@ -283,8 +283,9 @@ class StepTracker:
         if loader is not None and loader is not self.train_last:
             if loader in self.train_loaders:
                 self.train_last = loader  # loaders never leave the set: the same one is in
-            elif self.train_loaders:
-                # A loader that never fed training: an evaluation, or the next training one.
+            elif self.train_loaders or self.mode >= BACKWARD:
+                # A loader that never fed training: an evaluation, or the next training one
+                # (also where training goes on with no loader of its own: a feeder's).
                 if (
                     self.pend
                     and loader is self.pend_loader

@@ -83,7 +83,9 @@ class Spec:
     idle_s: float = 0.0  # the process idles this long after its last step (a Ray worker)
     # The evaluations (``evaluate`` and the final one) over a validation DataLoader of
     # their own, iterated under this grad mode ("no_grad", "inference_mode"): a pass its
-    # first batch opens (fetched with grad off), not a forward. Never compiled.
+    # first batch opens (fetched with grad off), not a forward; or with grad on, the model
+    # in eval mode ("grad_on"): a pass its batches open, a forward between them. Never
+    # compiled.
     val: str = ""
     # accum only: the step's micro-batches all fetched before its first forward, as the HF
     # Trainer's ``get_batch_samples`` does (issue 45's follow-up: the first step's batches
@@ -142,6 +144,7 @@ def specs(draw: st.DrawFn, compile_odds: int = 15, avoid: frozenset[str] = froze
     checkpoint = draw(every)
     host_transform = "host_transform" not in avoid and draw(st.booleans())
     compiled = "compiled" not in avoid and draw(st.integers(1, compile_odds)) == 1
+    rest = _late(draw, data, update, rollout, checkpoint, compiled, avoid)
     return Spec(
         update=update,
         data=data,
@@ -154,26 +157,49 @@ def specs(draw: st.DrawFn, compile_odds: int = 15, avoid: frozenset[str] = froze
         checkpoint=checkpoint,
         host_transform=host_transform,
         compiled=compiled,
-        seed=draw(st.integers(0, 2**16)),
-        **_accounting(draw, data, avoid | ({"loader_eval"} if compiled else set())),
-        # drawn last: the samples of the parts before it stay as they were
-        host_copy=data != "preloaded" and "host_copy" not in avoid and draw(st.integers(1, 3)) == 1,
-        **_ecosystem(draw, data, checkpoint, avoid),  # drawn last, as host_copy
-        # drawn after them all, as they were
-        val=draw(st.sampled_from(VAL_MODES)) if not ({"val"} & avoid or compiled) else "",
-        # drawn after val: every sample without accum stays the one it was
-        upfront=update == "accum" and "upfront" not in avoid and draw(st.booleans()),
-        # drawn last: every sample without a rollout stays the one it was
-        rollout_eval=bool(rollout)
-        and not compiled
-        and "rollout_eval" not in avoid
-        and draw(st.booleans()),
-        # drawn last: every sample before it stays the one it was
-        explicit="explicit" not in avoid and draw(st.integers(1, 4)) == 1,
+        **rest,
     )
 
 
-VAL_MODES = ("", "", "no_grad", "inference_mode")
+def _late(
+    draw: st.DrawFn, data: str, update: str, rollout: int, checkpoint: int, compiled: bool,
+    avoid: frozenset[str],
+) -> dict[str, Any]:  # fmt: skip
+    """The parts drawn after the first ones, in the order they were added (a fixed seed's
+    sample of the parts before one stays the one it was)."""
+    seed = draw(st.integers(0, 2**16))
+    acct = _accounting(draw, data, avoid | ({"loader_eval"} if compiled else set()))
+    host_copy = data != "preloaded" and "host_copy" not in avoid and draw(st.integers(1, 3)) == 1
+    eco = _ecosystem(draw, data, checkpoint, avoid)
+    val = draw(st.sampled_from(VAL_MODES)) if not ({"val"} & avoid or compiled) else ""
+    if val == "grad_on" and (data not in ("loader0", "loader1") or eco["ahead"] == "thread"):
+        # with grad on, an evaluation's batches open its pass, and where no training
+        # loader's batch follows on the training thread it ends at the loader's end: its
+        # score after the loop is the next step's (docs/steps.md)
+        val = "no_grad"
+    upfront = update == "accum" and "upfront" not in avoid and draw(st.booleans())
+    rollout_eval = (
+        bool(rollout)
+        and not compiled
+        and "rollout_eval" not in avoid
+        and val != "grad_on"  # two passes with grad on in a stretch: one interval
+        and draw(st.booleans())
+    )
+    explicit = "explicit" not in avoid and draw(st.integers(1, 4)) == 1
+    return {
+        "seed": seed,
+        **acct,
+        "host_copy": host_copy,
+        **eco,
+        "val": val,
+        "upfront": upfront,
+        "rollout_eval": rollout_eval,
+        "explicit": explicit,
+    }
+
+
+# grad_on: the model in eval mode, autograd on, each batch's forward well under 1 ms
+VAL_MODES = ("", "", "no_grad", "inference_mode", "grad_on")
 
 
 def _ecosystem(

@@ -562,6 +562,8 @@ def _eval_loop(spec: Spec) -> str:
     under the spec's grad mode (its batches fetched with grad off open the pass)."""
     if not spec.val:
         return "with torch.no_grad():\n    for _ in range(3):\n        out = net(XE)"
+    if spec.val == "grad_on":  # grad on, the model in eval mode (a validation's loss)
+        return "net.eval()\nif True:\n    for (xv,) in VAL:\n        out = net(xv.to(device))\n    net.train()"
     mode = "torch.inference_mode()" if spec.val == "inference_mode" else "torch.no_grad()"
     return f"with {mode}:\n    for (xv,) in VAL:\n        out = net(xv.to(device))"
 
