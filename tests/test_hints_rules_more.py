@@ -465,3 +465,26 @@ def test_host_device_sync_tells_two_library_sites_behind_one_user_line_apart() -
     text = " ".join(h.evidence + h.advice)
     assert "train.py:50 (via transformers/trainer.py:1919) bool" in text, text
     assert "train.py:50 (via transformers/masking_utils.py:761) bool" in text, text
+
+
+def test_host_device_sync_gives_no_rate_while_its_error_is_as_large() -> None:
+    """The demo's first minute: four lines seen in each of the 5 steps watched so far, each
+    rate's error about its value, so the Sync panel says "5/5 watched" and no rate; the
+    hint said "4.2 ±4.9 per step". With more steps watched, the rate and its error."""
+
+    def site(line: int, per_step: float, error: float, watched: int, seen: int, every: bool):
+        return SyncSite("nonzero", "/x/loss.py", line, "loss", "potential", seen, per_step,
+                        watched=watched, error=error, seen=seen, every_step=every)  # fmt: skip
+
+    early = tuple(site(n, 1.0, 1.1, 5, 5, False) for n in (41, 42, 43, 44))
+    h = evaluate(replace(snap(0.0), sync=(*early, site(50, 0.2, 0.45, 5, 1, False))))[0]
+    h = h["host-device-sync"]
+    assert h.title == "Host-device syncs at 5 lines would stall a GPU", h.title
+    assert h.evidence[0].startswith(
+        "host-device syncs at 5 lines in the 5 steps watched: too few for a rate per step"
+    ), h.evidence
+    assert "±" not in h.title + h.evidence[0]
+    assert any("in 5 of 5 watched steps" in e for e in h.evidence), h.evidence
+    later = tuple(site(n, 1.0, 0.29, 6, 6, True) for n in (41, 42, 43, 44))
+    h = evaluate(replace(snap(0.0), sync=later))[0]["host-device-sync"]
+    assert h.title == "Host-device syncs: 4.0 ±1.2 per step would stall a GPU", h.title

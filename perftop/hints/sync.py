@@ -79,9 +79,18 @@ def host_device_sync(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     # The sum's standard error at most the sum of the sites' (one set of watched steps)
     err = sum(s.error or 0.0 for s in sites)
     total = f"{per_step:.1f}" + (f" ±{err:.1f}" if err >= 0.05 else "")
+    n_lines = f"{len(sites)} " + ("line" if len(sites) == 1 else "lines")
+    # An error as large as the sum (few steps watched yet): no rate, what was seen, as a
+    # site's own rate reads then (fmt.sync_rate): "4.0 ±5.1" said nothing
+    rated = err < per_step
+    watched = max((s.watched or 0) for s in sites)
     ev = [
-        f"{total} host-device syncs per step at {len(sites)} "
-        + ("line" if len(sites) == 1 else "lines")
+        (
+            f"{total} host-device syncs per step at {n_lines}"
+            if rated
+            else f"host-device syncs at {n_lines} in the {watched} steps watched: "
+            "too few for a rate per step"
+        )
         + ("" if real else " (seen by the detector; they stall once the job runs on a GPU)")
     ]
     for s in top:
@@ -97,10 +106,16 @@ def host_device_sync(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     gain, gain_txt = _gain(snap, real)
     if real:
         severity: Severity = "high" if per_step >= 5 or (gain or 0.0) >= 0.2 else "medium"
-        title = f"Host-device syncs: the host waits for the GPU {total} times a step"
+        title = "Host-device syncs: the host waits for the GPU " + (
+            f"{total} times a step" if rated else f"at {n_lines}"
+        )
     else:
         severity = "info"
-        title = f"Host-device syncs: {total} per step would stall a GPU"
+        title = (
+            f"Host-device syncs: {total} per step would stall a GPU"
+            if rated
+            else (f"Host-device syncs at {n_lines} would stall a GPU")
+        )
     return [
         Hint(
             id="host-device-sync",
