@@ -37,6 +37,17 @@ def _close(got: float, want: float) -> bool:
     return abs(got - want) <= max(0.1 * want, 0.002 * 5)
 
 
+def _each_pass_once(own: dict, rep: dict, steps: int, passes: int) -> dict:
+    """The loop's steps, and its evaluations as that many passes holding their own time;
+    the report's ``eval`` row."""
+    s = rep["steps"]
+    assert s["count"] == own["steps"] == steps
+    ev = s["between_s"]["eval"]
+    assert ev["count"] == len(own["evals"]) == passes, s["between_s"]
+    assert _close(ev["total_s"], sum(own["evals"])), (ev, own["evals"])
+    return ev
+
+
 def test_manual_update_loop_each_evaluation_between_steps(runs):
     """No torch.optim: four evaluate() after each epoch's last step and a final test
     pass: five evaluations, none folded into a step; the two after the last step, with no
@@ -60,11 +71,7 @@ def test_lbfgs_each_prediction_once_between_steps(runs):
     """optimizer.step(closure) then a no_grad prediction: each of the six is an
     evaluation, and its sync line is counted between steps only, not as a step's."""
     own, rep, steps = runs["lbfgs"]
-    s = rep["steps"]
-    assert s["count"] == own["steps"] == 6
-    ev = s["between_s"]["eval"]
-    assert ev["count"] == len(own["evals"]) == 6, s["between_s"]
-    assert _close(ev["total_s"], sum(own["evals"])), (ev, own["evals"])
+    _each_pass_once(own, rep, 6, 6)
     mine = [r for r in rep.get("sync_events") or [] if r["file"].endswith("eval_shapes.py")]
     assert mine == []
     between = [r for r in rep.get("sync_between") or [] if r["file"].endswith("eval_shapes.py")]
@@ -76,11 +83,8 @@ def test_a_pass_its_batches_open_ends_at_its_last_work_not_at_the_exit(runs):
     with grad off), the last one after the last step, then a save and an idle second
     before the exit: each evaluation holds its own time, and the idle is in no pass."""
     own, rep, steps = runs["val_loader"]
+    ev = _each_pass_once(own, rep, 128, 4)
     s = rep["steps"]
-    assert s["count"] == own["steps"] == 128
-    ev = s["between_s"]["eval"]
-    assert ev["count"] == len(own["evals"]) == 4, s["between_s"]
-    assert _close(ev["total_s"], sum(own["evals"])), (ev, own["evals"])
     # named by the function whose module call came first in it, as a forward's pass is
     assert ev["site"].startswith("evaluate (eval_shapes.py:"), ev
     ck = s["between_s"]["checkpoint"]
@@ -94,11 +98,7 @@ def test_a_validation_with_grad_on_is_a_pass_however_fast_its_forwards(runs):
     had read as a prefetching wrapper's read ahead (the next batch within 1 ms): inside
     the steps after them, their batches the steps' data wait."""
     own, rep, steps = runs["grad_valid"]
-    s = rep["steps"]
-    assert s["count"] == own["steps"] == 128
-    ev = s["between_s"]["eval"]
-    assert ev["count"] == len(own["evals"]) == 4, s["between_s"]
-    assert _close(ev["total_s"], sum(own["evals"])), (ev, own["evals"])
+    _each_pass_once(own, rep, 128, 4)
     assert max(st.t1 - st.t0 for st in steps) < min(own["evals"]), own["evals"]
 
 
@@ -110,11 +110,7 @@ def test_an_epochs_end_after_its_validation_is_the_pass_not_the_next_batch(runs)
     next epoch's first step waits only for its own batch (it was booked everything from
     the validation's last batch on: 50 ms of data wait a step, the passes 50 ms short)."""
     own, rep, steps = runs["epoch_valid"]
-    s = rep["steps"]
-    assert s["count"] == own["steps"] == 128
-    ev = s["between_s"]["eval"]
-    assert ev["count"] == len(own["evals"]) == 4, s["between_s"]
-    assert _close(ev["total_s"], sum(own["evals"])), (ev, own["evals"])
+    _each_pass_once(own, rep, 128, 4)
     steps = sorted(steps, key=lambda st: st.t0)
     for i in (32, 64, 96):  # each epoch's first step after a validation
         assert steps[i].data < own["fetch"][i] + 0.015, (i, steps[i], own["fetch"][i])
