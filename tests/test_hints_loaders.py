@@ -8,6 +8,8 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import WORKLOADS, run_and_report
 
 
@@ -51,17 +53,23 @@ def test_small_batches_whose_trip_costs_more_than_their_making() -> None:
     assert any("Send smaller batches" in a for a in large), large
 
 
-def test_a_training_loader_evaluated_on_stays_the_training_loader(tmp_path: Path) -> None:
-    """After each epoch the training set's loss (the training loader iterated under
-    ``no_grad``, its workers started anew), then a validation loader with no workers: the
-    training loader stays the one the hint judges, not the validation loader started last."""
+@pytest.mark.parametrize("grad_on", [False, True])
+def test_a_training_loader_evaluated_on_stays_the_training_loader(
+    tmp_path: Path, grad_on: bool
+) -> None:
+    """After each epoch a validation loader with no workers, then the training set's loss
+    (the training loader iterated under ``no_grad``, its workers started anew); or the
+    validation alone with grad on (the model in eval mode, no ``no_grad``): the training
+    loader stays the one the hint judges, not the validation loader started after it
+    (with grad on, the latest started of those iterated with grad on: its first iterator
+    started in an evaluation, it is none of the loop's)."""
+    args = ["grad_on"] if grad_on else []
     proc, report = run_and_report(tmp_path, sys.executable,
-                                  str(WORKLOADS / "train_set_eval.py"))  # fmt: skip
+                                  str(WORKLOADS / "train_set_eval.py"), *args)  # fmt: skip
     assert proc.returncode == 0 and "trained 60" in proc.stdout, proc.stderr
-    grads = sorted(
-        (ld["loader_id"], ld["num_workers"], ld["grad_enabled"]) for ld in report["loaders"]
-    )
-    assert grads == [(0, 2, True), (1, 0, False)], report["loaders"]
+    loaders = sorted((ld["loader_id"], ld["num_workers"], ld["grad_enabled"], ld["during"])
+                     for ld in report["loaders"])  # fmt: skip
+    assert loaders == [(0, 2, True, None), (1, 0, grad_on, "eval")], report["loaders"]
     (hint,) = [h for h in report["hints"] if h["id"] == "input-bound"]
     evidence = " ".join(hint["evidence"])
     assert "2 workers make" in evidence and "num_workers=0" not in evidence, evidence

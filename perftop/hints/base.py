@@ -130,10 +130,13 @@ def _loop(snap: Snapshot) -> Loop | None:
 def loop_loader(loaders: Sequence[Loader], pid: int) -> Loader | None:
     """The loader the training loop takes its batches from: of the process's loaders, the
     latest started of those iterated with grad on; an evaluation's runs with it off, and
-    with persistent workers its loader stays the latest started for good. Where none
-    says (a recording from before it was kept), the latest started."""
+    with persistent workers its loader stays the latest started for good. Of those, one
+    whose first iterator started in an evaluation (``during``: a validation run with grad
+    on, the model in eval mode) is not the loop's where another is. Where none says (a
+    recording from before it was kept), the latest started."""
     mine = sorted((ld for ld in loaders if ld.pid == pid), key=lambda ld: ld.t)
-    pick = [ld for ld in mine if ld.grad is not False] or mine
+    grad = [ld for ld in mine if ld.grad is not False]
+    pick = [ld for ld in grad if not ld.during] or grad or mine
     return pick[-1] if pick else None
 
 

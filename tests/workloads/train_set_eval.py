@@ -1,7 +1,10 @@
 """A training loader whose 2 workers (started anew each epoch) are too slow, and after each
-epoch an evaluation over the training set (its loss, the same loader under ``no_grad``)
-and then over a validation loader of its own with no workers."""
+epoch an evaluation over a validation loader of its own with no workers, then over the
+training set (its loss, the same loader under ``no_grad``); with ``grad_on``, the
+validation alone, with grad on and the model in eval mode."""
 
+import contextlib
+import sys
 import time
 
 import torch
@@ -23,6 +26,7 @@ if __name__ == "__main__":
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     train = DataLoader(Samples(), batch_size=8, num_workers=2)
     val = DataLoader(TensorDataset(torch.randn(64, 16), torch.randn(64, 1)), batch_size=8)
+    grad_on = "grad_on" in sys.argv[1:]
     steps = 0
     for _ in range(3):
         for x, y in train:
@@ -31,8 +35,14 @@ if __name__ == "__main__":
             loss.backward()
             opt.step()
             steps += 1
+        model.eval()
+        with contextlib.nullcontext() if grad_on else torch.no_grad():
+            for x, _y in val:
+                model(x)
+        model.train()
+        if grad_on:
+            continue
         with torch.no_grad():
-            for loader in (train, val):
-                for x, _y in loader:
-                    model(x)
+            for x, _y in train:
+                model(x)
     print("trained", steps)
