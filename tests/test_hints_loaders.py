@@ -59,10 +59,12 @@ def test_a_training_loader_evaluated_on_stays_the_training_loader(
 ) -> None:
     """After each epoch a validation loader with no workers, then the training set's loss
     (the training loader iterated under ``no_grad``, its workers started anew); or the
-    validation alone with grad on (the model in eval mode, no ``no_grad``): the training
-    loader stays the one the hint judges, not the validation loader started after it
-    (with grad on, the latest started of those iterated with grad on: its first iterator
-    started in an evaluation, it is none of the loop's)."""
+    training set's first, then the validation with grad on (the model in eval mode, no
+    ``no_grad``). Each epoch's evaluations are one pass between steps (the validation with
+    grad on right after the pass under ``no_grad`` had ended it, and sat in the next step,
+    its loader a training one). The training loader stays the one the hint judges, not
+    the validation loader started after it (with grad on, the latest started of those
+    iterated with grad on: its first iterator started in an evaluation)."""
     args = ["grad_on"] if grad_on else []
     proc, report = run_and_report(tmp_path, sys.executable,
                                   str(WORKLOADS / "train_set_eval.py"), *args)  # fmt: skip
@@ -70,6 +72,8 @@ def test_a_training_loader_evaluated_on_stays_the_training_loader(
     loaders = sorted((ld["loader_id"], ld["num_workers"], ld["grad_enabled"], ld["during"])
                      for ld in report["loaders"])  # fmt: skip
     assert loaders == [(0, 2, True, None), (1, 0, grad_on, "eval")], report["loaders"]
+    assert report["steps"]["count"] == 60
+    assert report["steps"]["between_s"]["eval"]["count"] == 3, report["steps"]["between_s"]
     (hint,) = [h for h in report["hints"] if h["id"] == "input-bound"]
     evidence = " ".join(hint["evidence"])
     assert "2 workers make" in evidence and "num_workers=0" not in evidence, evidence

@@ -200,8 +200,18 @@ class FirstForward(PassMode):
         c = _cpu() if self.timed and self.c0 >= 0.0 else -1.0
         if tr.region is self:  # inside the pass this hook began: until grad is on again
             off = not tr.grad()
-            if off or self.in_mode_pass(module):
-                if tr.pend:  # a batch, then this forward: the pass's batch
+            # A forward in eval mode with grad on after a batch of a loader that never fed
+            # training (a validation with grad on, no no_grad, right after this pass): the
+            # pass goes on, and that loader's next batch (an evaluation's) or training (a
+            # backward: gaps.training) decides the batch
+            undecided = (
+                not off
+                and tr.pend
+                and tr.pend_loader not in tr.train_loaders
+                and not getattr(module, "training", True)
+            )
+            if off or undecided or self.in_mode_pass(module):
+                if tr.pend and not undecided:  # a batch, then this forward: the pass's batch
                     gaps.pending_was_eval(tr)
                 meter = self.meter
                 if meter is None or not meter.measured:  # else its forward hook marks

@@ -1,7 +1,8 @@
 """A training loader whose 2 workers (started anew each epoch) are too slow, and after each
 epoch an evaluation over a validation loader of its own with no workers, then over the
-training set (its loss, the same loader under ``no_grad``); with ``grad_on``, the
-validation alone, with grad on and the model in eval mode."""
+training set (its loss, the same loader under ``no_grad``); with ``grad_on``, the training
+set's first, then the validation with grad on and the model in eval mode (no
+``no_grad``)."""
 
 import contextlib
 import sys
@@ -35,14 +36,15 @@ if __name__ == "__main__":
             loss.backward()
             opt.step()
             steps += 1
-        model.eval()
-        with contextlib.nullcontext() if grad_on else torch.no_grad():
-            for x, _y in val:
-                model(x)
-        model.train()
-        if grad_on:
-            continue
-        with torch.no_grad():
-            for x, _y in train:
-                model(x)
+        for part in ("train", "val") if grad_on else ("val", "train"):
+            if part == "train":
+                with torch.no_grad():
+                    for x, _y in train:
+                        model(x)
+                continue
+            model.eval()
+            with contextlib.nullcontext() if grad_on else torch.no_grad():
+                for x, _y in val:
+                    model(x)
+            model.train()
     print("trained", steps)
