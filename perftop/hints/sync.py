@@ -6,7 +6,7 @@ the hint still names them, as information, and claims no gain it cannot measure.
 
 from __future__ import annotations
 
-from perftop.fmt import sync_rate, sync_where
+from perftop.fmt import count, sync_rate, sync_where
 from perftop.hints.base import fraction, plural, seconds, threshold
 from perftop.model.snapshot import Hint, Severity, Snapshot, SyncSite
 
@@ -79,7 +79,7 @@ def host_device_sync(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     # The sum's standard error at most the sum of the sites' (one set of watched steps)
     err = sum(s.error or 0.0 for s in sites)
     total = f"{per_step:.1f}" + (f" ±{err:.1f}" if err >= 0.05 else "")
-    n_lines = f"{len(sites)} " + ("line" if len(sites) == 1 else "lines")
+    n_lines = count(len(sites), "line")
     # An error as large as the sum (few steps watched yet): no rate, what was seen, as a
     # site's own rate reads then (fmt.sync_rate): "4.0 ±5.1" said nothing
     rated = err < per_step
@@ -114,7 +114,7 @@ def host_device_sync(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
         title = (
             f"Host-device syncs: {total} per step would stall a GPU"
             if rated
-            else (f"Host-device syncs at {n_lines} would stall a GPU")
+            else f"Host-device syncs at {n_lines} would stall a GPU"
         )
     return [
         Hint(
