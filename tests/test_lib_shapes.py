@@ -108,8 +108,9 @@ def test_a_burst_of_saves_is_one_checkpoint(runs) -> None:
     assert cp["count"] == own["checkpoints"], s["between_s"]
     passes = [e for e in read_events(RECS["save_burst"]) if isinstance(e, Between)]
     got = [e.length for e in passes if e.kind == "checkpoint"]
-    for g, want in zip(got, own["checkpoint_s"], strict=True):
-        assert want - 0.002 <= g <= want + 0.002, (got, own["checkpoint_s"])
+    # less by as much as the job waited for a core in it at most (CI: 6 ms of 110 ms, once)
+    for g, want, wait in zip(got, own["checkpoint_s"], own["checkpoint_wait_s"], strict=True):
+        assert want - 0.002 - wait <= g <= want + 0.002, (got, own)
     # after the last checkpoint, its own; at the job's exit it ends at its last forward
     # (docs/steps.md): the 10 ms the job then sleeps are not the evaluation's work
     [ev] = [e.length for e in passes if e.kind == "eval"]

@@ -32,7 +32,25 @@ from torch.utils.data import DataLoader, Dataset
 
 torch.manual_seed(0)
 torch.set_num_threads(1)
-own = {"updates": 0, "steps": 0, "saves": 0, "checkpoints": 0, "checkpoint_s": []}
+own = {
+    "updates": 0,
+    "steps": 0,
+    "saves": 0,
+    "checkpoints": 0,
+    "checkpoint_s": [],
+    "checkpoint_wait_s": [],
+}
+
+
+def run_delay():
+    """Seconds this thread waited for a core so far (schedstat's second field; 0 where it
+    cannot be read): a loaded host preempts the job between its timer and a save's start
+    or end, time the job counts and perftop, which sees the saves, cannot."""
+    try:
+        with open("/proc/thread-self/schedstat", "rb") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def say():
@@ -162,13 +180,14 @@ def save_burst():
         # The state dicts are built before the first save (perftop sees the saves, not what
         # prepared the first: 3 ms of it under load on CI), so the timer starts at the first.
         objs = (model.state_dict(), opt.state_dict(), {"epoch": _epoch})
-        t = time.perf_counter()
+        q, t = run_delay(), time.perf_counter()
         for i, obj in enumerate(objs):
             if i:
                 time.sleep(0.05)  # the checkpoint's own code: a state dict, a folder
             torch.save(obj, io.BytesIO())
             own["saves"] += 1
         own["checkpoint_s"].append(time.perf_counter() - t)
+        own["checkpoint_wait_s"].append(run_delay() - q)
         own["checkpoints"] += 1
         if _epoch == 2:
             t = time.perf_counter()
