@@ -22,6 +22,7 @@ def test_an_evaluation_before_training_is_no_part_of_the_first_step(tmp_path) ->
     assert rep["steps"]["count"] == own["steps"] == 30
     first = next(e for e in read_events(tmp_path / "r.perftop") if isinstance(e, Step))
     assert first.index == 0
-    # the job's own timer runs from before its first batch's fetch to its update
-    assert first.t1 - first.t0 <= own["first_step_s"] + 0.002, (first, own)
+    # the job's own timer runs from before its first batch's fetch to its update; the step
+    # may begin at the evaluation's end, before it (more by what the job waited for a core)
+    assert first.t1 - first.t0 <= own["first_step_s"] + 0.002 + own["first_wait_s"], (first, own)
     assert first.data < 0.05, first

@@ -28,6 +28,7 @@ import threading
 import time
 
 import torch
+from core_wait import run_delay
 from torch.utils.data import DataLoader, Dataset
 
 torch.manual_seed(0)
@@ -40,17 +41,6 @@ own = {
     "checkpoint_s": [],
     "checkpoint_wait_s": [],
 }
-
-
-def run_delay():
-    """Seconds this thread waited for a core so far (schedstat's second field; 0 where it
-    cannot be read): a loaded host preempts the job between its timer and a save's start
-    or end, time the job counts and perftop, which sees the saves, cannot."""
-    try:
-        with open("/proc/thread-self/schedstat", "rb") as f:
-            return int(f.read().split()[1]) / 1e9
-    except (OSError, IndexError, ValueError):
-        return 0.0
 
 
 def say():
