@@ -191,6 +191,28 @@ def _in_package(path: str, package: str) -> str:
 FEW = 10  # a sampled site seen in fewer watched steps than this reads "about 1 in N"
 
 
+def sync_rated(
+    per_step: float,
+    error: float | None,
+    seen: int | None,
+    every: bool = False,
+    watched: int | None = None,
+) -> bool:
+    """Whether the sampling tells a site's rate (:func:`sync_rate` gives a number), not
+    only what was seen: not where its error is as large as the rate, nor where it was in
+    each watched step and too few were drawn to say "every step". A sum over sites is
+    rated only where each of them is (hints/sync.py)."""
+    if every and per_step > 0:
+        return True
+    return not (
+        error
+        and per_step > 0
+        and seen is not None
+        and watched
+        and (error >= per_step or seen >= watched)
+    )
+
+
 def sync_rate(
     per_step: float,
     error: float | None = None,
@@ -211,13 +233,7 @@ def sync_rate(
     if every and per_step > 0:
         text = f"every step ×{per_step:.2f}" if not short else f"every ×{per_step:.1f}"
         return text + (f" ±{error:.2f}" if error else "")
-    if (
-        error
-        and per_step > 0
-        and seen is not None
-        and watched
-        and (error >= per_step or seen >= watched)
-    ):
+    if not sync_rated(per_step, error, seen, every, watched):
         return f"{seen}/{watched} watched" if short else f"in {seen} of {watched} watched steps"
     if seen is not None and 0 < seen < FEW and 0 < per_step < 1 and 0 < (error or 0) < per_step:
         n = round(1 / per_step)

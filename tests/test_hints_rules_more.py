@@ -488,3 +488,10 @@ def test_host_device_sync_gives_no_rate_while_its_error_is_as_large() -> None:
     later = tuple(site(n, 1.0, 0.29, 6, 6, True) for n in (41, 42, 43, 44))
     h = evaluate(replace(snap(0.0), sync=later))[0]["host-device-sync"]
     assert h.title == "Host-device syncs: 4.0 ±1.2 per step would stall a GPU", h.title
+    # tianshou's DQN: two lines in each of 5 watched steps, too few drawn to say "every
+    # step", their errors under their rates: each row gives no rate, nor does their sum
+    # (it read "2.0 ±1.2 per step", and "2.0 ±2.0" where the errors rounded up to it)
+    for err in (0.6, 0.996):
+        pair = tuple(site(n, 1.0, err, 5, 5, False) for n in (41, 42))
+        h = evaluate(replace(snap(0.0), sync=pair))[0]["host-device-sync"]
+        assert h.title == "Host-device syncs at 2 lines would stall a GPU", (err, h.title)

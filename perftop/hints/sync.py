@@ -6,7 +6,7 @@ the hint still names them, as information, and claims no gain it cannot measure.
 
 from __future__ import annotations
 
-from perftop.fmt import count, sync_rate, sync_where
+from perftop.fmt import count, sync_rate, sync_rated, sync_where
 from perftop.hints.base import fraction, plural, seconds, threshold
 from perftop.model.snapshot import Hint, Severity, Snapshot, SyncSite
 
@@ -80,9 +80,13 @@ def host_device_sync(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     err = sum(s.error or 0.0 for s in sites)
     total = f"{per_step:.1f}" + (f" ±{err:.1f}" if err >= 0.05 else "")
     n_lines = count(len(sites), "line")
-    # An error as large as the sum (few steps watched yet): no rate, what was seen, as a
-    # site's own rate reads then (fmt.sync_rate): "4.0 ±5.1" said nothing
-    rated = err < per_step
+    # An error as large as the sum (few steps watched yet), as it reads, or a site without
+    # a rate of its own (fmt.sync_rated): no rate, what was seen, as the sites' rows read
+    # then: "4.0 ±5.1" said nothing, and "2.0 ±2.0" over two sites "in 5 of 5 watched steps"
+    # gave the sum a rate its parts did not have
+    rated = round(err, 1) < round(per_step, 1) and all(
+        sync_rated(s.per_step, s.error, s.seen, s.every_step, s.watched) for s in sites
+    )
     watched = max((s.watched or 0) for s in sites)
     ev = [
         (
