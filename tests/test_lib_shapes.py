@@ -130,14 +130,15 @@ def test_a_checkpoint_written_from_memory_then_a_validation(runs) -> None:
     cps = [e for e in passes if e.kind == "checkpoint"]
     evs = [e for e in passes if e.kind == "eval"]
     assert len(cps) == len(evs) == own["saves"] == 3, passes
-    for cp, ev, want_cp, want_ev in zip(cps, evs, own["checkpoint_s"], own["eval_s"],
-                                        strict=True):  # fmt: skip
+    for cp, ev, want_cp, want_ev, wait in zip(cps, evs, own["checkpoint_s"], own["eval_s"],
+                                              own["checkpoint_wait_s"], strict=True):  # fmt: skip
         # the job's timers and perftop's part between the file's write and the first
         # batch (a preemption there, on a loaded host, is the checkpoint's here); the
-        # two together as long as the job's
-        assert want_cp - 0.002 <= cp.length <= want_cp + 0.02, (cps, own)
+        # two together as long as the job's. The job's timer starts before torch.save,
+        # perftop's at its writer: less by what the job waited for a core (CI: 9 of 23 ms)
+        assert want_cp - 0.002 - wait <= cp.length <= want_cp + 0.02, (cps, own)
         assert want_ev - 0.02 <= ev.length <= want_ev + 0.003, (evs, own)
-        assert abs(cp.length + ev.length - want_cp - want_ev) <= 0.006, (cps, evs, own)
+        assert abs(cp.length + ev.length - want_cp - want_ev) <= 0.006 + wait, (cps, evs, own)
         assert abs(ev.t0 - (cp.t0 + cp.length)) < 1e-6, (cp, ev)  # where the write ended
 
 

@@ -205,7 +205,7 @@ def save_file_then_eval():
             own["steps"] += 1
         if epoch == 3:
             break
-        t = time.perf_counter()
+        q, t = run_delay(), time.perf_counter()
         with io.BytesIO() as f:  # 2 MiB of weights, then the file
             torch.save({"model": model.state_dict(), "opt": opt.state_dict()}, f)
             with open(path, "wb") as out:
@@ -213,6 +213,7 @@ def save_file_then_eval():
         own["saves"] += 1
         t1 = time.perf_counter()
         own["checkpoint_s"].append(t1 - t)
+        own["checkpoint_wait_s"].append(run_delay() - q)
         for x, _ in val:
             with torch.no_grad():
                 model(x)
