@@ -30,3 +30,15 @@ def test_none_and_a_counter_that_goes_back() -> None:
     w.add(5.0, 1.0)  # went back: another process's counter
     w.add(9.0, 2.0)
     assert w.share() == 0.25 and w.share_avg() == 0.25
+
+
+def test_another_threads_counter_starts_afresh() -> None:
+    """The probe reads a training thread's counter once the hook named it (a Ray Train
+    worker's): a higher count than the main thread's is no wait between the two ticks."""
+    w = CoreWait()
+    w.add(0.0, 1.0)
+    w.add(4.0, 1.2)  # the main thread, in a join: 5%
+    assert w.share() == 0.05
+    w.add(5.0, 3.0, tid=42)  # the training thread's own counter from its start
+    w.add(9.0, 5.0, tid=42)
+    assert w.share() == 0.5 and w.share_avg() == 0.5

@@ -23,7 +23,8 @@ from typing import Any
 
 import pytest
 
-from perftop.events import HookClose, Step
+from perftop.events import HookClose, ProcSample, Step, TrainThread
+from perftop.events.probes import proc_row
 from perftop.recording import read_events
 from tests.helpers import WORKLOADS, needs, perftop
 
@@ -159,3 +160,15 @@ def test_rays_processes_are_named_in_the_processes_table(run) -> None:
         assert labels[str(w["pid"])].startswith("ray::"), table
     assert labels[str(own["driver"])] == "ray_train.py", table
     assert {"raylet", "gcs_server"} <= set(labels.values()), table
+
+
+def test_each_workers_wait_for_a_core_is_its_training_threads(run) -> None:
+    """Ray Train runs the training function on a thread of its own; the worker's main thread
+    waits in the actor's event loop. The hook names that thread and the process probe reads
+    its wait for a core (it read the main thread's, which trains nothing)."""
+    told = {e.pid: e.tid for e in run["events"] if isinstance(e, TrainThread)}
+    for w in run["own"]["workers"]:
+        assert told.get(w["pid"]) == w["tid"] != w["pid"], (told, w)
+        rows = [r for e in run["events"] if isinstance(e, ProcSample)
+                for r in map(proc_row, e.rows) if r is not None and r["pid"] == w["pid"]]  # fmt: skip
+        assert any(r["wait_tid"] == w["tid"] and r["cpu_wait_s"] is not None for r in rows), rows

@@ -10,22 +10,31 @@ import subprocess
 import sys
 import time
 
-from perftop.events import Step
+import pytest
+
+from perftop.events import ProcSample, Step, TrainThread
+from perftop.events.probes import proc_row
 from perftop.model import Session
 from perftop.monitor.jobenv import RunConfig
 from perftop.monitor.runner import Job
 from perftop.monitor.stall import StallWatch
 from perftop.probes import make_sources
 from perftop.probes.alive import alive
+from perftop.recording import read_events
 from perftop.report.build import build_report, session_from_file
 from tests.helpers import WORKLOADS, perftop, run_and_report
 
 
-def test_a_stalled_step_shows_the_slow_function_and_the_workers(tmp_path):
-    proc, rep = run_and_report(
-        tmp_path, sys.executable, str(WORKLOADS / "stall_train.py"), "30", "12", "3.5"
-    )
+@pytest.mark.parametrize("where", ["main", "thread"])
+def test_a_stalled_step_shows_the_slow_function_and_the_workers(tmp_path, where):
+    """On the main thread, and on a thread of its own while the main thread waits in a join
+    (a Ray Train worker's shape): the stall's stacks are the training thread's, and so is
+    the job's wait for a core (it read the main thread's join and its imports)."""
+    args = ("30", "12", "3.5") + (("thread",) if where == "thread" else ())
+    proc, rep = run_and_report(tmp_path, sys.executable, str(WORKLOADS / "stall_train.py"), *args)
     assert proc.returncode == 0, proc.stderr
+    if where == "thread":
+        _waits_are_the_training_threads(tmp_path / "r.perftop", proc.stdout)
     # Once per stall. (A loaded machine may also catch the wind-down after the last
     # step, DataLoader shutdown and interpreter exit, as a later "stall": not step 12.)
     ours = [s for s in rep["stalls"] if s["step"] == 12]
@@ -41,7 +50,24 @@ def test_a_stalled_step_shows_the_slow_function_and_the_workers(tmp_path):
     assert len(by_role["worker"]) == 2  # the workers' frames too
     assert all(any(f["function"] == "_worker_loop" for f in w["frames"]) for w in by_role["worker"])
     text = perftop("report", str(tmp_path / "r.perftop"), cwd=tmp_path).stdout
-    assert "stall_train.py:25 save_checkpoint_slowly" in text
+    assert "stall_train.py:29 save_checkpoint_slowly" in text
+
+
+def _waits_are_the_training_threads(rec, out: str) -> None:
+    """The hook named the training thread; the process probe read that thread's counter
+    from then on (never more than the job's own last read of it, never going back)."""
+    said = dict(line.split() for line in out.splitlines() if line.startswith("train_"))
+    tid, final = int(said["train_tid"]), float(said["train_wait"])
+    events = list(read_events(rec))
+    told = [e for e in events if isinstance(e, TrainThread)]
+    assert [e.tid for e in told] == [tid], told
+    pid = told[0].pid
+    rows = [r for e in events if isinstance(e, ProcSample) for r in map(proc_row, e.rows)
+            if r is not None and r["pid"] == pid]  # fmt: skip
+    # (none once the thread ended: the process lives on, its main thread's is not read)
+    waits = [w for r in rows if r["wait_tid"] == tid and (w := r["cpu_wait_s"]) is not None]
+    assert len(waits) >= 3, rows
+    assert waits == sorted(waits) and waits[-1] <= final + 1e-3, (waits, final)
 
 
 def test_stall_watch_fires_once_per_stall_and_only_past_both_thresholds():

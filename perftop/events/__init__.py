@@ -22,6 +22,7 @@ from perftop.events.core import (
     SessionStart,
     Step,
     StepGpu,
+    TrainThread,
 )
 from perftop.events.fleet import NodeLink, NodeScope
 from perftop.events.probes import (
@@ -73,6 +74,7 @@ __all__ = [
     "StepGpu",
     "SyncBatch",
     "SyncInfo",
+    "TrainThread",
     "WorkerStats",
     "decode",
     "event",

@@ -57,6 +57,18 @@ class HookClose(Event):
     pid: int
 
 
+@event("train_thread")
+class TrainThread(Event):
+    """The training loop of ``pid`` runs on thread ``tid`` (its native id), not on the
+    main thread (a Ray Train worker's training function, a trainer a GUI starts), or back
+    on it (``tid == pid``). The monitor reads that thread's wait for a core and its stacks
+    in a stall: the main thread of such a process waits in a join or an event loop."""
+
+    t: float
+    pid: int
+    tid: int
+
+
 @event("step")
 class Step(Event):
     """One training step of one process, with where its time went.

@@ -30,11 +30,14 @@ PROC_FIELDS = (
     "io_read",  # bytes read from storage during dt (None: not permitted)
     "io_write",
     "cpu_s",  # user + system CPU seconds since the process started (a counter's source)
-    # seconds its main thread has waited for a core since it started (run-queue delay,
-    # /proc/PID/schedstat); None where the kernel keeps none
+    # seconds its main thread (or wait_tid) has waited for a core since it started
+    # (run-queue delay, /proc/PID/schedstat); None where the kernel keeps none
     "cpu_wait_s",
     "cpus",  # the CPUs it may run on (its affinity: "0-3,8"); None where the OS will not say
     "cpu_quota",  # cores its cgroup's CPU limit allows (1.5); None: no limit, or unread
+    # the thread cpu_wait_s is of where not the main thread: its training thread (the
+    # hook's TrainThread); another counter than the main thread's, from its own start
+    "wait_tid",
 )
 
 # One row of GpuSample.devices.
@@ -163,7 +166,8 @@ def _gpu_procs(v: Any) -> Any:
 # What each field of a row must be; a value that is not (a row is a tuple of JSON values
 # in an event's types: a node's or a damaged writer's may hold anything) reads as N/A.
 _PROC = tuple(zip(PROC_FIELDS, (_int, _int, _str, _str, _num, _int, _int, _int, _int, _int,
-                                 _int, _int, _int, _num, _num, _str, _num), strict=True))  # fmt: skip
+                                 _int, _int, _int, _num, _num, _str, _num, _int),
+                  strict=True))  # fmt: skip
 _GPU = tuple(zip(GPU_FIELDS, (_int, _str, _str, _num, _num, _num, _int, _int, _num, _num, _num,
                               _num, _num, _num, _names, _gpu_procs), strict=True))  # fmt: skip
 

@@ -3,7 +3,7 @@
 On a shared machine another user's job (or a forgotten one of the user's) can take the
 cores the training process needs: its steps slow down and nothing of the job's own says
 why (no data wait, no sync; the CPU share just drops). What proves it is the kernel's
-run-queue delay of the training process's main thread (``ProcRow.core_wait_share``: the
+run-queue delay of the training process's training thread (``ProcRow.core_wait_share``: the
 share of wall time it was runnable with no core free), beside the host's busy cores less
 the job's and perftop's own. Where the job's own threads are more than the cores, that is
 ``cpu-oversubscribed`` (memory.py), not this.
@@ -49,7 +49,7 @@ def cpu_contention(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     )
     ev = [
         f"the training process (pid {trainer.pid}) waited for a core {fraction(wait)} of the "
-        "time: runnable, with no core free (its main thread's run-queue delay)",
+        "time: runnable, with no core free (its training thread's run-queue delay)",
         f"{where}: other processes use {others:.1f} cores, the job {job:.1f}"
         + (f", perftop {mon / 100.0:.2f}" if mon is not None else ""),
     ]

@@ -7,11 +7,20 @@ import math
 import os
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-from perftop.events import Between, BetweenOpen, CaptureAsk, Event, Hello, HookClose
+from perftop.events import (
+    Between,
+    BetweenOpen,
+    CaptureAsk,
+    Event,
+    Hello,
+    HookClose,
+    TrainThread,
+)
 from perftop.hook import impl
 from perftop.hook.sender import Sender, debug
 
@@ -71,6 +80,8 @@ class HookState:
         self.sender.on_due = self.due
         self.sender.on_tick = self.tick
         self.trained_out = False  # the training thread ended: its steps all went out
+        self.thread_said = 0  # the training thread's ident the monitor was last told of
+        self.native_said = 0  # ... and its native id told (0: none, the main thread)
         self.handles: list[Any] = []  # torch hook handles (have .remove())
         self.undo: list[Callable[[], None]] = []
         self.errors: dict[str, int] = {}
@@ -80,6 +91,11 @@ class HookState:
         # say them (rank_watch.py); a forked child's Hello is its own
         self.place: tuple[int, int, int] | None = None
         os.register_at_fork(after_in_child=self.tracker.reset)
+        os.register_at_fork(after_in_child=self.forked)
+
+    def forked(self) -> None:
+        """A forked child's training thread is its own, told afresh."""
+        self.thread_said = self.native_said = 0
 
     def arm(self) -> bool:
         """Whether a monitor answers on the socket, asked once (a non-blocking connect).
@@ -178,11 +194,26 @@ class HookState:
         ends (``HookClose``): the process idling from now on is no stalled step, and a
         kill later cuts nothing short."""
         tr = self.tracker
+        if tr.thread != self.thread_said and tr.thread:
+            self.say_thread(tr.thread)
         if self.trained_out or not tr.thread or tr.thread in sys._current_frames():
             return
         self.trained_out = True
         tr.flush()
         self.sender.put(HookClose(time.time(), self.sender.pid))
+
+    def say_thread(self, ident: int) -> None:
+        """The training thread is ``ident`` now (the sender thread's tick, once a change):
+        the monitor is told its native id where it is not the main thread, or is again.
+        Only the threading module knows a thread's native id from another thread; one it
+        does not list (started outside it, never asked for its current thread) is not told."""
+        self.thread_said = ident
+        native = next((t.native_id for t in threading.enumerate() if t.ident == ident), None)
+        pid = self.sender.pid
+        if native is None or (native == pid and self.native_said in (0, pid)):
+            return
+        self.native_said = native
+        self.sender.put(TrainThread(time.time(), pid, native), urgent=True)
 
     def due(self, t: float) -> None:
         """The sender's next send on the training thread (perf_counter; INF: none)."""

@@ -28,6 +28,7 @@ from perftop.events import (
     Step,
     StepGpu,
     SyncBatch,
+    TrainThread,
 )
 from perftop.model.between import OVERLAPPED
 from perftop.model.snapshot import Loader, Meta, NoteRow, OutputLine, StepStats, Trainer
@@ -89,7 +90,7 @@ MAX_UNPLACED = 8  # a process's latest loaders that an interval's end may yet pl
 
 
 class StepsReducer:
-    handles = (Hello, Step, StepGpu, LoaderInfo, Between, SyncBatch, Note, HookClose)
+    handles = (Hello, Step, StepGpu, LoaderInfo, Between, SyncBatch, Note, HookClose, TrainThread)
 
     def __init__(self) -> None:
         self.series: dict[int, StepSeries] = {}
@@ -129,6 +130,10 @@ class StepsReducer:
                 s.add_gpu(ev)
         elif isinstance(ev, HookClose):
             self.closed.add(ev.pid)
+        elif isinstance(ev, TrainThread):
+            t = self.trainers.get(ev.pid)
+            if t is not None:
+                self.trainers[ev.pid] = replace(t, train_tid=ev.tid if ev.tid != ev.pid else None)
         elif isinstance(ev, Hello) and ev.worker_id is None:  # workers are not trainers
             if ev.closes:
                 self.closing.add(ev.pid)
@@ -143,6 +148,8 @@ class StepsReducer:
                 ev.device,
                 ev.torch_version,
                 ev.torch_threads,
+                # a hook that connects again (its monitor's socket came back) says it once
+                known.train_tid if (known := self.trainers.get(ev.pid)) is not None else None,
             )
         elif isinstance(ev, Note):
             if ev.text in (DATA_WAIT_NOTE, DATA_WAIT_NOTE_V1) and ev.source.startswith("hook:"):

@@ -51,8 +51,9 @@ class ProcRow:
     uss_growth_bps: float | None = None
     first_t: float | None = None  # when the probes first and last saw it (wall time)
     last_t: float | None = None
-    # the share of wall time its main thread waited for a core (run-queue delay), over the
-    # last ~10 s and over all the time it was seen (trends.py); None where not kept
+    # the share of wall time its main thread (its training thread, where the hook saw it
+    # train on another) waited for a core (run-queue delay), over the last ~10 s and over
+    # all the time it was seen (trends.py); None where not kept
     core_wait_share: float | None = None
     core_wait_share_avg: float | None = None
     cpus: str | None = None  # the CPUs it may run on ("0-3,8": its affinity); None: not said

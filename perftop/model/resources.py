@@ -115,7 +115,7 @@ class ProcessesReducer:
                 while recent[0][0] < ev.t - GROWTH_SPAN_S:
                     recent.popleft()
             p.io_r, p.io_w = _add(p.io_r, r["io_read"]), _add(p.io_w, r["io_write"])
-            p.wait.add(ev.t, r["cpu_wait_s"])
+            p.wait.add(ev.t, r["cpu_wait_s"], r["wait_tid"])
             p.row = ProcRow(
                 pid=pid,
                 ppid=r["ppid"],

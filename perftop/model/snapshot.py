@@ -151,6 +151,9 @@ class Trainer:
     device: str
     torch_version: str
     torch_threads: int | None = None  # torch.get_num_threads() as the hook connected
+    # the native id of the thread its training loop runs on, where not the main thread
+    # (TrainThread): its wait for a core and its stacks in a stall are read there
+    train_tid: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,10 +1,11 @@
 """A process's figures over its latest samples: its private memory's steady growth, and
 its wait for a core.
 
-The wait for a core is the share of wall time its main thread was runnable but
-not running (the kernel's run-queue delay, which the process probe reads as a counter from
-``/proc/PID/schedstat``), over the latest :data:`WAIT_SPAN_S` and over all the time it
-was seen. On a host whose cores other work holds, that is time the training loop stood
+The wait for a core is the share of wall time its main thread (a training process's
+training thread, where that is another) was runnable but not running (the kernel's
+run-queue delay, which the process probe reads as a counter from ``/proc/PID/schedstat``),
+over the latest :data:`WAIT_SPAN_S` and over all the time it was seen since the probe
+last began to read another thread. On a host whose cores other work holds, that is time the training loop stood
 still without waiting for anything of its own: its CPU share alone cannot tell that from a
 loop that waits on data or the GPU.
 """
@@ -23,17 +24,23 @@ WAIT_MIN_S = 2.0  # ... once they span this long: a share over less is none
 
 
 class CoreWait:
-    __slots__ = ("recent", "first")
+    __slots__ = ("recent", "first", "tid")
 
     def __init__(self) -> None:
         self.recent: deque[tuple[float, float]] = deque()  # (t, seconds waited so far)
         self.first: tuple[float, float] | None = None
+        self.tid: int | None = None  # the thread the counter is of (None: the main thread)
 
-    def add(self, t: float, waited: float | None) -> None:
-        """A probe tick's counter (None: not kept by this kernel, nothing added)."""
+    def add(self, t: float, waited: float | None, tid: int | None = None) -> None:
+        """A probe tick's counter (None: not kept by this kernel, nothing added), of thread
+        ``tid`` (None: the main thread): another thread's counter starts afresh."""
         if waited is None:
             return
         recent = self.recent
+        if tid != self.tid:
+            self.tid = tid
+            recent.clear()
+            self.first = None
         if recent and (waited < recent[-1][1] or t <= recent[-1][0]):
             recent.clear()  # a counter that went back is another's (or a damaged row)
             self.first = None

@@ -93,7 +93,7 @@ class StackSampler:
         events: list[Event] = []
         for pid in chosen:
             try:
-                frames, name, idle = stacks.main_thread(pid, stacks.dump(pid))
+                frames, name, idle = stacks.pick_thread(pid, stacks.dump(pid))
             except stacks.StackError as exc:
                 if not psutil.pid_exists(pid):
                     continue

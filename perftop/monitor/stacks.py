@@ -74,10 +74,16 @@ def dump(pid: int, *, blocking: bool = False, timeout: float = DUMP_TIMEOUT_S) -
     return data if isinstance(data, list) else []
 
 
-def main_thread(pid: int, threads: list[Any]) -> tuple[tuple[StackFrame, ...], str, bool]:
-    """The thread that matters most: the process's main thread (its tid is its pid),
-    else the first one. Returns (frames innermost first, thread name, idle)."""
-    pick = next((t for t in threads if t.get("os_thread_id") == pid), None)
+def pick_thread(
+    pid: int, threads: list[Any], tid: int | None = None
+) -> tuple[tuple[StackFrame, ...], str, bool]:
+    """The thread that matters most: the process's training thread where its hook named one
+    (``tid``: a Ray Train worker's training function; its main thread waits in an event
+    loop), else its main thread (its tid is its pid), else the first one. Returns (frames
+    innermost first, thread name, idle)."""
+    pick = next((t for t in threads if t.get("os_thread_id") == (tid or pid)), None)
+    if pick is None and tid is not None:
+        pick = next((t for t in threads if t.get("os_thread_id") == pid), None)
     if pick is None and threads:
         pick = threads[0]
     if pick is None:

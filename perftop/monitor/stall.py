@@ -89,7 +89,7 @@ class StallWatch:
         pids += [(p.pid, p.role) for p in snap.roles if p.role in DUMP_ROLES and p.pid != pid]
         threading.Thread(
             target=self._capture,
-            args=(pid, last.index + 1, now - stuck, typical or 0.0, pids, during),
+            args=(pid, last.index + 1, now - stuck, typical or 0.0, pids, during, _threads(snap)),
             name="perftop-stall",
             daemon=True,
         ).start()
@@ -114,7 +114,15 @@ class StallWatch:
             ]
             threading.Thread(
                 target=self._capture,
-                args=(waiting, last + 1, h.t_created, h.threshold_s, pids, "collective"),
+                args=(
+                    waiting,
+                    last + 1,
+                    h.t_created,
+                    h.threshold_s,
+                    pids,
+                    "collective",
+                    _threads(snap),
+                ),  # fmt: skip
                 name="perftop-stall",
                 daemon=True,
             ).start()
@@ -128,7 +136,10 @@ class StallWatch:
         median: float,
         pids: list[tuple[int, str]],
         during: str = "",
+        threads: dict[int, int] | None = None,
     ) -> None:
+        """Each process's stacks (its training thread's where ``threads`` names one)."""
+        threads = threads or {}
         try:
             t_dump = time.time()  # the stalled process first: its stacks are read from here
             got: list[Any] = []
@@ -140,7 +151,8 @@ class StallWatch:
                 if not stacks.in_job(self.root, p):
                     continue  # never dump a process outside the job
                 try:
-                    frames, _name, _idle = stacks.main_thread(p, stacks.dump(p, blocking=True))
+                    dump = stacks.dump(p, blocking=True)
+                    frames, _name, _idle = stacks.pick_thread(p, dump, threads.get(p))
                 except stacks.StackError as exc:
                     text = stacks.permission_advice(p) if exc.permission else str(exc)
                     refused = refused or exc.permission
@@ -186,3 +198,9 @@ def _hang_after(snap: Snapshot, pid: int, kind: str) -> float:
 def _role(snap: Snapshot, pid: int) -> str:
     r = snap.role_of(pid)
     return r.role if r is not None else "main"
+
+
+def _threads(snap: Snapshot) -> dict[int, int]:
+    """pid -> its training thread's native id, where its hook saw it train on another than
+    the main thread (whose stacks would show a join or an event loop, not the stall)."""
+    return {t.pid: t.train_tid for t in snap.trainers if t.train_tid is not None}

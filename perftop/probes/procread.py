@@ -97,12 +97,14 @@ def read_memory(p: psutil.Process, caps: PlatformCaps) -> tuple[int | None, int 
     return uss, pss, swap
 
 
-def read_run_delay(pid: int) -> float | None:
-    """Seconds the process's main thread has spent runnable and waiting for a core (the
-    run-queue delay the scheduler keeps: ``/proc/PID/schedstat``'s second field; psutil has
-    no such figure); None where this kernel does not keep it or the process is gone."""
+def read_run_delay(pid: int, tid: int | None = None) -> float | None:
+    """Seconds the process's main thread (or its thread ``tid``) has spent runnable and
+    waiting for a core (the run-queue delay the scheduler keeps: ``/proc/PID/schedstat``'s
+    second field; psutil has no such figure); None where this kernel does not keep it or
+    the process or thread is gone."""
+    path = f"/proc/{pid}/schedstat" if tid is None else f"/proc/{pid}/task/{tid}/schedstat"
     try:
-        with open(f"/proc/{pid}/schedstat", "rb") as f:
+        with open(path, "rb") as f:
             fields = f.read(128).split()
         return int(fields[1]) / 1e9
     except (OSError, IndexError, ValueError):

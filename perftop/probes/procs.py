@@ -132,6 +132,10 @@ class ProcProbe:
         self._last_mono: float | None = None
         self._ticks = 0
         self._stride = 1
+        # pid -> the native id of its training thread where the hook saw it run on another
+        # than the main one (ThreadWatch sets it, a new dict each time): its wait for a core
+        # is read there
+        self.threads: dict[int, int] = {}
 
     def sample(self, t: float) -> list[Event]:
         now = time.monotonic()
@@ -240,7 +244,8 @@ class ProcProbe:
             rss = _optional(lambda: p.memory_info().rss)
             io = _optional(p.io_counters)
             io_now = None if io is None else (io.read_bytes, io.write_bytes)
-            wait = read_run_delay(p.pid)  # beside its CPU time: one interval for both
+            tid = self.threads.get(p.pid)  # its training thread, where not the main one
+            wait = read_run_delay(p.pid, tid)  # beside its CPU time: one interval for both
         cpus = read_affinity(p.pid)
         if tr.quota_ticks % QUOTA_EVERY == 0:
             tr.quota = read_cpu_quota(p.pid)
@@ -286,4 +291,5 @@ class ProcProbe:
             None if wait is None else round(wait, 4),
             cpus,
             tr.quota,
+            tid,
         )

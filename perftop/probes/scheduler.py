@@ -172,6 +172,23 @@ class WorkerWatch:
             self.source.wake()
 
 
+class ThreadWatch:
+    """A snapshot subscriber that gives the process probe each training process's training
+    thread where its hook saw it train on another than the main thread (``Trainer.train_tid``:
+    a Ray Train worker's training function runs on a thread of its own): its wait for a
+    core is read there, not on a main thread that waits in a join or an event loop."""
+
+    background_ok = True  # the figure goes on whether the TUI shows it or not
+
+    def __init__(self, probe: Any) -> None:
+        self.probe = probe
+
+    def __call__(self, snap: Any) -> None:
+        threads = {t.pid: t.train_tid for t in snap.trainers if t.train_tid is not None}
+        if threads != self.probe.threads:
+            self.probe.threads = threads  # a new dict: the probe's thread reads one or the other
+
+
 def make_sources(interval_s: float = 1.0, nvml: Any | None = None, gpu: bool = True):
     """The runner source factory: ``Job(cfg, sources=[make_sources(cfg.interval_s)])``."""
     check_interval(interval_s)
@@ -181,11 +198,13 @@ def make_sources(interval_s: float = 1.0, nvml: Any | None = None, gpu: bool = T
         from perftop.probes.host import HostProbe
         from perftop.probes.procs import ProcProbe
 
-        probes: list[Probe] = [ProcProbe(job.pid), HostProbe()]
+        procs = ProcProbe(job.pid)
+        probes: list[Probe] = [procs, HostProbe()]
         if gpu:
             probes.append(GpuProbe(nvml))
         src = ProbeSource(job.hub.submit, probes, interval_s)
         job.hub.snapshot_subscribers.append(WorkerWatch(src))
+        job.hub.snapshot_subscribers.append(ThreadWatch(procs))
         return src
 
     return make

@@ -110,9 +110,9 @@ def processes_table(procs: list[dict[str, Any]], loaders: Sequence[dict[str, Any
     )  # fmt: skip
     if waits:
         rows += (
-            "\n  core wait: the share of the time seen that the process's main thread was "
-            "runnable and not running: no core free, or its cgroup's CPU limit spent (the "
-            "kernel's run-queue delay)"
+            "\n  core wait: the share of the time seen that the process's main thread (a "
+            "training process's training thread) was runnable and not running: no core "
+            "free, or its cgroup's CPU limit spent (the kernel's run-queue delay)"
         )
     if any(unseen(p) for p in procs):
         rows += (

@@ -3,7 +3,7 @@
 collate_fn that takes 2 ms a batch and times itself.
 
 Its own counters, one JSON line on stdout at the end: per worker its pid, the rank and world
-size Ray set in its environment, its steps (optimizer updates), each epoch's time, each
+size Ray set in its environment, the thread its training function ran on, its steps (optimizer updates), each epoch's time, each
 batch's fetch and the collate calls and time within it, the all-reduces DDP made (buckets a
 step, times steps), and the time its training function returned. ``python ray_train.py OUT_DIR``."""
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -84,6 +85,7 @@ def train_fn(config: dict) -> None:
         report_s.append(time.perf_counter() - t)
     own = {
         "pid": os.getpid(),
+        "tid": threading.get_native_id(),  # Ray Train runs this function on a thread of its own
         "rank": ctx.get_world_rank(),
         "world_size": ctx.get_world_size(),
         "env_rank": os.environ.get("RANK"),

@@ -1,7 +1,11 @@
 """A CPU training with 2 DataLoader workers whose step STALL_AT sleeps in a named slow
-function (a stand-in for a slow checkpoint) for STALL_S seconds."""
+function (a stand-in for a slow checkpoint) for STALL_S seconds. ``thread`` as the fourth
+argument: the loop runs on a thread of its own while the main thread waits in a join (a
+Ray Train worker's shape); it prints ``train_tid N``, the thread's native id, and at its
+end ``train_wait S``, the seconds that thread waited for a core (schedstat)."""
 
 import sys
+import threading
 import time
 
 import torch
@@ -25,7 +29,9 @@ def save_checkpoint_slowly(model):
     time.sleep(STALL_S)
 
 
-if __name__ == "__main__":
+def train():
+    if THREAD:
+        print("train_tid", threading.get_native_id(), flush=True)
     model = torch.nn.Linear(8, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     for i, (x, y) in enumerate(DataLoader(Data(), batch_size=4, num_workers=2)):
@@ -36,4 +42,17 @@ if __name__ == "__main__":
         loss.backward()
         opt.step()
         time.sleep(0.02)
+    if THREAD:
+        with open(f"/proc/self/task/{threading.get_native_id()}/schedstat") as f:
+            print("train_wait", int(f.read().split()[1]) / 1e9, flush=True)
     print("trained", STEPS, flush=True)
+
+
+THREAD = sys.argv[4:] == ["thread"]
+if __name__ == "__main__":
+    if THREAD:
+        t = threading.Thread(target=train, name="trainer")
+        t.start()
+        t.join()
+    else:
+        train()
