@@ -17,14 +17,19 @@ from tests.helpers import WORKLOADS, run_and_report, spinning
 
 def test_the_last_checkpoint_keeps_its_waits_for_a_core(tmp_path) -> None:
     core = str(min(os.sched_getaffinity(0)))
-    with spinning((core, 0)):  # another user's process on the job's core, at its priority
+    # other users' processes on the job's core, at its priority (two: the job's third of
+    # the core leaves it waiting whatever else the host runs; with one, 0.26 s of 0.2 s on
+    # the CPU once, too little wait to tell)
+    with spinning((core, 0), (core, 0)):
         proc, rep = run_and_report(
             tmp_path, sys.executable, str(WORKLOADS / "final_checkpoint.py"), core
         )
     assert proc.returncode == 0, proc.stderr[-2000:]
     own = json.loads(proc.stdout.strip().splitlines()[-1])
     assert rep["steps"]["count"] == own["steps"] == 20
-    assert own["checkpoint_s"] >= 0.3, own  # the premise: it waited for its core
+    wait = own["checkpoint_wait_s"]
+    assert wait >= 0.1, own  # the premise: it waited for its core (the job's own schedstat)
     (cp,) = [e for e in read_events(tmp_path / "r.perftop") if isinstance(e, Between)]
     assert cp.kind == "checkpoint"
-    assert 0.85 * own["checkpoint_s"] <= cp.length <= own["checkpoint_s"] + 0.05, (cp, own)
+    # all of it but a part of those waits at most (taken for idle, it lost all of them)
+    assert own["checkpoint_s"] - wait / 3 <= cp.length <= own["checkpoint_s"] + 0.05, (cp, own)
