@@ -38,7 +38,7 @@ def cpu_throttled(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
         f"the job's cgroup may use {quota:g} cores (its CPU limit: cpu.max, or the CFS quota "
         f"over its period; the host has {count(jc.host, 'core')}), and the job uses {job:.1f}",
         f"the training process (pid {trainer.pid}) waited to run {fraction(wait)} of the "
-        "time: runnable, stopped until the next period (its training thread's run-queue delay)",
+        "time, held until the next period (its training thread's run-queue delay)",
     ]
     if threads is not None:
         ev.append(
