@@ -81,7 +81,19 @@ def run_and_report(
     proc = perftop("run", "--headless", "--record", str(rec), "--", *cmd, cwd=tmp_path)
     rep = perftop("report", "--json", str(rec), cwd=tmp_path)
     assert rep.returncode == 0, rep.stderr
-    return proc, json.loads(rep.stdout)
+    out = json.loads(rep.stdout)
+    assert not internal_errors(out), internal_errors(out)
+    return proc, out
+
+
+def internal_errors(rep: dict[str, Any]) -> list[str]:
+    """The notes of a report that say perftop itself failed (a hook's error, the session
+    model's): every real run of the suite has none, whatever else it checks."""
+    return [
+        n["text"]
+        for n in rep.get("notes", ())
+        if n["text"].startswith("perftop hook error") or "session model failed" in n["text"]
+    ]
 
 
 # Another user's busy process: a session of its own (Linux's autogroup weighs it as another

@@ -7,6 +7,7 @@ from __future__ import annotations
 from statistics import median
 from typing import Any
 
+from tests.helpers import internal_errors
 from tests.zoo.parts import Spec, between_steps
 
 # name -> what it checks
@@ -73,6 +74,7 @@ def _common(spec: Spec, plain: dict, own: dict, rep: dict) -> list[tuple[str, st
         out.append(("same_result", f"checksum {own['checksum']!r} != {plain['checksum']!r}"))
     if rep["steps"]["count"] != own["steps"]:
         out.append(("steps", f"perftop {rep['steps']['count']} != the loop's {own['steps']}"))
+    out += [("internal", text) for text in internal_errors(rep)]  # perftop itself failed
     # a pass after the last step: a final one, or a periodic one the last iteration made
     final = spec.final or any(i >= spec.steps - 1 for i, *_ in own["passes"])
     out += _stack(own, plain, rep, final)
