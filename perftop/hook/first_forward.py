@@ -101,6 +101,7 @@ class FirstForward(PassMode):
         self.ev: tuple[float, float, Any] | None = None  # an eval-mode candidate (pass_mode)
         self.ev_at = (0, False, False)
         self.by_mode = False  # the open pass was one
+        self.chained = False  # the candidate began where a pass ended
 
     def arm(self) -> None:
         """Starts the wait (again, where armed already: a new step's) on the training
@@ -225,7 +226,7 @@ class FirstForward(PassMode):
                 return
             self.resumed(t)
             if tr.region is None:
-                self.mode_begin(module, tr, t)  # an eval-mode rollout right after the pass
+                self.mode_begin(module, tr, t, True)  # an eval-mode rollout right after it
             return
         cand = tr.cand
         if cand is not None and cand[0] is self:  # a batch pends, and this hook's forward

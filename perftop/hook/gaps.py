@@ -303,9 +303,13 @@ def training(tr: Tracker, t: float) -> bool:
     return ended
 
 
-def region_enter(tr: Tracker, ctx: Any, t: float, site: Any = None) -> None:
+def region_enter(tr: Tracker, ctx: Any, t: float, site: Any = None, chained: bool = False) -> None:
     """A ``no_grad`` region entered with grad on at ``t`` (module docstring); ``site``:
-    where, when known already (a rollout in eval mode opens later: pass_mode.py)."""
+    where, when known already (a rollout in eval mode opens later: pass_mode.py).
+    ``chained``: where a pass ended (a rollout right after an evaluation). A rollout's site
+    between iterations is a pass, however much of the step another optimizer's work holds:
+    an actor-critic's rollout after its second optimizer's step, every iteration, was the
+    step's own work from its second on (met in the step before)."""
     if tr.thread == 0 or (tr.in_gap and not tr.save_alone) or tr.pend or tr.in_opt is not None:
         return  # before training (a model's init), inside an optimizer step (LBFGS's)
     if site is None:
@@ -318,7 +322,9 @@ def region_enter(tr: Tracker, ctx: Any, t: float, site: Any = None) -> None:
     kind = EVAL  # what the pass is said to be while it runs (its end says what it was)
     if tr.closure_s > 0.0 and not inside:
         per_step = False  # between a closure optimizer's steps: no training there
-    elif not inside and site in getattr(ctx, "rollout_sites", ()):
+    elif (not inside or chained or after_other_optimizer(tr)) and site in getattr(
+        ctx, "rollout_sites", ()
+    ):
         per_step, kind = False, ROLLOUT  # a rollout's site (pass_meter): an environment's
     elif last is None:
         per_step = inside and index == 0  # first met in the first step: its own work
@@ -366,3 +372,10 @@ def region_exit(tr: Tracker, t: float) -> None:
         ):
             tr.on_arm()
     tr.region = None
+
+
+def after_other_optimizer(tr: Tracker) -> bool:
+    """Nothing happened since another optimizer's step (its end, the mark's t1, is the
+    last thing training did): an iteration of several optimizers may have ended there."""
+    mark = tr.mark
+    return mark is not None and mark[1] == tr.last_end

@@ -38,15 +38,18 @@ class PassMode(PassOpen):
     ev: tuple[float, float, Any] | None  # the candidate's first module call: wall, CPU, site
     ev_at: tuple[int, bool, bool]  # the tracker's step, fetch and backward seen then
     by_mode: bool  # the open pass was a candidate: eval-mode forwards with grad on are its
+    chained: bool  # the candidate began where a pass ended (mode_begin)
 
-    def mode_begin(self, module: Any, tr: Any, t: float) -> bool:
+    def mode_begin(self, module: Any, tr: Any, t: float, chained: bool = False) -> bool:
         """The first module call since the step's end, grad on, at ``t``: True where it is
         a candidate (its module in eval mode, an environment library imported, between
-        steps, at a site that was no step's own work and may still step an environment)."""
+        steps, at a site that was no step's own work and may still step an environment).
+        ``chained``: the call that ended a pass (its next one may begin here, between
+        iterations as it was, whatever training did before it)."""
         meter = self.meter
         if meter is None or getattr(module, "training", True) or not env_types():
             return False
-        if not self.may_begin(tr):
+        if not self.may_begin(tr, chained):
             return False
         site, name = gap_site.site()
         if site is None or site in self.step_sites:
@@ -55,7 +58,8 @@ class PassMode(PassOpen):
             return False  # looked at enough with no environment stepped: the step's own
         c, _ = cpu_wall()
         meter.start(t, site, name)  # (an environment library is imported: it looks)
-        self.late = _after_other_optimizer(tr) and tr.active()
+        self.late = (chained or _after_other_optimizer(tr)) and tr.active()
+        self.chained = chained
         self.ev = (t, c, site)
         self.ev_at = (tr.index, tr.has_fetch, tr.has_bwd)
         if meter.env:  # a rollout's site: a pass each time, from here
@@ -87,7 +91,7 @@ class PassMode(PassOpen):
         if (tr.index, tr.has_fetch, tr.has_bwd) != self.ev_at:
             self.disarm()  # training went on since (a batch, a backward): the step's own
             return
-        gaps.region_enter(tr, self, t, site)
+        gaps.region_enter(tr, self, t, site, self.chained)
         if tr.region is not self:  # not a pass here (the tracker's own rules)
             self.disarm()
             return

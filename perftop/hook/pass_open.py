@@ -13,6 +13,7 @@ from typing import Any
 
 from perftop.hook import gap_bounds, gap_forward, gap_site, gaps
 from perftop.hook.feeder_wait import FeederWait, _cpu
+from perftop.hook.gaps import after_other_optimizer as _after_other_optimizer
 from perftop.hook.pass_meter import ROLLOUT, switches
 from perftop.hook.steps import OPTIMIZER
 
@@ -148,17 +149,19 @@ class PassOpen(FeederWait):
                 self.step_sites.add(self.meter.site)
 
     @staticmethod
-    def may_begin(tr: Any) -> bool:
+    def may_begin(tr: Any, chained: bool = False) -> bool:
         """Whether a forward with grad off can begin a pass here: not before training, not
         inside one or inside an optimizer's step; not inside a step that an optimizer (or
         ``perftop.step()``) ends once it has begun (a teacher's forward, a target network),
         unless the last thing training did was another optimizer's step: an iteration of
         several optimizers, each after its own backward (SAC's three, a GAN's two), ended
         there, whichever of them closes steps (the first one seen), and what comes before
-        the next iteration's work is between iterations (SAC's rollouts)."""
+        the next iteration's work is between iterations (SAC's rollouts); or where a pass
+        ended at this forward (``chained``: a rollout right after an evaluation, whose
+        batches moved the last activity on, between iterations as it was)."""
         if tr.thread == 0 or (tr.in_gap and not tr.save_alone) or tr.in_opt is not None:
             return False  # (after a checkpoint's saves, an evaluation joins its pass)
-        if _after_other_optimizer(tr):
+        if chained or _after_other_optimizer(tr):
             return True
         return not (
             tr.running
@@ -166,10 +169,3 @@ class PassOpen(FeederWait):
             and (tr.has_bwd or tr.has_fetch or tr.mark is None)
             and tr.active()
         )
-
-
-def _after_other_optimizer(tr: Any) -> bool:
-    """Nothing happened since another optimizer's step (its end, the mark's t1, is the
-    last thing training did): an iteration of several optimizers may have ended there."""
-    mark = tr.mark
-    return mark is not None and mark[1] == tr.last_end
