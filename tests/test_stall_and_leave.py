@@ -50,7 +50,7 @@ def test_a_stalled_step_shows_the_slow_function_and_the_workers(tmp_path, where)
     assert len(by_role["worker"]) == 2  # the workers' frames too
     assert all(any(f["function"] == "_worker_loop" for f in w["frames"]) for w in by_role["worker"])
     text = perftop("report", str(tmp_path / "r.perftop"), cwd=tmp_path).stdout
-    assert "stall_train.py:29 save_checkpoint_slowly" in text
+    assert "stall_train.py:30 save_checkpoint_slowly" in text
 
 
 def _waits_are_the_training_threads(rec, out: str) -> None:

@@ -53,7 +53,6 @@ from perftop.hook.feeder_wait import RECENT, _cpu, _perf
 from perftop.hook.pass_meter import PassMeter, cpu_wall
 from perftop.hook.pass_mode import PassMode
 from perftop.hook.pass_narrow import Narrow
-from perftop.hook.pass_open import _after_other_optimizer
 from perftop.hook.prehook_slot import PreHookSlot
 from perftop.hook.state import HookState
 
@@ -249,7 +248,7 @@ class FirstForward(PassMode):
         elif self.may_pend(tr, t):
             return  # the batch before it pends: watching what comes next
         elif self.may_begin(tr):
-            self.late = _after_other_optimizer(tr) and tr.active()
+            self.late = gaps.after_other_optimizer(tr) and tr.active()
             tr.no_grad(True, self, t)
             if tr.region is self:
                 self.by_mode = False

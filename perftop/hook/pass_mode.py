@@ -28,7 +28,7 @@ from typing import Any
 
 from perftop.hook import gap_site, gaps
 from perftop.hook.pass_meter import cpu_wall, env_types
-from perftop.hook.pass_open import PassOpen, _after_other_optimizer
+from perftop.hook.pass_open import PassOpen
 
 
 class PassMode(PassOpen):
@@ -58,7 +58,7 @@ class PassMode(PassOpen):
             return False  # looked at enough with no environment stepped: the step's own
         c, _ = cpu_wall()
         meter.start(t, site, name)  # (an environment library is imported: it looks)
-        self.late = (chained or _after_other_optimizer(tr)) and tr.active()
+        self.late = (chained or gaps.after_other_optimizer(tr)) and tr.active()
         self.chained = chained
         self.ev = (t, c, site)
         self.ev_at = (tr.index, tr.has_fetch, tr.has_bwd)

@@ -13,7 +13,6 @@ from typing import Any
 
 from perftop.hook import gap_bounds, gap_forward, gap_site, gaps
 from perftop.hook.feeder_wait import FeederWait, _cpu
-from perftop.hook.gaps import after_other_optimizer as _after_other_optimizer
 from perftop.hook.pass_meter import ROLLOUT, switches
 from perftop.hook.steps import OPTIMIZER
 
@@ -161,7 +160,7 @@ class PassOpen(FeederWait):
         batches moved the last activity on, between iterations as it was)."""
         if tr.thread == 0 or (tr.in_gap and not tr.save_alone) or tr.in_opt is not None:
             return False  # (after a checkpoint's saves, an evaluation joins its pass)
-        if chained or _after_other_optimizer(tr):
+        if chained or gaps.after_other_optimizer(tr):
             return True
         return not (
             tr.running

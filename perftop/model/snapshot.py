@@ -310,6 +310,12 @@ class Snapshot:
                 return r
         return None
 
+    def train_threads(self) -> dict[int, int]:
+        """pid -> the native id of its training thread, where its hook saw it train on
+        another than the main thread (``Trainer.train_tid``): where the process probe reads
+        its wait for a core and a stall's capture its stacks."""
+        return {t.pid: t.train_tid for t in self.trainers if t.train_tid is not None}
+
     def independent_trainers(self) -> tuple[StepStats, ...]:
         """The training processes when a job has several that train apart, without ranks
         (hogwild: ``torch.multiprocessing`` processes on one shared model): each one's steps

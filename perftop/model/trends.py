@@ -37,12 +37,11 @@ class CoreWait:
         if waited is None:
             return
         recent = self.recent
-        if tid != self.tid:
+        # another thread's counter, or one that went back (another process's, or a damaged
+        # row): afresh
+        if tid != self.tid or (recent and (waited < recent[-1][1] or t <= recent[-1][0])):
             self.tid = tid
             recent.clear()
-            self.first = None
-        if recent and (waited < recent[-1][1] or t <= recent[-1][0]):
-            recent.clear()  # a counter that went back is another's (or a damaged row)
             self.first = None
         recent.append((t, waited))
         if self.first is None:

@@ -89,7 +89,15 @@ class StallWatch:
         pids += [(p.pid, p.role) for p in snap.roles if p.role in DUMP_ROLES and p.pid != pid]
         threading.Thread(
             target=self._capture,
-            args=(pid, last.index + 1, now - stuck, typical or 0.0, pids, during, _threads(snap)),
+            args=(
+                pid,
+                last.index + 1,
+                now - stuck,
+                typical or 0.0,
+                pids,
+                during,
+                snap.train_threads(),
+            ),
             name="perftop-stall",
             daemon=True,
         ).start()
@@ -121,7 +129,7 @@ class StallWatch:
                     h.threshold_s,
                     pids,
                     "collective",
-                    _threads(snap),
+                    snap.train_threads(),
                 ),  # fmt: skip
                 name="perftop-stall",
                 daemon=True,
@@ -198,9 +206,3 @@ def _hang_after(snap: Snapshot, pid: int, kind: str) -> float:
 def _role(snap: Snapshot, pid: int) -> str:
     r = snap.role_of(pid)
     return r.role if r is not None else "main"
-
-
-def _threads(snap: Snapshot) -> dict[int, int]:
-    """pid -> its training thread's native id, where its hook saw it train on another than
-    the main thread (whose stacks would show a join or an event loop, not the stall)."""
-    return {t.pid: t.train_tid for t in snap.trainers if t.train_tid is not None}

@@ -184,7 +184,7 @@ class ThreadWatch:
         self.probe = probe
 
     def __call__(self, snap: Any) -> None:
-        threads = {t.pid: t.train_tid for t in snap.trainers if t.train_tid is not None}
+        threads = snap.train_threads()
         if threads != self.probe.threads:
             self.probe.threads = threads  # a new dict: the probe's thread reads one or the other
 
