@@ -398,3 +398,20 @@ def test_a_rollout_seen_inside_a_wrapper_is_named_by_its_loop(tmp_path):
     passes = _passes(tmp_path)
     assert len(passes) == 5 and {p.kind for p in passes} == {"rollout"}, passes
     assert {p.site for p in passes} == {f"collect (nested_env_rollouts.py:{own['line']})"}
+
+
+def test_a_rollout_with_much_work_before_its_env_step_is_one(tmp_path):
+    """RLlib's env runner: thousands of small calls (its connector pipelines) between the
+    policy's forward calls and the environment's ``step``
+    (tests/workloads/connector_rollouts.py, ~1,500 calls). The profile function's budget
+    of 2,048 events a pass ran out first, so each collection read as an evaluation (RLlib
+    2.60's PPO: its first two rollouts between updates, the first of them for good); every
+    one is a rollout named by the function that steps the environment."""
+    proc, rep = run_and_report(tmp_path, sys.executable, str(WORKLOADS / "connector_rollouts.py"))
+    assert proc.returncode == 0, proc.stderr
+    own = _own(proc)
+    assert rep["steps"]["count"] == own["steps"] == 18
+    passes = _passes(tmp_path)
+    assert len(passes) == own["rollouts"] == 5 and {p.kind for p in passes} == {"rollout"}
+    assert {p.site for p in passes} == {f"sample (connector_rollouts.py:{own['line']})"}
+    assert rep["steps"]["between_s"]["rollout"]["count"] == 5

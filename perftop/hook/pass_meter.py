@@ -15,7 +15,7 @@ between the calls: where the process has imported an environment library (gymnas
 stable-baselines3), the first :data:`GAPS` stretches between two top-level forward calls
 of each pass are watched by a profile function (``sys.setprofile``, only where none is
 set, on the training thread, removed at the next forward call or as soon as it has seen
-enough, or after :data:`EVENTS` calls) for a call of ``step`` on an environment (an instance of gymnasium's or gym's
+enough, or after :data:`EVENTS` events) for a call of ``step`` on an environment (an instance of gymnasium's or gym's
 ``Env`` or ``VectorEnv``, SB3's ``VecEnv``, tianshou's ``BaseVectorEnv`` or torchrl's
 ``EnvBase``). A pass whose forward calls alternate with
 an environment's steps, with no DataLoader batch in it, is a ``rollout`` (SB3's
@@ -23,7 +23,8 @@ an environment's steps, with no DataLoader batch in it, is a ``rollout`` (SB3's
 site whose pass was a rollout is a pass each time (``rollout_sites``, read by
 ``gaps.region_enter``), even after every step (DQN's few env steps between updates), and a
 rollout, not looked into again; a site whose :data:`LOOKS` passes stepped no environment
-is not looked into again either (the profile function costs a pass ~0.1-0.2 ms).
+is not looked into again either (the profile function costs a pass ~0.1-0.2 ms, at most
+~10 ms in a call-heavy loop: :data:`EVENTS`).
 
 The pass is named by the user's function that made its first module call (``gap_site.site``:
 the first frame outside torch and perftop), e.g. ``collect_rollouts
@@ -46,7 +47,10 @@ from typing import Any
 
 GAPS = 4  # stretches between forward calls looked into per pass
 LOOKS = 3  # passes of a site looked into; none stepped an environment: not looked again
-EVENTS = 2048  # profile events looked at per pass, at most (a call-heavy loop's cost bound)
+# Profile events looked at per pass, at most (a call-heavy loop's cost bound: ~0.3 µs an
+# event, so ~10 ms a pass, in at most LOOKS passes of a site that steps no environment).
+# RLlib's connector pipelines made ~4,400 events between a forward and the env's step.
+EVENTS = 32768
 ROLLOUT = "rollout"
 # Environment classes (module, name), looked up in sys.modules only (never imported).
 ENVS = (
