@@ -98,6 +98,10 @@ class Spec:
     # explicit API, docs/steps.md), where an optimizer's step may have closed it already.
     # Drawn after all the others.
     explicit: bool = False
+    # The rollouts make much Python work between the policy's forward and the environment's
+    # step (RLlib's connector pipelines: ~3,000 profile events an env step, more than the
+    # 2,048 perftop once looked at a pass). Drawn after all the others.
+    rollout_work: bool = False
 
     def show(self) -> str:
         return repr(asdict(self))
@@ -127,7 +131,7 @@ def syncs(data: str) -> st.SearchStrategy[Sync]:
 def specs(draw: st.DrawFn, compile_odds: int = 15, avoid: frozenset[str] = frozenset()) -> Spec:
     """A loop spec; ``avoid``: parts left out (an update or a data source by name,
     ``on_data``, ``after``, ``host_transform``, ``compiled``, ``rollout``, ``host_copy``,
-    ``val``, ``rollout_eval``, ``explicit`` and those of :func:`_ecosystem`), for a
+    ``val``, ``rollout_eval``, ``explicit``, ``rollout_work`` and those of :func:`_ecosystem`), for a
     sample that should not meet a known bug."""
     update = draw(st.sampled_from([u for u in UPDATES if u not in avoid]))
     data = draw(st.sampled_from([d for d in DATA + FEEDERS if d not in avoid]))
@@ -186,6 +190,7 @@ def _late(
         and draw(st.booleans())
     )
     explicit = "explicit" not in avoid and draw(st.integers(1, 4)) == 1
+    rollout_work = bool(rollout) and "rollout_work" not in avoid and draw(st.booleans())
     return {
         "seed": seed,
         **acct,
@@ -195,6 +200,7 @@ def _late(
         "upfront": upfront,
         "rollout_eval": rollout_eval,
         "explicit": explicit,
+        "rollout_work": rollout_work,
     }
 
 

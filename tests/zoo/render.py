@@ -350,6 +350,22 @@ class ZooEnv(gymnasium.Env):
 ENV = ZooEnv()
 """
 
+# A connector pipeline between the policy's forward and the env's step (RLlib's): ~1,500
+# small calls, the action passed on unchanged.
+CONNECT = """\
+
+
+def _item(k, v):
+    return v + k
+
+
+def connect(action):
+    cols = {c: list(range(8)) for c in "abcd"}
+    for k in range(40):
+        cols = {c: [_item(k, v) for v in vs] for c, vs in cols.items()}
+    return action
+"""
+
 TAIL = """\
 own["wall_s"], own["cpu_s"] = perf() - T0, time.thread_time()
 own["depth_end"] = torch._C._len_torch_function_stack()
@@ -403,6 +419,8 @@ def render(spec: Spec) -> str:
     src.add("net = torch.compile(model)" if spec.compiled else "net = model")
     if spec.rollout:
         src.add(ENV)
+        if spec.rollout_work:
+            src.add(CONNECT)
     src.add(_data(spec))
     if spec.val:  # the evaluations' own loader: 3 batches of XE (22, 22, 20 rows)
         src.add(VAL_SETUP)
@@ -599,7 +617,8 @@ def _between(src: Source, spec: Spec) -> None:
             src.add("net.eval()\nif True:\n    for _ in range(6):", 8)
         else:
             src.add("with torch.no_grad():\n    for _ in range(6):", 8)
-        src.add("        obs = ENV.step(net(obs[None])[0])[0]", 8)
+        act = "connect(net(obs[None])[0])" if spec.rollout_work else "net(obs[None])[0]"
+        src.add(f"        obs = ENV.step({act})[0]", 8)
         n = src.add("    ret = float(obs.sum())", 8)
         if spec.rollout_eval:
             src.add("net.train()", 8)
