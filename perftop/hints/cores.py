@@ -28,9 +28,10 @@ AT_LIMIT = 0.8  # the job's CPU use, as a share of its cgroup's CPU limit, that 
 
 
 def job_cores(snap: Snapshot) -> float:
-    """The cores the job's live processes (trainers and workers) keep busy, as the process
-    probe measures them; 0 where it has measured none."""
-    return sum(p.cpu_percent or 0.0 for p in snap.processes if p.alive) / 100.0
+    """The cores the job's processes keep busy, as the process probe measures them; 0
+    where it has measured none. Live, an exited process has no CPU figure; in the
+    whole-run view (verdict.py) it has its share of the run's."""
+    return sum(p.cpu_percent or 0.0 for p in snap.processes) / 100.0
 
 
 def too_many_workers(snap: Snapshot, active: frozenset[str]) -> list[Hint]:

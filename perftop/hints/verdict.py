@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from perftop.hints.engine import RULES, evaluate, order
-from perftop.model.snapshot import Hint, Snapshot
+from perftop.model.snapshot import Hint, ProcRow, Snapshot
 
 
 def whole_run_view(snap: Snapshot) -> Snapshot:
@@ -22,20 +22,25 @@ def whole_run_view(snap: Snapshot) -> Snapshot:
     host = replace(
         h,
         cpu_percent=h.cpu_percent_avg if h.cpu_percent_avg is not None else h.cpu_percent,
+        per_core=h.per_core_avg or h.per_core,  # (a pinned job's cores: model/cores.py)
         iowait_percent=(
             h.iowait_percent_avg if h.iowait_percent_avg is not None else h.iowait_percent
         ),
     )
     # The run's processes as they ran: the trainers and each loader's latest workers (a
     # training loader's and an evaluation's) count as alive (a finished job's have
-    # exited), at their run averages and peak memory.
+    # exited), at their run averages and peak memory; every other process of the job (a
+    # launcher's, Ray's actors and daemons, a helper it started, an earlier epoch's
+    # workers), alive or not, at its share of the run's CPU, which the job's cores count
+    # (hints.cores.job_cores): they and the host's average are then of one span (Ray's env
+    # runners, which had exited, were "other processes" holding the cores).
     current = {pid for ld in snap.loaders for _, pid in ld.workers}
     ran = {t.pid for t in snap.trainers} | current
     procs = tuple(
         replace(
             p,
             alive=p.alive or p.pid in ran,
-            cpu_percent=p.cpu_percent_avg if p.cpu_percent_avg is not None else p.cpu_percent,
+            cpu_percent=_cpu(p, None if p.pid in ran else h.cpu_samples),
             uss_bytes=p.uss_bytes_max if p.uss_bytes_max is not None else p.uss_bytes,
             core_wait_share=(
                 p.core_wait_share_avg if p.core_wait_share_avg is not None else p.core_wait_share
@@ -49,6 +54,18 @@ def whole_run_view(snap: Snapshot) -> Snapshot:
         for g in snap.gpus
     )
     return replace(snap, host=host, processes=procs, gpus=gpus, workers=workers, hints=())
+
+
+def _cpu(p: ProcRow, run: int | None) -> float | None:
+    """A process's CPU % averaged over its samples, or over the run's ``run`` samples
+    (where given: it ran for part of the run, or all of it); its latest where it has no
+    average."""
+    avg = p.cpu_percent_avg
+    if avg is None:
+        return p.cpu_percent
+    if not run:
+        return avg
+    return avg * min(1.0, p.cpu_samples / run)
 
 
 def verdict(snap: Snapshot) -> tuple[Hint, ...]:

@@ -38,6 +38,7 @@ class ProcRow:
     io_read_bytes: int | None = None  # since the process was first seen
     io_write_bytes: int | None = None
     cpu_percent_avg: float | None = None
+    cpu_samples: int = 0  # the samples cpu_percent_avg is of (HostRow's: the run's)
     cpu_percent_max: float | None = None
     rss_bytes_max: int | None = None
     uss_bytes_max: int | None = None
@@ -82,6 +83,8 @@ class HostRow:
     net_tx_bps: float | None = None
     shm_used_bytes: int | None = None  # /dev/shm: DataLoader batches cross processes there
     cpu_percent_avg: float | None = None
+    cpu_samples: int = 0
+    per_core_avg: tuple[float, ...] = ()
     iowait_percent_avg: float | None = None
     memory_used_bytes_max: int | None = None
     disk_read_bytes: int | None = None  # over the run

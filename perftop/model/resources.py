@@ -136,6 +136,7 @@ class ProcessesReducer:
                 io_read_bytes=p.io_r,
                 io_write_bytes=p.io_w,
                 cpu_percent_avg=p.cpu.avg,
+                cpu_samples=p.cpu.n,
                 cpu_percent_max=p.cpu.max,
                 rss_bytes_max=_imax(p.rss.max),
                 uss_bytes_max=_imax(p.uss.max),
@@ -176,6 +177,8 @@ class HostReducer:
     def __init__(self) -> None:
         self.row = HostRow()
         self.cpu, self.iowait, self.mem = _Agg(), _Agg(), _Agg()
+        self.cores: list[float] = []  # each core's busy % summed over the samples ...
+        self.cores_n = 0  # ... that had as many cores as the latest
         self.disk_r: int | None = None
         self.disk_w: int | None = None
 
@@ -184,6 +187,10 @@ class HostReducer:
             self.row = replace(self.row, probe_late_s=ev.late_s)
             return
         self.cpu.add(ev.cpu_percent)
+        if len(ev.per_core) != len(self.cores):  # (a host's CPUs brought on or offline)
+            self.cores, self.cores_n = [0.0] * len(ev.per_core), 0
+        self.cores = [a + b for a, b in zip(self.cores, ev.per_core, strict=True)]
+        self.cores_n += 1
         self.iowait.add(ev.iowait_percent)
         self.mem.add(ev.mem_used)
         self.disk_r, self.disk_w = _add(self.disk_r, ev.disk_read), _add(self.disk_w, ev.disk_write)
@@ -207,6 +214,8 @@ class HostReducer:
             net_tx_bps=_rate(ev.net_tx, ev.dt),
             shm_used_bytes=ev.shm_used,
             cpu_percent_avg=self.cpu.avg,
+            cpu_samples=self.cpu.n,
+            per_core_avg=tuple(round(c / self.cores_n, 1) for c in self.cores),
             iowait_percent_avg=self.iowait.avg,
             memory_used_bytes_max=_imax(self.mem.max),
             disk_read_bytes=self.disk_r,
