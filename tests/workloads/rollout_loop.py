@@ -22,6 +22,7 @@ import time
 import gymnasium
 import numpy as np
 import torch
+from core_wait import run_delay
 
 torch.manual_seed(0)
 torch.set_num_threads(1)
@@ -139,11 +140,13 @@ def update(obs: list[np.ndarray], n: int) -> None:
 def begin() -> float:
     """A pass's start, by the loop's clock: its first forward not yet made."""
     first[0] = None
+    waited[0] = run_delay()  # (outside the pass's own span)
     return time.time()
 
 
 def done(kind: str, t0: float) -> None:
-    passes.append((kind, t0, time.time(), first[0]))
+    t1 = time.time()
+    passes.append((kind, t0, t1, first[0], run_delay() - waited[0]))
 
 
 def timed(kind: str, fn, *args) -> None:
@@ -154,7 +157,9 @@ def timed(kind: str, fn, *args) -> None:
 
 
 env = PendulumEnv()
-passes: list[tuple[str, float, float, float | None]] = []  # kind, start, end, 1st forward
+# kind, start, end, 1st forward, the time the loop waited for a core meanwhile
+passes: list[tuple[str, float, float, float | None, float]] = []
+waited = [0.0]  # the loop's wait for a core when the pass began
 first: list[float | None] = [None]  # the time of the pass's first forward
 updates: list[tuple[float, float, float, float]] = []
 looked: list[bool] = []  # estimate_loss: whether a profile function was set between forwards
