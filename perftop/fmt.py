@@ -133,8 +133,11 @@ def loader_suffix(loader_id: int | None) -> str:
 
 def process_label(name: str, cmdline: str, width: int = 40) -> str:
     """What a process is, by its command: a Python process by its script or module
-    (``log_monitor.py``, ``-m torch.distributed.run``), one that set its title by that
-    title (Ray's ``ray::RayTrainWorker.train``, ``raylet``), any other by its name."""
+    (``log_monitor.py``, ``-m torch.distributed.run``; ``-c`` code that starts from a
+    module's import by that module, as multiprocessing's children do:
+    ``-c multiprocessing.forkserver``, ``-c multiprocessing.spawn``), one that set its
+    title by that title (Ray's ``ray::RayTrainWorker.train``, ``raylet``), any other by
+    its name."""
     argv = cmdline.split()
     if not argv:
         return name[:width]
@@ -144,9 +147,12 @@ def process_label(name: str, cmdline: str, width: int = 40) -> str:
         return label[:width]
     rest = iter(argv[1:])
     for a in rest:
-        if a in ("-m", "-c"):
+        if a == "-m":
+            return f"-m {next(rest, '')}"[:width]
+        if a == "-c":
             what = next(rest, "")
-            return (f"-m {what}" if a == "-m" else f"{prog} -c")[:width]
+            mod = next(rest, "").rstrip(";,") if what in ("from", "import") else ""
+            return (f"-c {mod}" if "." in mod else f"{prog} -c")[:width]
         if a.startswith("-"):
             continue
         return a.replace("\\", "/").rsplit("/", 1)[-1][:width]

@@ -417,3 +417,22 @@ def test_a_rollout_with_much_work_before_its_env_step_is_one(tmp_path):
     assert len(passes) == own["rollouts"] == 5 and {p.kind for p in passes} == {"rollout"}
     assert {p.site for p in passes} == {f"sample (connector_rollouts.py:{own['line']})"}
     assert rep["steps"]["between_s"]["rollout"]["count"] == 5
+
+
+def test_rollouts_of_environments_in_processes_of_their_own(tmp_path):
+    """SB3's ``SubprocVecEnv``: each environment in a process multiprocessing's forkserver
+    started (tests/workloads/sb3_subproc.py). Each rollout after the first update is one
+    ``rollout`` pass named by ``collect_rollouts``, the steps its optimizer's; the
+    environments' processes are named by what started them (``-c
+    multiprocessing.forkserver``: they had read "python -c", as the resource tracker)."""
+    proc, rep = run_and_report(tmp_path, sys.executable, str(WORKLOADS / "sb3_subproc.py"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    own = _own(proc)
+    assert rep["steps"]["count"] == own["steps"] == 80
+    passes = _passes(tmp_path)
+    assert len(passes) == own["rollouts"] - 1 == 9 and {p.kind for p in passes} == {"rollout"}
+    assert {p.site.split(" (")[0] for p in passes} == {"collect_rollouts"}, passes
+    text = perftop("report", str(tmp_path / "r.perftop"), cwd=tmp_path).stdout
+    rows = {ln.split()[0]: ln for ln in text.splitlines() if ln[:2] == "  " and ln.split()}
+    for pid in own["envs"]:
+        assert "-c multiprocessing.forkserver" in rows[str(pid)], (pid, text)
