@@ -17,9 +17,11 @@ from typing import Any
 import pytest
 
 from perftop.events import CollWaiting
+from perftop.fmt import seconds
 from perftop.model import Session
 from perftop.monitor.stacks import pyspy
 from perftop.recording import read_events
+from perftop.report.comm import collective_lines
 from tests.helpers import WORKLOADS
 
 TORCHRUN = (sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2")
@@ -158,6 +160,28 @@ def test_ddp_exposed_and_overlapped_and_the_straggler(slow):
     assert r["hangs"] == []
     h = next(h for h in r["hints"] if h["id"] == "comm-bound")
     assert "rank 0" in h["title"], h
+
+
+def test_the_text_report_gives_each_ops_wait_and_who_waits_longer(slow):
+    """The text report's Collectives table has each op's median wait, as the TUI's Ranks
+    view does (it had none); another rank that waits 1 ms or more longer at an op than the
+    rank shown is said under it (here rank 1, the straggler, waits less at the all-reduce;
+    read with rank 1 first, rank 0's wait for it there is said)."""
+    _, r, rec = slow
+    rep = _perftop(rec.parent, {}, "report", str(rec))
+    text, err = rep.communicate(timeout=120)
+    assert rep.returncode == 0, err
+    ranks = _ranks(r)
+    section = text.split("Collectives (rank 0, ")[1].split("\n\n")[0].splitlines()
+    assert section[1].split()[-2:] == ["wait", "p50"], section
+    wait = next(c["wait_p50_s"] for c in ranks[0]["collectives"] if c["op"] == "all_reduce")
+    assert wait >= 0.5 * DELAY, wait  # rank 0 waits for rank 1's sleep
+    rows = [ln for ln in section if " all_reduce " in ln]
+    assert rows and all(ln.split()[-1] == seconds(wait) for ln in rows), (rows, wait)
+    assert not [ln for ln in section if "waits longer" in ln and "all_reduce" in ln], section
+    said = [ln for ln in collective_lines({"ranks": [ranks[1], ranks[0]]}) if "waits longer" in ln]
+    assert len(said) == 1 and said[0].startswith("  rank 0 waits longer (p50): "), said
+    assert f"all_reduce {seconds(wait)}" in said[0], (said, wait)
 
 
 def _line_of(site: dict[str, Any]) -> str:

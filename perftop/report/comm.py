@@ -7,12 +7,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from perftop.fmt import nbytes, step_no, table
+from perftop.fmt import nbytes, seconds, step_no, table
 from perftop.model import Snapshot
 from perftop.model.comm_rows import HangRank, HangRow, RankComm
 from perftop.model.snapshot import StallRow
 
 STACK_FRAMES = 8
+LONGER_S = 0.001  # another rank's median wait at an op, over the first rank's: said
 
 
 def _r(x: float | None, nd: int = 6) -> float | None:
@@ -204,13 +205,31 @@ def site_texts(c: dict[str, Any], s: dict[str, Any], steps: int) -> list[str]:
 
 def collective_lines(r: dict[str, Any]) -> list[str]:
     """The text report's collectives of the first rank that made any: where each came
-    from (the other ranks' are in ``ranks[].collectives``)."""
-    rank = next((x for x in r.get("ranks") or () if x.get("collectives")), None)
-    if rank is None:
+    from, and each op's median wait (as the TUI's Ranks view has it); then each other
+    rank's ops it waited at 1 ms or more longer than that rank (a barrier after work the
+    first rank did alone: the others wait there). All of them: ``ranks[].collectives``."""
+    ranks = [x for x in r.get("ranks") or () if x.get("collectives")]
+    if not ranks:
         return []
+    rank = ranks[0]
     steps = rank.get("steps") or 0
-    rows = [site_texts(c, s, steps) for c in rank["collectives"] for s in sites_of(c)]
-    return ["", f"Collectives (rank {_s(rank['rank'])}, {steps} steps)", table(SITE_HEAD, rows)]
+    rows = [
+        [*site_texts(c, s, steps), seconds(c.get("wait_p50_s"))]
+        for c in rank["collectives"]
+        for s in sites_of(c)
+    ]
+    out = ["", f"Collectives (rank {_s(rank['rank'])}, {steps} steps)"]
+    out.append(table([*SITE_HEAD, "wait p50"], rows))
+    first = {(c["pg"], c["op"]): c.get("wait_p50_s") or 0.0 for c in rank["collectives"]}
+    for other in ranks[1:]:
+        longer = [
+            f"{c['op']} {seconds(c['wait_p50_s'])}"
+            for c in other["collectives"]
+            if (c.get("wait_p50_s") or 0.0) >= first.get((c["pg"], c["op"]), 0.0) + LONGER_S
+        ]
+        if longer:
+            out.append(f"  rank {_s(other['rank'])} waits longer (p50): {', '.join(longer)}")
+    return out
 
 
 def _s(x: Any) -> str:
