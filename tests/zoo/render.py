@@ -22,7 +22,7 @@ params = list(model.parameters())
 X_host, Y_host = torch.randn(N, D), torch.randn(N, 1)
 XE = torch.randn(64, D).to(device)
 own = {{"steps": 0, "calls": {{}}, "watchable": {{}}, "host_lines": [], "passes": [],
-       "checkpoints": [], "data_wait_s": 0.0, "depth": [], "blocked": [],
+       "checkpoints": [], "data_wait_s": 0.0, "depth": [], "blocked": [], "fwd_rq": [],
        "depth_start": torch._C._len_torch_function_stack()}}
 CKPT = os.environ.get("ZOO_OUT", "zoo.json") + ".pt"
 
@@ -55,6 +55,9 @@ def fwd(xb, yb):  # also times the thread's time off the CPU since the last one 
     if MARK:
         own["blocked"].append(perf() - MARK[0] - (time.thread_time() - MARK[1]))
     loss = torch.nn.functional.mse_loss(net(xb), yb)
+    # the thread's wait for a core so far, read as the forward returned (before the mark: a
+    # read drops the GIL), so that from one to the next holds a preemption after the timer
+    own["fwd_rq"].append(rq())
     MARK[:] = [perf(), time.thread_time()]
     return loss
 """
