@@ -81,16 +81,18 @@ def test_the_jobs_own_processes_are_not_other_processes(tmp_path, pinned: bool) 
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     own = json.loads(proc.stdout.splitlines()[-1])
+    # the premise: they held the cores while the loop ran (on a loaded host the run's
+    # start, imports, takes longer than the loop: a third of it or less)
+    assert own["helpers_cpu_s"] >= 0.2 * own["wall_s"], own
     helpers = own["helpers_cpu_s"] / rep["duration_s"]  # their cores over the run
-    assert helpers >= 0.2, own  # the premise: they held the cores
     snap = session_from_file(str(tmp_path / "r.perftop")).snapshot(window=None)
     view = whole_run_view(snap)  # what the verdict reads
     main = next(p for p in view.processes if p.pid == rep["steps"]["pid"])
     job = job_cores(view)
     trainer = (main.cpu_percent or 0.0) / 100.0
-    # at least their time less a probe interval at each of their ends, at most their time
-    # as the probe's samples round it
-    assert trainer + 0.6 * helpers <= job <= trainer + 1.4 * helpers + 0.1, (job, trainer)
+    # at least their time less a probe interval at each of their ends (a few samples: the
+    # loop's 4 s), at most their time as the probe's samples round it
+    assert trainer + 0.4 * helpers <= job <= trainer + 1.4 * helpers + 0.1, (job, trainer)
     if pinned:  # the core's busy share over the run: at least the job's own time on it
         busy = allowed_cores(view).busy_percent or 0.0
         assert busy >= 80.0 * (own["cpu_s"] + own["helpers_cpu_s"]) / rep["duration_s"], busy
