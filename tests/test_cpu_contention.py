@@ -81,9 +81,10 @@ def test_the_jobs_own_processes_are_not_other_processes(tmp_path, pinned: bool) 
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     own = json.loads(proc.stdout.splitlines()[-1])
-    # the premise: they held the cores while the loop ran (on a loaded host the run's
-    # start, imports, takes longer than the loop: a third of it or less)
-    assert own["helpers_cpu_s"] >= 0.2 * own["wall_s"], own
+    # the premise: they held the cores while the loop ran, at least half as much as the
+    # loop did (not against a clock: on a host loaded by other jobs, four test processes on
+    # two cores, the loop and its pinned helper each had 0.29 s of CPU in its 4 s)
+    assert own["helpers_cpu_s"] >= 0.5 * own["cpu_s"] > 0, own
     helpers = own["helpers_cpu_s"] / rep["duration_s"]  # their cores over the run
     snap = session_from_file(str(tmp_path / "r.perftop")).snapshot(window=None)
     view = whole_run_view(snap)  # what the verdict reads
