@@ -47,7 +47,12 @@ def test_replay_gives_the_live_hints_at_the_same_moments(starved_loader_run: Run
         s.apply(ev)
         seen.append((s.snapshot().hints, moments(s)))
     first = next(k for k, (_, m) in enumerate(seen) if m)
-    assert seen[first][1][0][1] == snap.hints[0].since_t  # raised once, never re-dated
+    # each hint keeps the moment it was first raised (raised once, never re-dated); the
+    # first raised need not be the first shown at the end (on a host loaded by other jobs,
+    # cpu-contention came a second before input-bound)
+    for hid, since, _until in moments(replay):
+        k = next(k for k, (_, m) in enumerate(seen) if any(x[0] == hid for x in m))
+        assert next(x[1] for x in seen[k][1] if x[0] == hid) == since, hid
 
     ix = ReplayIndex(rec)
     ix.build()
