@@ -66,6 +66,21 @@ def test_threads_are_weighed_against_the_cores_the_job_may_use() -> None:
         ProcRow(PID, 1, cpu_percent=50.0, core_wait_share=0.45),)))  # fmt: skip
 
 
+def test_on_full_cores_the_crowd_or_the_jobs_threads_are_named() -> None:
+    """A job pinned to one core, its 2 torch threads at 69% of it (under the 70% that
+    calls a core the job's own), waiting 45% of the time; the core 95% busy, perftop at 5%:
+    others hold 0.21 of it (under the 0.3 that calls it theirs). Neither rule spoke (a
+    loaded CI run's whole-run verdict): the crowd is not others', so it is the job's
+    threads'. Beside others that do hold the core, contention, as before."""
+    core = (95.0, 3.0)
+    job = _pinned("0", core, 69.0, wait=0.45)
+    job = replace(job, meta=replace(job.meta, monitor_cpu_percent=5.0))
+    assert fires("cpu-oversubscribed", job) and not fires("cpu-contention", job)
+    crowd = _pinned("0", core, 55.0, wait=0.45)  # others 0.35 of the core
+    crowd = replace(crowd, meta=replace(crowd.meta, monitor_cpu_percent=5.0))
+    assert fires("cpu-contention", crowd) and not fires("cpu-oversubscribed", crowd)
+
+
 def _limited(quota: float | None, wait: float, cpu: float = 49.0):
     procs = (ProcRow(PID, 1, cpu_percent=cpu, cpu_quota=quota, core_wait_share=wait),)
     return snap(0.0, nw=0, host=HostRow(cpu_count=2, cpu_percent=80.0), procs=procs)

@@ -13,13 +13,11 @@ from __future__ import annotations
 
 from perftop.fmt import count, cpu_list
 from perftop.hints.base import fraction, threshold
-from perftop.hints.cores import JOB_SHARE, job_cores
+from perftop.hints.cores import crowded, job_cores, others_cores
 from perftop.model.cores import JobCores, allowed_cores
 from perftop.model.snapshot import Hint, ProcRow, Snapshot
 
 WAIT_ENTER, WAIT_STAY = 0.10, 0.07  # the training thread's share of time waiting for a core
-OTHERS_MIN = 0.5  # cores that other processes keep busy, at least ...
-OTHERS_SHARE = 0.3  # ... or this share of the job's cores, where it may use fewer than 2
 HOST_BUSY = 75.0  # host CPU %, at least (a wait for a core on an idle host is not this)
 
 
@@ -29,7 +27,6 @@ def cpu_contention(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     cpu = jc.busy_percent  # of the CPUs the job may run on: its affinity's, or the host's
     if not h.cpu_count or cpu is None or cpu < HOST_BUSY or jc.quota is not None:
         return []  # (a cgroup's CPU limit that holds the job back: cpu-throttled's case)
-    cores = jc.usable
     trainer = waiting_trainer(snap)
     if trainer is None or trainer.core_wait_share is None:
         return []
@@ -37,10 +34,10 @@ def cpu_contention(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     if wait < threshold("cpu-contention", active, WAIT_ENTER, WAIT_STAY):
         return []
     job = job_cores(snap)
-    mon = snap.meta.monitor_cpu_percent  # None: not said (an older recording)
-    others = cpu / 100.0 * cores - job - (mon or 0.0) / 100.0
-    if others < min(OTHERS_MIN, OTHERS_SHARE * cores) or job >= JOB_SHARE * cores:
+    others = others_cores(snap, jc, job)
+    if others is None or not crowded(snap, jc, job):
         return []  # the job fills the cores itself (cpu-oversubscribed's case)
+    mon = snap.meta.monitor_cpu_percent  # None: not said (an older recording)
     where = (
         f"the host CPU is {cpu:.0f}% busy on {count(h.cpu_count, 'core')}"
         if jc.cpus is None

@@ -24,6 +24,10 @@ WORKER_THREADS = (
 BUSY_TRAINER = 0.5  # a training process using this many cores runs its torch threads
 # A hint about the job's own settings needs the job to fill the cores, not other users.
 JOB_SHARE = 0.7
+# Other processes hold the job's cores (cpu-contention's case) where they keep at least
+# OTHERS_MIN cores busy, or OTHERS_SHARE of the job's where it may use fewer than 2.
+OTHERS_MIN = 0.5
+OTHERS_SHARE = 0.3
 AT_LIMIT = 0.8  # the job's CPU use, as a share of its cgroup's CPU limit, that fills it
 
 
@@ -32,6 +36,27 @@ def job_cores(snap: Snapshot) -> float:
     where it has measured none. Live, an exited process has no CPU figure; in the
     whole-run view (verdict.py) it has its share of the run's."""
     return sum(p.cpu_percent or 0.0 for p in snap.processes) / 100.0
+
+
+def others_cores(snap: Snapshot, jc: JobCores, job: float) -> float | None:
+    """The cores of those the job may use that processes other than the job's and
+    perftop's keep busy; None where their busy share is not known."""
+    cpu = jc.busy_percent
+    if cpu is None or not jc.usable:
+        return None
+    mon = snap.meta.monitor_cpu_percent  # None: not said (an older recording)
+    return cpu / 100.0 * jc.usable - job - (mon or 0.0) / 100.0
+
+
+def crowded(snap: Snapshot, jc: JobCores, job: float) -> bool:
+    """Other processes, not the job, hold its cores: ``cpu-contention``'s case, and
+    ``cpu-oversubscribed``'s everywhere else, so that on full cores one of them speaks (a
+    job at 69.8% of its one core, its 2 torch threads waiting 45% of the time, beside
+    others at 0.2 of it got neither)."""
+    others = others_cores(snap, jc, job)
+    if others is None:
+        return False
+    return others >= min(OTHERS_MIN, OTHERS_SHARE * jc.usable) and job < JOB_SHARE * jc.usable
 
 
 def too_many_workers(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
@@ -115,7 +140,7 @@ def cpu_oversubscribed(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     wthreads = sum(w.torch_threads or 1 for w in workers)
     if not busy_main or threads + wthreads <= cores:
         return []
-    if job < JOB_SHARE * cores:
+    if crowded(snap, jc, job):
         return []  # the host is busy with other work, not with this job
     parts = [f"{threads} torch threads in the training process" + ("es" if len(main) > 1 else "")]
     if workers:
