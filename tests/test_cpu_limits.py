@@ -21,9 +21,10 @@ from pathlib import Path
 import pytest
 
 from perftop.fmt import cpu_list
-from perftop.hints.cores import JOB_SHARE
+from perftop.hints import evaluate
+from perftop.hints.cores import JOB_SHARE, crowded
 from perftop.model.cores import allowed_cores, cpu_set
-from perftop.model.snapshot import HostRow, ProcRow
+from perftop.model.snapshot import HostRow, ProcRow, Snapshot
 from perftop.probes.cpulimit import read_affinity, read_cpu_quota
 from tests.helpers import WORKLOADS, run_and_report
 from tests.test_hints_rules_more import PID, fires, snap
@@ -79,6 +80,28 @@ def test_on_full_cores_the_crowd_or_the_jobs_threads_are_named() -> None:
     crowd = _pinned("0", core, 55.0, wait=0.45)  # others 0.35 of the core
     crowd = replace(crowd, meta=replace(crowd.meta, monitor_cpu_percent=5.0))
     assert fires("cpu-contention", crowd) and not fires("cpu-oversubscribed", crowd)
+
+
+def test_workers_on_a_full_core_the_job_holds_are_too_many() -> None:
+    """Two workers and their trainer pinned to one core, 95% busy; the job at 69% of it,
+    perftop at 5%, others at 0.21 (not theirs by contention's measure): the job's own
+    workers crowd it, so too-many-workers names them (it asked the job for 70%, as
+    cpu-oversubscribed did, and said nothing). Beside others that hold the core, nothing."""
+
+    def pinned(main: float, each: float) -> Snapshot:
+        host = HostRow(cpu_count=2, cpu_percent=49.0, per_core=(95.0, 3.0))
+        procs = (ProcRow(PID, 1, cpu_percent=main, cpus="0"),) + tuple(
+            ProcRow(PID + 1 + i, PID, cpu_percent=each, cpus="0") for i in range(2)
+        )
+        s = snap(0.0, nw=2, busy=0.9, host=host, procs=procs)
+        return replace(s, meta=replace(s.meta, monitor_cpu_percent=5.0))
+
+    own = pinned(41.0, 14.0)
+    assert not crowded(own, allowed_cores(own), 0.69)
+    h = evaluate(own)[0]["too-many-workers"]
+    assert h.evidence[0].startswith("2 workers on 1 of 2 cores") and "95% busy" in h.evidence[0]
+    assert h.advice[0].startswith("Use at most 1 worker:"), h.advice
+    assert not fires("too-many-workers", pinned(27.0, 14.0))  # others 0.35 of the core
 
 
 def _limited(quota: float | None, wait: float, cpu: float = 49.0):

@@ -71,10 +71,11 @@ def too_many_workers(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     advice: list[str] = []
     job = job_cores(snap)
     busy = full(jc, job, CPU_BUSY)
-    if cores and nw > cores and busy is not None and job >= JOB_SHARE * cores:
+    if cores and nw > cores and busy is not None and not crowded(snap, jc, job):
         ev.append(f"{nw} workers on {jc.text()}, {busy}")
         advice.append(
-            f"Use at most {max(1, whole(cores) - 1)} workers: more only take turns on the cores."
+            f"Use at most {count(max(1, whole(cores) - 1), 'worker')}: more only take turns "
+            "on the cores."
         )
     working = lp.workers_busy
     bar = threshold("too-many-workers", active, IDLE_WORKERS, IDLE_WORKERS * 1.5)
