@@ -104,6 +104,40 @@ def test_workers_on_a_full_core_the_job_holds_are_too_many() -> None:
     assert not fires("too-many-workers", pinned(27.0, 14.0))  # others 0.35 of the core
 
 
+def test_input_bound_promises_no_worker_a_core_where_none_is_free() -> None:
+    """A loop that loads its own batches (num_workers=0), waiting 55% of a step: on an
+    idle host of 2 cores, or on its one core while that is mostly idle, one worker and its
+    gain; on the one core the job may use, full, or on cores others hold, a worker would
+    take turns with them, so no count's gain is claimed
+    (a loop on a crowded host was told "num_workers=1 overlaps loading")."""
+
+    def loop(per_core: tuple[float, ...], cpus: str | None, cpu: float) -> Snapshot:
+        host = HostRow(cpu_count=2, cpu_percent=sum(per_core) / 2, per_core=per_core)
+        procs = (ProcRow(PID, 1, cpu_percent=cpu, cpus=cpus, core_wait_share=0.3),)
+        s = snap(0.06, nw=0, host=host, procs=procs)
+        return replace(s, meta=replace(s.meta, monitor_cpu_percent=3.0))
+
+    free = evaluate(loop((45.0, 5.0), None, 48.0))[0]["input-bound"]
+    assert free.advice == (
+        "Load batches in background processes: DataLoader(..., num_workers=1) overlaps "
+        "loading with the training step.",
+    )
+    assert "with num_workers=1" in free.est_gain_text
+    one = evaluate(loop((98.0, 5.0), "0", 48.0))[0]["input-bound"]
+    held = evaluate(loop((100.0, 100.0), None, 48.0))[0]["input-bound"]
+    assert "the job may use 1 of 2 cores (its CPU affinity), 98% busy: a worker process " \
+        "would take turns with the loop on it" in one.evidence, one.evidence  # fmt: skip
+    # its one core mostly idle (the loading waits, a file read): a worker overlaps that
+    assert evaluate(loop((30.0, 5.0), "0", 28.0))[0]["input-bound"].advice == free.advice
+    assert any(e.startswith("other processes keep the job's cores busy (100% busy on 2 "
+                            "cores; they use 1.5 cores, the job 0.5)") for e in held.evidence)  # fmt: skip
+    for h in (one, held):
+        assert h.advice[0].startswith("Where a core is free, DataLoader(..., num_workers=1)")
+        assert "if every batch were ready" in h.est_gain_text, h.est_gain_text
+        assert h.est_gain == round(0.06 / 0.11, 4), h.est_gain  # the whole data wait
+    assert free.est_gain == round(1 - 0.06 / 0.11, 4)  # a step at least the worker's batch
+
+
 def _limited(quota: float | None, wait: float, cpu: float = 49.0):
     procs = (ProcRow(PID, 1, cpu_percent=cpu, cpu_quota=quota, core_wait_share=wait),)
     return snap(0.0, nw=0, host=HostRow(cpu_count=2, cpu_percent=80.0), procs=procs)

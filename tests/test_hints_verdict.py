@@ -48,7 +48,10 @@ def test_short_starved_run_gets_its_hints_from_the_whole_run_verdict(tmp_path: P
         assert h["active"] == (h["seen_live"] and h["until_s"] is None)
     ib = hints["input-bound"]  # the advised workers' gain: at most the data wait
     assert 0 < ib["est_gain"] <= rep["steps"]["data_wait_fraction"] + 0.05
-    assert "with num_workers=" in ib["est_gain_text"]
+    # a worker's gain where one would find a core; on a loaded host whose cores other
+    # processes hold (four test processes on 2 cores), the whole data wait as a bound
+    held = any("a worker process would" in e for e in ib["evidence"])
+    assert ("if every batch were ready" if held else "with num_workers=") in ib["est_gain_text"]
     assert any("num_workers=0" in e for e in hints["input-bound"]["evidence"])
     # the same recording, the same report (the text one says where each hint comes from)
     again = perftop("report", "--json", str(rec), cwd=tmp_path)

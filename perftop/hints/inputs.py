@@ -17,9 +17,11 @@ from perftop.hints.base import (
     seconds,
     threshold,
 )
+from perftop.hints.cores import crowded, job_cores, others_cores
 from perftop.hints.restarts import ADVICE as RESTART_ADVICE
 from perftop.hints.restarts import Restarts, restarts
 from perftop.hints.restarts import evidence as restart_evidence
+from perftop.model.cores import JobCores, allowed_cores, whole
 from perftop.model.snapshot import Hint, Snapshot
 from perftop.model.stats import median
 
@@ -112,8 +114,17 @@ def _advice(
     if ld is not None and ld.num_workers == 0:
         ev.append(f"num_workers=0: the training process loads every batch itself ({ld.dataset})")
         n = max(2, round(lp.data_s / lp.compute_s * 1.1 + 0.5)) if lp.compute_s > 0 else 2
-        if cores:
-            n = min(n, max(1, cores - 1))
+        jc = allowed_cores(snap)
+        if jc.usable:
+            n = min(n, max(1, whole(jc.usable) - 1))
+        held = _no_core_to_spare(snap, jc)
+        if held:
+            ev.append(held)
+            return [
+                f"Where a core is free, DataLoader(..., num_workers={n}) overlaps loading "
+                "with the training step; on these cores a worker takes turns for the CPU, "
+                "so it hides only the loading's waits (file reads), not its computing."
+            ], None
         return [
             f"Load batches in background processes: DataLoader(..., num_workers={n}) "
             "overlaps loading with the training step."
@@ -213,6 +224,33 @@ def _advice(
             "Make batches cheaper or add workers; the Processes panel shows each worker's CPU."
         )
     return out, advised
+
+
+def _no_core_to_spare(snap: Snapshot, jc: JobCores) -> str:
+    """Why a worker process would find no core of its own, as evidence; "" where one
+    would: the cores the job may use are ``CPU_BUSY`` busy, and they are one, or other
+    processes hold them (cpu-contention's test). There the loop's data wait holds its
+    waits for a core, and a worker overlaps nothing it computes (a loop on a crowded host
+    read 31% data wait, and was told num_workers=1 overlaps it)."""
+    cpu = jc.busy_percent
+    if cpu is None or cpu < CPU_BUSY:
+        return ""  # a core has time to spare: loading that waits (a file read) or computes
+    if jc.usable and jc.usable <= 1:
+        return (
+            f"the job may use {jc.text()}, {cpu:.0f}% busy: a worker process would take "
+            "turns with the loop on it"
+        )
+    if not any(p.pid == snap.steps.pid and p.cpu_percent is not None for p in snap.processes):
+        return ""  # the job's own share is not known
+    job = job_cores(snap)
+    others = others_cores(snap, jc, job)
+    if others is None or not crowded(snap, jc, job):
+        return ""
+    return (
+        f"other processes keep the job's cores busy ({cpu:.0f}% busy on {jc.text()}; they "
+        f"use {others:.1f} cores, the job {job:.1f}): a worker process would wait for a "
+        "core as the loop does"
+    )
 
 
 def _bursts(lp: Loop, num_workers: int) -> str:
