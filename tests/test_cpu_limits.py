@@ -138,6 +138,57 @@ def test_input_bound_promises_no_worker_a_core_where_none_is_free() -> None:
     assert free.est_gain == round(1 - 0.06 / 0.11, 4)  # a step at least the worker's batch
 
 
+def test_busy_workers_are_weighed_against_the_jobs_cores_not_the_hosts() -> None:
+    """Two workers busy 95% of the time, on the CPU 95% of it, and a loop that waits 37%
+    of a step for them: on an idle host of 16 cores, more workers; pinned to 2 of them
+    (a Slurm step's, full) or held to 2 by its cgroup's limit (the host idle either way),
+    no idle core for one more: the CPU is the limit (it read the host's 15% and said
+    "raise num_workers ... while the host has idle cores")."""
+
+    def job(cpus: str | None, quota: float | None) -> Snapshot:
+        per_core = (100.0, 100.0) + (5.0,) * 14
+        host = HostRow(cpu_count=16, cpu_percent=17.0, per_core=per_core)
+        procs = (ProcRow(PID, 1, cpu_percent=30.0, cpus=cpus, cpu_quota=quota),) + tuple(
+            ProcRow(PID + 1 + i, PID, cpu_percent=90.0, cpus=cpus, cpu_quota=quota)
+            for i in range(2)
+        )
+        return snap(0.03, nw=2, busy=0.95, cpu=0.95, host=host, procs=procs)
+
+    free = evaluate(job(None, None))[0]["input-bound"]
+    assert any(a.startswith("Raise num_workers from 2 to about ") for a in free.advice)
+    assert "host CPU 17% busy on 16 cores" in free.evidence, free.evidence
+    pinned = evaluate(job("0-1", None))[0]["input-bound"]
+    limited = evaluate(job(None, 2.0))[0]["input-bound"]
+    assert "the job may run on 2 of 16 cores (its CPU affinity), 100% busy" in pinned.evidence
+    assert "the job uses 2.1 of the 2 cores (its cgroup's CPU limit; the host has 16)" \
+        in limited.evidence, limited.evidence  # fmt: skip
+    for h in (pinned, limited):
+        assert h.advice[0].startswith("The CPU is the limit: make each batch cheaper"), h.advice
+        assert "if every batch were ready" in h.est_gain_text
+
+
+def test_oversubscribed_advice_on_fewer_cores_than_busy_workers() -> None:
+    """A trainer of one torch thread and its 2 busy workers on one core: its advice said
+    set_num_threads(1) "leaves a core to each busy worker", with no core to leave; and
+    "1 torch threads"."""
+
+    def job(cpus: str) -> Snapshot:
+        host = HostRow(cpu_count=4, cpu_percent=27.0, per_core=(100.0, 3.0, 3.0, 3.0))
+        procs = (ProcRow(PID, 1, cpu_percent=52.0, cpus=cpus),) + tuple(
+            ProcRow(PID + 1 + i, PID, cpu_percent=24.0, cpus=cpus) for i in range(2)
+        )
+        return snap(0.0, nw=2, busy=0.9, host=host, procs=procs, threads=1)
+
+    h = evaluate(job("0"))[0]["cpu-oversubscribed"]
+    assert h.evidence[0].startswith("the job runs 3 busy compute threads on 1 of 4 cores (its "
+                                    "CPU affinity): 1 torch thread in the training process and "
+                                    "2 busy DataLoader workers (2 threads)"), h.evidence  # fmt: skip
+    assert h.advice[0] == (
+        "torch.set_num_threads(1) in the training process; the 2 busy workers still take "
+        "turns with it on 1 core: fewer workers, or more cores for the job."
+    )
+
+
 def _limited(quota: float | None, wait: float, cpu: float = 49.0):
     procs = (ProcRow(PID, 1, cpu_percent=cpu, cpu_quota=quota, core_wait_share=wait),)
     return snap(0.0, nw=0, host=HostRow(cpu_count=2, cpu_percent=80.0), procs=procs)

@@ -143,7 +143,11 @@ def cpu_oversubscribed(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
         return []
     if crowded(snap, jc, job):
         return []  # the host is busy with other work, not with this job
-    parts = [f"{threads} torch threads in the training process" + ("es" if len(main) > 1 else "")]
+    parts = [
+        count(threads, "torch thread")
+        + " in the training process"
+        + ("es" if len(main) > 1 else "")
+    ]
     if workers:
         parts.append(f"{count(len(workers), 'busy DataLoader worker')} ({wthreads} threads)")
     ev = [
@@ -159,8 +163,16 @@ def cpu_oversubscribed(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     n = len(busy_main)
     each = max(1, (whole(cores) - len(workers)) // n)
     where = "the training process" if n == 1 else f"each of the {n} training processes"
-    if workers:
+    if workers and whole(cores) - len(workers) < n:  # no core left for each trainer
         advice: tuple[str, ...] = (
+            f"torch.set_num_threads(1) in {where}; the {count(len(workers), 'busy worker')} "
+            + ("still takes" if len(workers) == 1 else "still take")
+            + f" turns with it on {count(whole(cores), 'core')}: fewer workers, or more "
+            "cores for the job.",
+            WORKER_THREADS,
+        )
+    elif workers:
+        advice = (
             f"torch.set_num_threads({each}) in {where} leaves a core to each busy worker.",
             WORKER_THREADS,
         )

@@ -107,14 +107,12 @@ def _advice(
     snap: Snapshot, lp: Loop, ev: list[str], rs: Restarts | None
 ) -> tuple[list[str], int | None]:
     """What to try, and the workers' count it advises (None: no count to set)."""
-    ld, host = lp.loader, snap.host
-    cores = host.cpu_count or None
-    cpu = host.cpu_percent
-    cpu_txt = f"host CPU {cpu:.0f}% busy on {count(cores or 0, 'core')}" if cpu is not None else ""
+    ld = lp.loader
+    jc = allowed_cores(snap)
+    cores, cpu, cpu_txt = _job_cpu(snap, jc)
     if ld is not None and ld.num_workers == 0:
         ev.append(f"num_workers=0: the training process loads every batch itself ({ld.dataset})")
         n = max(2, round(lp.data_s / lp.compute_s * 1.1 + 0.5)) if lp.compute_s > 0 else 2
-        jc = allowed_cores(snap)
         if jc.usable:
             n = min(n, max(1, whole(jc.usable) - 1))
         held = _no_core_to_spare(snap, jc)
@@ -172,7 +170,8 @@ def _advice(
             more = f"about {need}" if fits else "more"
             out.append(
                 f"Raise num_workers from {nw} to {more}: the workers are busy "
-                f"{fraction(busy)} of the time while the host has idle cores."
+                f"{fraction(busy)} of the time while "
+                + ("the host has idle cores." if jc.usable == jc.host else "the job's cores idle.")
             )
         else:
             out.append(
@@ -224,6 +223,26 @@ def _advice(
             "Make batches cheaper or add workers; the Processes panel shows each worker's CPU."
         )
     return out, advised
+
+
+def _job_cpu(snap: Snapshot, jc: JobCores) -> tuple[float | None, float | None, str]:
+    """The cores the job may use, how busy they are (%) and that as evidence: the host's,
+    or where an affinity or a cgroup's limit holds the job, its own (a Slurm step's 2 of
+    a node's 16 cores, full, with the node idle, has no idle core for another worker)."""
+    host = snap.host
+    if jc.quota is not None:
+        job = job_cores(snap)
+        return (
+            jc.quota,
+            min(100.0, 100.0 * job / jc.quota),
+            f"the job uses {job:.1f} of the {jc.text()}",
+        )
+    cpu, cores = jc.busy_percent, (jc.usable if jc.cpus is not None else host.cpu_count or None)
+    if cpu is None:
+        return cores, None, ""
+    if jc.cpus is not None:
+        return cores, cpu, f"the job may run on {jc.text()}, {cpu:.0f}% busy"
+    return cores, cpu, f"host CPU {cpu:.0f}% busy on {count(host.cpu_count, 'core')}"
 
 
 def _no_core_to_spare(snap: Snapshot, jc: JobCores) -> str:
