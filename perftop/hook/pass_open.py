@@ -129,6 +129,9 @@ class PassOpen(FeederWait):
         gap_forward.pend_batch(tr, self)
         fetched = tr.pend_site if tr.pend else None  # (else the step's own batch)
         self.meter.start(t, site, gap_site.loop_name(name, fetched))
+        maybe = getattr(self.state, "pass_maybe", None)
+        if maybe is not None:
+            maybe()  # the sync detector's watch of the pass this may be, from here
         return True
 
     def env_seen(self) -> None:
@@ -146,6 +149,9 @@ class PassOpen(FeederWait):
             self.meter.stop()
             if len(self.step_sites) < MAX_STEP_SITES:
                 self.step_sites.add(self.meter.site)
+        refuted = getattr(self.state, "pass_refuted", None)
+        if refuted is not None:
+            refuted()
 
     @staticmethod
     def may_begin(tr: Any, chained: bool = False) -> bool:

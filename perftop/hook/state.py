@@ -59,6 +59,10 @@ class HookState:
         self.captures: Any = None  # capture.Captures, made when the first ask arrives
         self.capturing = False  # a capture is asked for or runs: the sync detector waits
         self.sync_exit: Callable[[], None] | None = None  # a final pass's syncs, at exit
+        # A pass may have begun (a forward with grad off after a batch), or it was the
+        # step's after all: the sync detector's watch of it on trial (sync_passes.PassWatch)
+        self.pass_maybe: Callable[[], None] | None = None
+        self.pass_refuted: Callable[[], None] | None = None
         # The last sync seen in a pass (watched): (perf_counter, the thread's CPU time, the
         # time it blocked, the training thread's voluntary switches then or -1), for where
         # the pass ends (pass_open.PassOpen.resumed)

@@ -127,6 +127,17 @@ def attach(state: Any, torch: Any) -> Collector | None:
 
     tracker.on_open = on_open
 
+    def guarded(f: Callable[[], None]) -> Callable[[], None]:
+        def call() -> None:
+            try:
+                f()
+            except Exception:
+                state.internal_error("sync pass")
+
+        return call
+
+    state.pass_maybe, state.pass_refuted = guarded(passes.maybe), guarded(passes.refuted)
+
     # Intervals outside training steps, for the collector to tell a step's syncs from an
     # evaluation's; then on to what was there before.
     prev_between = tracker.on_between
@@ -177,6 +188,7 @@ def attach(state: Any, torch: Any) -> Collector | None:
                 state.sender.put(replace(info, pid=state.sender.pid))
             if passes.watching:  # a pass with no end reported (never so far): its own
                 passes.ended(max(0, last[0]))
+            passes.refuted()  # a trial still on at a step's end: the step's (never so far)
             watched, primed = detector.active, detector.priming
             if watched:
                 detector.stop()
@@ -217,7 +229,7 @@ def attach(state: Any, torch: Any) -> Collector | None:
 
     def undo() -> None:
         tracker.on_step = None
-        state.sync_exit = None
+        state.sync_exit = state.pass_maybe = state.pass_refuted = None
         tracker.on_between = prev_between
         tracker.on_open = prev_open
         detector.stop()

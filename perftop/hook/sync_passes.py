@@ -11,7 +11,9 @@ seed: the first ``EARLY`` for sure, then ``(EARLY / n)**2`` down to ``1 / every`
 drawn while the detector is idle is watched from its opening (a forward with grad off, an
 evaluation's batch) to its end, and its syncs go out as the pass's alone (a ``SyncBatch``
 of no watched step: the per-step rates are not touched). The per-pass rate is a plain
-mean over the passes watched whole, as it was.
+mean over the passes watched whole, as it was. A pass that a batch fetched with grad on
+may have opened (a forward with grad off came after it; another batch makes it a pass,
+training the step's) gets its watch on trial from that forward (``maybe``, ``refuted``).
 
 What it may cost. A watched pass runs slower (every torch call through the mode: a graph
 network's evaluation took 2.7 times as long), so pass watches have a budget of their own:
@@ -62,6 +64,7 @@ class PassWatch:
         self.n = 0  # passes opened so far (checkpoints aside)
         self.last_t0: float | None = None
         self.watching = False
+        self.trial = False  # a watch begun where a pass may have begun (maybe): not known yet
         self.t_watch = 0.0  # when the watch began
         self.t_open: float | None = None  # when the pass now open began (None: none open)
         self.spent = 0.0  # the watches' extra time so far
@@ -86,6 +89,10 @@ class PassWatch:
         self.last_t0 = t0
         self.n += 1
         self.t_open = now = _cpu()
+        if self.trial:  # the watch on trial held it from its first batch: the pass's now
+            self.trial, self.watching = False, True
+            self.collector.since = t0
+            return
         det = self.detector
         if det.active or det.priming or not self.may():
             return  # a watched stretch holds it already, or no watch may start
@@ -99,6 +106,40 @@ class PassWatch:
         det.start()
         det.deadline = now + room
         self.watching, self.t_watch = True, now
+
+    def maybe(self) -> None:
+        """A forward with grad off after a batch (pass_open.PassOpen.may_pend): a pass began
+        at that batch if another batch comes before training, else the forward was the
+        step's own work. Where that pass would be watched (its draw, the budget), the watch
+        begins now, on trial, so its first batch's syncs are seen (an evaluation whose
+        batches are fetched with grad on, each forward under no_grad: HF's, mmengine's;
+        its watched passes read 7 syncs where 8 batches made 8, as the pass was known at
+        the second batch only). :meth:`opened` keeps it; :meth:`refuted` drops it."""
+        det = self.detector
+        if self.watching or self.trial or det.active or det.priming or not self.may():
+            return
+        n = self.n + 1
+        if self.draw(n) >= self.p(n):
+            return
+        now = _cpu()
+        room = self.room(now)
+        guess = SLOW * self.typical if self.typical is not None else self.last_cost
+        if room <= 0.0 or guess > room:
+            return
+        det.start()
+        det.deadline = now + room
+        self.trial, self.t_watch = True, now
+
+    def refuted(self) -> None:
+        """Training came next: the forward was the step's; what the trial saw is dropped
+        (a part of a step is no step), its time spent from the budget."""
+        if not self.trial:
+            return
+        self.trial = False
+        self.detector.deadline = 0.0
+        self.detector.stop()
+        self.collector.drop()
+        self.spent += _cpu() - self.t_watch
 
     def closed(self, kind: str) -> None:
         """A pass's interval was reported (every pass, watched or not)."""
@@ -119,6 +160,10 @@ class PassWatch:
     def expired(self) -> None:
         """The watch outran the budget (the detector's deadline, inside a torch call):
         stopped, and what it saw of the pass dropped."""
+        if self.trial:
+            self.refuted()
+            self.dropped += 1
+            return
         if not self.watching:
             self.detector.deadline = 0.0
             return

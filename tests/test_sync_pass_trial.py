@@ -1,0 +1,54 @@
+"""A pass whose batches are fetched with grad on, each forward under ``no_grad`` (HF's
+evaluation loop, mmengine's ValLoop): the pass is known at its second batch (the first
+could have been the next step's, a teacher's forward after it), so a watch drawn for it
+began there and read 7 syncs a pass where the loop made 8 (peft and mmengine both). The
+watch now begins at the first forward on trial: kept where the pass is confirmed, dropped
+where training follows (a teacher's forward in each step, whose sync stays the step's)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from perftop.events import SyncBatch
+from perftop.recording import read_events
+from tests.helpers import WORKLOADS, run_and_report
+
+SCRIPT = str(WORKLOADS / "eval_grad_fetch.py")
+
+
+def _run(tmp_path, shape: str, *env: str) -> tuple[dict, dict]:
+    proc, rep = run_and_report(tmp_path, "env", *env, sys.executable, SCRIPT, shape)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    own = json.loads(proc.stdout.splitlines()[-1])
+    assert rep["steps"]["count"] == own["steps"] == 128
+    return own, rep
+
+
+def test_each_watched_pass_holds_its_first_batchs_sync(tmp_path) -> None:
+    own, rep = _run(tmp_path, "eval")
+    per_eval = own["eval_syncs"] / own["evals"]
+    assert per_eval == 8
+    rows = [r for r in rep["sync_between"] if r["line"] == own["lines"]["eval"]]
+    assert len(rows) == 1, rep["sync_between"]
+    row = rows[0]
+    # the first two passes are watched for sure (budget allowing: a few ms each here)
+    assert row["passes"] >= 2 and row["per_pass"] == per_eval, row
+    assert row["count"] == per_eval * row["passes"], row
+    assert not [r for r in rep["sync_events"] if r["line"] == own["lines"]["eval"]]
+
+
+def test_a_teachers_forward_in_each_step_stays_the_steps(tmp_path) -> None:
+    # a step in four watched after the first three (the default: one in 200), its budget
+    # ample: the steps after the teacher's first forward are watched
+    own, rep = _run(tmp_path, "teacher", "PERFTOP_SYNC_EVERY=4", "PERFTOP_SYNC_BUDGET_US=5000")
+    line = own["lines"]["teacher"]
+    assert not rep["sync_between"], rep["sync_between"]
+    batches = [e for e in read_events(tmp_path / "r.perftop") if isinstance(e, SyncBatch)]
+    watched = {e.step: sum(s[5] for s in e.sites if s[2] == line) for e in batches if e.sampled}
+    # each watched step made it once from step 20 on, none before: the trial's stretch of
+    # step 20 (its first teacher's forward, a pass until training came) was dropped, not
+    # counted in the next watched step
+    assert watched == {i: int(i >= 20) for i in watched}, watched
+    assert sum(watched.values()) >= 3, watched
+    assert not any(s[2] == line for e in batches for s in e.between)
