@@ -42,10 +42,11 @@ def test_busy_workers_show_near_full_cpu_with_uss_and_pss(workloads, tmp_path):
     for w in workers:
         # A worker alone on a core reads ~90-100%; this 2-core CI machine is shared by both
         # workers, the trainer, the monitor and the jobs of two other test processes (48%
-        # seen), so the bar allows for sharing. An idle worker (the loader waiting on its
-        # queue) reads under 10%.
-        assert w["cpu_percent_max"] > 30, w
-        assert w["cpu_percent_avg"] > 20, w
+        # seen; 24% on a host loaded past CI's, the worker waiting for a core 75% of the
+        # time), so busy is on a core or waiting for one most of the time. An idle worker
+        # (the loader waiting on its queue) reads under 10%, and waits for no core.
+        runnable = w["cpu_percent_avg"] / 100.0 + (w["core_wait_share_avg"] or 0.0)
+        assert w["cpu_percent_max"] > 15 and runnable > 0.6, w
         assert w["uss_bytes_max"] > 1 * MB and w["pss_bytes_max"] > w["uss_bytes_max"], w
         assert w["rss_bytes_max"] > w["pss_bytes_max"], w  # RSS counts shared pages in full
     main = next(p for p in live["processes"] if p["role"] == "main")
