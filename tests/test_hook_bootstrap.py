@@ -80,6 +80,12 @@ HOOKLESS = {
     # a broken perftop earlier on the path than perftop's own: the bootstrap fails
     "bootstrap failed": 'PYTHONPATH="${PYTHONPATH%%:*}:$PWD/shadow" '
     f"{sys.executable} -c 'import torch, time; time.sleep(5)'",
+    # the command sets PYTHONPATH rather than adding to it (a launch script's export)
+    "has PYTHONPATH=/nowhere, without perftop's entry": "PYTHONPATH=/nowhere "
+    f"{sys.executable} -c 'import torch, time; time.sleep(5)'",
+    # started in a clean environment, perftop's bootstrap kept on its path
+    "has no PERFTOP_SOCKET": 'env -i PYTHONPATH="${PYTHONPATH%%:*}" '
+    f"{sys.executable} -c 'import torch, time; time.sleep(5)'",
 }
 OLD_PYTHON = Path(os.environ.get("PYENV_ROOT", "/root/.pyenv")) / "versions/3.9.18/bin/python3.9"
 if OLD_PYTHON.exists():  # where the machine has one (the check itself runs on any Python)
@@ -114,6 +120,10 @@ def test_import_orders_a_chained_sitecustomize_and_hookless_processes(tmp_path, 
     for why in HOOKLESS:
         assert sum(why in n for n in notes) == 1, (why, notes)
     assert not any(f"pid {pid} " in n for n in notes for pid in own)
+    # the end's summary names them too (three, then how many more)
+    said = [ln for ln in run.stderr.splitlines() if ln.startswith("perftop: warning: pid ")]
+    assert len(said) == min(3, len(HOOKLESS)), run.stderr[-3000:]
+    assert len(HOOKLESS) <= 3 or f"perftop: {len(HOOKLESS) - 3} more warnings" in run.stderr
 
 
 def test_a_failed_by_path_load_leaves_no_half_built_module(tmp_path):

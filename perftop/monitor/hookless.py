@@ -7,6 +7,10 @@ hook. The reason is read from outside, in this order:
 - its Python is older than 3.10 (the hook's minimum: the bootstrap stays out);
 - it was started with ``-I``, ``-E`` or ``-S`` (PYTHONPATH ignored, or no site import:
   the bootstrap never runs);
+- its environment lost perftop's: a ``PYTHONPATH`` without the bootstrap's folder (the
+  command or a script set it rather than adding to it: ``env PYTHONPATH=src python ...``,
+  ``export PYTHONPATH=...``), or no ``PERFTOP_SOCKET`` (``env -i``), read from
+  ``/proc/PID/environ`` as the process started; said once it has torch loaded;
 - otherwise its bootstrap failed (``PERFTOP_DEBUG=1`` prints why in the job's stderr).
 
 The first two are said as soon as the process is seen; the last once torch has been loaded
@@ -31,8 +35,10 @@ from typing import Any
 import psutil
 
 from perftop.events import Note
+from perftop.hook import ENV_SOCKET
 from perftop.model import Snapshot
 from perftop.monitor.inject import python_version
+from perftop.monitor.jobenv import BOOTSTRAP_DIR
 
 MIN_PYTHON = (3, 10)
 GRACE_S = 10.0  # torch loaded this long without a connection: the hook is not coming
@@ -100,6 +106,7 @@ class HooklessWatch:
         # pid -> (first seen, its CPU time then, label)
         self.torch_since: dict[int, tuple[float, float | None, str]] = {}
         self.no_torch: dict[int, tuple[int, float, float]] = {}  # pid -> (looks, next, gap)
+        self.lost: dict[int, str | None] = {}  # pid -> how its environment lost perftop's
         self._next = 0.0
         self._busy = threading.Lock()
 
@@ -156,12 +163,21 @@ class HooklessWatch:
                 self._say(pid, f"{label} was started with {', '.join(flags)}: Python never "
                           "ran perftop's bootstrap, so it has no hook (no steps from it)")  # fmt: skip
                 continue
+            if alive and pid not in self.lost:
+                self.lost[pid] = lost_env(pid)
             looks = alive and pid not in self.torch_since and self.torch_due(pid, now)
             if looks and has_torch(pid):
-                self.torch_since[pid] = (now, cpu_s(pid), label)
                 self.no_torch.pop(pid, None)
+                why = self.lost.get(pid)
+                if why:  # no hook can come: said at once
+                    self._say(pid, f"{label} imported torch but has no hook: {why}, so "
+                              "Python never ran perftop's bootstrap (no steps from it)")  # fmt: skip
+                    continue
+                self.torch_since[pid] = (now, cpu_s(pid), label)
         for pid in [p for p in self.no_torch if p not in by_pid]:
             del self.no_torch[pid]  # gone
+        for pid in [p for p in self.lost if p not in by_pid]:
+            del self.lost[pid]
         for pid, (since, cpu0, label) in list(self.torch_since.items()):
             if pid in hooked:
                 del self.torch_since[pid]
@@ -233,6 +249,26 @@ def _exempt(pid: int, by_pid: dict[int, tuple[Any, ...]], hooked: set[int]) -> b
             return True
         row, seen = parent, seen + 1
     return False
+
+
+def lost_env(pid: int) -> str | None:
+    """How ``pid``'s environment, as it started, lost what perftop gave the job; None where
+    it holds it or cannot be read."""
+    try:
+        env = psutil.Process(pid).environ()
+    except (psutil.Error, OSError):
+        return None
+    path = env.get("PYTHONPATH", "")
+    if str(BOOTSTRAP_DIR) not in path.split(os.pathsep):
+        shown = f"PYTHONPATH={_short(path)}" if path else "no PYTHONPATH"
+        return (
+            f"its environment has {shown}, without perftop's entry (the command or a "
+            "script set PYTHONPATH rather than adding to it: PYTHONPATH=...:$PYTHONPATH "
+            "keeps it)"
+        )
+    if ENV_SOCKET not in env:
+        return f"its environment has no {ENV_SOCKET} (the job started it in a clean one)"
+    return None
 
 
 def _failed(label: str) -> str:

@@ -220,6 +220,11 @@ def summary(snap: Snapshot, record: Path | None, record_error: str | None = None
         lines.append("perftop: observer mode (no hook): no steps, see the stack samples")
     else:
         lines.append("perftop: no training steps seen")
+    # a process of the job with no hook, and why (its steps are missing): at most three
+    hookless = [n for n in snap.notes if n.source == "hook" and n.level == "warning"]
+    lines += [f"perftop: warning: {n.text}" for n in hookless[:3]]
+    if len(hookless) > 3:
+        lines.append(f"perftop: {len(hookless) - 3} more warnings: perftop report {record or ''}")
     short = cut_short(snap)
     if s.count and short:
         lines.append(f"perftop: {cut_short_text(short)}")
