@@ -236,6 +236,8 @@ def sync_rate(
     the error is as large as the rate, or the site was in each watched step but too few of
     them were drawn to say "every step" (early in a run), no rate is given but what was
     seen: ``in 5 of 5 watched steps`` (``5/5 watched``)."""
+    if seen == 0 and watched:  # counted only outside them: after the last step
+        return f"0/{watched} watched" if short else f"in 0 of {watched} watched steps"
     if every and per_step > 0:
         text = f"every step ×{per_step:.2f}" if not short else f"every ×{per_step:.1f}"
         return text + (f" ±{error:.2f}" if error else "")

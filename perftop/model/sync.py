@@ -182,7 +182,9 @@ class SyncReducer:
         steps = 0 if exact else self._steps_watchable()
         spread = exact or (self.n_drawn >= EVERY and self._reached())
         for key, acc in self.sites.items():
-            if acc.sampled and self.w > 0:
+            if self.w > 0 and (acc.sampled or key[4] != "sync"):
+                # (a potential site seen in no watched step, only after the last one: a
+                # rate of 0 over the steps watched, its count its own)
                 every = acc.seen >= self.sampled_steps and spread
                 if exact:
                     per_step, error = acc.wc / self.w, 0.0
@@ -198,6 +200,8 @@ class SyncReducer:
                     "every_step": every,
                     "exact": exact,
                 }
+            elif key[4] != "sync":
+                per_step, est = 0.0, {}  # no step watched at all: no rate
             else:
                 debug = self.debug_steps
                 per_step = acc.count / debug if debug else float(acc.count)

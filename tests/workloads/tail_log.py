@@ -1,6 +1,6 @@
 """A loop that logs its loss every 10 iterations after the optimizer's step (the HF
-Trainer's, TRL's, tianshou's): the last log comes after the last step. Prints one JSON
-line: its steps, its logs and the log's line."""
+Trainer's, TRL's, tianshou's): the last log comes after the last step; then 4 syncs after
+the loop (a final parameters' print). Prints one JSON line: its steps, its logs, the lines."""
 
 import json
 import sys
@@ -21,4 +21,6 @@ for i in range(1, 61):
     own["steps"] += 1
     if i % 10 == 0:
         own["logs"] += loss.item() > -1  # the log line's sync
+own["final_line"] = sys._getframe().f_lineno + 1
+own["final"] = [model.weight.sum().item() for _ in range(4)][0]  # after the loop: 4 syncs
 print(json.dumps(own))
