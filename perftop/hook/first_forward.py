@@ -238,6 +238,12 @@ class FirstForward(PassMode):
             gaps.training(tr, t)
             self.disarm()
             return
+        if tr.region is None and tr.grad() and gap_forward.aside(module):
+            # A weight's parametrization (weight_norm's) or a module of no parameters and no
+            # submodules (a GP constraint's Softplus) called with grad on, as a log line
+            # that reads a weight after the update does: no training forward. The hook
+            # stays armed for what comes next (an evaluation under no_grad was missed).
+            return
         self.watch.ensure()  # as in arm: a torch._dynamo.reset() since the step began
         if self.timed:
             self.timed = False

@@ -89,3 +89,13 @@ def met_in_pass(tr: Tracker) -> None:
     last = sites.get(site)
     if (last is None and len(sites) < _MAX_SITES) or (last is not None and last[1] < index):
         sites[site] = (index, index, False)
+
+
+def aside(module: Any) -> bool:
+    """A module call that begins no training forward: torch's ``ParametrizationList``
+    (a parametrized weight read), or a module with no parameters and no submodules."""
+    if type(module).__name__ == "ParametrizationList":
+        return True
+    params = getattr(module, "_parameters", None)
+    subs = getattr(module, "_modules", None)
+    return params is not None and subs is not None and not params and not subs
