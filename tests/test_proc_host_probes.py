@@ -13,6 +13,7 @@ from perftop.events import HostSample, ProcInfo, ProcSample, decode
 from perftop.events.probes import proc_row
 from perftop.model import Session
 from perftop.monitor.hookless import HooklessWatch
+from perftop.monitor.jobenv import hook_env
 from perftop.probes.host import HostProbe
 from perftop.probes.procread import descendants
 from perftop.probes.procs import ProcProbe
@@ -270,13 +271,17 @@ IDLE = "import torch, time; time.sleep(60)"  # torch loaded, then off the CPU
 SPINS = "import torch, time\nend = time.process_time() + 6\nwhile time.process_time() < end: pass\ntime.sleep(60)"
 
 
-def test_a_process_with_torch_and_no_hook_is_said_once_it_ran_or_exited(python):
-    """No hook here (no bootstrap on the path). A process idle since torch loaded is not
-    said to have failed however long that lasts (a busy host's slow rest of an import looks
-    the same from outside), only once it ran ``grace_cpu_s`` on the CPU since, or exited."""
+def test_a_process_with_torch_and_no_hook_is_said_once_it_ran_or_exited(python, tmp_path):
+    """No hook here: the job's environment, as ``perftop run`` makes it, but no monitor
+    listening (the hook stays silent). A process idle since torch loaded is not said to
+    have failed however long that lasts (a busy host's slow rest of an import looks the
+    same from outside), only once it ran ``grace_cpu_s`` on the CPU since, or exited."""
     said: list[str] = []
     w = HooklessWatch(1, lambda *evs: said.extend(e.text for e in evs), (), 0.2, 4.0)
-    top = subprocess.Popen([python, "-c", KIDS, IDLE, SPINS], stdout=subprocess.PIPE, text=True)
+    env = hook_env(tmp_path / "nobody.sock")
+    top = subprocess.Popen(
+        [python, "-c", KIDS, IDLE, SPINS], stdout=subprocess.PIPE, text=True, env=env
+    )
     try:
         assert top.stdout is not None
         idle, spins = map(int, top.stdout.readline().split())
