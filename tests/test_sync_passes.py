@@ -108,3 +108,35 @@ def test_the_budget_grows_with_the_run_and_keeps_long_passes_unwatched(clock: li
     pw.n = 0
     _pass(pw, clock, 10.0, syncs=1)
     assert len(sent) == 2
+
+
+def test_a_watch_on_trial_is_kept_by_its_pass_and_dropped_by_training(clock) -> None:
+    """``maybe`` (a forward with grad off after a batch) starts the pass's watch at once;
+    the pass confirmed (``opened``: its second batch) keeps it, and it sends the syncs seen
+    since its first forward; training instead (``refuted``: a teacher's forward) drops
+    what it saw and spends its time; a trial cut at its deadline watches nothing of that
+    pass (a watch begun at its second batch would send a part of it as a whole)."""
+    pw, det, sent = _watch(clock)
+    clock[0] = 10.0
+    pw.maybe()
+    assert det.active and det.starts == 1 and pw.trial and pw.n == 0
+    pw.collector.log.append((10.0, SITE, 1, None))  # the first batch's sync
+    _pass(pw, clock, 0.01, 7)  # its next batch opens it: the watch is the pass's
+    assert det.starts == 1 and pw.n == 1 and not pw.watching and not det.active
+    (batch,) = sent
+    assert isinstance(batch, SyncBatch) and batch.passes == 1
+    assert [s[5] for s in batch.between] == [8]  # 7 and the first batch's
+    spent = pw.spent  # the watched pass's cost
+    pw.maybe()  # a teacher's forward: training follows
+    pw.collector.log.append((clock[0], SITE, 1, None))
+    clock[0] += 0.002
+    pw.refuted()
+    assert not det.active and not pw.collector.log and pw.n == 1
+    assert pw.spent == pytest.approx(spent + 0.002)
+    pw.maybe()  # cut at its deadline, then its pass opens: not watched from there
+    det.on_deadline()
+    assert not det.active and pw.cut and pw.dropped == 1
+    _pass(pw, clock, 0.01, 3)
+    assert det.starts == 3 and len(sent) == 1 and not pw.cut
+    pw.refuted()  # a step's end: nothing on trial, nothing cut
+    assert not pw.cut and not det.active

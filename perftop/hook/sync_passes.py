@@ -65,6 +65,7 @@ class PassWatch:
         self.last_t0: float | None = None
         self.watching = False
         self.trial = False  # a watch begun where a pass may have begun (maybe): not known yet
+        self.cut = False  # a trial stopped at its deadline: the pass it held is not watched
         self.t_watch = 0.0  # when the watch began
         self.t_open: float | None = None  # when the pass now open began (None: none open)
         self.spent = 0.0  # the watches' extra time so far
@@ -92,6 +93,9 @@ class PassWatch:
         if self.trial:  # the watch on trial held it from its first batch: the pass's now
             self.trial, self.watching = False, True
             self.collector.since = t0
+            return
+        if self.cut:  # its watch stopped at the deadline: one begun now would hold a part
+            self.cut = False
             return
         det = self.detector
         if det.active or det.priming or not self.may():
@@ -134,6 +138,7 @@ class PassWatch:
         """Training came next: the forward was the step's; what the trial saw is dropped
         (a part of a step is no step), its time spent from the budget."""
         if not self.trial:
+            self.cut = False  # training came: whatever the cut trial held was the step's
             return
         self.trial = False
         self.detector.deadline = 0.0
@@ -163,6 +168,7 @@ class PassWatch:
         if self.trial:
             self.refuted()
             self.dropped += 1
+            self.cut = True
             return
         if not self.watching:
             self.detector.deadline = 0.0
