@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 
-from perftop.events import SyncBatch
+from perftop.events import Between, SyncBatch
 from perftop.recording import read_events
 from tests.helpers import WORKLOADS, run_and_report
 
@@ -18,7 +18,8 @@ SCRIPT = str(WORKLOADS / "eval_grad_fetch.py")
 
 
 def _run(tmp_path, shape: str, *env: str) -> tuple[dict, dict]:
-    proc, rep = run_and_report(tmp_path, "env", *env, sys.executable, SCRIPT, shape)
+    ckpt = str(tmp_path / "model.pt")
+    proc, rep = run_and_report(tmp_path, "env", *env, sys.executable, SCRIPT, shape, ckpt)
     assert proc.returncode == 0, proc.stderr[-2000:]
     own = json.loads(proc.stdout.splitlines()[-1])
     assert rep["steps"]["count"] == own["steps"] == 128
@@ -52,3 +53,16 @@ def test_a_teachers_forward_in_each_step_stays_the_steps(tmp_path) -> None:
     assert watched == {i: int(i >= 19) for i in watched}, watched  # (its step 20: index 19)
     assert sum(watched.values()) >= 3, watched
     assert not any(s[2] == line for e in batches for s in e.between)
+
+
+def test_an_evaluation_after_a_checkpoint_is_named(tmp_path) -> None:
+    """A checkpoint's saves, then the evaluation (batches fetched with grad on): the
+    evaluation's interval had the right length but no site and no forward time (its
+    pending first batch kept the forward's region out of the checkpoint's gap)."""
+    own, rep = _run(tmp_path, "checkpoint")
+    events = list(read_events(tmp_path / "r.perftop"))
+    evals = [e for e in events if isinstance(e, Between) and e.kind == "eval"]
+    saves = [e for e in events if isinstance(e, Between) and e.kind == "checkpoint"]
+    assert len(evals) == len(saves) == own["evals"] == 8, (evals, saves)
+    for e in evals:
+        assert e.site.startswith("<module> (eval_grad_fetch.py:") and 0 < e.forward_s <= e.length, e

@@ -310,8 +310,15 @@ def region_enter(tr: Tracker, ctx: Any, t: float, site: Any = None, chained: boo
     between iterations is a pass, however much of the step another optimizer's work holds:
     an actor-critic's rollout after its second optimizer's step, every iteration, was the
     step's own work from its second on (met in the step before)."""
-    if tr.thread == 0 or (tr.in_gap and not tr.save_alone) or tr.pend or tr.in_opt is not None:
+    if (
+        tr.thread == 0
+        or (tr.in_gap and not tr.save_alone)
+        or tr.in_opt is not None
+        or (tr.pend and not tr.in_gap)
+    ):
         return  # before training (a model's init), inside an optimizer step (LBFGS's)
+    # (a batch pending in a checkpoint's gap: an evaluation's after the saves, whose forward
+    # names the pass; outside a gap, the batch waits for what follows: gap_forward.may_pend)
     if site is None:
         site = _site()
     if site is None:

@@ -3,7 +3,8 @@
 SHAPE``, SHAPE ``eval`` (an evaluation of 8 batches every 16 steps, an ``.item()`` each) or
 ``teacher`` (from step 20 on, past the steps watched for sure, each step's own ``no_grad``
 forward of a teacher after its batch, with an ``.item()``, then the student's: the same
-shape until training follows). Prints one JSON
+shape until training follows), or ``checkpoint`` (``eval`` with a ``torch.save`` before each
+evaluation, as mmengine's last validation after its last checkpoint). Prints one JSON
 line: the loop's own counts and the lines of its syncs."""
 
 import json
@@ -35,7 +36,9 @@ for step, (x, y) in enumerate(train, 1):
     loss.backward()
     opt.step()
     own["steps"] += 1
-    if SHAPE == "eval" and step % 16 == 0:
+    if SHAPE in ("eval", "checkpoint") and step % 16 == 0:
+        if SHAPE == "checkpoint":
+            torch.save(model.state_dict(), sys.argv[2])
         own["evals"] += 1
         right = 0
         for vx, vy in val:  # fetched with grad on
