@@ -29,6 +29,12 @@ os.environ.setdefault("PYTHONWARNINGS", "ignore")
 if "SB3_LOGDIR" not in os.environ:
     os.environ["SB3_LOGDIR"] = tempfile.mkdtemp(prefix="perftop-tests-sb3-")
     atexit.register(shutil.rmtree, os.environ["SB3_LOGDIR"], True)
+# Each test process its own tmux server: the default one exits with its last session, so a
+# test in one worker ending its terminal could take another worker's new one with it (a CI
+# run read a terminal test's screen empty for 60 s).
+if "TMUX_TMPDIR" not in os.environ or os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["TMUX_TMPDIR"] = tempfile.mkdtemp(prefix="perftop-tests-tmux-")
+    atexit.register(shutil.rmtree, os.environ["TMUX_TMPDIR"], True)
 # A container's PYTHONDONTWRITEBYTECODE=1 (CI's Debian image sets it) made each of the
 # hundreds of Python processes the suite starts compile this checkout's modules again (an
 # editable install has no bytecode of its own: +0.25 CPU-s a hooked job, +0.1 a monitor)

@@ -41,8 +41,13 @@ FAILED = re.compile(
 )
 
 
-def tmux(*args: str) -> str:
-    return subprocess.run([TMUX or "tmux", *args], capture_output=True, text=True).stdout
+def tmux(*args: str, sock: str) -> str:
+    """A tmux command on the server of socket ``sock``: each terminal its own server, so
+    that no other test's session ending (the default server exits with its last session)
+    can take this one's with it (a CI run read this test's screen empty for 60 s)."""
+    return subprocess.run(
+        [TMUX or "tmux", "-L", sock, *args], capture_output=True, text=True
+    ).stdout
 
 
 class Term:
@@ -54,12 +59,13 @@ class Term:
         shell = f"{shlex.join(cmd)} 2>&1; echo $? > {self.rc}; sleep 60"
         w, h = size
         tmux(
-            "new-session", "-d", "-s", self.name, "-x", str(w), "-y", str(h), "-c", str(tmp), shell
-        )
+            "new-session", "-d", "-s", self.name, "-x", str(w), "-y", str(h), "-c", str(tmp),
+            shell, sock=self.name,
+        )  # fmt: skip
 
     def screen(self) -> str:
         # joined (-J): one of perftop's lines is one line, however narrow the terminal
-        return tmux("capture-pane", "-p", "-J", "-t", f"={self.name}:")
+        return tmux("capture-pane", "-p", "-J", "-t", f"={self.name}:", sock=self.name)
 
     def wait_for(self, pattern: str, timeout: float = 60.0) -> str:
         deadline = time.monotonic() + timeout
@@ -71,7 +77,7 @@ class Term:
         raise AssertionError(f"{pattern!r} never appeared; screen was:\n{self.screen()}")
 
     def keys(self, keys: str) -> None:
-        tmux("send-keys", "-t", f"={self.name}:", "-l", keys)  # one write: one burst
+        tmux("send-keys", "-t", f"={self.name}:", "-l", keys, sock=self.name)  # one burst
 
     def exit_code(self, timeout: float = 60.0) -> int:
         deadline = time.monotonic() + timeout
@@ -82,10 +88,14 @@ class Term:
         raise AssertionError(f"never exited; screen was:\n{self.screen()}")
 
     def pane_pid(self) -> int:
-        return int(tmux("display", "-p", "-t", f"={self.name}:", "#{pane_pid}").strip() or 0)
+        pane = tmux("display", "-p", "-t", f"={self.name}:", "#{pane_pid}", sock=self.name)
+        return int(pane.strip() or 0)
 
     def close(self) -> None:
-        tmux("kill-session", "-t", f"={self.name}")
+        path = tmux("display", "-p", "#{socket_path}", sock=self.name).strip()
+        tmux("kill-server", sock=self.name)
+        if path.endswith(self.name):  # tmux leaves its socket file behind
+            Path(path).unlink(missing_ok=True)
 
 
 def test_failures_of_the_screen_never_stop_the_job(tmp_path: Path) -> None:
@@ -139,7 +149,9 @@ def test_failures_of_the_screen_never_stop_the_job(tmp_path: Path) -> None:
     finally:
         owned = []
         for t in terms:
-            pane = int(tmux("display", "-p", "-t", f"={t.name}:", "#{pane_pid}").strip() or 0)
+            pane = int(
+                tmux("display", "-p", "-t", f"={t.name}:", "#{pane_pid}", sock=t.name).strip() or 0
+            )
             with contextlib.suppress(psutil.Error):
                 owned += psutil.Process(pane).children(recursive=True)
         if job is not None:  # left running by design: this test ends it
@@ -199,7 +211,9 @@ def test_a_failed_terminal_read_leaves_the_job_running_in_one_line(tmp_path: Pat
         assert "perftop: the screen failed (OSError: [Errno 5] Input/output error)" in screen
         assert "Traceback" not in screen, screen
     finally:
-        pane = int(tmux("display", "-p", "-t", f"={run.name}:", "#{pane_pid}").strip() or 0)
+        pane = int(
+            tmux("display", "-p", "-t", f"={run.name}:", "#{pane_pid}", sock=run.name).strip() or 0
+        )
         owned = []
         with contextlib.suppress(psutil.Error):
             owned += psutil.Process(pane).children(recursive=True)
