@@ -53,7 +53,10 @@ def test_keys_are_answered_under_a_flood_of_output(tmp_path: Path) -> None:
         counted = re.search(r"([\d,]+) lines \(([\d,]+) not shown\)", term.screen())
         assert counted is not None, term.screen()  # the flood is counted, not rendered
     finally:
-        pane = int(tmux("display", "-p", "-t", f"={term.name}:", "#{pane_pid}").strip() or 0)
+        pane = int(
+            tmux("display", "-p", "-t", f"={term.name}:", "#{pane_pid}", sock=term.name).strip()
+            or 0
+        )
         with contextlib.suppress(psutil.Error):
             procs = psutil.Process(pane).children(recursive=True)
             for p in procs:

@@ -41,12 +41,12 @@ FAILED = re.compile(
 )
 
 
-def tmux(*args: str, sock: str) -> str:
+def tmux(*args: str, sock: str | None = None) -> str:
     """A tmux command on the server of socket ``sock``: each terminal its own server, so
     that no other test's session ending (the default server exits with its last session)
     can take this one's with it (a CI run read this test's screen empty for 60 s)."""
     return subprocess.run(
-        [TMUX or "tmux", "-L", sock, *args], capture_output=True, text=True
+        [TMUX or "tmux", *(("-L", sock) if sock else ()), *args], capture_output=True, text=True
     ).stdout
 
 
