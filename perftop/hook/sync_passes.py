@@ -100,16 +100,9 @@ class PassWatch:
         det = self.detector
         if det.active or det.priming or not self.may():
             return  # a watched stretch holds it already, or no watch may start
-        if self.draw(self.n) >= self.p(self.n):
-            return
-        room = self.room(now)
-        guess = SLOW * self.typical if self.typical is not None else self.last_cost
-        if room <= 0.0 or guess > room:
-            return
-        self.collector.since = t0
-        det.start()
-        det.deadline = now + room
-        self.watching, self.t_watch = True, now
+        if self._start(self.n, now):
+            self.collector.since = t0
+            self.watching = True
 
     def maybe(self) -> None:
         """A forward with grad off after a batch (pass_open.PassOpen.may_pend): a pass began
@@ -122,17 +115,21 @@ class PassWatch:
         det = self.detector
         if self.watching or self.trial or det.active or det.priming or not self.may():
             return
-        n = self.n + 1
+        if self._start(self.n + 1, _cpu()):
+            self.trial = True
+
+    def _start(self, n: int, now: float) -> bool:
+        """Pass ``n``'s watch begun at ``now`` where its draw and the budget allow it."""
         if self.draw(n) >= self.p(n):
-            return
-        now = _cpu()
+            return False
         room = self.room(now)
         guess = SLOW * self.typical if self.typical is not None else self.last_cost
         if room <= 0.0 or guess > room:
-            return
-        det.start()
-        det.deadline = now + room
-        self.trial, self.t_watch = True, now
+            return False
+        self.detector.start()
+        self.detector.deadline = now + room
+        self.t_watch = now
+        return True
 
     def refuted(self) -> None:
         """Training came next: the forward was the step's; what the trial saw is dropped
