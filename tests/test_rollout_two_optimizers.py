@@ -30,3 +30,22 @@ def test_each_rollout_after_the_second_optimizer_is_a_pass(tmp_path, shape) -> N
     assert len(rollouts) == own["rollouts"], passes
     assert all("two_optimizer_rollouts.py" in p.site for p in rollouts), rollouts
     assert sum(p.kind == "eval" for p in passes) == own["evaluations"], passes
+
+
+def test_an_evaluation_over_the_training_loader_in_a_loop_marking_its_steps(tmp_path) -> None:
+    """A GAN's two optimizers and ``perftop.step()``: the second optimizer's step in the
+    first iteration (before the first ``perftop.step()``) left a mark that no later step
+    cleared, and every evaluation over the training loader was read as the next step's
+    batches and forwards (0 of 6 passes; the step after each one as long as it)."""
+    job = str(WORKLOADS / "explicit_gan_eval.py")
+    proc, rep = run_and_report(tmp_path, sys.executable, job)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    own = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert rep["steps"]["count"] == own["steps"] == 128
+    passes = [e for e in read_events(tmp_path / "r.perftop") if isinstance(e, Between)]
+    assert [p.kind for p in passes] == ["eval"] * len(own["evals"]) == ["eval"] * 6, passes
+    for p, (_, took) in zip(passes, own["evals"]):
+        # its own timer's length, or a little more: a pass with grad off ends at the next
+        # training activity (the next iteration's batch)
+        assert took * 0.9 - 0.0005 <= p.length <= took + 0.05, (p, took)
+        assert "explicit_gan_eval.py" in p.site, p

@@ -432,6 +432,10 @@ class StepTracker:
             # calls). The next step runs from that update to the next call.
             tail = self.mode == OPTIMIZER and self.running and self.index > 0
             self.mode = EXPLICIT
+            # A second optimizer's mark from then would stay for good (optimizers close
+            # no step now, nor clear it): it read every step as past a GAN's second update
+            # and an evaluation over the training loader as the step's forward.
+            self.mark = None
             cold.merge_held(self)
             if tail:
                 return
