@@ -13,6 +13,7 @@ from perftop.model.snapshot import (
     BetweenRow,
     GpuProcRow,
     GpuRow,
+    Hint,
     HostRow,
     Loader,
     Meta,
@@ -411,6 +412,36 @@ def test_input_bound_raises_waiting_workers_on_a_busy_host_only_when_they_fit() 
     assert not any("Raise num_workers" in a for a in cpu_bound.advice)
     assert any("The CPU is the limit" in a for a in cpu_bound.advice)
     assert "if every batch were ready" in cpu_bound.est_gain_text
+
+
+def test_input_bound_tells_a_wait_for_a_core_from_a_read_where_it_was_measured() -> None:
+    """Workers 95% busy, on the CPU 15% of each batch, on 2 busy cores. Their measured
+    run-queue delay (the process probe's) says what the rest is: where it is a wait for a
+    core, more workers would take turns on the same cores (a loaded host's demo was told
+    "about 10 workers would keep up (they wait off the CPU most of each batch: no core
+    each needed)" beside "the workers wait for a free core 53%"); where it is not, they
+    wait for reads and more of them overlap it."""
+    host = HostRow(cpu_count=2, cpu_percent=97.0)
+
+    def hint(core_wait: float) -> Hint:
+        procs = (ProcRow(PID, 1, cpu_percent=30.0),) + tuple(
+            ProcRow(PID + 1 + i, PID, cpu_percent=14.0, core_wait_share=core_wait) for i in range(2)
+        )
+        s = snap(0.03, busy=0.95, batch_s=0.3, cpu=0.15, host=host, procs=procs)
+        return evaluate(s)[0]["input-bound"]
+
+    queued = hint(0.6)  # 0.6 of wall time: 63% of their batch time, of 85% off the CPU
+    text = " ".join(queued.evidence)
+    assert "no core each needed" not in text and ", each with a core of its own" in text
+    assert "the workers wait for a free core 63% of each batch's time" in text, text
+    assert "file reads" not in text, text
+    assert not any("Raise num_workers" in a for a in queued.advice), queued.advice
+    assert any("The CPU is the limit" in a for a in queued.advice)
+    reading = hint(0.02)  # 2% of wall time: the rest of their 85% off the CPU is reads
+    text = " ".join(reading.evidence)
+    assert "no core each needed" in text and "wait for a free core" not in text, text
+    assert "the workers spend 83% of each batch off the CPU, waiting (file reads" in text
+    assert any("Raise num_workers from 2 to about" in a for a in reading.advice)
 
 
 def test_host_device_sync_counts_in_step_syncs_and_names_between_step_ones_apart() -> None:

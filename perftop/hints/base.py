@@ -20,7 +20,16 @@ Rule = Callable[[Snapshot, frozenset[str]], list[Hint]]
 
 MIN_STEPS = 10  # recent steps a step-based rule needs before it says anything
 
-__all__ = ["Loop", "Rule", "fraction", "nbytes", "seconds", "loop", "threshold"]
+__all__ = [
+    "Loop",
+    "Rule",
+    "fraction",
+    "nbytes",
+    "seconds",
+    "loop",
+    "threshold",
+    "workers_core_wait",
+]
 
 
 def threshold(hint_id: str, active: frozenset[str], enter: float, stay: float) -> float:
@@ -91,6 +100,24 @@ class Loop:
         if want is None or b is None:
             return None
         return max(1, math.ceil(want * b * 1.1))  # a tenth spare: batches vary
+
+
+def workers_core_wait(snap: Snapshot, lp: Loop) -> float | None:
+    """Share of the workers' batch time they spent waiting for a core, measured (their
+    run-queue delay, read by the process probe), or None where no worker's is known. Off
+    the CPU on a busy host is that wait, not a read or a sleep: more workers would not
+    overlap it. (An exited worker's last figure still holds: the live hint after the job's
+    end says what the verdict says.)"""
+    rows = {p.pid: p for p in snap.processes}
+    shares = [
+        min(1.0, rows[w.pid].core_wait_share / w.busy_share)  # type: ignore[operator]
+        for w in lp.workers
+        if w.pid in rows
+        and rows[w.pid].core_wait_share is not None
+        and w.busy_share is not None
+        and w.busy_share > 0
+    ]
+    return sum(shares) / len(shares) if shares else None
 
 
 # The last snapshot asked and its loop, replaced as one tuple (a thread that evaluates

@@ -16,6 +16,7 @@ from perftop.hints.base import (
     rate,
     seconds,
     threshold,
+    workers_core_wait,
 )
 from perftop.hints.cores import crowded, job_cores, others_cores
 from perftop.hints.restarts import ADVICE as RESTART_ADVICE
@@ -129,6 +130,13 @@ def _advice(
         ], n
     busy, made, want = lp.workers_busy, lp.made_per_s, lp.wanted_per_s
     nw = ld.num_workers if ld is not None else len(lp.workers)
+    off = 1 - lp.workers_cpu if lp.workers_cpu is not None else 0.0
+    core_wait = workers_core_wait(snap, lp)
+    if core_wait is not None:
+        core_wait = min(core_wait, off)  # (their windows differ: the probe's, the reports')
+    # off the CPU less the measured wait for a core: reads, sleeps, locks (what more
+    # workers overlap); unmeasured, all of it
+    blocked = off if core_wait is None else max(0.0, off - core_wait)
     need = lp.workers_needed()
     if lp.workers and made is not None:
         ev.append(
@@ -136,7 +144,8 @@ def _advice(
             f"({seconds(lp.batch_s)} per batch each, busy {fraction(busy)} of the time); "
             f"the loop would take {rate(want)}/s"
             + (
-                f"; about {need} workers would keep up{_cores(lp.workers_cpu)}"
+                f"; about {need} workers would keep up"
+                + _cores(blocked if lp.workers_cpu is not None else None)
                 if need and need > nw
                 else ""
             )
@@ -150,14 +159,13 @@ def _advice(
         ev.append(burst)
     out: list[str] = []
     advised: int | None = None
-    off = 1 - lp.workers_cpu if lp.workers_cpu is not None else 0.0
     if busy is not None and busy >= SATURATED:
         idle_cores = None if cores is None or cpu is None else cores * (1 - cpu / 100.0)
         # workers that mostly wait need little CPU: the extra ones must fit in a core or
         # in the idle cores (else they only take turns on busy ones)
         extra = (need - nw) * (lp.workers_cpu or 0.0) if need else 0.0
         free = max(1.0, idle_cores or 0.0)
-        if need and need > nw and off >= 0.5 and extra <= free:
+        if need and need > nw and blocked >= 0.5 and extra <= free:
             advised = need
             out.append(
                 f"Raise num_workers from {nw} to about {need}: the workers are busy "
@@ -179,11 +187,14 @@ def _advice(
                 "transform whole batches instead of samples, preprocess offline) or move "
                 "augmentation to the GPU; more workers would only compete for the same cores."
             )
-        if off >= 0.5 and cpu is not None and cpu >= CPU_BUSY and advised is None:
-            ev.append(f"the workers wait for a free core {fraction(off)} of each batch's time")
-        elif off >= 0.5:
+        # unmeasured, off the CPU on busy cores is taken for a wait for one
+        guess = core_wait is None and cpu is not None and cpu >= CPU_BUSY and advised is None
+        waited = core_wait if core_wait is not None else (off if guess else 0.0)
+        if waited >= (0.5 if guess else 0.2):
+            ev.append(f"the workers wait for a free core {fraction(waited)} of each batch's time")
+        if blocked >= 0.5 and not guess:
             ev.append(
-                f"the workers spend {fraction(off)} of each batch off the CPU, waiting "
+                f"the workers spend {fraction(blocked)} of each batch off the CPU, waiting "
                 "(file reads, sleeps or locks)"
             )
             if advised is None:
@@ -298,9 +309,10 @@ def _gpu_busy(snap: Snapshot) -> float | None:
     return max(vals) if vals else None
 
 
-def _cores(cpu_share: float | None) -> str:
-    """What more workers need besides: a core each where a batch is CPU work, none where
-    the workers wait off the CPU most of each batch (reads, sleeps: they overlap)."""
-    if cpu_share is not None and cpu_share < 0.5:
+def _cores(blocked: float | None) -> str:
+    """What more workers need besides: a core each where a batch is CPU work (or a wait
+    for a core), none where the workers wait off the CPU most of each batch for something
+    else (reads, sleeps: they overlap)."""
+    if blocked is not None and blocked >= 0.5:
         return " (they wait off the CPU most of each batch: no core each needed)"
     return ", each with a core of its own"
