@@ -22,7 +22,7 @@ import pytest
 
 from perftop.fmt import cpu_list
 from perftop.hints import evaluate
-from perftop.hints.cores import JOB_SHARE, crowded
+from perftop.hints.cores import JOB_SHARE, crowded, job_cores
 from perftop.model.cores import allowed_cores, cpu_set
 from perftop.model.snapshot import HostRow, ProcRow, Snapshot
 from perftop.probes.cpulimit import read_affinity, read_cpu_quota
@@ -104,6 +104,23 @@ def test_workers_on_a_full_core_the_job_holds_are_too_many() -> None:
     assert not fires("too-many-workers", pinned(27.0, 14.0))  # others 0.35 of the core
 
 
+def test_the_jobs_cores_are_at_most_those_it_may_use() -> None:
+    """A trainer and two workers pinned to one core, at averages over their own lives that
+    sum to 1.2 (the whole-run verdict's): the job uses at most its one core, not "1.2
+    cores" of it."""
+    host = HostRow(cpu_count=2, cpu_percent=52.0, per_core=(100.0, 4.0))
+    procs = (ProcRow(PID, 1, cpu_percent=40.0, cpus="0"),) + tuple(
+        ProcRow(PID + 1 + i, PID, cpu_percent=40.0, cpus="0") for i in range(2)
+    )
+    s = snap(0.0, nw=2, busy=0.9, host=host, procs=procs)
+    assert job_cores(s) == 1.0
+    h = evaluate(s)[0]["too-many-workers"]
+    assert "the job uses 1.0 cores" in h.evidence[0], h.evidence
+    free = snap(0.0, nw=2, busy=0.9, host=replace(host, per_core=(60.0, 44.0)),
+                procs=tuple(replace(p, cpus=None) for p in procs))  # fmt: skip
+    assert job_cores(free) == 1.2  # on the host's 2 cores: as measured
+
+
 def test_input_bound_promises_no_worker_a_core_where_none_is_free() -> None:
     """A loop that loads its own batches (num_workers=0), waiting 55% of a step: on an
     idle host of 2 cores, or on its one core while that is mostly idle, one worker and its
@@ -160,8 +177,8 @@ def test_busy_workers_are_weighed_against_the_jobs_cores_not_the_hosts() -> None
     pinned = evaluate(job("0-1", None))[0]["input-bound"]
     limited = evaluate(job(None, 2.0))[0]["input-bound"]
     assert "the job may run on 2 of 16 cores (its CPU affinity), 100% busy" in pinned.evidence
-    assert "the job uses 2.1 of the 2 cores (its cgroup's CPU limit; the host has 16)" \
-        in limited.evidence, limited.evidence  # fmt: skip
+    assert "the job uses 2.0 of the 2 cores (its cgroup's CPU limit; the host has 16)" \
+        in limited.evidence, limited.evidence  # (2.1 measured: at most 2)  # fmt: skip
     for h in (pinned, limited):
         assert h.advice[0].startswith("The CPU is the limit: make each batch cheaper"), h.advice
         assert "if every batch were ready" in h.est_gain_text

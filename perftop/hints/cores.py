@@ -34,8 +34,13 @@ AT_LIMIT = 0.8  # the job's CPU use, as a share of its cgroup's CPU limit, that 
 def job_cores(snap: Snapshot) -> float:
     """The cores the job's processes keep busy, as the process probe measures them; 0
     where it has measured none. Live, an exited process has no CPU figure; in the
-    whole-run view (verdict.py) it has its share of the run's."""
-    return sum(p.cpu_percent or 0.0 for p in snap.processes) / 100.0
+    whole-run view (verdict.py) it has its share of the run's, and the trainers and the
+    last workers their averages over their own lives, which can sum to more than the
+    cores the job may use (1.2 of a 1-core affinity): at most those cores, which it
+    cannot exceed."""
+    used = sum(p.cpu_percent or 0.0 for p in snap.processes) / 100.0
+    usable = allowed_cores(snap).usable
+    return min(used, usable) if usable > 0 else used
 
 
 def others_cores(snap: Snapshot, jc: JobCores, job: float) -> float | None:
