@@ -19,11 +19,24 @@ WHAT_HANGS = {"eval": "evaluation", "checkpoint": "checkpoint", "collective": "a
 
 
 def stall_words(
-    step: int, pid: int, stalled_s: float, median_s: float, during: str
+    step: int,
+    pid: int,
+    stalled_s: float,
+    median_s: float,
+    during: str,
+    tail: tuple[int, float] | None = None,
 ) -> tuple[str, str]:
     """(what, how long) of a stall capture, for the report and the Stacks panel: a step
     stalled, or (``during``) an evaluation or checkpoint between steps that hangs, or a
-    collective that hangs (``collective``)."""
+    collective that hangs (``collective``); ``tail``: a stalled step that never came, the
+    job having ended well, as (its last step's index, the seconds from its end to the
+    capture) (model.stacks.after_last_step)."""
+    if tail is not None and not during:
+        return (
+            f"after the last step ({step_no(tail[0])}) of pid {pid}",
+            f"no step for {tail[1]:.1f} s when captured (median step {median_s:.3f} s), nor "
+            "after it to the job's end: its work after training or a wait, no stalled step",
+        )
     if not during:
         return (
             f"step {step_no(step)} of pid {pid}",

@@ -259,6 +259,49 @@ def test_a_stall_is_named_by_the_step_that_was_running_once_its_steps_come():
         assert got == want, (batched, got)
 
 
+def test_work_after_the_last_step_is_no_stalled_step_once_the_job_ended_well(tmp_path):
+    """A job that uploads for 4 s after its last of 60 steps, then exits 0: live, that is
+    a step late (perftop's line says "step 61 stalled"); once the job has ended well it is
+    no step at all, and the report says so ("step 61 of pid N: stalled", of a job of 60
+    steps, it said)."""
+    proc, rep = run_and_report(tmp_path, sys.executable, str(WORKLOADS / "idle_tail.py"))
+    assert proc.returncode == 0, proc.stderr
+    assert rep["steps"]["count"] == 60
+    assert rep["stalls"] and all(s["after_last_step"] for s in rep["stalls"]), rep["stalls"]
+    tail = rep["stalls"][-1]
+    # the last step (index 59), and the time from its end to the capture, within the 4 s
+    # after it (the capture came 2 s after the last step sent, which may be a few before
+    # the last: those were sent at the exit)
+    assert tail["last_step"] == 59 and 1.0 <= tail["no_step_s"] <= 4.5, tail
+    text = perftop("report", str(tmp_path / "r.perftop"), cwd=tmp_path).stdout
+    assert "After the last step (stacks captured while no step came)" in text, text
+    assert "after the last step (60) of pid" in text and "Stalled steps" not in text, text
+    assert "idle_tail.py:17 <module>" in text, text  # where it was: the upload
+
+
+def test_a_stall_after_the_last_step_stays_one_where_the_job_failed_or_steps_came():
+    """The model's side of it: a capture after the last step is the job's tail only where
+    the job exited with 0; killed or failed there, it was stopped in a hang; a step that
+    came after the capture makes it a stall of that step, whatever the end."""
+    from perftop.events import JobExit, StallCapture
+    from perftop.model.stacks import after_last_step
+
+    def ended(code: int, sig: int = 0, more: bool = False) -> tuple[int, float] | None:
+        s = Session()
+        for i in range(10):
+            s.apply(Step(1, i, 100.0 + i * 0.1, 100.1 + i * 0.1))
+        s.apply(StallCapture(103.1, 1, 10, 2.1, 0.1))
+        if more:
+            s.apply(Step(1, 10, 101.0, 103.5))
+        s.apply(JobExit(104.0, 1, code, signal=sig))
+        snap = s.snapshot(window=None)
+        return after_last_step(snap, snap.stalls[0])
+
+    last, idle = ended(0) or (None, 0.0)
+    assert last == 9 and abs(idle - 2.1) < 1e-9  # step 9 ended at 101.0, the capture at 103.1
+    assert not ended(3) and not ended(137, sig=9) and not ended(0, more=True)
+
+
 def test_a_stall_whose_step_ended_before_its_capture_came_keeps_its_step():
     """The stalled step (5, 2.5 s) ended while the stacks were dumped, and its event and
     13 quick steps after it came before the capture's (a loaded host, a slow dump): the

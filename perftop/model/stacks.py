@@ -19,7 +19,7 @@ from perftop.events import Step
 from perftop.events.stacks import MIN_STALL_S, StackFrame, StackSample, StallCapture
 from perftop.fmt import step_no
 from perftop.model.roles import ROLE_ORDER, as_role
-from perftop.model.snapshot import StackRow, StallRow
+from perftop.model.snapshot import Snapshot, StackRow, StallRow
 from perftop.wire import StepRecord
 
 MAX_STALLS = 50
@@ -217,3 +217,23 @@ def _late(row: StallRow, end: float) -> StallRow:
         "they showed what ran after it, and are left out"
     )
     return dataclasses.replace(row, stacks=(), note="; ".join(x for x in (row.note, note) if x))
+
+
+def after_last_step(snap: Snapshot, row: StallRow) -> tuple[int, float] | None:
+    """(the last step's index, the seconds from its end to the capture) where a stalled
+    step never came: the job exited on its own (code 0, no signal) and its process's last
+    step ended before the capture. Live, a step that is late cannot be told from the end
+    of training; once the job has ended well it can: what ran was its work after training
+    (a final save, an upload, a wait), not a step that stalled. (The capture may name a
+    step before the last: steps sent at the exit came after it, all ended before it.) A
+    job killed or failed after its last step keeps its stall: a hang it was stopped in."""
+    meta = snap.meta
+    if row.during or meta.exit_code != 0 or meta.exit_signal:
+        return None
+    for r in snap.ranks or (snap.steps,):
+        if r.pid == row.pid:
+            if not r.recent:
+                return None
+            last = r.recent[-1]
+            return (last.index, row.t - last.t1) if last.t1 <= row.t else None
+    return None

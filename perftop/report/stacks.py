@@ -7,7 +7,8 @@ from typing import Any
 
 from perftop.fmt import stall_words
 from perftop.model import Snapshot
-from perftop.model.stacks import where
+from perftop.model.snapshot import StallRow
+from perftop.model.stacks import after_last_step, where
 
 STALL_FRAMES = 8
 
@@ -31,23 +32,31 @@ def stacks_json(snap: Snapshot) -> list[dict[str, Any]]:
 
 
 def stalls_json(snap: Snapshot) -> list[dict[str, Any]]:
-    return [
-        {
-            "pid": s.pid,
-            "step": s.step,
-            "stalled_s": round(s.stalled_s, 3),
-            "median_s": round(s.median_s, 6),
-            "t": s.t,
-            "processes": [
-                {"pid": pid, "role": role, "frames": [_frame(f) for f in frames[:STALL_FRAMES]]}
-                for pid, role, frames in s.stacks
-            ],
-            "note": s.note,
-            "during": s.during,
-            "host": s.host,
-        }
-        for s in snap.stalls
-    ]
+    return [_stall(snap, s) for s in snap.stalls]
+
+
+def _stall(snap: Snapshot, s: StallRow) -> dict[str, Any]:
+    """One stall; ``after_last_step`` where the job ended well with no step after it: its
+    ``last_step`` (the index) and ``no_step_s``, the seconds from that step's end to the
+    capture, null otherwise (``step`` names the step the capture awaited)."""
+    tail = after_last_step(snap, s)
+    return {
+        "pid": s.pid,
+        "step": s.step,
+        "stalled_s": round(s.stalled_s, 3),
+        "median_s": round(s.median_s, 6),
+        "t": s.t,
+        "processes": [
+            {"pid": pid, "role": role, "frames": [_frame(f) for f in frames[:STALL_FRAMES]]}
+            for pid, role, frames in s.stacks
+        ],
+        "note": s.note,
+        "during": s.during,
+        "host": s.host,
+        "after_last_step": tail is not None,
+        "last_step": tail[0] if tail else None,
+        "no_step_s": round(tail[1], 3) if tail else None,
+    }
 
 
 def stack_lines(r: dict[str, Any]) -> list[str]:
@@ -59,11 +68,15 @@ def stack_lines(r: dict[str, Any]) -> list[str]:
             top = ", ".join(f"{w['what']} {w['share']:.0%}" for w in p["where"][:3])
             out.append(f"  {p['role']:<7} {p['pid']:>7}  {top}  ({p['samples']} samples)")
     if r.get("stalls"):
-        out += ["", "Stalled steps (stacks captured while stalled)"]
+        if all(s.get("after_last_step") for s in r["stalls"]):
+            out += ["", "After the last step (stacks captured while no step came)"]
+        else:
+            out += ["", "Stalled steps (stacks captured while stalled)"]
         for s in r["stalls"]:
             what, how = stall_words(
-                s["step"], s["pid"], s["stalled_s"], s["median_s"], s.get("during", "")
-            )
+                s["step"], s["pid"], s["stalled_s"], s["median_s"], s.get("during", ""),
+                (s["last_step"], s["no_step_s"]) if s.get("after_last_step") else None,
+            )  # fmt: skip
             out.append(f"  {what}: {how}")
             for p in s["processes"]:
                 frames = tuple((f["function"], f["file"], f["line"]) for f in p["frames"])

@@ -8,7 +8,7 @@ from rich.text import Text
 
 from perftop.fmt import stall_words
 from perftop.model import Snapshot
-from perftop.model.stacks import is_library, short, where
+from perftop.model.stacks import after_last_step, is_library, short, where
 from perftop.report.comm import stack_of
 from perftop.safe import visible_line
 from perftop.tui import fmt
@@ -47,11 +47,13 @@ class StacksPanel(TextPanel):
 
     def _stall(self, snap: Snapshot) -> list[Text]:
         s = snap.stalls[-1]
-        what, how = stall_words(s.step, s.pid, s.stalled_s, s.median_s, s.during)
-        title = Text(f"{'hang' if s.during else 'stall'}: {what} ", style="bold red")
+        tail = after_last_step(snap, s)
+        what, how = stall_words(s.step, s.pid, s.stalled_s, s.median_s, s.during, tail)
+        label = "hang" if s.during else ("no step" if tail else "stall")
+        title = Text(f"{label}: {what} ", style="bold red" if tail is None else "bold")
         title.append(
             how + (f"  · {len(snap.stalls)} stalls" if len(snap.stalls) > 1 else ""),
-            style="red",
+            style="red" if tail is None else "",
         )
         out = [title, *self._missing(snap, s.during)]
         for pid, role, frames in s.stacks:
