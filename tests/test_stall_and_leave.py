@@ -284,6 +284,7 @@ def test_a_stall_after_the_last_step_stays_one_where_the_job_failed_or_steps_cam
     the job exited with 0; killed or failed there, it was stopped in a hang; a step that
     came after the capture makes it a stall of that step, whatever the end."""
     from perftop.events import JobExit, StallCapture
+    from perftop.flows.attach import stack_summary
     from perftop.model.stacks import after_last_step
 
     def ended(code: int, sig: int = 0, more: bool = False) -> tuple[int, float] | None:
@@ -295,7 +296,14 @@ def test_a_stall_after_the_last_step_stays_one_where_the_job_failed_or_steps_cam
             s.apply(Step(1, 10, 101.0, 103.5))
         s.apply(JobExit(104.0, 1, code, signal=sig))
         snap = s.snapshot(window=None)
-        return after_last_step(snap, snap.stalls[0])
+        tail = after_last_step(snap, snap.stalls[0])
+        said = stack_summary(snap)  # attach --headless's last lines say the same
+        assert said[-1].endswith(
+            "last: after the last step (10), no step in 2.1 s: work after training"
+            if tail
+            else f"last: step {snap.stalls[0].step + 1}, 2.1 s"
+        ), said
+        return tail
 
     last, idle = ended(0) or (None, 0.0)
     assert last == 9 and abs(idle - 2.1) < 1e-9  # step 9 ended at 101.0, the capture at 103.1

@@ -16,6 +16,7 @@ from perftop.flows.notices import Notices, snapshot_every
 from perftop.flows.watch import WatchOptions, record, show, wait, wants_tui
 from perftop.fmt import step_no
 from perftop.model import Snapshot
+from perftop.model.stacks import after_last_step
 from perftop.monitor.header import session_start
 from perftop.monitor.hub import Hub
 from perftop.report.text import summary
@@ -205,8 +206,12 @@ def stack_summary(snap: Snapshot) -> list[str]:
         out.append(f"perftop: {r.role} {r.pid}: {top} ({r.samples} samples)")
     if snap.stalls:
         s = snap.stalls[-1]
-        out.append(
-            f"perftop: {len(snap.stalls)} stall(s); last: step {step_no(s.step)}, "
-            f"{s.stalled_s:.1f} s"
+        tail = after_last_step(snap, s)
+        last = (
+            f"step {step_no(s.step)}, {s.stalled_s:.1f} s"
+            if tail is None
+            else f"after the last step ({step_no(tail[0])}), no step in {tail[1]:.1f} s: "
+            "work after training"
         )
+        out.append(f"perftop: {len(snap.stalls)} stall(s); last: {last}")
     return out
