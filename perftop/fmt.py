@@ -34,8 +34,8 @@ def stall_words(
     if tail is not None and not during:
         return (
             f"after the last step ({step_no(tail[0])}) of pid {pid}",
-            f"no step in the {tail[1]:.1f} s to the capture, nor after it to the job's end: "
-            "work after training, not a stalled step",
+            f"no step in the {tail[1]:.1f} s to the capture nor after it, to the job's end: "
+            "work after training",
         )
     if not during:
         return (
