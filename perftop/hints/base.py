@@ -108,15 +108,12 @@ def workers_core_wait(snap: Snapshot, lp: Loop) -> float | None:
     the CPU on a busy host is that wait, not a read or a sleep: more workers would not
     overlap it. (An exited worker's last figure still holds: the live hint after the job's
     end says what the verdict says.)"""
-    rows = {p.pid: p for p in snap.processes}
-    shares = [
-        min(1.0, rows[w.pid].core_wait_share / w.busy_share)  # type: ignore[operator]
-        for w in lp.workers
-        if w.pid in rows
-        and rows[w.pid].core_wait_share is not None
-        and w.busy_share is not None
-        and w.busy_share > 0
-    ]
+    waits = {p.pid: p.core_wait_share for p in snap.processes}
+    shares = []
+    for w in lp.workers:
+        wait = waits.get(w.pid)
+        if wait is not None and w.busy_share:
+            shares.append(min(1.0, wait / w.busy_share))
     return sum(shares) / len(shares) if shares else None
 
 

@@ -136,7 +136,7 @@ def _advice(
         core_wait = min(core_wait, off)  # (their windows differ: the probe's, the reports')
     # off the CPU less the measured wait for a core: reads, sleeps, locks (what more
     # workers overlap); unmeasured, all of it
-    blocked = off if core_wait is None else max(0.0, off - core_wait)
+    blocked = off if core_wait is None else off - core_wait
     need = lp.workers_needed()
     if lp.workers and made is not None:
         ev.append(
@@ -144,8 +144,7 @@ def _advice(
             f"({seconds(lp.batch_s)} per batch each, busy {fraction(busy)} of the time); "
             f"the loop would take {rate(want)}/s"
             + (
-                f"; about {need} workers would keep up"
-                + _cores(blocked if lp.workers_cpu is not None else None)
+                f"; about {need} workers would keep up{_cores(blocked)}"
                 if need and need > nw
                 else ""
             )
@@ -309,10 +308,10 @@ def _gpu_busy(snap: Snapshot) -> float | None:
     return max(vals) if vals else None
 
 
-def _cores(blocked: float | None) -> str:
+def _cores(blocked: float) -> str:
     """What more workers need besides: a core each where a batch is CPU work (or a wait
     for a core), none where the workers wait off the CPU most of each batch for something
     else (reads, sleeps: they overlap)."""
-    if blocked is not None and blocked >= 0.5:
+    if blocked >= 0.5:
         return " (they wait off the CPU most of each batch: no core each needed)"
     return ", each with a core of its own"
