@@ -9,12 +9,14 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import pytest
 
 from perftop.events import ProcSample, Step, TrainThread
 from perftop.events.probes import proc_row
 from perftop.model import Session
+from perftop.model.snapshot import StallRow
 from perftop.monitor.jobenv import RunConfig
 from perftop.monitor.runner import Job
 from perftop.monitor.stall import StallWatch
@@ -308,6 +310,18 @@ def test_a_stall_after_the_last_step_stays_one_where_the_job_failed_or_steps_cam
     last, idle = ended(0) or (None, 0.0)
     assert last == 9 and abs(idle - 2.1) < 1e-9  # step 9 ended at 101.0, the capture at 103.1
     assert not ended(3) and not ended(137, sig=9) and not ended(0, more=True)
+    # under collect, another node's process of the same pid, whose steps went on, says
+    # nothing of this one's
+    s = Session()
+    for i in range(10):
+        s.apply(Step(1, i, 100.0 + i * 0.1, 100.1 + i * 0.1))
+    s.apply(JobExit(104.0, 1, 0))
+    snap = s.snapshot(window=None)
+    mine = replace(snap.steps, host="a")
+    other = replace(mine, host="b", recent=(replace(mine.recent[-1], index=12, t1=103.9),))
+    fleet = replace(snap, ranks=(other, mine), stalls=(StallRow(103.1, 1, 10, 2.1, 0.1, host="a"),))
+    last, idle = after_last_step(fleet, fleet.stalls[0]) or (None, 0.0)
+    assert last == 9 and abs(idle - 2.1) < 1e-9
 
 
 def test_a_stall_whose_step_ended_before_its_capture_came_keeps_its_step():

@@ -231,7 +231,7 @@ def after_last_step(snap: Snapshot, row: StallRow) -> tuple[int, float] | None:
     if row.during or meta.exit_code != 0 or meta.exit_signal:
         return None
     for r in snap.ranks or (snap.steps,):
-        if r.pid == row.pid:
+        if r.pid == row.pid and (not row.host or r.host == row.host):  # (a fleet's node)
             if not r.recent:
                 return None
             last = r.recent[-1]
