@@ -526,3 +526,33 @@ def test_host_device_sync_gives_no_rate_while_its_error_is_as_large() -> None:
         pair = tuple(site(n, 1.0, err, 5, 5, False) for n in (41, 42))
         h = evaluate(replace(snap(0.0), sync=pair))[0]["host-device-sync"]
         assert h.title == "Host-device syncs at 2 lines would stall a GPU", (err, h.title)
+
+
+def test_input_bound_says_what_the_workers_that_keep_up_need_where_the_idle_cores_fall_short() -> (
+    None
+):
+    """Two workers busy 98%, on the CPU, on a 2-core host 83% busy: 7 would keep up, and
+    the 5 more need about 4.9 cores where 0.3 are idle. The advice said "Raise num_workers
+    from 2 to more" beside "the host has idle cores", with no count and no cost; it says
+    how far the idle cores go and what the count that keeps up would need, and no count
+    is advised (none is measured to fit)."""
+    host = HostRow(cpu_count=2, cpu_percent=83.0)
+    procs = (ProcRow(PID, 1, cpu_percent=30.0),) + tuple(
+        ProcRow(PID + 1 + i, PID, cpu_percent=96.0) for i in range(2)
+    )
+    s = snap(0.2, busy=0.98, batch_s=0.3, cpu=0.98, host=host, procs=procs)
+    h = evaluate(s)[0]["input-bound"]
+    text = " ".join(h.advice)
+    assert "to more" not in text, text
+    said = (
+        "Raise num_workers from 2 only as far as the idle cores go: about 7 would keep up, "
+        "and their 5 more need about 4.9 cores where the host has 0.3 idle."
+    )
+    assert said in text, text
+    assert "make each batch cheaper" in text
+    # idle cores that hold the added workers: the count, as before
+    roomy = snap(
+        0.2, busy=0.98, batch_s=0.3, cpu=0.98, host=HostRow(cpu_count=16, cpu_percent=20.0)
+    )
+    advice = evaluate(roomy)[0]["input-bound"].advice
+    assert any("Raise num_workers from 2 to about 7: the workers are busy 98%" in a for a in advice)

@@ -174,12 +174,20 @@ def _advice(
         elif cpu is not None and cpu < CPU_BUSY and need and need > nw:
             fits = idle_cores is None or need - nw <= idle_cores + 1
             advised = need if fits else None
-            more = f"about {need}" if fits else "more"
-            out.append(
-                f"Raise num_workers from {nw} to {more}: the workers are busy "
-                f"{fraction(busy)} of the time while "
-                + ("the host has idle cores." if jc.usable == jc.host else "the job's cores idle.")
-            )
+            where = "the host has" if jc.usable == jc.host else "the job's cores have"
+            if fits or idle_cores is None:
+                out.append(
+                    f"Raise num_workers from {nw} to about {need}: the workers are busy "
+                    f"{fraction(busy)} of the time while {where} idle cores."
+                )
+            else:  # the count that keeps up needs cores that are not idle: say both
+                out.append(
+                    f"Raise num_workers from {nw} only as far as the idle cores go: about "
+                    f"{need} would keep up, and their {need - nw} more need about "
+                    f"{extra:.1f} cores where {where} {idle_cores:.1f} idle. Past that the "
+                    "CPU is the limit: make each batch cheaper (crop or resize first, "
+                    "transform whole batches) or move augmentation to the GPU."
+                )
         else:
             out.append(
                 "The CPU is the limit: make each batch cheaper (crop or resize first, "
