@@ -301,9 +301,10 @@ def test_a_stall_after_the_last_step_stays_one_where_the_job_failed_or_steps_cam
         tail = after_last_step(snap, snap.stalls[0])
         said = stack_summary(snap)  # attach --headless's last lines say the same
         assert said[-1].endswith(
-            "last: after the last step (10), no step in 2.1 s: work after training"
+            "last: after the last step (10) of pid 1: no step in the 2.1 s to the capture nor "
+            "after it, to the job's end: work after training"
             if tail
-            else f"last: step {snap.stalls[0].step + 1}, 2.1 s"
+            else f"last: step {snap.stalls[0].step + 1} stalled 2.1 s"
         ), said
         return tail
 

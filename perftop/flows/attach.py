@@ -14,11 +14,12 @@ from perftop.errors import AttachError, UsageError
 from perftop.flows.collect import summary as fleet_summary
 from perftop.flows.notices import Notices, snapshot_every
 from perftop.flows.watch import WatchOptions, record, show, wait, wants_tui
-from perftop.fmt import step_no
+from perftop.fmt import stall_words
 from perftop.model import Snapshot
 from perftop.model.stacks import after_last_step
 from perftop.monitor.header import session_start
 from perftop.monitor.hub import Hub
+from perftop.report.comm import stall_words as stall_line
 from perftop.report.text import summary
 
 
@@ -207,11 +208,9 @@ def stack_summary(snap: Snapshot) -> list[str]:
     if snap.stalls:
         s = snap.stalls[-1]
         tail = after_last_step(snap, s)
-        last = (
-            f"step {step_no(s.step)}, {s.stalled_s:.1f} s"
-            if tail is None
-            else f"after the last step ({step_no(tail[0])}), no step in {tail[1]:.1f} s: "
-            "work after training"
-        )
+        if tail is None:  # as the live line said it (its rank, a pass or collective)
+            last = stall_line(snap, s)
+        else:  # as the report and the Stacks panel say it
+            last = ": ".join(stall_words(s.step, s.pid, s.stalled_s, s.median_s, s.during, tail))
         out.append(f"perftop: {len(snap.stalls)} stall(s); last: {last}")
     return out
