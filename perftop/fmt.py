@@ -5,7 +5,22 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from perftop.safe import visible_line
+
 NA = "N/A"
+
+
+class Block(str):
+    """Lines perftop laid out itself (a table, its cells each made one line): the one
+    kind of text whose newlines :func:`lines` keeps."""
+
+
+def lines(items: Iterable[str]) -> str:
+    """The report's lines joined, each one line: a job's string in one (a dataset's class
+    name, a function's, a path) could hold a newline and forge a line of its own (a hint,
+    a table's row); it is shown as ``^J``, as every other control character. A
+    :class:`Block` keeps its own."""
+    return "\n".join(x if isinstance(x, Block) else visible_line(x) for x in items)
 
 
 def step_no(index: int) -> int:
@@ -104,8 +119,10 @@ def rounded(x: float | None, nd: int = 6) -> float | None:
     return None if x is None else round(x, nd)
 
 
-def table(headers: list[str], rows: list[list[str]], indent: str = "  ") -> str:
-    """A plain aligned table: first column left, the rest right."""
+def table(headers: list[str], rows: list[list[str]], indent: str = "  ") -> Block:
+    """A plain aligned table: first column left, the rest right; each cell one line
+    (a job's names are cells)."""
+    rows = [[visible_line(c) for c in r] for r in rows]
     widths = [
         max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
     ]
@@ -115,7 +132,7 @@ def table(headers: list[str], rows: list[list[str]], indent: str = "  ") -> str:
         out += [c.rjust(w) for c, w in zip(cells[1:], widths[1:])]
         return indent + "  ".join(out).rstrip()
 
-    return "\n".join([line(headers), *(line(r) for r in rows)])
+    return Block("\n".join([line(headers), *(line(r) for r in rows)]))
 
 
 def command(argv: tuple[str, ...] | list[str]) -> str:

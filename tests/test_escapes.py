@@ -37,6 +37,9 @@ EVIL = (
     "\x9b?1049l"  # a C1 CSI
     "\x1bP+q544e\x1b\\"  # a DCS
 )
+# A newline in a name the job chooses (a dataset's class) would forge a line of the report
+# of its own: a hint's evidence, a table's row.
+FORGED = "\nFAKE: a line the job forged"
 JOB = f"""
 import sys, time
 EVIL = {EVIL!r}
@@ -46,6 +49,21 @@ for i in range(3):
 if sys.argv[2:] == ["wait"]:
     print("ready", flush=True)
     time.sleep(60)
+else:  # steps that wait for their data, loaded by the training process from a named dataset
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    def item(ds, i):
+        time.sleep(0.01)
+        return torch.randn(4)
+
+    named = type("DS" + EVIL + {FORGED!r}, (Dataset,), dict(__len__=lambda ds: 160, __getitem__=item))
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), 0.1)
+    for x in DataLoader(named(), batch_size=4):
+        model(x).sum().backward()
+        opt.step()
+        opt.zero_grad()
 """
 # What may remain of perftop's own terminal output: colours and cursor moves.
 OURS = re.compile(r"\x1b\[[0-9;:]*m|\x1b\[\d+;\d+H|\x1b\[\d*[ABCDG]")
@@ -102,6 +120,13 @@ def test_run_and_report_show_the_escapes_visibly(evil_run) -> None:
     assert rep.returncode == 0, rep.stderr
     assert raw(rep.stdout) == [] and raw(rep.stderr) == []
     assert "^[]52;c;" in rep.stdout and "<9B>?1049l" in rep.stdout
+    # the dataset's name in the DataLoaders table and in input-bound's evidence, each on
+    # its line, its newline shown (the report had "FAKE: …" as a line of its own)
+    lines = rep.stdout.splitlines()
+    assert not [ln for ln in lines if ln.startswith("FAKE")], rep.stdout
+    named = [ln for ln in lines if "^JFAKE: a line the job forged" in ln]
+    assert any("itself (DS" in ln for ln in named), rep.stdout  # input-bound's evidence
+    assert any(" L0  DS^[]52;c;" in ln for ln in named), named  # the DataLoaders row
 
 
 def terminal_bytes(app: PerftopApp) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from perftop.fmt import NA, table
+from perftop.fmt import NA, lines, table
 from perftop.model import Session, Snapshot
 from perftop.model.fleet import FleetSession
 from perftop.replay.index import primary_pid, steps_reducer
@@ -130,4 +130,4 @@ def render(d: dict[str, Any], name_a: str, name_b: str) -> str:
         f"better in B: {', '.join(better) or 'nothing'}",
         f"worse in B: {', '.join(worse) or 'nothing'}",
     ]
-    return "\n".join(out) + "\n"
+    return lines(out) + "\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from perftop.fmt import NA, fraction, seconds, table
+from perftop.fmt import NA, fraction, lines, seconds, table
 from perftop.fmt import command as command_line
 from perftop.model import Snapshot
 from perftop.model.between import OVERLAPPED, pass_text
@@ -157,7 +157,7 @@ def render(r: dict[str, Any]) -> str:
     out.extend(stack_lines(r))
     out.extend(capture_lines(r))
     out.extend(_footer(r))
-    return "\n".join(out) + "\n"
+    return lines(out) + "\n"  # each a line: a job's names hold no line of their own
 
 
 def hint_lines(hints: list[dict[str, Any]]) -> list[str]:
@@ -202,46 +202,46 @@ def summary(snap: Snapshot, record: Path | None, record_error: str | None = None
     """The few lines `perftop run --headless` prints when the job ends; ``record_error``:
     why the recording stopped early (said when it happened: here only where it ends)."""
     s = snap.steps
-    lines = ["", f"perftop: {snap.meta.state}, {seconds(snap.meta.elapsed_s)}"]
+    said = ["", f"perftop: {snap.meta.state}, {seconds(snap.meta.elapsed_s)}"]
     trainers = snap.independent_trainers()
     if trainers:
         counts = " + ".join(str(t.count) for t in trainers)
-        lines.append(
+        said.append(
             f"perftop: {sum(t.count for t in trainers)} steps in {len(trainers)} trainers "
             f"({counts})"
         )
     if s.count:
         of = f" ({whose(s.pid, [t.pid for t in trainers])})" if trainers else ""
-        lines.append(
+        said.append(
             f"perftop: {s.count} steps{of}, p50 {seconds(s.p50)}, p95 {seconds(s.p95)}, "
             f"data wait {fraction(s.data_wait_fraction)} of step time"
         )
     elif snap.meta.observer:
-        lines.append("perftop: observer mode (no hook): no steps, see the stack samples")
+        said.append("perftop: observer mode (no hook): no steps, see the stack samples")
     else:
-        lines.append("perftop: no training steps seen")
+        said.append("perftop: no training steps seen")
     # a process of the job with no hook, and why (its steps are missing): at most three
     hookless = [n for n in snap.notes if n.source == "hook" and n.level == "warning"]
-    lines += [f"perftop: warning: {n.text}" for n in hookless[:3]]
+    said += [f"perftop: warning: {n.text}" for n in hookless[:3]]
     if len(hookless) > 3:
-        lines.append(f"perftop: {len(hookless) - 3} more warnings: perftop report {record or ''}")
+        said.append(f"perftop: {len(hookless) - 3} more warnings: perftop report {record or ''}")
     short = cut_short(snap)
     if s.count and short:
-        lines.append(f"perftop: {cut_short_text(short)}")
+        said.append(f"perftop: {cut_short_text(short)}")
     if snap.meta.dropped_events:
-        lines.append(f"perftop: {snap.meta.dropped_events} events dropped")
-    lines += [hang_notice(h) for h in snap.comm.hangs]
+        said.append(f"perftop: {snap.meta.dropped_events} events dropped")
+    said += [hang_notice(h) for h in snap.comm.hangs]
     for h in snap.hints:
         src = "" if h.seen_live else " (whole-run verdict)"
-        lines.append(f"perftop: hint [{h.severity}] {h.title}{src}")
+        said.append(f"perftop: hint [{h.severity}] {h.title}{src}")
     if record is not None and record_error is not None:
-        lines.append(
+        said.append(
             f"perftop: recorded to {record} until it stopped ({record_error})  "
             f"(perftop report {record})"
         )
     elif record is not None:
-        lines.append(f"perftop: recorded to {record}  (perftop report {record})")
-    return "\n".join(lines)
+        said.append(f"perftop: recorded to {record}  (perftop report {record})")
+    return lines(said)
 
 
 def _s(x: Any) -> str:

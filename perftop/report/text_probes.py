@@ -8,6 +8,7 @@ from typing import Any
 
 from perftop.fmt import (
     NA,
+    Block,
     fraction,
     loader_label,
     loader_suffix,
@@ -27,7 +28,7 @@ WAIT_SHOWN = 0.05  # a core wait this large (of the time seen) gets the Processe
 _RUN_WORDS = {"eval": "an evaluation's, made at each evaluation", "": "one made at each epoch"}
 
 
-def loaders_table(loaders: Sequence[dict[str, Any]]) -> str:
+def loaders_table(loaders: Sequence[dict[str, Any]]) -> Block:
     """One row per loader; a run of loaders made anew alike (an evaluation's, at every
     evaluation: loader_runs.py) is one row where its first one was, said below."""
     run = runs_of(loaders)
@@ -56,22 +57,22 @@ def loaders_table(loaders: Sequence[dict[str, Any]]) -> str:
                 _yn(ld["persistent_workers"]),
             ]
         )
-    text = table(
+    text: str = table(
         ["pid", "loader", "dataset", "grad", "during", "workers", "start", "batch", "pin",
          "prefetch", "persistent"],
         rows,
     )  # fmt: skip
     if not run:
-        return text
+        return Block(text)
     kinds = sorted({members[0].get("during") or "" for members in run.values()}, reverse=True)
     made = " or ".join(_RUN_WORDS.get(k, f"one made outside the steps ({k})") for k in kinds)
-    return text + (
-        "\n  ×N: loaders made anew with the same settings, each iterated once, after the "
-        f"first training step ({made}); --json lists each"
+    return Block(
+        text + "\n  ×N: loaders made anew with the same settings, each iterated once, after "
+        f"the first training step ({made}); --json lists each"
     )
 
 
-def processes_table(procs: list[dict[str, Any]], loaders: Sequence[dict[str, Any]] = ()) -> str:
+def processes_table(procs: list[dict[str, Any]], loaders: Sequence[dict[str, Any]] = ()) -> Block:
     """One row per process: its role and what it is (its script, title or program: Ray's
     daemons are not anonymous "other" rows), then CPU and memory over the run; where a collector
     merged nodes, each pid is prefixed with its host (pids repeat across hosts). A loader's
@@ -82,7 +83,7 @@ def processes_table(procs: list[dict[str, Any]], loaders: Sequence[dict[str, Any
     procs = grouped(procs, runs_of(loaders))
     # a process that waited for a core (cpu-contention's figure): the column, where one did
     waits = any((p.get("core_wait_share_avg") or 0.0) >= WAIT_SHOWN for p in procs)
-    rows = table(
+    rows: str = table(
         ["pid", "role", "command", "rank", "worker", "cpu avg", "cpu max"]
         + (["core wait"] if waits else [])
         + ["rss max", "pss max", "uss first", "uss last", "read", "written"],
@@ -122,20 +123,23 @@ def processes_table(procs: list[dict[str, Any]], loaders: Sequence[dict[str, Any
         )
     many = [p["processes"] for p in procs if "processes" in p]
     if not many:
-        return rows
+        return Block(rows)
     pool = any(p["role"] == "other" for p in procs if "processes" in p)
-    return rows + (
-        "\n  N pids: a worker started anew each epoch and for each pass over its loader "
-        "(not persistent_workers), or by each loader of a run (×N above)"
+    return Block(
+        rows
         + (
-            ", or an other process made anew by its parent with its command, one after "
-            "another (a pool made each epoch), by its place in the pool"
-            if pool
-            else ""
+            "\n  N pids: a worker started anew each epoch and for each pass over its loader "
+            "(not persistent_workers), or by each loader of a run (×N above)"
+            + (
+                ", or an other process made anew by its parent with its command, one after "
+                "another (a pool made each epoch), by its place in the pool"
+                if pool
+                else ""
+            )
+            + f": its {sum(many)} processes in {len(many)} rows, with the "
+            "range of their CPU averages, their highest maxima, the first sampled one's USS at its "
+            "start and the last sampled one's at its end, their reads and writes summed (--json lists each)"
         )
-        + f": its {sum(many)} processes in {len(many)} rows, with the "
-        "range of their CPU averages, their highest maxima, the first sampled one's USS at its "
-        "start and the last sampled one's at its end, their reads and writes summed (--json lists each)"
     )
 
 
