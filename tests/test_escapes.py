@@ -110,6 +110,17 @@ def test_visible_shows_every_control_as_less_does() -> None:
     assert visible(plain) is plain
 
 
+def test_perftops_own_lines_are_one_line_each(capsys) -> None:
+    """A line perftop says on stderr (a notice, an error naming a path, a stack's
+    function) is one line whatever a name in it holds."""
+    from perftop.console import say
+
+    say(f"perftop: error: /data/x{FORGED}\x1b]0;t\x07")
+    assert (
+        capsys.readouterr().err == "perftop: error: /data/x^JFAKE: a line the job forged^[]0;t^G\n"
+    )
+
+
 def test_run_and_report_show_the_escapes_visibly(evil_run) -> None:
     tmp, proc = evil_run
     # Headless, the job's own streams pass through as they would without perftop; the

@@ -70,7 +70,8 @@ def attach(
     if out is not None:
         return 0  # the reader has the session; a summary would only add noise
     snap = hub.session.snapshot(window=None)
-    say(summary(snap, opts.record, rec.error if rec is not None else None))
+    for line in summary(snap, opts.record, rec.error if rec is not None else None).split("\n"):
+        say(line)  # (each made one line by the summary)
     for line in stack_summary(snap):
         say(line)
     return 0
