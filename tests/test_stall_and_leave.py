@@ -269,6 +269,12 @@ def test_work_after_the_last_step_is_no_stalled_step_once_the_job_ended_well(tmp
     proc, rep = run_and_report(tmp_path, sys.executable, str(WORKLOADS / "idle_tail.py"))
     assert proc.returncode == 0, proc.stderr
     assert rep["steps"]["count"] == 60
+    # headless: said live as a stall, and at the end what it was (a log read later)
+    said = proc.stderr.splitlines()
+    live = [i for i, ln in enumerate(said) if "stalled" in ln and "stacks captured" in ln]
+    end = [i for i, ln in enumerate(said) if "work after training (said live as a stall)" in ln]
+    assert live and end and live[0] < end[0], proc.stderr
+    assert said[end[0]].startswith("perftop: after the last step (60) of pid "), proc.stderr
     assert rep["stalls"] and all(s["after_last_step"] for s in rep["stalls"]), rep["stalls"]
     tail = rep["stalls"][-1]
     # the last step (index 59), and the time from its end to the capture, within the 4 s
@@ -288,6 +294,7 @@ def test_a_stall_after_the_last_step_stays_one_where_the_job_failed_or_steps_cam
     from perftop.events import JobExit, StallCapture
     from perftop.flows.attach import stack_summary
     from perftop.model.stacks import after_last_step
+    from perftop.report.text import summary
 
     def ended(code: int, sig: int = 0, more: bool = False) -> tuple[int, float] | None:
         s = Session()
@@ -299,12 +306,18 @@ def test_a_stall_after_the_last_step_stays_one_where_the_job_failed_or_steps_cam
         s.apply(JobExit(104.0, 1, code, signal=sig))
         snap = s.snapshot(window=None)
         tail = after_last_step(snap, snap.stalls[0])
-        said = stack_summary(snap)  # attach --headless's last lines say the same
-        assert said[-1].endswith(
-            "last: after the last step (10) of pid 1: no step in the 2.1 s to the capture nor "
-            "after it, to the job's end: work after training"
+        # the headless summary's last word on it (`perftop run`, `attach`), and attach's
+        # stall line, which says a stall only where it is one
+        said = summary(snap, None).splitlines() + stack_summary(snap)
+        work = (
+            "perftop: after the last step (10) of pid 1: no step in the 2.1 s to the capture "
+            "nor after it, to the job's end: work after training (said live as a stall)"
+        )
+        assert (work in said) == bool(tail), said
+        assert said[-1] == (
+            "perftop: 1 stall(s)"
             if tail
-            else f"last: step {snap.stalls[0].step + 1} stalled 2.1 s"
+            else f"perftop: 1 stall(s); last: step {snap.stalls[0].step + 1} stalled 2.1 s"
         ), said
         return tail
 

@@ -14,7 +14,6 @@ from perftop.errors import AttachError, UsageError
 from perftop.flows.collect import summary as fleet_summary
 from perftop.flows.notices import Notices, snapshot_every
 from perftop.flows.watch import WatchOptions, record, show, wait, wants_tui
-from perftop.fmt import stall_words
 from perftop.model import Snapshot
 from perftop.model.stacks import after_last_step
 from perftop.monitor.header import session_start
@@ -208,10 +207,8 @@ def stack_summary(snap: Snapshot) -> list[str]:
         out.append(f"perftop: {r.role} {r.pid}: {top} ({r.samples} samples)")
     if snap.stalls:
         s = snap.stalls[-1]
-        tail = after_last_step(snap, s)
-        if tail is None:  # as the live line said it (its rank, a pass or collective)
-            last = stall_line(snap, s)
-        else:  # as the report and the Stacks panel say it
-            last = ": ".join(stall_words(s.step, s.pid, s.stalled_s, s.median_s, s.during, tail))
-        out.append(f"perftop: {len(snap.stalls)} stall(s); last: {last}")
+        # as the live line said it (its rank, a pass or collective); work after training
+        # was said by the summary above it (report.text.tails)
+        last = "" if after_last_step(snap, s) else f"; last: {stall_line(snap, s)}"
+        out.append(f"perftop: {len(snap.stalls)} stall(s){last}")
     return out
