@@ -205,10 +205,9 @@ def stack_summary(snap: Snapshot) -> list[str]:
     for r in snap.stacks:
         top = ", ".join(f"{w} {s:.0%}" for w, s in r.where[:3])
         out.append(f"perftop: {r.role} {r.pid}: {top} ({r.samples} samples)")
-    if snap.stalls:
-        s = snap.stalls[-1]
-        # as the live line said it (its rank, a pass or collective); work after training
-        # was said by the summary above it (report.text.tails)
-        last = "" if after_last_step(snap, s) else f"; last: {stall_line(snap, s)}"
-        out.append(f"perftop: {len(snap.stalls)} stall(s){last}")
+    # as the live line said them (a rank, a pass or collective); work after training is
+    # no stall, said by the summary above (report.text.tails)
+    stalls = [s for s in snap.stalls if after_last_step(snap, s) is None]
+    if stalls:
+        out.append(f"perftop: {len(stalls)} stall(s); last: {stall_line(snap, stalls[-1])}")
     return out
