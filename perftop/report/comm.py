@@ -8,9 +8,11 @@ import os
 from typing import Any
 
 from perftop.fmt import nbytes, seconds, step_no, table
+from perftop.fmt import stall_words as capture_words
 from perftop.model import Snapshot
 from perftop.model.comm_rows import HangRank, HangRow, RankComm
 from perftop.model.snapshot import StallRow
+from perftop.model.stacks import after_last_step
 
 STACK_FRAMES = 8
 LONGER_S = 0.001  # another rank's median wait at an op, over the first rank's: said
@@ -134,6 +136,20 @@ def stall_words(snap: Snapshot, s: StallRow) -> str:
     of = f" of rank {rank}" if rank is not None else ""
     during = f" ({s.during})" if s.during else ""  # (in a pass, a collective)
     return f"step {step_no(s.step)}{of} stalled {s.stalled_s:.1f} s{during}"
+
+
+def tail_words(snap: Snapshot) -> dict[tuple[float, int], str]:
+    """The stalls said live that the job's end showed to be its work after training (no
+    step came after the capture, and the job exited with 0), by capture (as
+    :func:`new_stalls`), in the report's words: the last word on each where a stall was
+    said (the headless summary, the TUI's notice)."""
+    out = {}
+    for s in snap.stalls:
+        tail = after_last_step(snap, s)
+        if tail is not None:
+            what, how = capture_words(s.step, s.pid, s.stalled_s, s.median_s, s.during, tail)
+            out[(s.t, s.pid)] = f"{what}: {how} (said live as a stall)"
+    return out
 
 
 def new_stalls(snap: Snapshot, seen: set[tuple[float, int]]) -> list[StallRow]:

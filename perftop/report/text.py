@@ -5,16 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from perftop.fmt import NA, fraction, lines, seconds, stall_words, table
+from perftop.fmt import NA, fraction, lines, seconds, table
 from perftop.fmt import command as command_line
 from perftop.model import Snapshot
 from perftop.model.between import OVERLAPPED, pass_text
-from perftop.model.stacks import after_last_step
 from perftop.model.steps import overall_differs
 from perftop.model.trainers import whose
 from perftop.report.build import cut_short, cut_short_text
 from perftop.report.captures import capture_lines
-from perftop.report.comm import collective_lines, hang_lines, hang_notice
+from perftop.report.comm import collective_lines, hang_lines, hang_notice, tail_words
 from perftop.report.stacks import stack_lines
 from perftop.report.sync import no_between_lines, no_sync_lines, sync_lines
 from perftop.report.text_probes import gpu_lines, host_lines, loaders_table, processes_table
@@ -232,7 +231,7 @@ def summary(snap: Snapshot, record: Path | None, record_error: str | None = None
     if snap.meta.dropped_events:
         said.append(f"perftop: {snap.meta.dropped_events} events dropped")
     said += [hang_notice(h) for h in snap.comm.hangs]
-    said += tails(snap)
+    said += [f"perftop: {w}" for w in tail_words(snap).values()]
     for h in snap.hints:
         src = "" if h.seen_live else " (whole-run verdict)"
         said.append(f"perftop: hint [{h.severity}] {h.title}{src}")
@@ -244,18 +243,6 @@ def summary(snap: Snapshot, record: Path | None, record_error: str | None = None
     elif record is not None:
         said.append(f"perftop: recorded to {record}  (perftop report {record})")
     return lines(said)
-
-
-def tails(snap: Snapshot) -> list[str]:
-    """A stall said live that the job's end showed to be its work after training (no step
-    came after it, and the job exited with 0): the log's last word on it."""
-    out = []
-    for s in snap.stalls:
-        tail = after_last_step(snap, s)
-        if tail is not None:
-            what, how = stall_words(s.step, s.pid, s.stalled_s, s.median_s, s.during, tail)
-            out.append(f"perftop: {what}: {how} (said live as a stall)")
-    return out
 
 
 def _s(x: Any) -> str:

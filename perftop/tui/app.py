@@ -20,7 +20,7 @@ from textual.driver import Driver
 from perftop import gc_settle
 from perftop.demo import TRAIN_MODULE
 from perftop.model import Snapshot
-from perftop.report.comm import new_stalls, stall_words
+from perftop.report.comm import new_stalls, stall_words, tail_words
 from perftop.tui.capture_keys import CaptureKeys
 from perftop.tui.driver import sized
 from perftop.tui.failure import TuiFailure, failure_of, panic_failure
@@ -103,6 +103,7 @@ class PerftopApp(CaptureKeys, JobInputKeys, PanelKeys, SafeText, App[str | None]
         self.mode = mode
         self._stalls: set[tuple[float, int]] = set()  # those notified (new_stalls)
         self._hangs: set[tuple[str, int]] = set()  # collectives whose hang was notified
+        self._tails: set[tuple[float, int]] = set()  # stalls said to be work after training
         self.paused = False
         self.latest: Snapshot | None = None
         self.shown: Snapshot | None = None
@@ -205,6 +206,10 @@ class PerftopApp(CaptureKeys, JobInputKeys, PanelKeys, SafeText, App[str | None]
                 severity="warning",
                 timeout=8,
             )
+        for key, words in tail_words(snap).items():  # once the job has ended well
+            if key not in self._tails:
+                self._tails.add(key)
+                self.notify(words, title="no stall", timeout=12)
         for h in snap.comm.hangs:
             if (h.pg, h.seq) not in self._hangs:
                 self._hangs.add((h.pg, h.seq))

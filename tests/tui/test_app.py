@@ -426,3 +426,39 @@ async def test_a_worker_that_exited_before_any_probe_tick_is_struck_through() ->
     assert rows[str(quick)][2].value is None  # its CPU: never measured
     async with showing(snap) as (app, _pilot):
         assert f"+{len(WORKERS) - 1} workers" in text_of(app.query_one(HeaderBar))
+
+
+@aio
+async def test_a_stall_that_was_work_after_training_is_said_so_once_the_job_ended() -> None:
+    """Live, no step for 2.1 s after the 10th is a stall (its notice); once the job has
+    exited with 0 and no step came, the app says what it was, once, as the headless
+    summary does. A job that failed there keeps its stall: nothing more is said."""
+    from perftop.events import JobExit, StallCapture, Step
+    from perftop.model import Session, Snapshot
+
+    def run(code: int) -> tuple[Snapshot, Snapshot]:
+        s = Session()
+        for i in range(10):
+            s.apply(Step(MAIN, i, 100.0 + i * 0.1, 100.1 + i * 0.1))
+        s.apply(StallCapture(103.1, MAIN, 10, 2.1, 0.1))
+        live = s.snapshot(window=None)
+        s.apply(JobExit(104.0, MAIN, code))
+        return live, s.snapshot(window=None)
+
+    for code in (0, 1):
+        live, ended = run(code)
+        app = PerftopApp()
+        async with app.run_test(size=SIZE) as pilot:
+            app.post_message(SnapshotMessage(live))
+            await settle(pilot)
+            for _ in range(2):  # the end, and a snapshot after it: said once
+                app.post_message(SnapshotMessage(ended))
+                await settle(pilot)
+            notes = [n.message for n in app._notifications]
+            assert [n for n in notes if "step 11 stalled 2.1 s" in n], notes
+            said = [n for n in notes if "work after training (said live as a stall)" in n]
+            assert len(said) == (1 if code == 0 else 0), notes
+            if said:
+                assert said[0].startswith(
+                    f"after the last step (10) of pid {MAIN}: no step in the 2.1 s"
+                )
