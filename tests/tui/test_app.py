@@ -462,3 +462,13 @@ async def test_a_stall_that_was_work_after_training_is_said_so_once_the_job_ende
                 assert said[0].startswith(
                     f"after the last step (10) of pid {MAIN}: no step in the 2.1 s"
                 )
+                from perftop.tui.screens import StacksScreen
+                from perftop.tui.widgets import StacksPanel
+
+                await pilot.press("k")  # the Stacks panel says it in the same words
+                await settle(pilot)
+                assert isinstance(app.screen, StacksScreen)
+                first = text_of(app.screen.query_one(StacksPanel)._body).splitlines()[0]
+                assert first.startswith(
+                    f"no step: after the last step (10) of pid {MAIN}: no step in the 2.1 s"
+                ), first

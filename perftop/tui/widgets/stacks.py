@@ -50,7 +50,8 @@ class StacksPanel(TextPanel):
         tail = after_last_step(snap, s)
         what, how = stall_words(s.step, s.pid, s.stalled_s, s.median_s, s.during, tail)
         label = "hang" if s.during else ("no step" if tail else "stall")
-        title = Text(f"{label}: {what} ", style="bold red" if tail is None else "bold")
+        sep = ": " if tail else " "  # "step 61 of pid N stalled …", "… of pid N: no step in …"
+        title = Text(f"{label}: {what}{sep}", style="bold red" if tail is None else "bold")
         title.append(
             how + (f"  · {len(snap.stalls)} stalls" if len(snap.stalls) > 1 else ""),
             style="red" if tail is None else "",
