@@ -206,7 +206,7 @@ def stack_summary(snap: Snapshot) -> list[str]:
         top = ", ".join(f"{w} {s:.0%}" for w, s in r.where[:3])
         out.append(f"perftop: {r.role} {r.pid}: {top} ({r.samples} samples)")
     # as the live line said them (a rank, a pass or collective); work after training is
-    # no stall, said by the summary above (report.text.tails)
+    # no stall, said by the summary above (report.comm.tail_words)
     stalls = [s for s in snap.stalls if after_last_step(snap, s) is None]
     if stalls:
         out.append(f"perftop: {len(stalls)} stall(s); last: {stall_line(snap, stalls[-1])}")
