@@ -12,7 +12,7 @@ from typing import Any
 from perftop.cli.base import Command
 from perftop.fmt import command as command_line
 from perftop.fmt import table
-from perftop.safe import visible, visible_line
+from perftop.safe import visible
 
 
 def _when(t: float | None) -> str:
@@ -56,7 +56,6 @@ class LsCommand(Command):
                 ]
                 for s in found
             ]
-            rows = [[visible_line(cell) for cell in row] for row in rows]  # a neighbour's text
             how = f"--ssh {args.ssh} " if args.ssh else ""
             print(f"perftop sessions (perftop attach {how}PID or SOCKET)")
             print(table(["job", "pids", "started", "steps", "state", "command", "socket"], rows))
@@ -69,7 +68,6 @@ class LsCommand(Command):
                 [str(c["pid"]), str(c["children"]), _when(c["start_t"]), c["command"][:70]]
                 for c in cands
             ]
-            rows = [[visible_line(cell) for cell in row] for row in rows]
             print("\nPython processes with torch loaded (perftop attach PID: observer mode)")
             print(table(["pid", "children", "started", "command"], rows))
         return 0
