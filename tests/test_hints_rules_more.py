@@ -119,6 +119,24 @@ def test_io_bound_counts_only_the_loaders_reads_after_start_up() -> None:
     assert not fires("io-bound", snap(0.03, procs=w))  # before the workers made a batch
 
 
+def test_io_bound_needs_a_busy_disk_that_moves_bytes() -> None:
+    """A disk counted busy while no byte was read or written is no evidence (a finished
+    job's last sample read 100% busy, 0 B/s); one busy writing is, and says so."""
+
+    def s(read: float, write: float) -> Snapshot:
+        host = HostRow(cpu_count=8, cpu_percent=30.0, disk_busy_percent=100.0,
+                       disk_read_bps=read, disk_write_bps=write)  # fmt: skip
+        return snap(0.03, host=host)
+
+    assert not fires("io-bound", s(0.0, 0.0))
+    assert (
+        "the disks are 100% busy, reading 8.0MiB/s"
+        in evaluate(s(8 * 2**20, 0.0))[0]["io-bound"].evidence
+    )
+    found = evaluate(s(0.0, 50 * 2**20))[0]["io-bound"]
+    assert "the disks are 100% busy, reading 0B/s, writing 50.0MiB/s" in found.evidence
+
+
 def test_input_bound_with_idle_workers_points_at_moving_batches() -> None:
     h = evaluate(snap(0.05, busy=0.3))[0]["input-bound"]
     assert any("idle 70%" in e for e in h.evidence)

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from perftop.model.snapshot import Hint
 from tests.helpers import WORKLOADS, perftop
 
 CASES = str(WORKLOADS / "hint_cases.py")
@@ -97,3 +99,38 @@ def test_evaluation_between_steps_gives_between_steps_with_the_jobs_own_time(
     hints = {h["id"]: h for h in rep["hints"]}
     assert "between-steps" in hints, rep["hints"]
     assert any("evaluation" in e and "6 intervals" in e for e in hints["between-steps"]["evidence"])
+
+
+def test_the_verdict_reads_the_disks_over_the_run_not_their_last_sample(tmp_path: Path) -> None:
+    """The bundled demo recording (a real run): its last host sample, taken as the job shut
+    down, read the disk 100% busy moving no byte, and the verdict said "IO-bound [high]"
+    of a job whose workers were 90% on the CPU. Over the run the disk was 13% busy: no
+    io-bound, even where that last second had read 30 MiB. The same run with its disk busy
+    and reading in every sample keeps it."""
+    from dataclasses import replace
+
+    from perftop.events import HostSample
+    from perftop.hints.verdict import verdict
+    from perftop.model.session import Session
+    from perftop.recording import read_events
+
+    demo = Path(__file__).parents[1] / "screenshots" / "demo.perftop"
+    events = list(read_events(demo))
+    host = [e for e in events if isinstance(e, HostSample)]
+    assert (host[-1].disk_busy_percent, host[-1].disk_read, host[-1].disk_write) == (100.0, 0, 0)
+    rep = json.loads(perftop("report", "--json", str(demo), cwd=tmp_path).stdout)
+    assert "io-bound" not in [h["id"] for h in rep["hints"]], rep["hints"]
+    run = [e.disk_busy_percent for e in host if e.disk_busy_percent is not None]
+    assert rep["host"]["disk_busy_percent_avg"] == round(sum(run) / len(run), 2) < 15
+
+    def hints(busy: Callable[[HostSample], bool]) -> dict[str, Hint]:
+        s = Session()
+        for e in events:
+            if isinstance(e, HostSample) and e.disk_read is not None and busy(e):
+                e = replace(e, disk_busy_percent=90.0, disk_read=int(30 * 2**20 * e.dt))
+            s.apply(e)
+        return {h.id: h for h in verdict(s.snapshot(window=None))}
+
+    assert "io-bound" not in hints(lambda e: e is host[-1])
+    found = hints(lambda e: True)
+    assert "the disks are 90% busy, reading 30.0MiB/s" in found["io-bound"].evidence

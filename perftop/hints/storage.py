@@ -41,9 +41,12 @@ def io_bound(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     iowait = h.iowait_percent
     if iowait is not None and iowait >= threshold("io-bound", active, IOWAIT_ENTER, IOWAIT_STAY):
         ev.append(f"the host CPUs wait on IO {iowait:.0f}% of the time (iowait)")
-    if h.disk_busy_percent is not None and h.disk_busy_percent >= DISK_BUSY:
+    moved = (h.disk_read_bps or 0.0) + (h.disk_write_bps or 0.0)
+    if h.disk_busy_percent is not None and h.disk_busy_percent >= DISK_BUSY and moved > 0:
+        wrote = f", writing {nbytes(h.disk_write_bps)}/s" if h.disk_write_bps else ""
         ev.append(
             f"the disks are {h.disk_busy_percent:.0f}% busy, reading {nbytes(h.disk_read_bps)}/s"
+            + wrote
         )
     reads = loader_reads(snap, lp)
     if reads >= WORKER_READ_BPS:

@@ -26,6 +26,10 @@ def whole_run_view(snap: Snapshot) -> Snapshot:
         iowait_percent=(
             h.iowait_percent_avg if h.iowait_percent_avg is not None else h.iowait_percent
         ),
+        # (a finished job's last disk sample once read 100% busy moving no byte: io-bound)
+        disk_busy_percent=h.disk_busy_percent_avg,
+        disk_read_bps=h.disk_read_bps_avg,
+        disk_write_bps=h.disk_write_bps_avg,
     )
     # The run's processes as they ran: the trainers and each loader's latest workers (a
     # training loader's and an evaluation's) count as alive (a finished job's have

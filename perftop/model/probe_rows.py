@@ -89,6 +89,9 @@ class HostRow:
     memory_used_bytes_max: int | None = None
     disk_read_bytes: int | None = None  # over the run
     disk_write_bytes: int | None = None
+    disk_busy_percent_avg: float | None = None  # the busiest disk's, averaged over the run
+    disk_read_bps_avg: float | None = None  # disk_read_bytes over the seconds they span
+    disk_write_bps_avg: float | None = None
     probe_late_s: float | None = None  # how late the last probe tick ran
 
 

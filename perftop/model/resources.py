@@ -181,6 +181,8 @@ class HostReducer:
         self.cores_n = 0  # ... that had as many cores as the latest
         self.disk_r: int | None = None
         self.disk_w: int | None = None
+        self.disk_busy = _Agg()
+        self.disk_s = 0.0  # the seconds disk_r spans
 
     def apply(self, ev: Any) -> None:
         if isinstance(ev, ProbeTick):
@@ -194,6 +196,9 @@ class HostReducer:
         self.iowait.add(ev.iowait_percent)
         self.mem.add(ev.mem_used)
         self.disk_r, self.disk_w = _add(self.disk_r, ev.disk_read), _add(self.disk_w, ev.disk_write)
+        self.disk_busy.add(ev.disk_busy_percent)
+        if ev.disk_read is not None:
+            self.disk_s += ev.dt
         load = tuple(ev.load) if ev.load is not None and len(ev.load) == 3 else None
         self.row = HostRow(
             t=ev.t,
@@ -220,6 +225,9 @@ class HostReducer:
             memory_used_bytes_max=_imax(self.mem.max),
             disk_read_bytes=self.disk_r,
             disk_write_bytes=self.disk_w,
+            disk_busy_percent_avg=self.disk_busy.avg,
+            disk_read_bps_avg=_rate(self.disk_r, self.disk_s),
+            disk_write_bps_avg=_rate(self.disk_w, self.disk_s),
             probe_late_s=self.row.probe_late_s,
         )
 

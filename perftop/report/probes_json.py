@@ -92,6 +92,7 @@ def host_json(snap: Snapshot) -> dict[str, Any]:
         "swap_used_bytes": h.swap_used_bytes,
         "disk_read_bytes": h.disk_read_bytes,
         "disk_write_bytes": h.disk_write_bytes,
+        "disk_busy_percent_avg": h.disk_busy_percent_avg,  # the busiest disk's, each sample
     }
 
 

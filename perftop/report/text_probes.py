@@ -174,7 +174,8 @@ def host_lines(h: dict[str, Any]) -> list[str]:
         f"  memory used max {nbytes(h.get('memory_used_bytes_max'))} "
         f"of {nbytes(h.get('memory_total_bytes'))}",
         f"  disk read {nbytes(h.get('disk_read_bytes'))}, "
-        f"written {nbytes(h.get('disk_write_bytes'))}",
+        f"written {nbytes(h.get('disk_write_bytes'))}, "
+        f"busy avg {percent(h.get('disk_busy_percent_avg'))}",
     ]
 
 
