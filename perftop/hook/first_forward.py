@@ -47,7 +47,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from perftop.hook import gap_forward, gap_site, gaps
+from perftop.hook import gap_forward, gap_regions, gap_site, gaps
 from perftop.hook.compile_watch import CompileWatch
 from perftop.hook.feeder_wait import RECENT, _cpu, _perf
 from perftop.hook.pass_meter import PassMeter, cpu_wall
@@ -254,7 +254,7 @@ class FirstForward(PassMode):
         elif self.may_pend(tr, t):
             return  # the batch before it pends: watching what comes next
         elif self.may_begin(tr):
-            self.late = gaps.after_other_optimizer(tr) and tr.active()
+            self.late = gap_regions.after_other_optimizer(tr) and tr.active()
             tr.no_grad(True, self, t)
             if tr.region is self:
                 self.by_mode = False

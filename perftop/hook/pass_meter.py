@@ -21,7 +21,7 @@ enough, or after :data:`EVENTS` events) for a call of ``step`` on an environment
 an environment's steps, with no DataLoader batch in it, is a ``rollout`` (SB3's
 ``evaluate_policy`` is one too: the function names it); any other stays ``eval``. A
 site whose pass was a rollout is a pass each time (``rollout_sites``, read by
-``gaps.region_enter``), even after every step (DQN's few env steps between updates), and a
+``gap_regions.region_enter``), even after every step (DQN's few env steps between updates), and a
 rollout, not looked into again; a site whose :data:`LOOKS` passes stepped no environment
 is not looked into again either (the profile function costs a pass ~0.1-0.2 ms, at most
 ~10 ms in a call-heavy loop: :data:`EVENTS`).

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from perftop.hook import gap_site, gaps
+from perftop.hook import gap_regions, gap_site
 from perftop.hook.pass_meter import cpu_wall, env_types
 from perftop.hook.pass_open import PassOpen
 
@@ -58,7 +58,7 @@ class PassMode(PassOpen):
             return False  # looked at enough with no environment stepped: the step's own
         c, _ = cpu_wall()
         meter.start(t, site, name)  # (an environment library is imported: it looks)
-        self.late = (chained or gaps.after_other_optimizer(tr)) and tr.active()
+        self.late = (chained or gap_regions.after_other_optimizer(tr)) and tr.active()
         self.chained = chained
         self.ev = (t, c, site)
         self.ev_at = (tr.index, tr.has_fetch, tr.has_bwd)
@@ -91,7 +91,7 @@ class PassMode(PassOpen):
         if (tr.index, tr.has_fetch, tr.has_bwd) != self.ev_at:
             self.disarm()  # training went on since (a batch, a backward): the step's own
             return
-        gaps.region_enter(tr, self, t, site, self.chained)
+        gap_regions.region_enter(tr, self, t, site, self.chained)
         if tr.region is not self:  # not a pass here (the tracker's own rules)
             self.disarm()
             return

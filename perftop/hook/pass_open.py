@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from perftop.hook import gap_bounds, gap_forward, gap_site, gaps
+from perftop.hook import gap_bounds, gap_forward, gap_regions, gap_site, gaps
 from perftop.hook.feeder_wait import FeederWait, _cpu
 from perftop.hook.pass_meter import ROLLOUT, switches
 from perftop.hook.steps import OPTIMIZER
@@ -30,7 +30,7 @@ class PassOpen(FeederWait):
     def resumed(self, t: float) -> None:
         """Training resumed at ``t`` after the pass this hook opened: a forward with grad
         on, or an optimizer step whose closure makes the step's forwards (LBFGS: the
-        optimizer's pre-hook comes first, gaps.resumed). The pass ends where the step's
+        optimizer's pre-hook comes first, gap_regions.resumed). The pass ends where the step's
         wait for its batch began."""
         tr = self.tracker
         if tr.region is not self or threading.get_ident() != tr.thread:
@@ -107,7 +107,7 @@ class PassOpen(FeederWait):
 
     @property
     def rollout_sites(self) -> Any:
-        """Sites whose pass was a rollout: a pass each time (gaps.region_enter)."""
+        """Sites whose pass was a rollout: a pass each time (gap_regions.region_enter)."""
         return self.meter.rollout_sites if self.meter is not None else ()
 
     def batch_seen(self) -> None:
@@ -166,7 +166,7 @@ class PassOpen(FeederWait):
         batches moved the last activity on, between iterations as it was)."""
         if tr.thread == 0 or (tr.in_gap and not tr.save_alone) or tr.in_opt is not None:
             return False  # (after a checkpoint's saves, an evaluation joins its pass)
-        if chained or gaps.after_other_optimizer(tr):
+        if chained or gap_regions.after_other_optimizer(tr):
             return True
         return not (
             tr.running

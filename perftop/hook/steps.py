@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from perftop.hook import gaps
+from perftop.hook import gap_regions, gaps
 from perftop.hook import passthrough as plain
 from perftop.hook import steps_cold as cold
 from perftop.wire import STEP_SOURCES
@@ -386,7 +386,7 @@ class StepTracker:
         self.closure_s = 0.0
         if self.pend or self.in_gap or self.fetch_loader is not None:
             if self.in_gap and self.region is not None:
-                gaps.resumed(self, t0)
+                gap_regions.resumed(self, t0)
             gaps.training(self, t0)
         if not self.running:
             self.running = True
@@ -474,9 +474,9 @@ class StepTracker:
         if self.thread != 0 and _thread() != self.thread:  # noqa: F821
             return
         if entered:
-            gaps.region_enter(self, ctx, t)
+            gap_regions.region_enter(self, ctx, t)
         elif ctx is self.region:
-            gaps.region_exit(self, t)
+            gap_regions.region_exit(self, t)
 
     def flush(self) -> None:
         """At exit: a step left open by a lazy source ends where its last activity did; an
