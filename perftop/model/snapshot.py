@@ -9,24 +9,29 @@ from __future__ import annotations
 
 import signal as _signal
 from dataclasses import dataclass, field
-from typing import Literal
 
 from perftop.model.capture import Capture
 from perftop.model.comm_rows import CommStats
 
-# The probes' and the findings' rows live apart; importers name them from here too.
+# The rows of the job's processes, the probes', the findings' and those of what the steps
+# do not time live apart; importers name them from here too.
 from perftop.model.finding_rows import Hint as Hint
 from perftop.model.finding_rows import Severity as Severity
 from perftop.model.finding_rows import SyncSite as SyncSite
 from perftop.model.finding_rows import SyncWatch as SyncWatch
+from perftop.model.job_rows import Loader as Loader
+from perftop.model.job_rows import ProcessRole as ProcessRole
+from perftop.model.job_rows import Role as Role
+from perftop.model.job_rows import Trainer as Trainer
+from perftop.model.outside_rows import BetweenRow as BetweenRow
+from perftop.model.outside_rows import StackRow as StackRow
+from perftop.model.outside_rows import StallRow as StallRow
 from perftop.model.probe_rows import GpuProcRow as GpuProcRow
 from perftop.model.probe_rows import GpuRow as GpuRow
 from perftop.model.probe_rows import HostRow as HostRow
 from perftop.model.probe_rows import NodeRow as NodeRow
 from perftop.model.probe_rows import ProcRow as ProcRow
 from perftop.model.workers import WorkerRow
-
-Role = Literal["main", "rank", "worker", "other"]  # what a process is to the job
 
 PHASES = ("data", "forward/other", "backward", "optimizer")
 
@@ -138,59 +143,6 @@ class StepStats:
 
 
 @dataclass(frozen=True, slots=True)
-class Trainer:
-    """A training process as its hook introduced itself."""
-
-    pid: int
-    ppid: int
-    host: str
-    argv: tuple[str, ...]
-    rank: int | None
-    local_rank: int | None
-    world_size: int | None
-    device: str
-    torch_version: str
-    torch_threads: int | None = None  # torch.get_num_threads() as the hook connected
-    # the native id of the thread its training loop runs on, where not the main thread
-    # (TrainThread): its wait for a core and its stacks in a stall are read there
-    train_tid: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Loader:
-    pid: int
-    loader_id: int
-    num_workers: int
-    batch_size: int | None
-    pin_memory: bool
-    prefetch_factor: int | None
-    persistent_workers: bool
-    workers: tuple[tuple[int, int], ...]
-    dataset: str
-    t: float
-    host: str = ""  # set where a collector merges nodes
-    start_method: str = ""  # the workers' (fork, spawn, forkserver); "" none or unknown
-    starts: tuple[float, ...] = ()  # its iterators' starts (each epoch's), the latest last
-    grad: bool | None = None  # autograd on at the first batch of any of its iterators
-    # the kind of interval outside the steps its first iterator started in (``eval``: an
-    # evaluation's loader, though autograd was on, as Keras iterates); "" in the steps
-    during: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class ProcessRole:
-    """What a pid is to the job: ``main``, ``rank``, ``worker`` or ``other``."""
-
-    pid: int
-    role: Role
-    rank: int | None = None
-    worker_id: int | None = None
-    loader_id: int | None = None
-    parent_pid: int | None = None
-    host: str = ""  # set where a collector merges nodes (pids are only unique per host)
-
-
-@dataclass(frozen=True, slots=True)
 class OutputLine:
     t: float
     stream: str
@@ -203,56 +155,6 @@ class NoteRow:
     level: str
     source: str
     text: str
-
-
-@dataclass(frozen=True, slots=True)
-class BetweenRow:
-    """Time spent outside training steps, by kind (``eval``, ``checkpoint``, ``other``):
-    the whole run's total and count, and the latest interval."""
-
-    kind: str
-    total_s: float = 0.0
-    count: int = 0
-    last_t0: float | None = None
-    last_t1: float | None = None
-    host: str = ""  # set where a collector merges nodes
-    # Passes a forward with grad off opened (no loader): the user's function that made
-    # their first module call, the one that held the most of this kind's time
-    # (``estimate_loss (train.py:120)``), and its share of the kind's time.
-    site: str = ""
-    site_s: float = 0.0
-    # Time inside top-level forward calls, over the intervals where it was measured
-    # (``measured_s`` of them; 0 where none was).
-    forward_s: float = 0.0
-    measured_s: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class StackRow:
-    """One process's stack samples: ``where`` (what it was doing, in words) and ``frames``
-    (innermost user frames as (function, file, line)), each with its share of ``samples``."""
-
-    pid: int
-    role: Role
-    samples: int
-    where: tuple[tuple[str, float], ...] = ()
-    frames: tuple[tuple[tuple[str, str, int], float], ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class StallRow:
-    """Stacks captured while a step of ``pid`` was stalled: ``(pid, role, frames)`` each."""
-
-    t: float
-    pid: int
-    step: int
-    stalled_s: float
-    median_s: float
-    stacks: tuple[tuple[int, str, tuple[tuple[str, str, int], ...]], ...] = ()
-    note: str = ""
-    during: str = ""  # "eval" or "checkpoint": an interval between steps that hangs
-    host: str = ""  # the node whose perftop dumped them (a collector's; "" on one machine)
-    dump_s: float = 0.0  # what the dumps took: they began at t - dump_s (0: not said)
 
 
 @dataclass(frozen=True, slots=True)
