@@ -27,6 +27,8 @@ from tests.helpers import perftop_process as perftop
         (["run", "--headless", "--refresh", "nan", "true"], 2, "finite number of seconds"),
         (["attach", "1", "--duration", "inf"], 2, "finite number of seconds"),
         (["collect", "--duration", "nan"], 2, "finite number of seconds"),
+        # (an address not on this host: it said the token it made for nodes first, then this)
+        (["collect", "--no-record", "--listen", "192.0.2.1:9"], 2, "cannot listen on 192.0.2.1"),
     ],
 )
 def test_bad_input_is_one_clear_line(tmp_path, args, code, says):

@@ -37,11 +37,14 @@ def _spawn(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen[
     )
 
 
-def _collector(tmp_path: Path, token: str, *extra: str) -> tuple[subprocess.Popen[str], list]:
-    """`perftop collect` on a free loopback port; what it printed tells the port."""
+def _collector(
+    tmp_path: Path, token: str | None, *extra: str
+) -> tuple[subprocess.Popen[str], list]:
+    """`perftop collect` on a free loopback port; what it printed tells the port (and the
+    token it made, where ``token`` is None)."""
     proc = _spawn(
         ["collect", "--listen", "127.0.0.1:0", "--headless", "--duration", "120", *extra],
-        {link.ENV_TOKEN: token},
+        {link.ENV_TOKEN: token} if token is not None else {},
         tmp_path,
     )
     assert proc.stderr is not None
@@ -65,13 +68,17 @@ def _frame(events: list) -> Frame:
 
 def test_two_nodes_reach_one_collector_and_a_wrong_token_is_refused(tmp_path):
     rec = tmp_path / "fleet.perftop"
-    col, lines = _collector(tmp_path, "s3cret", "--record", str(rec), "--prometheus", "127.0.0.1:0")
+    # the token the collector made and said, once it had bound its port (the line before)
+    col, lines = _collector(tmp_path, None, "--record", str(rec), "--prometheus", "127.0.0.1:0")
+    said = re.fullmatch(r"perftop: token for the nodes: PERFTOP_TOKEN=(\S+)\n", lines[-2])
+    assert said is not None, lines
+    secret = said.group(1)
     port = _port(lines, "collecting on")
     fwd = ["run", "--headless", "--no-record", "--forward", f"127.0.0.1:{port}", "--"]
     a = _spawn([*fwd, sys.executable, str(WORKLOADS / "no_loader.py")],
-               {link.ENV_TOKEN: "s3cret", link.ENV_HOST: "node-a"}, tmp_path)  # fmt: skip
+               {link.ENV_TOKEN: secret, link.ENV_HOST: "node-a"}, tmp_path)  # fmt: skip
     b = _spawn([*fwd, sys.executable, str(WORKLOADS / "manual_sgd.py")],
-               {link.ENV_TOKEN: "s3cret", link.ENV_HOST: "node-b"}, tmp_path)  # fmt: skip
+               {link.ENV_TOKEN: secret, link.ENV_HOST: "node-b"}, tmp_path)  # fmt: skip
     bad = _spawn([*fwd, sys.executable, str(WORKLOADS / "explicit_api.py")],
                  {link.ENV_TOKEN: "guess", link.ENV_HOST: "intruder"}, tmp_path)  # fmt: skip
     outs = {n: p.communicate(timeout=120) for n, p in (("a", a), ("b", b), ("bad", bad))}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from perftop.cli.base import Command, seconds
@@ -87,19 +86,14 @@ class CollectCommand(Command):
             args.listen = f"127.0.0.1:{link.DEFAULT_PORT}"
         listen = link.parse_addr(args.listen) if args.listen is not None else None
         token = link.token_from_env()
-        if token is None and listen is None:
-            token = ""  # nothing listens: no token to share
-        elif token is None:
-            token = link.new_token()
-            print(
-                f"perftop: token for the nodes: {link.ENV_TOKEN}={token}",
-                file=sys.stderr,
-                flush=True,
-            )
+        made = token is None and listen is not None  # said once bound (flows.collect)
+        if token is None:
+            token = link.new_token() if listen is not None else ""  # "": nothing listens
         headless = args.headless or not interactive()
         cfg = CollectConfig(
             listen=listen,
             token=token,
+            show_token=made,
             record=None if args.no_record else (args.record or default_path()),
             force=args.force,
             duration_s=args.duration,

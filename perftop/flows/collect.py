@@ -15,6 +15,7 @@ from pathlib import Path
 
 from perftop.console import say
 from perftop.fleet.collector import Collector
+from perftop.fleet.link import ENV_TOKEN
 from perftop.fleet.sshview import SSH_FAILED, connect_first
 from perftop.fleet.stream import SshNode, remote_command
 from perftop.flows.notices import Notices
@@ -33,6 +34,7 @@ from perftop.tui.process import TuiProcess
 class CollectConfig:
     listen: tuple[str, int] | None  # None: no TCP listener (only --ssh nodes)
     token: str
+    show_token: bool = False  # made here: said once the listener is bound, for the nodes
     record: Path | None = None
     force: bool = False
     duration_s: float | None = None
@@ -86,6 +88,8 @@ def run_collect(
     # Bind first: a busy port must not leave an empty recording behind.
     if cfg.listen is not None:
         collector = Collector(cfg.listen, cfg.token, hub.submit_frame, hub.submit, log=say_)
+        if cfg.show_token:  # (not before: a port that cannot be bound says one line)
+            say_(f"perftop: token for the nodes: {ENV_TOKEN}={cfg.token}")
     try:
         rec = hub.record(cfg.record, force=cfg.force) if cfg.record is not None else None
     except BaseException:
