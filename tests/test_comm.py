@@ -301,7 +301,7 @@ def test_the_metrics_of_a_straggler_run(slow):
 
 
 def test_the_recorder_is_asked_for_unless_the_job_chose_its_own():
-    from perftop.hook.collectives import ENV_BUFFER, ENV_TIMING, prepare_env
+    from perftop.hook.coll_recorder import ENV_BUFFER, ENV_TIMING, prepare_env
 
     # Every armed process: a rank is not always known by its environment (a spawned rank,
     # Lightning's first rank, a Ray worker before Ray sets WORLD_SIZE: test_launched_ranks.py,
@@ -646,7 +646,7 @@ def test_a_dump_with_stacks_that_fails_is_made_without_them():
     """Fail open: a torch whose recorder cannot give its stacks still gives its records."""
     import pickle
 
-    from perftop.hook.collectives import _reader
+    from perftop.hook.coll_recorder import reader
 
     calls = []
 
@@ -658,7 +658,7 @@ def test_a_dump_with_stacks_that_fails_is_made_without_them():
                 raise RuntimeError("cannot symbolize")
             return pickle.dumps({"entries": []})
 
-    read = _reader(C10d)
+    read = reader(C10d)
     assert read() == {"entries": []} and read() == {"entries": []}
     assert calls == [True, False, False]
 

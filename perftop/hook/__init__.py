@@ -85,9 +85,9 @@ def _on_torch(torch: object) -> None:
     except Exception:
         st.internal_error("worker figures")
     try:
-        from perftop.hook import collectives, rank_watch
+        from perftop.hook import coll_recorder, collectives, rank_watch
 
-        collectives.prepare_env()  # before the job's first process group: torch reads it then
+        coll_recorder.prepare_env()  # before the job's first process group: torch reads it then
         rank_watch.attach(st)
         collectives.attach(st)
     except Exception:
