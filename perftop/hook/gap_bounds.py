@@ -10,7 +10,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from perftop.hook.pass_meter import site_name
+from perftop.hook.pass_names import site_name
 from perftop.hook.steps_cold import release
 
 BACKWARD, OPTIMIZER = 2, 3  # steps.BACKWARD, steps.OPTIMIZER (steps imports this module)

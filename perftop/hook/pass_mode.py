@@ -27,7 +27,8 @@ from __future__ import annotations
 from typing import Any
 
 from perftop.hook import gap_regions, gap_site
-from perftop.hook.pass_meter import cpu_wall, env_types
+from perftop.hook.pass_meter import cpu_wall
+from perftop.hook.pass_names import env_types
 from perftop.hook.pass_open import PassOpen
 
 
