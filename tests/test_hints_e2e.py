@@ -65,6 +65,9 @@ def test_workers_reading_storage_give_io_bound_naming_the_rate(tmp_path) -> None
     h = next((h for h in rep["hints"] if h["id"] == "io-bound"), None)
     assert h is not None, rep["hints"]
     assert any("the loader reads" in e and "/s from storage" in e for e in h["evidence"]), h
+    # the whole-run verdict gives it too, though the workers had exited by then (it read
+    # their last interval's rate, gone with them: a job too short to be seen live got none)
+    assert h["whole_run"], h
 
 
 def test_the_main_process_reading_beside_its_workers_is_not_io_bound(tmp_path) -> None:

@@ -119,6 +119,22 @@ def test_io_bound_counts_only_the_loaders_reads_after_start_up() -> None:
     assert not fires("io-bound", snap(0.03, procs=w))  # before the workers made a batch
 
 
+def test_io_bound_reads_a_whole_runs_exited_workers_over_the_steps() -> None:
+    """Over a whole run the workers had exited (no last rate): their reads from each one's
+    first sample after it made a batch (T0 + 0.5) count; its start-up's before do not."""
+
+    def procs(before: int, per_s: int) -> tuple[ProcRow, ...]:
+        marks = ((T0, before), (T0 + 1.0, before), (T0 + 3.0, before + 2 * per_s))
+        return tuple(
+            ProcRow(PID + 1 + i, PID, alive=False, io_read_bytes=marks[-1][1], io_read_marks=marks)
+            for i in range(2)
+        )
+
+    found = evaluate(snap(0.03, procs=procs(200 * 2**20, 15 * 2**20)))[0]
+    assert "the loader reads 30.0MiB/s from storage" in found["io-bound"].evidence
+    assert not fires("io-bound", snap(0.03, procs=procs(200 * 2**20, 0)))  # start-up's only
+
+
 def test_io_bound_needs_a_busy_disk_that_moves_bytes() -> None:
     """A disk counted busy while no byte was read or written is no evidence (a finished
     job's last sample read 100% busy, 0 B/s); one busy writing is, and says so."""

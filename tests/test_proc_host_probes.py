@@ -331,3 +331,29 @@ def test_ticks_close_together_read_a_cpu_share_a_process_can_have(python):
     finally:
         busy.kill()
         busy.wait()
+
+
+def test_a_whole_run_keeps_each_processs_reads_over_the_run_thinned():
+    """Whole-run snapshots carry each process's read totals over the run (a short job's
+    workers exit before the verdict: their last interval's rate goes with them), at most
+    IO_MARKS of them however long the run, first and latest kept; live ones carry none."""
+    from perftop.events.probes import PROC_FIELDS, ProcSample
+    from perftop.model.resources import IO_MARKS
+
+    def row(pid: int, read: int) -> tuple:
+        r = dict.fromkeys(PROC_FIELDS)
+        r.update(pid=pid, ppid=1, name="p", state="S", io_read=read)
+        return tuple(r[k] for k in PROC_FIELDS)
+
+    s = Session()
+    n = 3 * IO_MARKS + 7
+    for i in range(n):
+        s.apply(ProcSample(100.0 + i, 1.0, 1, (row(2, 2**20),)))
+    s.apply(ProcSample(100.0 + n, 1.0, 1, ()))  # it exited
+    (live,) = s.snapshot().processes
+    assert live.io_read_marks == () and live.io_read_bps is None
+    (whole,) = s.snapshot(window=None).processes
+    marks = whole.io_read_marks
+    assert len(marks) <= IO_MARKS and marks[0] == (100.0, 2**20)
+    assert marks[-1] == (100.0 + n - 1, n * 2**20) == (marks[-1][0], whole.io_read_bytes)
+    assert all(b - a == (t1 - t0) * 2**20 for (t0, a), (t1, b) in zip(marks, marks[1:]))

@@ -5,7 +5,7 @@ the workers make batches, and names the storage, not the loader's settings."""
 from __future__ import annotations
 
 from perftop.hints.base import Loop, fraction, loop, nbytes, threshold
-from perftop.model.snapshot import Hint, Snapshot
+from perftop.model.snapshot import Hint, ProcRow, Snapshot
 
 IOWAIT_ENTER, IOWAIT_STAY = 20.0, 10.0
 DISK_BUSY = 60.0
@@ -17,7 +17,9 @@ def loader_reads(snap: Snapshot, lp: Loop) -> float:
     reads once each has made a batch, or (no workers) the training process's, which then
     fetches the batches itself; only over probe intervals that began within the steps the
     data wait is measured on. A start-up's reads (importing torch) and the main process's
-    reads beside its workers (checkpoints, logs) are not the loader's."""
+    reads beside its workers (checkpoints, logs) are not the loader's. Over a whole run (the
+    verdict), each process's reads from its first sample in that span to its last: a short
+    job's workers had exited, their last interval's rate gone with them."""
     since = lp.rows[0].t0
     if lp.workers:
         start = {w.pid: max(since, w.ready_t) for w in lp.workers if w.ready_t is not None}
@@ -25,11 +27,18 @@ def loader_reads(snap: Snapshot, lp: Loop) -> float:
         start = {lp.pid: since}
     else:
         return 0.0
-    return sum(
-        p.io_read_bps or 0.0
-        for p in snap.processes
-        if p.pid in start and p.io_since_t is not None and p.io_since_t >= start[p.pid]
-    )
+    return sum(_reads(p, start[p.pid]) for p in snap.processes if p.pid in start)
+
+
+def _reads(p: ProcRow, since: float) -> float:
+    """``p``'s bytes read a second over probe intervals that began at ``since`` or later."""
+    marks = p.io_read_marks
+    if not marks:  # a live snapshot: its last interval's rate
+        ok = p.io_since_t is not None and p.io_since_t >= since
+        return (p.io_read_bps or 0.0) if ok else 0.0
+    t_last, last = marks[-1]
+    t0, first = next(((t, n) for t, n in marks if t >= since), marks[-1])
+    return (last - first) / (t_last - t0) if t_last > t0 else 0.0
 
 
 def io_bound(snap: Snapshot, active: frozenset[str]) -> list[Hint]:

@@ -36,6 +36,9 @@ class ProcRow:
     io_write_bps: float | None = None
     io_since_t: float | None = None  # when the interval of io_read_bps / io_write_bps began
     io_read_bytes: int | None = None  # since the process was first seen
+    # (t, io_read_bytes then) at its samples, thinned to at most IO_MARKS, in whole-run
+    # snapshots only (window=None): its reads over any later part of the run, after it exited
+    io_read_marks: tuple[tuple[float, int], ...] = ()
     io_write_bytes: int | None = None
     cpu_percent_avg: float | None = None
     cpu_samples: int = 0  # the samples cpu_percent_avg is of (HostRow's: the run's)

@@ -17,6 +17,7 @@ from perftop.model.snapshot import GpuProcRow, GpuRow, HostRow, ProcRow
 from perftop.model.trends import GROWTH_SPAN_S, CoreWait, steady_growth
 
 GONE_SHOWN_S = 5.0  # live snapshots keep an exited process this long, marked not alive
+IO_MARKS = 128  # a process's read totals kept over the run (ProcRow.io_read_marks)
 
 
 @dataclass(slots=True)
@@ -57,7 +58,7 @@ def _imax(x: Any) -> int | None:
 class _Proc:
     __slots__ = (
         "row", "first_t", "last_t", "cpu", "rss", "uss", "pss", "uss_first", "io_r", "io_w",
-        "uss_recent", "wait",
+        "uss_recent", "wait", "io_marks",
     )  # fmt: skip
 
     def __init__(self, pid: int) -> None:
@@ -71,6 +72,7 @@ class _Proc:
         self.io_w: int | None = None
         self.uss_recent: deque[tuple[float, int]] = deque()
         self.wait = CoreWait()
+        self.io_marks: list[tuple[float, int]] = []  # (t, io_r then): ProcRow.io_read_marks
 
 
 class ProcessesReducer:
@@ -115,6 +117,10 @@ class ProcessesReducer:
                 while recent[0][0] < ev.t - GROWTH_SPAN_S:
                     recent.popleft()
             p.io_r, p.io_w = _add(p.io_r, r["io_read"]), _add(p.io_w, r["io_write"])
+            if p.io_r is not None:
+                if len(p.io_marks) >= IO_MARKS:  # every other one goes: a long run's marks
+                    del p.io_marks[1::2]  # stay as many, further apart
+                p.io_marks.append((ev.t, p.io_r))
             p.wait.add(ev.t, r["cpu_wait_s"], r["wait_tid"])
             p.row = ProcRow(
                 pid=pid,
@@ -160,7 +166,10 @@ class ProcessesReducer:
                 )  # fmt: skip
 
     def contribute(self, parts: dict[str, Any], window: int | None) -> None:
-        rows = [p.row for p in self.procs.values()]
+        if window is None:  # the whole run's: with each process's reads over it
+            rows = [replace(p.row, io_read_marks=tuple(p.io_marks)) for p in self.procs.values()]
+        else:
+            rows = [p.row for p in self.procs.values()]
         # Exited processes leave the live view after a while (workers of each epoch come
         # and go); once nothing runs any more, the last ones seen keep their figures.
         if window is not None and self.last_live_t is not None:
