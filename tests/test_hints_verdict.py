@@ -134,3 +134,35 @@ def test_the_verdict_reads_the_disks_over_the_run_not_their_last_sample(tmp_path
     assert "io-bound" not in hints(lambda e: e is host[-1])
     found = hints(lambda e: True)
     assert "the disks are 90% busy, reading 30.0MiB/s" in found["io-bound"].evidence
+
+
+def test_the_verdict_reads_the_gpus_the_job_used_at_their_peak_memory() -> None:
+    """A finished job is gone from every device's process list, and its memory with it: the
+    verdict took every device for the job's (another user's full GPU 1 said "GPU memory
+    nearly full") and GPU 0's last, freed memory. Over the run, GPU 0 listed the job's pid
+    and held 78 of its 80 GiB: that is the pressure, and GPU 1 is none of the job's."""
+    from perftop.events import GpuSample, Hello, JobExit, Step
+    from perftop.events.probes import GPU_FIELDS
+    from perftop.hints.verdict import verdict
+    from perftop.model.session import Session
+
+    total = 81559 * 2**20  # what NVML reports as total memory of an H100 80GB
+
+    def gpu(i: int, used: int, procs: tuple[tuple[int, int, None], ...]) -> tuple:
+        row = dict.fromkeys(GPU_FIELDS)
+        row.update(index=i, name="NVIDIA H100 80GB HBM3", util_percent=97.0, mem_used=used,
+                   mem_total=total, processes=procs)  # fmt: skip
+        return tuple(row.values())
+
+    other = gpu(1, 79000 * 2**20, ((4242, 78000 * 2**20, None),))  # another user's job
+    s = Session()
+    s.apply(Hello(1.0, 100, 1, "node", ("train.py",), None, None, None, "cuda:0", "2.13"))
+    for i in range(20):
+        s.apply(Step(100, i, 2.0 + i, 2.9 + i))
+        mine = gpu(0, 78000 * 2**20, ((100, 77500 * 2**20, None),))
+        s.apply(GpuSample(2.95 + i, (mine, other)))
+    s.apply(GpuSample(23.0, (gpu(0, 600 * 2**20, ()), other)))  # the job has exited
+    s.apply(JobExit(23.1, 100, 0))
+    found = {h.id: h for h in verdict(s.snapshot(window=None))}
+    h = found["gpu-memory-pressure"]
+    assert h.evidence == ("GPU 0 memory 76.2GiB of 79.6GiB (96%)",), h.evidence

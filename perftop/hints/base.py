@@ -188,10 +188,16 @@ def worker_procs(snap: Snapshot) -> list[tuple[int, ProcRow]]:
 
 def job_gpus(snap: Snapshot) -> tuple[GpuRow, ...]:
     """The GPUs this job runs on: NVML lists every device of the host, and another job's
-    GPU (idle or busy) says nothing about this one. Where no device lists one of the job's
-    pids (no process figures, or a container's own pid numbers), every device."""
+    GPU (idle or busy) says nothing about this one. Over a whole run, those that listed
+    one of its pids at any time (a finished job's are gone from every device by the end).
+    Where no device lists one of the job's pids (no process figures, or a container's own
+    pid numbers), every device."""
     pids = {p.pid for p in snap.processes} | {t.pid for t in snap.trainers}
-    mine = tuple(g for g in snap.gpus if any(p.pid in pids for p in g.processes))
+    mine = tuple(
+        g
+        for g in snap.gpus
+        if any(p.pid in pids for p in g.processes) or not pids.isdisjoint(g.pids_seen)
+    )
     return mine or snap.gpus
 
 

@@ -54,7 +54,13 @@ def whole_run_view(snap: Snapshot) -> Snapshot:
     )
     workers = tuple(replace(w, exited=False) if w.pid in current else w for w in snap.workers)
     gpus = tuple(
-        replace(g, util_percent=g.util_percent_avg) if g.util_percent_avg is not None else g
+        replace(
+            g,
+            util_percent=g.util_percent_avg if g.util_percent_avg is not None else g.util_percent,
+            mem_used_bytes=g.mem_used_bytes_max
+            if g.mem_used_bytes_max is not None
+            else g.mem_used_bytes,
+        )
         for g in snap.gpus
     )
     return replace(snap, host=host, processes=procs, gpus=gpus, workers=workers, hints=())

@@ -133,6 +133,9 @@ class GpuRow:
     # (figure, run average, run maximum) for every sampled figure, for reports
     stats: tuple[tuple[str, float | None, float | None], ...] = ()
     host: str = ""  # set where a collector merges nodes
+    # every pid it listed over the run (at most PIDS_SEEN), in whole-run snapshots only
+    # (window=None): which devices a finished job used, its processes gone from them
+    pids_seen: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ from perftop.model.trends import GROWTH_SPAN_S, CoreWait, steady_growth
 
 GONE_SHOWN_S = 5.0  # live snapshots keep an exited process this long, marked not alive
 IO_MARKS = 128  # a process's read totals kept over the run (ProcRow.io_read_marks)
+PIDS_SEEN = 256  # pids a GPU's rows listed, kept over the run (GpuRow.pids_seen)
 
 
 @dataclass(slots=True)
@@ -265,6 +266,7 @@ class GpusReducer:
         self.rows: dict[int, GpuRow] = {}
         self.aggs: dict[int, dict[str, _Agg]] = {}
         self.note = ""
+        self.pids: dict[int, set[int]] = {}  # per device, the pids it listed: GpuRow.pids_seen
 
     def apply(self, ev: Any) -> None:
         self.note = ev.note
@@ -276,6 +278,10 @@ class GpusReducer:
             aggs = self.aggs.setdefault(i, {k: _Agg() for k in GPU_AGGS})
             for k in GPU_AGGS:
                 aggs[k].add(g[k])
+            seen = self.pids.setdefault(i, set())
+            for p in g["processes"] or ():
+                if len(seen) < PIDS_SEEN:
+                    seen.add(p[0])
             self.rows[i] = GpuRow(
                 index=i,
                 name=g["name"] or "",
@@ -302,5 +308,8 @@ class GpusReducer:
             )
 
     def contribute(self, parts: dict[str, Any], window: int | None) -> None:
-        parts["gpus"] = tuple(self.rows[i] for i in sorted(self.rows))
+        rows = [self.rows[i] for i in sorted(self.rows)]
+        if window is None:  # the whole run's: with the pids each device listed over it
+            rows = [replace(g, pids_seen=tuple(sorted(self.pids[g.index]))) for g in rows]
+        parts["gpus"] = tuple(rows)
         parts["gpu_note"] = self.note
