@@ -166,3 +166,24 @@ def test_the_verdict_reads_the_gpus_the_job_used_at_their_peak_memory() -> None:
     found = {h.id: h for h in verdict(s.snapshot(window=None))}
     h = found["gpu-memory-pressure"]
     assert h.evidence == ("GPU 0 memory 76.2GiB of 79.6GiB (96%)",), h.evidence
+
+
+def test_the_verdict_reads_the_hosts_memory_at_its_tightest() -> None:
+    """`worker-memory` says how much memory the host has available, and is high where it
+    is low or swap is used: over a whole run, the least available and the most swapped, not
+    the end's, when the job's workers had freed theirs (22 GiB available, no swap)."""
+    from perftop.events import HostSample
+    from perftop.hints.verdict import whole_run_view
+    from perftop.model.session import Session
+
+    gib = 2**30
+    s = Session()
+    for i, (avail, swap) in enumerate([(6 * gib, 0), (gib, gib // 2), (3 * gib, gib // 4)]):
+        s.apply(HostSample(10.0 + i, 1.0, 2, 50.0, (50.0, 50.0), 0.0, (1.0, 1.0, 1.0),
+                           24 * gib, 23 * gib - avail, avail, 4 * gib, swap, 0, 0, 0.0, 0, 0))  # fmt: skip
+    s.apply(HostSample(13.0, 1.0, 2, 5.0, (5.0, 5.0), 0.0, (1.0, 1.0, 1.0),
+                       24 * gib, 2 * gib, 22 * gib, 4 * gib, 0, 0, 0, 0.0, 0, 0))  # fmt: skip
+    end = s.snapshot(window=None)
+    assert (end.host.mem_available_bytes, end.host.swap_used_bytes) == (22 * gib, 0)
+    view = whole_run_view(end).host
+    assert (view.mem_available_bytes, view.swap_used_bytes) == (gib, gib // 2)

@@ -30,6 +30,15 @@ def whole_run_view(snap: Snapshot) -> Snapshot:
         disk_busy_percent=h.disk_busy_percent_avg,
         disk_read_bps=h.disk_read_bps_avg,
         disk_write_bps=h.disk_write_bps_avg,
+        # memory at its tightest: a finished job's workers have freed theirs by the end
+        mem_available_bytes=(
+            h.mem_available_bytes_min
+            if h.mem_available_bytes_min is not None
+            else h.mem_available_bytes
+        ),
+        swap_used_bytes=(
+            h.swap_used_bytes_max if h.swap_used_bytes_max is not None else h.swap_used_bytes
+        ),
     )
     # The run's processes as they ran: the trainers and each loader's latest workers (a
     # training loader's and an evaluation's) count as alive (a finished job's have

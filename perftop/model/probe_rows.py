@@ -90,6 +90,8 @@ class HostRow:
     per_core_avg: tuple[float, ...] = ()
     iowait_percent_avg: float | None = None
     memory_used_bytes_max: int | None = None
+    mem_available_bytes_min: int | None = None  # the least memory available over the run
+    swap_used_bytes_max: int | None = None
     disk_read_bytes: int | None = None  # over the run
     disk_write_bytes: int | None = None
     disk_busy_percent_avg: float | None = None  # the busiest disk's, averaged over the run

@@ -192,6 +192,8 @@ class HostReducer:
         self.disk_r: int | None = None
         self.disk_w: int | None = None
         self.disk_busy = _Agg()
+        self.avail_min: int | None = None  # the least memory available over the run
+        self.swap = _Agg()
         self.disk_s = 0.0  # the seconds disk_r spans
 
     def apply(self, ev: Any) -> None:
@@ -207,6 +209,11 @@ class HostReducer:
         self.mem.add(ev.mem_used)
         self.disk_r, self.disk_w = _add(self.disk_r, ev.disk_read), _add(self.disk_w, ev.disk_write)
         self.disk_busy.add(ev.disk_busy_percent)
+        self.swap.add(ev.swap_used)
+        if ev.mem_available is not None and (
+            self.avail_min is None or ev.mem_available < self.avail_min
+        ):
+            self.avail_min = ev.mem_available
         if ev.disk_read is not None:
             self.disk_s += ev.dt
         load = tuple(ev.load) if ev.load is not None and len(ev.load) == 3 else None
@@ -233,6 +240,8 @@ class HostReducer:
             per_core_avg=tuple(round(c / self.cores_n, 1) for c in self.cores),
             iowait_percent_avg=self.iowait.avg,
             memory_used_bytes_max=_imax(self.mem.max),
+            mem_available_bytes_min=self.avail_min,
+            swap_used_bytes_max=_imax(self.swap.max),
             disk_read_bytes=self.disk_r,
             disk_write_bytes=self.disk_w,
             disk_busy_percent_avg=self.disk_busy.avg,
