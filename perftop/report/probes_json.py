@@ -89,7 +89,9 @@ def host_json(snap: Snapshot) -> dict[str, Any]:
         "iowait_percent_avg": h.iowait_percent_avg,
         "memory_total_bytes": h.mem_total_bytes,
         "memory_used_bytes_max": h.memory_used_bytes_max,
-        "swap_used_bytes": h.swap_used_bytes,
+        "swap_used_bytes": h.swap_used_bytes,  # the last sample's
+        "swap_used_bytes_max": h.swap_used_bytes_max,
+        "memory_available_bytes_min": h.mem_available_bytes_min,
         "disk_read_bytes": h.disk_read_bytes,
         "disk_write_bytes": h.disk_write_bytes,
         "disk_busy_percent_avg": h.disk_busy_percent_avg,  # the busiest disk's, each sample
