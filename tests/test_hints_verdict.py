@@ -5,6 +5,7 @@ the same report for the same recording, and stays quiet on the near-miss workloa
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -187,3 +188,37 @@ def test_the_verdict_reads_the_hosts_memory_at_its_tightest() -> None:
     assert (end.host.mem_available_bytes, end.host.swap_used_bytes) == (22 * gib, 0)
     view = whole_run_view(end).host
     assert (view.mem_available_bytes, view.swap_used_bytes) == (gib, gib // 2)
+
+
+def test_a_hint_held_to_the_end_says_the_whole_runs_figures(tmp_path: Path) -> None:
+    """The bundled demo recording (a real run): `input-bound` held to the end, and the
+    verdict gives it. Its evidence said the live engine's last look ("host CPU 83% busy",
+    taken as the job shut down; in the TUI once, the workers' line gone) beside the Host
+    section's "CPU avg 81%": now the verdict's, the whole run's, as the rest of the report.
+    A hint that left before the end keeps what it said then."""
+    from dataclasses import replace
+
+    from perftop.hints.verdict import merge
+
+    demo = Path(__file__).parents[1] / "screenshots" / "demo.perftop"
+    text = perftop("report", str(demo), cwd=tmp_path).stdout
+    avg = re.search(r"CPU avg (\d+)%", text)
+    assert avg is not None, text
+    assert f"- host CPU {avg.group(1)}% busy on 2 cores" in text, text
+
+    live = Hint("input-bound", "high", "live", ("at the end",), since_t=5.0)
+    left = Hint("cpu-contention", "medium", "left", ("then",), since_t=6.0, until_t=9.0)
+    whole = (
+        replace(live, title="whole", evidence=("over the run",), since_t=None, whole_run=True),
+        replace(left, title="whole", evidence=("over the run",), since_t=None, until_t=None),
+    )
+    got = {h.id: h for h in merge((live, left), whole)}
+    h, e = got["input-bound"], got["cpu-contention"]
+    assert (h.title, h.evidence, h.since_t, h.seen_live, h.whole_run) == (
+        "whole",
+        ("over the run",),
+        5.0,
+        True,
+        True,
+    )
+    assert (e.title, e.evidence, e.until_t, e.whole_run) == ("left", ("then",), 9.0, True)

@@ -96,9 +96,16 @@ def verdict(snap: Snapshot) -> tuple[Hint, ...]:
 
 def merge(live: tuple[Hint, ...], whole: tuple[Hint, ...]) -> tuple[Hint, ...]:
     """The hints shown live (their moments kept), each marked when the verdict agrees,
-    then the verdict's own: one entry per id."""
-    ids = {h.id for h in whole}
-    out = [replace(h, seen_live=True, whole_run=h.id in ids) for h in live]
-    shown = {h.id for h in live}
+    then the verdict's own: one entry per id. One that held to the end and that the verdict
+    gives says the verdict's figures, the whole run's (the report's): the live engine's last
+    look was often taken as the job shut down (its workers gone from the evidence)."""
+    by_id, shown = {h.id: h for h in whole}, {h.id for h in live}
+    out = []
+    for h in live:
+        w = by_id.get(h.id)
+        if w is not None and h.until_t is None:
+            out.append(replace(w, since_t=h.since_t, host=h.host, seen_live=True))
+        else:
+            out.append(replace(h, seen_live=True, whole_run=w is not None))
     out += [h for h in whole if h.id not in shown]
     return order(out)
