@@ -93,7 +93,23 @@ def test_lightning_checkpoint_holds_the_file_it_writes_after_torch_save(tmp_path
     (``_atomic_save``): each checkpoint is one interval as long as Lightning's own
     ``save_checkpoint`` took, serialization and write (only the serialization before), and
     the step after it holds none of the write (it read 6-8x the median step); at a
-    validation's end (``monitor``), the evaluation holds none of it."""
+    validation's end (``monitor``), the evaluation holds none of it. The lengths are
+    timings: where one is over its bound, another run decides (on a loaded CI VM a
+    checkpoint read 63.3 ms for Lightning's 54.8, its bound 62.3: the interval ends at the
+    loop's next training activity, after Lightning's own timer, and a stretch waiting for a
+    core there counts in it); an error of perftop's fails both."""
+    for k in range(2):
+        where = tmp_path / str(k)
+        where.mkdir()
+        long = _lightning_checkpoints(where, at)
+        if not long:
+            return
+        print(f"run {k + 1} of 2: over the bound: {long}", flush=True)  # in the log
+    raise AssertionError(long)
+
+
+def _lightning_checkpoints(tmp_path, at) -> list[tuple[int, float, float]]:
+    """One run's checks; the checkpoints whose interval was over its bound (i, length, own)."""
     proc, rep = run_and_report(
         tmp_path, sys.executable, str(WORKLOADS / "lightning_ckpt.py"), str(tmp_path / "o"), at
     )
@@ -112,10 +128,14 @@ def test_lightning_checkpoint_holds_the_file_it_writes_after_torch_save(tmp_path
         assert rep["steps"]["between_s"]["eval"]["count"] == 4
     # Above, it also holds the training thread's CPU time after save_checkpoint returned,
     # to the exit (Lightning's teardown: 5.6 ms over 1.1x on a loaded CI): up to 10 ms.
+    long = []
     for i, (ck, want) in enumerate(zip(cks, own["saves"], strict=True)):
         low, high = (0.0, 0.010) if i == 3 else (0.9 * want - 0.002, 0.002)
-        assert low <= ck.length <= 1.1 * want + high, (i, ck.length, want)
+        assert low <= ck.length, (i, ck.length, want)  # (never shorter: no timing's luck)
+        if ck.length > 1.1 * want + high:
+            long.append((i, ck.length, want))
     steps = [e for e in read_events(rec) if isinstance(e, Step)]
     for t0, t1 in own["save_at"]:  # no step holds a checkpoint's time
         for st in steps:
             assert min(st.t1, t1) - max(st.t0, t0) < 0.25 * (t1 - t0), (st, t0, t1)
+    return long
