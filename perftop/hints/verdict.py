@@ -10,9 +10,12 @@ sample: the last sample of a finished job is often taken while it shuts down.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TypeVar
 
 from perftop.hints.engine import RULES, evaluate, order
 from perftop.model.snapshot import Hint, ProcRow, Snapshot
+
+T = TypeVar("T")
 
 
 def whole_run_view(snap: Snapshot) -> Snapshot:
@@ -21,24 +24,16 @@ def whole_run_view(snap: Snapshot) -> Snapshot:
     h = snap.host
     host = replace(
         h,
-        cpu_percent=h.cpu_percent_avg if h.cpu_percent_avg is not None else h.cpu_percent,
+        cpu_percent=_run(h.cpu_percent_avg, h.cpu_percent),
         per_core=h.per_core_avg or h.per_core,  # (a pinned job's cores: model/cores.py)
-        iowait_percent=(
-            h.iowait_percent_avg if h.iowait_percent_avg is not None else h.iowait_percent
-        ),
+        iowait_percent=_run(h.iowait_percent_avg, h.iowait_percent),
         # (a finished job's last disk sample once read 100% busy moving no byte: io-bound)
-        disk_busy_percent=h.disk_busy_percent_avg,
-        disk_read_bps=h.disk_read_bps_avg,
-        disk_write_bps=h.disk_write_bps_avg,
+        disk_busy_percent=_run(h.disk_busy_percent_avg, h.disk_busy_percent),
+        disk_read_bps=_run(h.disk_read_bps_avg, h.disk_read_bps),
+        disk_write_bps=_run(h.disk_write_bps_avg, h.disk_write_bps),
         # memory at its tightest: a finished job's workers have freed theirs by the end
-        mem_available_bytes=(
-            h.mem_available_bytes_min
-            if h.mem_available_bytes_min is not None
-            else h.mem_available_bytes
-        ),
-        swap_used_bytes=(
-            h.swap_used_bytes_max if h.swap_used_bytes_max is not None else h.swap_used_bytes
-        ),
+        mem_available_bytes=_run(h.mem_available_bytes_min, h.mem_available_bytes),
+        swap_used_bytes=_run(h.swap_used_bytes_max, h.swap_used_bytes),
     )
     # The run's processes as they ran: the trainers and each loader's latest workers (a
     # training loader's and an evaluation's) count as alive (a finished job's have
@@ -54,10 +49,8 @@ def whole_run_view(snap: Snapshot) -> Snapshot:
             p,
             alive=p.alive or p.pid in ran,
             cpu_percent=_cpu(p, None if p.pid in ran else h.cpu_samples),
-            uss_bytes=p.uss_bytes_max if p.uss_bytes_max is not None else p.uss_bytes,
-            core_wait_share=(
-                p.core_wait_share_avg if p.core_wait_share_avg is not None else p.core_wait_share
-            ),
+            uss_bytes=_run(p.uss_bytes_max, p.uss_bytes),
+            core_wait_share=_run(p.core_wait_share_avg, p.core_wait_share),
         )
         for p in snap.processes
     )
@@ -65,14 +58,17 @@ def whole_run_view(snap: Snapshot) -> Snapshot:
     gpus = tuple(
         replace(
             g,
-            util_percent=g.util_percent_avg if g.util_percent_avg is not None else g.util_percent,
-            mem_used_bytes=g.mem_used_bytes_max
-            if g.mem_used_bytes_max is not None
-            else g.mem_used_bytes,
+            util_percent=_run(g.util_percent_avg, g.util_percent),
+            mem_used_bytes=_run(g.mem_used_bytes_max, g.mem_used_bytes),
         )
         for g in snap.gpus
     )
     return replace(snap, host=host, processes=procs, gpus=gpus, workers=workers, hints=())
+
+
+def _run(run: T | None, last: T | None) -> T | None:
+    """A figure over the run (average, peak or least) where one was kept, else the last."""
+    return run if run is not None else last
 
 
 def _cpu(p: ProcRow, run: int | None) -> float | None:

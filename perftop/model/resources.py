@@ -23,11 +23,12 @@ PIDS_SEEN = 256  # pids a GPU's rows listed, kept over the run (GpuRow.pids_seen
 
 @dataclass(slots=True)
 class _Agg:
-    """Running average and maximum of one figure."""
+    """Running average, maximum and minimum of one figure."""
 
     total: float = 0.0
     n: int = 0
     max: float | None = None
+    min: float | None = None
 
     def add(self, x: float | None) -> None:
         if x is None:
@@ -36,6 +37,8 @@ class _Agg:
         self.n += 1
         if self.max is None or x > self.max:
             self.max = x
+        if self.min is None or x < self.min:
+            self.min = x
 
     @property
     def avg(self) -> float | None:
@@ -52,7 +55,8 @@ def _add(total: int | None, delta: int | None) -> int | None:
     return delta if total is None else total + delta
 
 
-def _imax(x: Any) -> int | None:
+def _bytes(x: Any) -> int | None:
+    """A byte count an _Agg kept (as a float: its maximum, its minimum) in whole bytes."""
     return None if x is None else int(x)
 
 
@@ -145,9 +149,9 @@ class ProcessesReducer:
                 cpu_percent_avg=p.cpu.avg,
                 cpu_samples=p.cpu.n,
                 cpu_percent_max=p.cpu.max,
-                rss_bytes_max=_imax(p.rss.max),
-                uss_bytes_max=_imax(p.uss.max),
-                pss_bytes_max=_imax(p.pss.max),
+                rss_bytes_max=_bytes(p.rss.max),
+                uss_bytes_max=_bytes(p.uss.max),
+                pss_bytes_max=_bytes(p.pss.max),
                 uss_bytes_first=p.uss_first,
                 uss_bytes_last=r["uss"] if r["uss"] is not None else p.row.uss_bytes_last,
                 cpu_seconds=r["cpu_s"],
@@ -192,7 +196,7 @@ class HostReducer:
         self.disk_r: int | None = None
         self.disk_w: int | None = None
         self.disk_busy = _Agg()
-        self.avail_min: int | None = None  # the least memory available over the run
+        self.avail = _Agg()  # memory available: its least over the run
         self.swap = _Agg()
         self.disk_s = 0.0  # the seconds disk_r spans
 
@@ -210,10 +214,7 @@ class HostReducer:
         self.disk_r, self.disk_w = _add(self.disk_r, ev.disk_read), _add(self.disk_w, ev.disk_write)
         self.disk_busy.add(ev.disk_busy_percent)
         self.swap.add(ev.swap_used)
-        if ev.mem_available is not None and (
-            self.avail_min is None or ev.mem_available < self.avail_min
-        ):
-            self.avail_min = ev.mem_available
+        self.avail.add(ev.mem_available)
         if ev.disk_read is not None:
             self.disk_s += ev.dt
         load = tuple(ev.load) if ev.load is not None and len(ev.load) == 3 else None
@@ -239,9 +240,9 @@ class HostReducer:
             cpu_samples=self.cpu.n,
             per_core_avg=tuple(round(c / self.cores_n, 1) for c in self.cores),
             iowait_percent_avg=self.iowait.avg,
-            memory_used_bytes_max=_imax(self.mem.max),
-            mem_available_bytes_min=self.avail_min,
-            swap_used_bytes_max=_imax(self.swap.max),
+            memory_used_bytes_max=_bytes(self.mem.max),
+            mem_available_bytes_min=_bytes(self.avail.min),
+            swap_used_bytes_max=_bytes(self.swap.max),
             disk_read_bytes=self.disk_r,
             disk_write_bytes=self.disk_w,
             disk_busy_percent_avg=self.disk_busy.avg,
@@ -310,7 +311,7 @@ class GpusReducer:
                 processes=tuple(GpuProcRow(*p[:3]) for p in g["processes"] or ()),
                 util_percent_avg=aggs["util_percent"].avg,
                 util_percent_max=aggs["util_percent"].max,
-                mem_used_bytes_max=_imax(aggs["mem_used"].max),
+                mem_used_bytes_max=_bytes(aggs["mem_used"].max),
                 power_w_avg=aggs["power_w"].avg,
                 temperature_c_max=aggs["temperature_c"].max,
                 stats=tuple((GPU_AGGS[k], a.avg, a.max) for k, a in aggs.items()),
