@@ -182,6 +182,12 @@ def test_the_text_report_gives_each_ops_wait_and_who_waits_longer(slow):
     said = [ln for ln in collective_lines({"ranks": [ranks[1], ranks[0]]}) if "waits longer" in ln]
     assert len(said) == 1 and said[0].startswith("  rank 0 waits longer (p50): "), said
     assert f"all_reduce {seconds(wait)}" in said[0], (said, wait)
+    # each rank notes how its data wait was measured (its data is in memory, no DataLoader):
+    # one line says it for both, naming them, not one line a rank
+    noted = [ln for ln in text.split("\nNotes\n")[1].splitlines() if "data wait:" in ln]
+    assert len(noted) == 1 and noted[0].endswith(")"), noted
+    said_by = noted[0].rsplit("  (from ", 1)[1][:-1].split(", ")
+    assert sorted(said_by) == sorted(f"hook:{x['pid']}" for x in r["ranks"]), noted
 
 
 def _line_of(site: dict[str, Any]) -> str:

@@ -9,6 +9,7 @@ from perftop.fmt import NA, fraction, lines, seconds, table
 from perftop.fmt import command as command_line
 from perftop.model import Snapshot
 from perftop.model.between import OVERLAPPED, pass_text
+from perftop.model.notes import grouped, sources_text
 from perftop.model.steps import overall_differs
 from perftop.model.trainers import whose
 from perftop.report.build import cut_short, cut_short_text
@@ -193,8 +194,10 @@ def _footer(r: dict[str, Any]) -> list[str]:
         out.append(f"  {r['monitor_dropped_events']} events dropped by perftop (it fell behind)")
     if r["rejected_frames"]:
         out.append(f"  {r['rejected_frames']} malformed frames rejected")
-    for n in r["notes"]:
-        out.append(f"  {n['level']}: {n['text']}")
+    notes = grouped((n["level"], n["source"], n["text"]) for n in r["notes"])
+    for level, text, sources in notes:  # one line for a note each rank said alike
+        said = f"  (from {sources_text(sources)})" if len(sources) > 1 else ""
+        out.append(f"  {level}: {text}{said}")
     return (["", "Notes", *out]) if out else []
 
 

@@ -277,6 +277,26 @@ async def test_output_appends_only_new_lines() -> None:
 
 
 @aio
+async def test_a_warning_each_rank_gives_alike_is_one_line_naming_them() -> None:
+    """Two ranks of a job that steps a compiled optimizer each warn alike: one line says
+    it, with both hooks, not two lines that read as two problems."""
+    from perftop.hook.optim_steps import COMPILED_STEP_NOTE
+    from perftop.model.snapshot import NoteRow
+
+    app = PerftopApp()
+    async with app.run_test(size=(160, 48)) as pilot:
+        s = snapshot()
+        said = tuple(NoteRow(100.0 + i, "warning", f"hook:{pid}", COMPILED_STEP_NOTE)
+                     for i, pid in enumerate((4101, 4102)))  # fmt: skip
+        app.post_message(SnapshotMessage(dataclasses.replace(s, notes=s.notes + said)))
+        await settle(pilot)
+        text = " ".join(text_of(app.query_one("#hints Static")).split())
+        assert text.count(" ".join(COMPILED_STEP_NOTE.split()[:6])) == 1, text
+        assert "(hook:4101, hook:4102)" in text, text
+        assert "PSS needs permission for 1 process (probe)" in text, text
+
+
+@aio
 async def test_no_data_states_are_plain() -> None:
     app = PerftopApp()
     async with app.run_test(size=(80, 24)) as pilot:

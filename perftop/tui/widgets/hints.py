@@ -15,7 +15,8 @@ from rich.text import Text
 
 from perftop.hints.base import MIN_STEPS
 from perftop.model import Snapshot
-from perftop.model.snapshot import Hint, NoteRow
+from perftop.model.notes import grouped, sources_text
+from perftop.model.snapshot import Hint
 from perftop.safe import visible_line
 from perftop.tui.widgets.panel import TextPanel
 
@@ -155,9 +156,11 @@ class HintsPanel(TextPanel):
         return Group(*lines)
 
 
-def _notes(snap: Snapshot) -> list[NoteRow]:
-    """The last warnings and errors about the monitoring itself, shown below the hints."""
-    return [n for n in snap.notes if n.level in ("warning", "error")][-5:]
+def _notes(snap: Snapshot) -> list[tuple[str, str, tuple[str, ...]]]:
+    """The last warnings and errors about the monitoring itself, shown below the hints:
+    ``(level, text, sources)``, one for a note several processes said alike."""
+    said = ((n.level, n.source, n.text) for n in snap.notes if n.level in ("warning", "error"))
+    return grouped(said)[-5:]
 
 
 def empty_text(snap: Snapshot) -> str:
@@ -177,7 +180,7 @@ def empty_text(snap: Snapshot) -> str:
     return "no hints yet: nothing found that slows this job down"
 
 
-def note_line(n: NoteRow, width: int) -> list[Text]:
-    first = Text("! ", style=LEVEL_STYLES.get(n.level, "yellow"))
-    lines = wrap(first, f"{n.text}  ({n.source})", width, 2)
-    return lines
+def note_line(note: tuple[str, str, tuple[str, ...]], width: int) -> list[Text]:
+    level, text, sources = note
+    first = Text("! ", style=LEVEL_STYLES.get(level, "yellow"))
+    return wrap(first, f"{text}  ({sources_text(sources)})", width, 2)
