@@ -16,6 +16,7 @@ from perftop.hints.inputs import INPUT_ENTER
 from perftop.hook.first_forward import COMPILED_MODEL, DYNAMO, OFF_NOTE
 from perftop.model import Session
 from perftop.recording import read_events
+from perftop.report.text import render
 from perftop.wire import DATA_WAIT_NOTE, DATA_WAIT_NOTE_V1
 from tests.helpers import WORKLOADS, run_and_report
 from tests.plainrun import run_plain
@@ -38,11 +39,11 @@ def feeder(request, tmp_path_factory):
     own = _own(proc.stdout)
     saves = [e for e in events if isinstance(e, Between) and e.kind == "checkpoint"]
     assert len(saves) == own.get("checkpoints", 0), saves  # a burst of saves is one pass
-    return own, r["steps"], steps, {h["id"]: h for h in r["hints"]}, passes
+    return own, r["steps"], steps, {h["id"]: h for h in r["hints"]}, passes, r
 
 
 def test_feeder_data_wait_matches_the_loops_own_timer(feeder):
-    own, s, steps, _, _ = feeder
+    own, s, steps, _, _, _ = feeder
     assert s["count"] == own["steps"] == 40
     assert s["data_wait_source"] == "before_forward"
     assert s["data_wait_fraction"] is not None and "data" in s["phases_s"]
@@ -66,9 +67,13 @@ def test_a_slow_feeder_shows_its_wait_but_no_input_bound(feeder):
     """A batch every 20 ms for a step of a few ms: the figure says the loop waits most of
     each step, but behind a feeder it may hold the loop's own blocking work (a sleep), so
     ``input-bound`` stays out (the Steps panel shows the figure)."""
-    _own_count, s, _steps, hints, _ = feeder
+    _own_count, s, _steps, hints, _, r = feeder
     assert s["data_wait_fraction"] > 0.5
     assert "input-bound" not in hints
+    # the report says where the figure was read, as the Steps panel does ("before forward"):
+    # a loop's own sleep there reads as data wait too
+    steps = render(r).split("\nSteps\n")[1].splitlines()
+    assert steps[1].startswith("  data wait ") and "(before forward: " in steps[1], steps[:3]
 
 
 def test_a_pass_keeps_its_own_time_off_the_cpu_after_a_slow_batch(feeder):
@@ -77,7 +82,7 @@ def test_a_pass_keeps_its_own_time_off_the_cpu_after_a_slow_batch(feeder):
     last module call is the step's data wait only up to the recent steps' median wait (the
     next batch's 20 ms), so the pass keeps its 40 ms. Their longest (the 80 ms, or on a
     busy host one wait a preemption stretched) gave the pass's own 40 ms to the step."""
-    own, _s, _steps, _hints, passes = feeder
+    own, _s, _steps, _hints, passes, _ = feeder
     assert len(passes) == len(own["evals"]), (passes, own["evals"])
     for got, loop in zip(passes, own["evals"]):
         assert loop * 0.9 - 0.0005 <= got <= loop + 0.01, (got, loop)

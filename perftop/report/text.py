@@ -64,7 +64,7 @@ def render(r: dict[str, Any]) -> str:
             f"step time p50 {seconds(st['p50'])}  p95 {seconds(st['p95'])}  "
             f"max {seconds(st['max'])}"
         )
-        out.append(f"  data wait {fraction(s['data_wait_fraction'])} of step time")
+        out.append(f"  {data_wait_text(s['data_wait_fraction'], s.get('data_wait_source'))}")
         if s.get("cut_short"):
             out.append(f"  {cut_short_text(s['cut_short'])}")
         phases = s["phases_s"]
@@ -186,6 +186,17 @@ def _when(h: dict[str, Any]) -> str:
     return f"  [{seen}" + (f"; {whole}]" if whole else "]")
 
 
+def data_wait_text(share: float | None, source: str | None) -> str:
+    """The data wait's share, and where it was read when that was not at the loop's
+    DataLoader fetches: behind a feeder it is the time off the CPU before the forwards,
+    which holds the loop's own sleeps and blocking writes too (the Steps panel says
+    "before forward")."""
+    where = ""
+    if source == "before_forward":
+        where = " (before forward: the training thread's time off the CPU, no DataLoader)"
+    return f"data wait {fraction(share)} of step time{where}"
+
+
 def _footer(r: dict[str, Any]) -> list[str]:
     out: list[str] = []
     if r["dropped_events"]:
@@ -217,7 +228,7 @@ def summary(snap: Snapshot, record: Path | None, record_error: str | None = None
         of = f" ({whose(s.pid, [t.pid for t in trainers])})" if trainers else ""
         said.append(
             f"perftop: {s.count} steps{of}, p50 {seconds(s.p50)}, p95 {seconds(s.p95)}, "
-            f"data wait {fraction(s.data_wait_fraction)} of step time"
+            f"{data_wait_text(s.data_wait_fraction, s.data_wait_source)}"
         )
     elif snap.meta.observer:
         said.append("perftop: observer mode (no hook): no steps, see the stack samples")
