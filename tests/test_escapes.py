@@ -234,6 +234,9 @@ def test_ls_shows_a_neighbours_command_line_visibly(evil_run) -> None:
         assert ls.returncode == 0, ls.stderr
         assert "^[]52;c;" in ls.stdout
         assert raw(ls.stdout) == [] and raw(ls.stderr) == []
+        # its command is longer than the column: cut where it shows it was cut, never bare
+        (row,) = [ln for ln in ls.stdout.splitlines() if "evil.py" in ln]
+        assert "…" in row and "wait" not in row.split("evil.py", 1)[1], row
     finally:
         mon.terminate()
         mon.wait(timeout=30)

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from perftop.fmt import sync_rate
+from perftop.fmt_sync import sync_rate
 from tests.helpers import WORKLOADS, run_and_report
 from tests.plainrun import run_plain
 from tests.test_sync_e2e import sites_marked

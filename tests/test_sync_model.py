@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from perftop.events import Step, SyncBatch, SyncInfo
-from perftop.fmt import sync_rate
+from perftop.fmt_sync import sync_rate
 from perftop.hook.frames import op_at
 from perftop.hook.sync_sampler import Sampler
 from perftop.model import Session

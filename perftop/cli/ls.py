@@ -10,8 +10,8 @@ import time
 from typing import Any
 
 from perftop.cli.base import Command
+from perftop.fmt import clip, table
 from perftop.fmt import command as command_line
-from perftop.fmt import table
 from perftop.safe import visible
 
 
@@ -51,7 +51,7 @@ class LsCommand(Command):
                     _when(s.get("start_t")),
                     str(s.get("steps", 0)),
                     s.get("state", ""),
-                    command_line(s.get("command") or [])[:50],
+                    clip(command_line(s.get("command") or []), 50),
                     s["socket"],
                 ]
                 for s in found
@@ -65,7 +65,7 @@ class LsCommand(Command):
             )
         if cands:
             rows = [
-                [str(c["pid"]), str(c["children"]), _when(c["start_t"]), c["command"][:70]]
+                [str(c["pid"]), str(c["children"]), _when(c["start_t"]), clip(c["command"], 70)]
                 for c in cands
             ]
             print("\nPython processes with torch loaded (perftop attach PID: observer mode)")

@@ -6,7 +6,8 @@ the hint still names them, as information, and claims no gain it cannot measure.
 
 from __future__ import annotations
 
-from perftop.fmt import count, sync_rate, sync_rated, sync_where
+from perftop.fmt import count
+from perftop.fmt_sync import sync_rate, sync_rated, sync_where
 from perftop.hints.base import fraction, plural, seconds, threshold
 from perftop.model.snapshot import Hint, Severity, Snapshot, SyncSite
 
@@ -81,7 +82,7 @@ def host_device_sync(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     total = f"{per_step:.1f}" + (f" ±{err:.1f}" if err >= 0.05 else "")
     n_lines = count(len(sites), "line")
     # An error as large as the sum (few steps watched yet), as it reads, or a site without
-    # a rate of its own (fmt.sync_rated): no rate, what was seen, as the sites' rows read
+    # a rate of its own (fmt_sync.sync_rated): no rate, what was seen, as the sites' rows read
     # then: "4.0 ±5.1" said nothing, and "2.0 ±2.0" over two sites "in 5 of 5 watched steps"
     # gave the sum a rate its parts did not have
     rated = round(err, 1) < round(per_step, 1) and all(

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from perftop.events import CaptureAsk, CaptureOps, CaptureState
-from perftop.fmt import seconds, step_no, sync_where
+from perftop.fmt import seconds, step_no
+from perftop.fmt_sync import sync_where
 
 MAX_CAPTURES = 64  # a session keeps its latest captures only
 MONITOR_PID = 0  # CaptureState.pid of the monitor itself (asked, or refused before any hook)

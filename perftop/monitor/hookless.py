@@ -35,6 +35,7 @@ from typing import Any
 import psutil
 
 from perftop.events import Note
+from perftop.fmt import clip
 from perftop.hook import ENV_SOCKET
 from perftop.model import Snapshot
 from perftop.monitor.inject import python_version
@@ -151,7 +152,7 @@ class HooklessWatch:
                 continue
             if _exempt(pid, by_pid, hooked):
                 continue
-            label = f"pid {pid} ({_short(cmdline)})"
+            label = f"pid {pid} ({clip(cmdline, 60)})"
             version = python_version(pid) if alive else None
             if version is not None and version < MIN_PYTHON:
                 self._say(pid, f"{label} runs Python {version[0]}.{version[1]}: perftop's "
@@ -260,7 +261,7 @@ def lost_env(pid: int) -> str | None:
         return None
     path = env.get("PYTHONPATH", "")
     if str(BOOTSTRAP_DIR) not in path.split(os.pathsep):
-        shown = f"PYTHONPATH={_short(path)}" if path else "no PYTHONPATH"
+        shown = f"PYTHONPATH={clip(path, 60)}" if path else "no PYTHONPATH"
         return (
             f"its environment has {shown}, without perftop's entry (the command or a "
             "script set PYTHONPATH rather than adding to it: PYTHONPATH=...:$PYTHONPATH "
@@ -276,7 +277,3 @@ def _failed(label: str) -> str:
         f"{label} imported torch but its hook never said hello: its perftop bootstrap "
         "failed (run with PERFTOP_DEBUG=1 to see why), so it has no steps"
     )
-
-
-def _short(cmdline: str, n: int = 60) -> str:
-    return cmdline if len(cmdline) <= n else cmdline[: n - 1] + "…"

@@ -22,7 +22,7 @@ from collections.abc import Collection
 
 import psutil
 
-from perftop.fmt import command
+from perftop.fmt import clip, command
 from perftop.model.snapshot import ended_words
 from perftop.probes.alive import alive
 from perftop.safe import visible_line
@@ -82,7 +82,7 @@ def _left_running(top: int, key: str, value: str, known: Collection[int]) -> lis
         except psutil.Error:
             continue
         cmd = visible_line(cmd)
-        out.append((p.pid, cmd if len(cmd) <= 60 else cmd[:59] + "…"))
+        out.append((p.pid, clip(cmd, 60)))
     return sorted(out)
 
 

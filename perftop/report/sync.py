@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from perftop.fmt import count, rounded, seconds, sync_rate, sync_where, table
+from perftop.fmt import count, rounded, seconds, table
+from perftop.fmt_sync import sync_rate, sync_where
 from perftop.model import Snapshot
 from perftop.model.finding_rows import passes_run
 

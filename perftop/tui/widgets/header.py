@@ -12,6 +12,7 @@ import os
 from rich.console import Group
 from rich.text import Text
 
+from perftop.fmt import clip
 from perftop.fmt import command as command_line
 from perftop.model import Snapshot
 from perftop.report.build import cut_short
@@ -76,9 +77,7 @@ class HeaderBar(QuietStatic):
         right.append("● " + state, style=state_style)
         right.append("  " + fmt.clock(m.elapsed_s), style="bold")
         cmd = visible_line(command_line(m.command))
-        room = max(5, w - len(right) - 10)
-        if len(cmd) > room:
-            cmd = cmd[: room - 1] + "…"
+        cmd = clip(cmd, max(5, w - len(right) - 10))
         line1 = Text("perftop ", style="bold cyan")
         line1.append(cmd, style="bold")
         line1.append(" " * max(1, w - len(line1) - len(right)))

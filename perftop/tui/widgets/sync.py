@@ -7,7 +7,8 @@ from rich.console import Group
 from rich.text import Text
 from textual.app import ComposeResult
 
-from perftop.fmt import count, sync_rate, sync_where
+from perftop.fmt import count
+from perftop.fmt_sync import sync_rate, sync_where
 from perftop.model import Snapshot
 from perftop.model.snapshot import SyncSite, SyncWatch
 from perftop.safe import visible_line
@@ -30,7 +31,7 @@ WHERE = ("where", "file:line")
 
 
 def _rate(s: SyncSite) -> str:
-    """The rate cell: what the sampling allows (:func:`perftop.fmt.sync_rate`); a site
+    """The rate cell: what the sampling allows (:func:`perftop.fmt_sync.sync_rate`); a site
     between steps (an evaluation's), per pass over the passes watched."""
     if s.per_pass is not None:
         return f"{s.per_pass:.1f}/pass"
