@@ -173,26 +173,29 @@ def process_label(name: str, cmdline: str, width: int = 40) -> str:
     module's import by that module, as multiprocessing's children do:
     ``-c multiprocessing.forkserver``, ``-c multiprocessing.spawn``), one that set its
     title by that title (Ray's ``ray::RayTrainWorker.train``, ``raylet``), any other by
-    its name."""
+    its name; cut to ``width`` with "…"."""
+    return clip(_label(name, cmdline), width)
+
+
+def _label(name: str, cmdline: str) -> str:
     argv = cmdline.split()
     if not argv:
-        return name[:width]
+        return name
     prog = argv[0].replace("\\", "/").rsplit("/", 1)[-1]
     if not prog.startswith("python") or "::" in argv[0]:  # a program, or a title set
-        label = argv[0] if "::" in argv[0] else (prog or name)
-        return label[:width]
+        return argv[0] if "::" in argv[0] else (prog or name)
     rest = iter(argv[1:])
     for a in rest:
         if a == "-m":
-            return f"-m {next(rest, '')}"[:width]
+            return f"-m {next(rest, '')}"
         if a == "-c":
             what = next(rest, "")
             mod = next(rest, "").rstrip(";,") if what in ("from", "import") else ""
-            return (f"-c {mod}" if "." in mod else f"{prog} -c")[:width]
+            return f"-c {mod}" if "." in mod else f"{prog} -c"
         if a.startswith("-"):
             continue
-        return a.replace("\\", "/").rsplit("/", 1)[-1][:width]
-    return prog[:width]
+        return a.replace("\\", "/").rsplit("/", 1)[-1]
+    return prog
 
 
 def cpu_list(cpus: Iterable[int]) -> str:

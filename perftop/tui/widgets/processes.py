@@ -97,7 +97,7 @@ def row_cells(pid: int, p: ProcRow | None, role: ProcessRole | None, host: str =
         c(fmt.bytes_(pss), pss),
         c(fmt.rate(read), read),
         c(fmt.rate(write), write),
-        Cell(name[:40], name, style=base or "dim", justify="left"),
+        Cell(name, name, style=base or "dim", justify="left"),
     ]
 
 
