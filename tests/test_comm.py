@@ -747,3 +747,71 @@ def test_a_record_whose_steps_span_was_dropped_keeps_its_stacks_phase():
     sites.add(pid, "0", "all_reduce", 4, 1.0, True, ("all_reduce", "backward", "train.py:9"))
     sites.resolve(steps, True)
     assert [(s.phase, s.count) for s in sites.rows(pid, "0", "all_reduce")] == [("between", 1)]
+
+
+def _trace(rec: Path) -> list[dict[str, Any]]:
+    from tests.test_replay_cli import check_trace_format
+
+    out = rec.with_name("trace.json")
+    exp = _perftop(rec.parent, {}, "export", str(rec), "--chrome-trace", str(out))
+    _, err = exp.communicate(timeout=120)
+    assert exp.returncode == 0, err
+    trace = json.loads(out.read_text())
+    check_trace_format(trace)
+    return trace["traceEvents"]
+
+
+def test_the_chrome_trace_has_each_ranks_collectives_and_their_waits(slow):
+    """Each collective both ranks entered is a slice on each rank's track, from its arrival
+    to the last rank's: as many of each op as the report counts, their waits the report's."""
+    _, r, rec = slow
+    events = _trace(rec)
+    for rank in r["ranks"]:
+        mine = [e for e in events if e["ph"] in ("b", "i") and e["pid"] == rank["pid"]
+                and e["cat"] == "collective"]  # fmt: skip
+        for c in rank["collectives"]:
+            ops = [e for e in mine if e["name"] == c["op"] and e["args"]["pg"] == c["pg"]]
+            assert len(ops) == c["count"], (c, rank["rank"])
+            ours = [e["args"]["wait_for_others_s"] for e in ops]
+            assert abs(statistics.median(ours) - c["wait_p50_s"]) <= 1e-5, (ours, c)
+        # rank 1 sleeps before each backward: the last to arrive at the gradients' buckets
+        (grads,) = [s["line"] for c in rank["collectives"] for s in c["sites"]
+                    if s["phase"] == "backward"]  # fmt: skip
+        last = [e["args"]["last_to_arrive"] for e in mine if e["args"].get("line") == grads]
+        assert last and (statistics.mean(last) > 0.5) == (rank["rank"] == 1), (rank, last)
+
+
+def test_the_chrome_trace_shows_the_hang_and_the_stacks_dumped_in_it(hang):
+    """The hung all-reduce is rank 0's long wait, with the line it waits at; rank 1 never
+    entered it; each stall is an instant with each process's stack and where it stood."""
+    _, r, rec = hang
+    events = _trace(rec)
+    (h,) = [h for h in r["hangs"] if h["kind"] == "hang"]
+    rank0 = next(x["pid"] for x in r["ranks"] if x["rank"] == 0)
+    (wait,) = [
+        e for e in events if e["ph"] == "b" and e["name"] == f"waiting: all_reduce #{h['seq']}"
+    ]
+    assert wait["pid"] == rank0 and wait["args"]["waited_s"] >= HANG_AFTER, wait
+    assert wait["args"]["line"] == h["entered"][0]["line"], (wait, h)
+    # rank 1 came 6 s late: rank 0's slice is its wait for it
+    hung = {e["pid"]: e["args"] for e in events if e["ph"] == "b" and e["cat"] == "collective"
+            and e["args"].get("seq") == h["seq"] and e["args"]["pg"] == h["pg"]
+            and not e["name"].startswith("waiting: ")}  # fmt: skip
+    assert hung[rank0]["wait_for_others_s"] >= HANG_S - 2 and not hung[rank0]["last_to_arrive"]
+    # the desync: each rank's op at the second group's first collective, so named
+    (d,) = [h for h in r["hangs"] if h["kind"] == "desync"]
+    desync = [e for e in events if e["ph"] == "b" and e["cat"] == "collective"
+              and e["args"].get("pg") == d["pg"] and e["args"]["seq"] == d["seq"]
+              and not e["name"].startswith("waiting: ")]  # fmt: skip
+    assert sorted(e["name"] for e in desync) == ["all_reduce (desync)", "broadcast (desync)"]
+    assert all(e["args"]["desync"] == ["all_reduce", "broadcast"] for e in desync), desync
+    stalls = [e for e in events if e["ph"] == "i" and e["cat"] == "stall"]
+    assert len(stalls) == len(r["stalls"]) and stalls, (stalls, r["stalls"])
+    if pyspy() is not None:  # rank 1's stack, at its sleep, in the hang's dump
+        (dump,) = [e for e in stalls if e["name"].startswith("stalled: a collective in step")]
+        rank1 = next(x["pid"] for x in r["ranks"] if x["rank"] == 1)
+        (st,) = [v for k, v in dump["args"]["stacks"].items() if k.endswith(f" {rank1}")]
+        lines = Path(WORKLOADS / "ddp_comm.py").read_text().splitlines()
+        file, line, _fn = st["frames"][0].replace(":", " ", 1).split(" ", 2)
+        assert file.endswith("ddp_comm.py") and "time.sleep(HANG_S)" in lines[int(line) - 1]
+        assert st["where"].startswith("ddp_comm.py:"), st

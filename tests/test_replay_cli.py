@@ -84,8 +84,15 @@ def check_trace_format(trace: dict) -> None:
     events = trace["traceEvents"]
     assert isinstance(events, list) and events
     named = {e["pid"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    opened: dict[tuple, list[float]] = {}  # an async slice's begins, by its process and id
     for ev in events:
-        assert ev["ph"] in ("X", "i", "M", "C") and isinstance(ev["pid"], int), ev
+        assert ev["ph"] in ("X", "i", "M", "C", "b", "e") and isinstance(ev["pid"], int), ev
+        if ev["ph"] in ("b", "e"):  # an async slice: its begin, then its end, one id
+            key = (ev["pid"], ev["cat"], ev["id2"]["local"], ev["name"])
+            if ev["ph"] == "b":
+                opened.setdefault(key, []).append(ev["ts"])
+            else:
+                assert opened.get(key) and opened[key].pop() <= ev["ts"], ev
         assert isinstance(ev["name"], str) and ev["name"], ev
         if ev["ph"] != "C":  # a counter belongs to its process; the others to a thread
             assert isinstance(ev["tid"], int), ev
@@ -107,6 +114,19 @@ def check_trace_format(trace: dict) -> None:
                 assert isinstance(ev["args"]["name"], str) and ev["args"]["name"]
             else:
                 assert isinstance(ev["args"]["sort_index"], int)
+    assert not [k for k, begun in opened.items() if begun], opened  # every slice ended
+    # complete events of one thread nest (a viewer draws overlapping ones wrongly)
+    spans: dict[tuple[int, int], list[tuple[float, float]]] = {}
+    for ev in events:
+        if ev["ph"] == "X":
+            spans.setdefault((ev["pid"], ev["tid"]), []).append((ev["ts"], ev["ts"] + ev["dur"]))
+    for track, xs in spans.items():
+        stack: list[float] = []
+        for t0, t1 in sorted(xs, key=lambda x: (x[0], -x[1])):
+            while stack and stack[-1] <= t0 + 1:  # (rounded to the µs)
+                stack.pop()
+            assert not stack or t1 <= stack[-1] + 1, (track, t0, t1, stack)
+            stack.append(t1)
 
 
 def test_chrome_trace_structure(tmp_path: Path, recordings) -> None:

@@ -14,7 +14,8 @@ the step it ran. Gaps of at least ``GAP_MIN_S`` between two steps of a process a
 checkpoint: the recording's ``Between``) is a complete event named by its kind, on a thread
 of its process's track for that kind (an evaluation and a checkpoint in one interval may
 overlap: each is its kind's own time, not where inside the interval it ran); host-device syncs are instant events (``ph: i``) at the end of
-their step; notes are global instant events. Timestamps are microseconds since the
+their step; notes are global instant events; collectives, their waits and stall captures
+are :mod:`perftop.export.comm_trace`'s. Timestamps are microseconds since the
 session start. The file is written as it is read, so a week of steps needs no memory.
 """
 
@@ -28,6 +29,8 @@ from typing import Any
 from perftop.events import (
     Between,
     CaptureOps,
+    CollBatch,
+    CollWaiting,
     GpuSample,
     Hello,
     HostSample,
@@ -36,12 +39,14 @@ from perftop.events import (
     Note,
     ProcSample,
     SessionStart,
+    StallCapture,
     Step,
     SyncBatch,
     WorkerStats,
 )
 from perftop.export import counters
 from perftop.export.capture_trace import TraceError, shifted_events
+from perftop.export.comm_trace import CommTrack
 from perftop.export.names import NAME_PID, NAME_ROLE
 from perftop.export.output import OutFile, outputs
 from perftop.export.steptrack import step_events
@@ -65,7 +70,7 @@ class ChromeTrace:
         self.nodes: dict[str, int] = {}
         self.names: dict[int, tuple[int, str]] = {}  # trace pid -> (sureness, name)
         self.last_t1: dict[int, float] = {}
-        self.kind_threads: set[tuple[int, int, str]] = set()  # (trace pid, tid, kind)
+        self.threads: set[tuple[int, int, str]] = set()  # (trace pid, tid, its name)
         self.kind_tids = dict(KIND_TIDS)  # a kind another perftop wrote gets one of its own
         self.recent: dict[int, OrderedDict[int, float]] = {}
         self.count = 0
@@ -104,17 +109,22 @@ class ChromeTrace:
                                ("thread_name", {"name": label.split(" (pid")[0]}),
                                ("process_sort_index", {"sort_index": tp})):  # fmt: skip
                 self.emit({"ph": "M", "name": kind, "pid": tp, "tid": tp, "args": args})
-        for tp, tid, kind in sorted(self.kind_threads):
+        for tp, tid, name in sorted(self.threads):
             self.emit({"ph": "M", "name": "thread_name", "pid": tp, "tid": tid,
-                       "args": {"name": f"between steps: {kind}"}})  # fmt: skip
+                       "args": {"name": name}})  # fmt: skip
             self.emit({"ph": "M", "name": "thread_sort_index", "pid": tp, "tid": tid,
                        "args": {"sort_index": tid}})  # fmt: skip
+
+    def thread(self, track: int, tid: int, name: str) -> None:
+        """A thread of its own on ``track`` (named at the end): an interval's kind, the
+        collectives."""
+        self.threads.add((track, tid, name))
 
     def between(self, ev: Between) -> None:
         """An interval outside the steps, on its kind's thread of the process's track."""
         pid = self.track(ev.pid)
         tid = KIND_TID_BASE + self.kind_tids.setdefault(ev.kind, len(self.kind_tids) + 1)
-        self.kind_threads.add((pid, tid, ev.kind))
+        self.thread(pid, tid, f"between steps: {ev.kind}")
         args: dict[str, Any] = {}
         if ev.site:
             args["site"] = ev.site
@@ -227,6 +237,7 @@ def export_chrome(path: str | Path, out_path: str | Path, stats: ReadStats) -> i
     with outputs([Path(out_path)]) as (out,):
         out.write('{"displayTimeUnit":"ms","traceEvents":[')
         tr = ChromeTrace(out)
+        comm = CommTrack(tr)
         command: list[str] = []
         for ev in read_events(path, stats):
             if isinstance(ev, Step):
@@ -261,6 +272,13 @@ def export_chrome(path: str | Path, out_path: str | Path, stats: ReadStats) -> i
                 tr.note(ev.t, ev.text, ev.level, ev.source)
             elif isinstance(ev, CaptureOps) and ev.trace:
                 tr.capture(ev, Path(path))
+            elif isinstance(ev, CollBatch):
+                comm.batch(ev)
+            elif isinstance(ev, CollWaiting):
+                comm.waiting(ev)
+            elif isinstance(ev, StallCapture):
+                comm.stall(ev)
+        comm.finish()
         tr.finish()
         other = {"command": command, "start_t": tr.start, "recording": str(path)}
         out.write('\n],"otherData":' + json.dumps(other) + "}\n")
