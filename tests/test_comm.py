@@ -4,6 +4,7 @@ a hang that names its missing rank and lines, and a desync. Two runs, shared, at
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import re
@@ -750,10 +751,13 @@ def test_a_record_whose_steps_span_was_dropped_keeps_its_stacks_phase():
 
 
 def _trace(rec: Path) -> list[dict[str, Any]]:
+    """The recording's Chrome trace, and its CSV files beside it (``csv/``)."""
     from tests.test_replay_cli import check_trace_format
 
-    out = rec.with_name("trace.json")
-    exp = _perftop(rec.parent, {}, "export", str(rec), "--chrome-trace", str(out))
+    out, csvs = rec.with_name("trace.json"), rec.with_name("csv")
+    exp = _perftop(
+        rec.parent, {}, "export", str(rec), "--chrome-trace", str(out), "--csv", str(csvs)
+    )
     _, err = exp.communicate(timeout=120)
     assert exp.returncode == 0, err
     trace = json.loads(out.read_text())
@@ -779,6 +783,17 @@ def test_the_chrome_trace_has_each_ranks_collectives_and_their_waits(slow):
                     if s["phase"] == "backward"]  # fmt: skip
         last = [e["args"]["last_to_arrive"] for e in mine if e["args"].get("line") == grads]
         assert last and (statistics.mean(last) > 0.5) == (rank["rank"] == 1), (rank, last)
+    # collectives.csv: the same rows, a rank's each
+    with open(rec.with_name("csv") / "collectives.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    for rank in r["ranks"]:
+        mine = [x for x in rows if int(x["pid"]) == rank["pid"]]
+        assert {x["rank"] for x in mine} == {str(rank["rank"])}, mine[:2]
+        for c in rank["collectives"]:
+            ops = [x for x in mine if x["op"] == c["op"] and x["pg"] == c["pg"]]
+            assert len(ops) == c["count"] and all(x["entered_by_all"] == "1" for x in ops)
+            waits = [float(x["wait_for_others_s"]) for x in ops]
+            assert abs(statistics.median(waits) - c["wait_p50_s"]) <= 1e-5, (waits, c)
 
 
 def test_the_chrome_trace_shows_the_hang_and_the_stacks_dumped_in_it(hang):
@@ -805,6 +820,10 @@ def test_the_chrome_trace_shows_the_hang_and_the_stacks_dumped_in_it(hang):
               and not e["name"].startswith("waiting: ")]  # fmt: skip
     assert sorted(e["name"] for e in desync) == ["all_reduce (desync)", "broadcast (desync)"]
     assert all(e["args"]["desync"] == ["all_reduce", "broadcast"] for e in desync), desync
+    with open(rec.with_name("csv") / "collectives.csv", newline="") as f:
+        rows = [x for x in csv.DictReader(f) if x["pg"] == d["pg"] and x["seq"] == str(d["seq"])]
+    assert sorted(x["op"] for x in rows) == ["all_reduce", "broadcast"], rows
+    assert all(x["desync_ops"] == "all_reduce broadcast" for x in rows), rows
     stalls = [e for e in events if e["ph"] == "i" and e["cat"] == "stall"]
     assert len(stalls) == len(r["stalls"]) and stalls, (stalls, r["stalls"])
     if pyspy() is not None:  # rank 1's stack, at its sleep, in the hang's dump

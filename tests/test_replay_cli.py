@@ -206,7 +206,8 @@ def test_csv_export(tmp_path: Path, recordings) -> None:
     r = perftop("export", str(recordings["fixed"]), "--csv", str(out), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert {p.name for p in out.iterdir()} == {
-        "steps.csv", "processes.csv", "host.csv", "gpus.csv", "sync_sites.csv", "between.csv"
+        "steps.csv", "processes.csv", "host.csv", "gpus.csv", "sync_sites.csv", "between.csv",
+        "collectives.csv",
     }  # fmt: skip
     rep = json.loads(perftop("report", "--json", str(recordings["fixed"]), cwd=tmp_path).stdout)
     with open(out / "steps.csv", newline="") as f:

@@ -25,7 +25,7 @@ class ExportCommand(Command):
         parser.add_argument(
             "--csv",
             metavar="OUT_DIR",
-            help="one CSV per kind: steps, processes, host, gpus, sync_sites",
+            help="one CSV per kind: steps, processes, host, gpus, sync_sites, between, collectives",
         )
 
     def run(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

@@ -22,11 +22,10 @@ from collections import OrderedDict
 from typing import Any, Protocol
 
 from perftop.events import CollBatch, CollWaiting, StallCapture
+from perftop.export.coll_match import CollMatcher, Match, Rec, rec_args
 from perftop.fmt import stall_words
-from perftop.model.comm_waits import arrivals
 from perftop.model.stacks import where
 
-PENDING = 4096  # collectives waiting for their other ranks' records (oldest given up first)
 WAITS = 4096  # the longest wait reported of each collective still waiting, kept to the end
 COLL_TID = (1 << 30) + 100  # the instants' thread on a rank's track (above any Linux tid)
 
@@ -46,32 +45,11 @@ class Trace(Protocol):
 class CommTrack:
     def __init__(self, tr: Trace) -> None:
         self.tr = tr
-        # (pg, seq) -> trace pid -> (op, bytes, sizes, t, thread, line, gpu, call, phase)
-        self.pending: OrderedDict[tuple[str, int], dict[int, tuple[Any, ...]]] = OrderedDict()
-        self.members: dict[str, set[int]] = {}
+        self.colls = CollMatcher(self._matched, self._unmatched)  # by trace pid
         self.waits: OrderedDict[tuple[int, str, int], CollWaiting] = OrderedDict()
 
     def batch(self, ev: CollBatch) -> None:
-        tp = self.tr.track(ev.pid)
-        for rec in ev.records:
-            try:
-                pg, seq, op, nb, sizes, t = rec[:6]
-                pg, seq, op, nb, t = str(pg), int(seq), str(op), int(nb), float(t)
-            except (TypeError, ValueError):
-                continue  # a record of a newer or damaged writer
-            if seq <= 0:
-                continue  # point-to-point: no group-wide sequence to line up
-            gpu = rec[10] if len(rec) > 10 else None
-            gpu = float(gpu) if isinstance(gpu, (int, float)) and gpu >= 0 else None
-            call, phase, line = (list(map(str, rec[7:10])) + ["", "", ""])[:3]
-            by = self.pending.setdefault((pg, seq), {})
-            by[tp] = (op, nb, str(sizes), t, 0, line, gpu, call, phase)
-            self.members.setdefault(pg, set()).add(tp)
-            if len(by) >= 2 and len(by) >= len(self.members[pg]):
-                self._matched(pg, seq, self.pending.pop((pg, seq)))
-        while len(self.pending) > PENDING:
-            (pg, seq), by = self.pending.popitem(last=False)
-            self._unmatched(pg, seq, by)
+        self.colls.batch(self.tr.track(ev.pid), ev)
 
     def waiting(self, ev: CollWaiting) -> None:
         key = (self.tr.track(ev.pid), ev.pg, ev.seq)
@@ -96,30 +74,26 @@ class CommTrack:
 
     def finish(self) -> None:
         """What is left: the collectives not every rank entered, and each wait seen."""
-        for (pg, seq), by in self.pending.items():
-            self._unmatched(pg, seq, by)
+        self.colls.finish()
         for key, ev in self.waits.items():
             self._wait(key, ev)
 
-    def _matched(self, pg: str, seq: int, by: dict[int, tuple[Any, ...]]) -> None:
-        at = arrivals(by)
-        last = max(at, key=lambda p: at[p])
-        ops = sorted({str(rec[0]) for rec in by.values()})  # more than one: a desync
-        for tp, rec in by.items():
-            args = _args(pg, seq, rec)
-            args["wait_for_others_s"] = round(at[last] - at[tp], 6)
-            args["last_to_arrive"] = tp == last
+    def _matched(self, m: Match) -> None:
+        for tp, rec in m.by.items():
+            args = rec_args(m.pg, m.seq, rec)
+            args["wait_for_others_s"] = round(m.wait(tp), 6)
+            args["last_to_arrive"] = tp == m.last
             name = rec[0]
-            if len(ops) > 1:
-                name, args["desync"] = f"{rec[0]} (desync)", ops
-            self._span(tp, f"{pg}#{seq}", name, at[tp], at[last], args)
+            if len(m.ops) > 1:
+                name, args["desync"] = f"{rec[0]} (desync)", m.ops
+            self._span(tp, f"{m.pg}#{m.seq}", name, m.at[tp], m.at[m.last], args)
 
-    def _unmatched(self, pg: str, seq: int, by: dict[int, tuple[Any, ...]]) -> None:
+    def _unmatched(self, pg: str, seq: int, by: dict[int, Rec]) -> None:
         for tp, rec in by.items():
             self.tr.thread(tp, COLL_TID, "collectives")
             self.tr.emit({"ph": "i", "s": "t", "name": f"{rec[0]} (not entered by every rank)",
                           "cat": "collective", "pid": tp, "tid": COLL_TID,
-                          "ts": self.tr.us(rec[3]), "args": _args(pg, seq, rec)})  # fmt: skip
+                          "ts": self.tr.us(rec[3]), "args": rec_args(pg, seq, rec)})  # fmt: skip
 
     def _wait(self, key: tuple[int, str, int], ev: CollWaiting) -> None:
         tp = key[0]
@@ -136,14 +110,3 @@ class CommTrack:
         ids = {"cat": "collective", "pid": tp, "tid": tp, "id2": {"local": key}, "name": name}
         self.tr.emit({"ph": "b", **ids, "ts": self.tr.us(t0), "args": args})
         self.tr.emit({"ph": "e", **ids, "ts": self.tr.us(max(t0, t1))})
-
-
-def _args(pg: str, seq: int, rec: tuple[Any, ...]) -> dict[str, Any]:
-    op, nb, sizes, _t, _th, line, gpu, call, phase = rec
-    args: dict[str, Any] = {"pg": pg, "seq": seq, "bytes": nb, "sizes": sizes}
-    for k, v in (("call", call), ("phase", phase), ("line", line)):
-        if v:
-            args[k] = v
-    if gpu is not None:
-        args["gpu_s"] = gpu
-    return args

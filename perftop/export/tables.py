@@ -3,8 +3,9 @@
 ``steps.csv``, ``processes.csv`` (one row per process per sample, with its role, worker
 index and host as the whole recording names them: a first pass reads the hellos and loader
 reports, so a row sampled before its process said hello has its role too), ``host.csv``,
-``gpus.csv`` (one row per device per sample), ``sync_sites.csv`` (the whole run's sites) and
-``between.csv`` (each interval outside the steps: an evaluation, a rollout, a checkpoint).
+``gpus.csv`` (one row per device per sample), ``sync_sites.csv`` (the whole run's sites),
+``between.csv`` (each interval outside the steps: an evaluation, a rollout, a checkpoint)
+and ``collectives.csv`` (each rank's collectives: :mod:`perftop.export.coll_rows`).
 Times are seconds since the session start; an empty cell is a figure that was not
 available (N/A), never a zero. A text cell that a spreadsheet would read as a formula
 (``=``, ``+``, ``-``, ``@``, a tab or a carriage return first: a process name, a
@@ -20,6 +21,7 @@ from typing import Any
 
 from perftop.events import (
     Between,
+    CollBatch,
     GpuSample,
     Hello,
     HostSample,
@@ -30,6 +32,7 @@ from perftop.events import (
     Step,
 )
 from perftop.events.probes import GPU_FIELDS, PROC_FIELDS
+from perftop.export.coll_rows import COLL_COLUMNS, CollRows
 from perftop.export.output import outputs
 from perftop.model import Session
 from perftop.recording import ReadStats, read_events
@@ -144,7 +147,7 @@ def export_csv(path: str | Path, out_dir: str | Path, stats: ReadStats) -> dict[
 def _write_csv(path: str | Path, out: Path, stats: ReadStats) -> dict[str, int]:
     session = Session()  # for ranks and the whole-run sync sites
     start: float | None = None
-    kinds = ("steps", "processes", "host", "gpus", "sync_sites", "between")
+    kinds = ("steps", "processes", "host", "gpus", "sync_sites", "between", "collectives")
     rows = dict.fromkeys(kinds, 0)
     with outputs([out / f"{k}.csv" for k in kinds]) as files:
         w = {k: _Sheet(f) for k, f in zip(kinds, files, strict=True)}
@@ -156,6 +159,7 @@ def _write_csv(path: str | Path, out: Path, stats: ReadStats) -> dict[str, int]:
         w["gpus"].writerow(("t_s", *GPU_FIELDS))
         w["sync_sites"].writerow(SYNC_COLUMNS)
         w["between"].writerow(BETWEEN_COLUMNS)
+        w["collectives"].writerow(COLL_COLUMNS)
         ranks: dict[int, int | None] = {}
 
         def rel(t: float) -> float:
@@ -167,9 +171,12 @@ def _write_csv(path: str | Path, out: Path, stats: ReadStats) -> dict[str, int]:
                 ranks[pid] = sr.rank_of(pid) if sr is not None else None
             return ranks[pid]
 
+        colls = CollRows(w["collectives"].writerow, rel, rank)
         for ev in read_events(path, stats):
             session.apply(ev)
-            if isinstance(ev, NodeScope):
+            if isinstance(ev, CollBatch):
+                colls.batch(node or local, ev)
+            elif isinstance(ev, NodeScope):
                 node = ev.node
             elif isinstance(ev, SessionStart) and start is None:
                 start, local = ev.t, ev.host
@@ -228,6 +235,8 @@ def _write_csv(path: str | Path, out: Path, stats: ReadStats) -> dict[str, int]:
                     ]
                     w["gpus"].writerow((rel(ev.t), *cells))
                     rows["gpus"] += 1
+        colls.finish()
+        rows["collectives"] = colls.rows
         for s in session.snapshot(window=None).sync:
             w["sync_sites"].writerow(
                 (

@@ -1,0 +1,91 @@
+"""Collectives lined up across ranks as a recording is read, for the exports: one match per
+collective every rank of its group entered (by process group and sequence id, as the
+session lines them up), with each rank's arrival (:func:`perftop.model.comm_waits.arrivals`)
+and the last one's; what some rank never entered is given up at the end, or once
+``PENDING`` newer collectives wait (the oldest first), so memory stays bounded."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from perftop.events import CollBatch
+from perftop.model.comm_waits import arrivals
+
+PENDING = 4096  # collectives waiting for their other ranks' records
+
+# One rank's record: (op, bytes, sizes, t, 0, line, gpu, call, phase); its first seven
+# fields are the session's (model/comm.py), which :func:`arrivals` reads.
+Rec = tuple[Any, ...]
+
+
+class Match:
+    """A collective every rank entered: ``by`` each rank's record (by the caller's key),
+    ``at`` its arrival, ``last`` the key of the last to arrive, ``ops`` the ops the ranks
+    entered (more than one: a desync)."""
+
+    __slots__ = ("pg", "seq", "by", "at", "last", "ops")
+
+    def __init__(self, pg: str, seq: int, by: dict[int, Rec]) -> None:
+        self.pg, self.seq, self.by = pg, seq, by
+        self.at = arrivals(by)
+        self.last = max(self.at, key=lambda k: self.at[k])
+        self.ops = sorted({str(rec[0]) for rec in by.values()})
+
+    def wait(self, key: int) -> float:
+        """``key``'s wait for the others: the last arrival less its own."""
+        return self.at[self.last] - self.at[key]
+
+
+class CollMatcher:
+    def __init__(
+        self,
+        matched: Callable[[Match], None],
+        unmatched: Callable[[str, int, dict[int, Rec]], None],
+    ) -> None:
+        self.matched, self.unmatched = matched, unmatched
+        self.pending: OrderedDict[tuple[str, int], dict[int, Rec]] = OrderedDict()
+        self.members: dict[str, set[int]] = {}
+
+    def batch(self, who: int, ev: CollBatch) -> None:
+        """``ev``'s records, as rank ``who`` entered them (its pid, or a number of the
+        caller's for a node's pid)."""
+        for rec in ev.records:
+            try:
+                pg, seq, op, nb, sizes, t = rec[:6]
+                pg, seq, op, nb, t = str(pg), int(seq), str(op), int(nb), float(t)
+            except (TypeError, ValueError):
+                continue  # a record of a newer or damaged writer
+            if seq <= 0:
+                continue  # point-to-point: no group-wide sequence to line up
+            gpu = rec[10] if len(rec) > 10 else None
+            gpu = float(gpu) if isinstance(gpu, (int, float)) and gpu >= 0 else None
+            call, phase, line = (list(map(str, rec[7:10])) + ["", "", ""])[:3]
+            by = self.pending.setdefault((pg, seq), {})
+            by[who] = (op, nb, str(sizes), t, 0, line, gpu, call, phase)
+            group = self.members.setdefault(pg, set())
+            group.add(who)
+            if len(by) >= 2 and len(by) >= len(group):
+                self.matched(Match(pg, seq, self.pending.pop((pg, seq))))
+        while len(self.pending) > PENDING:
+            (pg, seq), by = self.pending.popitem(last=False)
+            self.unmatched(pg, seq, by)
+
+    def finish(self) -> None:
+        """The collectives some rank never entered."""
+        for (pg, seq), by in self.pending.items():
+            self.unmatched(pg, seq, by)
+        self.pending.clear()
+
+
+def rec_args(pg: str, seq: int, rec: Rec) -> dict[str, Any]:
+    """A record's figures by name, those it has: what an export writes of it."""
+    op, nb, sizes, _t, _th, line, gpu, call, phase = rec
+    args: dict[str, Any] = {"pg": pg, "seq": seq, "bytes": nb, "sizes": sizes}
+    for k, v in (("call", call), ("phase", phase), ("line", line)):
+        if v:
+            args[k] = v
+    if gpu is not None:
+        args["gpu_s"] = gpu
+    return args
