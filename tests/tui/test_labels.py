@@ -7,7 +7,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets._footer import FooterKey
 
-from perftop.fmt import process_label
+from perftop.fmt import clip, process_label
 from perftop.tui.widgets.footer import KeysFooter
 from perftop.tui.widgets.host import HostPanel
 from tests.tui.fakes import snapshot
@@ -46,8 +46,13 @@ def test_a_process_is_named_by_what_it_runs() -> None:
         ),
         ("raylet", "/v/ray/core/src/ray/raylet/raylet --raylet_socket_name=/t/s"): "raylet",
         ("gcs_server", "/v/ray/core/src/ray/gcs/gcs_server --port=6379"): "gcs_server",
+        # cut to the column (40), where it shows it was cut
         ("python", "ray::RayTrainWorker._RayTrainWorker__execute.get_next"): (
-            "ray::RayTrainWorker._RayTrainWorker__exe"
+            "ray::RayTrainWorker._RayTrainWorker__ex…"
+        ),
+        # (a script of transformers' examples, by its real name: 43 characters)
+        ("python3", "/usr/bin/python3 run_speech_recognition_seq2seq_streaming.py --x 1"): (
+            "run_speech_recognition_seq2seq_streamin…"
         ),
         ("python", "ray::IDLE"): "ray::IDLE",
         ("python3", "python3 -m torch.distributed.run --nproc-per-node 2 t.py"): (
@@ -57,3 +62,5 @@ def test_a_process_is_named_by_what_it_runs() -> None:
     }
     for (name, cmd), want in cases.items():
         assert process_label(name, cmd) == want, (name, cmd)
+    assert clip("python train.py --steps 400", 26) == "python train.py --steps 4…"
+    assert clip("python train.py", 15) == "python train.py"
