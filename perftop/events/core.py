@@ -25,6 +25,10 @@ class SessionStart(Event):
     # where set: a viewer, a replay and a report judge hangs as the session did
     hang_factor: float | None = None
     hang_after_s: float | None = None
+    # where the job's stdout and stderr went: "captured" (perftop tails them: the TUI,
+    # --stream-out; ``output`` events), "terminal" (headless: the job writes to its own
+    # terminal, and no line of it is in the session); "" not said (an older writer, a viewer)
+    output: str = ""
 
 
 @event("hello")

@@ -59,6 +59,7 @@ class MetaReducer:
                 start_t=ev.t,
                 record_path=ev.record_path,
                 perftop_version=ev.perftop_version,
+                output_to=ev.output,
             )
         elif isinstance(ev, JobStart):
             self.meta = replace(m, job_pid=ev.pid, start_t=m.start_t or ev.t)

@@ -72,6 +72,7 @@ class Meta:
     monitor_dropped: int = 0  # events the monitor's own bounded ingest queue dropped
     observer: bool = False  # watching a process without a hook (``perftop attach PID``)
     observer_python: str = ""
+    output_to: str = ""  # where the job's output went (SessionStart.output; "": not said)
 
     @property
     def state(self) -> str:

@@ -38,10 +38,16 @@ MAX_NOTES = 50
 
 
 def session_start(
-    t: float, command: tuple[str, ...], *, cwd: str | None = None, record_path: str = ""
+    t: float,
+    command: tuple[str, ...],
+    *,
+    cwd: str | None = None,
+    record_path: str = "",
+    output: str = "",
 ) -> SessionStart:
     """The first event of every session this process monitors: what runs, here, by whom,
-    and the hang thresholds its environment sets (the session's, for whoever reads it)."""
+    the hang thresholds its environment sets (the session's, for whoever reads it), and
+    where the job's output goes (``SessionStart.output``)."""
     factor, after = hang_env()
     return SessionStart(
         t=t,
@@ -53,6 +59,7 @@ def session_start(
         record_path=record_path,
         hang_factor=factor,
         hang_after_s=after,
+        output=output,
     )
 
 

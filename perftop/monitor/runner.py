@@ -120,6 +120,11 @@ class Job(Background, JobAnswers):
                 self.started_t,
                 self.cfg.command,
                 record_path=str(self.recorder.path) if self.recorder is not None else "",
+                output=(
+                    "captured"
+                    if self.cfg.capture_output or self.cfg.job_stdout_to_stderr
+                    else "terminal"
+                ),
             )
         )
         plain = dict(os.environ)  # the job's environment without the hook

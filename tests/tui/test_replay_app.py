@@ -9,7 +9,7 @@ from pathlib import Path
 
 from perftop.tui.replay import make_replay
 from perftop.tui.screens.seek import SeekScreen
-from perftop.tui.widgets import HeaderBar
+from perftop.tui.widgets import HeaderBar, OutputPanel
 from perftop.tui.widgets.replaybar import ReplayBar
 from perftop.tui.widgets.timeline import MARK_SHARE, TimelineBar, timeline
 from tests.tui.test_app import aio, text_of
@@ -74,6 +74,10 @@ async def test_seek_pause_play_and_speed(recordings: dict[str, Path]) -> None:
             )
             assert "END" in text_of(app.query_one(ReplayBar))
             assert "fastest" in text_of(app.query_one(ReplayBar))
+            # a headless run's output went to its terminal: the empty panel says so
+            log = app.query_one(OutputPanel).log_view
+            said = " ".join("".join(seg.text for seg in line) for line in log.lines)
+            assert "wrote its output to its own terminal (perftop run --headless)" in said, said
         finally:
             ctl.stop()
 

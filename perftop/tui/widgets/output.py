@@ -107,6 +107,7 @@ class OutputPanel(Panel):
         self.log_view = FollowLog(max_lines=MAX_LINES, wrap=False, markup=False, auto_scroll=True)
         self.shown = 0  # output_total already written
         self.not_shown = 0  # lines counted but not rendered
+        self.said_elsewhere = False  # said that the job's output is not in this session
 
     def compose(self) -> ComposeResult:
         yield self.log_view
@@ -114,6 +115,8 @@ class OutputPanel(Panel):
     def show(self, snap: Snapshot) -> None:
         new = snap.output_total - self.shown
         if new <= 0:
+            if not snap.output_total and not self.said_elsewhere:
+                self._elsewhere(snap)
             return
         # Lines beyond what a screen can show are counted, not rendered: a job printing
         # 50,000 lines/s once made each snapshot render 2,000 lines and keys wait seconds.
@@ -141,6 +144,18 @@ class OutputPanel(Panel):
         n = snap.output_total
         hidden = f" ({self.not_shown:,} not shown)" if self.not_shown else ""
         self.border_subtitle = f"{n:,} {_lines(n)}{hidden}"
+
+    def _elsewhere(self, snap: Snapshot) -> None:
+        """An empty panel says why, where the session says its output went elsewhere: a
+        replay of a headless run, a viewer of one, an observed process."""
+        if snap.meta.output_to == "terminal":
+            why = "the job wrote its output to its own terminal (perftop run --headless): none of it is in this session"
+        elif snap.meta.observer:
+            why = "observer mode: the process writes to its own terminal, not seen here"
+        else:
+            return
+        self.log_view.write(Text(why, style="dim"), scroll_end=False)
+        self.said_elsewhere = True
 
 
 def _lines(n: int) -> str:
