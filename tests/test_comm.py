@@ -834,3 +834,27 @@ def test_the_chrome_trace_shows_the_hang_and_the_stacks_dumped_in_it(hang):
         file, line, _fn = st["frames"][0].replace(":", " ", 1).split(" ", 2)
         assert file.endswith("ddp_comm.py") and "time.sleep(HANG_S)" in lines[int(line) - 1]
         assert st["where"].startswith("ddp_comm.py:"), st
+
+
+def test_a_slice_keeps_every_ranks_name_steps_and_collectives(slow):
+    """``report --from-step 3 --to-step 8``: each rank said its rank after its first steps
+    (once its group was made), and the slice kept the ranks as ranks, each with its six
+    steps (a rank ends a step a little after the other: the window is all ranks'), the
+    collectives entered in those steps, and why there is no GPU."""
+    _, whole, rec = slow
+    rep = _perftop(rec.parent, {}, "report", "--json", "--from-step", "3", "--to-step", "8",
+                   str(rec))  # fmt: skip
+    out, err = rep.communicate(timeout=120)
+    assert rep.returncode == 0, err
+    r = json.loads(out)
+    assert sorted(x["rank"] for x in r["ranks"]) == [0, 1], r["ranks"]
+    assert all(x["steps"] == 6 for x in r["ranks"]), r["ranks"]
+    assert {p["role"] for p in r["processes"] if p["pid"] in {x["pid"] for x in r["ranks"]}} == {
+        "rank"
+    }
+    for x in r["ranks"]:
+        grads = [s for c in x["collectives"] for s in c["sites"] if s["phase"] == "backward"]
+        whole_grads = [s for w in whole["ranks"] if w["pid"] == x["pid"]
+                       for c in w["collectives"] for s in c["sites"] if s["phase"] == "backward"]  # fmt: skip
+        assert len(grads) == 1 and 6 <= grads[0]["count"] < whole_grads[0]["count"], grads
+    assert r["gpu_note"] == whole["gpu_note"] != "", (r["gpu_note"], whole["gpu_note"])

@@ -274,6 +274,13 @@ def test_report_slices(tmp_path: Path, recordings) -> None:
     assert part["duration_s"] < full["duration_s"]
     r = perftop("report", "--json", "--from-time", "0", "--to-time", "1e9", rec, cwd=tmp_path)
     assert json.loads(r.stdout)["steps"]["count"] == full["steps"]["count"]
+    # the job said hello with its hook's first send, after its first steps: a slice of
+    # those keeps what its process is (its role), and why there is no GPU (said once)
+    r = perftop("report", "--json", "--from-step", "1", "--to-step", "2", rec, cwd=tmp_path)
+    early = json.loads(r.stdout)
+    main = next(p["pid"] for p in full["processes"] if p["role"] == "main")
+    assert [p["role"] for p in early["processes"] if p["pid"] == main] == ["main"], early
+    assert early["gpu_note"] == full["gpu_note"] != "", early["gpu_note"]
     r = perftop("report", "--json", "--to-time", "0.001", rec, cwd=tmp_path)
     assert json.loads(r.stdout)["steps"]["count"] == 0
     r = perftop("report", "--from-step", "9", "--to-step", "3", rec, cwd=tmp_path)

@@ -6,7 +6,9 @@ the time its steps took on the primary process, and the time outside steps (an e
 a checkpoint) to the intervals that began in it. The session and job start events are kept
 (moved to the slice's start, so the elapsed time is the slice's); the job's exit only when
 it falls inside. What the session is (its processes, loaders, hooks) is kept where it is of
-the slice: made before its end, and alive in it where made before it.
+the slice: made before its end, and alive in it where made before it (a rank's hello
+whenever it came), and why there is no GPU where the probe said so before it. A
+collective is of the slice where it was entered in it, whenever its record was sent.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from perftop.errors import UsageError
 from perftop.events import (
     Between,
     BetweenOpen,
+    CollBatch,
     Event,
+    GpuSample,
     Hello,
     JobStart,
     LoaderInfo,
@@ -62,10 +66,16 @@ class Slice:
 
 
 def _window(path: Path, sl: Slice) -> tuple[float, float, float]:
-    """(session start, window start, window end) in the recording's clock."""
+    """(session start, window start, window end) in the recording's clock. A step range's
+    window is the time its steps took on the primary process, or, where that is a rank of
+    a distributed job, on every rank (each rank's steps of the range are in it, though a
+    rank ends a step a little after another)."""
     start: float | None = None
     lo, hi = float("-inf"), float("inf")
     counts: dict[int, int] = {}
+    firsts: dict[int, float] = {}  # each process's from_step start, to_step end
+    lasts: dict[int, float] = {}
+    ranked: set[int] = set()
     primary: int | None = None
     by_step = sl.from_step is not None or sl.to_step is not None
     last_t = float("-inf")  # read to the end only to place a --from-time
@@ -76,17 +86,21 @@ def _window(path: Path, sl: Slice) -> tuple[float, float, float]:
             start = ev.t
             if not by_step and sl.from_time is None:
                 break
+        elif isinstance(ev, Hello) and ev.rank is not None and (ev.world_size or 0) > 1:
+            ranked.add(ev.pid)
         elif isinstance(ev, Step) and by_step:
             primary = ev.pid if primary is None else primary
-            if ev.pid != primary:
-                continue
             n = counts[ev.pid] = counts.get(ev.pid, 0) + 1
             if sl.from_step is not None and n == sl.from_step:
-                lo = ev.t0
+                firsts[ev.pid] = ev.t0
             if sl.to_step is not None and n == sl.to_step:
-                hi = ev.t1
-                if sl.from_time is None:
-                    break
+                lasts[ev.pid] = ev.t1
+                if ev.pid == primary and not ranked and sl.from_time is None:
+                    break  # (a rank's group is read to the end: each rank's last step)
+    if primary is not None:
+        group = ranked if primary in ranked else {primary}
+        lo = min((firsts[p] for p in group if p in firsts), default=lo)
+        hi = max((lasts[p] for p in group if p in lasts), default=hi)
     if start is None:
         start = 0.0
     if sl.from_time is not None:
@@ -118,6 +132,9 @@ def _of_slice(ev: Event, lo: float, hi: float, alive: set[int]) -> bool:
     """Whether a timeless event (what a process or a loader is) is of the slice: none made
     after its end (the next epoch's workers, a later evaluation's loader), nor a process
     gone before it, nor a loader whose workers all were (an earlier evaluation's)."""
+    if isinstance(ev, Hello) and ev.pid in alive:
+        return True  # what a process of the slice is, whenever it said so (a rank greets
+        # once its group is made, after its first steps)
     t = getattr(ev, "t", lo)
     if t > hi:
         return False
@@ -128,6 +145,12 @@ def _of_slice(ev: Event, lo: float, hi: float, alive: set[int]) -> bool:
     if isinstance(ev, LoaderInfo) and ev.workers:
         return any(pid in alive for _w, pid in ev.workers)
     return True
+
+
+def _entered_in(rec: tuple[object, ...], lo: float, hi: float) -> bool:
+    """Whether a collective's record (events/comm.py) was entered inside the window."""
+    t = rec[5] if len(rec) > 5 else None
+    return isinstance(t, (int, float)) and lo <= t <= hi
 
 
 def sliced_events(path: str | Path, sl: Slice, stats: ReadStats) -> Iterator[Event]:
@@ -141,8 +164,8 @@ def sliced_events(path: str | Path, sl: Slice, stats: ReadStats) -> Iterator[Eve
         if isinstance(ev, (SessionStart, JobStart)):
             yield replace(ev, t=max(ev.t, lo)) if lo > ev.t else ev
         elif isinstance(ev, TIMELESS):
-            if _of_slice(ev, lo, hi, alive):
-                yield ev
+            if _of_slice(ev, lo, hi, alive):  # (a hello after the slice: at its end)
+                yield replace(ev, t=hi) if getattr(ev, "t", lo) > hi else ev
         elif isinstance(ev, Step):
             n = counts[ev.pid] = counts.get(ev.pid, 0) + 1
             if sl.from_step is not None and n < sl.from_step:
@@ -161,6 +184,12 @@ def sliced_events(path: str | Path, sl: Slice, stats: ReadStats) -> Iterator[Eve
         elif isinstance(ev, (Between, BetweenOpen)):
             if lo <= ev.t0 < hi:  # begun inside: an evaluation after the last step is not
                 yield ev
+        elif isinstance(ev, GpuSample) and not ev.devices and ev.t < lo:
+            yield replace(ev, t=lo)  # why there is no GPU (said once, at the start)
+        elif isinstance(ev, CollBatch):  # the collectives entered in the slice, whenever sent
+            inside = tuple(r for r in ev.records if _entered_in(r, lo, hi))
+            if inside:
+                yield replace(ev, records=inside)
         else:
             t = getattr(ev, "t", None)
             if t is None or lo <= t <= hi:
