@@ -324,3 +324,40 @@ def test_csv_cells_the_job_names_are_never_formulas(tmp_path: Path) -> None:
     named = [r for r in rows if r["name"] == "'=1+2"]
     assert named and not any(r["name"].startswith(("=", "+", "-", "@")) for r in rows)
     assert all(float(r["rss"]) > 0 for r in named if r["rss"])
+
+
+def test_exported_collectives_wait_for_every_rank_of_their_group(tmp_path: Path) -> None:
+    """Three ranks send their records when each will: two ranks' batches before the third's
+    first. Each collective is still lined up across all three (not matched between the
+    first two, and the third's records left over as never entered by the others)."""
+    from perftop.events import CollBatch, Hello
+
+    rec = tmp_path / "three.perftop"
+    w = RecordingWriter(rec)
+    evs: list = [SessionStart(1.0, ("torchrun",), "/", "n", 1, "0")]
+    for rank, pid in enumerate((11, 12, 13)):
+        evs.append(Hello(1.5, pid, 1, "n", ("t.py",), rank, rank, 3, "cpu", "2"))
+    # (pg, seq, op, bytes, sizes, t_created, thread, call, phase, line), as the hook sends
+    # them; rank 2 (pid 13) arrives 0.1 s after the others at each all_reduce
+    for pid, late in ((11, 0.0), (12, 0.0), (13, 0.1)):
+        records = tuple(("0", seq, "all_reduce", 4, "[[1]]", 2.0 + seq + late, 1, "", "backward",
+                         "t.py:9 main") for seq in (1, 2, 3))  # fmt: skip
+        evs.append(CollBatch(5.0 + pid, pid, records))
+    w.write_events(evs)
+    w.close()
+    out, csvs = tmp_path / "trace.json", tmp_path / "csv"
+    r = perftop("export", str(rec), "--chrome-trace", str(out), "--csv", str(csvs), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    trace = json.loads(out.read_text())
+    check_trace_format(trace)
+    begun = [e for e in trace["traceEvents"] if e["ph"] == "b"]
+    assert len(begun) == 9 and not [e for e in trace["traceEvents"] if e["ph"] == "i"
+                                    and e["cat"] == "collective"]  # fmt: skip
+    for e in begun:
+        want = 0.0 if e["pid"] == 13 else 0.1
+        assert abs(e["args"]["wait_for_others_s"] - want) < 1e-6, e
+        assert e["args"]["last_to_arrive"] == (e["pid"] == 13), e
+    with open(csvs / "collectives.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 9 and {x["entered_by_all"] for x in rows} == {"1"}, rows
+    assert sorted(x["rank"] for x in rows if x["last_to_arrive"] == "1") == ["2", "2", "2"]

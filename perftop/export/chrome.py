@@ -46,6 +46,7 @@ from perftop.events import (
 )
 from perftop.export import counters
 from perftop.export.capture_trace import TraceError, shifted_events
+from perftop.export.coll_match import group_sizes
 from perftop.export.comm_trace import CommTrack
 from perftop.export.names import NAME_PID, NAME_ROLE
 from perftop.export.output import OutFile, outputs
@@ -237,7 +238,7 @@ def export_chrome(path: str | Path, out_path: str | Path, stats: ReadStats) -> i
     with outputs([Path(out_path)]) as (out,):
         out.write('{"displayTimeUnit":"ms","traceEvents":[')
         tr = ChromeTrace(out)
-        comm = CommTrack(tr)
+        comm = CommTrack(tr, group_sizes(path))
         command: list[str] = []
         for ev in read_events(path, stats):
             if isinstance(ev, Step):

@@ -2,16 +2,21 @@
 collective every rank of its group entered (by process group and sequence id, as the
 session lines them up), with each rank's arrival (:func:`perftop.model.comm_waits.arrivals`)
 and the last one's; what some rank never entered is given up at the end, or once
-``PENDING`` newer collectives wait (the oldest first), so memory stays bounded."""
+``PENDING`` newer collectives wait (the oldest first), so memory stays bounded. A group's
+ranks are those the whole recording has in it (:func:`group_sizes`, read first): each rank
+sends its records when it will, so a third rank's first batch may come after two others'
+have matched their first collectives between themselves."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from perftop.events import CollBatch
+from perftop.events import CollBatch, NodeScope
 from perftop.model.comm_waits import arrivals
+from perftop.recording import ReadStats, read_events
 
 PENDING = 4096  # collectives waiting for their other ranks' records
 
@@ -38,13 +43,30 @@ class Match:
         return self.at[self.last] - self.at[key]
 
 
+def group_sizes(path: str | Path) -> dict[str, int]:
+    """How many processes (a node's pid each) entered each process group's collectives
+    over the whole recording."""
+    seen: dict[str, set[tuple[str, int]]] = {}
+    node = ""
+    for ev in read_events(path, ReadStats()):
+        if isinstance(ev, NodeScope):
+            node = ev.node
+        elif isinstance(ev, CollBatch):
+            for rec in ev.records:
+                if len(rec) > 1 and isinstance(rec[1], int) and rec[1] > 0:
+                    seen.setdefault(str(rec[0]), set()).add((node, ev.pid))
+    return {pg: len(who) for pg, who in seen.items()}
+
+
 class CollMatcher:
     def __init__(
         self,
         matched: Callable[[Match], None],
         unmatched: Callable[[str, int, dict[int, Rec]], None],
+        sizes: dict[str, int],
     ) -> None:
-        self.matched, self.unmatched = matched, unmatched
+        """``sizes``: each group's ranks (:func:`group_sizes`)."""
+        self.matched, self.unmatched, self.sizes = matched, unmatched, sizes
         self.pending: OrderedDict[tuple[str, int], dict[int, Rec]] = OrderedDict()
         self.members: dict[str, set[int]] = {}
 
@@ -66,7 +88,7 @@ class CollMatcher:
             by[who] = (op, nb, str(sizes), t, 0, line, gpu, call, phase)
             group = self.members.setdefault(pg, set())
             group.add(who)
-            if len(by) >= 2 and len(by) >= len(group):
+            if len(by) >= 2 and len(by) >= max(len(group), self.sizes.get(pg, 0)):
                 self.matched(Match(pg, seq, self.pending.pop((pg, seq))))
         while len(self.pending) > PENDING:
             (pg, seq), by = self.pending.popitem(last=False)

@@ -25,12 +25,14 @@ class CollRows:
         write: Callable[[tuple[Any, ...]], None],
         rel: Callable[[float], float],
         rank: Callable[[int], int | None],
+        sizes: dict[str, int],
     ) -> None:
-        """``write`` a row; ``rel`` a time since the session's start; ``rank`` a pid's."""
+        """``write`` a row; ``rel`` a time since the session's start; ``rank`` a pid's;
+        ``sizes`` each process group's ranks (``group_sizes``)."""
         self.write, self.rel, self.rank = write, rel, rank
         self.keys: dict[tuple[str, int], int] = {}  # (host, pid): pids may repeat on nodes
         self.who: list[tuple[str, int]] = []
-        self.match = CollMatcher(self._matched, self._unmatched)
+        self.match = CollMatcher(self._matched, self._unmatched, sizes)
         self.rows = 0
 
     def batch(self, node: str, ev: CollBatch) -> None:

@@ -43,9 +43,10 @@ class Trace(Protocol):
 
 
 class CommTrack:
-    def __init__(self, tr: Trace) -> None:
+    def __init__(self, tr: Trace, sizes: dict[str, int]) -> None:
+        """``sizes``: each process group's ranks over the recording (``group_sizes``)."""
         self.tr = tr
-        self.colls = CollMatcher(self._matched, self._unmatched)  # by trace pid
+        self.colls = CollMatcher(self._matched, self._unmatched, sizes)  # by trace pid
         self.waits: OrderedDict[tuple[int, str, int], CollWaiting] = OrderedDict()
 
     def batch(self, ev: CollBatch) -> None:

@@ -32,6 +32,7 @@ from perftop.events import (
     Step,
 )
 from perftop.events.probes import GPU_FIELDS, PROC_FIELDS
+from perftop.export.coll_match import group_sizes
 from perftop.export.coll_rows import COLL_COLUMNS, CollRows
 from perftop.export.output import outputs
 from perftop.model import Session
@@ -171,7 +172,7 @@ def _write_csv(path: str | Path, out: Path, stats: ReadStats) -> dict[str, int]:
                 ranks[pid] = sr.rank_of(pid) if sr is not None else None
             return ranks[pid]
 
-        colls = CollRows(w["collectives"].writerow, rel, rank)
+        colls = CollRows(w["collectives"].writerow, rel, rank, group_sizes(path))
         for ev in read_events(path, stats):
             session.apply(ev)
             if isinstance(ev, CollBatch):
