@@ -149,7 +149,9 @@ def run_capture(
     from perftop.hook.capture_cost import baseline  # the hook's own figure
 
     mean2 = sum(s.duration for s in before[-2:]) / 2
-    before_s, before_n = baseline([(s.index, s.duration) for s in before], first_step, mean2)
+    before_s, before_n, before_sd = baseline(
+        [(s.index, s.duration) for s in before], first_step, mean2
+    )
     cid = "c1"
     states = [
         CaptureState(t_asked, 0, cid, "asked", steps=n),
@@ -171,6 +173,7 @@ def run_capture(
         str(trace),
         offset,
         before_n,
+        before_sd_s=before_sd,
     )
     return RealCapture(trace, offset, captured, before, summary, states)
 

@@ -3,11 +3,13 @@ tests/capture_run.py) folded into the snapshot, with its states, refusals and co
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
 
 from perftop.events import CaptureAsk, CaptureState
+from perftop.fmt import seconds
 from perftop.hook.batch import RECENT_STEPS
 from perftop.hook.capture_cost import baseline
 from perftop.model import Session
@@ -108,12 +110,12 @@ def test_the_cost_is_measured_against_the_median_of_the_steps_before(real_captur
     (``before_n`` 0) is the mean of the 2 steps before, shown as such."""
     pid = 7
     durations = [(i, 0.05 if i >= 28 else 0.01) for i in range(30)]
-    before_s, before_n = baseline(durations[-RECENT_STEPS:], 30, 0.05)
-    assert before_n == RECENT_STEPS and before_s == pytest.approx(0.01)
-    assert baseline(durations[:2], 30, 0.05) == (0.05, HOOK_BEFORE_STEPS)  # under 3: the mean
-    assert baseline([], 30, 0.0) == (0.0, 0)
+    before_s, before_n, sd = baseline(durations[-RECENT_STEPS:], 30, 0.05)
+    assert before_n == RECENT_STEPS and before_s == pytest.approx(0.01) and sd == 0.0
+    assert baseline(durations[:2], 30, 0.05) == (0.05, HOOK_BEFORE_STEPS, 0.0)  # the mean
+    assert baseline([], 30, 0.0) == (0.0, 0, 0.0)
     ops = replace(real_capture.ops, pid=pid, capture_id="c9", first_step=30, step_s=0.012,
-                  before_s=before_s, before_n=before_n)  # fmt: skip
+                  before_s=before_s, before_n=before_n, before_sd_s=sd)  # fmt: skip
     started = CaptureState(100.0, pid, "c9", "started", first_step=30, steps=3)
     part = _session(started, ops).snapshot().captures[0].done()
     assert part is not None and part.before_n == RECENT_STEPS
@@ -130,3 +132,28 @@ def test_the_cost_is_measured_against_the_median_of_the_steps_before(real_captur
     alone = _session(started, old).snapshot().captures[0].done()
     assert alone is not None and alone.before_n == HOOK_BEFORE_STEPS
     assert alone.before_s == pytest.approx(0.05) and alone.cost_s == pytest.approx(-0.038)
+
+
+def test_a_cost_inside_the_steps_own_spread_says_its_error(real_capture) -> None:
+    """A demo's steps moved by milliseconds from one to the next (data waits): three
+    captured steps 0.2 ms faster than the median before read "cost -200µs/step (-2% ...)",
+    a capture that sped training up. With the spread of the steps before (the hook's
+    robust standard deviation), the cost says its standard error, which holds it."""
+    pid = 7
+    durations = [(i, 0.010 if i % 2 else 0.014) for i in range(20)]
+    before_s, before_n, sd = baseline(durations, 20, 0.012)
+    assert before_s == pytest.approx(0.012) and sd == pytest.approx(1.4826 * 0.002)
+    ops = replace(real_capture.ops, pid=pid, capture_id="c9", first_step=20, steps=3,
+                  step_s=0.0118, before_s=before_s, before_n=before_n, before_sd_s=sd,
+                  after_s=0.0, after_n=0)  # fmt: skip
+    started = CaptureState(100.0, pid, "c9", "started", first_step=20, steps=3)
+    part = _session(started, ops).snapshot().captures[0].done()
+    assert part is not None
+    err = sd * math.sqrt(1 / 3 + math.pi / (2 * 20))
+    assert part.cost_err_s == pytest.approx(err) and abs(part.cost_s) < err
+    assert cost_text(part) == f"cost -200µs/step ±{seconds(err)} (-2% on 20 steps before)"
+    # the real capture's hook figure: its steps' own spread, and the error made of it
+    real = _session(started, replace(real_capture.ops, pid=pid, capture_id="c9"))
+    done = real.snapshot().captures[0].done()
+    assert done is not None and real_capture.ops.before_sd_s > 0
+    assert done.cost_err_s is not None and f"±{seconds(done.cost_err_s)} (" in cost_text(done)

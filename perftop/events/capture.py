@@ -85,3 +85,7 @@ class CaptureOps(Event):
     # in all (seconds), and how many they were (0: none counted, or an older hook).
     after_s: float = 0.0
     after_n: int = 0
+    # the spread of the steps ``before_s`` rests on: 1.4826 times their median absolute
+    # deviation (a standard deviation a slow save step moves little; 0.0: under 3 steps,
+    # or an older hook), what the cost's error is made of
+    before_sd_s: float = 0.0

@@ -21,6 +21,7 @@ from perftop.fmt import step_no
 from perftop.model.capture import (
     HOOK_BEFORE_STEPS,
     capture_cost,
+    cost_error,
     cost_words,
     ops_of,
     steps_text,
@@ -157,4 +158,5 @@ def notice_lines(cap: CaptureOps, top: int = 3) -> list[str]:
 def _cost(cap: CaptureOps) -> str:
     cost = capture_cost(cap.step_s, cap.before_s, cap.after_s, cap.steps)
     n = cap.before_n or HOOK_BEFORE_STEPS
-    return cost_words(cost, cap.before_s, n, cap.after_s, cap.after_n)
+    err = cost_error(cap.before_sd_s, cap.steps, cap.after_n, n)
+    return cost_words(cost, cap.before_s, n, cap.after_s, cap.after_n, err)

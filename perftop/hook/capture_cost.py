@@ -55,12 +55,16 @@ class After:
         return replace(ops, after_s=sum(after) - len(after) * ops.before_s, after_n=len(after))
 
 
-def baseline(recent: list[tuple[int, float]], first: int, mean2: float) -> tuple[float, int]:
-    """What a capture's steps are compared with, and how many steps it rests on: the
-    median of the last steps sent before ``first`` (up to ``batch.RECENT_STEPS``; two slow
-    steps just before, a save or a busy moment, move it little), else, under 3 of them,
-    the mean of the 2 steps just before (``mean2``, 0.0 when none)."""
+def baseline(recent: list[tuple[int, float]], first: int, mean2: float) -> tuple[float, int, float]:
+    """What a capture's steps are compared with, how many steps it rests on, and their
+    spread: the median of the last steps sent before ``first`` (up to
+    ``batch.RECENT_STEPS``; two slow steps just before, a save or a busy moment, move it
+    little) and 1.4826 times their median absolute deviation (a robust standard
+    deviation), else, under 3 of them, the mean of the 2 steps just before (``mean2``, 0.0
+    when none) and no spread (0.0)."""
     durations = [d for i, d in recent if i < first]
     if len(durations) >= 3:
-        return statistics.median(durations), len(durations)
-    return mean2, 2 if mean2 > 0 else 0
+        mid = statistics.median(durations)
+        mad = statistics.median(abs(d - mid) for d in durations)
+        return mid, len(durations), 1.4826 * mad
+    return mean2, 2 if mean2 > 0 else 0, 0.0

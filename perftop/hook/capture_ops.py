@@ -42,7 +42,12 @@ _SKIP = ("autograd::engine::", "Optimizer.", "enumerate(DataLoader)#", "Profiler
 
 class Run:
     def __init__(
-        self, state: Any, ask: CaptureAsk, steps: int, first: int, before: tuple[float, int]
+        self,
+        state: Any,
+        ask: CaptureAsk,
+        steps: int,
+        first: int,
+        before: tuple[float, int, float],
     ):
         self.state, self.ask, self.steps, self.first, self.before = state, ask, steps, first, before
         self.prof: Any = None
@@ -221,12 +226,13 @@ class Run:
             for p, (k, m) in device.items()
         }
         trace, offset = self._write(prof)
-        before, before_n = self.before
+        before, before_n, before_sd = self.before
         return CaptureOps(
             time.time(), s.pid, self.ask.capture_id, self.first, n,
             sum(b - a for a, b in self.spans) / n, before, phase_s,
             tuple(out[:TOP_OPS]), max(len(out) - TOP_OPS, 0),
             dev_phases if self.cuda else None, trace, offset, before_n,
+            before_sd_s=before_sd,
         )  # fmt: skip
 
     def _write(self, prof: Any) -> tuple[str, float]:

@@ -17,6 +17,7 @@ and 8.1 s against 3.9 s), so it is spread over the captured steps, and said.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -71,6 +72,7 @@ class CapturePart:
     before_n: int = 0  # how many steps ``before_s`` rests on
     after_s: float = 0.0  # what the steps just after took over ``before_s``, in all
     after_n: int = 0  # how many steps after were counted
+    before_sd_s: float = 0.0  # the spread of the steps before (a robust std; 0.0: not sent)
     phase_s: dict[str, float] = field(default_factory=dict)
     ops: tuple[CaptureOp, ...] = ()
     more_ops: int = 0
@@ -84,6 +86,11 @@ class CapturePart:
         if self.step_s is None or self.before_s is None:
             return None
         return capture_cost(self.step_s, self.before_s, self.after_s, self.steps)
+
+    @property
+    def cost_err_s(self) -> float | None:
+        """The cost's standard error: see :func:`cost_error`."""
+        return cost_error(self.before_sd_s, self.steps, self.after_n, self.before_n)
 
     @property
     def last_step(self) -> int:
@@ -135,10 +142,24 @@ def capture_cost(step_s: float, before_s: float, after_s: float, steps: int) -> 
     return step_s - before_s + (after_s / steps if steps > 0 else 0.0)
 
 
+def cost_error(sd_s: float, steps: int, after_n: int, before_n: int) -> float | None:
+    """The standard error of a capture's cost from the spread ``sd_s`` of the ``before_n``
+    steps before it (the hook's robust standard deviation): the captured steps' mean
+    (``steps`` of them), the ``after_n`` steps after (spread over the captured ones) and
+    the median before (π/2 times a mean's variance) each move by that spread,
+    ``sd·√(1/k + m/k² + π/2n)``. None where there is no spread (under 3 steps before, an
+    older hook): the cost is then said without an error."""
+    if sd_s <= 0 or steps <= 0 or before_n < 3:
+        return None
+    return sd_s * math.sqrt(1 / steps + after_n / steps**2 + math.pi / (2 * before_n))
+
+
 def cost_text(part: CapturePart) -> str:
-    """What the capture cost a step: ``cost +3.2ms/step (+6% on 20 steps before)``; N/A
-    with the reason."""
-    return cost_words(part.cost_s, part.before_s, part.before_n, part.after_s, part.after_n)
+    """What the capture cost a step: ``cost +3.2ms/step ±0.4ms (+6% on 20 steps before)``;
+    N/A with the reason."""
+    return cost_words(
+        part.cost_s, part.before_s, part.before_n, part.after_s, part.after_n, part.cost_err_s
+    )
 
 
 def cost_words(
@@ -147,9 +168,12 @@ def cost_words(
     before_n: int = 0,
     after_s: float = 0.0,
     after_n: int = 0,
+    err_s: float | None = None,
 ) -> str:
-    """``cost +3.2ms/step (+6% on 20 steps before; +0.21s in the 7 steps after it)``: the
-    steps after, while its summary and trace were made, in all."""
+    """``cost +3.2ms/step ±0.4ms (+6% on 20 steps before; +0.21s in the 7 steps after
+    it)``: the steps after, while its summary and trace were made, in all; ``err_s``, its
+    standard error (:func:`cost_error`): a cost inside it is no cost that was measured
+    (``-0.1ms/step ±2.5ms``: the steps moved by more than the capture did)."""
     if cost_s is None or not before_s:
         return "cost N/A (no steps before it to compare)"
     sign = "+" if cost_s >= 0 else "-"
@@ -158,7 +182,8 @@ def cost_words(
         steps = "the step" if after_n == 1 else f"the {after_n} steps"
         a_sign = "+" if after_s >= 0 else "-"
         on += f"; {a_sign}{seconds(abs(after_s))} in {steps} after it"
-    return f"cost {sign}{seconds(abs(cost_s))}/step ({cost_s / before_s:+.0%}{on})"
+    err = f" ±{seconds(err_s)}" if err_s is not None else ""
+    return f"cost {sign}{seconds(abs(cost_s))}/step{err} ({cost_s / before_s:+.0%}{on})"
 
 
 def part_status(p: CapturePart, asked_steps: int = 0) -> str:
@@ -263,6 +288,7 @@ class CaptureReducer:
                     before_n=base[1] if base else 0,
                     after_s=ev.after_s,
                     after_n=ev.after_n,
+                    before_sd_s=ev.before_sd_s if base else 0.0,
                     phase_s=dict(ev.phase_s),
                     ops=ops_of(ev),
                     more_ops=ev.more_ops,

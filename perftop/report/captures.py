@@ -32,6 +32,7 @@ def _part(c: Capture, p: CapturePart) -> dict[str, Any]:
         "before_s": _r(p.before_s),
         "before_steps": p.before_n,
         "cost": _r(p.cost_s),
+        "cost_error_s": _r(p.cost_err_s),
         "after_s": _r(p.after_s),
         "after_steps": p.after_n,
         "phase_s": {k: _r(v) for k, v in p.phase_s.items()},
@@ -80,6 +81,7 @@ def capture_lines(r: dict[str, Any]) -> list[str]:
                 c.get("before_steps", 0),
                 c.get("after_s") or 0.0,
                 c.get("after_steps", 0),
+                c.get("cost_error_s"),
             )
         out.append(head)
         for phase in PHASES:
