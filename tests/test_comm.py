@@ -858,3 +858,18 @@ def test_a_slice_keeps_every_ranks_name_steps_and_collectives(slow):
                        for c in w["collectives"] for s in c["sites"] if s["phase"] == "backward"]  # fmt: skip
         assert len(grads) == 1 and 6 <= grads[0]["count"] < whole_grads[0]["count"], grads
     assert r["gpu_note"] == whole["gpu_note"] != "", (r["gpu_note"], whole["gpu_note"])
+
+
+def test_diff_of_two_distributed_runs_compares_their_waits_at_collectives(slow, hang):
+    """``perftop diff``: a DDP job's ranks and the wait at collectives of the rank that
+    waits most (the straggler run's rank 0 waits for rank 1's sleep each step)."""
+    _, a, rec_a = slow
+    _, b, rec_b = hang
+    rep = _perftop(rec_a.parent, {}, "diff", "--json", str(rec_a), str(rec_b))
+    out, err = rep.communicate(timeout=120)
+    assert rep.returncode == 0, err
+    rows = {f["name"]: f for f in json.loads(out)["figures"]}
+    assert rows["ranks"]["a"] == rows["ranks"]["b"] == 2, rows["ranks"]
+    most = max(r["comm_wait_s"] for r in a["ranks"])
+    assert most >= 0.5 * DELAY and rows["comm_wait_s"]["a"] == most, (rows["comm_wait_s"], most)
+    assert rows["comm_wait_s"]["b"] == max(r["comm_wait_s"] for r in b["ranks"])

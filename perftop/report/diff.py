@@ -54,6 +54,10 @@ def figures(snap: Snapshot, report: dict[str, Any], between_s: float | None) -> 
         # none watched (torch.compile stopped the detector first): not measured, not 0
         looked = kind == "sync" or snap.sync_watch.watched
         f[f"{kind}_count"] = (n if looked else None, True, "n")
+    waits = [r["comm_wait_s"] for r in report.get("ranks", []) if r.get("comm_wait_s") is not None]
+    if waits:  # a distributed job: its ranks, and the wait of the rank that waits most
+        f["ranks"] = (len(report["ranks"]), None, "n")
+        f["comm_wait_s"] = (max(waits), True, "s")
     f["duration_s"] = (report["duration_s"], None, "s")
     return f
 
