@@ -231,6 +231,15 @@ def test_a_hang_names_the_missing_rank_and_the_lines(hang):
         assert "time.sleep(HANG_S)" in lines[top["line"] - 1], h["missing"]
         # the stacks were dumped for the hang itself, not only for the stalled step
         assert any(s["during"] == "collective" for s in r["stalls"]), r["stalls"]
+    # a hint says it (the Hints panel had said "nothing found that slowed this job down"),
+    # at stake the time the ranks waited in it, of the run
+    (hint,) = [x for x in r["hints"] if x["id"] == "collective-hang"]
+    assert hint["severity"] == "high" and hint["whole_run"], hint
+    assert hint["est_gain"] == pytest.approx(h["waited_s"] / r["duration_s"], abs=0.02), hint
+    assert hint["title"].startswith("Hang: all_reduce has waited ") and "rank 1" in hint["title"]
+    (never,) = [e for e in hint["evidence"] if e.startswith("rank 1 never entered it")]
+    if pyspy() is not None:
+        assert f"it stands at ddp_comm.py:{top['line']}" in never, never
     # shown at once: replaying the recording, the hang is there within 2x the threshold
     s = Session()
     for ev in read_events(rec):

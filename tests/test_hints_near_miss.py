@@ -110,6 +110,29 @@ def comm(share: float) -> Snapshot:
     return replace(snap(0.0), comm=CommStats((r0, r1)))
 
 
+def hung(waited: float) -> Snapshot:
+    """Two ranks of 10 steps; rank 0 has waited ``waited`` s in an all-reduce rank 1 never
+    entered (the events a real run sends, into a real session; the default threshold)."""
+    from perftop.events import CollBatch, CollWaiting, Hello, SessionStart, Step
+    from perftop.model import Session
+
+    s = Session()
+    s.apply(SessionStart(999.0, ("train.py",), "/", "a", 1, "0"))
+    for rank in (0, 1):
+        pid = PID + rank
+        s.apply(Hello(1000.0, pid, 1, "a", ("train.py",), rank=rank, world_size=2))
+        recs = [("default_pg", i + 1, "all_reduce", 64, "[[16]]", 1000.02 + i * 0.1, 1)
+                for i in range(10)]  # fmt: skip
+        for i in range(10):
+            s.apply(Step(pid, i, 1000.0 + i * 0.1, 1000.08 + i * 0.1, backward=0.05))
+        if rank == 0:
+            recs.append(("default_pg", 11, "all_reduce", 64, "[[16]]", 1001.0, 1))
+        s.apply(CollBatch(1001.5, pid, tuple(recs)))
+    s.apply(CollWaiting(1001.0 + waited, PID, "default_pg", 11, "all_reduce", "[[16]]", 1001.0,
+                        waited, "train.py:9 main"))  # fmt: skip
+    return s.snapshot()
+
+
 # rule id: (the workload's figures that fire it, the same just under the bar)
 CASES: dict[str, tuple[Callable[[], Snapshot], Callable[[], Snapshot]]] = {
     "input-bound": (lambda: snap(0.022, 0.05), lambda: snap(0.021, 0.05)),  # 30.6% / 29.6%
@@ -130,6 +153,7 @@ CASES: dict[str, tuple[Callable[[], Snapshot], Callable[[], Snapshot]]] = {
     "pageable-copy": (lambda: pinned(False), lambda: pinned(True)),
     "straggler": (lambda: ddp(0.0225), lambda: ddp(0.0195)),
     "comm-bound": (lambda: comm(0.20), lambda: comm(0.19)),
+    "collective-hang": (lambda: hung(10.0), lambda: hung(9.9)),
     "gpu-imbalance": (lambda: imbalance(65.0), lambda: imbalance(66.0)),
     # backward 40.0% / 39.6% of the captured step
     "phase-top-ops": (lambda: captured(0.01934), lambda: captured(0.01895)),

@@ -17,6 +17,7 @@ from perftop.hints.comm import comm_bound
 from perftop.hints.contention import cpu_contention
 from perftop.hints.cores import cpu_oversubscribed, too_many_workers
 from perftop.hints.gpu import gpu_bound, gpu_memory_pressure, gpu_underutilized, pageable_copy
+from perftop.hints.hang import collective_hang
 from perftop.hints.inputs import input_bound
 from perftop.hints.memory import worker_memory
 from perftop.hints.ops import phase_top_ops
@@ -42,6 +43,7 @@ RULES: tuple[Rule, ...] = (
     pageable_copy,
     straggler,
     comm_bound,
+    collective_hang,
     gpu_imbalance,
     phase_top_ops,
 )

@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import TypeVar
 
 from perftop.hints.engine import RULES, evaluate, order
+from perftop.hints.hang import as_ran
 from perftop.model.snapshot import Hint, ProcRow, Snapshot
 
 T = TypeVar("T")
@@ -63,7 +64,10 @@ def whole_run_view(snap: Snapshot) -> Snapshot:
         )
         for g in snap.gpus
     )
-    return replace(snap, host=host, processes=procs, gpus=gpus, workers=workers, hints=())
+    comm = replace(snap.comm, hangs=as_ran(snap.comm.hangs))  # every hang the run had
+    return replace(
+        snap, host=host, processes=procs, gpus=gpus, workers=workers, comm=comm, hints=()
+    )
 
 
 def _run(run: T | None, last: T | None) -> T | None:

@@ -1,0 +1,98 @@
+"""``collective-hang``: a collective that some rank never entered while the others wait in
+it (a hang, as :mod:`perftop.model.comm` judges one), or ranks that entered different
+collectives at one sequence id (a desync). The job makes no step while it lasts: the Hints
+panel said "nothing found that slowed this job down" beside the Ranks panel's hang.
+
+Live, a hang counts while it is under way; the whole-run verdict counts every one the run
+had (:func:`perftop.hints.verdict.whole_run_view` keeps them as they were). Where a rank
+that never entered stands comes from the stacks dumped for the hang (a stall capture of a
+collective), when py-spy could read them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from perftop.hints.base import fraction
+from perftop.model.comm_rows import HangRank, HangRow
+from perftop.model.snapshot import Hint, Snapshot
+from perftop.model.stacks import where
+
+GLOO_TIMEOUT_MIN, NCCL_TIMEOUT_MIN = 30, 10  # torch's default process group timeouts
+
+
+def _who(r: HangRank) -> str:
+    name = f"rank {r.rank}" if r.rank is not None else f"pid {r.pid}"
+    return f"{name} on {r.host}" if r.host else name
+
+
+def _stands(snap: Snapshot, pid: int) -> str:
+    """Where ``pid`` stood in the latest stacks dumped for a hung collective ("" if none)."""
+    for s in reversed(snap.stalls):
+        if s.during == "collective":
+            for p, _role, frames in s.stacks:
+                if p == pid and frames:
+                    return where(frames)
+    return ""
+
+
+def collective_hang(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
+    rows = [h for h in snap.comm.hangs if h.ongoing or h.desync]
+    if not rows:
+        return []
+    h = max(rows, key=lambda r: (r.ongoing, r.waited_s))
+    evidence = [f"{h.op} in process group {h.pg} (sequence {h.seq}, sizes {h.sizes})"]
+    for r in h.ranks:
+        if r.entered:
+            at = f" at {r.line.rsplit('/', 1)[-1]}" if r.line else ""
+            evidence.append(f"{_who(r)} entered {r.op or h.op}{at}")
+            continue
+        last = f" (its last: {r.last_op} #{r.last_seq})" if r.last_seq is not None else ""
+        stands = _stands(snap, r.pid)
+        evidence.append(f"{_who(r)} never entered it{last}"
+                        + (f"; it stands at {stands}" if stands else ""))  # fmt: skip
+    if h.desync:
+        title = f"Desync: the ranks entered different collectives at {h.pg} #{h.seq}"
+        advice = [
+            "The ranks called their collectives in different orders: look for a collective "
+            "inside a branch that depends on the rank (if rank == 0: …), or ranks that run "
+            "different numbers of batches (an uneven last batch without drop_last, a "
+            "sampler that is not a DistributedSampler).",
+        ]
+    else:
+        missing = ", ".join(_who(r) for r in h.missing) or "a rank"
+        title = f"Hang: {h.op} has waited {h.waited_s:.0f} s for {missing}"
+        advice = [
+            f"{missing} is not in the collective: where it stands (above) is what it does "
+            "instead. A collective only some ranks reach (inside if rank == 0: …, after an "
+            "exception one rank caught, after a loop one rank left early) leaves the others "
+            "waiting.",
+            "Give the process group a timeout that fits a step, so that a hang fails with "
+            "an error instead of waiting: init_process_group(timeout=timedelta(minutes=…)) "
+            f"(torch's default: {GLOO_TIMEOUT_MIN} minutes for gloo, {NCCL_TIMEOUT_MIN} for "
+            "NCCL).",
+        ]
+    elapsed = snap.meta.elapsed_s
+    gain = min(1.0, h.waited_s / elapsed) if elapsed and h.waited_s else None
+    gain_text = (
+        f"the {h.waited_s:.0f} s the ranks waited in it, {fraction(gain)} of the run"
+        if gain is not None
+        else "the run, if the ranks never agree"
+    )
+    return [
+        Hint(
+            id="collective-hang",
+            severity="high",
+            title=title,
+            evidence=tuple(evidence),
+            advice=tuple(advice),
+            est_gain=round(gain, 4) if gain is not None else None,
+            est_gain_text=gain_text,
+            panel="ranks",
+        )
+    ]
+
+
+def as_ran(hangs: tuple[HangRow, ...]) -> tuple[HangRow, ...]:
+    """The run's hangs as they were under way (the verdict's view of a finished job)."""
+    return tuple(replace(h, ongoing=True) for h in hangs)
