@@ -41,16 +41,19 @@ def collective_hang(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     if not rows:
         return []
     h = max(rows, key=lambda r: (r.ongoing, r.waited_s))
-    evidence = [f"{h.op} in process group {h.pg} (sequence {h.seq}, sizes {h.sizes})"]
-    for r in h.ranks:
-        if r.entered:
-            at = f" at {r.line.rsplit('/', 1)[-1]}" if r.line else ""
-            evidence.append(f"{_who(r)} entered {r.op or h.op}{at}")
-            continue
+    # where the missing ranks stand first: what the panel shows when it has room for little
+    evidence = []
+    for r in h.missing:
         last = f" (its last: {r.last_op} #{r.last_seq})" if r.last_seq is not None else ""
         stands = _stands(snap, r.pid)
         evidence.append(f"{_who(r)} never entered it{last}"
                         + (f"; it stands at {stands}" if stands else ""))  # fmt: skip
+    for r in h.ranks:
+        if r.entered:
+            at = f", launched at {r.line.rsplit('/', 1)[-1]}" if r.line else ""
+            what = "entered" if h.desync else "waits in"
+            evidence.append(f"{_who(r)} {what} {r.op or h.op} of {h.pg} #{h.seq} "
+                            f"(sizes {h.sizes}){at}")  # fmt: skip
     if h.desync:
         title = f"Desync: the ranks entered different collectives at {h.pg} #{h.seq}"
         advice = [
