@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from perftop.hints import RULES, evaluate
+from perftop.hints import RULES, evaluate, order
 from perftop.hints.verdict import verdict
 from perftop.model.snapshot import (
     BetweenRow,
@@ -204,3 +204,15 @@ def test_the_verdict_reads_a_finished_jobs_processes_as_they_ran(hint_id: str) -
     assert hint_id not in evaluate(ended(fire()))[0]  # the last samples: nothing left
     assert hint_id in {h.id for h in verdict(ended(fire()))}
     assert hint_id not in {h.id for h in verdict(ended(near()))}
+
+
+def test_a_hang_under_way_comes_first() -> None:
+    """While it lasts no rank steps: all of the time is at stake, above a rank's 20% wait
+    at collectives; its text says how long so far."""
+    s = hung(12.0)
+    s = replace(s, comm=replace(s.comm, ranks=comm(0.20).comm.ranks))
+    found, errors = evaluate(s)
+    assert not errors and set(found) >= {"collective-hang", "comm-bound"}, found
+    h = found["collective-hang"]
+    assert h.est_gain == 1.0 and h.est_gain_text.startswith("all of it while it lasts"), h
+    assert order(list(found.values()))[0].id == "collective-hang"

@@ -3,8 +3,10 @@ it (a hang, as :mod:`perftop.model.comm` judges one), or ranks that entered diff
 collectives at one sequence id (a desync). The job makes no step while it lasts: the Hints
 panel said "nothing found that slowed this job down" beside the Ranks panel's hang.
 
-Live, a hang counts while it is under way; the whole-run verdict counts every one the run
-had (:func:`perftop.hints.verdict.whole_run_view` keeps them as they were). Where a rank
+Live, a hang counts while it is under way, and all of the time is at stake while it lasts
+(it comes first); the whole-run verdict counts every one the run had
+(:func:`perftop.hints.verdict.whole_run_view` keeps them as they were), at stake the time
+the ranks waited in it. Where a rank
 that never entered stands comes from the stacks dumped for the hang (a stall capture of a
 collective), when py-spy could read them.
 """
@@ -76,12 +78,15 @@ def collective_hang(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
             "NCCL).",
         ]
     elapsed = snap.meta.elapsed_s
-    gain = min(1.0, h.waited_s / elapsed) if elapsed and h.waited_s else None
+    share = min(1.0, h.waited_s / elapsed) if elapsed and h.waited_s else None
     gain_text = (
-        f"the {h.waited_s:.0f} s the ranks waited in it, {fraction(gain)} of the run"
-        if gain is not None
+        f"the {h.waited_s:.0f} s the ranks waited in it, {fraction(share)} of the run"
+        if share is not None
         else "the run, if the ranks never agree"
     )
+    gain = share
+    if h.ongoing and not h.desync and not snap.meta.ended:  # live, under way: first
+        gain, gain_text = 1.0, f"all of it while it lasts: no rank steps ({gain_text} so far)"
     return [
         Hint(
             id="collective-hang",
