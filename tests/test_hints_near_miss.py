@@ -133,6 +133,29 @@ def hung(waited: float) -> Snapshot:
     return s.snapshot()
 
 
+def stalled(share: float) -> Snapshot:
+    """200 steps of 100 ms, one of which (step 101) stalled in the job's own code: its time
+    over the median is ``share`` of the run (a real session fed the events a run sends:
+    the steps, and the stacks the monitor dumped 2.5 s into the stall)."""
+    from perftop.events import Hello, SessionStart, StallCapture, Step
+    from perftop.model import Session
+
+    other = 199 * 0.1  # the other steps' time; the stalled step's makes the share
+    long = (share * other + 0.1) / (1 - share)
+    s = Session()
+    s.apply(SessionStart(1000.0, ("train.py",), "/", "a", 1, "0"))
+    s.apply(Hello(1000.0, PID, 1, "a", ("train.py",)))
+    t = 1000.0
+    for i in range(200):
+        d = long if i == 100 else 0.1
+        if i == 100:
+            frames = (("wait_for_lock", "/x/train.py", 4), ("main", "/x/train.py", 9))
+            s.apply(StallCapture(t + 2.5, PID, 100, 2.5, 0.1, ((PID, "main", frames),)))
+        s.apply(Step(PID, i, t, t + d, backward=0.05))
+        t += d
+    return s.snapshot(window=None)
+
+
 # rule id: (the workload's figures that fire it, the same just under the bar)
 CASES: dict[str, tuple[Callable[[], Snapshot], Callable[[], Snapshot]]] = {
     "input-bound": (lambda: snap(0.022, 0.05), lambda: snap(0.021, 0.05)),  # 30.6% / 29.6%
@@ -154,6 +177,7 @@ CASES: dict[str, tuple[Callable[[], Snapshot], Callable[[], Snapshot]]] = {
     "straggler": (lambda: ddp(0.0225), lambda: ddp(0.0195)),
     "comm-bound": (lambda: comm(0.20), lambda: comm(0.19)),
     "collective-hang": (lambda: hung(10.0), lambda: hung(9.9)),
+    "stalled-step": (lambda: stalled(0.1005), lambda: stalled(0.0995)),
     "gpu-imbalance": (lambda: imbalance(65.0), lambda: imbalance(66.0)),
     # backward 40.0% / 39.6% of the captured step
     "phase-top-ops": (lambda: captured(0.01934), lambda: captured(0.01895)),

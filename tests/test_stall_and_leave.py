@@ -53,6 +53,11 @@ def test_a_stalled_step_shows_the_slow_function_and_the_workers(tmp_path, where)
     assert all(any(f["function"] == "_worker_loop" for f in w["frames"]) for w in by_role["worker"])
     text = perftop("report", str(tmp_path / "r.perftop"), cwd=tmp_path).stdout
     assert "stall_train.py:30 save_checkpoint_slowly" in text
+    # a hint names it (3.5 s of a run of a few seconds), the step's own time and its place
+    (hint,) = [h for h in rep["hints"] if h["id"] == "stalled-step"]
+    assert hint["title"].startswith("Stalled steps: step 13 took "), hint
+    assert any(e.startswith("main (pid ") and "save_checkpoint_slowly" in e
+               for e in hint["evidence"]), hint  # fmt: skip
 
 
 def _waits_are_the_training_threads(rec, out: str) -> None:

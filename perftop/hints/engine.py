@@ -22,6 +22,7 @@ from perftop.hints.inputs import input_bound
 from perftop.hints.memory import worker_memory
 from perftop.hints.ops import phase_top_ops
 from perftop.hints.ranks import gpu_imbalance, straggler
+from perftop.hints.stalled import stalled_step
 from perftop.hints.storage import io_bound
 from perftop.hints.sync import host_device_sync
 from perftop.hints.throttled import cpu_throttled
@@ -44,6 +45,7 @@ RULES: tuple[Rule, ...] = (
     straggler,
     comm_bound,
     collective_hang,
+    stalled_step,
     gpu_imbalance,
     phase_top_ops,
 )

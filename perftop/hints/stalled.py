@@ -1,0 +1,96 @@
+"""``stalled-step``: a training step that stopped for seconds (the stacks the monitor dumped
+while it stalled say where each process stood). A job stuck for 12 s in its own code (a
+lock, a hung mount, a network call) read only as "data wait 97%" with no hint, its stacks
+at the end of the report.
+
+Live, a stalled step counts while it is under way (its process has not ended it), with
+all of the time at stake while it lasts; after, stalled steps count when their time over
+the median step is ``SHARE`` of the run or more. A stall inside a hung collective is
+``collective-hang``'s, and an evaluation's or checkpoint's that hangs is ``between-steps``'.
+"""
+
+from __future__ import annotations
+
+from perftop.fmt import step_no
+from perftop.hints.base import fraction, seconds
+from perftop.model.outside_rows import StallRow
+from perftop.model.snapshot import Hint, Snapshot, StepStats
+from perftop.model.stacks import where
+
+SHARE = 0.10  # the stalled steps' time over the median, as a share of the run
+SHOWN = 4  # processes whose place is said
+
+
+def _stats(snap: Snapshot, pid: int) -> StepStats | None:
+    return next((s for s in (snap.steps, *snap.ranks) if s.pid == pid), None)
+
+
+def _length(snap: Snapshot, s: StallRow) -> tuple[float, bool]:
+    """How long the stalled step took (True), or has taken at least (False: under way, or
+    ended out of the recent steps kept)."""
+    st = _stats(snap, s.pid)
+    row = next((r for r in (st.recent if st else ()) if r.index == s.step), None)
+    if row is not None:
+        return row.t1 - row.t0, True
+    under_way = _under_way(snap, s)
+    if under_way and snap.meta.now_t is not None:
+        return max(s.stalled_s, snap.meta.now_t - (s.t - s.stalled_s)), False
+    return s.stalled_s, False
+
+
+def _under_way(snap: Snapshot, s: StallRow) -> bool:
+    st = _stats(snap, s.pid)
+    last = st.recent[-1].index if st and st.recent else -1
+    return not snap.meta.ended and last < s.step
+
+
+def stalled_step(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
+    hung = {(s.pid, s.step) for s in snap.stalls if s.during == "collective"}
+    rows = [s for s in snap.stalls if not s.during and (s.pid, s.step) not in hung]
+    if not rows:
+        return []
+    now = [s for s in rows if _under_way(snap, s)]
+    lengths = {id(s): _length(snap, s) for s in rows}
+    excess = sum(max(0.0, lengths[id(s)][0] - s.median_s) for s in rows)
+    elapsed = snap.meta.elapsed_s or 0.0
+    share = min(1.0, excess / elapsed) if elapsed else 0.0
+    if not now and share < SHARE:
+        return []
+    s = now[-1] if now else max(rows, key=lambda r: lengths[id(r)][0])
+    took, ended = lengths[id(s)]
+    step = f"step {step_no(s.step)}"
+    if now:
+        title = f"Stalled: {step} has not ended for {seconds(took)}"
+        gain, gain_text = 1.0, f"all of it while it lasts: the loop makes no step ({step})"
+    else:
+        long = "took" if ended else "took at least"
+        title = f"Stalled steps: {step} {long} {seconds(took)} (median {seconds(s.median_s)})"
+        many = f"{len(rows)} stalled steps" if len(rows) > 1 else "the stalled step"
+        gain, gain_text = share, f"{fraction(share)} of the run: {many} over the median step"
+    evidence = [f"{step} of pid {s.pid}: {seconds(took)}{'' if ended or now else ' at least'} "
+                f"against a median step of {seconds(s.median_s)}"]  # fmt: skip
+    evidence += [f"{role} (pid {pid}) stood at {where(frames)}"
+                 for pid, role, frames in s.stacks[:SHOWN]]  # fmt: skip
+    if len(s.stacks) > SHOWN:
+        evidence.append(f"and {len(s.stacks) - SHOWN} more processes (the report lists each)")
+    if s.note:
+        evidence.append(s.note)
+    if len(rows) > 1 and not now:
+        evidence.append(f"{len(rows)} steps stalled in the run; their stacks are in the report")
+    return [
+        Hint(
+            id="stalled-step",
+            severity="high" if now or share >= 0.5 else "medium",
+            title=title,
+            evidence=tuple(evidence),
+            advice=(
+                "Where the training process stood (above) is what the step waited for: a "
+                "lock, a file on a slow or hung mount, a network call (a logger, a "
+                "download), a sleep, a subprocess; the other processes' stacks say who "
+                "holds it. k in the TUI shows every stack.",
+            ),
+            est_gain=round(gain, 4),
+            est_gain_text=gain_text,
+            panel="steps",
+        )
+    ]
