@@ -14,7 +14,7 @@ from __future__ import annotations
 from perftop.fmt import step_no
 from perftop.hints.base import fraction, seconds
 from perftop.model.outside_rows import StallRow
-from perftop.model.snapshot import Hint, Snapshot, StepStats
+from perftop.model.snapshot import Hint, Snapshot, StepRow, StepStats
 from perftop.model.stacks import where
 
 SHARE = 0.10  # the stalled steps' time over the median, as a share of the run
@@ -29,13 +29,24 @@ def _length(snap: Snapshot, s: StallRow) -> tuple[float, bool]:
     """How long the stalled step took (True), or has taken at least (False: under way, or
     ended out of the recent steps kept)."""
     st = _stats(snap, s.pid)
-    row = next((r for r in (st.recent if st else ()) if r.index == s.step), None)
+    row = _row(st.recent, s.step) if st else None
     if row is not None:
         return row.t1 - row.t0, True
     under_way = _under_way(snap, s)
     if under_way and snap.meta.now_t is not None:
         return max(s.stalled_s, snap.meta.now_t - (s.t - s.stalled_s)), False
     return s.stalled_s, False
+
+
+def _row(recent: tuple[StepRow, ...], index: int) -> StepRow | None:
+    """The step ``index`` among a process's recent steps (in order, mostly one apart: found
+    where it would stand, else looked for), or None."""
+    if not recent or not recent[0].index <= index <= recent[-1].index:
+        return None
+    at = index - recent[0].index
+    if at < len(recent) and recent[at].index == index:
+        return recent[at]
+    return next((r for r in recent if r.index == index), None)
 
 
 def _under_way(snap: Snapshot, s: StallRow) -> bool:
