@@ -65,7 +65,8 @@ def collective_hang(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
             "sampler that is not a DistributedSampler).",
         ]
     else:
-        missing = ", ".join(_who(r) for r in h.missing) or "a rank"
+        # (a node's session sees its own ranks: the one missing is on another)
+        missing = ", ".join(_who(r) for r in h.missing) or "a rank on another node"
         title = f"Hang: {h.op} has waited {h.waited_s:.0f} s for {missing}"
         advice = [
             f"{missing} is not in the collective: where it stands (above) is what it does "

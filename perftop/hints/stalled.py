@@ -5,8 +5,9 @@ at the end of the report.
 
 Live, a stalled step counts while it is under way (its process has not ended it), with
 all of the time at stake while it lasts; after, stalled steps count when their time over
-the median step is ``SHARE`` of the run or more. A stall inside a hung collective is
-``collective-hang``'s, and an evaluation's or checkpoint's that hangs is ``between-steps``'.
+the median step is ``SHARE`` of the run or more. A stall inside a hung collective, or
+dumped while one hung, is ``collective-hang``'s, and an evaluation's or checkpoint's that
+hangs is ``between-steps``'.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from perftop.model.stacks import where
 
 SHARE = 0.10  # the stalled steps' time over the median, as a share of the run
 SHOWN = 4  # processes whose place is said
+HANG_MARGIN_S = 1.0  # a stall dumped this close to a hung collective's span is the hang's
 
 
 def _stats(snap: Snapshot, pid: int) -> StepStats | None:
@@ -55,9 +57,17 @@ def _under_way(snap: Snapshot, s: StallRow) -> bool:
     return not snap.meta.ended and last < s.step
 
 
+def _in_a_hang(snap: Snapshot, s: StallRow) -> bool:
+    """Whether ``s`` was dumped while a collective hung (``collective-hang`` says it: the
+    waiting ranks' steps stall, and so does the step of the rank that keeps them waiting)."""
+    return any(h.t_created - HANG_MARGIN_S <= s.t <= h.t_created + h.waited_s + HANG_MARGIN_S
+               for h in snap.comm.hangs if not h.desync)  # fmt: skip
+
+
 def stalled_step(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     hung = {(s.pid, s.step) for s in snap.stalls if s.during == "collective"}
-    rows = [s for s in snap.stalls if not s.during and (s.pid, s.step) not in hung]
+    rows = [s for s in snap.stalls
+            if not s.during and (s.pid, s.step) not in hung and not _in_a_hang(snap, s)]  # fmt: skip
     if not rows:
         return []
     now = [s for s in rows if _under_way(snap, s)]
@@ -78,10 +88,11 @@ def stalled_step(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
         title = f"Stalled steps: {step} {long} {seconds(took)} (median {seconds(s.median_s)})"
         many = f"{len(rows)} stalled steps" if len(rows) > 1 else "the stalled step"
         gain, gain_text = share, f"{fraction(share)} of the run: {many} over the median step"
-    evidence = [f"{step} of pid {s.pid}: {seconds(took)}{'' if ended or now else ' at least'} "
-                f"against a median step of {seconds(s.median_s)}"]  # fmt: skip
-    evidence += [f"{role} (pid {pid}) stood at {where(frames)}"
-                 for pid, role, frames in s.stacks[:SHOWN]]  # fmt: skip
+    # where each process stood first: what the panel shows when it has room for little
+    evidence = [f"{role} (pid {pid}) stood at {where(frames)}"
+                for pid, role, frames in s.stacks[:SHOWN]]  # fmt: skip
+    evidence.append(f"{step} of pid {s.pid}: {seconds(took)}{'' if ended or now else ' at least'}"
+                    f" against a median step of {seconds(s.median_s)}")  # fmt: skip
     if len(s.stacks) > SHOWN:
         evidence.append(f"and {len(s.stacks) - SHOWN} more processes (the report lists each)")
     if s.note:
