@@ -13,7 +13,7 @@ from perftop.fmt import seconds
 from perftop.hook.batch import RECENT_STEPS
 from perftop.hook.capture_cost import baseline
 from perftop.model import Session
-from perftop.model.capture import HOOK_BEFORE_STEPS, cost_text
+from perftop.model.capture import HOOK_BEFORE_STEPS, cost_error, cost_text
 from perftop.model.stats import median
 
 
@@ -152,6 +152,10 @@ def test_a_cost_inside_the_steps_own_spread_says_its_error(real_capture) -> None
     err = sd * math.sqrt(1 / 3 + math.pi / (2 * 20))
     assert part.cost_err_s == pytest.approx(err) and abs(part.cost_s) < err
     assert cost_text(part) == f"cost -200µs/step ±{seconds(err)} (-2% on 20 steps before)"
+    # any writer's event: absurd figures give no error, never an exception (the hostile
+    # events test drew after_n -2**63)
+    assert cost_error(1.0, 1, -(2**63), 3) == pytest.approx(math.sqrt(1 + math.pi / 6))
+    assert cost_error(math.nan, 3, 0, 20) is None and cost_error(math.inf, 3, 0, 20) is None
     # the real capture's hook figure: its steps' own spread, and the error made of it
     real = _session(started, replace(real_capture.ops, pid=pid, capture_id="c9"))
     done = real.snapshot().captures[0].done()

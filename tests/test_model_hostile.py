@@ -17,7 +17,16 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from perftop.events import GpuSample, Hello, JobStart, ProcSample, SessionStart, Step
+from perftop.events import (
+    CaptureOps,
+    CaptureState,
+    GpuSample,
+    Hello,
+    JobStart,
+    ProcSample,
+    SessionStart,
+    Step,
+)
 from perftop.events.base import registered
 from perftop.events.validate import check
 from perftop.hints import hinted_session
@@ -78,6 +87,9 @@ def events(draw: st.DrawFn) -> list[Any]:
 @example(drawn=[ProcSample(T0 + 9, 1.0, 7, (("x",),))])  # found by the campaign: a str pid
 @example(drawn=[GpuSample(T0 + 9, ((None, ["x"]), (1.5, [[1, 2, 3]])))])  # no index
 @example(drawn=[ProcSample(T0 + 9, 1.0, 7, ((8, 7, "python", "running", [1], None, "x"),))])
+@example(drawn=[CaptureState(0, 0, "", "", "", 0, 0),  # a capture's cost error of after_n -2**63
+                CaptureOps(0, 0, "", 0, 1, 0.0, 1.0, {}, before_n=3, after_n=-(2**63),
+                           before_sd_s=1.0)])  # fmt: skip
 def test_absurd_events_never_stop_the_snapshots_or_the_report(drawn: list[Any]) -> None:
     s = hinted_session()
     steps = [Step(7, i, T0 + i, T0 + i + 0.5, 0.1, 0.1, 0.01) for i in range(30)]

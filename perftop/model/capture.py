@@ -149,9 +149,9 @@ def cost_error(sd_s: float, steps: int, after_n: int, before_n: int) -> float | 
     the median before (π/2 times a mean's variance) each move by that spread,
     ``sd·√(1/k + m/k² + π/2n)``. None where there is no spread (under 3 steps before, an
     older hook): the cost is then said without an error."""
-    if sd_s <= 0 or steps <= 0 or before_n < 3:
-        return None
-    return sd_s * math.sqrt(1 / steps + after_n / steps**2 + math.pi / (2 * before_n))
+    if not 0 < sd_s < math.inf or steps <= 0 or before_n < 3:
+        return None  # (nan and inf too: an event is any writer's)
+    return sd_s * math.sqrt(1 / steps + max(0, after_n) / steps**2 + math.pi / (2 * before_n))
 
 
 def cost_text(part: CapturePart) -> str:
