@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from perftop.events import CollBatch, NodeScope
+from perftop.model.coll_record import read_record
 from perftop.model.comm_waits import arrivals
 from perftop.recording import ReadStats, read_events
 
@@ -52,9 +53,9 @@ def group_sizes(path: str | Path) -> dict[str, int]:
         if isinstance(ev, NodeScope):
             node = ev.node
         elif isinstance(ev, CollBatch):
-            for rec in ev.records:
-                if len(rec) > 1 and isinstance(rec[1], int) and rec[1] > 0:
-                    seen.setdefault(str(rec[0]), set()).add((node, ev.pid))
+            for c in map(read_record, ev.records):
+                if c is not None and c.seq > 0:
+                    seen.setdefault(c.pg, set()).add((node, ev.pid))
     return {pg: len(who) for pg, who in seen.items()}
 
 
@@ -74,18 +75,12 @@ class CollMatcher:
         """``ev``'s records, as rank ``who`` entered them (its pid, or a number of the
         caller's for a node's pid)."""
         for rec in ev.records:
-            try:
-                pg, seq, op, nb, sizes, t = rec[:6]
-                pg, seq, op, nb, t = str(pg), int(seq), str(op), int(nb), float(t)
-            except (TypeError, ValueError):
-                continue  # a record of a newer or damaged writer
-            if seq <= 0:
-                continue  # point-to-point: no group-wide sequence to line up
-            gpu = rec[10] if len(rec) > 10 else None
-            gpu = float(gpu) if isinstance(gpu, (int, float)) and gpu >= 0 else None
-            call, phase, line = (list(map(str, rec[7:10])) + ["", "", ""])[:3]
+            c = read_record(rec)
+            if c is None or c.seq <= 0:
+                continue  # a newer or damaged writer's; point-to-point: no sequence to line up
+            pg, seq = c.pg, c.seq
             by = self.pending.setdefault((pg, seq), {})
-            by[who] = (op, nb, str(sizes), t, 0, line, gpu, call, phase)
+            by[who] = (c.op, c.nbytes, c.sizes, c.t, 0, c.line, c.gpu, c.call, c.phase)
             group = self.members.setdefault(pg, set())
             group.add(who)
             if len(by) >= 2 and len(by) >= max(len(group), self.sizes.get(pg, 0)):

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from perftop.events import CollBatch, CollInfo, CollWaiting, Hello, SessionStart, Step
+from perftop.model.coll_record import read_record
 from perftop.model.comm_rows import CollRow, CommStats, HangRank, HangRow, RankComm
 from perftop.model.comm_sites import Sites
 from perftop.model.comm_waits import _straggler, _waits, arrivals
@@ -135,23 +136,18 @@ class CommReducer:
         self.last_t = max(self.last_t, ev.t)
         kinds = self.kinds.setdefault(ev.pid, {})
         for rec in ev.records:
-            try:
-                pg, seq, op, nb, sizes, t, th = rec[:7]
-                seq, nb, t = int(seq), int(nb), float(t)
-            except (TypeError, ValueError):
+            c = read_record(rec)
+            if c is None:
                 continue  # a record of a newer or damaged writer
-            pg, op = str(pg), str(op)
+            pg, seq, op, nb, t, th = c.pg, c.seq, c.op, c.nbytes, c.t, c.thread
             k = kinds.setdefault((pg, op), [0, 0, False])
             k[0] += 1
             k[1] += nb
             k[2] = k[2] or bool(th)
-            self.sites.add(ev.pid, pg, op, nb, t, th, rec[7:10])
+            self.sites.add(ev.pid, pg, op, nb, t, th, (c.call, c.phase, c.line))
             if seq <= 0:
                 continue  # point-to-point: no group-wide sequence to line up
-            line = str(rec[9]) if len(rec) > 9 else ""  # the user's line that launched it
-            gpu = rec[10] if len(rec) > 10 else None  # NCCL's time on the GPU, where timed
-            gpu = float(gpu) if isinstance(gpu, (int, float)) and gpu >= 0 else None
-            self.colls.setdefault((pg, seq), {})[ev.pid] = (op, nb, str(sizes), t, th, line, gpu)
+            self.colls.setdefault((pg, seq), {})[ev.pid] = (op, nb, c.sizes, t, th, c.line, c.gpu)
             self.members.setdefault(pg, set()).add(ev.pid)
             self.last[(ev.pid, pg)] = (seq, op)
         while len(self.colls) > MAX_COLLS:

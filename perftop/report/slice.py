@@ -33,7 +33,9 @@ from perftop.events import (
     SyncBatch,
     SyncInfo,
 )
+from perftop.events.comm import CollRecord
 from perftop.events.probes import ProcInfo, ProcSample
+from perftop.model.coll_record import read_record
 from perftop.recording import ReadStats, read_events
 
 TIMELESS = (Hello, LoaderInfo, ProcInfo, SyncInfo)  # what the session is, kept whole
@@ -147,10 +149,10 @@ def _of_slice(ev: Event, lo: float, hi: float, alive: set[int]) -> bool:
     return True
 
 
-def _entered_in(rec: tuple[object, ...], lo: float, hi: float) -> bool:
-    """Whether a collective's record (events/comm.py) was entered inside the window."""
-    t = rec[5] if len(rec) > 5 else None
-    return isinstance(t, (int, float)) and lo <= t <= hi
+def _entered_in(rec: CollRecord, lo: float, hi: float) -> bool:
+    """Whether a collective's record was entered inside the window."""
+    c = read_record(rec)
+    return c is not None and lo <= c.t <= hi
 
 
 def sliced_events(path: str | Path, sl: Slice, stats: ReadStats) -> Iterator[Event]:
