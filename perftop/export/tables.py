@@ -36,6 +36,7 @@ from perftop.export.coll_match import group_sizes
 from perftop.export.coll_rows import COLL_COLUMNS, CollRows
 from perftop.export.output import outputs
 from perftop.model import Session
+from perftop.model.roles import ranked
 from perftop.recording import ReadStats, read_events
 from perftop.replay.index import steps_reducer
 
@@ -123,8 +124,7 @@ def roles_by_process(path: str | Path) -> dict[tuple[str, int], tuple[str, int |
                 roles[(node, ev.pid)] = ("worker", ev.worker_id)
             elif roles.get((node, ev.pid), ("main",))[0] != "worker":
                 # a trainer's latest Hello: a rank greets again once its group is made
-                ranked = ev.rank is not None and (ev.world_size or 0) > 1
-                roles[(node, ev.pid)] = ("rank" if ranked else "main", None)
+                roles[(node, ev.pid)] = ("rank" if ranked(ev.rank, ev.world_size) else "main", None)
         elif isinstance(ev, LoaderInfo):
             for worker_id, pid in ev.workers:
                 roles[(node, pid)] = ("worker", worker_id)

@@ -15,6 +15,12 @@ ROLE_ORDER = {"main": 0, "rank": 0, "worker": 1, "other": 2}
 _ROLES: dict[str, Role] = {"main": "main", "rank": "rank", "worker": "worker", "other": "other"}
 
 
+def ranked(rank: int | None, world_size: int | None) -> bool:
+    """A rank of a distributed job (its hello's rank, in a world of more than one), not a
+    lone trainer that says rank 0."""
+    return rank is not None and (world_size or 0) > 1
+
+
 def as_role(name: str) -> Role:
     """A role as read off the stream (stack samples name theirs); an unknown one is other."""
     return _ROLES.get(name, "other")
@@ -47,7 +53,7 @@ def assign_roles(
     gone = gone or set()
     roles: dict[int, ProcessRole] = {}
     for t in trainers:
-        role: Role = "rank" if t.rank is not None and (t.world_size or 0) > 1 else "main"
+        role: Role = "rank" if ranked(t.rank, t.world_size) else "main"
         roles[t.pid] = ProcessRole(t.pid, role, rank=t.rank, parent_pid=t.ppid)
     for ld in loaders:
         for worker_id, pid in ld.workers:

@@ -36,6 +36,7 @@ from perftop.events import (
 from perftop.events.comm import CollRecord
 from perftop.events.probes import ProcInfo, ProcSample
 from perftop.model.coll_record import read_record
+from perftop.model.roles import ranked
 from perftop.recording import ReadStats, read_events
 
 TIMELESS = (Hello, LoaderInfo, ProcInfo, SyncInfo)  # what the session is, kept whole
@@ -77,7 +78,7 @@ def _window(path: Path, sl: Slice) -> tuple[float, float, float]:
     counts: dict[int, int] = {}
     firsts: dict[int, float] = {}  # each process's from_step start, to_step end
     lasts: dict[int, float] = {}
-    ranked: set[int] = set()
+    ranks: set[int] = set()
     primary: int | None = None
     by_step = sl.from_step is not None or sl.to_step is not None
     last_t = float("-inf")  # read to the end only to place a --from-time
@@ -88,8 +89,8 @@ def _window(path: Path, sl: Slice) -> tuple[float, float, float]:
             start = ev.t
             if not by_step and sl.from_time is None:
                 break
-        elif isinstance(ev, Hello) and ev.rank is not None and (ev.world_size or 0) > 1:
-            ranked.add(ev.pid)
+        elif isinstance(ev, Hello) and ranked(ev.rank, ev.world_size):
+            ranks.add(ev.pid)
         elif isinstance(ev, Step) and by_step:
             primary = ev.pid if primary is None else primary
             n = counts[ev.pid] = counts.get(ev.pid, 0) + 1
@@ -97,10 +98,10 @@ def _window(path: Path, sl: Slice) -> tuple[float, float, float]:
                 firsts[ev.pid] = ev.t0
             if sl.to_step is not None and n == sl.to_step:
                 lasts[ev.pid] = ev.t1
-                if ev.pid == primary and not ranked and sl.from_time is None:
+                if ev.pid == primary and not ranks and sl.from_time is None:
                     break  # (a rank's group is read to the end: each rank's last step)
     if primary is not None:
-        group = ranked if primary in ranked else {primary}
+        group = ranks if primary in ranks else {primary}
         lo = min((firsts[p] for p in group if p in firsts), default=lo)
         hi = max((lasts[p] for p in group if p in lasts), default=hi)
     if start is None:
