@@ -44,19 +44,32 @@ class Match:
         return self.at[self.last] - self.at[key]
 
 
+class Groups:
+    """Who entered each process group's collectives, as a recording is read (a node's pid
+    each): an export's first pass, beside whatever else that pass reads."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, set[tuple[str, int]]] = {}
+
+    def add(self, node: str, ev: CollBatch) -> None:
+        for c in map(read_record, ev.records):
+            if c is not None and c.seq > 0:
+                self.seen.setdefault(c.pg, set()).add((node, ev.pid))
+
+    def sizes(self) -> dict[str, int]:
+        return {pg: len(who) for pg, who in self.seen.items()}
+
+
 def group_sizes(path: str | Path) -> dict[str, int]:
     """How many processes (a node's pid each) entered each process group's collectives
     over the whole recording."""
-    seen: dict[str, set[tuple[str, int]]] = {}
-    node = ""
+    groups, node = Groups(), ""
     for ev in read_events(path, ReadStats()):
         if isinstance(ev, NodeScope):
             node = ev.node
         elif isinstance(ev, CollBatch):
-            for c in map(read_record, ev.records):
-                if c is not None and c.seq > 0:
-                    seen.setdefault(c.pg, set()).add((node, ev.pid))
-    return {pg: len(who) for pg, who in seen.items()}
+            groups.add(node, ev)
+    return groups.sizes()
 
 
 class CollMatcher:

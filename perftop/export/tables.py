@@ -32,7 +32,7 @@ from perftop.events import (
     Step,
 )
 from perftop.events.probes import GPU_FIELDS, PROC_FIELDS
-from perftop.export.coll_match import group_sizes
+from perftop.export.coll_match import Groups
 from perftop.export.coll_rows import COLL_COLUMNS, CollRows
 from perftop.export.output import outputs
 from perftop.model import Session
@@ -112,13 +112,20 @@ class _Sheet:
         self._w.writerow([inert(v) for v in row])
 
 
-def roles_by_process(path: str | Path) -> dict[tuple[str, int], tuple[str, int | None]]:
-    """(node, pid) -> (role, worker index) from the hellos and loader reports."""
+def roles_by_process(
+    path: str | Path, groups: Groups | None = None
+) -> dict[tuple[str, int], tuple[str, int | None]]:
+    """(node, pid) -> (role, worker index) from the hellos and loader reports; ``groups``,
+    if given, also learns who entered each process group's collectives (one read of the
+    recording for both)."""
     roles: dict[tuple[str, int], tuple[str, int | None]] = {}
     node = ""
     for ev in read_events(path, ReadStats()):
         if isinstance(ev, NodeScope):
             node = ev.node
+        elif isinstance(ev, CollBatch):
+            if groups is not None:
+                groups.add(node, ev)
         elif isinstance(ev, Hello):
             if ev.worker_id is not None:
                 roles[(node, ev.pid)] = ("worker", ev.worker_id)
@@ -154,7 +161,8 @@ def _write_csv(path: str | Path, out: Path, stats: ReadStats) -> dict[str, int]:
         w = {k: _Sheet(f) for k, f in zip(kinds, files, strict=True)}
         w["steps"].writerow(STEP_COLUMNS)
         w["processes"].writerow(("t_s", "dt_s", *PROC_FIELDS, *ROLE_COLUMNS))
-        roles = roles_by_process(path)
+        groups = Groups()
+        roles = roles_by_process(path, groups)
         node, local = "", ""
         w["host"].writerow(HOST_COLUMNS)
         w["gpus"].writerow(("t_s", *GPU_FIELDS))
@@ -172,7 +180,7 @@ def _write_csv(path: str | Path, out: Path, stats: ReadStats) -> dict[str, int]:
                 ranks[pid] = sr.rank_of(pid) if sr is not None else None
             return ranks[pid]
 
-        colls = CollRows(w["collectives"].writerow, rel, rank, group_sizes(path))
+        colls = CollRows(w["collectives"].writerow, rel, rank, groups.sizes())
         for ev in read_events(path, stats):
             session.apply(ev)
             if isinstance(ev, CollBatch):
