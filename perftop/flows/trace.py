@@ -18,14 +18,7 @@ from perftop.export.capture_trace import TraceError, read_trace
 from perftop.fmt import command as fmt_command
 from perftop.fmt import seconds as fmt_seconds
 from perftop.fmt import step_no
-from perftop.model.capture import (
-    HOOK_BEFORE_STEPS,
-    capture_cost,
-    cost_error,
-    cost_words,
-    ops_of,
-    steps_text,
-)
+from perftop.model.capture import cost_text, done_part, ops_of, steps_text
 
 MAX_STEPS = 50  # the hook's own bound (perftop.hook.capture.MAX_STEPS)
 ANNOTATE_WAIT_S = 8.0  # the monitor's wait for a capture's last steps, and some
@@ -156,7 +149,4 @@ def notice_lines(cap: CaptureOps, top: int = 3) -> list[str]:
 
 
 def _cost(cap: CaptureOps) -> str:
-    cost = capture_cost(cap.step_s, cap.before_s, cap.after_s, cap.steps)
-    n = cap.before_n or HOOK_BEFORE_STEPS
-    err = cost_error(cap.before_sd_s, cap.steps, cap.after_n, n)
-    return cost_words(cost, cap.before_s, n, cap.after_s, cap.after_n, err)
+    return cost_text(done_part(cap))  # the model's one cost, as the Ops panel says it

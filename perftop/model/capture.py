@@ -233,6 +233,32 @@ def ops_of(ev: CaptureOps) -> tuple[CaptureOp, ...]:
     return tuple(out)
 
 
+def done_part(ev: CaptureOps) -> CapturePart:
+    """A finished capture's part, as the hook summed it up. Its cost compares with the
+    hook's figure: the median of up to 20 steps before (an older hook's: the mean of the 2
+    steps before, ``before_n`` 0). One cost, wherever shown (``perftop trace`` too)."""
+    base = (ev.before_s, ev.before_n or HOOK_BEFORE_STEPS) if ev.before_s > 0 else None
+    return CapturePart(
+        pid=ev.pid,
+        state="done",
+        t=ev.t,
+        first_step=ev.first_step,
+        steps=ev.steps,
+        step_s=ev.step_s,
+        before_s=base[0] if base else None,
+        before_n=base[1] if base else 0,
+        after_s=ev.after_s,
+        after_n=ev.after_n,
+        before_sd_s=ev.before_sd_s if base else 0.0,
+        phase_s=dict(ev.phase_s),
+        ops=ops_of(ev),
+        more_ops=ev.more_ops,
+        device=dict(ev.device or {}),
+        trace=ev.trace,
+        clock_offset_us=ev.clock_offset_us,
+    )
+
+
 class CaptureReducer:
     handles = (CaptureAsk, CaptureState, CaptureOps)
 
@@ -270,33 +296,7 @@ class CaptureReducer:
             if not c.steps and ev.steps:
                 self.captures[c.capture_id] = replace(self.captures[c.capture_id], steps=ev.steps)
         else:
-            # The hook's figure: the median of up to 20 steps before (an older hook's:
-            # the mean of the 2 steps before, ``before_n`` 0). One cost, wherever shown.
-            base = None
-            if ev.before_s > 0:
-                base = (ev.before_s, ev.before_n or HOOK_BEFORE_STEPS)
-            self._put(
-                c,
-                CapturePart(
-                    pid=ev.pid,
-                    state="done",
-                    t=ev.t,
-                    first_step=ev.first_step,
-                    steps=ev.steps,
-                    step_s=ev.step_s,
-                    before_s=base[0] if base else None,
-                    before_n=base[1] if base else 0,
-                    after_s=ev.after_s,
-                    after_n=ev.after_n,
-                    before_sd_s=ev.before_sd_s if base else 0.0,
-                    phase_s=dict(ev.phase_s),
-                    ops=ops_of(ev),
-                    more_ops=ev.more_ops,
-                    device=dict(ev.device or {}),
-                    trace=ev.trace,
-                    clock_offset_us=ev.clock_offset_us,
-                ),
-            )
+            self._put(c, done_part(ev))
 
     def contribute(self, parts: dict[str, Any], window: int | None) -> None:
         parts["captures"] = tuple(self.captures.values())
