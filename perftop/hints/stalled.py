@@ -6,8 +6,9 @@ at the end of the report.
 Live, a stalled step counts while it is under way (its process has not ended it), with
 all of the time at stake while it lasts; after, stalled steps count when their time over
 the median step is ``SHARE`` of the run or more. A stall inside a hung collective, or
-dumped while one hung, is ``collective-hang``'s, and an evaluation's or checkpoint's that
-hangs is ``between-steps``'.
+dumped while one hung, is ``collective-hang``'s, an evaluation's or checkpoint's that
+hangs is ``between-steps``', and a capture after the last step of a job that ended well is
+no stall but its work after training (:func:`perftop.model.stacks.after_last_step`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from perftop.fmt import step_no
 from perftop.hints.base import fraction, seconds
 from perftop.model.outside_rows import StallRow
 from perftop.model.snapshot import Hint, Snapshot, StepRow, StepStats
-from perftop.model.stacks import where
+from perftop.model.stacks import after_last_step, where
 
 SHARE = 0.10  # the stalled steps' time over the median, as a share of the run
 SHOWN = 4  # processes whose place is said
@@ -67,7 +68,8 @@ def _in_a_hang(snap: Snapshot, s: StallRow) -> bool:
 def stalled_step(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     hung = {(s.pid, s.step) for s in snap.stalls if s.during == "collective"}
     rows = [s for s in snap.stalls
-            if not s.during and (s.pid, s.step) not in hung and not _in_a_hang(snap, s)]  # fmt: skip
+            if not s.during and (s.pid, s.step) not in hung and not _in_a_hang(snap, s)
+            and after_last_step(snap, s) is None]  # (a job's work after its last step)  # fmt: skip
     if not rows:
         return []
     now = [s for s in rows if _under_way(snap, s)]
