@@ -189,6 +189,10 @@ def test_the_text_report_gives_each_ops_wait_and_who_waits_longer(slow):
     assert len(noted) == 1 and noted[0].endswith(")"), noted
     said_by = noted[0].rsplit("  (from ", 1)[1][:-1].split(", ")
     assert sorted(said_by) == sorted(f"hook:{x['pid']}" for x in r["ranks"]), noted
+    # ... and the Ranks table's data wait says where it was read, as the Steps figures do
+    assert [x["data_wait_source"] for x in r["ranks"]] == ["before_forward"] * 2, r["ranks"]
+    table = text.split("\nRanks\n")[1].split("\n\n")[0].splitlines()
+    assert table[-1].startswith("  data wait: before forward: "), table
 
 
 def _line_of(site: dict[str, Any]) -> str:

@@ -187,6 +187,7 @@ def _rank(s: StepStats, slowest: bool = False, straggler: bool = False) -> dict[
         "step_time_p50_s": rounded(s.p50),
         "step_time_p95_s": rounded(s.p95),
         "data_wait_fraction": rounded(s.data_wait_fraction, 4),
+        "data_wait_source": s.data_wait_source,
         "host": s.host,
         "data_wait_p50_s": rounded(s.phase_p50.get("data")),
         "backward_p50_s": rounded(s.phase_p50.get("backward")),

@@ -10,7 +10,7 @@ from perftop.fmt import command as command_line
 from perftop.model import Snapshot
 from perftop.model.between import OVERLAPPED, pass_text
 from perftop.model.notes import grouped, sources_text
-from perftop.model.steps import overall_differs
+from perftop.model.steps import BEFORE_FORWARD, overall_differs
 from perftop.model.trainers import whose
 from perftop.report.build import cut_short, cut_short_text
 from perftop.report.captures import capture_lines
@@ -129,6 +129,8 @@ def render(r: dict[str, Any]) -> str:
                 ],
             )
         )
+        if any(x.get("data_wait_source") == "before_forward" for x in r["ranks"]):
+            out.append(f"  data wait: {BEFORE_FORWARD}")
     out.extend(collective_lines(r))
     if r.get("nodes"):
         out.append("")
@@ -191,9 +193,7 @@ def data_wait_text(share: float | None, source: str | None) -> str:
     DataLoader fetches: behind a feeder it is the time off the CPU before the forwards,
     which holds the loop's own sleeps and blocking writes too (the Steps panel says
     "before forward")."""
-    where = ""
-    if source == "before_forward":
-        where = " (before forward: the training thread's time off the CPU, no DataLoader)"
+    where = f" ({BEFORE_FORWARD})" if source == "before_forward" else ""
     return f"data wait {fraction(share)} of step time{where}"
 
 

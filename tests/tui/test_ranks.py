@@ -8,7 +8,8 @@ import dataclasses
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey
 
-from perftop.events import Hello, Step
+from perftop.events import Hello, Note, Step
+from perftop.model import Session
 from perftop.model.fleet import FleetSession
 from perftop.model.snapshot import ProcessRole, ProcRow, Snapshot, StepStats
 from perftop.tui import fmt
@@ -16,7 +17,14 @@ from perftop.tui.app import PerftopApp
 from perftop.tui.messages import SnapshotMessage
 from perftop.tui.widgets import ProcessesPanel, RanksPanel, processes, ranks
 from perftop.tui.widgets.difftable import DiffTable
-from perftop.wire import HEADER, Frame, decode_frame, encode_frame, encode_node_frame
+from perftop.wire import (
+    DATA_WAIT_NOTE,
+    HEADER,
+    Frame,
+    decode_frame,
+    encode_frame,
+    encode_node_frame,
+)
 from tests.tui.fakes import snapshot
 from tests.tui.test_app import aio, settle, showing, text_of
 
@@ -208,3 +216,24 @@ async def test_the_comm_wait_column_the_straggler_by_arrival_and_a_hang() -> Non
         assert "HANG: all_reduce default_pg seq 11 has waited 18 s; not entered: rank 1" in sub
         notes = [n.message for n in app._notifications]
         assert any("seq 11" in n and "rank 1" in n for n in notes), notes
+
+
+@aio
+async def test_ranks_say_their_data_wait_was_read_before_forward() -> None:
+    """Ranks whose hooks said their data wait is the time before the first forward (no
+    DataLoader on the training thread) say so under the table, as the Steps panel does."""
+    s = Session()
+    for rank in (0, 1):
+        pid = 100 + rank
+        s.apply_all(
+            [Hello(1.0, pid, 1, "h", ("t",), rank, rank, 2)]
+            + [Step(pid, i, 1.0 + i, 1.5 + i, data=0.1, backward=0.2) for i in range(10)]
+        )
+    plain = s.snapshot()
+    s.apply_all([Note(2.0, "info", f"hook:{pid}", DATA_WAIT_NOTE) for pid in (100, 101)])
+    async with showing(plain) as (app, pilot):
+        panel = app.query_one(RanksPanel)
+        assert "data:" not in str(panel.border_subtitle)
+        app.post_message(SnapshotMessage(s.snapshot()))
+        await settle(pilot)
+        assert "· data: before forward" in str(panel.border_subtitle), panel.border_subtitle

@@ -19,6 +19,7 @@ from perftop.model import Snapshot
 from perftop.model.comm_rows import RankComm
 from perftop.model.ranks import Straggler, find_straggler, slowest
 from perftop.model.snapshot import StepStats
+from perftop.model.steps import BEFORE_FORWARD
 from perftop.tui import fmt
 from perftop.tui.widgets.difftable import FIRST_ROWS, Cell, DiffTable, First
 from perftop.tui.widgets.panel import Panel
@@ -208,6 +209,8 @@ class RanksPanel(Panel):
             sub += f" · {s.label} makes the others wait {fmt.secs(s.wait_s)}/step"
         elif cs is not None:
             sub += f" · {cs.label} arrives last: the others wait {fmt.secs(cs.wait_s)}/step"
+        if any(r.data_wait_source == "before_forward" for r in snap.ranks):
+            sub += " · data: " + BEFORE_FORWARD.split(":", 1)[0]
         hang = next((h for h in snap.comm.hangs if h.ongoing), None)
         if hang is not None:
             sub += f" · {'DESYNC' if hang.desync else 'HANG'}: {hang.words}"
