@@ -398,15 +398,15 @@ def test_a_hang_is_judged_by_the_sessions_threshold_unless_the_reader_sets_one(
     collector whose node's perftop sent its SessionStart): a hang where the threshold is
     under 6 s. The threshold is the reader's PERFTOP_HANG_AFTER where set, else the one the
     session ran with (its SessionStart), else 10 s."""
-    from perftop.events import CollBatch, Hello, NodeScope, SessionStart, Step
+    from perftop.events import NodeScope, SessionStart
     from perftop.model import comm
     from perftop.model.fleet import FleetSession
     from perftop.report.comm import hang_lines, hangs_json
+    from tests.hang_events import hang_events
 
     monkeypatch.setattr(comm, "ENV_HANG_AFTER_S", env)
     start = SessionStart(999.0, ("train.py",), "/", "a", 1, "0", hang_after_s=recorded)
-    waiting = CollWaiting(1007.0, 100, "default_pg", 11, "all_reduce", "[[16]]", 1001.0, 6.0,
-                          "train.py:9 main")  # fmt: skip
+    evs, waiting = hang_events(6.0)
     fleet = FleetSession()
     fleet.apply(NodeScope("a"))
     fleet.apply(start)
@@ -415,16 +415,7 @@ def test_a_hang_is_judged_by_the_sessions_threshold_unless_the_reader_sets_one(
     fleet.apply(waiting)
     local = Session()  # the same two ranks on one node: pids 100 and 101
     local.apply(start)
-    for rank in (0, 1):
-        pid = 100 + rank
-        local.apply(Hello(1000.0, pid, 1, "a", ("train.py",), rank=rank, world_size=2))
-        recs = [("default_pg", i + 1, "all_reduce", 64, "[[16]]", 1000.02 + i * 0.1, 1)
-                for i in range(10)]  # fmt: skip
-        for i in range(10):
-            local.apply(Step(pid, i, 1000.0 + i * 0.1, 1000.08 + i * 0.1, backward=0.05))
-        if rank == 0:
-            recs.append(("default_pg", 11, "all_reduce", 64, "[[16]]", 1001.0, 1))
-        local.apply(CollBatch(1001.5, pid, tuple(recs)))
+    local.apply_all(evs)
     local.apply(waiting)
     threshold = env or recorded or 10.0
     for snap in (local.snapshot(window=None), fleet.snapshot(window=None)):

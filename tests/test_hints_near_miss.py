@@ -113,23 +113,14 @@ def comm(share: float) -> Snapshot:
 def hung(waited: float) -> Snapshot:
     """Two ranks of 10 steps; rank 0 has waited ``waited`` s in an all-reduce rank 1 never
     entered (the events a real run sends, into a real session; the default threshold)."""
-    from perftop.events import CollBatch, CollWaiting, Hello, SessionStart, Step
+    from perftop.events import SessionStart
     from perftop.model import Session
+    from tests.hang_events import hang_events
 
     s = Session()
     s.apply(SessionStart(999.0, ("train.py",), "/", "a", 1, "0"))
-    for rank in (0, 1):
-        pid = PID + rank
-        s.apply(Hello(1000.0, pid, 1, "a", ("train.py",), rank=rank, world_size=2))
-        recs = [("default_pg", i + 1, "all_reduce", 64, "[[16]]", 1000.02 + i * 0.1, 1)
-                for i in range(10)]  # fmt: skip
-        for i in range(10):
-            s.apply(Step(pid, i, 1000.0 + i * 0.1, 1000.08 + i * 0.1, backward=0.05))
-        if rank == 0:
-            recs.append(("default_pg", 11, "all_reduce", 64, "[[16]]", 1001.0, 1))
-        s.apply(CollBatch(1001.5, pid, tuple(recs)))
-    s.apply(CollWaiting(1001.0 + waited, PID, "default_pg", 11, "all_reduce", "[[16]]", 1001.0,
-                        waited, "train.py:9 main"))  # fmt: skip
+    evs, waiting = hang_events(waited, PID)
+    s.apply_all([*evs, waiting])
     return s.snapshot()
 
 
