@@ -112,6 +112,10 @@ class StepRow:
         return self.t1 - self.t0
 
 
+# what a data wait read before the first forward is (``data_wait_source``), in words
+BEFORE_FORWARD = "before forward: the training thread's time off the CPU, no DataLoader"
+
+
 @dataclass(frozen=True, slots=True)
 class StepStats:
     """Step figures of one process (or of the primary rank) over a window of steps."""

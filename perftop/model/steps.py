@@ -19,8 +19,6 @@ from perftop.model.stats import percentile
 from perftop.wire import STEP_SOURCES, StepRecord
 
 RECENT_ROWS = 240
-# what a data wait read before the first forward is, where a job has no DataLoader there
-BEFORE_FORWARD = "before forward: the training thread's time off the CPU, no DataLoader"
 LIVE_WINDOW = 1000
 # Upper bounds (seconds) of the whole-run step-time histogram; a last bucket holds the rest.
 STEP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)

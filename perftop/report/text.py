@@ -10,7 +10,8 @@ from perftop.fmt import command as command_line
 from perftop.model import Snapshot
 from perftop.model.between import OVERLAPPED, pass_text
 from perftop.model.notes import grouped, sources_text
-from perftop.model.steps import BEFORE_FORWARD, overall_differs
+from perftop.model.snapshot import BEFORE_FORWARD
+from perftop.model.steps import overall_differs
 from perftop.model.trainers import whose
 from perftop.report.build import cut_short, cut_short_text
 from perftop.report.captures import capture_lines

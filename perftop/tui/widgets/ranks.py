@@ -18,8 +18,7 @@ from textual.widgets import DataTable
 from perftop.model import Snapshot
 from perftop.model.comm_rows import RankComm
 from perftop.model.ranks import Straggler, find_straggler, slowest
-from perftop.model.snapshot import StepStats
-from perftop.model.steps import BEFORE_FORWARD
+from perftop.model.snapshot import BEFORE_FORWARD, StepStats
 from perftop.tui import fmt
 from perftop.tui.widgets.difftable import FIRST_ROWS, Cell, DiffTable, First
 from perftop.tui.widgets.panel import Panel
