@@ -1,4 +1,5 @@
-"""Reducers for the probes' samples: the job's processes, the host and the GPUs, each as
+"""Reducers for the probes' samples: the job's processes and the host (the GPUs:
+:mod:`perftop.model.gpu_reducer`), each as
 the latest figures plus whole-run aggregates (average, maximum, first/last, byte totals).
 
 Byte counters arrive as deltas over each tick's ``dt``: rates are delta/dt, run totals the
@@ -11,18 +12,17 @@ from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any
 
-from perftop.events import GpuSample, HostSample, ProbeTick, ProcInfo, ProcSample
-from perftop.events.probes import gpu_row, proc_row
-from perftop.model.snapshot import GpuProcRow, GpuRow, HostRow, ProcRow
+from perftop.events import HostSample, ProbeTick, ProcInfo, ProcSample
+from perftop.events.probes import proc_row
+from perftop.model.snapshot import HostRow, ProcRow
 from perftop.model.trends import GROWTH_SPAN_S, CoreWait, steady_growth
 
 GONE_SHOWN_S = 5.0  # live snapshots keep an exited process this long, marked not alive
 IO_MARKS = 128  # a process's read totals kept over the run (ProcRow.io_read_marks)
-PIDS_SEEN = 256  # pids a GPU's rows listed, kept over the run (GpuRow.pids_seen)
 
 
 @dataclass(slots=True)
-class _Agg:
+class Agg:
     """Running average, maximum and minimum of one figure."""
 
     total: float = 0.0
@@ -55,8 +55,8 @@ def _add(total: int | None, delta: int | None) -> int | None:
     return delta if total is None else total + delta
 
 
-def _bytes(x: Any) -> int | None:
-    """A byte count an _Agg kept (as a float: its maximum, its minimum) in whole bytes."""
+def whole_bytes(x: Any) -> int | None:
+    """A byte count an Agg kept (as a float: its maximum, its minimum) in whole bytes."""
     return None if x is None else int(x)
 
 
@@ -70,8 +70,8 @@ class _Proc:
         self.row = ProcRow(pid)
         self.first_t: float | None = None
         self.last_t = 0.0
-        self.cpu = _Agg()
-        self.rss, self.uss, self.pss = _Agg(), _Agg(), _Agg()
+        self.cpu = Agg()
+        self.rss, self.uss, self.pss = Agg(), Agg(), Agg()
         self.uss_first: int | None = None
         self.io_r: int | None = None
         self.io_w: int | None = None
@@ -149,9 +149,9 @@ class ProcessesReducer:
                 cpu_percent_avg=p.cpu.avg,
                 cpu_samples=p.cpu.n,
                 cpu_percent_max=p.cpu.max,
-                rss_bytes_max=_bytes(p.rss.max),
-                uss_bytes_max=_bytes(p.uss.max),
-                pss_bytes_max=_bytes(p.pss.max),
+                rss_bytes_max=whole_bytes(p.rss.max),
+                uss_bytes_max=whole_bytes(p.uss.max),
+                pss_bytes_max=whole_bytes(p.pss.max),
                 uss_bytes_first=p.uss_first,
                 uss_bytes_last=r["uss"] if r["uss"] is not None else p.row.uss_bytes_last,
                 cpu_seconds=r["cpu_s"],
@@ -190,14 +190,14 @@ class HostReducer:
 
     def __init__(self) -> None:
         self.row = HostRow()
-        self.cpu, self.iowait, self.mem = _Agg(), _Agg(), _Agg()
+        self.cpu, self.iowait, self.mem = Agg(), Agg(), Agg()
         self.cores: list[float] = []  # each core's busy % summed over the samples ...
         self.cores_n = 0  # ... that had as many cores as the latest
         self.disk_r: int | None = None
         self.disk_w: int | None = None
-        self.disk_busy = _Agg()
-        self.avail = _Agg()  # memory available: its least over the run
-        self.swap = _Agg()
+        self.disk_busy = Agg()
+        self.avail = Agg()  # memory available: its least over the run
+        self.swap = Agg()
         self.disk_s = 0.0  # the seconds disk_r spans
 
     def apply(self, ev: Any) -> None:
@@ -240,9 +240,9 @@ class HostReducer:
             cpu_samples=self.cpu.n,
             per_core_avg=tuple(round(c / self.cores_n, 1) for c in self.cores),
             iowait_percent_avg=self.iowait.avg,
-            memory_used_bytes_max=_bytes(self.mem.max),
-            mem_available_bytes_min=_bytes(self.avail.min),
-            swap_used_bytes_max=_bytes(self.swap.max),
+            memory_used_bytes_max=whole_bytes(self.mem.max),
+            mem_available_bytes_min=whole_bytes(self.avail.min),
+            swap_used_bytes_max=whole_bytes(self.swap.max),
             disk_read_bytes=self.disk_r,
             disk_write_bytes=self.disk_w,
             disk_busy_percent_avg=self.disk_busy.avg,
@@ -253,73 +253,3 @@ class HostReducer:
 
     def contribute(self, parts: dict[str, Any], window: int | None) -> None:
         parts["host"] = self.row
-
-
-# row field -> the name its run average and maximum go by in reports
-GPU_AGGS = {
-    "util_percent": "util_percent",
-    "sm_activity_percent": "sm_activity_percent",
-    "mem_util_percent": "memory_util_percent",
-    "mem_used": "memory_used_bytes",
-    "power_w": "power_w",
-    "temperature_c": "temperature_c",
-    "sm_clock_mhz": "sm_clock_mhz",
-    "pcie_rx_bps": "pcie_rx_bps",
-    "pcie_tx_bps": "pcie_tx_bps",
-}
-
-
-class GpusReducer:
-    handles = (GpuSample,)
-
-    def __init__(self) -> None:
-        self.rows: dict[int, GpuRow] = {}
-        self.aggs: dict[int, dict[str, _Agg]] = {}
-        self.note = ""
-        self.pids: dict[int, set[int]] = {}  # per device, the pids it listed: GpuRow.pids_seen
-
-    def apply(self, ev: Any) -> None:
-        self.note = ev.note
-        for raw in ev.devices:
-            g = gpu_row(raw)
-            if g is None:
-                continue
-            i = g["index"]
-            aggs = self.aggs.setdefault(i, {k: _Agg() for k in GPU_AGGS})
-            for k in GPU_AGGS:
-                aggs[k].add(g[k])
-            seen = self.pids.setdefault(i, set())
-            for p in g["processes"] or ():
-                if len(seen) < PIDS_SEEN:
-                    seen.add(p[0])
-            self.rows[i] = GpuRow(
-                index=i,
-                name=g["name"] or "",
-                uuid=g["uuid"] or "",
-                util_percent=g["util_percent"],
-                sm_activity_percent=g["sm_activity_percent"],
-                mem_util_percent=g["mem_util_percent"],
-                mem_used_bytes=g["mem_used"],
-                mem_total_bytes=g["mem_total"],
-                power_w=g["power_w"],
-                power_limit_w=g["power_limit_w"],
-                temperature_c=g["temperature_c"],
-                sm_clock_mhz=g["sm_clock_mhz"],
-                pcie_rx_bps=g["pcie_rx_bps"],
-                pcie_tx_bps=g["pcie_tx_bps"],
-                throttle=tuple(g["throttle"] or ()),
-                processes=tuple(GpuProcRow(*p[:3]) for p in g["processes"] or ()),
-                util_percent_avg=aggs["util_percent"].avg,
-                util_percent_max=aggs["util_percent"].max,
-                mem_used_bytes_max=_bytes(aggs["mem_used"].max),
-                power_w_avg=aggs["power_w"].avg,
-                temperature_c_max=aggs["temperature_c"].max,
-                stats=tuple((GPU_AGGS[k], a.avg, a.max) for k, a in aggs.items()),
-            )
-
-    def contribute(self, parts: dict[str, Any], window: int | None) -> None:
-        rows = [self.rows[i] for i in sorted(self.rows)]
-        if window is None:  # the whole run's: with the pids each device listed over it
-            rows = [replace(g, pids_seen=tuple(sorted(self.pids[g.index]))) for g in rows]
-        parts["gpus"] = tuple(rows)
-        parts["gpu_note"] = self.note

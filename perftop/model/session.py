@@ -15,10 +15,11 @@ from perftop.events import Event, JobExit, Step
 from perftop.model.between import BetweenReducer
 from perftop.model.capture import CaptureReducer
 from perftop.model.comm import CommReducer
+from perftop.model.gpu_reducer import GpusReducer
 from perftop.model.job_reducers import LogReducer, MetaReducer, StepsReducer
 from perftop.model.probe_health import ProbeHealthReducer
 from perftop.model.protocol import Hinter, NoHints
-from perftop.model.resources import GpusReducer, HostReducer, ProcessesReducer
+from perftop.model.resources import HostReducer, ProcessesReducer
 from perftop.model.roles import assign_roles
 from perftop.model.snapshot import Meta, Snapshot
 from perftop.model.stacks import StacksReducer
