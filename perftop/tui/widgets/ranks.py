@@ -208,9 +208,9 @@ class RanksPanel(Panel):
             sub += f" · {s.label} makes the others wait {fmt.secs(s.wait_s)}/step"
         elif cs is not None:
             sub += f" · {cs.label} arrives last: the others wait {fmt.secs(cs.wait_s)}/step"
-        if any(r.data_wait_source == "before_forward" for r in snap.ranks):
-            sub += " · data: " + BEFORE_FORWARD.split(":", 1)[0]
         hang = next((h for h in snap.comm.hangs if h.ongoing), None)
         if hang is not None:
             sub += f" · {'DESYNC' if hang.desync else 'HANG'}: {hang.words}"
+        if any(r.data_wait_source == "before_forward" for r in snap.ranks):
+            sub += " · data: " + BEFORE_FORWARD.split(":", 1)[0]  # last: the least of them
         self.border_subtitle = sub
