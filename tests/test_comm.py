@@ -877,3 +877,37 @@ def test_diff_of_two_distributed_runs_compares_their_waits_at_collectives(slow, 
     most = max(r["comm_wait_s"] for r in a["ranks"])
     assert most >= 0.5 * DELAY and rows["comm_wait_s"]["a"] == most, (rows["comm_wait_s"], most)
     assert rows["comm_wait_s"]["b"] == max(r["comm_wait_s"] for r in b["ranks"])
+
+
+def test_snapshots_between_batches_change_no_figure():
+    """Three ranks; rank 2 arrives 30 ms late at every all-reduce and sends its records
+    last, after the other two's made each collective look complete (the group's third
+    member unknown yet). A session that made live snapshots between the batches (the
+    model keeps each collective's arrivals from one to the next) gives the figures of one
+    that made none."""
+    from perftop.events import CollBatch, Hello, Step
+    from perftop.model.steps import LIVE_WINDOW
+
+    evs: list[Any] = []
+    for rank in (0, 1, 2):
+        evs.append(Hello(1000.0, 100 + rank, 1, "a", ("train.py",), rank=rank, world_size=3))
+    batches = []
+    for rank in (0, 1, 2):
+        recs = []
+        for i in range(20):
+            t0 = 1000.0 + i * 0.1
+            evs.append(Step(100 + rank, i, t0, t0 + 0.08, backward=0.05))
+            at = t0 + 0.02 + (0.03 if rank == 2 else 0.001 * rank)
+            recs.append(("default_pg", i + 1, "all_reduce", 64, "[[16]]", at, 1))
+        batches.append(CollBatch(1002.0 + rank, 100 + rank, tuple(recs)))
+    evs += batches
+    quiet, watched = Session(), Session()
+    quiet.apply_all(evs)
+    for ev in evs:
+        watched.apply(ev)
+        watched.snapshot(window=LIVE_WINDOW)
+        watched.snapshot(window=None)
+    for window in (LIVE_WINDOW, None):
+        want = quiet.snapshot(window=window).comm
+        assert want.straggler is not None and want.straggler.rank == 2, want
+        assert watched.snapshot(window=window).comm == want

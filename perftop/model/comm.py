@@ -18,13 +18,14 @@ import math
 import os
 from collections import OrderedDict, deque
 from collections.abc import Sequence
+from itertools import islice
 from typing import Any
 
 from perftop.events import CollBatch, CollInfo, CollWaiting, Hello, SessionStart, Step
 from perftop.model.coll_record import read_record
 from perftop.model.comm_rows import CollRow, CommStats, HangRank, HangRow, RankComm
 from perftop.model.comm_sites import Sites
-from perftop.model.comm_waits import _straggler, _waits, arrivals
+from perftop.model.comm_waits import Arrived, _straggler, _waits, arrived
 from perftop.model.stats import median, percentile
 from perftop.wire import StepRecord
 
@@ -82,6 +83,30 @@ class CommReducer:
         self.why: dict[int, str] = {}
         self.sites = Sites()
         self.last_t = 0.0
+        self._seen: dict[tuple[str, int], tuple[Arrived, bool]] = {}  # see _arrived
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_seen"}  # made again
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _seen={})
+
+    def _arrived(self, key: tuple[str, int], by: dict[int, tuple[Any, ...]]) -> Arrived:
+        """A matched collective's arrivals, kept from one snapshot to the next (a live
+        view reads ~2,000 of them twice a second) until a record of it comes again."""
+        return self._seen_of(key, by)[0]
+
+    def _desync(self, key: tuple[str, int], by: dict[int, tuple[Any, ...]]) -> bool:
+        """Whether the ranks entered different ops as this one collective."""
+        return self._seen_of(key, by)[1]
+
+    def _seen_of(
+        self, key: tuple[str, int], by: dict[int, tuple[Any, ...]]
+    ) -> tuple[Arrived, bool]:
+        got = self._seen.get(key)
+        if got is None:
+            got = self._seen[key] = (arrived(by), len({v[0] for v in by.values()}) > 1)
+        return got
 
     def apply_steps(self, records: Sequence[StepRecord]) -> None:
         """Each step's span, from packed records (no :class:`Step` made of each: a tight
@@ -148,17 +173,20 @@ class CommReducer:
             if seq <= 0:
                 continue  # point-to-point: no group-wide sequence to line up
             self.colls.setdefault((pg, seq), {})[ev.pid] = (op, nb, c.sizes, t, th, c.line, c.gpu)
+            self._seen.pop((pg, seq), None)
             self.members.setdefault(pg, set()).add(ev.pid)
             self.last[(ev.pid, pg)] = (seq, op)
         while len(self.colls) > MAX_COLLS:
-            self.colls.popitem(last=False)
+            self._seen.pop(self.colls.popitem(last=False)[0], None)
 
     def _matched(
         self, limit: int | None
     ) -> list[tuple[tuple[str, int], dict[int, tuple[Any, ...]]]]:
         out = []
-        items = list(self.colls.items())
-        for key, by in items[-limit:] if limit else items:
+        items: Any = self.colls.items()
+        if limit and limit < len(self.colls):
+            items = reversed(list(islice(reversed(items), limit)))
+        for key, by in items:
             group = self.members.get(key[0], set())
             if len(by) >= 2 and len(by) >= len(group):
                 out.append((key, by))
@@ -173,7 +201,7 @@ class CommReducer:
         step_p50 = {r.pid: r.p50 for r in parts.get("ranks", ()) if r.pid is not None}
         ended = bool(getattr(parts.get("meta"), "ended", False))
         self.sites.resolve(self.steps, ended, self.first)
-        per_pid, waits, last_count = _waits(matched, self.steps, window)
+        per_pid, waits, last_count = _waits(matched, self.steps, window, self._arrived)
         ranks = []
         for pid in sorted(self.kinds, key=lambda p: (self.who.get(p, (None, ""))[0] or 0, p)):
             rank, host = self.who.get(pid, (None, ""))
@@ -226,7 +254,7 @@ class CommReducer:
                                 round(waited, 3), threshold, self._where(key, by, seen_t),
                                 desync, ongoing))  # fmt: skip
         for key, by in matched:
-            if key not in seen and len({v[0] for v in by.values()}) > 1 and len(rows) < 16:
+            if key not in seen and len(rows) < 16 and self._desync(key, by):
                 v = next(iter(by.values()))
                 rows.append(HangRow(key[0], key[1], v[0], v[2], v[3], 0.0, 0.0,
                                     self._where(key, {}), True, False))  # fmt: skip
@@ -237,8 +265,7 @@ class CommReducer:
         out = []
         for key, by in matched:
             if key[0] == pg and key not in self.waiting:
-                arr = arrivals(by)
-                end = max(arr.values())
+                arr, _last, end = self._arrived(key, by)
                 out += [end - arr[pid] for pid, v in by.items() if v[0] == op]
         return out
 

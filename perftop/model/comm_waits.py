@@ -8,6 +8,7 @@ Pure functions of the matched collectives and the ranks' step spans, kept apart 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from perftop.model.comm_rows import CommStraggler
@@ -33,20 +34,33 @@ def arrivals(by: dict[int, tuple[Any, ...]]) -> dict[int, float]:
     return {pid: v[3] for pid, v in by.items()}
 
 
+Arrived = tuple[dict[int, float], int, float]  # arrivals, the pid last, its arrival
+
+
+def arrived(by: dict[int, tuple[Any, ...]]) -> Arrived:
+    """One collective's arrivals, the rank that arrived last and when."""
+    at = arrivals(by)
+    last_pid = max(at, key=at.__getitem__)
+    return at, last_pid, at[last_pid]
+
+
 def _waits(
-    matched: list[Any], steps: dict[int, Any], window: int | None
+    matched: list[Any],
+    steps: dict[int, Any],
+    window: int | None,
+    each: Callable[[tuple[str, int], dict[int, tuple[Any, ...]]], Arrived],
 ) -> tuple[
     dict[int, dict[int, list[Any]]], dict[tuple[int, str, str], list[float]], dict[int, int]
 ]:
     """Per process and step: [exposed, overlapped, {pid waited for: exposed}]; each
-    (pid, pg, op)'s waits; how often each process arrived last."""
+    (pid, pg, op)'s waits; how often each process arrived last. ``each(key, by)`` gives a
+    collective's :data:`Arrived` (the reducer's keeps them from one snapshot to the next)."""
     per_rank: dict[int, list[tuple[float, float, int]]] = {}
     waits: dict[tuple[int, str, str], list[float]] = {}
     last_count: dict[int, int] = {}
-    for (pg, _seq), by in matched:
-        at = arrivals(by)
-        last_pid = max(at, key=lambda p: at[p])
-        end = at[last_pid]
+    for key, by in matched:
+        pg = key[0]
+        at, last_pid, end = each(key, by)
         last_count[last_pid] = last_count.get(last_pid, 0) + 1
         for pid, v in by.items():
             per_rank.setdefault(pid, []).append((at[pid], end, last_pid))
