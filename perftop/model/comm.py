@@ -105,7 +105,7 @@ class CommReducer:
     ) -> tuple[Arrived, bool]:
         got = self._seen.get(key)
         if got is None:
-            got = self._seen[key] = (arrived(by), len({v[0] for v in by.values()}) > 1)
+            got = self._seen[key] = (arrived(key[0], by), len({v[0] for v in by.values()}) > 1)
         return got
 
     def apply_steps(self, records: Sequence[StepRecord]) -> None:
@@ -265,8 +265,7 @@ class CommReducer:
         out = []
         for key, by in matched:
             if key[0] == pg and key not in self.waiting:
-                arr, _last, end = self._arrived(key, by)
-                out += [end - arr[pid] for pid, v in by.items() if v[0] == op]
+                out += [w for _pid, wk, _mark, w in self._arrived(key, by)[0] if wk[2] == op]
         return out
 
     def _where(

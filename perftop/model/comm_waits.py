@@ -34,14 +34,18 @@ def arrivals(by: dict[int, tuple[Any, ...]]) -> dict[int, float]:
     return {pid: v[3] for pid, v in by.items()}
 
 
-Arrived = tuple[dict[int, float], int, float]  # arrivals, the pid last, its arrival
+# One collective as :func:`_waits` reads it: for each rank (pid, its (pid, pg, op), its
+# (arrival, last arrival, pid last), its wait), and the pid that arrived last.
+Arrived = tuple[tuple[tuple[int, tuple[int, str, str], tuple[float, float, int], float], ...], int]
 
 
-def arrived(by: dict[int, tuple[Any, ...]]) -> Arrived:
-    """One collective's arrivals, the rank that arrived last and when."""
+def arrived(pg: str, by: dict[int, tuple[Any, ...]]) -> Arrived:
+    """One collective's arrivals and waits, and the rank that arrived last."""
     at = arrivals(by)
-    last_pid = max(at, key=at.__getitem__)
-    return at, last_pid, at[last_pid]
+    last = max(at, key=at.__getitem__)
+    end = at[last]
+    return tuple((pid, (pid, pg, v[0]), (at[pid], end, last), end - at[pid])
+                 for pid, v in by.items()), last  # fmt: skip
 
 
 def _waits(
@@ -59,12 +63,11 @@ def _waits(
     waits: dict[tuple[int, str, str], list[float]] = {}
     last_count: dict[int, int] = {}
     for key, by in matched:
-        pg = key[0]
-        at, last_pid, end = each(key, by)
-        last_count[last_pid] = last_count.get(last_pid, 0) + 1
-        for pid, v in by.items():
-            per_rank.setdefault(pid, []).append((at[pid], end, last_pid))
-            waits.setdefault((pid, pg, v[0]), []).append(end - at[pid])
+        rows, last = each(key, by)
+        last_count[last] = last_count.get(last, 0) + 1
+        for pid, wk, mark, w in rows:
+            per_rank.setdefault(pid, []).append(mark)
+            waits.setdefault(wk, []).append(w)
     out: dict[int, dict[int, list[Any]]] = {}
     for pid, arr in per_rank.items():
         st = list(steps.get(pid, ()))
