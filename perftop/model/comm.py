@@ -92,8 +92,9 @@ class CommReducer:
         self.__dict__.update(state, _seen={})
 
     def _arrived(self, key: tuple[str, int], by: dict[int, tuple[Any, ...]]) -> Arrived:
-        """A matched collective's arrivals, kept from one snapshot to the next (a live
-        view reads ~2,000 of them twice a second) until a record of it comes again."""
+        """A matched collective's arrivals and waits (:data:`Arrived`), kept from one
+        snapshot to the next (a live view reads ~2,000 of them three times a second)
+        until a record of it comes again; bounded as :attr:`colls` is."""
         return self._seen_of(key, by)[0]
 
     def _desync(self, key: tuple[str, int], by: dict[int, tuple[Any, ...]]) -> bool:
