@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from perftop.hints.base import fraction
-from perftop.model.comm_rows import HangRank, HangRow
+from perftop.model.comm_rows import HangRank, HangRow, rank_name
 from perftop.model.snapshot import Hint, Snapshot
 from perftop.model.stacks import where
 
@@ -24,8 +24,7 @@ GLOO_TIMEOUT_MIN, NCCL_TIMEOUT_MIN = 30, 10  # torch's default process group tim
 
 
 def _who(r: HangRank) -> str:
-    name = f"rank {r.rank}" if r.rank is not None else f"pid {r.pid}"
-    return f"{name} on {r.host}" if r.host else name
+    return rank_name(r.rank, r.pid, r.host)
 
 
 def _stands(snap: Snapshot, pid: int) -> str:

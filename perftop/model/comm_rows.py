@@ -8,6 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+def rank_name(rank: int | None, pid: int | None, host: str = "") -> str:
+    """A rank as the screens and hints name it: ``rank 1 on node-b``, or its pid without a
+    rank; the host where one is known."""
+    name = f"rank {rank}" if rank is not None else f"pid {pid}"
+    return f"{name} on {host}" if host else name
+
+
 @dataclass(frozen=True, slots=True)
 class CollSite:
     """Where some of a rank's collectives of one op came from (perftop/model/comm_sites.py):
@@ -69,8 +76,7 @@ class CommStraggler:
 
     @property
     def label(self) -> str:
-        name = f"rank {self.rank}" if self.rank is not None else f"pid {self.pid}"
-        return f"{name} on {self.host}" if self.host else name
+        return rank_name(self.rank, self.pid, self.host)
 
 
 @dataclass(frozen=True, slots=True)

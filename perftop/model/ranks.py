@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from perftop.model.comm_rows import rank_name
 from perftop.model.snapshot import StepStats
 from perftop.model.stats import median as _median
 
@@ -46,8 +47,7 @@ class Straggler:
 
     @property
     def label(self) -> str:
-        name = f"rank {self.rank}" if self.rank is not None else f"pid {self.pid}"
-        return f"{name} on {self.host}" if self.host else name
+        return rank_name(self.rank, self.pid, self.host)
 
     def evidence(self) -> tuple[str, ...]:
         def ms(x: float) -> str:
