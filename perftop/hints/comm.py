@@ -7,14 +7,14 @@ explicit collectives in the loop (named at the user's line).
 from __future__ import annotations
 
 from perftop.hints.base import fraction, seconds, threshold
-from perftop.model.comm_rows import RankComm
+from perftop.model.comm_rows import RankComm, rank_name
 from perftop.model.snapshot import Hint, Snapshot
 
 SHARE, SHARE_STAY = 0.20, 0.15  # exposed communication as a share of the rank's step
 
 
 def _label(r: RankComm) -> str:
-    return f"rank {r.rank}" if r.rank is not None else f"pid {r.pid}"
+    return rank_name(r.rank, r.pid)
 
 
 def _count(r: RankComm, op: str, phase: str, call: str | None = None) -> int:

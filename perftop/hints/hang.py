@@ -16,15 +16,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from perftop.hints.base import fraction
-from perftop.model.comm_rows import HangRank, HangRow, rank_name
+from perftop.model.comm_rows import HangRow
 from perftop.model.snapshot import Hint, Snapshot
 from perftop.model.stacks import where
 
 GLOO_TIMEOUT_MIN, NCCL_TIMEOUT_MIN = 30, 10  # torch's default process group timeouts
-
-
-def _who(r: HangRank) -> str:
-    return rank_name(r.rank, r.pid, r.host)
 
 
 def _stands(snap: Snapshot, pid: int) -> str:
@@ -47,13 +43,13 @@ def collective_hang(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     for r in h.missing:
         last = f" (its last: {r.last_op} #{r.last_seq})" if r.last_seq is not None else ""
         stands = _stands(snap, r.pid)
-        evidence.append(f"{_who(r)} never entered it{last}"
+        evidence.append(f"{r.label} never entered it{last}"
                         + (f"; it stands at {stands}" if stands else ""))  # fmt: skip
     for r in h.ranks:
         if r.entered:
             at = f", launched at {r.line.rsplit('/', 1)[-1]}" if r.line else ""
             what = "entered" if h.desync else "waits in"
-            evidence.append(f"{_who(r)} {what} {r.op or h.op} of {h.pg} #{h.seq} "
+            evidence.append(f"{r.label} {what} {r.op or h.op} of {h.pg} #{h.seq} "
                             f"(sizes {h.sizes}){at}")  # fmt: skip
     if h.desync:
         title = f"Desync: the ranks entered different collectives at {h.pg} #{h.seq}"
@@ -65,7 +61,7 @@ def collective_hang(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
         ]
     else:
         # (a node's session sees its own ranks: the one missing is on another)
-        missing = ", ".join(_who(r) for r in h.missing) or "a rank on another node"
+        missing = ", ".join(r.label for r in h.missing) or "a rank on another node"
         title = f"Hang: {h.op} has waited {h.waited_s:.0f} s for {missing}"
         advice = [
             f"{missing} is not in the collective: where it stands (above) is what it does "

@@ -92,6 +92,10 @@ class HangRank:
     last_op: str = ""
     host: str = ""  # its node (a collector's; "" on one machine)
 
+    @property
+    def label(self) -> str:
+        return rank_name(self.rank, self.pid, self.host)
+
 
 @dataclass(frozen=True, slots=True)
 class HangRow:
@@ -119,8 +123,7 @@ class HangRow:
         if self.desync:
             ops = ", ".join(f"rank {r.rank}: {r.op}" for r in self.ranks if r.entered)
             return f"desync at {self.pg} seq {self.seq}: ranks in different collectives ({ops})"
-        miss = ", ".join(f"rank {r.rank}" if r.rank is not None else f"pid {r.pid}"
-                         for r in self.missing)  # fmt: skip
+        miss = ", ".join(rank_name(r.rank, r.pid) for r in self.missing)
         who = f"; not entered: {miss}" if miss else ""
         return f"{self.op} {self.pg} seq {self.seq} has waited {self.waited_s:.0f} s{who}"
 

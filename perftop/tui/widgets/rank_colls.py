@@ -20,6 +20,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 
 from perftop.model import Snapshot
+from perftop.model.comm_rows import rank_name
 from perftop.model.snapshot import StepStats
 from perftop.report.comm import hang_json, rank_comm, short_line, site_texts, sites_of
 from perftop.tui import fmt
@@ -42,7 +43,7 @@ COLUMNS = (
 
 
 def name(r: StepStats) -> str:
-    return f"rank {r.rank}" if r.rank is not None else f"pid {r.pid}"
+    return rank_name(r.rank, r.pid)
 
 
 def site_rows(rank: dict[str, Any], steps: int) -> dict[str, list[Cell]]:
