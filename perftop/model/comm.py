@@ -64,6 +64,11 @@ HANG_AFTER_S = 10.0  # ... and at least this long
 ENV_HANG_FACTOR, ENV_HANG_AFTER_S = hang_env()
 
 
+def desynced(by: dict[int, tuple[Any, ...]]) -> bool:
+    """Whether the ranks entered different ops as one collective (``by``: pid -> record)."""
+    return len({v[0] for v in by.values()}) > 1
+
+
 class CommReducer:
     handles = (Hello, Step, CollBatch, CollWaiting, CollInfo, SessionStart)
 
@@ -106,7 +111,7 @@ class CommReducer:
     ) -> tuple[Arrived, bool]:
         got = self._seen.get(key)
         if got is None:
-            got = self._seen[key] = (arrived(key[0], by), len({v[0] for v in by.values()}) > 1)
+            got = self._seen[key] = (arrived(key[0], by), desynced(by))
         return got
 
     def apply_steps(self, records: Sequence[StepRecord]) -> None:
@@ -246,7 +251,7 @@ class CommReducer:
             typical = percentile(sorted(self._usual(key[0], first.op, matched)), 95.0)
             factor, at_least = self.hang_at
             threshold = max(factor * (typical or 0.0), at_least)
-            desync = len({v[0] for v in self.colls.get(key, {}).values()}) > 1
+            desync = desynced(self.colls.get(key, {}))
             if waited < threshold and not desync:
                 continue
             seen.add(key)
