@@ -32,6 +32,7 @@ from perftop.events import (
 )
 from perftop.model.between import OVERLAPPED
 from perftop.model.snapshot import Loader, Meta, NoteRow, OutputLine, StepStats, Trainer
+from perftop.model.step_stats import step_stats
 from perftop.model.steps import StepSeries
 from perftop.model.terminal import terminal_lines
 from perftop.model.trainers import primary
@@ -240,7 +241,7 @@ class StepsReducer:
     def contribute(self, parts: dict[str, Any], window: int | None) -> None:
         ranks = [
             self._source(
-                s.stats(self.rank_of(pid), window, self._host(pid), self.syncs.get(pid, 0))
+                step_stats(s, self.rank_of(pid), window, self._host(pid), self.syncs.get(pid, 0))
             )
             for pid, s in self.series.items()
         ]

@@ -13,9 +13,8 @@ from math import copysign
 
 from perftop.events import Step, StepGpu
 from perftop.model.sketch import Sketch
-from perftop.model.snapshot import StepRow, StepStats
+from perftop.model.snapshot import StepRow
 from perftop.model.sorted_ring import SortedRing
-from perftop.model.stats import percentile
 from perftop.wire import STEP_SOURCES, StepRecord
 
 RECENT_ROWS = 240
@@ -236,16 +235,6 @@ class StepSeries:
             return tuple(c[start:i].tolist() for c in cols)
         return tuple(c[start:].tolist() + c[:i].tolist() for c in cols)
 
-    def _wall_rate(self, count: int) -> float | None:
-        """The last ``count`` steps over the wall time from the first one's start to the
-        last one's end: the time between them (an evaluation, a checkpoint) counts, as in
-        the rate a library's own counter gives (the HF Trainer's ``train_steps_per_second``)."""
-        n, last = self.count, self.last_t1
-        t0 = self.first_t0 if count >= n else self.starts[(n - count) % LIVE_WINDOW]
-        if t0 is None or last is None or last <= t0:
-            return None
-        return count / (last - t0)
-
     def _bin(self) -> None:
         """Bring the whole-run histogram, sums and sketches up to date: each step is binned
         once, in batches (at snapshot time, or before the ring overwrites it), so adding a
@@ -263,70 +252,3 @@ class StepSeries:
         for sketch, values in zip(self.sketches, cols):
             sketch.add_all(values)
         self.binned = self.count
-
-    def stats(
-        self, rank: int | None, window: int | None = LIVE_WINDOW, host: str = "", syncs: int = 0
-    ) -> StepStats:
-        """Figures over the last ``window`` steps (None: the whole run, from the sketches
-        once it no longer fits in the ring)."""
-        self._bin()
-        n = self.count
-        if n == 0:
-            return StepStats(pid=self.pid, rank=rank, host=host, sync_count=syncs)
-        gpus = sorted(self.gpu.values())  # a recent row's GPU time is one of these
-        if window is None and n > LIVE_WINDOW:
-            s_dur, s_data, s_other, s_bwd, s_opt, s_own = self.sketches
-            total, data_total = self.total, self.data_total
-            count, p50, p95, top = n, s_dur.percentile(50), s_dur.percentile(95), self.max
-            phase_p50 = {
-                "data": s_data.percentile(50),
-                "forward/other": s_other.percentile(50),
-                "backward": s_bwd.percentile(50),
-                "optimizer": s_opt.percentile(50),
-            }
-            own_p50 = s_own.percentile(50)
-        else:
-            last = LIVE_WINDOW if window is None else window
-            whole = last >= LIVE_WINDOW and n >= LIVE_WINDOW  # the whole ring: order moot
-            raw: Sequence[Sequence[float]] = self.columns() if whole else self.window(last)
-            total, data_total, count = sum(raw[0]), sum(raw[1]), len(raw[0])
-            sdur, data, others, bwd, opt, own = (
-                self.sorted_ring.sorted(raw, n) if whole else map(sorted, raw)
-            )
-            p50, p95, top = percentile(sdur, 50), percentile(sdur, 95), sdur[-1]
-            phase_p50 = {
-                "data": percentile(data, 50),
-                "forward/other": percentile(others, 50),
-                "backward": percentile(bwd, 50),
-                "optimizer": percentile(opt, 50),
-            }
-            own_p50 = percentile(own, 50)
-        seen = self.unseen_at <= n - count  # no step of these lacks its data wait
-        if not seen:  # not seen: absent, not 0
-            phase_p50.pop("data", None)
-        if self.strongest < UPDATE:
-            phase_p50.pop("optimizer", None)
-        if self.strongest < BACKWARD:
-            phase_p50.pop("backward", None)
-        return StepStats(
-            pid=self.pid,
-            rank=rank,
-            count=n,
-            steps_per_s=(count / total) if total > 0 else None,
-            wall_steps_per_s=self._wall_rate(count),
-            p50=p50,
-            p95=p95,
-            max=top,
-            phase_p50={k: v for k, v in phase_p50.items() if v is not None},
-            data_wait_fraction=(data_total / total) if total > 0 and seen else None,
-            gpu_p50=percentile(gpus, 50) if gpus else None,
-            last_t=self.last_t1,
-            recent=tuple(self.recent),
-            first_t=self.first_t0,
-            first_end_t=self.first_t1,
-            host=host,
-            own_p50=own_p50,
-            sync_count=syncs,
-            step_hist=tuple(self.hist),
-            step_sum_s=self.total,
-        )

@@ -13,6 +13,7 @@ from typing import Any
 from perftop.fmt import NA, lines, table
 from perftop.model import Session, Snapshot
 from perftop.model.fleet import FleetSession
+from perftop.model.step_stats import step_stats
 from perftop.replay.index import primary_pid, steps_reducer
 
 SAME_WITHIN = 0.05
@@ -27,7 +28,7 @@ def between_steps_s(session: Session | FleetSession) -> float | None:
     s = sr.series[pid]
     if s.first_t0 is None or s.last_t1 is None:
         return None
-    return max(0.0, (s.last_t1 - s.first_t0) - s.stats(None, None).step_sum_s)
+    return max(0.0, (s.last_t1 - s.first_t0) - step_stats(s, None, None).step_sum_s)
 
 
 def figures(snap: Snapshot, report: dict[str, Any], between_s: float | None) -> dict[str, Any]:
