@@ -50,7 +50,7 @@ from typing import Any
 from perftop.hook import gap_forward, gap_regions, gap_site, gaps
 from perftop.hook.compile_watch import CompileWatch
 from perftop.hook.feeder_wait import RECENT, _cpu, _perf
-from perftop.hook.pass_meter import PassMeter, cpu_wall
+from perftop.hook.pass_meter import cpu_wall
 from perftop.hook.pass_mode import PassMode
 from perftop.hook.pass_narrow import Narrow
 from perftop.hook.prehook_slot import PreHookSlot
@@ -96,7 +96,7 @@ class FirstForward(PassMode):
         self.meter: Any = None  # pass_meter.PassMeter: what a pass this hook opened held
         self.step_sites: set[Any] = set()  # sites of forwards with grad off that were a
         # step's own work after its batch (a teacher's): never watched again
-        self.narrow: Narrow | None = None  # a pass's top-level calls, narrowed (install)
+        self.narrow: Narrow | None = None  # a pass's top-level calls, narrowed (torch_patch)
         self.ev: tuple[float, float, Any] | None = None  # an eval-mode candidate (pass_mode)
         self.ev_at = (0, False, False)
         self.by_mode = False  # the open pass was one
@@ -298,32 +298,3 @@ class FirstForward(PassMode):
             self.tracker.blind = True
             self.state.sender.note("info", f"{why}: {OFF_NOTE}")
         self.disarm()
-
-
-def install(state: HookState, watch: CompileWatch) -> None:
-    """Arms the tracker's feeder timing once torch is patched; off once compiles are seen."""
-    from torch.nn.modules import module
-    from torch.nn.modules.module import (
-        register_module_forward_hook,
-        register_module_forward_pre_hook,
-    )
-
-    ff = FirstForward(state, PreHookSlot(module, register_module_forward_pre_hook), watch)
-    tr = state.tracker
-    ff.meter = PassMeter(
-        register_module_forward_hook,
-        lambda: tr.thread,
-        state.internal_error,
-    )
-    tr.on_arm = ff.arm
-    tr.watching = ff.watching
-    tr.on_closure = ff.closure_began
-    ff.meter.on_env = ff.env_seen
-    table = getattr(module, "_global_forward_hooks", None)
-    if isinstance(table, dict) and isinstance(ff.slot.table_of(), dict):
-        ff.meter.table = table
-        ff.narrow = Narrow(ff.lift, ff.relay, ff.meter.post, lambda: tr.thread,
-                           state.internal_error)  # fmt: skip
-    state.undo.append(ff.disarm)
-    state.undo.append(ff.meter.stop)
-    watch.listen(ff.wrapper_made, ff.compile_started)

@@ -14,11 +14,14 @@ import sys
 import time
 import weakref
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perftop.events import LoaderInfo
 from perftop.hook import lib_optims, optim_steps, saves
 from perftop.hook.state import HookState
+
+if TYPE_CHECKING:
+    from perftop.hook.compile_watch import CompileWatch
 
 _perf = time.perf_counter
 
@@ -66,9 +69,7 @@ def patch_torch(state: HookState) -> None:
     _fast_grad(torch, tracker)
 
     # -- feeders (a queue, a generator): the wait before each step's first forward -------
-    from perftop.hook import first_forward
-
-    first_forward.install(state, state.compiles)
+    _first_forward(state, state.compiles)
 
     # -- which loader an iterator iterates, and its settings: read off the iterator at its
     # first batch (its classes' __init__ stay torch's) --------------------------------------
@@ -78,6 +79,40 @@ def patch_torch(state: HookState) -> None:
     # -- checkpoints: torch.save's writers, safetensors' save_file, the HF Trainer's whole
     # checkpoint (saves.py) ------------------------------------------------------------
     saves.install(state)
+
+
+def _first_forward(state: HookState, watch: CompileWatch) -> None:
+    """Arms the tracker's feeder timing once torch is patched; off once compiles are seen."""
+    from torch.nn.modules import module
+    from torch.nn.modules.module import (
+        register_module_forward_hook,
+        register_module_forward_pre_hook,
+    )
+
+    from perftop.hook.first_forward import FirstForward
+    from perftop.hook.pass_meter import PassMeter
+    from perftop.hook.pass_narrow import Narrow
+    from perftop.hook.prehook_slot import PreHookSlot
+
+    ff = FirstForward(state, PreHookSlot(module, register_module_forward_pre_hook), watch)
+    tr = state.tracker
+    ff.meter = PassMeter(
+        register_module_forward_hook,
+        lambda: tr.thread,
+        state.internal_error,
+    )
+    tr.on_arm = ff.arm
+    tr.watching = ff.watching
+    tr.on_closure = ff.closure_began
+    ff.meter.on_env = ff.env_seen
+    table = getattr(module, "_global_forward_hooks", None)
+    if isinstance(table, dict) and isinstance(ff.slot.table_of(), dict):
+        ff.meter.table = table
+        ff.narrow = Narrow(ff.lift, ff.relay, ff.meter.post, lambda: tr.thread,
+                           state.internal_error)  # fmt: skip
+    state.undo.append(ff.disarm)
+    state.undo.append(ff.meter.stop)
+    watch.listen(ff.wrapper_made, ff.compile_started)
 
 
 def _wrap_engine(state: HookState, autograd: Any, tracker: Any) -> None:
