@@ -13,7 +13,8 @@ from perftop.fmt import seconds
 from perftop.hook.batch import RECENT_STEPS
 from perftop.hook.capture_cost import baseline
 from perftop.model import Session
-from perftop.model.capture import HOOK_BEFORE_STEPS, cost_error, cost_text
+from perftop.model.capture import HOOK_BEFORE_STEPS, cost_error
+from perftop.model.capture_words import cost_text
 from perftop.model.stats import median
 
 

@@ -38,7 +38,7 @@ def recording(real_capture, tmp_path_factory) -> Path:
 
 def test_replay_shows_each_capture_from_its_step_on(recording: Path) -> None:
     """The player (what `perftop replay` shows) at a step: the capture in effect there."""
-    from perftop.model.capture import status_line
+    from perftop.model.capture_words import status_line
     from perftop.replay.index import ReplayIndex
     from perftop.replay.player import Player
 

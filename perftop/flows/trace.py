@@ -18,7 +18,8 @@ from perftop.export.capture_trace import TraceError, read_trace
 from perftop.fmt import command as fmt_command
 from perftop.fmt import seconds as fmt_seconds
 from perftop.fmt import step_no
-from perftop.model.capture import cost_text, done_part, ops_of, steps_text
+from perftop.model.capture import done_part, ops_of
+from perftop.model.capture_words import cost_text, steps_text
 
 MAX_STEPS = 50  # the hook's own bound (perftop.hook.capture.MAX_STEPS)
 ANNOTATE_WAIT_S = 8.0  # the monitor's wait for a capture's last steps, and some

@@ -9,7 +9,8 @@ first. The figures are the capture's own (measured over its steps); the hint nam
 from __future__ import annotations
 
 from perftop.fmt import fraction, seconds, step_no
-from perftop.model.capture import CaptureOp, CapturePart, steps_text
+from perftop.model.capture import CaptureOp, CapturePart
+from perftop.model.capture_words import steps_text
 from perftop.model.snapshot import Hint, Snapshot
 
 PHASE_SHARE, PHASE_SHARE_STAY = 0.40, 0.35

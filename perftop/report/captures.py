@@ -8,7 +8,8 @@ from typing import Any
 from perftop.events.capture import PHASES
 from perftop.fmt import seconds
 from perftop.model import Snapshot
-from perftop.model.capture import Capture, CapturePart, cost_words, part_status
+from perftop.model.capture import Capture, CapturePart
+from perftop.model.capture_words import cost_words, part_status
 
 TEXT_OPS = 3  # ops per phase in the text report
 

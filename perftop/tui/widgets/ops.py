@@ -14,14 +14,8 @@ from textual.app import ComposeResult
 
 from perftop.events.capture import PHASES
 from perftop.model import Snapshot
-from perftop.model.capture import (
-    Capture,
-    CaptureOp,
-    CapturePart,
-    cost_text,
-    status_line,
-    steps_text,
-)
+from perftop.model.capture import Capture, CaptureOp, CapturePart
+from perftop.model.capture_words import cost_text, status_line, steps_text
 from perftop.safe import visible_line
 from perftop.tui import fmt
 from perftop.tui.widgets.difftable import Cell, DiffTable
