@@ -102,13 +102,10 @@ class CommReducer:
         until a record of it comes again; bounded as :attr:`colls` is."""
         return self._seen_of(key, by)[0]
 
-    def _desync(self, key: tuple[str, int], by: dict[int, tuple[Any, ...]]) -> bool:
-        """Whether the ranks entered different ops as this one collective."""
-        return self._seen_of(key, by)[1]
-
     def _seen_of(
         self, key: tuple[str, int], by: dict[int, tuple[Any, ...]]
     ) -> tuple[Arrived, bool]:
+        """... and whether its ranks entered different ops (:func:`desynced`)."""
         got = self._seen.get(key)
         if got is None:
             got = self._seen[key] = (arrived(key[0], by), desynced(by))
@@ -260,7 +257,7 @@ class CommReducer:
                                 round(waited, 3), threshold, self._where(key, by, seen_t),
                                 desync, ongoing))  # fmt: skip
         for key, by in matched:
-            if key not in seen and len(rows) < 16 and self._desync(key, by):
+            if key not in seen and len(rows) < 16 and self._seen_of(key, by)[1]:
                 v = next(iter(by.values()))
                 rows.append(HangRow(key[0], key[1], v[0], v[2], v[3], 0.0, 0.0,
                                     self._where(key, {}), True, False))  # fmt: skip
