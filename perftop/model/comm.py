@@ -88,7 +88,7 @@ class CommReducer:
         self.why: dict[int, str] = {}
         self.sites = Sites()
         self.last_t = 0.0
-        self._seen: dict[tuple[str, int], tuple[Arrived, bool]] = {}  # see _arrived
+        self._seen: dict[tuple[str, int], tuple[Arrived, bool]] = {}  # see _seen_of
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k != "_seen"}  # made again
@@ -96,20 +96,18 @@ class CommReducer:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state, _seen={})
 
-    def _arrived(self, key: tuple[str, int], by: dict[int, tuple[Any, ...]]) -> Arrived:
-        """A matched collective's arrivals and waits (:data:`Arrived`), kept from one
-        snapshot to the next (a live view reads ~2,000 of them three times a second)
-        until a record of it comes again; bounded as :attr:`colls` is."""
-        return self._seen_of(key, by)[0]
-
-    def _seen_of(
-        self, key: tuple[str, int], by: dict[int, tuple[Any, ...]]
-    ) -> tuple[Arrived, bool]:
-        """... and whether its ranks entered different ops (:func:`desynced`)."""
-        got = self._seen.get(key)
-        if got is None:
-            got = self._seen[key] = (arrived(key[0], by), desynced(by))
-        return got
+    def _seen_of(self, matched: list[Any]) -> list[tuple[Arrived, bool]]:
+        """Each matched collective's arrivals and waits (:data:`Arrived`) and whether its
+        ranks entered different ops (:func:`desynced`), kept from one snapshot to the next
+        (a live view reads ~2,000 of them three times a second) until a record of it comes
+        again; bounded as :attr:`colls` is."""
+        seen, out = self._seen, []
+        for key, by in matched:
+            got = seen.get(key)
+            if got is None:
+                got = seen[key] = (arrived(key[0], by), desynced(by))
+            out.append(got)
+        return out
 
     def apply_steps(self, records: Sequence[StepRecord]) -> None:
         """Each step's span, from packed records (no :class:`Step` made of each: a tight
@@ -185,15 +183,14 @@ class CommReducer:
     def _matched(
         self, limit: int | None
     ) -> list[tuple[tuple[str, int], dict[int, tuple[Any, ...]]]]:
-        out = []
+        """The collectives every rank of their group entered, oldest first: of the newest
+        ``limit`` (None: all kept)."""
         items: Any = self.colls.items()
         if limit and limit < len(self.colls):
-            items = reversed(list(islice(reversed(items), limit)))
-        for key, by in items:
-            group = self.members.get(key[0], set())
-            if len(by) >= 2 and len(by) >= len(group):
-                out.append((key, by))
-        return out
+            items = list(islice(reversed(items), limit))
+            items.reverse()
+        need = {pg: max(2, len(m)) for pg, m in self.members.items()}
+        return [(key, by) for key, by in items if len(by) >= need.get(key[0], 2)]
 
     def contribute(self, parts: dict[str, Any], window: int | None) -> None:
         if not self.kinds and not self.waiting and not self.why:
@@ -204,7 +201,8 @@ class CommReducer:
         step_p50 = {r.pid: r.p50 for r in parts.get("ranks", ()) if r.pid is not None}
         ended = bool(getattr(parts.get("meta"), "ended", False))
         self.sites.resolve(self.steps, ended, self.first)
-        per_pid, waits, last_count = _waits(matched, self.steps, window, self._arrived)
+        seen = self._seen_of(matched)
+        per_pid, waits, last_count = _waits([a for a, _d in seen], self.steps, window)
         ranks = []
         for pid in sorted(self.kinds, key=lambda p: (self.who.get(p, (None, ""))[0] or 0, p)):
             rank, host = self.who.get(pid, (None, ""))
@@ -231,11 +229,14 @@ class CommReducer:
         parts["comm"] = CommStats(
             tuple(ranks),
             _straggler(per_pid, last_count, len(matched), step_p50, self.who),
-            self._hangs(matched, ended),
+            self._hangs(matched, seen, ended),
             "; ".join(sorted(set(self.why.values()))) if not matched else "",
         )
 
-    def _hangs(self, matched: list[Any], ended: bool) -> tuple[HangRow, ...]:
+    def _hangs(
+        self, matched: list[Any], arrived: list[tuple[Arrived, bool]], ended: bool
+    ) -> tuple[HangRow, ...]:
+        """``arrived``: :meth:`_seen_of` the ``matched`` collectives."""
         rows = []
         seen = set()
         for key, by in self.waiting.items():
@@ -245,7 +246,7 @@ class CommReducer:
             waited = max(w.waited_s for w in by.values()) + (
                 max(0.0, self.last_t - latest) if ongoing else 0.0
             )
-            typical = percentile(sorted(self._usual(key[0], first.op, matched)), 95.0)
+            typical = percentile(sorted(self._usual(key[0], first.op, matched, arrived)), 95.0)
             factor, at_least = self.hang_at
             threshold = max(factor * (typical or 0.0), at_least)
             desync = desynced(self.colls.get(key, {}))
@@ -256,19 +257,21 @@ class CommReducer:
             rows.append(HangRow(key[0], key[1], first.op, first.sizes, first.t_created,
                                 round(waited, 3), threshold, self._where(key, by, seen_t),
                                 desync, ongoing))  # fmt: skip
-        for key, by in matched:
-            if key not in seen and len(rows) < 16 and self._seen_of(key, by)[1]:
+        for (key, by), (_a, desync) in zip(matched, arrived, strict=True):
+            if key not in seen and len(rows) < 16 and desync:
                 v = next(iter(by.values()))
                 rows.append(HangRow(key[0], key[1], v[0], v[2], v[3], 0.0, 0.0,
                                     self._where(key, {}), True, False))  # fmt: skip
         return tuple(rows)
 
-    def _usual(self, pg: str, op: str, matched: list[Any]) -> list[float]:
+    def _usual(
+        self, pg: str, op: str, matched: list[Any], arrived: list[tuple[Arrived, bool]]
+    ) -> list[float]:
         """The waits of ``op`` in ``pg`` at collectives that never hung (their usual time)."""
         out = []
-        for key, by in matched:
+        for (key, _by), ((rows, _last), _d) in zip(matched, arrived, strict=True):
             if key[0] == pg and key not in self.waiting:
-                out += [w for _pid, wk, _mark, w in self._arrived(key, by)[0] if wk[2] == op]
+                out += [w for _pid, wk, _mark, w in rows if wk[2] == op]
         return out
 
     def _where(

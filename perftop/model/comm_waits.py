@@ -8,11 +8,11 @@ Pure functions of the matched collectives and the ranks' step spans, kept apart 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from bisect import bisect_right
+from collections import defaultdict
 from typing import Any
 
 from perftop.model.comm_rows import CommStraggler
-from perftop.model.comm_sites import step_of
 from perftop.model.stats import median
 
 MIN_SHARE = 0.10  # the others' wait for the straggler, as a share of the step
@@ -49,52 +49,59 @@ def arrived(pg: str, by: dict[int, tuple[Any, ...]]) -> Arrived:
 
 
 def _waits(
-    matched: list[Any],
-    steps: dict[int, Any],
-    window: int | None,
-    each: Callable[[tuple[str, int], dict[int, tuple[Any, ...]]], Arrived],
+    seen: list[Arrived], steps: dict[int, Any], window: int | None
 ) -> tuple[
     dict[int, dict[int, list[Any]]], dict[tuple[int, str, str], list[float]], dict[int, int]
 ]:
     """Per process and step: [exposed, overlapped, {pid waited for: exposed}]; each
-    (pid, pg, op)'s waits; how often each process arrived last. ``each(key, by)`` gives a
-    collective's :data:`Arrived` (the reducer's keeps them from one snapshot to the next)."""
-    per_rank: dict[int, list[tuple[float, float, int]]] = {}
-    waits: dict[tuple[int, str, str], list[float]] = {}
-    last_count: dict[int, int] = {}
-    for key, by in matched:
-        rows, last = each(key, by)
-        last_count[last] = last_count.get(last, 0) + 1
+    (pid, pg, op)'s waits; how often each process arrived last. ``seen``: each matched
+    collective's :data:`Arrived`, in order (the reducer keeps them from one snapshot to
+    the next). A live view reads ~2,000 collectives three times a second: the loops keep
+    to local names and plain dicts."""
+    per_rank: defaultdict[int, list[tuple[float, float, int]]] = defaultdict(list)
+    waits: defaultdict[tuple[int, str, str], list[float]] = defaultdict(list)
+    last_count: defaultdict[int, int] = defaultdict(int)
+    for rows, last in seen:
+        last_count[last] += 1
         for pid, wk, mark, w in rows:
-            per_rank.setdefault(pid, []).append(mark)
-            waits.setdefault(wk, []).append(w)
+            per_rank[pid].append(mark)
+            waits[wk].append(w)
     out: dict[int, dict[int, list[Any]]] = {}
+    inf = float("inf")
     for pid, arr in per_rank.items():
         st = list(steps.get(pid, ()))
         if window is not None:
             st = st[-window:]
         starts = [s[0] for s in st]
+        ends = [s[1] for s in st]
         per: dict[int, list[Any]] = {}
         arr.sort()
-        comp: list[Any] | None = None  # [start, end, last own arrival, who]
-        for a, end, who in [*arr, (float("inf"), float("inf"), -1)]:
-            if comp is not None and a <= comp[1]:
-                comp[2] = a
-                if end > comp[1]:
-                    comp[1], comp[3] = end, who
+        arr.append((inf, inf, -1))
+        # the component being merged: its start, end, the last own arrival in it, and who
+        # arrived last at the collective that ends it
+        it = iter(arr)
+        c0, c1, c3 = next(it)
+        c2 = c0
+        for a, end, who in it:
+            if a <= c1:
+                c2 = a
+                if end > c1:
+                    c1, c3 = end, who
                 continue
-            if comp is not None:
-                i = step_of(starts, st, comp[0])
-                if i is not None:
-                    slot = per.setdefault(i, [0.0, 0.0, {}])
-                    exposed = comp[1] - comp[2]
-                    slot[0] += exposed
-                    slot[1] += comp[2] - comp[0]
-                    if comp[3] != pid and exposed > 0:
-                        slot[2][comp[3]] = slot[2].get(comp[3], 0.0) + exposed
-            comp = [a, end, a, who]
+            i = bisect_right(starts, c0) - 1  # the step that holds the component's start
+            if i >= 0 and c0 <= ends[i]:
+                slot = per.get(i)
+                if slot is None:
+                    slot = per[i] = [0.0, 0.0, {}]
+                exposed = c1 - c2
+                slot[0] += exposed
+                slot[1] += c2 - c0
+                if c3 != pid and exposed > 0:
+                    by = slot[2]
+                    by[c3] = by.get(c3, 0.0) + exposed
+            c0, c1, c2, c3 = a, end, a, who
         out[pid] = per
-    return out, waits, last_count
+    return out, dict(waits), dict(last_count)
 
 
 def _straggler(
