@@ -1,13 +1,14 @@
-"""What a distributed job's collectives cost the monitor's model: a snapshot of a 2-rank
-DDP job (the live view's, twice a second, and the whole run's, for the report and the
-hints' verdict), with each collective's arrivals kept from one snapshot to the next (what
-the model does) beside the same snapshot with them made again (what it did before),
-interleaved, on one recording. ``--compare TREE`` times the same snapshots with the model
-of another checkout (``git worktree add /tmp/base REV``), each tree in its own process,
-interleaved (this, base, base, this, ...), and prints their ratio.
+"""What a distributed job's collectives cost the monitor's model, on one recording of a
+2-rank DDP job: the live snapshot as the monitor takes it (the recording read in order,
+after its first half a live snapshot each third of a second of its clock: the TUI's two a
+second and the hints' one, with the events between them folded in), the same snapshot
+taken again with nothing new, and the whole run's (the report's, the hints' verdict).
+Each figure is a median. ``--compare TREE`` runs the same with the model of another
+checkout (``git worktree add /tmp/base REV``), each tree in its own process, interleaved
+(this, base, base, this, ...), and prints their ratio.
 
     python benchmarks/comm_snapshot.py [--recording R] [--steps 2500] [--rounds 40]
-        [--compare TREE --runs 6]
+        [--compare TREE] [--runs 6]
 
 Without ``--recording``, one is made first: ``tests/workloads/ddp_comm.py`` under
 ``perftop run --headless`` and torchrun, rank 1 20 ms late into each backward (3
@@ -22,7 +23,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,8 +45,18 @@ from pathlib import Path
 from perftop.model import Session
 from perftop.model.steps import LIVE_WINDOW
 from perftop.recording import read_events
+events = list(read_events(Path(sys.argv[2])))
 s = Session()
-s.apply_all(read_events(Path(sys.argv[2])))
+s.apply_all(events[: len(events) // 2])
+live, due = [], s.last_t or 0.0
+for ev in events[len(events) // 2 :]:
+    s.apply(ev)
+    if s.last_t is not None and s.last_t >= due:
+        due = s.last_t + 1 / 3
+        t = time.perf_counter()
+        s._snapshot(None, LIVE_WINDOW)
+        live.append(time.perf_counter() - t)
+print(statistics.median(live))
 for window in (LIVE_WINDOW, None):
     s._snapshot(None, window)
     xs = []
@@ -55,27 +65,32 @@ for window in (LIVE_WINDOW, None):
         s._snapshot(None, window)
         xs.append(time.perf_counter() - t)
     print(statistics.median(xs))
+print(len(live))
 """
+FIGURES = ("live view, as taken", "live view, again", "whole run")
+
+
+def timed(root: str, rec: Path, rounds: int) -> list[float]:
+    out = subprocess.run([sys.executable, "-c", TIMED, root, str(rec), str(rounds)],
+                         capture_output=True, text=True, check=True, cwd="/")  # fmt: skip
+    return [float(x) for x in out.stdout.split()]
 
 
 def compare(tree: str, rec: Path, runs: int, rounds: int) -> None:
-    """Each tree's live and whole-run snapshot (median of ``rounds``), one process a run."""
+    """Each tree's figures, one process a run, interleaved."""
     got: dict[str, list[list[float]]] = {"this": [], "base": []}
     order = ["this", "base"]
     for i in range(runs):
         for arm in order if i % 2 == 0 else order[::-1]:
-            root = str(ROOT) if arm == "this" else tree
-            out = subprocess.run([sys.executable, "-c", TIMED, root, str(rec), str(rounds)],
-                                 capture_output=True, text=True, check=True, cwd="/")  # fmt: skip
-            got[arm].append([float(x) for x in out.stdout.split()])
-    for j, name in enumerate(("live view", "whole run")):
-        this = statistics.median(r[j] for r in got["this"])
-        base = statistics.median(r[j] for r in got["base"])
-        lo, hi = (f(r[j] for r in got["this"]) for f in (min, max))
-        blo, bhi = (f(r[j] for r in got["base"]) for f in (min, max))
-        print(f"{name}: base {base * 1e3:.2f} ms ({blo * 1e3:.2f}-{bhi * 1e3:.2f}), "
-              f"this {this * 1e3:.2f} ms ({lo * 1e3:.2f}-{hi * 1e3:.2f}): "
-              f"{this / base:.2f}x over {runs} runs each")  # fmt: skip
+            got[arm].append(timed(str(ROOT) if arm == "this" else tree, rec, rounds))
+    print(f"{int(got['this'][0][-1])} live snapshots as taken a run")
+    for j, name in enumerate(FIGURES):
+        this = [r[j] * 1e3 for r in got["this"]]
+        base = [r[j] * 1e3 for r in got["base"]]
+        m, b = statistics.median(this), statistics.median(base)
+        print(f"{name}: base {b:.2f} ms ({min(base):.2f}-{max(base):.2f}), "
+              f"this {m:.2f} ms ({min(this):.2f}-{max(this):.2f}): "
+              f"{m / b:.2f}x over {runs} runs each")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,11 +101,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compare", metavar="TREE", help="another checkout's model beside this one")
     ap.add_argument("--runs", type=int, default=6, help="processes per tree with --compare")
     args = ap.parse_args(argv)
-    from perftop.model import Session
-    from perftop.model.comm import CommReducer
-    from perftop.model.steps import LIVE_WINDOW
-    from perftop.recording import read_events
-
     with tempfile.TemporaryDirectory() as tmp:
         rec = Path(args.recording) if args.recording else Path(tmp) / "ddp.perftop"
         if not args.recording:
@@ -98,24 +108,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.compare:
             compare(args.compare, rec, args.runs, args.rounds)
             return 0
-        s = Session()
-        s.apply_all(read_events(rec))
-    comm = next(r for r in s.reducers if isinstance(r, CommReducer))
-    matched = len(comm._matched(None))
-    print(f"{matched:,} collectives every rank entered, {len(comm.kinds)} ranks")
-    for name, window in (("live view", LIVE_WINDOW), ("whole run", None)):
-        made, kept = [], []
-        for _ in range(args.rounds):
-            comm._seen.clear()
-            t = time.perf_counter()
-            a = s._snapshot(None, window).comm
-            made.append(time.perf_counter() - t)
-            t = time.perf_counter()
-            b = s._snapshot(None, window).comm
-            kept.append(time.perf_counter() - t)
-            assert a == b
-        m, k = statistics.median(made), statistics.median(kept)
-        print(f"{name}: arrivals made again {m * 1e3:.2f} ms, kept {k * 1e3:.2f} ms: {k / m:.2f}x")
+        got = timed(str(ROOT), rec, args.rounds)
+    print(f"{int(got[-1])} live snapshots as taken")
+    for name, x in zip(FIGURES, got, strict=False):
+        print(f"{name}: {x * 1e3:.2f} ms")
     return 0
 
 

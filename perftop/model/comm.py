@@ -14,8 +14,6 @@ the exposed and overlapped sums give ``wait_s`` and ``overlap_s`` (medians). Pur
 
 from __future__ import annotations
 
-import math
-import os
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 from itertools import islice
@@ -23,9 +21,11 @@ from typing import Any
 
 from perftop.events import CollBatch, CollInfo, CollWaiting, Hello, SessionStart, Step
 from perftop.model.coll_record import read_record
+from perftop.model.comm_merge import WaitMerge, rank_waits
 from perftop.model.comm_rows import CollRow, CommStats, HangRank, HangRow, RankComm
 from perftop.model.comm_sites import Sites
-from perftop.model.comm_waits import Arrived, _straggler, _waits, arrived
+from perftop.model.comm_waits import Arrived, _straggler, arrived
+from perftop.model.hang_env import hang_env, positive
 from perftop.model.stats import median, percentile
 from perftop.wire import StepRecord
 
@@ -40,21 +40,6 @@ EARLY_STEPS = 256
 MAX_WAITING = 64
 ONGOING_S = 3.0  # a waiting collective's last report is at most this old: still waiting
 DEFAULT_PGS = ("default_pg", "0")
-
-
-def positive(v: Any) -> float | None:
-    """``v`` as a threshold: a positive number, else None (not set)."""
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if f > 0 and math.isfinite(f) else None
-
-
-def hang_env() -> tuple[float | None, float | None]:
-    """The hang thresholds this process's environment sets (None: not set)."""
-    env = os.environ
-    return positive(env.get("PERFTOP_HANG_FACTOR")), positive(env.get("PERFTOP_HANG_AFTER"))
 
 
 HANG_FACTOR = 10.0  # a collective hangs after this many times the op's p95 wait ...
@@ -89,25 +74,30 @@ class CommReducer:
         self.sites = Sites()
         self.last_t = 0.0
         self._seen: dict[tuple[str, int], tuple[Arrived, bool]] = {}  # see _seen_of
+        # the waits merged at the last live (False) and whole-run (True) snapshot
+        self._merges: dict[bool, WaitMerge] = {}
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k != "_seen"}  # made again
+    def __getstate__(self) -> dict[str, Any]:  # what is kept between snapshots is made again
+        return {k: v for k, v in self.__dict__.items() if k not in ("_seen", "_merges")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state, _seen={})
+        self.__dict__.update(state, _seen={}, _merges={})
 
-    def _seen_of(self, matched: list[Any]) -> list[tuple[Arrived, bool]]:
-        """Each matched collective's arrivals and waits (:data:`Arrived`) and whether its
-        ranks entered different ops (:func:`desynced`), kept from one snapshot to the next
-        (a live view reads ~2,000 of them three times a second) until a record of it comes
-        again; bounded as :attr:`colls` is."""
-        seen, out = self._seen, []
+    def _seen_of(self, matched: list[Any]) -> tuple[list[Arrived], list[int]]:
+        """Each matched collective's arrivals and waits (:data:`Arrived`), and where in
+        ``matched`` are those whose ranks entered different ops (:func:`desynced`); kept
+        from one snapshot to the next (a live view reads ~2,000 of them three times a
+        second) until a record of it comes again; bounded as :attr:`colls` is."""
+        seen, odd = self._seen, []
+        out: list[Arrived] = []
         for key, by in matched:
             got = seen.get(key)
             if got is None:
                 got = seen[key] = (arrived(key[0], by), desynced(by))
-            out.append(got)
-        return out
+            if got[1]:
+                odd.append(len(out))
+            out.append(got[0])
+        return out, odd
 
     def apply_steps(self, records: Sequence[StepRecord]) -> None:
         """Each step's span, from packed records (no :class:`Step` made of each: a tight
@@ -201,8 +191,10 @@ class CommReducer:
         step_p50 = {r.pid: r.p50 for r in parts.get("ranks", ()) if r.pid is not None}
         ended = bool(getattr(parts.get("meta"), "ended", False))
         self.sites.resolve(self.steps, ended, self.first)
-        seen = self._seen_of(matched)
-        per_pid, waits, last_count = _waits([a for a, _d in seen], self.steps, window)
+        seen, odd = self._seen_of(matched)
+        merge = self._merges.setdefault(window is None, WaitMerge())
+        per_pid = rank_waits(merge, [k for k, _by in matched], seen, self.steps, window)
+        waits, last_count = merge.waits, merge.last_count
         ranks = []
         for pid in sorted(self.kinds, key=lambda p: (self.who.get(p, (None, ""))[0] or 0, p)):
             rank, host = self.who.get(pid, (None, ""))
@@ -229,14 +221,14 @@ class CommReducer:
         parts["comm"] = CommStats(
             tuple(ranks),
             _straggler(per_pid, last_count, len(matched), step_p50, self.who),
-            self._hangs(matched, seen, ended),
+            self._hangs(matched, seen, odd, ended),
             "; ".join(sorted(set(self.why.values()))) if not matched else "",
         )
 
     def _hangs(
-        self, matched: list[Any], arrived: list[tuple[Arrived, bool]], ended: bool
+        self, matched: list[Any], arrived: list[Arrived], odd: list[int], ended: bool
     ) -> tuple[HangRow, ...]:
-        """``arrived``: :meth:`_seen_of` the ``matched`` collectives."""
+        """``arrived``, ``odd``: :meth:`_seen_of` the ``matched`` collectives."""
         rows = []
         seen = set()
         for key, by in self.waiting.items():
@@ -257,19 +249,17 @@ class CommReducer:
             rows.append(HangRow(key[0], key[1], first.op, first.sizes, first.t_created,
                                 round(waited, 3), threshold, self._where(key, by, seen_t),
                                 desync, ongoing))  # fmt: skip
-        for (key, by), (_a, desync) in zip(matched, arrived, strict=True):
-            if key not in seen and len(rows) < 16 and desync:
+        for key, by in (matched[n] for n in odd):
+            if key not in seen and len(rows) < 16:
                 v = next(iter(by.values()))
                 rows.append(HangRow(key[0], key[1], v[0], v[2], v[3], 0.0, 0.0,
                                     self._where(key, {}), True, False))  # fmt: skip
         return tuple(rows)
 
-    def _usual(
-        self, pg: str, op: str, matched: list[Any], arrived: list[tuple[Arrived, bool]]
-    ) -> list[float]:
+    def _usual(self, pg: str, op: str, matched: list[Any], arrived: list[Arrived]) -> list[float]:
         """The waits of ``op`` in ``pg`` at collectives that never hung (their usual time)."""
         out = []
-        for (key, _by), ((rows, _last), _d) in zip(matched, arrived, strict=True):
+        for (key, _by), (rows, _last) in zip(matched, arrived, strict=True):
             if key[0] == pg and key not in self.waiting:
                 out += [w for _pid, wk, _mark, w in rows if wk[2] == op]
         return out

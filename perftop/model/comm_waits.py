@@ -1,15 +1,14 @@
-"""Who waited for whom at the collectives every rank entered: each rank's exposed and
-overlapped wait per step, and the straggler the others wait for.
+"""Who waited for whom at the collectives every rank entered: each collective's
+arrivals and waits, and the straggler the others wait for.
 
-Pure functions of the matched collectives and the ranks' step spans, kept apart from
+Pure functions of the matched collectives and of each rank's exposed and overlapped wait
+per step (merged in :mod:`perftop.model.comm_merge`), kept apart from
 :class:`~perftop.model.comm.CommReducer`'s bookkeeping of records, groups and hangs (see
 :mod:`perftop.model.comm` for how a wait is exposed or overlapped).
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from collections import defaultdict
 from typing import Any
 
 from perftop.model.comm_rows import CommStraggler
@@ -34,7 +33,7 @@ def arrivals(by: dict[int, tuple[Any, ...]]) -> dict[int, float]:
     return {pid: v[3] for pid, v in by.items()}
 
 
-# One collective as :func:`_waits` reads it: for each rank (pid, its (pid, pg, op), its
+# One collective as the merge (comm_merge.py) reads it: for each rank (pid, its (pid, pg, op), its
 # (arrival, last arrival, pid last), its wait), and the pid that arrived last.
 Arrived = tuple[tuple[tuple[int, tuple[int, str, str], tuple[float, float, int], float], ...], int]
 
@@ -48,64 +47,8 @@ def arrived(pg: str, by: dict[int, tuple[Any, ...]]) -> Arrived:
                  for pid, v in by.items()), last  # fmt: skip
 
 
-def _waits(
-    seen: list[Arrived], steps: dict[int, Any], window: int | None
-) -> tuple[
-    dict[int, dict[int, list[Any]]], dict[tuple[int, str, str], list[float]], dict[int, int]
-]:
-    """Per process and step: [exposed, overlapped, {pid waited for: exposed}]; each
-    (pid, pg, op)'s waits; how often each process arrived last. ``seen``: each matched
-    collective's :data:`Arrived`, in order (the reducer keeps them from one snapshot to
-    the next). A live view reads ~2,000 collectives three times a second: the loops keep
-    to local names and plain dicts."""
-    per_rank: defaultdict[int, list[tuple[float, float, int]]] = defaultdict(list)
-    waits: defaultdict[tuple[int, str, str], list[float]] = defaultdict(list)
-    last_count: defaultdict[int, int] = defaultdict(int)
-    for rows, last in seen:
-        last_count[last] += 1
-        for pid, wk, mark, w in rows:
-            per_rank[pid].append(mark)
-            waits[wk].append(w)
-    out: dict[int, dict[int, list[Any]]] = {}
-    inf = float("inf")
-    for pid, arr in per_rank.items():
-        st = list(steps.get(pid, ()))
-        if window is not None:
-            st = st[-window:]
-        starts = [s[0] for s in st]
-        ends = [s[1] for s in st]
-        per: dict[int, list[Any]] = {}
-        arr.sort()
-        arr.append((inf, inf, -1))
-        # the component being merged: its start, end, the last own arrival in it, and who
-        # arrived last at the collective that ends it
-        it = iter(arr)
-        c0, c1, c3 = next(it)
-        c2 = c0
-        for a, end, who in it:
-            if a <= c1:
-                c2 = a
-                if end > c1:
-                    c1, c3 = end, who
-                continue
-            i = bisect_right(starts, c0) - 1  # the step that holds the component's start
-            if i >= 0 and c0 <= ends[i]:
-                slot = per.get(i)
-                if slot is None:
-                    slot = per[i] = [0.0, 0.0, {}]
-                exposed = c1 - c2
-                slot[0] += exposed
-                slot[1] += c2 - c0
-                if c3 != pid and exposed > 0:
-                    by = slot[2]
-                    by[c3] = by.get(c3, 0.0) + exposed
-            c0, c1, c2, c3 = a, end, a, who
-        out[pid] = per
-    return out, dict(waits), dict(last_count)
-
-
 def _straggler(
-    per_pid: dict[int, dict[int, list[Any]]],
+    per_pid: dict[int, dict[float, list[Any]]],
     last_count: dict[int, int],
     matched: int,
     step_p50: dict[int, float | None],

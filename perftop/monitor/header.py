@@ -29,7 +29,7 @@ from perftop.events import (
     SessionStart,
     SyncInfo,
 )
-from perftop.model.comm import hang_env
+from perftop.model.hang_env import hang_env
 from perftop.wire import KIND_JSON, KIND_STEPS, Frame, encode_frame, fitted_frames
 
 HISTORY_BYTES = 16 * 1024 * 1024
