@@ -54,6 +54,10 @@ class HelpScreen(ScrollPopup):
             "a slow step: at least 3× the median (a stall, whose stacks `k` shows: 5× and 2 s)   "
         )
         colours.append("N/A", style=fmt.NA_STYLE)
-        colours.append(" not available (no permission, no device)")
+        colours.append(
+            " not available: no permission or no device; or not measured (a process's CPU%"
+            " and IO rates need two samples, a second apart: one gone sooner has none;"
+            " once it exited, none is current)"
+        )
         yield Static(keys)
         yield Static(Text("\nStep phases, bottom to top:\n") + colours)
