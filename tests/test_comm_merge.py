@@ -117,3 +117,34 @@ def test_the_kept_merge_gives_what_a_fresh_merge_and_the_plain_one_give(history)
         assert got == want
         assert kept.waits == waits and kept.last_count == last
         assert fresh.waits == waits and fresh.last_count == last
+
+
+def test_records_with_no_clock_time_are_left_out_and_every_snapshot_answers():
+    """A damaged writer's records (a time of nan or inf; a GPU time of inf) among those of
+    collectives every rank entered: the model leaves the records without a time out (a GPU
+    time of inf reads as none), and every snapshot gives the figures of the same run
+    without them (a nan once sat unsorted in the kept merge)."""
+    from perftop.events import CollBatch
+    from perftop.model import Session
+    from tests.hang_events import hang_events
+
+    rec = ("default_pg", 5, "all_reduce", 64, "[[16]]", 1000.4, 1, "", "", "")
+    damaged = (("default_pg", 3, "all_reduce", 64, "[[16]]", float("nan"), 1),
+               ("default_pg", 4, "all_reduce", 64, "[[16]]", float("inf"), 1),
+               (*rec, float("inf")))  # fmt: skip
+
+    def figures(rank0: tuple[Any, ...], rank1: tuple[Any, ...]) -> list[Any]:
+        evs, _ = hang_events(1.0)
+        s = Session()
+        out = []
+        for ev in evs:
+            if isinstance(ev, CollBatch):
+                keep = tuple(r for r in ev.records if r[1] not in (3, 4, 5))
+                ev = CollBatch(ev.t, ev.pid, keep + (rank1 if ev.pid % 2 else rank0))
+            s.apply(ev)
+            out += [s.snapshot().comm, s.snapshot(window=None).comm]
+        return out
+
+    bad, good = figures(damaged, damaged[:2]), figures((rec,), ())
+    assert bad == good
+    assert good[-1].ranks[0].steps == 7  # seqs 1, 2 and 6-10: each rank entered them

@@ -4,6 +4,7 @@ writes records as tuples and never imports this."""
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
 
 from perftop.events.comm import CollRecord
@@ -33,8 +34,10 @@ def read_record(rec: CollRecord) -> Coll | None:
         seq, nb, t = int(seq), int(nb), float(t)
     except (TypeError, ValueError):
         return None
+    if not math.isfinite(t):
+        return None  # no time a clock gives: the arrivals it would be lined up by
     origin = rec[7:10]
     call, phase, line = (str(x) for x in origin) if len(origin) == 3 else ("", "", "")
     gpu = rec[10] if len(rec) > 10 else None  # NCCL's time on the GPU, where timed
-    gpu = float(gpu) if isinstance(gpu, (int, float)) and gpu >= 0 else None
+    gpu = float(gpu) if isinstance(gpu, (int, float)) and 0 <= gpu < math.inf else None
     return Coll(str(pg), seq, str(op), nb, str(sizes), t, th, call, phase, line, gpu)

@@ -192,7 +192,9 @@ class CommReducer:
         ended = bool(getattr(parts.get("meta"), "ended", False))
         self.sites.resolve(self.steps, ended, self.first)
         seen, odd = self._seen_of(matched)
-        merge = self._merges.setdefault(window is None, WaitMerge())
+        merge = self._merges.get(window is None)
+        if merge is None:
+            merge = self._merges[window is None] = WaitMerge()
         per_pid = rank_waits(merge, [k for k, _by in matched], seen, self.steps, window)
         waits, last_count = merge.waits, merge.last_count
         ranks = []

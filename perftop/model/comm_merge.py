@@ -43,6 +43,20 @@ def sweep(marks: list[Mark]) -> list[Comp]:
     return out
 
 
+def _drop(items: list[Any], x: Any) -> bool:
+    """``x`` out of the sorted ``items`` (the very object folded in: a value no order
+    holds, a damaged writer's, is still found); whether it was there."""
+    i = bisect_left(items, x)
+    if i < len(items) and (items[i] is x or items[i] == x):
+        del items[i]
+        return True
+    try:
+        items.remove(x)
+    except ValueError:
+        return False
+    return True
+
+
 class RankMerge:
     """One rank's arrivals (sorted), their merged intervals (sorted by start: disjoint; an
     interval: its start, end, the rank's last arrival in it, who arrived last at the
@@ -61,9 +75,7 @@ class RankMerge:
         self.changed.append(mark[0])
 
     def remove(self, mark: Mark) -> None:
-        i = bisect_left(self.marks, mark)
-        if i < len(self.marks) and self.marks[i] == mark:
-            del self.marks[i]
+        if _drop(self.marks, mark):
             self.changed.append(mark[0])
 
     def merge(self) -> tuple[list[Comp], list[Comp]]:
@@ -147,7 +159,7 @@ class WaitMerge:
                 insort(ws, w)
             else:
                 rank.remove(mark)
-                del ws[bisect_left(ws, w)]
+                _drop(ws, w)
                 if not ws:
                     del self.waits[wk]
 
