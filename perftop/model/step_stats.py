@@ -21,7 +21,7 @@ def step_stats(
 ) -> StepStats:
     """Figures over the last ``window`` steps (None: the whole run, from the sketches
     once it no longer fits in the ring)."""
-    series._bin()
+    series.bin_up()
     n = series.count
     if n == 0:
         return StepStats(pid=series.pid, rank=rank, host=host, sync_count=syncs)

@@ -149,7 +149,7 @@ class StepSeries:
         :attr:`recent` at once."""
         d = t1 - t0
         if self.count - self.binned >= LIVE_WINDOW:
-            self._bin()  # the ring is about to overwrite a step not yet binned
+            self.bin_up()  # the ring is about to overwrite a step not yet binned
         n, other = self.count, max(0.0, d - data - backward - optimizer)
         if data == 0.0 and copysign(1.0, data) < 0.0 and n > 0:  # the first may be unseen
             # (a feeder's wait is timed from the second step on)
@@ -235,7 +235,7 @@ class StepSeries:
             return tuple(c[start:i].tolist() for c in cols)
         return tuple(c[start:].tolist() + c[:i].tolist() for c in cols)
 
-    def _bin(self) -> None:
+    def bin_up(self) -> None:
         """Bring the whole-run histogram, sums and sketches up to date: each step is binned
         once, in batches (at snapshot time, or before the ring overwrites it), so adding a
         step stays as cheap as before."""
