@@ -43,6 +43,23 @@ def two_nodes_same_pid():
 
 
 @aio
+async def test_one_hosts_straggler_is_named_without_its_host() -> None:
+    """The same two ranks on one host (a local torchrun): the subtitle names the straggler
+    by its rank alone ("rank 1 on vm" named the only host there is, and cut the subtitle
+    at 160x48); across nodes it names the node (the test above)."""
+    s = Session()
+    for rank, own, bwd in ((0, 0.002, 0.032), (1, 0.032, 0.002)):
+        s.apply(Hello(1.0, 100 + rank, 1, "vm", ("t",), rank, rank, 2))
+        s.apply_all(Step(100 + rank, i, 1.0 + i, 1.0 + i + own + bwd, data=own - 0.001,
+                         backward=bwd) for i in range(10))  # fmt: skip
+    async with showing(snapshot()) as (app, pilot):
+        app.post_message(SnapshotMessage(s.snapshot()))
+        await settle(pilot)
+        sub = str(app.query_one(RanksPanel).border_subtitle)
+        assert sub.startswith("2 ranks · rank 1 makes the others wait"), sub
+
+
+@aio
 async def test_ranks_table_marks_the_straggler_and_keeps_hosts_apart() -> None:
     async with showing(snapshot()) as (app, pilot):
         panel = app.query_one(RanksPanel)
