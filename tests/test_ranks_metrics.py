@@ -48,6 +48,9 @@ def test_torchrun_names_the_slow_rank(tmp_path, monkeypatch, slow):
     # 20 steps: too short for the live engine, the whole-run verdict names it every time
     h = next(h for h in r["hints"] if h["id"] == "straggler")
     assert f"rank {slow}" in h["title"] and h["whole_run"], h
+    # one host: the hints name each rank by its rank alone (a collector's node: test_comm.py)
+    said = " ".join(" ".join([x["title"], *x["evidence"], *x["advice"]]) for x in r["hints"])
+    assert f"rank {slow} on " not in said and f"rank {1 - slow} on " not in said, said
     # by who arrives last at the collectives: a slow loader is named too, and the others'
     # wait is the loader's delay (30 ms a step, ddp_slow_rank.py), as long as it was: the
     # job's own clocks, each step's backward on the fast rank less the slow one's

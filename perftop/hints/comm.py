@@ -55,9 +55,10 @@ def comm_bound(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     advice = []
     s = snap.comm.straggler
     if s is not None and s.pid != worst.pid:
-        evidence.append(f"it waits for {s.label}, the last to arrive at {fraction(s.last_share)}"
+        last = snap.rank_label(s.rank, s.pid, s.host)
+        evidence.append(f"it waits for {last}, the last to arrive at {fraction(s.last_share)}"
                         " of the collectives")  # fmt: skip
-        advice.append(f"The wait is {s.label} arriving late, not the network: make {s.label} "
+        advice.append(f"The wait is {last} arriving late, not the network: make {last} "
                       "faster first (see the straggler hint and its data wait).")  # fmt: skip
     fsdp = _fsdp(worst)
     regather = _count(worst, "all_gather", "backward")

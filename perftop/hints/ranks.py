@@ -21,12 +21,13 @@ def straggler(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     s = find_straggler(snap.ranks, STAY_SHARE if "straggler" in active else MIN_SHARE)
     if s is None:
         return _by_arrival(snap)
+    label = snap.rank_label(s.rank, s.pid, s.host)
     advice = (
-        f"Look at {s.label}: other jobs on its host, thermal throttling, a slower "
+        f"Look at {label}: other jobs on its host, thermal throttling, a slower "
         "device, or more data to load (its data wait is in the Ranks table).",
         "Uneven batches (variable-length samples): bucket by length so ranks get equal work.",
     )
-    return _straggler(s.label, s.wait_s, s.step_s, s.evidence(), advice)
+    return _straggler(label, s.wait_s, s.step_s, s.evidence(label), advice)
 
 
 def _straggler(
@@ -58,18 +59,19 @@ def _by_arrival(snap: Snapshot) -> list[Hint]:
     c = snap.comm.straggler
     if c is None:
         return []
+    label = snap.rank_label(c.rank, c.pid, c.host)
     evidence = (
-        f"{c.label} arrived last at {fraction(c.last_share)} of the collectives every "
+        f"{label} arrived last at {fraction(c.last_share)} of the collectives every "
         f"rank entered (c10d's flight recorder); {fraction(c.wait_share)} of the ranks' "
         "exposed wait at them was for it",
         f"the other ranks wait {seconds(c.wait_s)} a step for it (median) of a "
         f"{seconds(c.step_s)} step",
     )
     advice = (
-        f"Look at {c.label}: other jobs on its host (CPU starvation, niceness), a "
+        f"Look at {label}: other jobs on its host (CPU starvation, niceness), a "
         "slower device, or more data to load (its data wait is in the Ranks table).",
     )
-    return _straggler(c.label, c.wait_s, c.step_s, evidence, advice)
+    return _straggler(label, c.wait_s, c.step_s, evidence, advice)
 
 
 def gpu_imbalance(snap: Snapshot, active: frozenset[str]) -> list[Hint]:

@@ -74,10 +74,6 @@ class CommStraggler:
     last_share: float  # of the collectives matched, the share it arrived last at
     wait_share: float = 0.0  # of all the ranks' exposed wait, the share that was for it
 
-    @property
-    def label(self) -> str:
-        return rank_name(self.rank, self.pid, self.host)
-
 
 @dataclass(frozen=True, slots=True)
 class HangRank:

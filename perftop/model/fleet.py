@@ -67,6 +67,7 @@ class FleetSession:
         s = self.nodes.get(name)
         if s is None:
             s = self.nodes[name] = self.new_session()
+            s.node = name  # its hints name its ranks' node, as its rows are tagged
         return s
 
     def apply_all(self, events: Iterable[Event]) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from perftop.model.comm_rows import rank_name
 from perftop.model.snapshot import StepStats
 from perftop.model.stats import median as _median
 
@@ -45,16 +44,14 @@ class Straggler:
         """How much longer the others sit in backward (waiting for it in all-reduce)."""
         return self.others_backward_s - self.backward_s
 
-    @property
-    def label(self) -> str:
-        return rank_name(self.rank, self.pid, self.host)
+    def evidence(self, label: str) -> tuple[str, ...]:
+        """Its measured evidence, the rank named ``label`` (Snapshot.rank_label)."""
 
-    def evidence(self) -> tuple[str, ...]:
         def ms(x: float) -> str:
             return f"{x * 1e3:.1f}ms"
 
         return (
-            f"{self.label} spends {ms(self.extra_s)} more per step outside backward than the "
+            f"{label} spends {ms(self.extra_s)} more per step outside backward than the "
             f"other ranks ({ms(self.own_s)} vs {ms(self.others_own_s)}, medians)",
             f"the other ranks spend {ms(self.wait_s)} more in backward, waiting for it in the "
             f"gradient all-reduce ({ms(self.others_backward_s)} vs {ms(self.backward_s)})",

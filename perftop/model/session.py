@@ -62,6 +62,10 @@ def default_reducers() -> list[Reducer]:
 class Session:
     """Applies events in order; :meth:`snapshot` is cheap enough for 2 Hz or more."""
 
+    # The collector's name of the node this session models (FleetSession sets it; a class
+    # default, so a session pickled before it existed reads ""): its snapshots' Meta.node.
+    node = ""
+
     def __init__(self, reducers: list[Reducer] | None = None, hints: Hinter | None = None) -> None:
         self.reducers = reducers if reducers is not None else default_reducers()
         self._dispatch, self._batch = self._route()
@@ -152,7 +156,7 @@ class Session:
         for r in self.reducers:
             r.contribute(parts, window)
         meta = parts.get("meta", Meta())
-        parts["meta"] = replace(meta, now_t=now if now is not None else self.last_t)
+        parts["meta"] = replace(meta, now_t=now if now is not None else self.last_t, node=self.node)
         parts["roles"] = assign_roles(
             parts["meta"],
             parts.get("trainers", ()),

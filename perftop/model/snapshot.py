@@ -11,7 +11,7 @@ import signal as _signal
 from dataclasses import dataclass, field
 
 from perftop.model.capture import Capture
-from perftop.model.comm_rows import CommStats
+from perftop.model.comm_rows import CommStats, rank_name
 
 # The rows of the job's processes, the probes', the findings' and those of what the steps
 # do not time live apart; importers name them from here too.
@@ -73,6 +73,7 @@ class Meta:
     observer: bool = False  # watching a process without a hook (``perftop attach PID``)
     observer_python: str = ""
     output_to: str = ""  # where the job's output went (SessionStart.output; "": not said)
+    node: str = ""  # the node of a collector's this session models ("": the machine it ran on)
 
     @property
     def state(self) -> str:
@@ -209,6 +210,13 @@ class Snapshot:
     def latest_capture(self) -> Capture | None:
         """The newest capture (the one the Ops view shows), None before any."""
         return self.captures[-1] if self.captures else None
+
+    def rank_label(self, rank: int | None, pid: int | None, host: str) -> str:
+        """A rank as the hints and the Ranks view name it: by its host where the ranks ran
+        on several hosts or this is a collector's node ("rank 1 on node-b"), else by its
+        rank alone (one machine's name said nothing)."""
+        many = bool(self.meta.node) or len({r.host for r in self.ranks}) > 1
+        return rank_name(rank, pid, host if many else "")
 
     def role_of(self, pid: int, host: str | None = None) -> ProcessRole | None:
         """The role of ``pid`` (on ``host``, where a collector merged nodes)."""

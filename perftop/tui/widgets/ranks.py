@@ -16,7 +16,7 @@ from textual.app import ComposeResult
 from textual.widgets import DataTable
 
 from perftop.model import Snapshot
-from perftop.model.comm_rows import CommStraggler, RankComm, rank_name
+from perftop.model.comm_rows import RankComm
 from perftop.model.ranks import Straggler, find_straggler, slowest
 from perftop.model.snapshot import BEFORE_FORWARD, StepStats
 from perftop.tui import fmt
@@ -205,18 +205,14 @@ class RanksPanel(Panel):
         sub = f"{len(snap.ranks)} ranks" + (f" on {hosts} hosts" if hosts > 1 else "")
         cs = snap.comm.straggler
         if s is not None:
-            sub += f" · {_name(s, hosts)} makes the others wait {fmt.secs(s.wait_s)}/step"
+            name = snap.rank_label(s.rank, s.pid, s.host)
+            sub += f" · {name} makes the others wait {fmt.secs(s.wait_s)}/step"
         elif cs is not None:
-            sub += f" · {_name(cs, hosts)} arrives last: the others wait {fmt.secs(cs.wait_s)}/step"
+            name = snap.rank_label(cs.rank, cs.pid, cs.host)
+            sub += f" · {name} arrives last: the others wait {fmt.secs(cs.wait_s)}/step"
         hang = next((h for h in snap.comm.hangs if h.ongoing), None)
         if hang is not None:
             sub += f" · {'DESYNC' if hang.desync else 'HANG'}: {hang.words}"
         if any(r.data_wait_source == "before_forward" for r in snap.ranks):
             sub += " · data: " + BEFORE_FORWARD.split(":", 1)[0]  # last: the least of them
         self.border_subtitle = sub
-
-
-def _name(who: Straggler | CommStraggler, hosts: int) -> str:
-    """The straggler as the subtitle names it: by its host only where the ranks ran on
-    several (the subtitle's room is the panel's width; the table has a host column)."""
-    return rank_name(who.rank, who.pid, who.host if hosts > 1 else "")
