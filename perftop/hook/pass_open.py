@@ -43,7 +43,11 @@ class PassOpen(FeederWait):
         # The time off the CPU since the pass's last module call (a feeder's next
         # batch) is the step's wait before its forward, not the pass's.
         wait = min(max(0.0, t - self.t0 - (_cpu() - self.c0)), self.typical())
-        wait = self.after_sync(t, wait)
+        # Where it never blocked since, off the CPU it only waited for a core (a busy
+        # host's preemption), for no feeder's batch: the pass holds that time, and its
+        # tail's syncs (a metric's .item() after its last forward) with it.
+        blocked = not 0 <= self._switches_at_t0() == switches()
+        wait = self.after_sync(t, wait) if blocked else 0.0
         if tr.save_s > 0.0 and tr.save_end > self.t0:
             # a save after the pass's last module call (its file's writing is time off
             # the CPU too): the pass holds it, the wait comes after it returned
