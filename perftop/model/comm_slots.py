@@ -32,6 +32,8 @@ class StepSlots:
 
     def change(self, gone: list[Comp], came: list[Comp], steps: Any) -> None:
         """Intervals ``gone`` out, ``came`` in; ``steps``: the rank's (t0, t1), in order."""
+        if not gone and not came and (steps[-1][0] if steps else None) == self.last_t0:
+            return  # nothing to place: no step came either
         starts = [s[0] for s in steps]
         ends = [s[1] for s in steps]
         for c in gone:
