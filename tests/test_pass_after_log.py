@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import sys
 
+from perftop.events import Step
+from perftop.recording import read_events
 from tests.helpers import WORKLOADS, run_and_report
 
 
@@ -21,4 +23,8 @@ def test_an_evaluation_after_a_log_lines_module_calls_is_a_pass(tmp_path) -> Non
     assert evals is not None and evals["count"] == len(own["evals"]) == 4, rep["steps"]
     # its time is the evaluations' (at least their forwards', as the loop timed them)
     assert evals["total_s"] >= 0.9 * sum(own["evals"]), (evals, own["evals"])
-    assert rep["steps"]["step_time_s"]["max"] < min(own["evals"]), rep["steps"]
+    # and no step holds one: a step of an evaluation's length is the scheduler's (a loaded
+    # host preempts a 1 ms step for 10 ms now and then), not one an evaluation each
+    steps = [e for e in read_events(str(tmp_path / "r.perftop")) if isinstance(e, Step)]
+    long = sorted(e.duration for e in steps if e.duration >= min(own["evals"]))
+    assert len(steps) == 200 and len(long) < len(own["evals"]), (long, own["evals"])
