@@ -209,13 +209,7 @@ class Sender(Link):
                 self._gap = min(self.interval, 2 * self._gap)
             self._due(time.perf_counter() + self._gap)
             self.drain(nowait=True)
-            if self.inbox is not None:
-                self.inbox.poll(self)
-            for poll in self.pollers:
-                try:
-                    poll()
-                except Exception:
-                    self.errors += 1
+            self._poll()
         except Exception:
             self.errors += 1
         finally:
@@ -244,13 +238,17 @@ class Sender(Link):
                 except Exception:
                     self.errors += 1
             self.drain()
-            if self.inbox is not None:
-                self.inbox.poll(self)
-            for poll in self.pollers:
-                try:
-                    poll()
-                except Exception:
-                    self.errors += 1
+            self._poll()
+
+    def _poll(self) -> None:
+        """The monitor's requests (the inbox), then each poller's own work, after a drain."""
+        if self.inbox is not None:
+            self.inbox.poll(self)
+        for poll in self.pollers:
+            try:
+                poll()
+            except Exception:
+                self.errors += 1
 
     # -- shutdown ----------------------------------------------------------------------
     def note(self, level: str, text: str) -> None:
