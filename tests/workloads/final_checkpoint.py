@@ -29,7 +29,9 @@ opt = torch.optim.SGD(model.parameters(), lr=0.01)
 x, y = torch.randn(32, 512), torch.randn(32, 1024)
 own = {"steps": 0}
 RIVALS = int(sys.argv[2]) if len(sys.argv) > 2 else 0
-SPIN = "import os, time\nos.setsid()\nend = time.monotonic() + 60\nwhile time.monotonic() < end: pass"
+SPIN = (
+    "import os, time\nos.setsid()\nend = time.monotonic() + 60\nwhile time.monotonic() < end: pass"
+)
 rivals = []
 for i in range(20):
     if i == 17:  # three steps before the end: running by the checkpoint (children share its core)
