@@ -14,7 +14,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perftop.model.comm_merge import WaitMerge, rank_waits
+from perftop.model.comm_merge import WaitMerge, per_rank
 from perftop.model.comm_waits import arrived
 
 
@@ -110,9 +110,11 @@ def test_the_kept_merge_gives_what_a_fresh_merge_and_the_plain_one_give(history)
                 steps[p].append((t0, t0 + n / 1000))
         keys, seen = list(window), list(window.values())
         w = n if kind == "look" else 1000
-        got = rank_waits(kept, keys, seen, steps, w)
+        kept.update(keys, seen)
+        got = per_rank(kept, seen, steps, w)
         fresh = WaitMerge()
-        assert got == rank_waits(fresh, keys, seen, steps, w)
+        fresh.update(keys, seen)
+        assert got == per_rank(fresh, seen, steps, w)
         want, waits, last = plain(seen, steps, w)
         assert got == want
         assert kept.waits == waits and kept.last_count == last

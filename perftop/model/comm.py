@@ -16,15 +16,15 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from collections.abc import Sequence
-from itertools import islice
 from typing import Any
 
 from perftop.events import CollBatch, CollInfo, CollWaiting, Hello, SessionStart, Step
 from perftop.model.coll_record import read_record
-from perftop.model.comm_merge import WaitMerge, rank_waits
+from perftop.model.comm_merge import WaitMerge, per_rank
 from perftop.model.comm_rows import CollRow, CommStats, HangRank, HangRow, RankComm
 from perftop.model.comm_sites import Sites
-from perftop.model.comm_waits import Arrived, _straggler, arrived
+from perftop.model.comm_waits import Arrived, _straggler
+from perftop.model.comm_window import MatchIndex, desynced, refreshed
 from perftop.model.hang_env import hang_env, positive
 from perftop.model.stats import median, percentile
 from perftop.wire import StepRecord
@@ -49,11 +49,6 @@ HANG_AFTER_S = 10.0  # ... and at least this long
 ENV_HANG_FACTOR, ENV_HANG_AFTER_S = hang_env()
 
 
-def desynced(by: dict[int, tuple[Any, ...]]) -> bool:
-    """Whether the ranks entered different ops as one collective (``by``: pid -> record)."""
-    return len({v[0] for v in by.values()}) > 1
-
-
 class CommReducer:
     handles = (Hello, Step, CollBatch, CollWaiting, CollInfo, SessionStart)
 
@@ -73,31 +68,26 @@ class CommReducer:
         self.why: dict[int, str] = {}
         self.sites = Sites()
         self.last_t = 0.0
-        self._seen: dict[tuple[str, int], tuple[Arrived, bool]] = {}  # see _seen_of
-        # the waits merged at the last live (False) and whole-run (True) snapshot
+        self._kept()
+
+    def _kept(self) -> None:
+        """What is kept from one snapshot to the next (made again after a pickle): each
+        key's ordinal (comm_window.py), the keys recorded since the last snapshot, the
+        complete collectives, and the waits merged at the last live (False) and whole-run
+        (True) snapshot."""
+        self._ord = {k: i for i, k in enumerate(self.colls)}
+        self._next = len(self.colls)
+        self._touched: set[tuple[str, int]] = set()
+        self._index: MatchIndex | None = None
         self._merges: dict[bool, WaitMerge] = {}
 
-    def __getstate__(self) -> dict[str, Any]:  # what is kept between snapshots is made again
-        return {k: v for k, v in self.__dict__.items() if k not in ("_seen", "_merges")}
+    def __getstate__(self) -> dict[str, Any]:
+        kept = ("_ord", "_next", "_touched", "_index", "_merges")
+        return {k: v for k, v in self.__dict__.items() if k not in kept}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state, _seen={}, _merges={})
-
-    def _seen_of(self, matched: list[Any]) -> tuple[list[Arrived], list[int]]:
-        """Each matched collective's arrivals and waits (:data:`Arrived`), and where in
-        ``matched`` are those whose ranks entered different ops (:func:`desynced`); kept
-        from one snapshot to the next (a live view reads ~2,000 of them three times a
-        second) until a record of it comes again; bounded as :attr:`colls` is."""
-        seen, odd = self._seen, []
-        out: list[Arrived] = []
-        for key, by in matched:
-            got = seen.get(key)
-            if got is None:
-                got = seen[key] = (arrived(key[0], by), desynced(by))
-            if got[1]:
-                odd.append(len(out))
-            out.append(got[0])
-        return out, odd
+        self.__dict__.update(state)
+        self._kept()
 
     def apply_steps(self, records: Sequence[StepRecord]) -> None:
         """Each step's span, from packed records (no :class:`Step` made of each: a tight
@@ -163,39 +153,55 @@ class CommReducer:
             self.sites.add(ev.pid, pg, op, nb, t, th, (c.call, c.phase, c.line))
             if seq <= 0:
                 continue  # point-to-point: no group-wide sequence to line up
-            self.colls.setdefault((pg, seq), {})[ev.pid] = (op, nb, c.sizes, t, th, c.line, c.gpu)
-            self._seen.pop((pg, seq), None)
+            key = (pg, seq)
+            by = self.colls.get(key)
+            if by is None:
+                by = self.colls[key] = {}
+                self._ord[key] = self._next
+                self._next += 1
+            by[ev.pid] = (op, nb, c.sizes, t, th, c.line, c.gpu)
+            self._touched.add(key)
             self.members.setdefault(pg, set()).add(ev.pid)
             self.last[(ev.pid, pg)] = (seq, op)
-        while len(self.colls) > MAX_COLLS:
-            self._seen.pop(self.colls.popitem(last=False)[0], None)
+        while len(self.colls) > MAX_COLLS:  # (what is touched stays bounded by it too)
+            gone = self.colls.popitem(last=False)[0]
+            del self._ord[gone]
+            self._touched.discard(gone)
 
-    def _matched(
-        self, limit: int | None
-    ) -> list[tuple[tuple[str, int], dict[int, tuple[Any, ...]]]]:
-        """The collectives every rank of their group entered, oldest first: of the newest
-        ``limit`` (None: all kept)."""
-        items: Any = self.colls.items()
-        if limit and limit < len(self.colls):
-            items = list(islice(reversed(items), limit))
-            items.reverse()
+    def _complete(self) -> MatchIndex:
+        """The :class:`MatchIndex` of now (:func:`refreshed`), each merge told which
+        collectives were put in since."""
         need = {pg: max(2, len(m)) for pg, m in self.members.items()}
-        return [(key, by) for key, by in items if len(by) >= need.get(key[0], 2)]
+        front = self._next - len(self.colls)
+        index, put = refreshed(self._index, need, self.colls, self._ord, front, self._touched)
+        self._index = index
+        for merge in self._merges.values():
+            if len(merge.pending) > MAX_COLLS:  # not looked at for long: all again, once
+                merge.basis = None
+                merge.pending.clear()
+            else:
+                merge.pending.update(put)
+        return index
 
     def contribute(self, parts: dict[str, Any], window: int | None) -> None:
         if not self.kinds and not self.waiting and not self.why:
             parts["comm"] = CommStats()
             return
-        ranked = max(2, len(self.kinds))
-        matched = self._matched(None if window is None else max(64, LIVE_RECORDS // ranked))
+        index = self._complete()
+        # the newest LIVE_RECORDS records' collectives (None: all kept) by their ordinals
+        limit = None if window is None else max(64, LIVE_RECORDS // max(2, len(self.kinds)))
+        first = self._next - len(self.colls)
+        if limit and limit < len(self.colls):
+            first = self._next - limit
+        _lo, matched, seen, odd = index.window(first)
         step_p50 = {r.pid: r.p50 for r in parts.get("ranks", ()) if r.pid is not None}
         ended = bool(getattr(parts.get("meta"), "ended", False))
         self.sites.resolve(self.steps, ended, self.first)
-        seen, odd = self._seen_of(matched)
         merge = self._merges.get(window is None)
         if merge is None:
             merge = self._merges[window is None] = WaitMerge()
-        per_pid = rank_waits(merge, [k for k, _by in matched], seen, self.steps, window)
+        merge.follow(index, first)
+        per_pid = per_rank(merge, seen, self.steps, window)
         waits, last_count = merge.waits, merge.last_count
         ranks = []
         for pid in sorted(self.kinds, key=lambda p: (self.who.get(p, (None, ""))[0] or 0, p)):
@@ -230,7 +236,7 @@ class CommReducer:
     def _hangs(
         self, matched: list[Any], arrived: list[Arrived], odd: list[int], ended: bool
     ) -> tuple[HangRow, ...]:
-        """``arrived``, ``odd``: :meth:`_seen_of` the ``matched`` collectives."""
+        """``arrived``, ``odd``: the ``matched`` collectives' (:meth:`MatchIndex.window`)."""
         rows = []
         seen = set()
         for key, by in self.waiting.items():

@@ -125,12 +125,17 @@ class WaitMerge:
 
     def __init__(self) -> None:
         self.applied: dict[Any, Arrived] = {}  # key -> the arrivals folded in for it
+        self.order: list[Any] = []  # the keys folded in, ascending (:meth:`follow`'s)
         self.ranks: dict[int, RankMerge] = {}
         self.waits: dict[tuple[int, str, str], list[float]] = {}  # each sorted
         self.last_count: dict[int, int] = {}
+        self.basis: Any = None  # the MatchIndex followed (comm_window.py)
+        self.first = 0  # ... from this ordinal on
+        self.pending: set[int] = set()  # ordinals of its complete ones made since
 
     def update(self, keys: list[Any], arrived: list[Arrived]) -> None:
-        """The collectives ``keys`` (their arrivals ``arrived``) are the ones folded in now."""
+        """The collectives ``keys`` (ascending; their arrivals ``arrived``) are the ones
+        folded in now."""
         applied = self.applied
         for k in applied.keys() - set(keys):
             self._fold(applied.pop(k), -1)
@@ -141,6 +146,39 @@ class WaitMerge:
                     self._fold(old, -1)
                 applied[k] = a
                 self._fold(a, 1)
+        self.order = list(keys)
+
+    def follow(self, index: Any, first: int) -> None:
+        """The complete collectives of ``index`` (a :class:`MatchIndex`) from ordinal
+        ``first`` on are the ones folded in now: those that left the window out, and only
+        those put since the last call (:attr:`pending`) in again, where it is the index
+        followed and the window did not move back; else all of them, as :meth:`update`."""
+        pending, self.pending = self.pending, set()
+        if index is not self.basis or first < self.first:
+            self.basis, self.first = index, first
+            lo = bisect_left(index.ords, first)
+            self.update(index.ords[lo:], index.arrived[lo:])
+            return
+        self.first = first
+        applied, order = self.applied, self.order
+        n = bisect_left(order, first)
+        for o in order[:n]:
+            self._fold(applied.pop(o), -1)
+        del order[:n]
+        ords = index.ords
+        for o in sorted(pending):
+            i = bisect_left(ords, o)
+            if o < first or i == len(ords) or ords[i] != o:
+                continue  # before the window, or gone from the index since
+            a, old = index.arrived[i], applied.get(o)
+            if old is a:
+                continue
+            if old is None:
+                insort(order, o)
+            else:
+                self._fold(old, -1)
+            applied[o] = a
+            self._fold(a, 1)
 
     def _fold(self, arr: Arrived, sign: int) -> None:
         rows, last = arr
@@ -174,17 +212,12 @@ class WaitMerge:
         return rank.slots.per_step(steps[n - k][0] if k else None)
 
 
-def rank_waits(
-    merge: WaitMerge,
-    keys: list[Any],
-    arrived: list[Arrived],
-    steps: dict[int, Any],
-    window: int | None,
+def per_rank(
+    merge: WaitMerge, arrived: list[Arrived], steps: dict[int, Any], window: int | None
 ) -> dict[int, dict[float, list[Any]]]:
-    """:meth:`WaitMerge.update` to the collectives ``keys``, then each rank's
-    :meth:`WaitMerge.per_step`, the ranks in the order they first come in ``arrived``
-    (the straggler's sums and ties go by it)."""
-    merge.update(keys, arrived)
+    """Each rank's :meth:`WaitMerge.per_step` of the collectives folded in (``arrived``),
+    the ranks in the order they first come in ``arrived`` (the straggler's sums and ties go
+    by it)."""
     live = {p for p, r in merge.ranks.items() if r.marks}
     order: dict[int, None] = {}
     for rows, _last in arrived:

@@ -13,9 +13,11 @@ adds them, so the figures are the same.
 from __future__ import annotations
 
 from bisect import bisect_right, insort
+from operator import itemgetter
 from typing import Any
 
 Comp = tuple[float, float, float, int]  # start, end, the rank's last arrival, who was last
+_T0 = itemgetter(0)
 
 
 class StepSlots:
@@ -32,29 +34,29 @@ class StepSlots:
 
     def change(self, gone: list[Comp], came: list[Comp], steps: Any) -> None:
         """Intervals ``gone`` out, ``came`` in; ``steps``: the rank's (t0, t1), in order."""
-        if not gone and not came and (steps[-1][0] if steps else None) == self.last_t0:
+        last = steps[-1][0] if steps else None
+        if not gone and not came and last == self.last_t0:
             return  # nothing to place: no step came either
-        starts = [s[0] for s in steps]
-        ends = [s[1] for s in steps]
         for c in gone:
             self._unplace(c)
-        last = starts[-1] if starts else None
         if last != self.last_t0:
             self.last_t0 = last
             for c in list(self.pending):
                 self._unplace(c)
-                self._place(c, starts, ends)
+                self._place(c, steps)
         for c in came:
-            self._place(c, starts, ends)
+            self._place(c, steps)
 
-    def _place(self, c: Comp, starts: list[float], ends: list[float]) -> None:
-        i = bisect_right(starts, c[0]) - 1
-        t = starts[i] if i >= 0 and c[0] <= ends[i] else None
+    def _place(self, c: Comp, steps: Any) -> None:
+        # by bisection on the steps themselves (a deque: a few probes, no list made of
+        # its 2,048 starts at each snapshot)
+        i = bisect_right(steps, c[0], key=_T0) - 1
+        t = steps[i][0] if i >= 0 and c[0] <= steps[i][1] else None
         self.at[c] = t
         if t is not None:
             insort(self.by_step.setdefault(t, []), c)
             self.dirty.add(t)
-        if not starts or c[0] >= starts[-1]:
+        if not steps or c[0] >= steps[-1][0]:
             self.pending.add(c)
 
     def _unplace(self, c: Comp) -> None:
