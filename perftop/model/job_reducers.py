@@ -48,6 +48,7 @@ class MetaReducer:
     def __init__(self) -> None:
         self.meta = Meta()
         self._dropped: dict[tuple[int, str], int] = {}
+        self._cpu = [0.0, 0]  # perftop's own CPU readings: their sum and count
 
     def apply(self, ev: Any) -> None:
         m = self.meta
@@ -72,9 +73,12 @@ class MetaReducer:
             self._dropped[(ev.pid, ev.source)] = ev.total
             self.meta = replace(m, dropped_events=sum(self._dropped.values()))
         elif isinstance(ev, MonitorStats):
+            self._cpu[0] += ev.cpu_percent
+            self._cpu[1] += 1
             self.meta = replace(
                 m,
                 monitor_cpu_percent=ev.cpu_percent,
+                monitor_cpu_avg=round(self._cpu[0] / self._cpu[1], 1),
                 monitor_rss_bytes=ev.rss_bytes,
                 rejected_frames=ev.rejected_frames,
                 monitor_dropped=ev.dropped,

@@ -66,7 +66,8 @@ class Meta:
     record_path: str = ""
     dropped_events: int = 0
     rejected_frames: int = 0
-    monitor_cpu_percent: float | None = None
+    monitor_cpu_percent: float | None = None  # perftop's own CPU, its latest reading
+    monitor_cpu_avg: float | None = None  # ... the mean of all its readings so far
     monitor_rss_bytes: int | None = None
     perftop_version: str = ""
     monitor_dropped: int = 0  # events the monitor's own bounded ingest queue dropped

@@ -492,3 +492,24 @@ async def test_a_stall_that_was_work_after_training_is_said_so_once_the_job_ende
                 assert first.startswith(
                     f"no step: after the last step (10) of pid {MAIN}: no step in the 2.1 s"
                 ), first
+
+
+@aio
+async def test_header_gives_perftop_cpu_over_the_run_once_the_job_ended() -> None:
+    """perftop's last CPU reading is taken as the job ends, of the end's own work (the whole
+    run's figures and hints: 18% after a DDP job whose monitor read 6-8% throughout), and
+    the screen stays on it: once the job ended the header gives the mean of its readings
+    ("avg"); while it runs, the latest."""
+    from perftop.events import JobExit, JobStart, MonitorStats
+    from perftop.model import Session
+
+    s = Session()
+    s.apply(JobStart(1000.0, 42))
+    for i, cpu in enumerate((5.0, 7.0, 6.0, 18.0)):
+        s.apply(MonitorStats(1001.0 + i, cpu, 100 << 20))
+    async with showing(s.snapshot()) as (app, _pilot):
+        header = text_of(app.query_one(HeaderBar))
+        assert "perftop CPU 18%" in header and "avg" not in header, header
+    s.apply(JobExit(1005.0, 42, 0))
+    async with showing(s.snapshot()) as (app, _pilot):
+        assert "perftop CPU 9.0% avg" in text_of(app.query_one(HeaderBar))

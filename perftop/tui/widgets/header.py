@@ -105,8 +105,13 @@ class HeaderBar(QuietStatic):
             line2.append(" +perftop ", style="dim")
             line2.append(f"{m.monitor_dropped:,}", style="yellow")
         line2.append("  perftop CPU ", style="dim")
-        cpu = m.monitor_cpu_percent
+        # once the job ended, what perftop took over the run: its last reading is of the
+        # end's own work (the whole run's figures and hints), often several times the rest
+        ended = m.ended and m.monitor_cpu_avg is not None
+        cpu = m.monitor_cpu_avg if ended else m.monitor_cpu_percent
         line2.append(fmt.pct(cpu), style=fmt.NA_STYLE if cpu is None else None)
+        if ended:
+            line2.append(" avg", style="dim")
         rec = self.recording if self.recording is not None else m.record_path
         if rec and m.exit_code is not None:  # the recording ended with the job
             line2.append("  saved ", style="dim")
