@@ -19,6 +19,7 @@ from dataclasses import replace
 import pytest
 
 from perftop.events.probes import HostSample
+from perftop.hints import evaluate
 from perftop.hints.cores import job_cores
 from perftop.hints.verdict import whole_run_view
 from perftop.model.cores import allowed_cores
@@ -142,3 +143,16 @@ def test_the_verdict_reads_a_pinned_jobs_cores_over_the_run() -> None:
     s = snap(0.0, host=host.row, procs=procs)
     assert allowed_cores(s).busy_percent == 3.0  # live: the latest sample's
     assert allowed_cores(whole_run_view(s)).busy_percent == 90.3
+
+
+def test_the_verdict_reads_perftops_own_cpu_over_the_run() -> None:
+    """perftop's last CPU reading is of the end's own work (the whole run's figures): the
+    whole-run verdict, which reads the host's CPU over the run, takes perftop's out of it
+    over the run too (it took the last reading from the run's average)."""
+    s = _contended(0.5, mon=18.0)
+    s = replace(s, meta=replace(s.meta, monitor_cpu_avg=6.0))
+    assert whole_run_view(s).meta.monitor_cpu_percent == 6.0
+    h = evaluate(whole_run_view(s))[0]["cpu-contention"]
+    assert h.evidence[1].endswith("the job 0.5, perftop 0.06"), h.evidence
+    old = replace(s, meta=replace(s.meta, monitor_cpu_avg=None))  # an older recording
+    assert whole_run_view(old).meta.monitor_cpu_percent == 18.0

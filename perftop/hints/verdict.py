@@ -65,9 +65,13 @@ def whole_run_view(snap: Snapshot) -> Snapshot:
         for g in snap.gpus
     )
     comm = replace(snap.comm, hangs=as_ran(snap.comm.hangs))  # every hang the run had
+    # perftop's own CPU over the run too (its last reading is of the end's own work)
+    m = snap.meta
+    meta = replace(m, monitor_cpu_percent=_run(m.monitor_cpu_avg, m.monitor_cpu_percent))
     return replace(
-        snap, host=host, processes=procs, gpus=gpus, workers=workers, comm=comm, hints=()
-    )
+        snap, meta=meta, host=host, processes=procs, gpus=gpus, workers=workers, comm=comm,
+        hints=(),
+    )  # fmt: skip
 
 
 def _run(run: T | None, last: T | None) -> T | None:
