@@ -4,7 +4,11 @@ launched them, each ``(phase, call, line)`` with its count and bytes.
 The hook names the ``call``, the ``line`` and, from the stack, the phase
 (:mod:`perftop.hook.coll_origin`: forward, backward, optimizer, data, or ""). Here the
 rank's steps decide the rest, by the collective's time: outside every step of the rank
-(setup, an evaluation, a checkpoint, logging between steps) it is ``between``; inside a
+(setup, an evaluation, a checkpoint, logging between steps) it is ``between``, unless its
+stack names a backward or an optimizer step: those are training, which no interval holds
+(the hook ends one at either), so such a record outside its rank's steps lies in a step
+whose span the clock reads did not catch whole (a spawned rank on a loaded host read one
+backward's all-reduce of 400 "between"), and the stack's phase stands; inside a
 step, launched by the training thread with no phase on its stack (the user's own code: a
 metric's ``all_reduce``, a ``barrier`` before logging) it is ``step``; from another
 thread with none (CUDA autograd's, where DDP's reducer runs on a GPU), it stays "". A record waits for its rank's step to end
@@ -22,6 +26,7 @@ from perftop.model.comm_rows import CollSite
 MAX_PENDING = 8192  # records of a rank waiting for its step to end
 MAX_SITES = 32  # sites per (rank, pg, op): past that, a site's line is dropped
 BETWEEN, STEP = "between", "step"
+TRAINING = frozenset(("backward", "optimizer"))  # phases no interval between steps holds
 
 
 class Sites:
@@ -71,7 +76,10 @@ class Sites:
     def _count(self, pid: int, rec: tuple[Any, ...], inside: bool | None) -> None:
         _t, pg, op, nb, call, phase, line, th = rec
         if inside is not None:
-            phase = (phase or (STEP if th else "")) if inside else BETWEEN
+            if inside:
+                phase = phase or (STEP if th else "")
+            elif phase not in TRAINING:
+                phase = BETWEEN
         sites = self.counts.setdefault((pid, pg, op), {})
         key = (phase, call, line)
         if key not in sites and len(sites) >= MAX_SITES:
