@@ -361,3 +361,26 @@ def test_exported_collectives_wait_for_every_rank_of_their_group(tmp_path: Path)
         rows = list(csv.DictReader(f))
     assert len(rows) == 9 and {x["entered_by_all"] for x in rows} == {"1"}, rows
     assert sorted(x["rank"] for x in rows if x["last_to_arrive"] == "1") == ["2", "2", "2"]
+
+
+def test_report_says_perftops_own_cpu_of_the_run_and_of_a_slice(tmp_path: Path, recordings) -> None:
+    """The report gives perftop's own CPU (the monitor's process, its TUI with it): the
+    mean of the once-a-second readings the recording holds (the header's figure once the
+    job ended), of the run or of a slice's seconds, and its last resident size."""
+    from perftop.events import MonitorStats
+    from perftop.recording import read_events
+
+    rec = str(recordings["fixed"])
+    stats = [e for e in read_events(rec) if isinstance(e, MonitorStats)]
+    assert len(stats) >= 3, stats  # a 5 s run: one a second
+    full = json.loads(perftop("report", "--json", rec, cwd=tmp_path).stdout)
+    mean = sum(e.cpu_percent for e in stats) / len(stats)
+    assert full["monitor_cpu_percent"] == round(mean, 1) > 0.0, full["monitor_cpu_percent"]
+    assert full["monitor_rss_bytes"] == stats[-1].rss_bytes > 10 * 2**20
+    text = perftop("report", rec, cwd=tmp_path).stdout
+    assert f"perftop itself: {round(mean, 1):.1f}% of one core on average" in text, text
+    start = next(e.t for e in read_events(rec) if isinstance(e, SessionStart))
+    lo, hi = stats[1].t - start - 0.01, stats[2].t - start + 0.01  # two readings' seconds
+    r = perftop("report", "--json", "--from-time", str(lo), "--to-time", str(hi), rec, cwd=tmp_path)
+    part = json.loads(r.stdout)["monitor_cpu_percent"]
+    assert part == round((stats[1].cpu_percent + stats[2].cpu_percent) / 2, 1), part

@@ -84,6 +84,8 @@ def build_report(snap: Snapshot, stats: ReadStats | None = None) -> dict[str, An
         "dropped_events": m.dropped_events,
         "rejected_frames": m.rejected_frames,
         "monitor_dropped_events": m.monitor_dropped,
+        "monitor_cpu_percent": m.monitor_cpu_avg,
+        "monitor_rss_bytes": m.monitor_rss_bytes,
         "observer": m.observer,
         "events": snap.events,
         "notes": [{"level": n.level, "source": n.source, "text": n.text} for n in snap.notes],

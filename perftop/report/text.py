@@ -37,6 +37,9 @@ def render(r: dict[str, Any]) -> str:
         state = "no end recorded (still running, perftop was killed, or the recording stopped early: a full disk)"
     out.append(f"perftop report: {cmd}")
     out.append(f"  {state}, ran {seconds(r['duration_s'])} on {r['hostname'] or NA}")
+    own = monitor_text(r.get("monitor_cpu_percent"), r.get("monitor_rss_bytes"))
+    if own:
+        out.append(f"  {own}")
     out.extend(hint_lines(r.get("hints") or []))
     s = r["steps"]
     out.append("")
@@ -196,6 +199,16 @@ def data_wait_text(share: float | None, source: str | None) -> str:
     "before forward")."""
     where = f" ({BEFORE_FORWARD})" if source == "before_forward" else ""
     return f"data wait {fraction(share)} of step time{where}"
+
+
+def monitor_text(cpu: float | None, rss: int | None) -> str:
+    """perftop's own cost over the run (the monitor's, the TUI's with it): the mean of its
+    once-a-second readings of its CPU, and its last resident size; "" in a report of a
+    recording from before perftop said them."""
+    if cpu is None:
+        return ""
+    size = f", {rss / 2**20:.0f} MiB resident" if rss else ""
+    return f"perftop itself: {cpu:.1f}% of one core on average{size}"
 
 
 def _footer(r: dict[str, Any]) -> list[str]:
