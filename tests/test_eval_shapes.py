@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from perftop.events import Step
+from perftop.events import Between, Step
 from perftop.recording import read_events
 from tests.helpers import WORKLOADS, perftop, run_and_report
 from tests.test_replay_cli import check_trace_format
@@ -23,7 +23,7 @@ SHAPES = str(WORKLOADS / "eval_shapes.py")
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = {}
-    for shape in ("manual", "lbfgs", "val_loader", "epoch_valid", "grad_valid"):
+    for shape in ("manual", "lbfgs", "val_loader", "epoch_valid", "grad_valid", "clock_step"):
         d = tmp_path_factory.mktemp(shape)
         proc, rep = run_and_report(d, sys.executable, SHAPES, shape)
         assert proc.returncode == 0, proc.stderr
@@ -152,3 +152,21 @@ def test_the_exports_show_each_pass_where_the_loop_timed_it(runs, tmp_path):
     }  # fmt: skip
     steps_tid = {(e["pid"], e["tid"]) for e in events if e.get("cat") == "step"}
     assert not steps_tid & {(e["pid"], e["tid"]) for e in passes}
+
+
+def test_passes_follow_a_system_clock_set_forward_mid_run(runs):
+    """The system clock set 0.5 s forward after the first evaluation (a VM's clock after a
+    pause or a migration; here the job's own process's): each evaluation, before and
+    after, is where the loop's own ``time.time()`` timed it. The hook stamped everything
+    with the offset read at its start, and every pass after a 61 ms step read 61 ms
+    early (CI: an evaluation 9.5 ms, a rollout 61 ms before the loop's own start)."""
+    own, rep, _steps = runs["clock_step"]
+    _each_pass_once(own, rep, 128, 4)
+    passes = sorted(
+        (e for e in read_events(rep["record_path"]) if isinstance(e, Between) and e.kind == "eval"),
+        key=lambda e: e.t0,
+    )
+    assert len(passes) == len(own["eval_at"]) == 4, passes
+    for p, (w0, w1) in zip(passes, own["eval_at"], strict=True):
+        a, b = p.t0, p.t0 + p.length
+        assert min(b, w1) - max(a, w0) > 0.9 * (w1 - w0), (p, w0, w1)

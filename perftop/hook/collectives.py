@@ -139,9 +139,9 @@ class CommPoller:
         records: list[tuple[Any, ...]] = []
         now = time.time()
         # The records' system-clock times onto the steps' clock (perf_counter plus the
-        # offset read at the hook's start), read again now: the two clocks drift apart
-        # (NTP slews the system clock; it may be stepped), and a backward's collective
-        # must stay inside that backward.
+        # sender's offset, read again at its last send: Sender.retime), read again now: the
+        # system clock may have been set since, and a backward's collective must stay
+        # inside that backward.
         shift = epoch_offset() - self.state.sender.epoch_offset
         pending: set[tuple[str, int]] = set()
         seen: set[tuple[Any, ...]] = set()  # a torch whose rings are one: each record once

@@ -62,6 +62,12 @@ EXIT_S = 0.1  # the most a process's exit (or a DataLoader worker's) waits for p
 EXIT_RESERVE_S = 0.02
 
 
+# The system clock moved this far against perf_counter since the offset was read: it was
+# set (a VM's clock after a pause or a migration, NTP's first sync, ``date -s``), and the
+# stamps follow it (a read's own error is under a microsecond; a slew moves both clocks).
+CLOCK_STEP_S = 0.0005
+
+
 def epoch_offset(tries: int = 5) -> float:
     """``time.time() - time.perf_counter()``, from the read whose two perf_counter reads
     around the system clock's lie closest: a preemption between a lone pair of reads (ms
@@ -97,8 +103,10 @@ class Sender(Link):
         self.inbox = Inbox(on_event) if on_event is not None else None
         self.capacity = capacity
         self.interval = interval
-        # perf_counter() -> epoch seconds; the hot path stores perf_counter stamps.
+        # perf_counter() -> epoch seconds; the hot path stores perf_counter stamps. Read
+        # again at each send (retime): where the system clock was set, told on_offset.
         self.epoch_offset = epoch_offset()
+        self.on_offset: Callable[[float], None] | None = None
         self.steps: deque[tuple[Any, ...]] = deque(maxlen=capacity)  # a tracker's without a ring
         # The step tracker whose ring holds the steps (ring.py), where HookState gives one.
         self.ring: Any = None
@@ -208,6 +216,7 @@ class Sender(Link):
             else:
                 self._gap = min(self.interval, 2 * self._gap)
             self._due(time.perf_counter() + self._gap)
+            self.retime()
             self.drain(nowait=True)
             self._poll()
         except Exception:
@@ -237,8 +246,25 @@ class Sender(Link):
                     self.on_tick()
                 except Exception:
                     self.errors += 1
+            self.retime()
             self.drain()
             self._poll()
+
+    def retime(self) -> None:
+        """The system clock read against perf_counter again, once a send (~1 µs): where it
+        was set since (a VM's clock stepped after a pause or a migration), the stamps made
+        from now on carry its new time, as the job's own ``time.time()``, c10d's records
+        and perftop's probes do; left at the start's offset, every step and pass after a
+        60 ms step read 60 ms before the loop's own timing of it. Steps still in the
+        buffer then were stamped before (at most a send's interval of them)."""
+        try:
+            off = epoch_offset()
+            if abs(off - self.epoch_offset) > CLOCK_STEP_S:
+                self.epoch_offset = off
+                if self.on_offset is not None:
+                    self.on_offset(off)
+        except Exception:
+            self.errors += 1
 
     def _poll(self) -> None:
         """The monitor's requests (the inbox), then each poller's own work, after a drain."""

@@ -10,6 +10,8 @@ shape; prints one JSON line ``{"shape": ...}`` with its steps and each pass's ow
   ``no_grad`` every 40 steps, then a final one under ``inference_mode``, a ``torch.save``
   and an idle second (a process waiting for its peers, a log upload): a pass that its
   first batch opens (no module call with grad off begins it);
+- ``clock_step``: val_loader's, with the system clock set 0.5 s forward after its first
+  evaluation (as a VM's is after a pause or a migration; ``CLOCK_STEP_S``: by that much);
 - ``epoch_valid``: skorch's loop: after each epoch, a validation whose batches are fetched
   with grad on (the forward under ``no_grad`` inside the loop), then the epoch's end
   (scoring, a printed row: 50 ms of the loop's CPU), then the next epoch's first batch;
@@ -121,6 +123,8 @@ def val_loader(periodic=torch.no_grad, shape="val_loader"):
         model.train()
         own["evals"].append(perf() - t)
         own["eval_at"].append((wall, time.time()))
+        if shape == "clock_step" and len(own["eval_at"]) == 1:
+            step_clock(float(os.environ.get("CLOCK_STEP_S", "0.5")))
         return total
 
     for xb, yb in train:
@@ -178,6 +182,15 @@ def epoch_valid():
         own["eval_at"].append((wall, time.time()))
 
 
+def step_clock(by):
+    """The system clock set ``by`` seconds forward, for this process alone: its
+    ``time.time()`` (the loop's own timer, and perftop's hook in it) reads that much later
+    against ``perf_counter`` from now on, as after a clock step. (Setting the host's clock
+    would move every other test's too.)"""
+    real = time.time
+    time.time = lambda: real() + by
+
+
 def grad_valid():
     """val_loader's, its periodic evaluations with grad on (the model in eval mode, no
     ``no_grad``): each batch's forward well under a millisecond."""
@@ -190,6 +203,7 @@ def grad_valid():
     "val_loader": val_loader,
     "epoch_valid": epoch_valid,
     "grad_valid": grad_valid,
+    "clock_step": lambda: val_loader(torch.no_grad, "clock_step"),
 }[sys.argv[1]]()
-if own["shape"] not in ("val_loader", "grad_valid"):
+if own["shape"] not in ("val_loader", "grad_valid", "clock_step"):
     say()
