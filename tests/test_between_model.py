@@ -127,3 +127,16 @@ def test_a_running_pass_is_what_its_end_says_it_was():
     s.apply(Between(7, "checkpoint", 210.5, 0.5))
     s.apply(Between(7, "eval", 211.0, 1.0))
     assert s.snapshot().between_latest[0] == (7, "eval", 210.0, 212.0)
+
+
+def test_an_open_interval_ends_where_the_clock_was_set_back_while_it_ran():
+    """The hook's stamps follow the system clock when it is set (Sender.retime): an
+    evaluation opened at 300.0, then the clock set 2 s back, ends stamped 298.5. That is
+    the open interval's end: it must not stay open (the stall watch would take every
+    later stall for the evaluation's)."""
+    s = _session()
+    s.apply(BetweenOpen(7, "eval", 300.0))
+    s.apply(Between(7, "eval", 298.5, 1.0))
+    assert s.snapshot().between_latest[0] == (7, "eval", 298.5, 299.5)
+    s.apply(Between(7, "checkpoint_overlapped", 280.0, 0.5))  # another thread's save
+    assert s.snapshot().between_latest[0] == (7, "eval", 298.5, 299.5)

@@ -40,7 +40,10 @@ class BetweenReducer:
             # (a rollout's kind is known once its pass is seen stepping an environment)
             kind = ev.kind if last[2] is None and ev.kind != CHECKPOINT else last[0]
             self.latest[ev.pid] = (kind, last[1], max(end, last[2] or end))
-        elif last is None or ev.t0 > last[1]:  # one whose start was not seen
+        elif last is None or ev.t0 > last[1] or last[2] is None:
+            # one whose start was not seen; or the open one's end, where its start reads
+            # later: the system clock was set back while it ran (the hook's stamps follow
+            # it, Sender.retime), and it must not stay open for the rest of the run
             self.latest[ev.pid] = (ev.kind, ev.t0, end)
         rows = self.rows.setdefault(ev.pid, {})
         r = rows.get(ev.kind) or BetweenRow(ev.kind)
