@@ -50,7 +50,7 @@ def test_the_sender_thread_takes_over_once_the_job_has_another_thread(tmp_path):
 
 @pytest.mark.parametrize("at", [10, 150])
 def test_a_hang_in_a_single_threaded_job_is_seen_and_named_by_its_step(tmp_path, at):
-    """Steps of ~2.5 ms, then a 3 s hang in step ``at``. At 10 (~25 ms after the first step,
+    """Steps of ~2.5 ms, then a 4 s hang in step ``at``. At 10 (~25 ms after the first step,
     which is the slowest and ends past the first send's time): the steps it buffered reached
     the monitor before the hang, five at least, a median to call the hang a stall by (the
     first sends come sooner, and stay 20 ms apart until eight steps went out); before, the
@@ -66,8 +66,9 @@ def test_a_hang_in_a_single_threaded_job_is_seen_and_named_by_its_step(tmp_path,
     assert len(stalls) == 1, report["stalls"]
     s = stalls[0]
     # how long it had run when captured: 2 s after the last step sent ended, which is up
-    # to 0.25 s before the hung step began, and the dump's own time
-    assert s["step"] == at and 1.5 <= s["stalled_s"] < 3.0, s
+    # to 0.25 s before the hung step began, and the dump's own time (on a loaded CI host
+    # up to a second: the capture of a 3 s hang was over as it ended), within the hang
+    assert s["step"] == at and 1.5 <= s["stalled_s"] < 4.0, s
     main = next(p for p in s["processes"] if p["role"] == "main")
     assert main["frames"][0]["function"] == "hang_here"
 

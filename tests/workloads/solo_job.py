@@ -1,6 +1,6 @@
 """A single-threaded CPU training job (one torch thread, a DataLoader without workers) that
 counts its own steps; with ``thread`` it starts a thread of its own halfway, with ``hang:N``
-it hangs 3 s in ``hang_here`` in its step N (from 0). Prints, as
+it hangs 4 s in ``hang_here`` in its step N (from 0). Prints, as
 JSON: its steps, the threads the kernel lists for it, the Python threads' names, and
 whether glibc still counts the process single-threaded."""
 
@@ -21,7 +21,7 @@ hang = int(sys.argv[2][5:]) if sys.argv[2:3] and sys.argv[2].startswith("hang:")
 
 
 def hang_here():
-    time.sleep(3.0)
+    time.sleep(4.0)
 
 
 model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
