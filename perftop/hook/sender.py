@@ -251,7 +251,7 @@ class Sender(Link):
             self._poll()
 
     def retime(self) -> None:
-        """The system clock read against perf_counter again, once a send (~1 µs): where it
+        """The system clock read against perf_counter again, once a send (1.4 µs): where it
         was set since (a VM's clock stepped after a pause or a migration), the stamps made
         from now on carry its new time, as the job's own ``time.time()``, c10d's records
         and perftop's probes do; left at the start's offset, every step and pass after a
