@@ -112,10 +112,13 @@ def test_a_burst_of_saves_is_one_checkpoint(runs) -> None:
     for g, want, wait in zip(got, own["checkpoint_s"], own["checkpoint_wait_s"], strict=True):
         assert want - 0.002 - wait <= g <= want + 0.002, (got, own)
     # after the last checkpoint, its own; at the job's exit it ends at its last forward
-    # (docs/steps.md): the 10 ms the job then sleeps are not the evaluation's work
+    # (docs/steps.md): the 10 ms the job then sleeps are not the evaluation's work. The
+    # thread's CPU time after that forward is (a pass's tail: its metric), and so may be
+    # the interpreter's exit before perftop's handler runs, and what a loaded host's CPU
+    # clock gains in the sleep: the pass read 3.7 ms past the job's last forward on CI
     [ev] = [e.length for e in passes if e.kind == "eval"]
     work = own["eval_work_s"]
-    assert work - 0.002 <= ev <= min(work + 0.003, own["eval_s"]), (ev, own)
+    assert work - 0.002 <= ev <= min(work + 0.006, own["eval_s"]), (ev, own)
 
 
 def test_a_checkpoint_written_from_memory_then_a_validation(runs) -> None:
