@@ -208,4 +208,6 @@ def test_a_thread_preempted_on_a_busy_host_waited_for_no_data(tmp_path):
     most = own["sleep_windows_s"]
     assert len(slept) == len(own["sleeps"]) == len(own["cpu_hi"]) == 16
     least = sum(max(0.0, s - hi) for s, hi in zip(own["sleeps"], own["cpu_hi"], strict=True))
-    assert least - 1e-4 <= sum(slept) <= most, (slept, least, own)
+    # (less 0.3 ms: the two sides' reads of their clocks, which on a loaded CI host put one
+    # sleep's time off the CPU 0.12 ms apart, test_loop_shapes' producer)
+    assert least - 3e-4 <= sum(slept) <= most, (slept, least, own)

@@ -60,8 +60,10 @@ def test_a_closures_wait_inside_the_optimizer_step_is_not_a_data_wait(tmp_path):
     assert r["steps"]["count"] == len(off) == 5
     for st in _steps(tmp_path):
         assert st.data + st.backward + st.optimizer <= st.duration + 1e-6, st
-        # eight 5 ms sleeps a step, all inside the optimizer's
-        assert st.data <= off[st.index] + 1e-4, (st, off)
+        # eight 5 ms sleeps a step, all inside the optimizer's; each side reads its wall and
+        # CPU clocks one after the other, and on a loaded CI host the two sides' times off
+        # the CPU around one sleep differed by 0.12 ms (test_loop_shapes' producer): 0.3 ms
+        assert st.data <= off[st.index] + 3e-4, (st, off)
 
 
 @pytest.mark.parametrize("shape", ["replaced", "replaced-alive"])
