@@ -104,9 +104,8 @@ class Sender(Link):
         self.capacity = capacity
         self.interval = interval
         # perf_counter() -> epoch seconds; the hot path stores perf_counter stamps. Read
-        # again at each send (retime): where the system clock was set, told on_offset.
+        # again at each send (retime), the ring's tracker told where the clock was set.
         self.epoch_offset = epoch_offset()
-        self.on_offset: Callable[[float], None] | None = None
         self.steps: deque[tuple[Any, ...]] = deque(maxlen=capacity)  # a tracker's without a ring
         # The step tracker whose ring holds the steps (ring.py), where HookState gives one.
         self.ring: Any = None
@@ -261,8 +260,8 @@ class Sender(Link):
             off = epoch_offset()
             if abs(off - self.epoch_offset) > CLOCK_STEP_S:
                 self.epoch_offset = off
-                if self.on_offset is not None:
-                    self.on_offset(off)
+                if self.ring is not None:
+                    self.ring.ring_off = off  # the tracker stamps its ring's steps with it
         except Exception:
             self.errors += 1
 

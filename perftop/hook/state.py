@@ -73,7 +73,6 @@ class HookState:
         self.tracker = impl.new_tracker(self.sender.steps.append)
         self.tracker.ring_cap = self.sender.capacity
         self.tracker.ring_off = self.sender.epoch_offset
-        self.sender.on_offset = self._retimed
         self.sender.ring = self.tracker
         self.tracker.on_settle = self.sender.start
         self.tracker.on_error = self.internal_error
@@ -160,11 +159,6 @@ class HookState:
             self.captures.ask(ev)
         except Exception:
             self.internal_error("op capture")
-
-    def _retimed(self, offset: float) -> None:
-        """The system clock was set (Sender.retime): the steps the tracker stamps from now
-        on carry its new time."""
-        self.tracker.ring_off = offset
 
     def between(
         self, kind: str, t0: float, length: float, site: str = "", forward_s: float = -1.0
