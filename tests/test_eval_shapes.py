@@ -155,9 +155,11 @@ def test_the_exports_show_each_pass_where_the_loop_timed_it(runs, tmp_path):
 
 
 def test_passes_follow_a_system_clock_set_forward_mid_run(runs):
-    """The system clock set 0.5 s forward after the first evaluation (a VM's clock after a
-    pause or a migration; here the job's own process's): each evaluation, before and
-    after, is where the loop's own ``time.time()`` timed it. The hook stamped everything
+    """The system clock set 0.5 s forward between the first two evaluations (a VM's clock
+    after a pause or a migration; here the job's own process's): each evaluation, before
+    and after, is where the loop's own ``time.time()`` timed it. (Set right at the first
+    one's end, it read 0.5 s late in CI: a pass that ends before the hook's next send
+    after the clock was set may carry either time, docs/steps.md.) The hook stamped everything
     with the offset read at its start, and every pass after a 61 ms step read 61 ms
     early (CI: an evaluation 9.5 ms, a rollout 61 ms before the loop's own start)."""
     own, rep, _steps = runs["clock_step"]
