@@ -13,6 +13,7 @@ from perftop.hints.between import between_steps
 from perftop.model.snapshot import BetweenRow, OutputLine, SyncSite
 from perftop.tui.messages import SnapshotMessage
 from perftop.tui.widgets import (
+    GpuPanel,
     HeaderBar,
     HintsPanel,
     HostPanel,
@@ -242,3 +243,28 @@ async def test_a_new_subtitle_repaints_only_the_panels_bottom_line() -> None:
         bottom = app.screen._compositor.render_update(full=True)  # what the terminal gets
         screen = "".join(bottom.render_segments(app.console))
         assert "31 lines" in re.sub(r"\x1b\[[0-9;]*m", "", screen)
+
+
+def screen_text(app) -> list[str]:
+    """The screen as the terminal gets it, line by line, without styles."""
+    bottom = app.screen._compositor.render_update(full=True)
+    screen = "".join(bottom.render_segments(app.console))
+    return re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "\n", screen).split("\n")
+
+
+@aio
+async def test_a_reason_longer_than_its_panel_is_shown_whole_where_a_short_one_was() -> None:
+    """A lone line of text (a panel's reason for showing no figures) is wrapped by Textual
+    to the panel's width, so it may take more lines than the text it replaces: the panel is
+    laid out again. (It was not, where the last text was as many lines long: the GPU panel
+    showed "no GPU", then cut NVML's reason after "(no NVIDIA", with no ellipsis.)"""
+    why = "NVML library not found (no NVIDIA driver installed)"
+    snap = dataclasses.replace(snapshot(gpus=False), gpu_note="")
+    async with showing(snap, size=(160, 48)) as (app, pilot):
+        gpu = app.query_one(GpuPanel)
+        assert gpu.body_width < len(why)  # the reason cannot fit one line
+        assert any("no GPU" in line for line in screen_text(app))
+        app.post_message(SnapshotMessage(dataclasses.replace(snap, gpu_note=why)))
+        await settle(pilot)
+        shown = " ".join(re.sub(r"[│┃|]", " ", line) for line in screen_text(app))
+        assert "driver installed)" in shown, shown

@@ -90,11 +90,14 @@ class QuietStatic(Static):
         last = self._shown_key
         if key is not None and key == last:
             return
-        if key is not None and last is not None and key[0] == last[0]:
-            layout = False  # as many lines: the size stays, only this widget repaints
-        self._shown_key = key
         lines = tuple(content.renderables) if isinstance(content, Group) else ()
-        if SUPPORTED and key is not None and lines and _one_line_each(lines):
+        one_each = bool(lines) and _one_line_each(lines)
+        if key is not None and last is not None and key[0] == last[0] and one_each:
+            # as many lines: the size stays, only this widget repaints (text that may wrap,
+            # as a lone Text does to the widget's width, has a count of lines not known here)
+            layout = False
+        self._shown_key = key
+        if SUPPORTED and key is not None and one_each:
             content = LinesGroup(self, self._strips, *lines)  # type: ignore[arg-type]
             changed = None if layout else _changed_lines(last, key)
             if changed is not None and _STATIC_VISUAL in vars(self):
