@@ -70,6 +70,13 @@ def test_a_slow_feeder_shows_its_wait_but_no_input_bound(feeder):
     _own_count, s, _steps, hints, _, r = feeder
     assert s["data_wait_fraction"] > 0.5
     assert "input-bound" not in hints
+    # ... but what was measured is said (the Hints panel read "nothing found that slowed
+    # this job down" beside the Steps panel's "data wait 9x% before forward")
+    h = hints.get("wait-before-forward")
+    assert h is not None and h["severity"] == "high" and h["whole_run"], r["hints"]
+    # the verdict's share is of the run's steps but the first (the Steps panel's is of all)
+    said = int(h["title"].split(": ")[1].split("%")[0])
+    assert abs(said - 100 * s["data_wait_fraction"]) < 5 and h["est_gain"] > 0.5, (h, s)
     # the report says where the figure was read, as the Steps panel does ("before forward"):
     # a loop's own sleep there reads as data wait too
     steps = render(r).split("\nSteps\n")[1].splitlines()
@@ -103,6 +110,7 @@ def test_a_feeder_that_keeps_up_is_not_input_bound(tmp_path):
     assert ours <= off + max(0.1 * off, 0.002), (ours, off, s)  # off's span holds ours
     if off < 0.1 * sum(st.duration for st in steps):
         assert s["data_wait_fraction"] < INPUT_ENTER, (s, own)
+        assert "wait-before-forward" not in {h["id"] for h in r["hints"]}, r["hints"]
     assert "input-bound" not in {h["id"] for h in r["hints"]}
 
 

@@ -27,6 +27,13 @@ def sync(per_step: float) -> Snapshot:
     return replace(snap(0.0), sync=(site,))
 
 
+def fed(data: float) -> Snapshot:
+    """A loop fed by a thread or a generator (no DataLoader on the training thread): its data
+    wait is its time off the CPU before each forward."""
+    s = snap(data, 0.05, nw=0)
+    return replace(s, steps=replace(s.steps, data_wait_source="before_forward"), loaders=())
+
+
 def iowait(pct: float) -> Snapshot:
     return snap(0.03, host=HostRow(cpu_count=8, cpu_percent=30.0, iowait_percent=pct))
 
@@ -150,6 +157,7 @@ def stalled(share: float) -> Snapshot:
 # rule id: (the workload's figures that fire it, the same just under the bar)
 CASES: dict[str, tuple[Callable[[], Snapshot], Callable[[], Snapshot]]] = {
     "input-bound": (lambda: snap(0.022, 0.05), lambda: snap(0.021, 0.05)),  # 30.6% / 29.6%
+    "wait-before-forward": (lambda: fed(0.022), lambda: fed(0.021)),  # 30.6% / 29.6%
     "io-bound": (lambda: iowait(20.0), lambda: iowait(19.0)),
     "host-device-sync": (lambda: sync(1.0), lambda: sync(0.9)),
     "worker-memory": (lambda: uss(512), lambda: uss(500)),
@@ -192,6 +200,19 @@ def test_fires_and_its_near_miss_stays_quiet(hint_id: str) -> None:
     # the whole-run verdict reads the same bars
     assert hint_id in {h.id for h in verdict(fire())}
     assert hint_id not in {h.id for h in verdict(near())}
+
+
+def test_behind_a_feeder_the_wait_is_named_as_measured_not_as_input() -> None:
+    """The same figures give input-bound behind a DataLoader and wait-before-forward behind a
+    feeder, whose time off the CPU may be the loop's own blocking work: never both."""
+    found, _ = evaluate(fed(0.5))
+    assert "wait-before-forward" in found and "input-bound" not in found, found
+    h = found["wait-before-forward"]
+    assert h.severity == "high" and h.est_gain == pytest.approx(0.5 / 0.55, abs=1e-4)
+    assert h.evidence[0].startswith("the training thread is off the CPU before its forwards 91%")
+    assert "500ms of a 550ms step" in h.evidence[0], h.evidence
+    loader, _ = evaluate(snap(0.5, 0.05))
+    assert "input-bound" in loader and "wait-before-forward" not in loader
 
 
 def ended(s: Snapshot) -> Snapshot:

@@ -16,6 +16,7 @@ from perftop.hints.between import between_steps
 from perftop.hints.comm import comm_bound
 from perftop.hints.contention import cpu_contention
 from perftop.hints.cores import cpu_oversubscribed, too_many_workers
+from perftop.hints.feeder import wait_before_forward
 from perftop.hints.gpu import gpu_bound, gpu_memory_pressure, gpu_underutilized, pageable_copy
 from perftop.hints.hang import collective_hang
 from perftop.hints.inputs import input_bound
@@ -30,6 +31,7 @@ from perftop.model.snapshot import Hint, Snapshot
 
 RULES: tuple[Rule, ...] = (
     input_bound,
+    wait_before_forward,
     io_bound,
     host_device_sync,
     worker_memory,

@@ -18,12 +18,13 @@ def input_bound(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     if snap.steps.data_wait_source == "before_forward":
         # Behind a feeder the figure is the training thread's time off the CPU before its
         # forwards: it also holds the loop's own blocking work there (a sleep, a blocking
-        # write), so it cannot say that the loop waits for data (the Steps panel shows it).
+        # write), so it cannot say that the loop waits for data (wait-before-forward says
+        # what was measured: hints/feeder.py).
         return []
     lp = loop(snap)
     if lp is None or lp.data_share < threshold("input-bound", active, INPUT_ENTER, INPUT_STAY):
         return []
-    gpu = _gpu_busy(snap)
+    gpu = gpu_busy(snap)
     if gpu is not None and gpu >= GPU_BUSY:
         return []
     share = lp.data_share
@@ -84,6 +85,7 @@ def _restart_gain(lp: Loop, rs: Restarts) -> tuple[float, str]:
     )
 
 
-def _gpu_busy(snap: Snapshot) -> float | None:
+def gpu_busy(snap: Snapshot) -> float | None:
+    """The busiest job GPU's utilization (NVML), or None where none is known."""
     vals = [g.util_percent for g in job_gpus(snap) if g.util_percent is not None]
     return max(vals) if vals else None
