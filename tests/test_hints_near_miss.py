@@ -10,6 +10,7 @@ import pytest
 
 from perftop.hints import RULES, evaluate, order
 from perftop.hints.verdict import verdict
+from perftop.model.comm_rows import CommStats, RankComm
 from perftop.model.snapshot import (
     BetweenRow,
     HostRow,
@@ -213,6 +214,11 @@ def test_behind_a_feeder_the_wait_is_named_as_measured_not_as_input() -> None:
     assert "500ms of a 550ms step" in h.evidence[0], h.evidence
     loader, _ = evaluate(snap(0.5, 0.05))
     assert "input-bound" in loader and "wait-before-forward" not in loader
+    # a rank that waits at collectives: one before its forward (a barrier) is in that time
+    s = fed(0.5)
+    rank0 = RankComm(PID, 0, "h", wait_s=0.3, exposed_share=0.55, steps=40)
+    h = evaluate(replace(s, comm=CommStats(ranks=(rank0,))))[0]["wait-before-forward"]
+    assert h.evidence[-1].startswith("this rank also waits 300ms a step at collectives"), h
 
 
 def ended(s: Snapshot) -> Snapshot:
