@@ -160,5 +160,11 @@ def test_a_cost_inside_the_steps_own_spread_says_its_error(real_capture) -> None
     # the real capture's hook figure: its steps' own spread, and the error made of it
     real = _session(started, replace(real_capture.ops, pid=pid, capture_id="c9"))
     done = real.snapshot().captures[0].done()
-    assert done is not None and real_capture.ops.before_sd_s > 0
-    assert done.cost_err_s is not None and f"±{seconds(done.cost_err_s)} (" in cost_text(done)
+    assert done is not None
+    if real_capture.ops.before_sd_s > 0:
+        assert done.cost_err_s is not None and f"±{seconds(done.cost_err_s)} (" in cost_text(done)
+    else:  # two of its 3 steps before as long, to the 0.24 us of a difference of Unix times
+        # (once on CI): no spread is known, and the cost is said without an error
+        durations = [b.duration for b in real_capture.before]
+        assert len(set(durations)) < len(durations), durations
+        assert done.cost_err_s is None and "±" not in cost_text(done)
