@@ -43,7 +43,7 @@ def test_fastai_updates_are_the_steps(tmp_path) -> None:
     assert s["phases_s"]["optimizer"] > 0 and s["phases_s"]["backward"] > 0, s
     ev = s["between_s"]["eval"]
     assert ev["count"] == own["epochs"] == 3, s["between_s"]
-    assert ev["site"].startswith("_do_one_batch (learner.py:"), ev
+    assert ev["site"].startswith("_do_one_batch (fastai/learner.py:"), ev
     # the validation loss's .item(), a sync on a GPU: on CPU its loss is computed from
     # fastai's TensorBase views of the model's output, which read as host data before
     (site,) = [e for e in rep["sync_between"] if e["line"] == own["val_loss_line"]]

@@ -41,7 +41,7 @@ def test_hf_trainer_gradient_accumulation_and_evaluation(tmp_path, monkeypatch):
     assert s["between_s"]["eval"]["count"] == 3
     # named by the Trainer's loop over the evaluation's batches, not by compute_loss (its
     # forward's caller, under prediction_step, which reads as training's)
-    assert s["between_s"]["eval"]["site"].startswith("evaluation_loop (trainer.py:"), s
+    assert s["between_s"]["eval"]["site"].startswith("evaluation_loop (transformers/trainer.py:"), s
     assert s["between_s"]["checkpoint"]["count"] == 1
     assert s["phases_s"]["backward"] > 0 and s["phases_s"]["forward/other"] > 0
     # An evaluation pass takes several steps' time: none of it sits in a step.

@@ -21,7 +21,7 @@ def test_keras_fit_steps_evaluations_and_loaders(tmp_path, monkeypatch):
     assert s["count"] == own["train_batches"] == 4 * 32
     ev = s["between_s"]["eval"]
     assert ev["count"] == own["evals"] == 4, s["between_s"]
-    assert ev["site"].startswith("test_step (trainer.py:"), ev
+    assert ev["site"].startswith("test_step (keras/src/backend/torch/trainer.py:"), ev
     assert "optimizer" not in s["phases_s"] and s["phases_s"]["backward"] > 0, s
     # fit peeks one batch to build the model (a loader of its own), then each epoch makes a
     # training loader and an evaluation's: the evaluations' four are one run, started in

@@ -21,7 +21,7 @@ def test_a_pass_through_a_librarys_call_wrappers_is_named_by_its_caller(tmp_path
     assert s["count"] == own["steps"] == 30
     ev = s["between_s"]["eval"]
     assert ev["count"] == own["evals"] == 3, s["between_s"]
-    assert ev["site"] == f"test_step (trainer.py:{own['test_step_line']})", ev
+    assert ev["site"] == f"test_step (wrappedlib/trainer.py:{own['test_step_line']})", ev
 
 
 def test_an_evaluation_at_a_call_site_the_steps_use_too_is_named(tmp_path):

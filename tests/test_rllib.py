@@ -30,7 +30,9 @@ def test_ppo_steps_and_rollouts_against_its_own_counters(tmp_path):
     pairs = [after[i : i + 2] for i in range(0, len(after), 2)]
     assert len(passes) == len(pairs) == 2, (passes, own["samples"])
     for p, ((a1, b1, _), (a2, b2, _)) in zip(passes, pairs, strict=True):
-        assert p.kind == "rollout" and p.site.startswith("_try_env_step (env_runner.py:"), p
+        assert p.kind == "rollout" and p.site.startswith(
+            "_try_env_step (ray/rllib/env/env_runner.py:"
+        ), p
         end = p.t0 + p.length
         # from the first sample's first forward to past the second's end (the pass runs to
         # the update's first forward with grad on: the learner's connectors before it)

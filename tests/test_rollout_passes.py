@@ -148,7 +148,10 @@ def test_ppo_rollouts_are_rollouts_named_by_collect_rollouts(ppo):
     row = s["between_s"]["rollout"]
     assert row["count"] == len(want) and "eval" not in s["between_s"]
     assert _close(row["total_s"], sum(want)), (row, want)
-    assert row["site"] == f"collect_rollouts (on_policy_algorithm.py:{_collect_line()})"
+    assert (
+        row["site"]
+        == f"collect_rollouts (stable_baselines3/common/on_policy_algorithm.py:{_collect_line()})"
+    )
     assert 0.0 < row["forward_s"] < row["measured_s"] == row["total_s"]
 
 
@@ -163,7 +166,9 @@ def test_ppo_report_names_the_rollouts_and_their_function(ppo):
     assert "inside the model's forward calls" in text
     assert "Evaluate less often" not in text + json.dumps(rep)
     panel = text.splitlines()[-1]  # the Steps panel's line, from the recording's snapshot
-    assert "rollout " in panel and "in collect_rollouts (on_policy_algorithm.py:" in panel
+    # (the library's path from its package's folder, cut from the left to fit: its file and
+    # line stay)
+    assert "rollout " in panel and "in collect_rollouts (…/on_policy_algorithm.py:" in panel
 
 
 def test_ppo_a_running_rollout_is_said_to_be_one(ppo):
@@ -228,7 +233,7 @@ def test_dqn_rollouts_between_single_updates(dqn):
     assert len(passes) == own["updates"] - 1, passes
     assert {p.kind for p in passes} == {"rollout"}
     assert {p.site for p in passes} == {
-        f"collect_rollouts (off_policy_algorithm.py:{_collect_line(on=False)})"
+        f"collect_rollouts (stable_baselines3/common/off_policy_algorithm.py:{_collect_line(on=False)})"
     }
     total, gaps = _between_trainings(passes, trains, rollouts, steps)
     assert all(0.0 < p.forward_s < p.length for p in passes), passes
@@ -370,7 +375,7 @@ def test_sac_rollouts_between_trainings_of_three_optimizers(sac):
     s = rep["steps"]
     assert s["count"] == own["updates"] == 3 * len(trains) == 90
     rolls = _rollouts(passes, trains)
-    site = f"collect_rollouts (off_policy_algorithm.py:{_collect_line(on=False)})"
+    site = f"collect_rollouts (stable_baselines3/common/off_policy_algorithm.py:{_collect_line(on=False)})"
     assert {p.site for p in rolls} == {site}
     _between_trainings(rolls, trains, rollouts, steps)
     assert s["between_s"]["rollout"]["count"] == len(rolls)

@@ -107,8 +107,10 @@ class Between(Event):
     seconds. The steps around it do not include it (see perftop/hook/gaps.py for what
     decides, pass_meter.py for what is measured). A pass a forward with grad off
     opened has ``site``, the user's function that made its first module call
-    (``collect_rollouts (on_policy_algorithm.py:183)``), and ``forward_s``, its time inside
-    top-level module calls (-1: not measured; older recordings have neither)."""
+    (``collect_rollouts (stable_baselines3/common/on_policy_algorithm.py:183)``: a
+    library's file from its package's folder; older recordings name its file alone), and
+    ``forward_s``, its time inside top-level module calls (-1: not measured; older
+    recordings have neither)."""
 
     pid: int
     kind: str

@@ -107,20 +107,23 @@ def kind_of_path(fn: str) -> int:
     return INTERNAL if path.startswith(_scripts) and not path.endswith(".py") else USER
 
 
-def package_of(fn: str) -> str | None:
-    """The top-level package (or module) a library file belongs to: ``transformers``."""
+def library_path(fn: str) -> str | None:
+    """A library file's path from its site-packages folder on, which names one file
+    (``ignite/engine/__init__.py``); None for a file outside site-packages."""
     path = os.path.abspath(fn)
-    rest = None
     for prefix in _site:
         if path.startswith(prefix):
-            rest = path[len(prefix) :]
-            break
-    if rest is None:
-        for d in _SITE_DIRS:
-            i = path.rfind(d)
-            if i >= 0:
-                rest = path[i + len(d) :]
-                break
+            return path[len(prefix) :] or None
+    for d in _SITE_DIRS:
+        i = path.rfind(d)
+        if i >= 0:
+            return path[i + len(d) :] or None
+    return None
+
+
+def package_of(fn: str) -> str | None:
+    """The top-level package (or module) a library file belongs to: ``transformers``."""
+    rest = library_path(fn)
     if not rest:
         return None
     top = rest.split(os.sep, 1)[0]

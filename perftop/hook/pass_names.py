@@ -1,5 +1,6 @@
 """What names a pass between steps: its site's function and line (``function
-(file.py:line)``), and for a rollout the environments whose ``step`` it called (the
+(file.py:line)``, a library's file from its package's folder: ``evaluate_step
+(ignite/engine/__init__.py:689)``), and for a rollout the environments whose ``step`` it called (the
 libraries' classes, looked up in ``sys.modules`` only, never imported), the first frame
 outside their methods naming it (:mod:`perftop.hook.pass_meter`)."""
 
@@ -8,6 +9,8 @@ from __future__ import annotations
 import os
 import sys
 from typing import Any
+
+from perftop.hook import frames
 
 # Environment classes (module, name), looked up in sys.modules only (never imported).
 ENVS = (
@@ -69,5 +72,9 @@ def _name(site: Any) -> str:
         if start <= lasti < end and ln is not None:
             line = ln
             break
-    name = f"{code.co_name} ({os.path.basename(code.co_filename)}:{line})"
+    fn = code.co_filename
+    # a library's file from its package's folder (``ignite/engine/__init__.py``: one file,
+    # where ``__init__.py`` or ``trainer.py`` named several), the user's by its name
+    where = (frames.library_path(fn) or os.path.basename(fn)).replace(os.sep, "/")
+    name = f"{code.co_name} ({where}:{line})"
     return name[:_MAX_NAME]

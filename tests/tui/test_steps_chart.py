@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from rich.style import Style
 
 from perftop.model.snapshot import StepRow
-from perftop.tui.widgets.steps import _runs, chart
+from perftop.tui.widgets.steps import SITE_W, _runs, chart, site_text
 
 CELLS = st.lists(
     st.tuples(st.sampled_from([" ", "█", "▄", "▲"]), st.sampled_from(["", "yellow", "green3"])),
@@ -89,3 +89,20 @@ def test_columns_are_kept_while_the_scale_holds():
     before = dict(kept)
     chart(tuple(rows[:45]), 30, 6, None, kept)
     assert sum(v is before.get(k) for k, v in kept.items()) >= 25  # the 25 steps still shown
+
+
+def test_a_pass_named_in_a_librarys_file_keeps_its_file_and_line_where_cut() -> None:
+    """A pass's site names a library's file from its package's folder (one file: ignite's
+    ``__init__.py`` was one of many); where that is too long for the Steps line, the first
+    folders go, never the file or the line (a cut at the right dropped them)."""
+    sb3 = "collect_rollouts (stable_baselines3/common/on_policy_algorithm.py:218)"
+    assert site_text(sb3) == "collect_rollouts (…/on_policy_algorithm.py:218)"
+    assert len(site_text(sb3)) <= SITE_W
+    short = "evaluate_step (ignite/engine/__init__.py:689)"
+    assert site_text(short) == short
+    # no path to cut, or a function name that leaves no room: cut at the right, said so
+    assert site_text("f" * 60) == "f" * (SITE_W - 1) + "…"
+    long_name = "g" * 40 + " (a/b.py:1)"
+    assert site_text(long_name) == long_name[: SITE_W - 1] + "…"
+    # a hostile name is shown escaped, as every string from the job
+    assert "\x1b" not in site_text("roll\x1b]0;x\x07 (a.py:1)")

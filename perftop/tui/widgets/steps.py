@@ -211,12 +211,27 @@ def _between(ordered: list[BetweenRow], names_last: bool) -> Text:
         if r.host:  # a collector's nodes: each node's own row
             t.append(f" on {visible_line(r.host)}", style="dim")
         if r.site and not names_last:  # the user's function that made the pass's calls
-            t.append(f" in {visible_line(r.site)[:SITE_W]}", style="dim")
+            t.append(f" in {site_text(r.site)}", style="dim")
     if names_last:
         for r in ordered:
             if r.site:
-                t.append(f" · {r.kind} in {visible_line(r.site)[:SITE_W]}", style="dim")
+                t.append(f" · {r.kind} in {site_text(r.site)}", style="dim")
     return t
+
+
+def site_text(site: str, width: int = SITE_W) -> str:
+    """A pass's ``function (path:line)`` in ``width`` cells: a long path (a library's, from
+    its package's folder) loses its first folders, so the file and line stay
+    (``collect_rollouts (…/on_policy_algorithm.py:218)``)."""
+    site = visible_line(site)
+    if len(site) <= width:
+        return site
+    name, sep, where = site.partition(" (")
+    keep = width - len(name) - len(sep) - 1  # the rest of the path, after an ellipsis
+    if not sep or not where.endswith(")") or keep < 12:
+        return site[: width - 1] + "…"
+    tail = where[-keep:]
+    return f"{name}{sep}…{tail[tail.find('/') :] if '/' in tail else tail}"
 
 
 class StepsPanel(TextPanel):
