@@ -6,6 +6,7 @@ explicit collectives in the loop (named at the user's line).
 
 from __future__ import annotations
 
+from perftop.codepath import code_line
 from perftop.hints.base import fraction, seconds, threshold
 from perftop.model.comm_rows import RankComm, rank_name
 from perftop.model.snapshot import Hint, Snapshot
@@ -36,8 +37,9 @@ def _fsdp(r: RankComm) -> bool:
 
 
 def _short(line: str) -> str:
-    """``train.py:54`` of ``/path/train.py:54 main``."""
-    return line.rsplit("/", 1)[-1].split(" ", 1)[0]
+    """``train.py:54`` of ``/path/train.py:54 main`` (a library's file from its package's
+    folder on)."""
+    return code_line(line).split(" ", 1)[0]
 
 
 def comm_bound(snap: Snapshot, active: frozenset[str]) -> list[Hint]:

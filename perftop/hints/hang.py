@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from perftop.codepath import code_line
 from perftop.hints.base import fraction
 from perftop.model.comm_rows import HangRow
 from perftop.model.snapshot import Hint, Snapshot
@@ -47,7 +48,7 @@ def collective_hang(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
                         + (f"; it stands at {stands}" if stands else ""))  # fmt: skip
     for r in h.ranks:
         if r.entered:
-            at = f", launched at {r.line.rsplit('/', 1)[-1]}" if r.line else ""
+            at = f", launched at {code_line(r.line)}" if r.line else ""
             what = "entered" if h.desync else "waits in"
             evidence.append(f"{r.label} {what} {r.op or h.op} of {h.pg} #{h.seq} "
                             f"(sizes {h.sizes}){at}")  # fmt: skip

@@ -31,6 +31,8 @@ import sysconfig
 import tempfile
 from types import CodeType, FrameType
 
+from perftop import codepath
+
 INTERNAL, LIBRARY, USER = 0, 1, 2
 # id(code) -> (code, kind): hashing a code object hashes its contents (about 1 µs); its
 # id is unique while the entry holds the code
@@ -41,7 +43,6 @@ _site: tuple[str, ...] = ()  # site-packages: libraries (it may lie inside the s
 _stdlib: tuple[str, ...] = ()
 _generated: tuple[str, ...] = ()  # torch.compile's generated code: never the user's
 _scripts: tuple[str, ...] = ()  # where pip writes commands' launchers (no .py: not a script)
-_SITE_DIRS = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
 # torch files that only forward a call to ``__torch_function__`` (not callers of their own)
 _PLUMBING = ("overrides.py", "functional.py", "_jit_internal.py", "_tensor.py")
 _plumbing_files: frozenset[str] = frozenset()
@@ -90,7 +91,7 @@ def configure() -> None:
 
 
 def _is_library(path: str) -> bool:
-    return path.startswith(_site) or any(d in path for d in _SITE_DIRS)
+    return path.startswith(_site) or any(d in path for d in codepath.SITE_DIRS)
 
 
 def kind_of_path(fn: str) -> int:
@@ -109,16 +110,13 @@ def kind_of_path(fn: str) -> int:
 
 def library_path(fn: str) -> str | None:
     """A library file's path from its site-packages folder on, which names one file
-    (``ignite/engine/__init__.py``); None for a file outside site-packages."""
+    (``ignite/engine/__init__.py``); None for a file outside site-packages (this
+    interpreter's, then any folder of that name: perftop/codepath.py)."""
     path = os.path.abspath(fn)
     for prefix in _site:
         if path.startswith(prefix):
-            return path[len(prefix) :] or None
-    for d in _SITE_DIRS:
-        i = path.rfind(d)
-        if i >= 0:
-            return path[i + len(d) :] or None
-    return None
+            return path[len(prefix) :].replace(os.sep, "/") or None
+    return codepath.library_path(path)
 
 
 def package_of(fn: str) -> str | None:
@@ -126,7 +124,7 @@ def package_of(fn: str) -> str | None:
     rest = library_path(fn)
     if not rest:
         return None
-    top = rest.split(os.sep, 1)[0]
+    top = rest.split("/", 1)[0]
     return top[:-3] if top.endswith(".py") else top
 
 

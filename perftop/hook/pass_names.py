@@ -75,6 +75,6 @@ def _name(site: Any) -> str:
     fn = code.co_filename
     # a library's file from its package's folder (``ignite/engine/__init__.py``: one file,
     # where ``__init__.py`` or ``trainer.py`` named several), the user's by its name
-    where = (frames.library_path(fn) or os.path.basename(fn)).replace(os.sep, "/")
+    where = frames.library_path(fn) or os.path.basename(fn)
     name = f"{code.co_name} ({where}:{line})"
     return name[:_MAX_NAME]

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from perftop.codepath import code_file
 from perftop.events import Step
 from perftop.events.stacks import MIN_STALL_S, StackFrame, StackSample, StallCapture
 from perftop.fmt import step_no
@@ -39,8 +40,10 @@ def is_library(path: str) -> bool:
 
 
 def short(frame: StackFrame) -> str:
+    """``train.py:88 dilate``; a library's frame from its package's folder on
+    (``ignite/engine/__init__.py:689 evaluate_step``: one file)."""
     fn, path, line = frame
-    return f"{path.rsplit('/', 1)[-1]}:{line} {fn}"
+    return f"{code_file(path)}:{line} {fn}"
 
 
 def where(frames: tuple[StackFrame, ...]) -> str:

@@ -4,9 +4,9 @@ the straggler by who arrives last (``comm``), and hung or desynchronized collect
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
+from perftop.codepath import code_line
 from perftop.fmt import nbytes, seconds, step_no, table
 from perftop.fmt import stall_words as capture_words
 from perftop.model import Snapshot
@@ -204,9 +204,10 @@ def sites_of(c: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def short_line(line: str) -> str:
-    """A user's line (``file:line function``) with its file's name only."""
+    """A user's line (``file:line function``) with its file's name only (a library's from
+    its package's folder on)."""
     file, _, rest = (line or "-").rpartition(":")
-    return f"{os.path.basename(file)}:{rest}" if file else rest
+    return code_line(line) if file else rest
 
 
 def site_texts(c: dict[str, Any], s: dict[str, Any], steps: int) -> list[str]:
