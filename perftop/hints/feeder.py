@@ -11,8 +11,8 @@ before forward": this rule says what was measured, and both things it can be.
 
 from __future__ import annotations
 
-from perftop.hints.base import fraction, loop, seconds, threshold
-from perftop.hints.inputs import GPU_BUSY, INPUT_ENTER, INPUT_STAY, gpu_busy
+from perftop.hints.base import fraction, seconds
+from perftop.hints.inputs import waiting_loop
 from perftop.model.snapshot import Hint, Snapshot
 
 HINT_ID = "wait-before-forward"
@@ -31,12 +31,10 @@ def wait_before_forward(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     90% busy): the same figure, read where no DataLoader feeds the training thread."""
     if snap.steps.data_wait_source != "before_forward":
         return []
-    lp = loop(snap)
-    if lp is None or lp.data_share < threshold(HINT_ID, active, INPUT_ENTER, INPUT_STAY):
+    got = waiting_loop(snap, active, HINT_ID)
+    if got is None:
         return []
-    gpu = gpu_busy(snap)
-    if gpu is not None and gpu >= GPU_BUSY:
-        return []
+    lp, gpu = got
     share = lp.data_share
     ev = [
         f"the training thread is off the CPU before its forwards {fraction(share)} of step "

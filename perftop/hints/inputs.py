@@ -21,12 +21,10 @@ def input_bound(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
         # write), so it cannot say that the loop waits for data (wait-before-forward says
         # what was measured: hints/feeder.py).
         return []
-    lp = loop(snap)
-    if lp is None or lp.data_share < threshold("input-bound", active, INPUT_ENTER, INPUT_STAY):
+    got = waiting_loop(snap, active, "input-bound")
+    if got is None:
         return []
-    gpu = gpu_busy(snap)
-    if gpu is not None and gpu >= GPU_BUSY:
-        return []
+    lp, gpu = got
     share = lp.data_share
     ev = [
         f"data wait is {fraction(share)} of step time: {seconds(lp.data_s)} of a "
@@ -83,6 +81,22 @@ def _restart_gain(lp: Loop, rs: Restarts) -> tuple[float, str]:
         f"up to {fraction(gain)} of step time with persistent_workers=True: the waits "
         "after the workers' restarts"
     )
+
+
+def waiting_loop(
+    snap: Snapshot, active: frozenset[str], hint_id: str
+) -> tuple[Loop, float | None] | None:
+    """The loop, and its busiest job GPU's utilization, where its data wait clears the bar
+    (``INPUT_ENTER`` to raise ``hint_id``, ``INPUT_STAY`` to keep it) and no job GPU is
+    ``GPU_BUSY`` (the GPU is then the bottleneck whatever the loop waits for); else None.
+    Both hints on the data wait (this one, wait-before-forward) hold to it."""
+    lp = loop(snap)
+    if lp is None or lp.data_share < threshold(hint_id, active, INPUT_ENTER, INPUT_STAY):
+        return None
+    gpu = gpu_busy(snap)
+    if gpu is not None and gpu >= GPU_BUSY:
+        return None
+    return lp, gpu
 
 
 def gpu_busy(snap: Snapshot) -> float | None:
