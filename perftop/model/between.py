@@ -88,8 +88,9 @@ def pass_text(row: dict[str, Any], kind: str) -> str:
     """What passes of ``kind`` with a function named held (one that a forward opened, or its
     batch: the function that made its first module call), from a report's ``between_s`` row:
     ``made from collect_rollouts (stable_baselines3/common/on_policy_algorithm.py:202); 75%
-    of it inside the model's forward calls, the rest between them``. A rollout's forward calls may run with grad on
-    (in eval mode: tianshou's), an evaluation's opened it with grad off."""
+    of it inside the model's forward calls, the rest between them``. A rollout's forward
+    calls may run with grad on (in eval mode: tianshou's), an evaluation's opened it with
+    grad off."""
     total = row.get("total_s") or 0.0
     site_s = row.get("site_s") or 0.0
     calls = "amid env steps" if kind == "rollout" else "with grad off"
