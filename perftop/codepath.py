@@ -30,6 +30,7 @@ def code_file(path: str) -> str:
 
 def code_line(line: str) -> str:
     """A ``path:line function`` (or ``path:line``) with its file named as
-    :func:`code_file` names it: ``ignite/engine/__init__.py:689 evaluate_step``."""
-    file, sep, rest = line.rpartition(":")
-    return f"{code_file(file)}:{rest}" if sep else line
+    :func:`code_file` names it: ``ignite/engine/__init__.py:689 evaluate_step``; with no
+    file before its colon, what follows it."""
+    file, _, rest = line.rpartition(":")
+    return f"{code_file(file)}:{rest}" if file else rest

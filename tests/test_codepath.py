@@ -21,6 +21,7 @@ def test_a_librarys_file_is_named_from_its_package_folder_and_the_users_by_its_n
     assert code_line(f"{IGNITE}:689 evaluate_step") == "ignite/engine/__init__.py:689 evaluate_step"
     assert code_line("/home/me/train.py:54") == "train.py:54"
     assert code_line("-") == "-"
+    assert code_line(":5 main") == "5 main"  # no file before the colon: what follows it
 
 
 def test_stack_frames_and_collective_lines_in_a_library_name_one_file() -> None:

@@ -6,11 +6,10 @@ outside their methods naming it (:mod:`perftop.hook.pass_meter`)."""
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any
 
-from perftop.hook import frames
+from perftop.codepath import code_file
 
 # Environment classes (module, name), looked up in sys.modules only (never imported).
 ENVS = (
@@ -72,9 +71,8 @@ def _name(site: Any) -> str:
         if start <= lasti < end and ln is not None:
             line = ln
             break
-    fn = code.co_filename
     # a library's file from its package's folder (``ignite/engine/__init__.py``: one file,
-    # where ``__init__.py`` or ``trainer.py`` named several), the user's by its name
-    where = frames.library_path(fn) or os.path.basename(fn)
-    name = f"{code.co_name} ({where}:{line})"
+    # where ``__init__.py`` or ``trainer.py`` named several), the user's by its name: as
+    # the monitor names stack frames
+    name = f"{code.co_name} ({code_file(code.co_filename)}:{line})"
     return name[:_MAX_NAME]

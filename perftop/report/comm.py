@@ -206,8 +206,7 @@ def sites_of(c: dict[str, Any]) -> list[dict[str, Any]]:
 def short_line(line: str) -> str:
     """A user's line (``file:line function``) with its file's name only (a library's from
     its package's folder on)."""
-    file, _, rest = (line or "-").rpartition(":")
-    return code_line(line) if file else rest
+    return code_line(line or "-")
 
 
 def site_texts(c: dict[str, Any], s: dict[str, Any], steps: int) -> list[str]:
