@@ -216,8 +216,12 @@ def test_steps_that_backward_ends_hold_one_batch_each_around_passes(tmp_path):
     # (step 0 too: it began at the first backward, and its batch's wait was not timed, 0.0)
     steps = [(i, d, waits[i + 1], own["blocked"][i], rq[i + 1] - rq[i])
              for i, _t0, _t1, d in tl["steps"][:-1]]  # fmt: skip
-    assert all(d > 0.5 * w for i, d, w, _, _ in steps), steps
-    assert all(d <= off + 0.0002 + q for i, d, _, off, q in steps), steps
+    # (the rows that break a bound, and what was around them: a rare failure under a
+    # loaded suite must say which step it was)
+    low = [s for s in steps if not s[1] > 0.5 * s[2]]
+    assert not low, (low, steps, own["passes"], own["checkpoints"])
+    high = [s for s in steps if not s[1] <= s[3] + 0.0002 + s[4]]
+    assert not high, (high, steps, own["passes"], own["checkpoints"])
 
 
 def test_a_log_line_after_the_update_stays_the_steps_before_an_evaluations_first_batch(tmp_path):
