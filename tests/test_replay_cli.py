@@ -272,6 +272,13 @@ def test_report_slices(tmp_path: Path, recordings) -> None:
     part = json.loads(r.stdout)
     assert part["steps"]["count"] == 11 and part["slice"]["from_step"] == 10
     assert part["duration_s"] < full["duration_s"]
+    # a slice's hints are the rules over its own figures, and its text says so: never the
+    # whole run's verdict (the whole run's report says that one)
+    assert any(h["whole_run"] for h in part["hints"]), part["hints"]
+    text = perftop("report", "--from-step", "10", "--to-step", "20", rec, cwd=tmp_path).stdout
+    assert "the slice's verdict" in text and "whole-run" not in text, text
+    whole = perftop("report", rec, cwd=tmp_path).stdout
+    assert "whole-run verdict" in whole and "the slice's" not in whole, whole
     r = perftop("report", "--json", "--from-time", "0", "--to-time", "1e9", rec, cwd=tmp_path)
     assert json.loads(r.stdout)["steps"]["count"] == full["steps"]["count"]
     # the job said hello with its hook's first send, after its first steps: a slice of

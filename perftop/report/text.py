@@ -40,7 +40,7 @@ def render(r: dict[str, Any]) -> str:
     own = monitor_text(r.get("monitor_cpu_percent"), r.get("monitor_rss_bytes"))
     if own:
         out.append(f"  {own}")
-    out.extend(hint_lines(r.get("hints") or []))
+    out.extend(hint_lines(r.get("hints") or [], sliced=bool(r.get("slice"))))
     s = r["steps"]
     out.append("")
     out.append("Steps")
@@ -167,13 +167,15 @@ def render(r: dict[str, Any]) -> str:
     return lines(out) + "\n"  # each a line: a job's names hold no line of their own
 
 
-def hint_lines(hints: list[dict[str, Any]]) -> list[str]:
-    """What slowed the job, most estimated gain first: evidence, then what to try."""
+def hint_lines(hints: list[dict[str, Any]], sliced: bool = False) -> list[str]:
+    """What slowed the job, most estimated gain first: evidence, then what to try. In a
+    slice, every rule's verdict is over the slice's figures, and says so."""
     if not hints:
         return []
     out = ["", "Hints (what slows this job, most at stake first)"]
+    scope = "slice" if sliced else "run"
     for h in hints:
-        when = _when(h)
+        when = _when(h, scope)
         out.append(f"  [{h['severity']}] {h['title']}{when}")
         if h.get("est_gain_text"):
             out.append(f"      at stake: {h['est_gain_text']}")
@@ -182,13 +184,15 @@ def hint_lines(hints: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def _when(h: dict[str, Any]) -> str:
-    """Where a hint comes from: shown live (to the end, or earlier) and/or the verdict."""
+def _when(h: dict[str, Any], scope: str) -> str:
+    """Where a hint comes from: shown live (to the end, or earlier) and/or the verdict of
+    the run or the slice."""
+    verdict = "the slice's verdict" if scope == "slice" else "whole-run verdict"
     live = h.get("seen_live", True)
-    whole = "whole-run verdict" if h.get("whole_run") else ""
+    whole = verdict if h.get("whole_run") else ""
     if not live:
-        return "  [whole-run verdict; not shown live]"
-    seen = "seen live" if h.get("active", True) else "seen live earlier in the run"
+        return f"  [{verdict}; not shown live]"
+    seen = "seen live" if h.get("active", True) else f"seen live earlier in the {scope}"
     return f"  [{seen}" + (f"; {whole}]" if whole else "]")
 
 
