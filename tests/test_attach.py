@@ -73,6 +73,18 @@ def test_ls_lists_a_headless_session_and_attach_gets_its_history(tmp_path):
         # The viewer came 100 steps in and stayed 1.5 s: it has the steps from before it came.
         assert rep["steps"]["count"] > s["steps"]
         assert rep["processes"][0]["role"] == "main"
+        # No TARGET: the one session running, or (other tests' beside it) one line naming
+        # the jobs, this one among them
+        rec2 = tmp_path / "only.perftop"
+        att = perftop("attach", "--headless", "--duration", "1", "--record", str(rec2),
+                      cwd=tmp_path, timeout=60)  # fmt: skip
+        if att.returncode == 0:
+            only = json.loads(perftop("report", "--json", str(rec2), cwd=tmp_path).stdout)
+            assert only["steps"]["pid"] == s["job_pid"], only["steps"]
+        else:
+            assert att.returncode == 2 and att.stderr.count("\n") == 1, att.stderr
+            assert "perftop sessions are running" in att.stderr, att.stderr
+            assert str(s["job_pid"]) in att.stderr, att.stderr
     finally:
         mon.send_signal(signal.SIGTERM)
         mon.communicate(timeout=30)
@@ -145,6 +157,28 @@ def test_attach_to_nothing_is_one_clear_line(tmp_path):
     )
     out = perftop("attach", "nosuch", cwd=tmp_path)
     assert out.returncode == 2 and "Traceback" not in out.stderr
+
+
+def test_attach_with_no_target_names_none_or_several_in_one_line(monkeypatch, capsys) -> None:
+    """``perftop attach`` alone watches the one session running (a real one: the test
+    above); with none or several it says how to name one, in one line."""
+    from perftop.cli import main
+    from perftop.monitor import registry
+
+    assert registry.only_session([]) is None
+    assert registry.only_session([{"socket": "/s/1.sock"}]) == "/s/1.sock"
+    assert registry.only_session([{"socket": "/s/1.sock"}, {"socket": "/s/2.sock"}]) is None
+    monkeypatch.setattr(registry, "sessions", lambda: [])
+    assert main(["attach", "--headless"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no perftop session is running" in err, err
+    two = [{"socket": "/s/1.sock", "job_pid": 41}, {"socket": "/s/2.sock", "job_pid": "\x1b]0"}]
+    monkeypatch.setattr(registry, "sessions", lambda: two)
+    assert main(["attach", "--headless"]) == 2
+    err = capsys.readouterr().err
+    assert "2 perftop sessions are running (jobs 41, ?)" in err and "\x1b" not in err, err
+    assert main(["attach", "--ssh", "node7"]) == 2
+    assert "perftop ls --ssh node7" in capsys.readouterr().err
 
 
 def test_injection_offer_follows_the_python_version(tmp_path):

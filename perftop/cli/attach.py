@@ -1,5 +1,6 @@
-"""`perftop attach TARGET`: watch a running perftop session (read-only, with its history)
-or, for a plain Python process, observe it from outside (observer mode)."""
+"""`perftop attach [TARGET]`: watch a running perftop session (read-only, with its history)
+or, for a plain Python process, observe it from outside (observer mode). With no TARGET,
+the one session running, as htop needs no pid."""
 
 from __future__ import annotations
 
@@ -20,7 +21,10 @@ class AttachCommand(Command):
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("target", metavar="TARGET", help="session socket, or a pid")
+        parser.add_argument(
+            "target", metavar="TARGET", nargs="?",
+            help="session socket, or a pid (default: the one session running, if one is)",
+        )  # fmt: skip
         parser.add_argument("--headless", action="store_true", help="no TUI: print a summary")
         parser.add_argument(
             "--duration", type=seconds, metavar="SECONDS", help="stop watching after this long"
@@ -68,6 +72,8 @@ class AttachCommand(Command):
             force=args.force,
             allow_control=args.allow_control,
         )
+        if args.target is None:
+            args.target = _the_only_session(args.ssh)
         if args.ssh:
             if args.stream_out:
                 raise UsageError("--stream-out is what the remote runs: not with --ssh")
@@ -81,3 +87,27 @@ class AttachCommand(Command):
             inject=args.inject,
             stream_out=args.stream_out,
         )
+
+
+def _the_only_session(ssh: str | None) -> str:
+    """What ``perftop attach`` with no TARGET watches: this user's one session on this
+    machine; with none or several, one line that says how to name one."""
+    if ssh:
+        raise UsageError(f"--ssh needs a TARGET: perftop ls --ssh {ssh} lists its sessions")
+    from perftop.monitor.registry import only_session, sessions
+
+    found = sessions()
+    target = only_session(found)
+    if target is not None:
+        return target
+    if found:
+        pids = ", ".join(str(s["job_pid"]) if isinstance(s.get("job_pid"), int) else "?"
+                         for s in found)  # fmt: skip
+        raise UsageError(
+            f"{len(found)} perftop sessions are running (jobs {pids}): "
+            "perftop attach PID names one (perftop ls lists them)"
+        )
+    raise UsageError(
+        "no perftop session is running on this machine: perftop attach PID observes a "
+        "Python process started without perftop (perftop ls lists them)"
+    )

@@ -180,3 +180,9 @@ def find_session(target: str, directory: Path | None = None) -> dict[str, Any] |
             if pid in session_pids(info):
                 return info
     return None
+
+
+def only_session(found: list[dict[str, Any]]) -> str | None:
+    """The socket of the one session in ``found`` (``perftop attach`` with no TARGET), None
+    where there are none or several: the user names one then (``perftop ls``)."""
+    return str(found[0]["socket"]) if len(found) == 1 else None
