@@ -17,7 +17,8 @@ class AttachCommand(Command):
     description = (
         "TARGET is a session (its socket, or any pid of its job, see 'perftop ls') or the "
         "pid of a Python process started without perftop, which is then observed from "
-        "outside: its process tree, the host, GPUs, and stack samples through py-spy."
+        "outside: its process tree, the host, GPUs, and stack samples through py-spy. "
+        "With no TARGET, the one perftop session running on this machine."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
