@@ -43,10 +43,10 @@ def wait_before_forward(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
         "no DataLoader is iterated on the training thread: what feeds it is not timed apart "
         "from the loop's own blocking there (a sleep, a blocking write)",
     ]
-    comm = next((r for r in snap.comm.ranks if r.pid == lp.pid and r.wait_s), None)
-    if comm is not None and comm.wait_s:
+    comm_wait = next((r.wait_s for r in snap.comm.ranks if r.pid == lp.pid and r.wait_s), None)
+    if comm_wait:
         ev.append(
-            f"this rank also waits {seconds(comm.wait_s)} a step at collectives (median): one "
+            f"this rank also waits {seconds(comm_wait)} a step at collectives (median): one "
             "before its forward (a barrier, a metric's all_reduce) is in the time above"
         )
     if gpu is not None:

@@ -28,11 +28,11 @@ is not looked into again either (the profile function costs a pass ~0.1-0.2 ms, 
 
 The pass is named by the user's function that made its first module call (``gap_site.site``:
 the first frame outside torch and perftop), e.g. ``collect_rollouts
-(stable_baselines3/common/on_policy_algorithm.py:202)``; a rollout by the function that called the environment's
-``step``, the first frame outside every environment's methods (a step seen inside a
-wrapper's or torchrl's ``EnvBase.step`` is named by the collector that called that; a
-policy's forward called through a library's ``predict``, as SB3's DQN does, would name
-``_predict``; the rollout is ``collect_rollouts``, which steps the env).
+(stable_baselines3/common/on_policy_algorithm.py:202)``; a rollout by the function that
+called the environment's ``step``, the first frame outside every environment's methods (a
+step seen inside a wrapper's or torchrl's ``EnvBase.step`` is named by the collector that
+called that; a policy's forward called through a library's ``predict``, as SB3's DQN does,
+would name ``_predict``; the rollout is ``collect_rollouts``, which steps the env).
 The hooks run on the training thread only; another thread's module calls are not the
 pass's.
 """

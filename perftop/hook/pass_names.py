@@ -1,8 +1,8 @@
 """What names a pass between steps: its site's function and line (``function
 (file.py:line)``, a library's file from its package's folder: ``evaluate_step
-(ignite/engine/__init__.py:689)``), and for a rollout the environments whose ``step`` it called (the
-libraries' classes, looked up in ``sys.modules`` only, never imported), the first frame
-outside their methods naming it (:mod:`perftop.hook.pass_meter`)."""
+(ignite/engine/__init__.py:689)``), and for a rollout the environments whose ``step`` it
+called (the libraries' classes, looked up in ``sys.modules`` only, never imported), the
+first frame outside their methods naming it (:mod:`perftop.hook.pass_meter`)."""
 
 from __future__ import annotations
 
