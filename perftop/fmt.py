@@ -68,6 +68,21 @@ def stall_words(
     return f"{what} after step {step} of pid {pid}", f"hung {stalled_s:.1f} s ({usual})"
 
 
+HELD = {
+    "stopped": "stopped (state T: a SIGSTOP, a shell's Ctrl-Z or a job scheduler's suspend; "
+    "kill -CONT {pid} resumes it)",
+    "tracing-stop": "stopped by a tracer (state t: a debugger holds it)",
+    "disk-sleep": "in uninterruptible sleep (state D: waiting on a disk, a network "
+    "filesystem or a driver)",
+}
+
+
+def held_words(state: str, pid: int) -> str:
+    """What a held process's state (``events.stacks.HELD_STATES``) means, in a few words
+    ("" for any other): why it made no progress, whatever its stack says."""
+    return HELD.get(state, "").format(pid=pid)
+
+
 def seconds(x: float | None) -> str:
     """A duration: 850µs, 12.3ms, 123ms, 1.25s, 2m05s, 1h02m05s."""
     if x is None:

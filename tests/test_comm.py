@@ -520,13 +520,12 @@ def test_headless_lines_say_every_stall_past_the_fiftieth():
     assert said == [f"perftop: step {i + 1} stalled 3.0 s: stacks captured" for i in range(60)]
 
 
-def test_a_hangs_missing_rank_without_a_stack_says_why():
-    """No stack for the missing rank (py-spy absent, no permission): the report says why."""
-    from perftop.events import CollBatch, Hello, StallCapture, Step
-    from perftop.report.comm import hang_lines, hangs_json
+def _hung(capture: Any) -> Session:
+    """2 ranks (pids 100, 101) of 10 steps, an all-reduce each; rank 0 enters an 11th that
+    rank 1 never does, and waits 18 s in it; ``capture`` the stall capture made for it."""
+    from perftop.events import CollBatch, Hello, Step
 
     s = Session()
-    why = "py-spy is not installed (pip install py-spy)"
     for rank, pid in ((0, 100), (1, 101)):
         s.apply(Hello(1000.0, pid, 1, "h", ("train.py",), rank=rank, world_size=2))
         recs = []
@@ -537,13 +536,63 @@ def test_a_hangs_missing_rank_without_a_stack_says_why():
         if rank == 0:
             recs.append(("default_pg", 11, "all_reduce", 64, "[[16]]", 1001.0, 1))
         s.apply(CollBatch(1001.5, pid, tuple(recs)))
-    s.apply(StallCapture(1012.0, 100, 10, 11.0, 0.0, (), why, "collective"))
+    s.apply(capture)
     s.apply(CollWaiting(1019.0, 100, "default_pg", 11, "all_reduce", "[[16]]", 1001.0, 18.0,
                         "train.py:9 main"))  # fmt: skip
+    return s
+
+
+def test_a_hangs_missing_rank_without_a_stack_says_why():
+    """No stack for the missing rank (py-spy absent, no permission): the report says why."""
+    from perftop.events import StallCapture
+    from perftop.report.comm import hang_lines, hangs_json
+
+    why = "py-spy is not installed (pip install py-spy)"
+    s = _hung(StallCapture(1012.0, 100, 10, 11.0, 0.0, (), why, "collective"))
     (h,) = hangs_json(s.snapshot(window=None))
     (m,) = h["missing"]
     assert m["rank"] == 1 and m["stack"] == [] and m["stack_note"] == why
     assert any(line.endswith(f"no stack: {why}") for line in hang_lines({"hangs": [h]}))
+
+
+def test_a_hangs_missing_rank_stopped_is_said_stopped_live_and_after():
+    """Rank 1 stopped (a SIGSTOP, a scheduler's suspend): the capture read it where it stands
+    and said so; the hang's hint and report say it is stopped and how to resume it: live by
+    its process's latest sample (here after the capture it ran again), after the job by the
+    capture. Its last collective is the last one perftop saw it enter (a stopped rank's later
+    ones come when it runs again)."""
+    from perftop.events import JobExit, ProcSample, StallCapture
+    from perftop.events.probes import PROC_FIELDS
+    from perftop.hints import evaluate
+    from perftop.hints.verdict import verdict
+    from perftop.report.comm import hang_lines, hangs_json
+
+    stacks = ((101, "rank", (("main", "train.py", 42),)),)
+    s = _hung(StallCapture(1012.0, 100, 10, 11.0, 0.0, stacks, "", "collective",
+                           states=((101, "stopped"),)))  # fmt: skip
+
+    def sample(t: float, state: str) -> ProcSample:
+        row = dict.fromkeys(PROC_FIELDS) | {"pid": 101, "name": "python", "state": state}
+        return ProcSample(t, 1.0, 100, (tuple(row[f] for f in PROC_FIELDS),))
+
+    def never(snap: Any) -> str:
+        hints = {h.id: h for h in verdict(snap)} if snap.meta.ended else evaluate(snap)[0]
+        hint = hints["collective-hang"]
+        return next(e for e in hint.evidence if e.startswith("rank 1 never entered it"))
+
+    stopped = "; its process is stopped (state T: a SIGSTOP, a shell's Ctrl-Z or a job " \
+        "scheduler's suspend; kill -CONT 101 resumes it)"  # fmt: skip
+    s.apply(sample(1019.5, "stopped"))
+    assert never(s.snapshot()) == (
+        "rank 1 never entered it (its last seen: all_reduce #10); it stands at "
+        "train.py:42 main" + stopped)  # fmt: skip
+    s.apply(sample(1020.5, "sleeping"))  # running again, live: not said
+    assert never(s.snapshot()).endswith("it stands at train.py:42 main"), never(s.snapshot())
+    s.apply(JobExit(1021.0, 100, 0))  # after the job: as the capture read it
+    assert never(s.snapshot(window=None)).endswith(stopped)
+    (h,) = hangs_json(s.snapshot(window=None))
+    assert h["missing"][0]["state"] == "stopped", h
+    assert hang_lines({"hangs": [h]})[-1].endswith("train.py:42 main  [stopped]")
 
 
 def _three_ranks(record: Any) -> Any:

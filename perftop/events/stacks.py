@@ -49,6 +49,15 @@ class StallCapture(Event):
     note: str = ""  # why some stacks are missing (no permission, py-spy absent)
     during: str = ""  # appended: an evaluation or checkpoint that hangs, not a step
     dump_s: float = 0.0  # appended: what the dumps took (they began at t - dump_s; 0: not said)
+    # appended: (pid, state) of each process dumped that was held where it stood, in
+    # psutil's words (HELD_STATES); the others ran or slept as processes do
+    states: tuple[tuple[int, str], ...] = ()
+
+
+# A process in one of these states makes no progress whatever its code does: stopped (a
+# SIGSTOP, a shell's Ctrl-Z, a job scheduler's suspend), stopped by a tracer (a debugger),
+# or in uninterruptible sleep (a disk, a network filesystem, a driver).
+HELD_STATES = ("stopped", "tracing-stop", "disk-sleep")
 
 
 @event("observer")

@@ -16,10 +16,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from perftop.codepath import code_line
+from perftop.fmt import held_words
 from perftop.hints.base import fraction
 from perftop.model.comm_rows import HangRow
 from perftop.model.snapshot import Hint, Snapshot
-from perftop.model.stacks import where
+from perftop.model.stacks import held, place
 
 GLOO_TIMEOUT_MIN, NCCL_TIMEOUT_MIN = 30, 10  # torch's default process group timeouts
 
@@ -30,7 +31,7 @@ def _stands(snap: Snapshot, pid: int) -> str:
         if s.during == "collective":
             for p, _role, frames in s.stacks:
                 if p == pid and frames:
-                    return where(frames)
+                    return place(frames)
     return ""
 
 
@@ -42,10 +43,16 @@ def collective_hang(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     # where the missing ranks stand first: what the panel shows when it has room for little
     evidence = []
     for r in h.missing:
-        last = f" (its last: {r.last_op} #{r.last_seq})" if r.last_seq is not None else ""
+        # (the last its hook sent: a stopped rank's later collectives reach perftop after)
+        last = f" (its last seen: {r.last_op} #{r.last_seq})" if r.last_seq is not None else ""
         stands = _stands(snap, r.pid)
-        evidence.append(f"{r.label} never entered it{last}"
-                        + (f"; it stands at {stands}" if stands else ""))  # fmt: skip
+        state = held(snap, r.pid, h.t_created, r.host)
+        text = f"{r.label} never entered it{last}"
+        if stands:
+            text += f"; it stands {stands}"
+        if state:
+            text += f"; its process is {held_words(state, r.pid)}"
+        evidence.append(text)
     for r in h.ranks:
         if r.entered:
             at = f", launched at {code_line(r.line)}" if r.line else ""

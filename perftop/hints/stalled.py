@@ -13,11 +13,12 @@ no stall but its work after training (:func:`perftop.model.stacks.after_last_ste
 
 from __future__ import annotations
 
-from perftop.fmt import step_no
+from perftop.fmt import held_words, step_no
 from perftop.hints.base import fraction, seconds
 from perftop.model.outside_rows import StallRow
+from perftop.model.roles import role_of_pid
 from perftop.model.snapshot import Hint, Snapshot, StepRow, StepStats
-from perftop.model.stacks import after_last_step, where
+from perftop.model.stacks import after_last_step, held, place
 
 SHARE = 0.10  # the stalled steps' time over the median, as a share of the run
 SHOWN = 4  # processes whose place is said
@@ -91,8 +92,12 @@ def stalled_step(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
         many = f"{len(rows)} stalled steps" if len(rows) > 1 else "the stalled step"
         gain, gain_text = share, f"{fraction(share)} of the run: {many} over the median step"
     # where each process stood first: what the panel shows when it has room for little
-    evidence = [f"{role} (pid {pid}) stood at {where(frames)}"
-                for pid, role, frames in s.stacks[:SHOWN]]  # fmt: skip
+    evidence = []
+    for pid, role, frames in s.stacks[:SHOWN]:
+        state = held(snap, pid, s.t, s.host) if now else s.state_of(pid)
+        who = role_of_pid(snap, pid, role, s.host)
+        held_too = f", {held_words(state, pid)}" if state else ""
+        evidence.append(f"{who} (pid {pid}) stood {place(frames)}{held_too}")
     evidence.append(f"{step} of pid {s.pid}: {seconds(took)}{'' if ended or now else ' at least'}"
                     f" against a median step of {seconds(s.median_s)}")  # fmt: skip
     if len(s.stacks) > SHOWN:

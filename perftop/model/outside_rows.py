@@ -57,3 +57,8 @@ class StallRow:
     during: str = ""  # "eval" or "checkpoint": an interval between steps that hangs
     host: str = ""  # the node whose perftop dumped them (a collector's; "" on one machine)
     dump_s: float = 0.0  # what the dumps took: they began at t - dump_s (0: not said)
+    states: tuple[tuple[int, str], ...] = ()  # (pid, state): those held where they stood
+
+    def state_of(self, pid: int) -> str:
+        """``pid``'s state when dumped where it was held (``HELD_STATES``), else ""."""
+        return next((s for p, s in self.states if p == pid), "")

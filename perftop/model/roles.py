@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from perftop.model.snapshot import Loader, Meta, ProcessRole, Role, Trainer
+from perftop.fmt import loader_suffix
+from perftop.model.snapshot import Loader, Meta, ProcessRole, Role, Snapshot, Trainer
 from perftop.model.workers import WorkerRow
 
 # Trainers (one main, or ranks by rank), then DataLoader workers, then every other process:
@@ -24,6 +25,25 @@ def ranked(rank: int | None, world_size: int | None) -> bool:
 def as_role(name: str) -> Role:
     """A role as read off the stream (stack samples name theirs); an unknown one is other."""
     return _ROLES.get(name, "other")
+
+
+def role_text(role: ProcessRole | None, recorded: str = "other") -> str:
+    """A process's role in words: ``rank 1``, ``worker 0`` (with its loader where the job
+    has several), ``main``; ``recorded`` (what an event said it was) where the job's roles
+    do not have it."""
+    if role is None:
+        return recorded
+    if role.role == "rank":
+        return f"rank {role.rank}" if role.rank is not None else "rank"
+    if role.role == "worker":
+        text = "worker" if role.worker_id is None else f"worker {role.worker_id}"
+        return text + loader_suffix(role.loader_id)
+    return role.role
+
+
+def role_of_pid(snap: Snapshot, pid: int, recorded: str = "other", host: str = "") -> str:
+    """:func:`role_text` of ``pid`` (on ``host``, a collector's) in ``snap``."""
+    return role_text(snap.role_of(pid, host or None), recorded)
 
 
 def assign_roles(

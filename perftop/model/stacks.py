@@ -17,7 +17,13 @@ from typing import Any
 
 from perftop.codepath import code_file
 from perftop.events import Step
-from perftop.events.stacks import MIN_STALL_S, StackFrame, StackSample, StallCapture
+from perftop.events.stacks import (
+    HELD_STATES,
+    MIN_STALL_S,
+    StackFrame,
+    StackSample,
+    StallCapture,
+)
 from perftop.fmt import step_no
 from perftop.model.roles import ROLE_ORDER, as_role
 from perftop.model.snapshot import Snapshot, StackRow, StallRow
@@ -69,6 +75,17 @@ def where(frames: tuple[StackFrame, ...]) -> str:
             inner = f" → {frames[i - 1][0]}" if i > 0 else ""
             return short(f) + inner
     return short(frames[0])
+
+
+def place(frames: tuple[StackFrame, ...]) -> str:
+    """:func:`where` as the end of "it stands …": ``at train.py:40 main``, ``in the
+    DataLoader (…)``, ``waiting on the DataLoader queue``, ``idle, waiting for work``."""
+    w = where(frames)
+    for prefix, said in (("DataLoader worker idle, ", "idle, "), ("DataLoader worker in ", "in "),
+                         ("no Python frame", "with no Python frame")):  # fmt: skip
+        if w.startswith(prefix):
+            return said + w[len(prefix) :]
+    return w if w.startswith(("in ", "waiting ")) else f"at {w}"
 
 
 def user_frame(frames: tuple[StackFrame, ...]) -> StackFrame | None:
@@ -167,7 +184,7 @@ class StacksReducer:
         else:
             row = StallRow(
                 ev.t, ev.pid, ev.step, ev.stalled_s, ev.median_s, ev.stacks, ev.note, ev.during,
-                dump_s=ev.dump_s,
+                dump_s=ev.dump_s, states=ev.states,
             )  # fmt: skip
             last = self.last.get(ev.pid)
             if (
@@ -240,3 +257,22 @@ def after_last_step(snap: Snapshot, row: StallRow) -> tuple[int, float] | None:
             last = r.recent[-1]
             return (last.index, row.t - last.t1) if last.t1 <= row.t else None
     return None
+
+
+def held(snap: Snapshot, pid: int, since: float = 0.0, host: str = "") -> str:
+    """Whether ``pid`` (on ``host``, a collector's) is held where it stands (stopped,
+    stopped by a tracer, in uninterruptible sleep: ``HELD_STATES``), psutil's word, or "".
+    While the job runs, as its process's latest sample reads it; after, as the first stall
+    capture after ``since`` that dumped it read it then (the one whose stack the report
+    shows)."""
+    if not snap.meta.ended:
+        row = next((p for p in snap.processes if p.pid == pid and p.alive
+                    and (not host or p.host == host)), None)  # fmt: skip
+        if row is not None:
+            return row.state if row.state in HELD_STATES else ""
+    for st in snap.stalls:
+        if st.t < since or (host and st.host and st.host != host):
+            continue
+        if st.state_of(pid) or any(p == pid for p, _role, _frames in st.stacks):
+            return st.state_of(pid)
+    return ""

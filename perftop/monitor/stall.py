@@ -16,6 +16,9 @@ from perftop.events import StallCapture
 from perftop.events.stacks import MIN_STALL_S
 from perftop.model import Snapshot
 from perftop.monitor import stacks
+from perftop.probes.procread import held_state
+
+STOPPED = ("stopped", "tracing-stop")  # read as they stand: py-spy cannot pause them
 
 FACTOR = 5.0  # a step stalls when it has run this many times the median ...
 # ... and at least MIN_STALL_S long (events/stacks.py: the model places a stall by it)
@@ -37,6 +40,7 @@ class StallWatch:
         self.submit = submit
         self._seen: set[tuple[int, int] | tuple[int, int, str]] = set()
         self._seen_hangs: set[tuple[str, int, str]] = set()  # (pg, seq, "collective")
+        self._dumped: dict[int, float] = {}  # pid -> when its last stalled step was dumped
         self._busy = threading.Lock()
         self.captures = 0
 
@@ -70,6 +74,10 @@ class StallWatch:
                 since = max(since, gap[2])  # the next step began when it ended
             if (r.pid, last.index + 1) in self._seen:
                 continue
+            if self._dumped.get(r.pid, -1.0) >= since:
+                # dumped already: the steps since came late (a stopped process, or one whose
+                # interpreter a C call held, sends its steps when it runs again), one stall
+                continue
             if now - since >= max(FACTOR * r.p50, MIN_STALL_S):
                 stalled.append((now - since, r.pid, r, during))
         if not stalled:
@@ -82,6 +90,8 @@ class StallWatch:
         for _, pid, r, during in stalled:
             step = r.recent[-1].index + 1
             self._seen.add((pid, step, during) if during else (pid, step))
+            if not during:
+                self._dumped[pid] = now
         stuck, pid, r, during = max(stalled, key=lambda x: x[0])
         last = r.recent[-1]
         typical = _typical(snap, pid, during) if during else r.p50
@@ -155,11 +165,17 @@ class StallWatch:
             # A permission problem or no py-spy is worth recording: it says how to fix it
             # (a hang or stall with no reason for its missing stacks says nothing).
             refused = stacks.pyspy() is None
+            states: list[tuple[int, str]] = []
             for p, role in pids:
                 if not stacks.in_job(self.root, p):
                     continue  # never dump a process outside the job
+                state = held_state(p)
+                if state:
+                    states.append((p, state))
                 try:
-                    dump = stacks.dump(p, blocking=True)
+                    # a stopped process stands still: read as it is, it is read exactly
+                    # (py-spy cannot pause it again: "Failed to get stack traces")
+                    dump = stacks.dump(p, blocking=state not in STOPPED)
                     frames, _name, _idle = stacks.pick_thread(p, dump, threads.get(p))
                 except stacks.StackError as exc:
                     text = stacks.permission_advice(p) if exc.permission else str(exc)
@@ -183,6 +199,7 @@ class StallWatch:
                     "; ".join(why),
                     during,
                     round(t - t_dump, 3),
+                    tuple(states),
                 )  # fmt: skip
             )
         finally:

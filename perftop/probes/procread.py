@@ -11,6 +11,7 @@ from typing import Any
 
 import psutil
 
+from perftop.events.stacks import HELD_STATES
 from perftop.probes.platform import PlatformCaps, platform_caps
 
 # What a figure psutil does not have on this OS (or for this process) raises: N/A, not a gap.
@@ -109,3 +110,14 @@ def read_run_delay(pid: int, tid: int | None = None) -> float | None:
         return int(fields[1]) / 1e9
     except (OSError, IndexError, ValueError):
         return None
+
+
+def held_state(pid: int) -> str:
+    """``pid``'s state, psutil's word for it, where the process is held where it stands
+    (``HELD_STATES``: stopped, stopped by a tracer, in uninterruptible sleep), else "" (it
+    runs or sleeps as processes do, or is gone)."""
+    try:
+        state = psutil.Process(pid).status()
+    except psutil.Error:
+        return ""
+    return state if state in HELD_STATES else ""

@@ -12,7 +12,7 @@ from perftop.fmt import stall_words as capture_words
 from perftop.model import Snapshot
 from perftop.model.comm_rows import HangRank, HangRow, RankComm
 from perftop.model.snapshot import StallRow
-from perftop.model.stacks import after_last_step
+from perftop.model.stacks import after_last_step, held
 
 STACK_FRAMES = 8
 LONGER_S = 0.001  # another rank's median wait at an op, over the first rank's: said
@@ -125,6 +125,7 @@ def _missing(snap: Snapshot, h: HangRow, r: HangRank) -> dict[str, Any]:
         "last_op": r.last_op,
         "stack": stack,
         "stack_note": why,
+        "state": held(snap, r.pid, h.t_created, r.host),
     }
 
 
@@ -190,8 +191,9 @@ def hang_lines(r: dict[str, Any]) -> list[str]:
             at = f"{top['file']}:{top['line']} {top['function']}" if top else "no stack"
             if not top and m.get("stack_note"):
                 at += f": {m['stack_note']}"
-            out.append(f"    rank {_s(m['rank'])} not entered (last seq {_s(m['last_seq'])} "
-                       f"{m['last_op'] or '-'})  {at}")  # fmt: skip
+            state = f"  [{m['state']}]" if m.get("state") else ""
+            out.append(f"    rank {_s(m['rank'])} not entered (last seen seq {_s(m['last_seq'])} "
+                       f"{m['last_op'] or '-'})  {at}{state}")  # fmt: skip
     return out
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from perftop.fmt import stall_words
 from perftop.model import Snapshot
+from perftop.model.roles import role_of_pid
 from perftop.model.snapshot import StallRow
 from perftop.model.stacks import after_last_step, where
 
@@ -47,7 +48,13 @@ def _stall(snap: Snapshot, s: StallRow) -> dict[str, Any]:
         "median_s": round(s.median_s, 6),
         "t": s.t,
         "processes": [
-            {"pid": pid, "role": role, "frames": [_frame(f) for f in frames[:STALL_FRAMES]]}
+            {
+                "pid": pid,
+                "role": role,
+                "label": role_of_pid(snap, pid, role, s.host),
+                "state": s.state_of(pid),
+                "frames": [_frame(f) for f in frames[:STALL_FRAMES]],
+            }
             for pid, role, frames in s.stacks
         ],
         "note": s.note,
@@ -80,7 +87,9 @@ def stack_lines(r: dict[str, Any]) -> list[str]:
             out.append(f"  {what}: {how}")
             for p in s["processes"]:
                 frames = tuple((f["function"], f["file"], f["line"]) for f in p["frames"])
-                out.append(f"    {p['role']:<7} {p['pid']:>7}  {where(frames)}")
+                label = p.get("label") or p["role"]  # (older reports: the role only)
+                state = f"  [{p['state']}]" if p.get("state") else ""
+                out.append(f"    {label:<8} {p['pid']:>7}  {where(frames)}{state}")
             if s["note"]:
                 out.append(f"    note: {s['note']}")
     return out

@@ -11,9 +11,9 @@ from typing import Any
 from textual.app import ComposeResult
 from textual.markup import escape
 
-from perftop.fmt import loader_suffix, process_label
+from perftop.fmt import process_label
 from perftop.model import Snapshot
-from perftop.model.roles import role_sort_key
+from perftop.model.roles import role_sort_key, role_text
 from perftop.model.snapshot import ProcessRole, ProcRow
 from perftop.safe import visible_line
 from perftop.tui import fmt
@@ -36,12 +36,7 @@ COLUMNS = (
 def role_label(pid: int, role: ProcessRole | None) -> tuple[str, tuple[int, ...]]:
     """Display text and sort key (the model's order: trainers, workers, then others)."""
     role = role or ProcessRole(pid, "other")
-    if role.role == "rank":
-        return f"rank {role.rank}", role_sort_key(role)
-    if role.role == "worker":
-        text = "worker" if role.worker_id is None else f"worker {role.worker_id}"
-        return text + loader_suffix(role.loader_id), role_sort_key(role)
-    return role.role, role_sort_key(role)
+    return role_text(role), role_sort_key(role)
 
 
 Proc = tuple[str, int, ProcRow | None, ProcessRole | None]  # host, pid, sample, role

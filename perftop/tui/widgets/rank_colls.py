@@ -109,7 +109,10 @@ def hang_line(snap: Snapshot) -> Text | None:
     for m in j["missing"]:
         top = m["stack"][0] if m["stack"] else None
         at = short_line(f"{top['file']}:{top['line']} {top['function']}") if top else ""
-        where.append(f"rank {m['rank']} at {at}" if at else f"rank {m['rank']} (no stack yet)")
+        held = f" ({m['state']})" if m["state"] else ""  # ("stopped": the hint says what)
+        where.append(
+            f"rank {m['rank']}{held} at {at}" if at else f"rank {m['rank']}{held} (no stack yet)"
+        )
     line.append(", ".join(where) + " never entered " if where else "every rank entered ", "red")
     line.append(f"{h.op} {h.pg} seq {h.seq}", style="bold")
     entered = sorted({short_line(e["line"]) for e in j["entered"] if e["line"]})

@@ -6,9 +6,10 @@ from __future__ import annotations
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from perftop.fmt import stall_words
+from perftop.fmt import held_words, stall_words
 from perftop.model import Snapshot
-from perftop.model.stacks import after_last_step, is_library, short, where
+from perftop.model.roles import role_of_pid
+from perftop.model.stacks import after_last_step, held, is_library, short, where
 from perftop.report.comm import stack_of
 from perftop.safe import visible_line
 from perftop.tui import fmt
@@ -58,8 +59,9 @@ class StacksPanel(TextPanel):
         )
         out = [title, *self._missing(snap, s.during)]
         for pid, role, frames in s.stacks:
-            head = Text(f"{role:<7} {pid:>7}  ", style="bold")
+            head = Text(f"{role_of_pid(snap, pid, role, s.host):<8} {pid:>7}  ", style="bold")
             head.append(visible_line(where(frames)), style="cyan")
+            _held(head, s.state_of(pid), pid)
             out.append(head)
             for f in frames[: 2 if self.compact else FRAMES]:
                 out.append(
@@ -83,9 +85,16 @@ class StacksPanel(TextPanel):
             frames = tuple((f["function"], f["file"], f["line"]) for f in stack)
             head = Text(f"rank {r.rank} {r.pid:>7}{' ' + r.host if r.host else ''}  ", "bold")
             head.append(visible_line(where(frames) if frames else why or "no stack yet"), "cyan")
+            _held(head, held(snap, r.pid, h.t_created, r.host), r.pid)
             out.append(head)
             for f in frames[: 2 if self.compact else FRAMES]:
                 out.append(
                     Text("    " + visible_line(short(f)), style="dim" if is_library(f[1]) else "")
                 )
         return out
+
+
+def _held(head: Text, state: str, pid: int) -> None:
+    """A process held where it stands says so after its place: why it makes no progress."""
+    if state:
+        head.append(f"  {held_words(state, pid)}", style="bold yellow")
