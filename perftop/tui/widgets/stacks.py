@@ -60,9 +60,7 @@ class StacksPanel(TextPanel):
         out = [title, *self._missing(snap, s.during)]
         for pid, role, frames in s.stacks:
             head = Text(f"{role_of_pid(snap, pid, role, s.host):<8} {pid:>7}  ", style="bold")
-            head.append(visible_line(where(frames)), style="cyan")
-            _held(head, s.state_of(pid), pid)
-            out.append(head)
+            out += _held(head, s.state_of(pid), pid, where(frames))
             for f in frames[: 2 if self.compact else FRAMES]:
                 out.append(
                     Text("    " + visible_line(short(f)), style="dim" if is_library(f[1]) else "")
@@ -84,9 +82,8 @@ class StacksPanel(TextPanel):
             stack, why = stack_of(snap, r.pid, h.t_created, r.host)
             frames = tuple((f["function"], f["file"], f["line"]) for f in stack)
             head = Text(f"rank {r.rank} {r.pid:>7}{' ' + r.host if r.host else ''}  ", "bold")
-            head.append(visible_line(where(frames) if frames else why or "no stack yet"), "cyan")
-            _held(head, held(snap, r.pid, h.t_created, r.host), r.pid)
-            out.append(head)
+            state = held(snap, r.pid, h.t_created, r.host)
+            out += _held(head, state, r.pid, where(frames) if frames else why or "no stack yet")
             for f in frames[: 2 if self.compact else FRAMES]:
                 out.append(
                     Text("    " + visible_line(short(f)), style="dim" if is_library(f[1]) else "")
@@ -94,7 +91,12 @@ class StacksPanel(TextPanel):
         return out
 
 
-def _held(head: Text, state: str, pid: int) -> None:
-    """A process held where it stands says so after its place: why it makes no progress."""
+def _held(head: Text, state: str, pid: int, place: str) -> list[Text]:
+    """A process's line, ``head`` then where it stands; one held there says so before its
+    place (seen however narrow the screen) and, on a line of its own, what that means."""
     if state:
-        head.append(f"  {held_words(state, pid)}", style="bold yellow")
+        head.append(f"[{state}] ", style="bold yellow")
+    head.append(visible_line(place), style="cyan")
+    if not state:
+        return [head]
+    return [head, Text(f"    {held_words(state, pid)}", style="yellow")]
