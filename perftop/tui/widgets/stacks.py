@@ -8,6 +8,7 @@ from rich.text import Text
 
 from perftop.fmt import held_words, stall_words
 from perftop.model import Snapshot
+from perftop.model.comm_rows import rank_name
 from perftop.model.roles import role_of_pid
 from perftop.model.stacks import after_last_step, held, is_library, short, where
 from perftop.report.comm import stack_of
@@ -81,7 +82,8 @@ class StacksPanel(TextPanel):
         for r in h.missing:
             stack, why = stack_of(snap, r.pid, h.t_created, r.host)
             frames = tuple((f["function"], f["file"], f["line"]) for f in stack)
-            head = Text(f"rank {r.rank} {r.pid:>7}{' ' + r.host if r.host else ''}  ", "bold")
+            who = rank_name(r.rank, r.pid)
+            head = Text(f"{who:<8} {r.pid:>7}{' ' + r.host if r.host else ''}  ", "bold")
             state = held(snap, r.pid, h.t_created, r.host)
             out += _held(head, state, r.pid, where(frames) if frames else why or "no stack yet")
             for f in frames[: 2 if self.compact else FRAMES]:
