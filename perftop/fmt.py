@@ -77,6 +77,10 @@ HELD = {
 }
 
 
+HELD_SHORT = {"stopped": "stopped", "tracing-stop": "stopped by a tracer",
+              "disk-sleep": "in uninterruptible sleep"}  # fmt: skip
+
+
 def held_words(state: str, pid: int) -> str:
     """What a held process's state (``events.stacks.HELD_STATES``) means, in a few words
     ("" for any other): why it made no progress, whatever its stack says."""

@@ -565,7 +565,7 @@ def test_a_hangs_missing_rank_stopped_is_said_stopped_live_and_after():
     from perftop.events.probes import PROC_FIELDS
     from perftop.hints import evaluate
     from perftop.hints.verdict import verdict
-    from perftop.report.comm import hang_lines, hangs_json
+    from perftop.report.comm import hang_lines, hang_notice, hangs_json
 
     stacks = ((101, "rank", (("main", "train.py", 42),)),)
     s = _hung(StallCapture(1012.0, 100, 10, 11.0, 0.0, stacks, "", "collective",
@@ -586,6 +586,9 @@ def test_a_hangs_missing_rank_stopped_is_said_stopped_live_and_after():
     assert never(s.snapshot()) == (
         "rank 1 never entered it (its last seen: all_reduce #10); it stands at "
         "train.py:42 main" + stopped)  # fmt: skip
+    (h,) = s.snapshot().comm.hangs  # the notice, the headless line
+    assert hang_notice(s.snapshot(), h) == ("perftop: hang: all_reduce default_pg seq 11 has "
+                                            "waited 18 s; not entered: rank 1; rank 1 stopped")  # fmt: skip
     s.apply(sample(1020.5, "sleeping"))  # running again, live: not said
     assert never(s.snapshot()).endswith("it stands at train.py:42 main"), never(s.snapshot())
     s.apply(JobExit(1021.0, 100, 0))  # after the job: as the capture read it

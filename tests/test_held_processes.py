@@ -133,6 +133,9 @@ def test_a_training_stopped_mid_run_is_one_stall_that_says_it_was_stopped(tmp_pa
                 os.kill(int((tmp_path / "pid").read_text()), signal.SIGKILL)
     reader.join(10)
     assert mon.returncode == 0 and "trained" in out.read_text(), "".join(err)
+    # said when seen: a headless run's log has it (its summary's hint says more)
+    (line,) = [ln for ln in err if " stalled " in ln]
+    assert line.rstrip().endswith(", its process stopped: stacks captured"), line
     rep = json.loads(perftop("report", "--json", str(rec), cwd=tmp_path).stdout)
     (stall,) = rep["stalls"]
     assert stall["step"] == 21 and stall["pid"] == pid, stall  # (the step after step 21)

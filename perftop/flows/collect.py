@@ -180,7 +180,7 @@ def summary(
         ranks = [r for r in snap.ranks if r.host == n.name]
         steps = max((r.count for r in ranks), default=0)
         lines.append(f"perftop:   {n.name}: {n.state}, {len(ranks)} process(es), {steps} steps")
-    lines += [hang_notice(h) for h in snap.comm.hangs]
+    lines += [hang_notice(snap, h) for h in snap.comm.hangs]
     if refused:
         lines.append(f"perftop: refused {refused} connection(s) (see the notes)")
     elapsed = ran_s if ran_s is not None else snap.meta.elapsed_s

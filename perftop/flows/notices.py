@@ -45,5 +45,5 @@ class Notices:
             key = (h.pg, h.seq, h.desync)
             if key not in self.hangs:
                 self.hangs.add(key)
-                out.append(hang_notice(h))
+                out.append(hang_notice(snap, h))
         return out

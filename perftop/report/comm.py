@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from perftop.codepath import code_line
-from perftop.fmt import nbytes, seconds, step_no, table
+from perftop.fmt import HELD_SHORT, nbytes, seconds, step_no, table
 from perftop.fmt import stall_words as capture_words
 from perftop.model import Snapshot
 from perftop.model.comm_rows import HangRank, HangRow, RankComm
@@ -136,7 +136,9 @@ def stall_words(snap: Snapshot, s: StallRow) -> str:
                  and (not s.host or r.host == s.host)), None)  # fmt: skip
     of = f" of rank {rank}" if rank is not None else ""
     during = f" ({s.during})" if s.during else ""  # (in a pass, a collective)
-    return f"step {step_no(s.step)}{of} stalled {s.stalled_s:.1f} s{during}"
+    state = s.state_of(s.pid)
+    held_too = f", its process {HELD_SHORT[state]}" if state else ""
+    return f"step {step_no(s.step)}{of} stalled {s.stalled_s:.1f} s{during}{held_too}"
 
 
 def tail_words(snap: Snapshot) -> dict[tuple[float, int], str]:
@@ -166,9 +168,18 @@ def new_stalls(snap: Snapshot, seen: set[tuple[float, int]]) -> list[StallRow]:
     return fresh
 
 
-def hang_notice(h: HangRow) -> str:
+def hang_words(snap: Snapshot, h: HangRow) -> str:
+    """:attr:`HangRow.words`, and each missing rank held where it stands (``stopped``): the
+    TUI's notice, the line without one."""
+    held_too = [f"{r.label} {HELD_SHORT[st]}" for r in h.missing
+                if (st := held(snap, r.pid, h.t_created, r.host))]  # fmt: skip
+    return "; ".join([h.words, *held_too])
+
+
+def hang_notice(snap: Snapshot, h: HangRow) -> str:
     """A hang's or a desync's line where no TUI shows its notice (headless, the summary)."""
-    return f"perftop: {h.words}" if h.desync else f"perftop: hang: {h.words}"
+    words = hang_words(snap, h)
+    return f"perftop: {words}" if h.desync else f"perftop: hang: {words}"
 
 
 def hangs_json(snap: Snapshot) -> list[dict[str, Any]]:

@@ -262,7 +262,7 @@ def summary(snap: Snapshot, record: Path | None, record_error: str | None = None
         said.append(f"perftop: {cut_short_text(short)}")
     if snap.meta.dropped_events:
         said.append(f"perftop: {snap.meta.dropped_events} events dropped")
-    said += [hang_notice(h) for h in snap.comm.hangs]
+    said += [hang_notice(snap, h) for h in snap.comm.hangs]
     said += [f"perftop: {w}" for w in tail_words(snap).values()]
     for h in snap.hints:
         src = "" if h.seen_live else " (whole-run verdict)"

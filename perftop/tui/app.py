@@ -20,7 +20,7 @@ from textual.driver import Driver
 from perftop import gc_settle
 from perftop.demo import TRAIN_MODULE
 from perftop.model import Snapshot
-from perftop.report.comm import new_stalls, stall_words, tail_words
+from perftop.report.comm import hang_words, new_stalls, stall_words, tail_words
 from perftop.tui.capture_keys import CaptureKeys
 from perftop.tui.driver import sized
 from perftop.tui.failure import TuiFailure, failure_of, panic_failure
@@ -213,7 +213,7 @@ class PerftopApp(CaptureKeys, JobInputKeys, PanelKeys, SafeText, App[str | None]
         for h in snap.comm.hangs:
             if (h.pg, h.seq) not in self._hangs:
                 self._hangs.add((h.pg, h.seq))
-                self.notify(h.words, title="desync" if h.desync else "hang",
+                self.notify(hang_words(snap, h), title="desync" if h.desync else "hang",
                             severity="error", timeout=30)  # fmt: skip
         screen = self.screen
         # A panel zoomed away is not drawn: it is not updated either (see _zoomed).
