@@ -27,23 +27,33 @@ def as_role(name: str) -> Role:
     return _ROLES.get(name, "other")
 
 
-def role_text(role: ProcessRole | None, recorded: str = "other") -> str:
+def role_text(role: ProcessRole | None, recorded: str = "other", of_rank: bool = False) -> str:
     """A process's role in words: ``rank 1``, ``worker 0`` (with its loader where the job
-    has several), ``main``; ``recorded`` (what an event said it was) where the job's roles
-    do not have it."""
+    has several; ``of_rank``: a rank's, ``r1 worker 0``, as every rank's loader numbers its
+    workers from 0), ``main``; ``recorded`` (what an event said it was) where the job's
+    roles do not have it."""
     if role is None:
         return recorded
     if role.role == "rank":
         return f"rank {role.rank}" if role.rank is not None else "rank"
     if role.role == "worker":
         text = "worker" if role.worker_id is None else f"worker {role.worker_id}"
-        return text + loader_suffix(role.loader_id)
+        rank = f"r{role.rank} " if of_rank and role.rank is not None else ""
+        return rank + text + loader_suffix(role.loader_id)
     return role.role
+
+
+def rank_workers(roles: Iterable[ProcessRole]) -> set[tuple[str, int]]:
+    """(host, pid) of the workers whose parent is a rank: their labels name it."""
+    ranks = {(r.host, r.pid) for r in roles if r.role == "rank"}
+    return {(r.host, r.pid) for r in roles
+            if r.role == "worker" and (r.host, r.parent_pid) in ranks}  # fmt: skip
 
 
 def role_of_pid(snap: Snapshot, pid: int, recorded: str = "other", host: str = "") -> str:
     """:func:`role_text` of ``pid`` (on ``host``, a collector's) in ``snap``."""
-    return role_text(snap.role_of(pid, host or None), recorded)
+    role = snap.role_of(pid, host or None)
+    return role_text(role, recorded, (host, pid) in rank_workers(snap.roles))
 
 
 def assign_roles(

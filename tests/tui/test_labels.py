@@ -64,3 +64,33 @@ def test_a_process_is_named_by_what_it_runs() -> None:
         assert process_label(name, cmd) == want, (name, cmd)
     assert clip("python train.py --steps 400", 26) == "python train.py --steps 4…"
     assert clip("python train.py", 15) == "python train.py"
+
+
+def test_a_ranks_workers_name_it_and_a_stopped_process_says_so() -> None:
+    """Every rank's loader numbers its workers from 0: in a DDP job the Processes table's
+    "worker 0" rows were as many as the ranks, none saying whose. A rank's worker is named
+    by it (``r1 worker 0``); a lone trainer's are as before. A process stopped (``kill
+    -STOP``, a scheduler's suspend) says so before its command, as htop's state ``T``."""
+    from dataclasses import replace
+
+    from perftop.model.roles import assign_roles
+    from perftop.model.snapshot import Loader, Meta, ProcRow, Snapshot, Trainer
+    from perftop.tui.widgets.processes import table_rows
+
+    def roles(world: int) -> tuple:
+        ranks = range(world)
+        trainers = [Trainer(200 + r, 100, "h", (), r, r, world, "cpu", "") for r in ranks]
+        loaders = [Loader(200 + r, 0, 2, 8, False, 1, False, ((0, 300 + r),), "", 0)
+                   for r in ranks]  # fmt: skip
+        return assign_roles(Meta(job_pid=100), trainers, loaders)
+
+    ddp = Snapshot(roles=roles(2), processes=(ProcRow(201, 100, "python", "", "stopped"),))
+    labels = {pid: cells[0].plain for pid, cells in table_rows(ddp).items()}
+    assert labels == {"200": "rank 0", "201": "rank 1", "300": "r0 worker 0",
+                      "301": "r1 worker 0", "100": "other"}, labels  # fmt: skip
+    command = table_rows(ddp)["201"][-1]
+    assert command.plain == "[stopped] python" and command.value == "python", command
+    lone = {pid: cells[0].plain for pid, cells in table_rows(Snapshot(roles=roles(1))).items()}
+    assert lone == {"200": "main", "300": "worker 0", "100": "other"}, lone
+    running = replace(ddp, processes=(ProcRow(201, 100, "python", "", "sleeping"),))
+    assert table_rows(running)["201"][-1].plain == "python"

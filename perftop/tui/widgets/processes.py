@@ -6,14 +6,16 @@ their index even before the first probe sample (figures N/A until then).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from textual.app import ComposeResult
 from textual.markup import escape
 
-from perftop.fmt import process_label
+from perftop.events.stacks import HELD_STATES
+from perftop.fmt import HELD_SHORT, process_label
 from perftop.model import Snapshot
-from perftop.model.roles import role_sort_key, role_text
+from perftop.model.roles import rank_workers, role_sort_key, role_text
 from perftop.model.snapshot import ProcessRole, ProcRow
 from perftop.safe import visible_line
 from perftop.tui import fmt
@@ -33,10 +35,12 @@ COLUMNS = (
 )
 
 
-def role_label(pid: int, role: ProcessRole | None) -> tuple[str, tuple[int, ...]]:
+def role_label(
+    pid: int, role: ProcessRole | None, of_rank: bool = False
+) -> tuple[str, tuple[int, ...]]:
     """Display text and sort key (the model's order: trainers, workers, then others)."""
     role = role or ProcessRole(pid, "other")
-    return role_text(role), role_sort_key(role)
+    return role_text(role, of_rank=of_rank), role_sort_key(role)
 
 
 Proc = tuple[str, int, ProcRow | None, ProcessRole | None]  # host, pid, sample, role
@@ -65,11 +69,17 @@ def _figures(p: ProcRow | None) -> tuple[Any, ...]:
     )
 
 
-def row_cells(pid: int, p: ProcRow | None, role: ProcessRole | None, host: str = "") -> list[Cell]:
-    label, key = role_label(pid, role)
+def row_cells(
+    pid: int, p: ProcRow | None, role: ProcessRole | None, host: str = "", of_rank: bool = False
+) -> list[Cell]:
+    label, key = role_label(pid, role, of_rank)
     cpu, rss, uss, pss, read, write, name = _figures(p)
     dead = p is not None and not p.alive
     base = "dim strike" if dead else ""
+    held = p is not None and p.alive and p.state in HELD_STATES  # (htop's T and D)
+    name_cell = (Cell(f"[{HELD_SHORT[p.state]}] {name}", name, style="bold yellow",
+                      justify="left") if held and p is not None
+                 else Cell(name, name, style=base or "dim", justify="left"))  # fmt: skip
 
     def c(text: str, value: object, style: str = "") -> Cell:
         st = fmt.NA_STYLE if value is None else style
@@ -92,7 +102,7 @@ def row_cells(pid: int, p: ProcRow | None, role: ProcessRole | None, host: str =
         c(fmt.bytes_(pss), pss),
         c(fmt.rate(read), read),
         c(fmt.rate(write), write),
-        Cell(name, name, style=base or "dim", justify="left"),
+        name_cell,
     ]
 
 
@@ -118,14 +128,21 @@ def procs(snap: Snapshot) -> dict[str, Proc]:
     }
 
 
-def _cells(key: str, proc: Proc) -> list[Cell]:
-    host, pid, p, role = proc
-    return row_cells(pid, p, role, host)
+def cells_of(snap: Snapshot) -> Callable[[str, Proc], list[Cell]]:
+    """A row's cells, its worker named by its rank where a rank's loader made it."""
+    of_rank = rank_workers(snap.roles)
+
+    def cells(key: str, proc: Proc) -> list[Cell]:
+        host, pid, p, role = proc
+        return row_cells(pid, p, role, host, (host, pid) in of_rank)
+
+    return cells
 
 
 def table_rows(snap: Snapshot) -> dict[str, list[Cell]]:
     """Every process's row (the table itself shows the first :data:`FIRST`)."""
-    return {k: _cells(k, proc) for k, proc in procs(snap).items()}
+    cells = cells_of(snap)
+    return {k: cells(k, proc) for k, proc in procs(snap).items()}
 
 
 class ProcessesPanel(Panel):
@@ -155,7 +172,7 @@ class ProcessesPanel(Panel):
         if key == self._shown:
             return
         self._shown = key
-        self.table.set_first(First(procs(snap), row_values, _cells, FIRST))
+        self.table.set_first(First(procs(snap), row_values, cells_of(snap), FIRST))
         n = len(snap.roles)
         workers = sum(1 for r in snap.roles if r.role == "worker")
         now = snap.running_workers()
