@@ -13,7 +13,7 @@ from textual.app import ComposeResult
 from textual.markup import escape
 
 from perftop.events.stacks import HELD_STATES
-from perftop.fmt import HELD_SHORT, process_label
+from perftop.fmt import process_label
 from perftop.model import Snapshot
 from perftop.model.roles import rank_workers, role_sort_key, role_text
 from perftop.model.snapshot import ProcessRole, ProcRow
@@ -76,10 +76,12 @@ def row_cells(
     cpu, rss, uss, pss, read, write, name = _figures(p)
     dead = p is not None and not p.alive
     base = "dim strike" if dead else ""
-    held = p is not None and p.alive and p.state in HELD_STATES  # (htop's T and D)
-    name_cell = (Cell(f"[{HELD_SHORT[p.state]}] {name}", name, style="bold yellow",
-                      justify="left") if held and p is not None
-                 else Cell(name, name, style=base or "dim", justify="left"))  # fmt: skip
+    # stopped, or in uninterruptible sleep (htop's T, D): said before the command
+    held = p.state if p is not None and p.alive and p.state in HELD_STATES else ""
+    if held:
+        name_cell = Cell(f"[{held}] {name}", name, style="bold yellow", justify="left")
+    else:
+        name_cell = Cell(name, name, style=base or "dim", justify="left")
 
     def c(text: str, value: object, style: str = "") -> Cell:
         st = fmt.NA_STYLE if value is None else style
