@@ -26,14 +26,8 @@ SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 TICK_S = 0.05
 REFRESH_S = 0.25
 INDEX_REFRESH_S = 0.5
-FAST_SLICE_S = 0.08
-SEEKS = (
-    "event",
-    "seconds",
-    "step",
-    "time",
-    "jump",
-)  # wall time per tick spent applying events in "as fast as possible"
+FAST_SLICE_S = 0.08  # wall time per tick spent applying events in "as fast as possible"
+SEEKS = ("end", "event", "seconds", "step", "time", "jump")
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +120,8 @@ class ReplayController:
 
     def command(self, *cmd: Any) -> None:
         """``("play",)``, ``("speed", ±1)``, ``("fast",)``, ``("event", ±1)``,
-        ``("seconds", ±1.0)``, ``("step", n)``, ``("time", s)``, ``("jump", kind)``."""
+        ``("seconds", ±1.0)``, ``("step", n)``, ``("time", s)``, ``("jump", kind)``,
+        ``("end",)``."""
         self._q.put(cmd)
 
     # -- the player's thread -----------------------------------------------------------------
@@ -182,9 +177,11 @@ class ReplayController:
                 ix.end_t is not None and ix.start_t is not None and ix.end_t >= ix.start_t + cmd[1]
             )
         if what == "seconds":
-            return ix.end_t is not None and ix.end_t >= (p.now or 0.0) + cmd[1]
+            return ix.end_t is not None and ix.end_t >= (self.position() or 0.0) + cmd[1]
         if what == "event":
             return ix.events >= p.events + cmd[1]
+        if what == "end":
+            return False  # (the index has not read it all: its end is not known yet)
         return what != "jump" or bool(self._find(cmd[1]))
 
     def _advance(self, dt: float) -> bool:
@@ -199,8 +196,15 @@ class ReplayController:
             return True
         return n > 0
 
+    def position(self) -> float | None:
+        """Where the replay is in time: its clock, which a time seek or the playback moves
+        on through a gap with no event (a job's imports), else its last event's time."""
+        now = self.player.now
+        return self._clock if now is None or self._clock > now else now
+
     def _handle(self, cmd: tuple[Any, ...]) -> None:
         p, what = self.player, cmd[0]
+        clock: float | None = None  # a time seek's target: the clock goes there
         if what == "play":
             self.playing = not self.playing
             if self.playing and p.finished:
@@ -215,14 +219,27 @@ class ReplayController:
         elif what == "event":
             p.seek_event(p.events + cmd[1])
         elif what == "seconds":
-            p.seek_time((p.now or 0.0) + cmd[1])
+            # from the clock, not the last event: else no key moves past a gap longer than it
+            clock = self._within((self.position() or 0.0) + cmd[1])
+            p.seek_time(clock)
         elif what == "step":
             p.seek_step(int(cmd[1]))
         elif what == "time":
-            p.seek_time((self.index.start_t or p.now or 0.0) + cmd[1])
+            clock = self._within((self.index.start_t or p.now or 0.0) + cmd[1])
+            p.seek_time(clock)
         elif what == "jump":
             self._jump(cmd[1])
+        elif what == "end" and self.index.end_t is not None:
+            p.seek_time(self.index.end_t)
         self._clock = p.now or self._clock
+        if clock is not None and self._clock < clock:  # in a gap: there, not at its start
+            self._clock = clock
+
+    def _within(self, t: float) -> float:
+        """``t`` within the recording: not before its start, nor after its end once read."""
+        ix = self.index
+        t = max(t, ix.start_t) if ix.start_t is not None else t
+        return min(t, ix.end_t) if ix.done and ix.end_t is not None else t
 
     def _find(self, kind: str) -> tuple[float, int] | None:
         find = {
@@ -257,7 +274,7 @@ class ReplayController:
             speed=self.speed,
             fast=self.fast,
             at_end=p.finished,
-            now_t=p.now,
+            now_t=self.position(),
             start_t=ix.start_t if ix.start_t is not None else p.session_start(),
             end_t=ix.end_t,
             event=p.events,

@@ -30,6 +30,8 @@ REPLAY_KEYS = (
     ("a", "replay: as fast as possible (again: back to the speed)"),
     (",  .", "replay: one event back / forward"),
     ("<  >", "replay: one second back / forward"),
+    ("←  →", "replay: 5 seconds back / forward (a focused table that scrolls: it scrolls)"),
+    ("home  end", "replay: the start / the end of the recording"),
     ("g", "replay: go to a step (1200) or a time since the start (90s, 1:30)"),
     ("n  b  h", "replay: next slow step / between-steps interval / hint change"),
 )
@@ -60,6 +62,11 @@ class ReplayApp(PerftopApp):
         Binding("comma", "event(-1)", "-1 event", show=False),
         Binding("greater_than_sign", "seconds(1.0)", "+1 s", show=False),
         Binding("less_than_sign", "seconds(-1.0)", "-1 s", show=False),
+        # (not priority: a focused table that can scroll sideways takes them)
+        Binding("right", "seconds(5.0)", "+5 s", show=False),
+        Binding("left", "seconds(-5.0)", "-5 s", show=False),
+        Binding("home", "start", "start", show=False),
+        Binding("end", "end", "end", show=False),
         Binding("g", "seek", "go to"),
         Binding("n", "jump('stall')", "next slow step"),
         Binding("b", "jump('between')", "next between", show=False),
@@ -108,6 +115,12 @@ class ReplayApp(PerftopApp):
 
     def action_jump(self, kind: str) -> None:
         self._send("jump", kind)
+
+    def action_start(self) -> None:
+        self._send("time", 0.0)
+
+    def action_end(self) -> None:
+        self._send("end")
 
     def action_seek(self) -> None:
         def chosen(target: tuple[str, float] | None) -> None:

@@ -182,3 +182,50 @@ async def test_the_key_bar_fits_80_columns_and_live_only_keys_still_answer(
             await until(pilot, lambda: app.replay_state.playing)
         finally:
             ctl.stop()
+
+
+@aio
+async def test_arrows_seek_five_seconds_and_home_end_go_to_the_ends(
+    recordings: dict[str, Path],
+) -> None:
+    """As in a video player: → and ← move 5 s, End and Home go to the recording's end and
+    start. The replay's position is its clock: 5 s on is there, though the last event before
+    it is earlier (a key from the last event's time, as ``<`` ``>`` were, never moved past a
+    gap longer than its step). A focused table takes the arrows only where it can use them
+    (Textual passes a key on that the focused widget cannot act on): one that fits its panel
+    lets them seek."""
+    from perftop.tui.widgets import ProcessesPanel
+
+    app, ctl = make_replay(recordings["fixed"], playing=False)
+    async with app.run_test(size=SIZE) as pilot:
+        ctl.start()
+        try:
+            await until(pilot, lambda: app.replay_state is not None and app.replay_state.index_done)
+            st = app.replay_state
+            t0, to = st.now_t, min(st.now_t + 5.0, st.end_t)  # (a recording under 5 s: its end)
+
+            async def at(t: float) -> None:
+                await until(pilot, lambda: abs(app.replay_state.now_t - t) < 1e-6)
+
+            await pilot.press("right")
+            await at(to)
+            assert app.shown.meta.now_t <= to  # (the panels show the events up to there)
+            await pilot.press("left")
+            await at(t0)
+            await pilot.press("end")
+            await until(pilot, lambda: app.replay_state.at_end)
+            assert app.replay_state.step == app.replay_state.steps_total > 0
+            await pilot.press("home")
+            await until(pilot, lambda: app.replay_state.step == 0)
+            await at(st.start_t)
+            for _ in range(3):
+                await pilot.press("greater_than_sign")
+            await at(min(st.start_t + 3.0, st.end_t))
+            table = app.query_one(ProcessesPanel).table
+            table.focus()
+            await pilot.pause()
+            assert app.focused is table and not table.allow_horizontal_scroll
+            await pilot.press("left")
+            await at(st.start_t)
+        finally:
+            ctl.stop()
