@@ -158,6 +158,10 @@ def test_controller_jumps_and_waits_for_the_index(long_recording: Path) -> None:
         after(("fast",), lambda s: s.fast)
         after(("play",), lambda s: s.at_end)
         assert states[-1][0].steps.count == 8000
+        # the clock that played through it never reads past the recording's end
+        assert all(s.now_t <= ix.end_t for _, s in states if s.now_t is not None)
+        _, st = after(("seconds", 30.0), lambda s: s.now_t == ix.end_t)
+        _, st = after(("time", -5.0), lambda s: s.now_t == ix.start_t)
     finally:
         ctl.stop()
 

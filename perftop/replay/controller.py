@@ -200,7 +200,7 @@ class ReplayController:
         """Where the replay is in time: its clock, which a time seek or the playback moves
         on through a gap with no event (a job's imports), else its last event's time."""
         now = self.player.now
-        return self._clock if now is None or self._clock > now else now
+        return self._within(self._clock) if now is None or self._clock > now else now
 
     def _handle(self, cmd: tuple[Any, ...]) -> None:
         p, what = self.player, cmd[0]
