@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+
+import pytest
 
 from perftop.events import Step
 from perftop.model import Session
@@ -59,6 +62,34 @@ def test_a_stopped_process_is_read_where_it_stands_and_said_stopped():
     # finishing the print before the loop, line 2)
     assert pid == child.pid and frames[0][1] == "<string>" and 2 <= frames[0][2] <= 4, cap
     assert cap.note == "", cap
+
+
+def test_a_process_a_tracer_holds_is_read_as_it_runs():
+    """strace attached to a process: py-spy cannot pause it ("Failed to get stack traces"),
+    and the capture had no stack for it; it is read without pausing it."""
+    if shutil.which("strace") is None:
+        pytest.skip("strace is not installed (.ci/run installs it)")
+    loop = "import time\nprint('looping', flush=True)\nwhile True:\n    time.sleep(0.05)\n"
+    child = subprocess.Popen([sys.executable, "-c", loop], stdout=subprocess.PIPE, text=True)
+    tracer = None
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "looping\n"
+        tracer = subprocess.Popen(["strace", "-p", str(child.pid), "-o", os.devnull],
+                                  stderr=subprocess.PIPE, text=True)  # fmt: skip
+        assert tracer.stderr is not None and "attached" in tracer.stderr.readline()
+        s = Session()
+        for i in range(10):
+            s.apply(Step(child.pid, i, 100.0 + i * 0.1, 100.1 + i * 0.1))
+        (cap,) = _captures(child.pid, [s.snapshot(now=101.0 + 2.5)])
+    finally:
+        if tracer is not None:
+            tracer.kill()
+            tracer.wait()
+        child.kill()
+        child.wait()
+    ((pid, _role, frames),) = cap.stacks
+    assert pid == child.pid and frames[0][1] == "<string>" and cap.note == "", cap
+    assert cap.states == ()  # (running or sleeping: not held)
 
 
 def test_steps_a_stopped_process_sends_late_are_the_stall_it_was_in():

@@ -132,6 +132,19 @@ def permission_advice(pid: int) -> str:
     return f"the kernel refused access to pid {pid} (ptrace); try running perftop with sudo"
 
 
+def traced(pid: int) -> bool:
+    """Whether a tracer (strace, a debugger) is attached to ``pid``: py-spy cannot pause it
+    then (the kernel lets one tracer in), though it can read it as it runs. psutil has no
+    such figure: ``/proc/PID/status``'s ``TracerPid``."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("TracerPid:"):
+                return int(line.split()[1]) != 0
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
 def _ptrace_scope() -> int | None:
     try:
         return int(Path("/proc/sys/kernel/yama/ptrace_scope").read_text().strip())

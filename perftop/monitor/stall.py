@@ -173,9 +173,7 @@ class StallWatch:
                 if state:
                     states.append((p, state))
                 try:
-                    # a stopped process stands still: read as it is, it is read exactly
-                    # (py-spy cannot pause it again: "Failed to get stack traces")
-                    dump = stacks.dump(p, blocking=state not in STOPPED)
+                    dump = _dump(p, state)
                     frames, _name, _idle = stacks.pick_thread(p, dump, threads.get(p))
                 except stacks.StackError as exc:
                     text = stacks.permission_advice(p) if exc.permission else str(exc)
@@ -218,6 +216,20 @@ def _typical(snap: Snapshot, pid: int, kind: str) -> float | None:
 def _hang_after(snap: Snapshot, pid: int, kind: str) -> float:
     typical = _typical(snap, pid, kind)
     return HANG_FIRST_S if typical is None else max(FACTOR * typical, MIN_STALL_S)
+
+
+def _dump(pid: int, state: str) -> list[Any]:
+    """``pid``'s stacks, paused for a consistent read where py-spy can pause it. A stopped
+    process stands still: read as it is, it is read exactly. One a tracer holds (strace, a
+    debugger) py-spy cannot pause (the kernel refuses a second tracer): read as it runs."""
+    if state in STOPPED:
+        return stacks.dump(pid)
+    try:
+        return stacks.dump(pid, blocking=True)
+    except stacks.StackError:
+        if not stacks.traced(pid):
+            raise
+        return stacks.dump(pid)
 
 
 def _role(snap: Snapshot, pid: int) -> str:
