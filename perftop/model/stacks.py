@@ -266,8 +266,9 @@ def held(snap: Snapshot, pid: int, since: float = 0.0, host: str = "") -> str:
     capture after ``since`` that dumped it read it then (the one whose stack the report
     shows)."""
     if not snap.meta.ended:
+        # (a row has a host only where a collector merged nodes)
         row = next((p for p in snap.processes if p.pid == pid and p.alive
-                    and (not host or p.host == host)), None)  # fmt: skip
+                    and (not host or not p.host or p.host == host)), None)  # fmt: skip
         if row is not None:
             return row.state if row.state in HELD_STATES else ""
     for st in snap.stalls:

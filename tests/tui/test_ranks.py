@@ -254,3 +254,32 @@ async def test_ranks_say_their_data_wait_was_read_before_forward() -> None:
         app.post_message(SnapshotMessage(s.snapshot()))
         await settle(pilot)
         assert "· data: before forward" in str(panel.border_subtitle), panel.border_subtitle
+
+
+@aio
+async def test_a_stopped_rank_says_so_while_the_job_runs_and_not_after() -> None:
+    """Rank 0 stopped (its process's latest sample says so): its row says ``[stopped]``
+    beside its last figures; once the job ended, it is not said (its state then is no
+    longer known, and the hints and the k screen keep what the capture saw)."""
+    from perftop.events import JobExit, ProcSample
+    from perftop.events.probes import PROC_FIELDS
+
+    s = Session()
+    for rank, own, bwd in ((0, 0.002, 0.032), (1, 0.032, 0.002)):
+        s.apply(Hello(1.0, 100 + rank, 1, "vm", ("t",), rank, rank, 2))
+        s.apply_all(Step(100 + rank, i, 1.0 + i, 1.0 + i + own + bwd, data=own - 0.001,
+                         backward=bwd) for i in range(10))  # fmt: skip
+    row = dict.fromkeys(PROC_FIELDS) | {"pid": 100, "name": "python", "state": "stopped"}
+    s.apply(ProcSample(11.5, 1.0, 100, (tuple(row[f] for f in PROC_FIELDS),)))
+    async with showing(s.snapshot()) as (app, pilot):
+        table = app.query_one(RanksPanel).table
+
+        def key(pid: int) -> str:
+            return next(k.value for k in table.rows if str(k.value).endswith(f":{pid}"))
+
+        assert table.get_cell(key(100), "rank").plain == "0 [stopped]"
+        assert table.get_cell(key(101), "rank").plain == "1 ◀ straggler"
+        s.apply(JobExit(12.0, 100, 0))
+        app.post_message(SnapshotMessage(s.snapshot()))
+        await settle(pilot)
+        assert table.get_cell(key(100), "rank").plain == "0"

@@ -19,6 +19,7 @@ from perftop.model import Snapshot
 from perftop.model.comm_rows import RankComm
 from perftop.model.ranks import Straggler, find_straggler, slowest
 from perftop.model.snapshot import BEFORE_FORWARD, StepStats
+from perftop.model.stacks import held
 from perftop.tui import fmt
 from perftop.tui.widgets.difftable import FIRST_ROWS, Cell, DiffTable, First
 from perftop.tui.widgets.panel import Panel
@@ -65,17 +66,22 @@ def rank_values(r: StepStats, c: RankComm | None = None) -> tuple[Any, ...]:
     )
 
 
-def rank_cells(r: StepStats, mark: str, c: RankComm | None = None) -> list[Cell]:
+def rank_cells(r: StepStats, mark: str, c: RankComm | None = None, held: str = "") -> list[Cell]:
+    """A rank's row; ``held``: its process's state where it is held where it stands (a
+    stopped rank's figures are its last ones: it makes no step)."""
     rank, p50, data, own, bwd, comm, gpu, syncs, count, host, pid = rank_values(r, c)
 
     def t(v: float | None) -> Cell:
         return Cell(fmt.secs(v), v, style=fmt.NA_STYLE if v is None else "")
 
     label = "-" if rank is None else str(rank)
+    if held:
+        label += f" [{held}]"
     if mark:
         label += f" ◀ {mark}"
+    style = "bold red" if mark else "bold yellow" if held else "bold"
     return [
-        Cell(label, rank, style="bold red" if mark else "bold", justify="left"),
+        Cell(label, rank, style=style, justify="left"),
         t(p50),
         t(data),
         t(own),
@@ -113,10 +119,16 @@ def first_rows(snap: Snapshot, straggler: Straggler | None, limit: int = FIRST) 
         mark = "straggler"
     items = {row_key(r): r for r in snap.ranks}
     comm = comm_of(snap)
+    over = snap.meta.ended  # (a rank stopped during the run is not said stopped after it)
     return First(
         items,
         lambda r: rank_values(r, comm.get(row_key(r))),
-        lambda k, r: rank_cells(r, mark if r is slow else "", comm.get(k)),
+        lambda k, r: rank_cells(
+            r,
+            mark if r is slow else "",
+            comm.get(k),
+            held(snap, r.pid, host=r.host) if r.pid is not None and not over else "",
+        ),  # fmt: skip
         limit,
         pinned=(row_key(slow),) if slow is not None else (),
     )
