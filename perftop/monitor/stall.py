@@ -226,10 +226,10 @@ def _dump(pid: int, state: str) -> list[Any]:
         return stacks.dump(pid)
     try:
         return stacks.dump(pid, blocking=True)
-    except stacks.StackError:
-        if not stacks.traced(pid):
+    except stacks.StackError as exc:
+        if exc.permission and not stacks.traced(pid):
             raise
-        return stacks.dump(pid)
+        return stacks.dump(pid)  # (a tracer holds it, or it stopped since its state was read)
 
 
 def _role(snap: Snapshot, pid: int) -> str:
