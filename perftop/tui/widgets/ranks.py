@@ -66,20 +66,20 @@ def rank_values(r: StepStats, c: RankComm | None = None) -> tuple[Any, ...]:
     )
 
 
-def rank_cells(r: StepStats, mark: str, c: RankComm | None = None, held: str = "") -> list[Cell]:
-    """A rank's row; ``held``: its process's state where it is held where it stands (a
-    stopped rank's figures are its last ones: it makes no step)."""
+def rank_cells(r: StepStats, mark: str, c: RankComm | None = None, state: str = "") -> list[Cell]:
+    """A rank's row; ``state``: its process's where it is held where it stands (a stopped
+    rank's figures are its last ones: it makes no step)."""
     rank, p50, data, own, bwd, comm, gpu, syncs, count, host, pid = rank_values(r, c)
 
     def t(v: float | None) -> Cell:
         return Cell(fmt.secs(v), v, style=fmt.NA_STYLE if v is None else "")
 
     label = "-" if rank is None else str(rank)
-    if held:
-        label += f" [{held}]"
+    if state:
+        label += f" [{state}]"
     if mark:
         label += f" ◀ {mark}"
-    style = "bold red" if mark else "bold yellow" if held else "bold"
+    style = "bold red" if mark else "bold yellow" if state else "bold"
     return [
         Cell(label, rank, style=style, justify="left"),
         t(p50),
