@@ -43,17 +43,25 @@ def role_text(role: ProcessRole | None, recorded: str = "other", of_rank: bool =
     return role.role
 
 
+def _of_rank(role: ProcessRole, parent: ProcessRole | None) -> bool:
+    """A worker whose parent is a rank: its label names the rank."""
+    return role.role == "worker" and parent is not None and parent.role == "rank"
+
+
 def rank_workers(roles: Iterable[ProcessRole]) -> set[tuple[str, int]]:
-    """(host, pid) of the workers whose parent is a rank: their labels name it."""
-    ranks = {(r.host, r.pid) for r in roles if r.role == "rank"}
-    return {(r.host, r.pid) for r in roles
-            if r.role == "worker" and (r.host, r.parent_pid) in ranks}  # fmt: skip
+    """(host, pid) of the workers whose parent is a rank (a table's rows, at once)."""
+    by_key = {(r.host, r.pid): r for r in roles}
+    return {key for key, r in by_key.items()
+            if _of_rank(r, by_key.get((r.host, r.parent_pid or 0)))}  # fmt: skip
 
 
 def role_of_pid(snap: Snapshot, pid: int, recorded: str = "other", host: str = "") -> str:
     """:func:`role_text` of ``pid`` (on ``host``, a collector's) in ``snap``."""
     role = snap.role_of(pid, host or None)
-    return role_text(role, recorded, (host, pid) in rank_workers(snap.roles))
+    if role is None:
+        return recorded
+    parent = snap.role_of(role.parent_pid, role.host) if role.parent_pid else None
+    return role_text(role, recorded, _of_rank(role, parent))
 
 
 def assign_roles(

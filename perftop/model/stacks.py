@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from perftop.events.stacks import (
 )
 from perftop.fmt import step_no
 from perftop.model.roles import ROLE_ORDER, as_role
-from perftop.model.snapshot import Snapshot, StackRow, StallRow
+from perftop.model.snapshot import ProcRow, Snapshot, StackRow, StallRow
 from perftop.wire import StepRecord
 
 MAX_STALLS = 50
@@ -265,15 +265,28 @@ def held(snap: Snapshot, pid: int, since: float = 0.0, host: str = "") -> str:
     While the job runs, as its process's latest sample reads it; after, as the first stall
     capture after ``since`` that dumped it read it then (the one whose stack the report
     shows)."""
+    return held_in(snap)(pid, since, host)
+
+
+def held_in(snap: Snapshot) -> Callable[[int, float, str], str]:
+    """:func:`held` for many pids of one snapshot (a fleet's Ranks table): its live process
+    rows are read once, not once a pid."""
+    live: dict[int, list[ProcRow]] = {}
     if not snap.meta.ended:
+        for p in snap.processes:
+            if p.alive:
+                live.setdefault(p.pid, []).append(p)
+
+    def of(pid: int, since: float = 0.0, host: str = "") -> str:
         # (a row has a host only where a collector merged nodes)
-        row = next((p for p in snap.processes if p.pid == pid and p.alive
-                    and (not host or not p.host or p.host == host)), None)  # fmt: skip
+        row = next((p for p in live.get(pid, ()) if not host or not p.host or p.host == host), None)
         if row is not None:
             return row.state if row.state in HELD_STATES else ""
-    for st in snap.stalls:
-        if st.t < since or (host and st.host and st.host != host):
-            continue
-        if st.state_of(pid) or any(p == pid for p, _role, _frames in st.stacks):
-            return st.state_of(pid)
-    return ""
+        for st in snap.stalls:
+            if st.t < since or (host and st.host and st.host != host):
+                continue
+            if st.state_of(pid) or any(p == pid for p, _role, _frames in st.stacks):
+                return st.state_of(pid)
+        return ""
+
+    return of

@@ -279,6 +279,10 @@ async def test_a_stopped_rank_says_so_while_the_job_runs_and_not_after() -> None
 
         assert table.get_cell(key(100), "rank").plain == "0 [stopped]"
         assert table.get_cell(key(101), "rank").plain == "1 ◀ straggler"
+        # a stopped straggler: its state stands for its mark, no wider than the mark
+        straggler = next(r for r in s.snapshot().ranks if r.pid == 101)
+        cell = ranks.rank_cells(straggler, "straggler", None, "stopped")[0]
+        assert cell.plain == "1 [stopped]" and "yellow" in str(cell.style), cell
         s.apply(JobExit(12.0, 100, 0))
         app.post_message(SnapshotMessage(s.snapshot()))
         await settle(pilot)

@@ -19,7 +19,7 @@ from perftop.model import Snapshot
 from perftop.model.comm_rows import RankComm
 from perftop.model.ranks import Straggler, find_straggler, slowest
 from perftop.model.snapshot import BEFORE_FORWARD, StepStats
-from perftop.model.stacks import held
+from perftop.model.stacks import held_in
 from perftop.tui import fmt
 from perftop.tui.widgets.difftable import FIRST_ROWS, Cell, DiffTable, First
 from perftop.tui.widgets.panel import Panel
@@ -68,7 +68,9 @@ def rank_values(r: StepStats, c: RankComm | None = None) -> tuple[Any, ...]:
 
 def rank_cells(r: StepStats, mark: str, c: RankComm | None = None, state: str = "") -> list[Cell]:
     """A rank's row; ``state``: its process's where it is held where it stands (a stopped
-    rank's figures are its last ones: it makes no step)."""
+    rank's figures are its last ones: it makes no step). A held rank's state stands for its
+    mark (a stopped straggler is one because it is stopped), so the column stays as wide as
+    a mark makes it and the figures stay in view at 80 columns."""
     rank, p50, data, own, bwd, comm, gpu, syncs, count, host, pid = rank_values(r, c)
 
     def t(v: float | None) -> Cell:
@@ -77,9 +79,9 @@ def rank_cells(r: StepStats, mark: str, c: RankComm | None = None, state: str = 
     label = "-" if rank is None else str(rank)
     if state:
         label += f" [{state}]"
-    if mark:
+    elif mark:
         label += f" ◀ {mark}"
-    style = "bold red" if mark else "bold yellow" if state else "bold"
+    style = "bold yellow" if state else "bold red" if mark else "bold"
     return [
         Cell(label, rank, style=style, justify="left"),
         t(p50),
@@ -120,6 +122,7 @@ def first_rows(snap: Snapshot, straggler: Straggler | None, limit: int = FIRST) 
     items = {row_key(r): r for r in snap.ranks}
     comm = comm_of(snap)
     over = snap.meta.ended  # (a rank stopped during the run is not said stopped after it)
+    held = held_in(snap)
     return First(
         items,
         lambda r: rank_values(r, comm.get(row_key(r))),
@@ -127,7 +130,7 @@ def first_rows(snap: Snapshot, straggler: Straggler | None, limit: int = FIRST) 
             r,
             mark if r is slow else "",
             comm.get(k),
-            held(snap, r.pid, host=r.host) if r.pid is not None and not over else "",
+            held(r.pid, 0.0, r.host) if r.pid is not None and not over else "",
         ),  # fmt: skip
         limit,
         pinned=(row_key(slow),) if slow is not None else (),
