@@ -124,9 +124,14 @@ async def test_a_hang_says_who_never_entered_and_where_it_stands() -> None:
         panel = app.query_one(RanksPanel)
         assert panel.colls.display and panel.colls.line.size.width > 0
         assert on_screen(panel.colls.line).startswith("HANG"), on_screen(panel.colls.line)
+        # a rank's row under the table's header: no scrollbar takes its line (the table
+        # scrolls sideways by its keys), so a hang at 80x24 still shows ranks
+        table = panel.table
+        assert table.scrollable_content_region.height == table.outer_size.height == 2
         app.post_message(SnapshotMessage(after))
         await settle(pilot)
         assert not panel.colls.display  # no hang: the room is the ranks'
+        assert table.scrollable_content_region.height == 3  # the header and two ranks
 
 
 @aio

@@ -158,6 +158,9 @@ class RanksPanel(Panel):
     RanksPanel.-cut > Static { display: block; }
     RanksPanel.-compact > RankColls { display: none; }
     RanksPanel.-compact > RankColls.-hang { display: block; }  /* a hang shows at any size */
+    /* 80x24 gives the table three lines: a scrollbar there hid a rank (all of them in a
+       hang); it still scrolls sideways with the arrows, as the Processes table does */
+    RanksPanel.-compact > DiffTable { scrollbar-size-horizontal: 0; }
     RanksPanel.-full > DiffTable { height: auto; max-height: 45%; }
     """
 
