@@ -92,6 +92,42 @@ def test_tree_with_grandchildren_cpu_memory_and_clean_exits(python, tmp_path):
     assert rows(probe.sample(time.time())) == {}  # the whole job gone: an empty sample
 
 
+def test_a_process_born_since_the_last_tick_reads_its_cpu_share_from_its_birth(python, tmp_path):
+    """A DataLoader worker of a short evaluation may live for one tick: its first read
+    gives its CPU share since its birth (a busy child most of a core, an idle one near
+    none), where it was N/A; a process born before the probe's sight (the job's root, a
+    job attached to) has none at its first read, as before (its life's average is no
+    share of the last tick)."""
+    go = tmp_path / "go"
+    wait = f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.01)\n"
+    top = subprocess.Popen([python, "-c", wait + TREE, BUSY, "import time; time.sleep(10)"])
+    try:
+        probe = ProcProbe(top.pid)
+        time.sleep(0.3)
+        first = rows(probe.sample(time.time()))
+        assert list(first) == [top.pid] and first[top.pid]["cpu_percent"] is None
+        go.touch()
+        end = time.monotonic() + 30
+        while len(descendants(top.pid)) < 3 and time.monotonic() < end:
+            time.sleep(0.02)
+        time.sleep(0.8)
+        events = probe.sample(time.time())
+        later = rows(events)
+        cmd = {e.pid: e.cmdline for e in events if isinstance(e, ProcInfo)}
+        (busy,) = [r for p, r in later.items() if "while time.time()" in cmd.get(p, "")]
+        (idle,) = [r for p, r in later.items() if "sleep(10)" in cmd.get(p, "")]
+        # a busy loop's share of a core: near 100 idle, over 20 on a loaded CI host; the
+        # idle child's is its interpreter's start (~30 ms over ~0.8 s)
+        assert busy["cpu_percent"] is not None and busy["cpu_percent"] > 20, busy
+        assert idle["cpu_percent"] is not None and idle["cpu_percent"] < 15, idle
+    finally:
+        for pid in set(descendants(top.pid)) - {top.pid}:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        top.kill()
+        top.wait()
+
+
 def test_descendants_of_this_process_include_a_grandchild(python):
     top = subprocess.Popen([python, "-c", TREE, "import time; time.sleep(5)"])
     try:

@@ -7,6 +7,7 @@ stdin, ``perftop ls``) walk the job's tree too, without the process probe's stat
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import psutil
@@ -16,6 +17,8 @@ from perftop.probes.platform import PlatformCaps, platform_caps
 
 # What a figure psutil does not have on this OS (or for this process) raises: N/A, not a gap.
 UNAVAILABLE = (AttributeError, NotImplementedError, psutil.AccessDenied)
+# Clock ticks a second, the unit of a process's start time in /proc/PID/stat.
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def descendants(root: int, caps: PlatformCaps | None = None) -> list[int]:
@@ -61,6 +64,21 @@ def _stat(p: psutil.Process, field: str) -> Any:
     try:
         return p._proc._parse_stat_file()[field]  # type: ignore[attr-defined,unused-ignore]
     except (AttributeError, KeyError, TypeError):
+        return None
+
+
+def boot_now() -> float:
+    """Seconds since boot, the clock a process's start time counts on (/proc/PID/stat);
+    where there is no such clock (not Linux) no start time is read either."""
+    clock = getattr(time, "CLOCK_BOOTTIME", None)
+    return time.monotonic() if clock is None else time.clock_gettime(clock)
+
+
+def start_seconds(ticks: Any) -> float | None:
+    """A start time in clock ticks (:func:`_start_ticks`) in seconds since boot, or None."""
+    try:
+        return float(ticks) / _CLK_TCK
+    except (TypeError, ValueError):
         return None
 
 

@@ -26,9 +26,11 @@ from perftop.probes.procread import (
     _optional,
     _ppid,
     _start_ticks,
+    boot_now,
     descendants,
     read_memory,
     read_run_delay,
+    start_seconds,
 )
 
 GONE = (psutil.NoSuchProcess, psutil.ZombieProcess)
@@ -77,6 +79,7 @@ class _Tracked:
     name: str = ""
     cmdline: str = ""
     start: Any = None  # start time in clock ticks, as /proc/PID/stat says
+    born: float | None = None  # ... in seconds since boot (CLOCK_BOOTTIME), where it parses
     mem: tuple[int | None, int | None, int | None] | None = None  # last (uss, pss, swap)
     mem_at: float = 0.0  # when it was read (monotonic)
     mem_cost: float = 0.0  # the CPU seconds that read took
@@ -130,6 +133,9 @@ class ProcProbe:
         self._n = 1  # processes in the last tick
         self._tracked: dict[int, _Tracked] = {}
         self._last_mono: float | None = None
+        # since when a process first seen was born in this probe's sight (the last tick's
+        # start, its creation before the first): seconds since boot
+        self._since_boot = boot_now()
         self._ticks = 0
         self._stride = 1
         # pid -> the native id of its training thread where the hook saw it run on another
@@ -141,6 +147,7 @@ class ProcProbe:
         now = time.monotonic()
         dt = 0.0 if self._last_mono is None else now - self._last_mono
         self._last_mono = now
+        since, self._since_boot = self._since_boot, boot_now()
         pids = descendants(self.root_pid, self.caps)
         events: list[Event] = []
         if self._ticks == 0 and self.caps.note:
@@ -159,11 +166,11 @@ class ProcProbe:
                     events.append(ProcInfo(t, pid, tr.key[1], tr.cmdline))
                 elif resend:
                     events.append(ProcInfo(t, pid, tr.key[1], tr.cmdline))
-                row = self._read(tr, now)
+                row = self._read(tr, now, since)
                 if row is None:  # the pid was reused by a new process: start afresh
                     tr = self._track(pid, now)
                     events.append(ProcInfo(t, pid, tr.key[1], tr.cmdline))
-                    row = self._read(tr, now)
+                    row = self._read(tr, now, since)
                     if row is None:  # reused once more while we looked: next tick
                         continue
                 if tr.execed:  # first seen between fork and exec: its command line now
@@ -184,6 +191,7 @@ class ProcProbe:
         tr = _Tracked(p, (pid, p.create_time()), seen_at=now)
         with p.oneshot():
             tr.start = _start_ticks(p)
+            tr.born = start_seconds(tr.start)
             tr.name = p.name()
             ppid = _ppid(p)
             _read_cmdline(tr)
@@ -219,13 +227,16 @@ class ProcProbe:
             return False
         return (self._ticks + tr.proc.pid) % self._stride == 0
 
-    def _read(self, tr: _Tracked, now: float) -> tuple[Any, ...] | None:
-        """The row, or None when this pid is no longer the process we tracked."""
+    def _read(self, tr: _Tracked, now: float, since: float) -> tuple[Any, ...] | None:
+        """The row, or None when this pid is no longer the process we tracked. ``since``:
+        the last tick's start (seconds since boot): a process born after it has its CPU
+        share from its birth at its first read (a worker of a short evaluation may live one
+        tick), as a later tick's is from the tick before."""
         p = tr.proc
         # when its CPU time is read (its stat, the block's first read): a tick's reads of
         # the processes before it (their memory: ms each on a busy host) must not stretch
         # or shrink its interval
-        at = time.monotonic()
+        at, boot_at = time.monotonic(), boot_now()
         with p.oneshot():
             if _start_ticks(p) not in (None, tr.start):
                 return None
@@ -259,6 +270,8 @@ class ProcProbe:
         if tr.cpu_s is None or at - tr.mono >= CPU_MIN_S:
             if tr.cpu_s is not None:
                 tr.cpu_pct = round(max(0.0, cpu_s - tr.cpu_s) / (at - tr.mono) * 100.0, 1)
+            elif tr.born is not None and tr.born >= since and boot_at - tr.born >= CPU_MIN_S:
+                tr.cpu_pct = round(cpu_s / (boot_at - tr.born) * 100.0, 1)  # since its birth
             tr.cpu_s, tr.mono = cpu_s, at
         cpu_pct = tr.cpu_pct  # a tick soon after the last: the interval goes on
         io_read = io_write = None
