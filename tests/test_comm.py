@@ -555,6 +555,39 @@ def test_a_hangs_missing_rank_without_a_stack_says_why():
     assert any(line.endswith(f"no stack: {why}") for line in hang_lines({"hangs": [h]}))
 
 
+def test_a_hangs_missing_rank_inside_a_library_call_stands_at_its_own_line_everywhere():
+    """Rank 1 held inside backward (torch's frames innermost, its own line under them):
+    the hint, the Ranks line, the k screen and the report (text and ``where``) name one
+    place, its line and the call it made there. The Ranks line and the text report named
+    torch's innermost frame where the hint named the user's line."""
+    from perftop.events import StallCapture
+    from perftop.hints import evaluate
+    from perftop.report.comm import hang_lines, hangs_json
+    from perftop.tui.widgets.rank_colls import hang_line
+    from perftop.tui.widgets.stacks import StacksPanel
+
+    frames = (
+        ("_engine_run_backward", "/v/lib/python3.11/site-packages/torch/autograd/graph.py", 979),
+        ("backward", "/v/lib/python3.11/site-packages/torch/_tensor.py", 630),
+        ("<module>", "/job/ddp.py", 16),
+    )
+    s = _hung(StallCapture(1012.0, 100, 10, 11.0, 0.0, ((101, "rank", frames),), "",
+                           "collective", states=((101, "stopped"),)))  # fmt: skip
+    snap = s.snapshot(window=None)
+    said = "ddp.py:16 <module> → backward"
+    (h,) = hangs_json(snap)
+    assert h["missing"][0]["where"] == said, h["missing"]
+    assert any(said in line and "graph.py" not in line for line in hang_lines({"hangs": [h]}))
+    line = hang_line(snap)
+    assert line is not None and f"rank 1 (stopped) at {said} never entered" in line.plain, line
+    hint = evaluate(snap)[0]["collective-hang"]
+    assert any(f"it stands at {said};" in e for e in hint.evidence), hint.evidence
+    body = StacksPanel()
+    body.compact = False
+    shown = "\n".join(t.plain for t in body._missing(snap, "collective"))
+    assert f"[stopped] {said}" in shown, shown
+
+
 def test_a_hangs_missing_rank_stopped_is_said_stopped_live_and_after():
     """Rank 1 stopped (a SIGSTOP, a scheduler's suspend): the capture read it where it stands
     and said so; the hang's hint and report say it is stopped and how to resume it: live by

@@ -20,19 +20,10 @@ from perftop.fmt import held_words
 from perftop.hints.base import fraction
 from perftop.model.comm_rows import HangRow
 from perftop.model.snapshot import Hint, Snapshot
-from perftop.model.stacks import held, place
+from perftop.model.stacks import place
+from perftop.model.stands import first_stack, held
 
 GLOO_TIMEOUT_MIN, NCCL_TIMEOUT_MIN = 30, 10  # torch's default process group timeouts
-
-
-def _stands(snap: Snapshot, pid: int) -> str:
-    """Where ``pid`` stood in the latest stacks dumped for a hung collective ("" if none)."""
-    for s in reversed(snap.stalls):
-        if s.during == "collective":
-            for p, _role, frames in s.stacks:
-                if p == pid and frames:
-                    return place(frames)
-    return ""
 
 
 def collective_hang(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
@@ -45,7 +36,8 @@ def collective_hang(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
     for r in h.missing:
         # (the last its hook sent: a stopped rank's later collectives reach perftop after)
         last = f" (its last seen: {r.last_op} #{r.last_seq})" if r.last_seq is not None else ""
-        stands = _stands(snap, r.pid)
+        frames, _ = first_stack(snap, r.pid, h.t_created, r.host)
+        stands = place(frames) if frames else ""
         state = held(snap, r.pid, h.t_created, r.host)
         text = f"{r.label} never entered it{last}"
         if stands:

@@ -18,7 +18,8 @@ from perftop.hints.base import fraction, seconds
 from perftop.model.outside_rows import StallRow
 from perftop.model.roles import role_of_pid
 from perftop.model.snapshot import Hint, Snapshot, StepRow, StepStats
-from perftop.model.stacks import after_last_step, held, place
+from perftop.model.stacks import after_last_step, place
+from perftop.model.stands import held
 
 SHARE = 0.10  # the stalled steps' time over the median, as a share of the run
 SHOWN = 4  # processes whose place is said

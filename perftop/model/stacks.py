@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from perftop.codepath import code_file
 from perftop.events import Step
 from perftop.events.stacks import (
-    HELD_STATES,
     MIN_STALL_S,
     StackFrame,
     StackSample,
@@ -26,7 +25,7 @@ from perftop.events.stacks import (
 )
 from perftop.fmt import step_no
 from perftop.model.roles import ROLE_ORDER, as_role
-from perftop.model.snapshot import ProcRow, Snapshot, StackRow, StallRow
+from perftop.model.snapshot import Snapshot, StackRow, StallRow
 from perftop.wire import StepRecord
 
 MAX_STALLS = 50
@@ -80,7 +79,11 @@ def where(frames: tuple[StackFrame, ...]) -> str:
 def place(frames: tuple[StackFrame, ...]) -> str:
     """:func:`where` as the end of "it stands …": ``at train.py:40 main``, ``in the
     DataLoader (…)``, ``waiting on the DataLoader queue``, ``idle, waiting for work``."""
-    w = where(frames)
+    return placed(where(frames))
+
+
+def placed(w: str) -> str:
+    """:func:`place` of a :func:`where` already said (a report's ``where``)."""
     for prefix, said in (("DataLoader worker idle, ", "idle, "), ("DataLoader worker in ", "in "),
                          ("no Python frame", "with no Python frame")):  # fmt: skip
         if w.startswith(prefix):
@@ -257,36 +260,3 @@ def after_last_step(snap: Snapshot, row: StallRow) -> tuple[int, float] | None:
             last = r.recent[-1]
             return (last.index, row.t - last.t1) if last.t1 <= row.t else None
     return None
-
-
-def held(snap: Snapshot, pid: int, since: float = 0.0, host: str = "") -> str:
-    """Whether ``pid`` (on ``host``, a collector's) is held where it stands (stopped,
-    stopped by a tracer, in uninterruptible sleep: ``HELD_STATES``), psutil's word, or "".
-    While the job runs, as its process's latest sample reads it; after, as the first stall
-    capture after ``since`` that dumped it read it then (the one whose stack the report
-    shows)."""
-    return held_in(snap)(pid, since, host)
-
-
-def held_in(snap: Snapshot) -> Callable[[int, float, str], str]:
-    """:func:`held` for many pids of one snapshot (a fleet's Ranks table): its live process
-    rows are read once, not once a pid."""
-    live: dict[int, list[ProcRow]] = {}
-    if not snap.meta.ended:
-        for p in snap.processes:
-            if p.alive:
-                live.setdefault(p.pid, []).append(p)
-
-    def of(pid: int, since: float = 0.0, host: str = "") -> str:
-        # (a row has a host only where a collector merged nodes)
-        row = next((p for p in live.get(pid, ()) if not host or not p.host or p.host == host), None)
-        if row is not None:
-            return row.state if row.state in HELD_STATES else ""
-        for st in snap.stalls:
-            if st.t < since or (host and st.host and st.host != host):
-                continue
-            if st.state_of(pid) or any(p == pid for p, _role, _frames in st.stacks):
-                return st.state_of(pid)
-        return ""
-
-    return of

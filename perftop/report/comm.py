@@ -12,7 +12,8 @@ from perftop.fmt import stall_words as capture_words
 from perftop.model import Snapshot
 from perftop.model.comm_rows import HangRank, HangRow, RankComm
 from perftop.model.snapshot import StallRow
-from perftop.model.stacks import after_last_step, held
+from perftop.model.stacks import after_last_step, where
+from perftop.model.stands import first_stack, held
 
 STACK_FRAMES = 8
 LONGER_S = 0.001  # another rank's median wait at an op, over the first rank's: said
@@ -80,19 +81,10 @@ def comm_json(snap: Snapshot) -> dict[str, Any]:
 def stack_of(
     snap: Snapshot, pid: int, since: float, host: str = ""
 ) -> tuple[list[dict[str, Any]], str]:
-    """The first stack captured of ``pid`` (on node ``host``, when a collector's) after
-    ``since`` (stall capture), innermost first: where it stood while the others waited;
-    without one, why (a capture's note: no permission, no py-spy), else ""."""
-    why = ""
-    for st in snap.stalls:
-        if st.t < since or (host and st.host and st.host != host):
-            continue
-        for p, _role, frames in st.stacks:
-            if p == pid and frames:
-                return [{"function": f[0], "file": f[1], "line": f[2]}
-                        for f in frames[:STACK_FRAMES]], ""  # fmt: skip
-        why = why or st.note
-    return [], why
+    """:func:`perftop.model.stands.first_stack` as the report's ``stack`` (its innermost
+    ``STACK_FRAMES``) and ``stack_note``."""
+    frames, why = first_stack(snap, pid, since, host)
+    return [{"function": f[0], "file": f[1], "line": f[2]} for f in frames[:STACK_FRAMES]], why
 
 
 def hang_json(snap: Snapshot, h: HangRow) -> dict[str, Any]:
@@ -116,6 +108,7 @@ def hang_json(snap: Snapshot, h: HangRow) -> dict[str, Any]:
 
 
 def _missing(snap: Snapshot, h: HangRow, r: HangRank) -> dict[str, Any]:
+    frames, _ = first_stack(snap, r.pid, h.t_created, r.host)
     stack, why = stack_of(snap, r.pid, h.t_created, r.host)
     return {
         "rank": r.rank,
@@ -125,6 +118,9 @@ def _missing(snap: Snapshot, h: HangRow, r: HangRank) -> dict[str, Any]:
         "last_op": r.last_op,
         "stack": stack,
         "stack_note": why,
+        # where it stood in words: its own line and the call it made there, as the hint,
+        # the Ranks line and the k screen say it
+        "where": where(frames) if frames else "",
         "state": held(snap, r.pid, h.t_created, r.host),
     }
 
@@ -198,9 +194,8 @@ def hang_lines(r: dict[str, Any]) -> list[str]:
         for e in h["entered"]:
             out.append(f"    rank {_s(e['rank'])} entered {e['op']}  {e['line'] or '-'}")
         for m in h["missing"]:
-            top = m["stack"][0] if m["stack"] else None
-            at = f"{top['file']}:{top['line']} {top['function']}" if top else "no stack"
-            if not top and m.get("stack_note"):
+            at = m.get("where") or "no stack"
+            if not m["stack"] and m.get("stack_note"):
                 at += f": {m['stack_note']}"
             state = f"  [{m['state']}]" if m.get("state") else ""
             out.append(f"    rank {_s(m['rank'])} not entered (last seen seq {_s(m['last_seq'])} "

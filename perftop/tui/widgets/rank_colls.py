@@ -22,6 +22,7 @@ from textual.containers import Vertical
 from perftop.model import Snapshot
 from perftop.model.comm_rows import rank_name
 from perftop.model.snapshot import StepStats
+from perftop.model.stacks import placed
 from perftop.report.comm import hang_json, rank_comm, short_line, site_texts, sites_of
 from perftop.tui import fmt
 from perftop.tui.widgets.difftable import Cell, DiffTable
@@ -107,12 +108,9 @@ def hang_line(snap: Snapshot) -> Text | None:
     line = Text(f"HANG {h.waited_s:.0f} s: ", style="bold red")
     where = []
     for m in j["missing"]:
-        top = m["stack"][0] if m["stack"] else None
-        at = short_line(f"{top['file']}:{top['line']} {top['function']}") if top else ""
         held = f" ({m['state']})" if m["state"] else ""  # ("stopped": the hint says what)
-        where.append(
-            f"rank {m['rank']}{held} at {at}" if at else f"rank {m['rank']}{held} (no stack yet)"
-        )
+        at = placed(m["where"]) if m["where"] else "(no stack yet)"
+        where.append(f"rank {m['rank']}{held} {at}")
     line.append(", ".join(where) + " never entered " if where else "every rank entered ", "red")
     line.append(f"{h.op} {h.pg} seq {h.seq}", style="bold")
     entered = sorted({short_line(e["line"]) for e in j["entered"] if e["line"]})

@@ -19,7 +19,7 @@ from perftop.model import Snapshot
 from perftop.model.comm_rows import RankComm
 from perftop.model.ranks import Straggler, find_straggler, slowest
 from perftop.model.snapshot import BEFORE_FORWARD, StepStats
-from perftop.model.stacks import held_in
+from perftop.model.stands import held_in
 from perftop.tui import fmt
 from perftop.tui.widgets.difftable import FIRST_ROWS, Cell, DiffTable, First
 from perftop.tui.widgets.panel import Panel

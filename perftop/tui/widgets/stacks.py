@@ -10,8 +10,8 @@ from perftop.fmt import held_words, stall_words
 from perftop.model import Snapshot
 from perftop.model.comm_rows import rank_name
 from perftop.model.roles import role_of_pid
-from perftop.model.stacks import after_last_step, held, is_library, short, where
-from perftop.report.comm import stack_of
+from perftop.model.stacks import after_last_step, is_library, short, where
+from perftop.model.stands import first_stack, held
 from perftop.safe import visible_line
 from perftop.tui import fmt
 from perftop.tui.widgets.panel import TextPanel
@@ -80,8 +80,7 @@ class StacksPanel(TextPanel):
             return []
         out = [Text(f"never entered {h.op} {h.pg} seq {h.seq}:", style="bold red")]
         for r in h.missing:
-            stack, why = stack_of(snap, r.pid, h.t_created, r.host)
-            frames = tuple((f["function"], f["file"], f["line"]) for f in stack)
+            frames, why = first_stack(snap, r.pid, h.t_created, r.host)
             who = rank_name(r.rank, r.pid)
             head = Text(f"{who:<8} {r.pid:>7}{' ' + r.host if r.host else ''}  ", "bold")
             state = held(snap, r.pid, h.t_created, r.host)
