@@ -78,15 +78,6 @@ def comm_json(snap: Snapshot) -> dict[str, Any]:
     }
 
 
-def stack_of(
-    snap: Snapshot, pid: int, since: float, host: str = ""
-) -> tuple[list[dict[str, Any]], str]:
-    """:func:`perftop.model.stands.first_stack` as the report's ``stack`` (its innermost
-    ``STACK_FRAMES``) and ``stack_note``."""
-    frames, why = first_stack(snap, pid, since, host)
-    return [{"function": f[0], "file": f[1], "line": f[2]} for f in frames[:STACK_FRAMES]], why
-
-
 def hang_json(snap: Snapshot, h: HangRow) -> dict[str, Any]:
     return {
         "kind": "desync" if h.desync else "hang",
@@ -108,15 +99,14 @@ def hang_json(snap: Snapshot, h: HangRow) -> dict[str, Any]:
 
 
 def _missing(snap: Snapshot, h: HangRow, r: HangRank) -> dict[str, Any]:
-    frames, _ = first_stack(snap, r.pid, h.t_created, r.host)
-    stack, why = stack_of(snap, r.pid, h.t_created, r.host)
+    frames, why = first_stack(snap, r.pid, h.t_created, r.host)  # innermost first
     return {
         "rank": r.rank,
         "pid": r.pid,
         "host": r.host,
         "last_seq": r.last_seq,
         "last_op": r.last_op,
-        "stack": stack,
+        "stack": [{"function": f[0], "file": f[1], "line": f[2]} for f in frames[:STACK_FRAMES]],
         "stack_note": why,
         # where it stood in words: its own line and the call it made there, as the hint,
         # the Ranks line and the k screen say it
