@@ -3,6 +3,7 @@ the JSON report's rounding (:func:`rounded`), shared by its builders."""
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterable
 
 from perftop.safe import visible_line
@@ -85,6 +86,43 @@ def held_words(state: str, pid: int) -> str:
     """What a held process's state (``events.stacks.HELD_STATES``) means, in a few words
     ("" for any other): why it made no progress, whatever its stack says."""
     return HELD.get(state, "").format(pid=pid)
+
+
+# What a signal that killed a process of a training job most often means.
+SIGNAL_CAUSE = {
+    9: "the kernel's OOM killer sends it when memory runs out (dmesg, or the cgroup's "
+    "memory.events, says so), else a kill -9",
+    15: "a request to stop: a launcher stopping the others after one failed, a scheduler, a kill",
+    11: "a crash in native code (a segfault)",
+    6: "an abort in native code (a failed check, an uncaught C++ exception)",
+    7: "a bus error: for a DataLoader worker, most often /dev/shm full",
+    2: "an interrupt (Ctrl-C)",
+}
+
+
+def signal_name(n: int) -> str:
+    """``SIGKILL`` for 9; a number no signal has (a hostile recording's) as ``signal N``."""
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return f"signal {n}"
+
+
+def exit_words(code: int | None, sig: int | None) -> str:
+    """How a process ended, in a few words ("" where that is not known): ``killed by
+    SIGKILL``, ``exited with code 1``, ``exited``."""
+    if sig is not None:
+        return f"killed by {signal_name(sig)}"
+    if code is None:
+        return ""
+    return f"exited with code {code}" if code else "exited"
+
+
+def exit_tag(code: int | None, sig: int | None) -> str:
+    """A table's word for an abnormal end ("" for a clean one): ``SIGKILL``, ``exit 1``."""
+    if sig is not None:
+        return signal_name(sig)
+    return f"exit {code}" if code else ""
 
 
 def seconds(x: float | None) -> str:

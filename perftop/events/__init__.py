@@ -30,6 +30,7 @@ from perftop.events.probes import (
     HostSample,
     ProbeFailed,
     ProbeTick,
+    ProcExit,
     ProcInfo,
     ProcSample,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "Output",
     "ProbeFailed",
     "ProbeTick",
+    "ProcExit",
     "ProcInfo",
     "ProcSample",
     "SessionStart",

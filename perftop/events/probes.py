@@ -81,6 +81,17 @@ class ProcInfo(Event):
     cmdline: str
 
 
+@event("proc_exit")
+class ProcExit(Event):
+    """A process of the job ended, seen as it ended (its pidfd): ``t`` when, ``status`` as
+    ``waitpid`` encodes it (an exit code, or the signal that killed it), read from the
+    zombie before its parent reaps it; None where the parent reaped it first."""
+
+    t: float
+    pid: int
+    status: int | None = None
+
+
 @event("host")
 class HostSample(Event):
     """The machine at one probe tick; byte counters are deltas over ``dt``."""

@@ -1,5 +1,6 @@
 """Without a TUI, what the TUI says in a notice as it happens, one line on stderr at once:
-a stalled step (its stacks captured), a hung or desynchronized collective. A headless run
+a stalled step (its stacks captured), a hung or desynchronized collective, a process of the
+job killed by a signal or ended with an error (the first; then each rank's). A headless run
 on a cluster node leaves them in the job's log when they happen, not only in the summary
 at its end (a hang may never end; the NCCL watchdog speaks up 30 minutes later)."""
 
@@ -9,6 +10,7 @@ from collections.abc import Callable
 
 from perftop.console import say
 from perftop.model import Snapshot
+from perftop.model.stands import abnormal_ends, end_words
 from perftop.report.comm import hang_notice, new_stalls, stall_words
 
 HEADLESS_SNAPSHOT_S = 1.0  # headless: snapshots at most this often (the probes' interval)
@@ -30,6 +32,7 @@ class Notices:
         self.out = out
         self.stalls: set[tuple[float, int]] = set()
         self.hangs: set[tuple[str, int, bool]] = set()
+        self.ends: set[int] = set()
 
     def __call__(self, snap: Snapshot) -> None:
         for line in self.lines(snap):
@@ -46,4 +49,13 @@ class Notices:
             if key not in self.hangs:
                 self.hangs.add(key)
                 out.append(hang_notice(snap, h))
+        ends = abnormal_ends(snap)
+        for row in ends:
+            rank = snap.role_of(row.pid, row.host or None)
+            if row.pid in self.ends or (
+                row is not ends[0] and (rank is None or rank.role != "rank")
+            ):
+                continue
+            self.ends.add(row.pid)
+            out.append(f"perftop: {end_words(snap, row, ends[0])}")
         return out

@@ -62,6 +62,20 @@ class ProcRow:
     core_wait_share_avg: float | None = None
     cpus: str | None = None  # the CPUs it may run on ("0-3,8": its affinity); None: not said
     cpu_quota: float | None = None  # cores its cgroup's CPU limit allows; None: no limit
+    ended_t: float | None = None  # when it ended, seen as it ended (probes/exits.py)
+    # how: waitpid's status (exit code << 8, or the signal), read from its zombie; None:
+    # alive, its end not seen (no pidfd here), or reaped by its parent before it was read
+    exit_status: int | None = None
+
+    @property
+    def exit_code(self) -> int | None:
+        s = self.exit_status
+        return None if s is None or s & 0x7F else (s >> 8) & 0xFF
+
+    @property
+    def exit_signal(self) -> int | None:
+        s = self.exit_status
+        return None if s is None or not s & 0x7F else s & 0x7F
 
 
 @dataclass(frozen=True, slots=True)

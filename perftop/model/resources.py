@@ -12,7 +12,7 @@ from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any
 
-from perftop.events import HostSample, ProbeTick, ProcInfo, ProcSample
+from perftop.events import HostSample, ProbeTick, ProcExit, ProcInfo, ProcSample
 from perftop.events.probes import proc_row
 from perftop.model.snapshot import HostRow, ProcRow
 from perftop.model.trends import GROWTH_SPAN_S, CoreWait, steady_growth
@@ -81,7 +81,7 @@ class _Proc:
 
 
 class ProcessesReducer:
-    handles = (ProcSample, ProcInfo)
+    handles = (ProcSample, ProcInfo, ProcExit)
 
     def __init__(self) -> None:
         self.procs: dict[int, _Proc] = {}
@@ -94,6 +94,13 @@ class ProcessesReducer:
             p = self.procs.get(ev.pid)
             if p is not None:
                 p.row = replace(p.row, cmdline=ev.cmdline)
+            return
+        if isinstance(ev, ProcExit):  # seen as it ended: how, where it was read
+            p = self.procs.get(ev.pid)
+            if p is not None:
+                p.row = replace(p.row, alive=False, state="exited", cpu_percent=None,
+                                io_read_bps=None, io_write_bps=None, ended_t=ev.t,
+                                exit_status=ev.status)  # fmt: skip
             return
         if ev.rows:
             self.last_live_t = ev.t

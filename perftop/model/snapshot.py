@@ -7,9 +7,10 @@ empty so a snapshot is always complete.
 
 from __future__ import annotations
 
-import signal as _signal
 from dataclasses import dataclass, field
 
+from perftop.fmt import exit_words
+from perftop.fmt import signal_name as signal_name
 from perftop.model.capture import Capture
 from perftop.model.comm_rows import CommStats, rank_name
 
@@ -36,18 +37,10 @@ from perftop.model.workers import WorkerRow
 PHASES = ("data", "forward/other", "backward", "optimizer")
 
 
-def signal_name(n: int) -> str:
-    """``SIGKILL`` for 9; a number no signal has (a hostile recording's) as ``signal N``."""
-    try:
-        return _signal.Signals(n).name
-    except ValueError:
-        return f"signal {n}"
-
-
 def ended_words(code: int | None, sig: int) -> str:
     """``exited with code N``, or ``was killed by SIGKILL (exit code 137)``."""
     if sig:
-        return f"was killed by {signal_name(sig)} (exit code {code})"
+        return f"was {exit_words(None, sig)} (exit code {code})"
     return f"exited with code {code}"
 
 

@@ -1,12 +1,14 @@
 """Where a process stood at a moment perftop looked into (a hung collective, a stalled
-step), and whether it was held there: the one lookup behind the hint, the Ranks line, the
-``k`` screen and the report, so that they name the same place."""
+step), whether it was held there, and how it ended: the one lookup behind the hint, the
+Ranks line, the ``k`` screen, the notices and the report, so that they say the same."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from perftop.events.stacks import HELD_STATES, StackFrame
+from perftop.fmt import SIGNAL_CAUSE, exit_words
+from perftop.model.roles import role_of_pid
 from perftop.model.snapshot import ProcRow, Snapshot
 
 
@@ -58,3 +60,35 @@ def held_in(snap: Snapshot) -> Callable[[int, float, str], str]:
         return ""
 
     return of
+
+
+def abnormal_ends(snap: Snapshot) -> list[ProcRow]:
+    """The job's processes that ended abnormally, as each was seen to end (``ProcExit``),
+    in the order they ended: by a signal or with a non-zero code, or a training process
+    that ended without its hook's last send (its status reaped by its parent before it was
+    read: a SIGKILL leaves no time for a goodbye). The job's own first process aside (its
+    end is the job's: the header and the report say it)."""
+    abrupt = set(snap.unclosed)
+    ended = [p for p in snap.processes if p.ended_t is not None and p.pid != snap.meta.job_pid
+             and (p.exit_signal is not None or p.exit_code
+                  or (p.exit_status is None and p.pid in abrupt))]  # fmt: skip
+    return sorted(ended, key=lambda p: p.ended_t or 0.0)
+
+
+def end_words(snap: Snapshot, row: ProcRow, first: ProcRow | None = None) -> str:
+    """``rank 1 (pid 14271) killed by SIGKILL: the kernel's OOM killer sends it …``;
+    after ``first`` (the job's first abnormal end), how long after it: what followed."""
+    who = role_of_pid(snap, row.pid, "process", row.host)
+    how = exit_words(row.exit_code, row.exit_signal) or ABRUPT
+    text = f"{who} (pid {row.pid}) {how}"
+    if first is not None and first is not row and first.ended_t and row.ended_t:
+        after = role_of_pid(snap, first.pid, "process", first.host)
+        return text + f", {row.ended_t - first.ended_t:.2f} s after {after}"
+    cause = SIGNAL_CAUSE.get(row.exit_signal or 0, "")
+    return text + (f": {cause}" if cause else "")
+
+
+# a training process that ended with no last send from its hook, its status unread (its
+# parent reaped it first)
+ABRUPT = ("ended abruptly, with no last send from its hook: killed by a signal (SIGKILL, "
+          "which the kernel's OOM killer sends when memory runs out) or os._exit")  # fmt: skip

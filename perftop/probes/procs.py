@@ -132,6 +132,7 @@ class ProcProbe:
         self.mem_budget, self.mem_max_age_s = mem_budget, mem_max_age_s
         self._n = 1  # processes in the last tick
         self._tracked: dict[int, _Tracked] = {}
+        self.pids: list[int] = []  # the job's tree at the last tick
         self._last_mono: float | None = None
         # since when a process first seen was born in this probe's sight (the last tick's
         # start, its creation before the first): seconds since boot
@@ -148,7 +149,7 @@ class ProcProbe:
         dt = 0.0 if self._last_mono is None else now - self._last_mono
         self._last_mono = now
         since, self._since_boot = self._since_boot, boot_now()
-        pids = descendants(self.root_pid, self.caps)
+        pids = self.pids = descendants(self.root_pid, self.caps)  # (ExitProbe watches them)
         events: list[Event] = []
         if self._ticks == 0 and self.caps.note:
             events.append(Note(t, "warning", "platform", self.caps.note))

@@ -194,12 +194,13 @@ def make_sources(interval_s: float = 1.0, nvml: Any | None = None, gpu: bool = T
     check_interval(interval_s)
 
     def make(job: Any) -> ProbeSource:
+        from perftop.probes.exits import ExitProbe
         from perftop.probes.gpu import GpuProbe
         from perftop.probes.host import HostProbe
         from perftop.probes.procs import ProcProbe
 
         procs = ProcProbe(job.pid)
-        probes: list[Probe] = [procs, HostProbe()]
+        probes: list[Probe] = [procs, ExitProbe(procs, job.hub.submit), HostProbe()]
         if gpu:
             probes.append(GpuProbe(nvml))
         src = ProbeSource(job.hub.submit, probes, interval_s)

@@ -21,7 +21,13 @@ from perftop.recording import ReadStats, read_events
 from perftop.report.captures import captures_json
 from perftop.report.comm import comm_json, hangs_json, rank_comm
 from perftop.report.loader_runs import runs
-from perftop.report.probes_json import gpus_json, host_json, loader_json, process_json
+from perftop.report.probes_json import (
+    ends_json,
+    gpus_json,
+    host_json,
+    loader_json,
+    process_json,
+)
 from perftop.report.stacks import stacks_json, stalls_json
 from perftop.report.sync import sync_json
 
@@ -65,6 +71,7 @@ def build_report(snap: Snapshot, stats: ReadStats | None = None) -> dict[str, An
         "comm": comm_json(snap),
         "hangs": hangs_json(snap),
         "processes": [process_json(snap, r) for r in snap.roles],
+        "abnormal_ends": ends_json(snap),
         "loaders": _loaders(snap),
         "host": host_json(snap),
         "gpus": gpus_json(snap),

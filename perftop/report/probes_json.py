@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from perftop.fmt import cpu_list, rounded
+from perftop.fmt import cpu_list, rounded, signal_name
 from perftop.model import Snapshot
 from perftop.model.cores import allowed_cores
 from perftop.model.snapshot import ProcessRole, ProcRow
+from perftop.model.stands import abnormal_ends, end_words
 
 
 def process_json(snap: Snapshot, r: ProcessRole) -> dict[str, Any]:
@@ -51,7 +52,31 @@ def _probe_figures(p: ProcRow | None) -> dict[str, Any]:
     # when the probes first and last saw it: a pool made anew each epoch (proc_groups.py)
     out["first_seen_t"] = rounded(p.first_t, 3) if p is not None else None
     out["last_seen_t"] = rounded(p.last_t, 3) if p is not None else None
+    # how it ended, seen as it ended (a pidfd): null while alive, where not seen, or where
+    # its parent reaped it before its status was read
+    out["ended_t"] = rounded(p.ended_t, 3) if p is not None else None
+    out["exit_code"] = p.exit_code if p is not None else None
+    sig = p.exit_signal if p is not None else None
+    out["exit_signal"] = signal_name(sig) if sig is not None else None  # "SIGKILL"
     return out
+
+
+def ends_json(snap: Snapshot) -> list[dict[str, Any]]:
+    """The job's processes that ended by a signal or with an error, in the order they
+    ended: the first is where a crash began (a rank the OOM killer took), the others
+    followed it (the ranks its launcher stopped, their workers)."""
+    ends = abnormal_ends(snap)
+    return [
+        {
+            "pid": p.pid,
+            "host": p.host,
+            "ended_t": rounded(p.ended_t, 3),
+            "exit_code": p.exit_code,
+            "exit_signal": signal_name(p.exit_signal) if p.exit_signal is not None else None,
+            "words": end_words(snap, p, ends[0]),
+        }
+        for p in ends
+    ]
 
 
 def loader_json(ld: Any, remade_from: int | None = None) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from perftop.model import Snapshot
 from perftop.model.between import OVERLAPPED, pass_text
 from perftop.model.notes import grouped, sources_text
 from perftop.model.snapshot import BEFORE_FORWARD
+from perftop.model.stands import abnormal_ends, end_words
 from perftop.model.steps import overall_differs
 from perftop.model.trainers import whose
 from perftop.report.build import cut_short, cut_short_text
@@ -156,6 +157,11 @@ def render(r: dict[str, Any]) -> str:
         out.append("")
         out.append("Processes")
         out.append(processes_table(r["processes"], r["loaders"]))
+    ends = r.get("abnormal_ends") or []
+    if ends:
+        out.append("")
+        out.append("Ended abnormally (in the order they ended: the first is where it began)")
+        out.extend(f"  {e['words']}" for e in ends)
     out.extend(host_lines(r.get("host") or {}))
     out.extend(gpu_lines(r.get("gpus") or [], r.get("gpu_note", "")))
     out.extend(sync_lines(r["sync_events"]) or no_sync_lines(r.get("sync_watch") or {}))
@@ -263,6 +269,10 @@ def summary(snap: Snapshot, record: Path | None, record_error: str | None = None
     if snap.meta.dropped_events:
         said.append(f"perftop: {snap.meta.dropped_events} events dropped")
     said += [hang_notice(snap, h) for h in snap.comm.hangs]
+    ends = abnormal_ends(snap)
+    if ends:
+        more = f" ({len(ends) - 1} more after it: perftop report)" if len(ends) > 1 else ""
+        said.append(f"perftop: {end_words(snap, ends[0])}{more}")
     said += [f"perftop: {w}" for w in tail_words(snap).values()]
     for h in snap.hints:
         src = "" if h.seen_live else " (whole-run verdict)"

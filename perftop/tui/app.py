@@ -20,6 +20,7 @@ from textual.driver import Driver
 from perftop import gc_settle
 from perftop.demo import TRAIN_MODULE
 from perftop.model import Snapshot
+from perftop.model.stands import abnormal_ends, end_words
 from perftop.report.comm import hang_words, new_stalls, stall_words, tail_words
 from perftop.tui.capture_keys import CaptureKeys
 from perftop.tui.driver import sized
@@ -103,6 +104,7 @@ class PerftopApp(CaptureKeys, JobInputKeys, PanelKeys, SafeText, App[str | None]
         self.mode = mode
         self._stalls: set[tuple[float, int]] = set()  # those notified (new_stalls)
         self._hangs: set[tuple[str, int]] = set()  # collectives whose hang was notified
+        self._ended_first = False  # the job's first abnormal end was notified
         self._tails: set[tuple[float, int]] = set()  # stalls said to be work after training
         self.paused = False
         self.latest: Snapshot | None = None
@@ -210,6 +212,10 @@ class PerftopApp(CaptureKeys, JobInputKeys, PanelKeys, SafeText, App[str | None]
             if key not in self._tails:
                 self._tails.add(key)
                 self.notify(words, title="no stall", timeout=12)
+        ends = abnormal_ends(snap)  # the first process of the job to die: the cause
+        if ends and not self._ended_first:
+            self._ended_first = True
+            self.notify(end_words(snap, ends[0]), title="ended", severity="error", timeout=30)
         for h in snap.comm.hangs:
             if (h.pg, h.seq) not in self._hangs:
                 self._hangs.add((h.pg, h.seq))

@@ -13,7 +13,7 @@ from textual.app import ComposeResult
 from textual.markup import escape
 
 from perftop.events.stacks import HELD_STATES
-from perftop.fmt import process_label
+from perftop.fmt import exit_tag, process_label
 from perftop.model import Snapshot
 from perftop.model.roles import rank_workers, role_sort_key, role_text
 from perftop.model.snapshot import ProcessRole, ProcRow
@@ -78,8 +78,12 @@ def row_cells(
     base = "dim strike" if dead else ""
     # stopped, or in uninterruptible sleep (htop's T, D): said before the command
     held = p.state if p is not None and p.alive and p.state in HELD_STATES else ""
+    # ended by a signal or with an error, as it was seen to end: said before its command
+    ended = exit_tag(p.exit_code, p.exit_signal) if p is not None and dead else ""
     if held:
         name_cell = Cell(f"[{held}] {name}", name, style="bold yellow", justify="left")
+    elif ended:
+        name_cell = Cell(f"[{ended}] {name}", name, style="red strike", justify="left")
     else:
         name_cell = Cell(name, name, style=base or "dim", justify="left")
 

@@ -1,0 +1,157 @@
+"""How the job's processes ended: the pidfd watch on real processes (an exit code, a
+SIGKILL, read from the zombie before its parent reaps it), the model's order of the
+abnormal ends, and a real DDP job whose rank 1 is killed with SIGKILL (as the kernel's OOM
+killer would), its launcher then stopping rank 0: perftop says rank 1 ended first."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from perftop.events import Hello, HookClose, ProcExit, ProcSample, Step
+from perftop.events.probes import PROC_FIELDS
+from perftop.model import Session
+from perftop.model.stands import ABRUPT, abnormal_ends, end_words
+from perftop.probes.exits import ExitWatch
+from tests.helpers import WORKLOADS, run_and_report
+
+TORCHRUN = shutil.which("torchrun", path=str(Path(sys.executable).parent))
+
+# Two children: one exits with code 3, one is killed by SIGKILL; the parent reaps them
+# only 1.5 s later, so each is a zombie until then (as torchrun's 0.1 s poll leaves them).
+PARENT = """
+import os, signal, subprocess, sys, time
+a = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.4); raise SystemExit(3)"])
+b = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+print(a.pid, b.pid, flush=True)
+time.sleep(0.8)
+os.kill(b.pid, signal.SIGKILL)
+time.sleep(1.5)
+a.wait(); b.wait()
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="no pidfd on this OS")
+def test_a_childs_exit_code_and_a_sigkill_are_read_as_they_end_whoever_the_parent():
+    """Not the watcher's children: their parent reaps them. Each end is seen as it comes,
+    in order, with its status; a pid already gone is not watched and says nothing."""
+    got: list[ProcExit] = []
+    w = ExitWatch(got.append)
+    top = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
+    try:
+        assert top.stdout is not None
+        a, b = map(int, top.stdout.readline().split())
+        t0 = time.time()
+        w.watch([a, b])
+        gone = subprocess.Popen([sys.executable, "-c", "pass"])
+        gone.wait()
+        w.watch([gone.pid])  # reaped already: nothing to open
+        end = time.monotonic() + 30
+        while len(got) < 2 and time.monotonic() < end:
+            time.sleep(0.05)
+        top.wait(30)
+    finally:
+        top.kill()
+        w.close()
+    assert [(e.pid, e.status) for e in got] == [(a, 3 << 8), (b, 9)], got
+    assert t0 < got[0].t < got[1].t < t0 + 10  # the code at ~0.4 s, the kill at ~0.8 s
+
+
+def _rank(s: Session, rank: int, pid: int, close: bool) -> None:
+    s.apply(Hello(1000.0, pid, 1, "h", ("train.py",), rank=rank, world_size=2, closes=True))
+    s.apply_all(Step(pid, i, 1000.0 + i, 1000.5 + i) for i in range(5))
+    if close:
+        s.apply(HookClose(1006.0, pid))
+
+
+def _row(pid: int) -> tuple:
+    row = dict.fromkeys(PROC_FIELDS) | {"pid": pid, "name": "python", "rss": 1}
+    return tuple(row[f] for f in PROC_FIELDS)
+
+
+def test_the_first_abnormal_end_leads_and_a_rank_gone_without_a_goodbye_is_one():
+    """Rank 1 ended first with no status read (its parent reaped it first) and no last send
+    from its hook: abrupt, named first; rank 0, killed by SIGTERM 0.12 s later, follows it;
+    a worker's clean exit and a rank whose hook said goodbye are no abnormal end."""
+    s = Session()
+    _rank(s, 0, 100, close=True)
+    _rank(s, 1, 101, close=False)
+    s.apply(ProcSample(1005.0, 1.0, 90, tuple(_row(p) for p in (90, 100, 101, 102))))
+    s.apply(ProcExit(1006.00, 101, None))
+    s.apply(ProcExit(1006.05, 102, 0))  # a worker's clean exit
+    s.apply(ProcExit(1006.12, 100, 15))
+    snap = s.snapshot(window=None)
+    ends = abnormal_ends(snap)
+    assert [p.pid for p in ends] == [101, 100]
+    assert end_words(snap, ends[0], ends[0]) == f"rank 1 (pid 101) {ABRUPT}"
+    after = "rank 0 (pid 100) killed by SIGTERM, 0.12 s after rank 1"
+    assert end_words(snap, ends[1], ends[0]) == after
+    row = next(p for p in snap.processes if p.pid == 100)
+    assert not row.alive and row.exit_signal == 15 and row.exit_code is None
+
+
+@pytest.mark.skipif(TORCHRUN is None, reason="no torchrun")
+def test_a_rank_killed_by_sigkill_is_said_first_and_its_launchers_stop_after_it(tmp_path):
+    """A real DDP job (gloo, 2 ranks): rank 1 kills itself with SIGKILL after 60 steps;
+    torchrun then stops rank 0. The headless line and the report name rank 1 first (killed
+    by SIGKILL where its zombie was read in time, else ended abruptly: its hook never said
+    goodbye), then rank 0, after it; ``abnormal_ends`` in the JSON, the processes' ends."""
+    proc, r = run_and_report(
+        tmp_path, TORCHRUN, "--standalone", "--nproc_per_node=2", str(WORKLOADS / "rank_killed.py")
+    )
+    assert proc.returncode != 0
+    pids = {int(k): int(v) for k, v in re.findall(r"^pid (\d) (\d+)$", proc.stdout, re.M)}
+    assert sorted(pids) == [0, 1], proc.stdout
+    first = r["abnormal_ends"][0]
+    assert first["pid"] == pids[1], r["abnormal_ends"]
+    head = f"rank 1 (pid {pids[1]}) "
+    assert first["words"] in (
+        head + "killed by SIGKILL: " + first["words"].split(": ", 1)[-1],
+        head + ABRUPT,
+    ), first
+    assert first["exit_signal"] in ("SIGKILL", None)
+    for e in r["abnormal_ends"][1:]:  # rank 0 and its like, stopped after it
+        assert e["words"].endswith(" after rank 1"), e
+    assert f"perftop: {head}" in proc.stderr, proc.stderr
+    rank1 = next(p for p in r["processes"] if p["pid"] == pids[1])
+    assert rank1["ended_t"] is not None and rank1["ended_t"] <= min(
+        e["ended_t"] for e in r["abnormal_ends"]
+    )
+
+
+def test_the_tui_says_the_first_abnormal_end_once_and_the_table_how_each_ended():
+    """A notice names the first process to end abnormally (once: what followed it is the
+    report's); the Processes table says each end it read before the command
+    (``[SIGTERM] train.py``), struck through as any exited process."""
+    import asyncio
+
+    from perftop.tui.messages import SnapshotMessage
+    from perftop.tui.widgets import ProcessesPanel
+    from tests.tui.test_app import settle, showing
+
+    s = Session()
+    _rank(s, 0, 100, close=True)
+    _rank(s, 1, 101, close=False)
+    s.apply(ProcSample(1005.0, 1.0, 90, tuple(_row(p) for p in (100, 101))))
+    s.apply(ProcExit(1006.00, 101, 9))
+    s.apply(ProcExit(1006.12, 100, 15))
+
+    async def main() -> None:
+        async with showing(s.snapshot()) as (app, pilot):
+            app.post_message(SnapshotMessage(s.snapshot()))
+            await settle(pilot)
+            notes = [n.message for n in app._notifications]
+            said = [n for n in notes if "(pid 10" in n]
+            assert said == [end_words(s.snapshot(), abnormal_ends(s.snapshot())[0])], notes
+            assert said[0].startswith("rank 1 (pid 101) killed by SIGKILL: the kernel's OOM")
+            table = app.query_one(ProcessesPanel).table
+            assert table.get_cell("100", "name").plain == "[SIGTERM] python"
+
+    asyncio.run(main())
