@@ -588,6 +588,38 @@ def test_a_hangs_missing_rank_inside_a_library_call_stands_at_its_own_line_every
     assert f"[stopped] {said}" in shown, shown
 
 
+def test_a_hangs_missing_rank_whose_process_ended_is_said_ended_and_how():
+    """Rank 1 was killed by SIGKILL (the OOM killer's) before the others blocked in the
+    next all-reduce (a launcher that does not stop them: srun without --kill-on-bad-exit):
+    no stack can come, and no collective ever will. The hint, the notice, the Ranks line,
+    the JSON (``ended``) and the text report say it ended, and how."""
+    from perftop.events import ProcExit, ProcSample, StallCapture
+    from perftop.events.probes import PROC_FIELDS
+    from perftop.hints import evaluate
+    from perftop.report.comm import hang_lines, hang_notice, hangs_json
+    from perftop.tui.widgets.rank_colls import hang_line
+
+    s = _hung(StallCapture(1012.0, 100, 10, 11.0, 0.0, (), "", "collective"))
+    row = dict.fromkeys(PROC_FIELDS) | {"pid": 101, "name": "python", "rss": 1}
+    s.apply(ProcSample(1001.2, 1.0, 90, (tuple(row[f] for f in PROC_FIELDS),)))
+    s.apply(ProcExit(1001.4, 101, 9))
+    alive = dict.fromkeys(PROC_FIELDS) | {"pid": 100, "name": "python", "rss": 1}
+    for t in range(1003, 1019, 3):  # rank 0 runs on: the dead rank leaves the live rows
+        s.apply(ProcSample(float(t), 3.0, 90, (tuple(alive[f] for f in PROC_FIELDS),)))
+    assert 101 not in {p.pid for p in s.snapshot().processes}
+    snap = s.snapshot(window=None)
+    (h,) = hangs_json(snap)
+    assert h["missing"][0]["ended"] == "killed by SIGKILL", h["missing"]
+    (row_,) = [x for x in snap.comm.hangs]
+    assert hang_notice(snap, row_).endswith("; rank 1 ended (SIGKILL)"), hang_notice(snap, row_)
+    line = hang_line(s.snapshot())
+    assert line is not None and "rank 1 ended (SIGKILL) never entered all_reduce" in line.plain
+    assert any("[killed by SIGKILL]" in x for x in hang_lines({"hangs": [h]}))
+    hint = evaluate(s.snapshot())[0]["collective-hang"]
+    said = next(e for e in hint.evidence if e.startswith("rank 1 never entered it"))
+    assert "; its process killed by SIGKILL: the kernel's OOM killer" in said, said
+
+
 def test_a_hangs_missing_rank_stopped_is_said_stopped_live_and_after():
     """Rank 1 stopped (a SIGSTOP, a scheduler's suspend): the capture read it where it stands
     and said so; the hang's hint and report say it is stopped and how to resume it: live by

@@ -126,6 +126,7 @@ def merge(
         for k in (
             "ranks", "trainers", "loaders", "roles", "processes", "gpus", "sync", "between",
             "stalls",  # each node's perftop dumps its own ranks' stacks
+            "ended",
         )
     }  # fmt: skip
     parts["hints"] = []
@@ -159,6 +160,7 @@ def merge(
         loaders=tuple(parts["loaders"]),
         roles=tuple(parts["roles"]),
         processes=tuple(parts["processes"]),
+        ended=tuple(parts["ended"]),
         host=first.host,
         gpus=tuple(parts["gpus"]),
         gpu_note=next((s.gpu_note for s in nodes.values() if s.gpu_note), local.gpu_note),

@@ -60,6 +60,10 @@ def whole_bytes(x: Any) -> int | None:
     return None if x is None else int(x)
 
 
+# processes whose end was abnormal or unread kept past the live window (Snapshot.ended)
+ENDS_KEPT = 128
+
+
 class _Proc:
     __slots__ = (
         "row", "first_t", "last_t", "cpu", "rss", "uss", "pss", "uss_first", "io_r", "io_w",
@@ -87,6 +91,7 @@ class ProcessesReducer:
         self.procs: dict[int, _Proc] = {}
         self.cmdlines: dict[int, str] = {}
         self.last_live_t: float | None = None  # the last tick that saw a process
+        self.ends: dict[int, None] = {}  # pids whose end was abnormal or unread, in order
 
     def apply(self, ev: Any) -> None:
         if isinstance(ev, ProcInfo):
@@ -101,6 +106,10 @@ class ProcessesReducer:
                 p.row = replace(p.row, alive=False, state="exited", cpu_percent=None,
                                 io_read_bps=None, io_write_bps=None, ended_t=ev.t,
                                 exit_status=ev.status)  # fmt: skip
+                if ev.status is None or ev.status:  # not a clean exit, or not known
+                    self.ends[ev.pid] = None
+                    while len(self.ends) > ENDS_KEPT:
+                        del self.ends[next(iter(self.ends))]
             return
         if ev.rows:
             self.last_live_t = ev.t
@@ -190,6 +199,7 @@ class ProcessesReducer:
             parts.setdefault("gone", set()).update(gone)  # their roles leave with them
             rows = [r for r in rows if r.pid not in gone]
         parts["processes"] = tuple(rows)
+        parts["ended"] = tuple(self.procs[pid].row for pid in self.ends)
 
 
 class HostReducer:

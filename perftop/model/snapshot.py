@@ -166,6 +166,9 @@ class Snapshot:
     loaders: tuple[Loader, ...] = ()
     roles: tuple[ProcessRole, ...] = ()
     processes: tuple[ProcRow, ...] = ()
+    # the processes seen to end abnormally, or with no status read: kept past the live
+    # window's exited rows (a rank that died, named in a hang seconds later; stands.py)
+    ended: tuple[ProcRow, ...] = ()
     host: HostRow = field(default_factory=HostRow)
     gpus: tuple[GpuRow, ...] = ()
     gpu_note: str = ""  # why the GPU list is empty ("no NVML", "no GPU"), or a warning

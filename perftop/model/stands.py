@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from perftop.events.stacks import HELD_STATES, StackFrame
-from perftop.fmt import SIGNAL_CAUSE, exit_words
+from perftop.fmt import SIGNAL_CAUSE, exit_tag, exit_words
 from perftop.model.roles import role_of_pid
 from perftop.model.snapshot import ProcRow, Snapshot
 
@@ -69,7 +69,7 @@ def abnormal_ends(snap: Snapshot) -> list[ProcRow]:
     read: a SIGKILL leaves no time for a goodbye). The job's own first process aside (its
     end is the job's: the header and the report say it)."""
     abrupt = set(snap.unclosed)
-    ended = [p for p in snap.processes if p.ended_t is not None and p.pid != snap.meta.job_pid
+    ended = [p for p in snap.ended if p.ended_t is not None and p.pid != snap.meta.job_pid
              and (p.exit_signal is not None or p.exit_code
                   or (p.exit_status is None and p.pid in abrupt))]  # fmt: skip
     return sorted(ended, key=lambda p: p.ended_t or 0.0)
@@ -79,13 +79,37 @@ def end_words(snap: Snapshot, row: ProcRow, first: ProcRow | None = None) -> str
     """``rank 1 (pid 14271) killed by SIGKILL: the kernel's OOM killer sends it …``;
     after ``first`` (the job's first abnormal end), how long after it: what followed."""
     who = role_of_pid(snap, row.pid, "process", row.host)
-    how = exit_words(row.exit_code, row.exit_signal) or ABRUPT
-    text = f"{who} (pid {row.pid}) {how}"
+    text = f"{who} (pid {row.pid}) {how_ended(snap, row)}"
     if first is not None and first is not row and first.ended_t and row.ended_t:
         after = role_of_pid(snap, first.pid, "process", first.host)
         return text + f", {row.ended_t - first.ended_t:.2f} s after {after}"
+    return text + cause_of(row)
+
+
+def cause_of(row: ProcRow) -> str:
+    """``: the kernel's OOM killer sends it …`` for the signal that killed it, else ""."""
     cause = SIGNAL_CAUSE.get(row.exit_signal or 0, "")
-    return text + (f": {cause}" if cause else "")
+    return f": {cause}" if cause else ""
+
+
+def ended_row(snap: Snapshot, pid: int, host: str = "") -> ProcRow | None:
+    """``pid``'s row (on ``host``, a collector's) where its end was seen, else None."""
+    return next((p for p in snap.ended if p.pid == pid and p.ended_t is not None
+                 and (not host or not p.host or p.host == host)), None)  # fmt: skip
+
+
+def ended_short(row: ProcRow) -> str:
+    """``ended (SIGKILL)``, ``ended (exit 1)``, ``ended``: a notice's words."""
+    tag = exit_tag(row.exit_code, row.exit_signal)
+    return f"ended ({tag})" if tag else "ended"
+
+
+def how_ended(snap: Snapshot, row: ProcRow) -> str:
+    """``killed by SIGKILL``, ``exited with code 1``, ``exited``; a training process's end
+    with no status read and no last send from its hook, :data:`ABRUPT`; else ``ended``."""
+    return exit_words(row.exit_code, row.exit_signal) or (
+        ABRUPT if row.pid in snap.unclosed else "ended"
+    )
 
 
 # a training process that ended with no last send from its hook, its status unread (its

@@ -13,7 +13,7 @@ from perftop.model import Snapshot
 from perftop.model.comm_rows import HangRank, HangRow, RankComm
 from perftop.model.snapshot import StallRow
 from perftop.model.stacks import after_last_step, where
-from perftop.model.stands import first_stack, held
+from perftop.model.stands import ended_row, ended_short, first_stack, held, how_ended
 
 STACK_FRAMES = 8
 LONGER_S = 0.001  # another rank's median wait at an op, over the first rank's: said
@@ -112,6 +112,8 @@ def _missing(snap: Snapshot, h: HangRow, r: HangRank) -> dict[str, Any]:
         # the Ranks line and the k screen say it
         "where": where(frames) if frames else "",
         "state": held(snap, r.pid, h.t_created, r.host),
+        # its process ended (how, where that was read): it will never enter; "" if alive
+        "ended": how_ended(snap, end) if (end := ended_row(snap, r.pid, r.host)) else "",
     }
 
 
@@ -159,7 +161,9 @@ def hang_words(snap: Snapshot, h: HangRow) -> str:
     TUI's notice, the line without one."""
     held_too = [f"{r.label} {HELD_SHORT[st]}" for r in h.missing
                 if (st := held(snap, r.pid, h.t_created, r.host))]  # fmt: skip
-    return "; ".join([h.words, *held_too])
+    ended = [f"{r.label} {ended_short(end)}" for r in h.missing
+             if (end := ended_row(snap, r.pid, r.host)) is not None]  # fmt: skip
+    return "; ".join([h.words, *held_too, *ended])
 
 
 def hang_notice(snap: Snapshot, h: HangRow) -> str:
@@ -188,6 +192,7 @@ def hang_lines(r: dict[str, Any]) -> list[str]:
             if not m["stack"] and m.get("stack_note"):
                 at += f": {m['stack_note']}"
             state = f"  [{m['state']}]" if m.get("state") else ""
+            state += f"  [{m['ended']}]" if m.get("ended") else ""
             out.append(f"    rank {_s(m['rank'])} not entered (last seen seq {_s(m['last_seq'])} "
                        f"{m['last_op'] or '-'})  {at}{state}")  # fmt: skip
     return out
