@@ -11,6 +11,9 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -19,9 +22,10 @@ from perftop.events import Hello, HookClose, ProcExit, ProcSample, Step
 from perftop.events.probes import PROC_FIELDS
 from perftop.model import Session
 from perftop.model.stands import ABRUPT, abnormal_ends, end_words
-from perftop.probes.exits import ExitWatch
+from perftop.probes.exits import ExitWatch, oom_kills
 from tests.helpers import WORKLOADS, run_and_report
 
+CG = Path("/sys/fs/cgroup")
 TORCHRUN = shutil.which("torchrun", path=str(Path(sys.executable).parent))
 
 # Two children: one exits with code 3, one is killed by SIGKILL; the parent reaps them
@@ -90,11 +94,37 @@ def test_the_first_abnormal_end_leads_and_a_rank_gone_without_a_goodbye_is_one()
     snap = s.snapshot(window=None)
     ends = abnormal_ends(snap)
     assert [p.pid for p in ends] == [101, 100]
-    assert end_words(snap, ends[0], ends[0]) == f"rank 1 (pid 101) {ABRUPT}"
+    said = end_words(snap, ends[0], ends[0])
+    assert said.startswith(f"rank 1 (pid 101) {ABRUPT}: killed by a signal (SIGKILL"), said
     after = "rank 0 (pid 100) killed by SIGTERM, 0.12 s after rank 1"
     assert end_words(snap, ends[1], ends[0]) == after
     row = next(p for p in snap.processes if p.pid == 100)
     assert not row.alive and row.exit_signal == 15 and row.exit_code is None
+
+
+def _rank_killed(tmp_path: Path, **env: str) -> tuple[dict, dict, str]:
+    """The real DDP job (tests/workloads/rank_killed.py): (its report, rank 1's abnormal
+    end, the headless output)."""
+    proc, r = run_and_report(
+        tmp_path, "env", *(f"{k}={v}" for k, v in env.items()), TORCHRUN or "torchrun",
+        "--standalone", "--nproc_per_node=2", str(WORKLOADS / "rank_killed.py"),
+    )  # fmt: skip
+    assert proc.returncode != 0
+    pids = {int(k): int(v) for k, v in re.findall(r"pid (\d) (\d+)", proc.stdout)}
+    assert sorted(pids) == [0, 1], proc.stdout
+    first = r["abnormal_ends"][0]
+    assert first["pid"] == pids[1], r["abnormal_ends"]
+    head = f"rank 1 (pid {pids[1]}) "
+    # its status read from its zombie, or reaped by torchrun first: abrupt (no goodbye)
+    assert first["words"].startswith((head + "killed by SIGKILL: ", head + ABRUPT + ": "))
+    assert first["exit_signal"] in ("SIGKILL", None)
+    for e in r["abnormal_ends"][1:]:  # rank 0 and its like, stopped after it
+        assert e["words"].endswith(" after rank 1"), e
+    assert f"perftop: {head}" in proc.stderr, proc.stderr
+    rank1 = next(p for p in r["processes"] if p["pid"] == pids[1])
+    assert rank1["ended_t"] is not None
+    assert rank1["ended_t"] <= min(e["ended_t"] for e in r["abnormal_ends"])
+    return r, first, proc.stderr
 
 
 @pytest.mark.skipif(TORCHRUN is None, reason="no torchrun")
@@ -102,28 +132,61 @@ def test_a_rank_killed_by_sigkill_is_said_first_and_its_launchers_stop_after_it(
     """A real DDP job (gloo, 2 ranks): rank 1 kills itself with SIGKILL after 60 steps;
     torchrun then stops rank 0. The headless line and the report name rank 1 first (killed
     by SIGKILL where its zombie was read in time, else ended abruptly: its hook never said
-    goodbye), then rank 0, after it; ``abnormal_ends`` in the JSON, the processes' ends."""
-    proc, r = run_and_report(
-        tmp_path, TORCHRUN, "--standalone", "--nproc_per_node=2", str(WORKLOADS / "rank_killed.py")
-    )
-    assert proc.returncode != 0
-    pids = {int(k): int(v) for k, v in re.findall(r"^pid (\d) (\d+)$", proc.stdout, re.M)}
-    assert sorted(pids) == [0, 1], proc.stdout
-    first = r["abnormal_ends"][0]
-    assert first["pid"] == pids[1], r["abnormal_ends"]
-    head = f"rank 1 (pid {pids[1]}) "
-    assert first["words"] in (
-        head + "killed by SIGKILL: " + first["words"].split(": ", 1)[-1],
-        head + ABRUPT,
-    ), first
-    assert first["exit_signal"] in ("SIGKILL", None)
-    for e in r["abnormal_ends"][1:]:  # rank 0 and its like, stopped after it
-        assert e["words"].endswith(" after rank 1"), e
-    assert f"perftop: {head}" in proc.stderr, proc.stderr
-    rank1 = next(p for p in r["processes"] if p["pid"] == pids[1])
-    assert rank1["ended_t"] is not None and rank1["ended_t"] <= min(
-        e["ended_t"] for e in r["abnormal_ends"]
-    )
+    goodbye), then rank 0, after it; not the OOM killer: the host counted none."""
+    _, first, _ = _rank_killed(tmp_path)
+    if first["oom_kills"] is not None:  # (/proc/vmstat, Linux 4.13)
+        assert first["oom_kills"] == 0, first
+        assert ": not the OOM killer (the host counted no OOM kill as it ended)" in first["words"]
+
+
+@contextmanager
+def memory_limited(limit: int) -> Iterator[Path]:
+    """A new memory cgroup (v2 ``memory.max``, or v1's limit), removed after; skips where
+    this machine lets no one make one (not root, no memory controller)."""
+    v2 = (CG / "cgroup.controllers").exists()
+    base = CG if v2 else CG / "memory"
+    if not base.is_dir() or (v2 and "memory" not in (CG / "cgroup.controllers").read_text()):
+        pytest.skip("no cgroup memory controller on this machine")
+    d = base / f"perftop-test-{uuid.uuid4().hex[:8]}"
+    try:
+        if v2 and "memory" not in (CG / "cgroup.subtree_control").read_text().split():
+            (CG / "cgroup.subtree_control").write_text("+memory")
+        d.mkdir()
+        if v2:
+            (d / "memory.max").write_text(str(limit))
+            if (d / "memory.swap.max").exists():
+                (d / "memory.swap.max").write_text("0")
+        else:
+            (d / "memory.limit_in_bytes").write_text(str(limit))
+            if (d / "memory.memsw.limit_in_bytes").exists():
+                (d / "memory.memsw.limit_in_bytes").write_text(str(limit))
+    except OSError as e:
+        if d.exists():
+            d.rmdir()
+        pytest.skip(f"cannot make a cgroup with a memory limit here: {e}")
+    try:
+        yield d
+    finally:
+        for _ in range(50):  # its last process may take a moment to leave it
+            try:
+                d.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)
+
+
+@pytest.mark.skipif(TORCHRUN is None, reason="no torchrun")
+@pytest.mark.skipif(oom_kills() is None, reason="no OOM kill count (/proc/vmstat) here")
+def test_a_rank_the_oom_killer_takes_is_said_taken_by_it(tmp_path):
+    """The same job, rank 1 moved into a memory cgroup of 128 MiB where it takes 4 GiB:
+    the kernel's OOM killer kills it (for real). perftop says it was the OOM killer: the
+    host counted an OOM kill as it ended."""
+    with memory_limited(128 * 2**20) as cg:
+        _, first, err = _rank_killed(tmp_path, OOM_CGROUP=str(cg))
+    assert first["oom_kills"] and first["oom_kills"] >= 1, first
+    said = ": the kernel's OOM killer took it, memory ran out (the host counted an OOM kill"
+    assert said in first["words"], first
+    assert said in err, err
 
 
 def test_the_tui_says_the_first_abnormal_end_once_and_the_table_how_each_ended():

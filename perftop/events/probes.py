@@ -90,6 +90,9 @@ class ProcExit(Event):
     t: float
     pid: int
     status: int | None = None
+    # OOM kills the host counted (/proc/vmstat) from the probes' last tick to this end:
+    # 1 or more where the OOM killer took it (SIGKILL), 0 where it did not; None: unread
+    oom_kills: int | None = None
 
 
 @event("host")

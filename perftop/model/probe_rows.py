@@ -66,6 +66,7 @@ class ProcRow:
     # how: waitpid's status (exit code << 8, or the signal), read from its zombie; None:
     # alive, its end not seen (no pidfd here), or reaped by its parent before it was read
     exit_status: int | None = None
+    oom_kills: int | None = None  # the host's OOM kills as it ended (ProcExit.oom_kills)
 
     @property
     def exit_code(self) -> int | None:

@@ -105,7 +105,7 @@ class ProcessesReducer:
             if p is not None:
                 p.row = replace(p.row, alive=False, state="exited", cpu_percent=None,
                                 io_read_bps=None, io_write_bps=None, ended_t=ev.t,
-                                exit_status=ev.status)  # fmt: skip
+                                exit_status=ev.status, oom_kills=ev.oom_kills)  # fmt: skip
                 if ev.status is None or ev.status:  # not a clean exit, or not known
                     self.ends[ev.pid] = None
                     while len(self.ends) > ENDS_KEPT:

@@ -76,8 +76,8 @@ def abnormal_ends(snap: Snapshot) -> list[ProcRow]:
 
 
 def end_words(snap: Snapshot, row: ProcRow, first: ProcRow | None = None) -> str:
-    """``rank 1 (pid 14271) killed by SIGKILL: the kernel's OOM killer sends it …``;
-    after ``first`` (the job's first abnormal end), how long after it: what followed."""
+    """``rank 1 (pid 14271) killed by SIGKILL: the kernel's OOM killer took it …``; after
+    ``first`` (the job's first abnormal end), how long after it: what followed."""
     who = role_of_pid(snap, row.pid, "process", row.host)
     text = f"{who} (pid {row.pid}) {how_ended(snap, row)}"
     if first is not None and first is not row and first.ended_t and row.ended_t:
@@ -87,8 +87,19 @@ def end_words(snap: Snapshot, row: ProcRow, first: ProcRow | None = None) -> str
 
 
 def cause_of(row: ProcRow) -> str:
-    """``: the kernel's OOM killer sends it …`` for the signal that killed it, else ""."""
-    cause = SIGNAL_CAUSE.get(row.exit_signal or 0, "")
+    """``: …`` what most likely ended it, where its signal (or an abrupt end) says, and
+    what the host's OOM kill count (/proc/vmstat, as it ended) adds; else ""."""
+    sig, abrupt = row.exit_signal, row.exit_status is None
+    if (sig == 9 or abrupt) and row.oom_kills:
+        return (": the kernel's OOM killer took it, memory ran out (the host counted an OOM "
+                "kill as it ended: /proc/vmstat)")  # fmt: skip
+    if (sig == 9 or abrupt) and row.oom_kills == 0:
+        how = "a kill -9 (a user, a scheduler stopping the job)" if sig else "os._exit, a signal"
+        return f": not the OOM killer (the host counted no OOM kill as it ended): {how}"
+    if abrupt:
+        return (": killed by a signal (SIGKILL, which the kernel's OOM killer sends when "
+                "memory runs out) or os._exit")  # fmt: skip
+    cause = SIGNAL_CAUSE.get(sig or 0, "")
     return f": {cause}" if cause else ""
 
 
@@ -113,6 +124,5 @@ def how_ended(snap: Snapshot, row: ProcRow) -> str:
 
 
 # a training process that ended with no last send from its hook, its status unread (its
-# parent reaped it first)
-ABRUPT = ("ended abruptly, with no last send from its hook: killed by a signal (SIGKILL, "
-          "which the kernel's OOM killer sends when memory runs out) or os._exit")  # fmt: skip
+# parent reaped it first): :func:`cause_of` says what may have ended it
+ABRUPT = "ended abruptly, with no last send from its hook"

@@ -17,6 +17,7 @@ import os
 import select
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -26,6 +27,24 @@ _EXIT_CODE_FIELD = 52  # /proc/PID/stat, counted from 1 (pid is field 1)
 # pidfds held at most: a descriptor each, within the 1,024 a process may often open, so a
 # job of thousands of processes (Ray's) never leaves the monitor short of descriptors
 MAX_WATCHED = 256
+# An end is weighed against the host's OOM kills over this long before it: the OOM killer
+# counts its kill, then the process frees its memory and ends (seconds, for a large one);
+# a count taken later than the kill would hide it, one from minutes before would blame it
+# for another process's
+OOM_WINDOW_S = 5.0
+
+
+def oom_kills() -> int | None:
+    """The OOM kills the host has counted since boot (/proc/vmstat, Linux 4.13), every one
+    (a cgroup's limit's too), or None where it keeps no such count."""
+    try:
+        with open("/proc/vmstat", "rb") as f:
+            for line in f:
+                if line.startswith(b"oom_kill "):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def zombie_status(pid: int) -> int | None:
@@ -61,11 +80,15 @@ class ExitWatch:
         self._wake_r, self._wake_w = os.pipe() if self.available else (-1, -1)
         self._thread: threading.Thread | None = None
         self._stop = False
+        # the host's OOM kill count at each tick: (monotonic time, count), recent ones
+        self._ooms: deque[tuple[float, int | None]] = deque(maxlen=16)
+        self._ooms.append((time.monotonic(), oom_kills() if self.available else None))
 
     def watch(self, pids: Iterable[int]) -> None:
         """Watch each of ``pids`` not watched yet (the probe's tick: the job's tree)."""
         if not self.available or self._stop:
             return
+        self._ooms.append((time.monotonic(), oom_kills()))
         added = []
         for pid in pids:
             if pid in self._fds or len(self._fds) >= MAX_WATCHED:
@@ -108,6 +131,14 @@ class ExitWatch:
                     os.close(fd)
         self._wake_r = self._wake_w = -1
 
+    def _ooms_since(self, since: float) -> int | None:
+        """The OOM kills the host counted from the last tick at or before ``since`` (the
+        first one, where the watch is younger) to now; None where either is unread."""
+        readings = list(self._ooms)
+        before = next((c for t, c in reversed(readings) if t <= since), readings[0][1])
+        now = oom_kills()
+        return None if before is None or now is None else max(0, now - before)
+
     def _loop(self) -> None:
         poll = self._poll
         assert poll is not None
@@ -134,10 +165,11 @@ class ExitWatch:
                 pid = by_fd.pop(fd)
                 poll.unregister(fd)
                 status = zombie_status(pid)
+                ooms = self._ooms_since(time.monotonic() - OOM_WINDOW_S)
                 self._fds.pop(pid, None)
                 with contextlib.suppress(OSError):
                     os.close(fd)
-                ev = ProcExit(t, pid, status)
+                ev = ProcExit(t, pid, status, ooms)
                 if self.submit is not None:
                     with contextlib.suppress(Exception):  # a hub gone: the end goes unsaid
                         self.submit(ev)

@@ -73,6 +73,8 @@ def ends_json(snap: Snapshot) -> list[dict[str, Any]]:
             "ended_t": rounded(p.ended_t, 3),
             "exit_code": p.exit_code,
             "exit_signal": signal_name(p.exit_signal) if p.exit_signal is not None else None,
+            # the host's OOM kills as it ended (/proc/vmstat): 1 or more, the OOM killer's
+            "oom_kills": p.oom_kills,
             "words": end_words(snap, p, ends[0]),
         }
         for p in ends

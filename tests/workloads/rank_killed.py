@@ -1,7 +1,8 @@
 """DDP on CPU (gloo), 2 ranks: rank ``KILLED_RANK`` (default 1) kills itself with SIGKILL
 after ``KILL_AT`` steps of ~20 ms (default 60: its hook has sent its steps by then), as
-the kernel's OOM killer would; its launcher (torchrun) then stops the other rank. Each rank
-prints ``pid RANK PID`` first."""
+the kernel's OOM killer would; its launcher (torchrun) then stops the other rank. With
+``OOM_CGROUP`` (a memory cgroup's folder, with a limit), it moves itself there instead and
+takes memory until the kernel's OOM killer takes it. Each rank prints ``pid RANK PID``."""
 
 import os
 import signal
@@ -13,6 +14,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 KILLED = int(os.environ.get("KILLED_RANK", "1"))
 KILL_AT = int(os.environ.get("KILL_AT", "60"))
+CGROUP = os.environ.get("OOM_CGROUP")
 
 dist.init_process_group("gloo")
 rank = dist.get_rank()
@@ -22,6 +24,10 @@ model = DDP(torch.nn.Linear(16, 1))
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 for step in range(10_000):
     if rank == KILLED and step == KILL_AT:
+        if CGROUP:
+            with open(os.path.join(CGROUP, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+            hog = [bytearray(16 * 2**20) for _ in range(256)]  # 4 GiB, each page written
         os.kill(os.getpid(), signal.SIGKILL)
     loss = model(torch.randn(8, 16)).pow(2).mean()
     opt.zero_grad()
