@@ -618,6 +618,15 @@ def test_a_hangs_missing_rank_whose_process_ended_is_said_ended_and_how():
     hint = evaluate(s.snapshot())[0]["collective-hang"]
     said = next(e for e in hint.evidence if e.startswith("rank 1 never entered it"))
     assert "; its process killed by SIGKILL: the kernel's OOM killer" in said, said
+    # a rank that ended after the hang was called (the timeout that ended the job) is not
+    # why the others waited: not said
+    late = _hung(StallCapture(1012.0, 100, 10, 11.0, 0.0, (), "", "collective"))
+    late.apply(ProcSample(1001.2, 1.0, 90, (tuple(row[f] for f in PROC_FIELDS),)))
+    late.apply(ProcExit(1030.0, 101, 1 << 8))
+    (h2,) = late.snapshot(window=None).comm.hangs
+    assert h2.t_created + h2.threshold_s < 1030.0
+    assert "ended" not in hang_notice(late.snapshot(window=None), h2)
+    assert hangs_json(late.snapshot(window=None))[0]["missing"][0]["ended"] == ""
 
 
 def test_a_hangs_missing_rank_stopped_is_said_stopped_live_and_after():

@@ -218,3 +218,37 @@ def test_the_tui_says_the_first_abnormal_end_once_and_the_table_how_each_ended()
             assert table.get_cell("100", "name").plain == "[SIGTERM] python"
 
     asyncio.run(main())
+
+
+OOM_MAIN = """
+import os, torch
+with open(os.environ["OOM_CGROUP"] + "/cgroup.procs", "w") as f:
+    f.write(str(os.getpid()))
+m = torch.nn.Linear(8, 1)
+opt = torch.optim.SGD(m.parameters(), lr=0.1)
+hog = []
+for step in range(100_000):
+    loss = m(torch.randn(4, 8)).sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    if step > 50 and step % 10 == 0:
+        hog.append(bytearray(8 * 2**20))  # 8 MiB a time, each page written
+"""
+
+
+@pytest.mark.skipif(oom_kills() is None, reason="no OOM kill count (/proc/vmstat) here")
+def test_a_single_process_job_the_oom_killer_takes_is_said_taken_by_it(tmp_path):
+    """The commonest case: one training process in a memory cgroup of 400 MiB takes more
+    until the OOM killer takes it. The job's own process is named (its status is the
+    monitor's, its parent's), and the OOM killer measured, in the line and the report."""
+    job = tmp_path / "oom_main.py"
+    job.write_text(OOM_MAIN)
+    with memory_limited(400 * 2**20) as cg:
+        proc, r = run_and_report(tmp_path, "env", f"OOM_CGROUP={cg}", sys.executable, str(job))
+    (end,) = r["abnormal_ends"]
+    assert end["exit_signal"] == "SIGKILL" and end["oom_kills"], end
+    assert (
+        end["words"].startswith("main (pid ") and "the kernel's OOM killer took it" in end["words"]
+    )
+    assert f"perftop: {end['words']}" in proc.stderr, proc.stderr

@@ -21,7 +21,7 @@ from perftop.hints.base import fraction
 from perftop.model.comm_rows import HangRow
 from perftop.model.snapshot import Hint, Snapshot
 from perftop.model.stacks import place
-from perftop.model.stands import cause_of, ended_row, first_stack, held, how_ended
+from perftop.model.stands import cause_of, ended_row, first_stack, hang_called, held, how_ended
 
 GLOO_TIMEOUT_MIN, NCCL_TIMEOUT_MIN = 30, 10  # torch's default process group timeouts
 
@@ -44,9 +44,9 @@ def collective_hang(snap: Snapshot, active: frozenset[str]) -> list[Hint]:
             text += f"; it stands {stands}"
         if state:
             text += f"; its process is {held_words(state, r.pid)}"
-        end = ended_row(snap, r.pid, r.host)
+        end = ended_row(snap, r.pid, r.host, hang_called(h))
         if end is not None:  # dead: no stack, and no collective will ever come from it
-            text += f"; its process {how_ended(snap, end)}{cause_of(end)}"
+            text += f"; its process {how_ended(snap, end)}{cause_of(snap, end)}"
         evidence.append(text)
     for r in h.ranks:
         if r.entered:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from perftop.events.stacks import HELD_STATES, StackFrame
 from perftop.fmt import SIGNAL_CAUSE, exit_tag, exit_words
+from perftop.model.comm_rows import HangRow
 from perftop.model.roles import role_of_pid
 from perftop.model.snapshot import ProcRow, Snapshot
 
@@ -66,13 +67,26 @@ def abnormal_ends(snap: Snapshot) -> list[ProcRow]:
     """The job's processes that ended abnormally, as each was seen to end (``ProcExit``),
     in the order they ended: by a signal or with a non-zero code, or a training process
     that ended without its hook's last send (its status reaped by its parent before it was
-    read: a SIGKILL leaves no time for a goodbye). The job's own first process aside (its
-    end is the job's: the header and the report say it)."""
+    read: a SIGKILL leaves no time for a goodbye). The job's own first process only where
+    a signal killed it (an exit code is the job's, said as such: the header, the report)."""
     abrupt = set(snap.unclosed)
-    ended = [p for p in snap.ended if p.ended_t is not None and p.pid != snap.meta.job_pid
-             and (p.exit_signal is not None or p.exit_code
-                  or (p.exit_status is None and p.pid in abrupt))]  # fmt: skip
+    ended = []
+    for p in snap.ended:
+        code, sig, unread = ending(snap, p)
+        root = p.pid == snap.meta.job_pid
+        if p.ended_t is not None and (sig is not None or (code and not root)
+                                      or (unread and p.pid in abrupt and not root)):  # fmt: skip
+            ended.append(p)
     return sorted(ended, key=lambda p: p.ended_t or 0.0)
+
+
+def ending(snap: Snapshot, row: ProcRow) -> tuple[int | None, int | None, bool]:
+    """(exit code, signal, whether neither was read) of an ended process; the job's first
+    process's as the monitor, its parent, read them (``JobExit``)."""
+    m = snap.meta
+    if row.exit_status is None and row.pid == m.job_pid and m.ended and m.exit_code is not None:
+        return (None, m.exit_signal, False) if m.exit_signal else (m.exit_code, None, False)
+    return row.exit_code, row.exit_signal, row.exit_status is None
 
 
 def end_words(snap: Snapshot, row: ProcRow, first: ProcRow | None = None) -> str:
@@ -83,13 +97,13 @@ def end_words(snap: Snapshot, row: ProcRow, first: ProcRow | None = None) -> str
     if first is not None and first is not row and first.ended_t and row.ended_t:
         after = role_of_pid(snap, first.pid, "process", first.host)
         return text + f", {row.ended_t - first.ended_t:.2f} s after {after}"
-    return text + cause_of(row)
+    return text + cause_of(snap, row)
 
 
-def cause_of(row: ProcRow) -> str:
+def cause_of(snap: Snapshot, row: ProcRow) -> str:
     """``: …`` what most likely ended it, where its signal (or an abrupt end) says, and
     what the host's OOM kill count (/proc/vmstat, as it ended) adds; else ""."""
-    sig, abrupt = row.exit_signal, row.exit_status is None
+    _code, sig, abrupt = ending(snap, row)
     if (sig == 9 or abrupt) and row.oom_kills:
         return (": the kernel's OOM killer took it, memory ran out (the host counted an OOM "
                 "kill as it ended: /proc/vmstat)")  # fmt: skip
@@ -103,24 +117,32 @@ def cause_of(row: ProcRow) -> str:
     return f": {cause}" if cause else ""
 
 
-def ended_row(snap: Snapshot, pid: int, host: str = "") -> ProcRow | None:
-    """``pid``'s row (on ``host``, a collector's) where its end was seen, else None."""
+def ended_row(snap: Snapshot, pid: int, host: str, by: float) -> ProcRow | None:
+    """``pid``'s row (on ``host``, a collector's) where its end was seen by ``by`` (a hang's
+    call: a rank that ended after it, by the timeout that ended the job, is not why the
+    others waited), else None."""
     return next((p for p in snap.ended if p.pid == pid and p.ended_t is not None
-                 and (not host or not p.host or p.host == host)), None)  # fmt: skip
+                 and p.ended_t <= by and (not host or not p.host or p.host == host)),
+                None)  # fmt: skip
 
 
-def ended_short(row: ProcRow) -> str:
+def hang_called(h: HangRow) -> float:
+    """When a collective's wait became a hang: its missing ranks' ends by then are why."""
+    return h.t_created + h.threshold_s
+
+
+def ended_short(snap: Snapshot, row: ProcRow) -> str:
     """``ended (SIGKILL)``, ``ended (exit 1)``, ``ended``: a notice's words."""
-    tag = exit_tag(row.exit_code, row.exit_signal)
+    code, sig, _ = ending(snap, row)
+    tag = exit_tag(code, sig)
     return f"ended ({tag})" if tag else "ended"
 
 
 def how_ended(snap: Snapshot, row: ProcRow) -> str:
     """``killed by SIGKILL``, ``exited with code 1``, ``exited``; a training process's end
     with no status read and no last send from its hook, :data:`ABRUPT`; else ``ended``."""
-    return exit_words(row.exit_code, row.exit_signal) or (
-        ABRUPT if row.pid in snap.unclosed else "ended"
-    )
+    code, sig, _ = ending(snap, row)
+    return exit_words(code, sig) or (ABRUPT if row.pid in snap.unclosed else "ended")
 
 
 # a training process that ended with no last send from its hook, its status unread (its

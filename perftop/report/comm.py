@@ -13,7 +13,14 @@ from perftop.model import Snapshot
 from perftop.model.comm_rows import HangRank, HangRow, RankComm
 from perftop.model.snapshot import StallRow
 from perftop.model.stacks import after_last_step, where
-from perftop.model.stands import ended_row, ended_short, first_stack, held, how_ended
+from perftop.model.stands import (
+    ended_row,
+    ended_short,
+    first_stack,
+    hang_called,
+    held,
+    how_ended,
+)
 
 STACK_FRAMES = 8
 LONGER_S = 0.001  # another rank's median wait at an op, over the first rank's: said
@@ -100,6 +107,7 @@ def hang_json(snap: Snapshot, h: HangRow) -> dict[str, Any]:
 
 def _missing(snap: Snapshot, h: HangRow, r: HangRank) -> dict[str, Any]:
     frames, why = first_stack(snap, r.pid, h.t_created, r.host)  # innermost first
+    by = hang_called(h)
     return {
         "rank": r.rank,
         "pid": r.pid,
@@ -113,7 +121,7 @@ def _missing(snap: Snapshot, h: HangRow, r: HangRank) -> dict[str, Any]:
         "where": where(frames) if frames else "",
         "state": held(snap, r.pid, h.t_created, r.host),
         # its process ended (how, where that was read): it will never enter; "" if alive
-        "ended": how_ended(snap, end) if (end := ended_row(snap, r.pid, r.host)) else "",
+        "ended": how_ended(snap, end) if (end := ended_row(snap, r.pid, r.host, by)) else "",
     }
 
 
@@ -161,8 +169,8 @@ def hang_words(snap: Snapshot, h: HangRow) -> str:
     TUI's notice, the line without one."""
     held_too = [f"{r.label} {HELD_SHORT[st]}" for r in h.missing
                 if (st := held(snap, r.pid, h.t_created, r.host))]  # fmt: skip
-    ended = [f"{r.label} {ended_short(end)}" for r in h.missing
-             if (end := ended_row(snap, r.pid, r.host)) is not None]  # fmt: skip
+    ended = [f"{r.label} {ended_short(snap, end)}" for r in h.missing
+             if (end := ended_row(snap, r.pid, r.host, hang_called(h))) is not None]  # fmt: skip
     return "; ".join([h.words, *held_too, *ended])
 
 

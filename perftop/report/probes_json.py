@@ -10,7 +10,7 @@ from perftop.fmt import cpu_list, rounded, signal_name
 from perftop.model import Snapshot
 from perftop.model.cores import allowed_cores
 from perftop.model.snapshot import ProcessRole, ProcRow
-from perftop.model.stands import abnormal_ends, end_words
+from perftop.model.stands import abnormal_ends, end_words, ending
 
 
 def process_json(snap: Snapshot, r: ProcessRole) -> dict[str, Any]:
@@ -66,13 +66,14 @@ def ends_json(snap: Snapshot) -> list[dict[str, Any]]:
     ended: the first is where a crash began (a rank the OOM killer took), the others
     followed it (the ranks its launcher stopped, their workers)."""
     ends = abnormal_ends(snap)
+    how = {p.pid: ending(snap, p) for p in ends}
     return [
         {
             "pid": p.pid,
             "host": p.host,
             "ended_t": rounded(p.ended_t, 3),
-            "exit_code": p.exit_code,
-            "exit_signal": signal_name(p.exit_signal) if p.exit_signal is not None else None,
+            "exit_code": how[p.pid][0],
+            "exit_signal": signal_name(sig) if (sig := how[p.pid][1]) is not None else None,
             # the host's OOM kills as it ended (/proc/vmstat): 1 or more, the OOM killer's
             "oom_kills": p.oom_kills,
             "words": end_words(snap, p, ends[0]),

@@ -23,7 +23,7 @@ from perftop.model import Snapshot
 from perftop.model.comm_rows import rank_name
 from perftop.model.snapshot import StepStats
 from perftop.model.stacks import placed
-from perftop.model.stands import ended_row, ended_short
+from perftop.model.stands import ended_row, ended_short, hang_called
 from perftop.report.comm import hang_json, rank_comm, short_line, site_texts, sites_of
 from perftop.tui import fmt
 from perftop.tui.widgets.difftable import Cell, DiffTable
@@ -109,9 +109,9 @@ def hang_line(snap: Snapshot) -> Text | None:
     line = Text(f"HANG {h.waited_s:.0f} s: ", style="bold red")
     where = []
     for m in j["missing"]:
-        end = ended_row(snap, m["pid"], m["host"])
+        end = ended_row(snap, m["pid"], m["host"], hang_called(h))
         if end is not None:  # "rank 1 ended (SIGKILL) never entered …": the hint says more
-            where.append(f"rank {m['rank']} {ended_short(end)}")
+            where.append(f"rank {m['rank']} {ended_short(snap, end)}")
             continue
         held = f" ({m['state']})" if m["state"] else ""  # ("stopped": the hint says what)
         at = placed(m["where"]) if m["where"] else "(no stack yet)"
