@@ -139,8 +139,8 @@ class ProbeSource:
         stay those of the schedule); a failure is left for the next tick to report."""
         t = time.time()
         events: list[Event] = []
-        for p in self.probes:
-            if getattr(p, "name", "") == "procs":
+        for p in self.probes:  # (and the exit watch, on the processes just walked)
+            if getattr(p, "name", "") in ("procs", "exits"):
                 try:
                     events += p.sample(t)
                 except Exception:
