@@ -252,3 +252,52 @@ def test_a_single_process_job_the_oom_killer_takes_is_said_taken_by_it(tmp_path)
         end["words"].startswith("main (pid ") and "the kernel's OOM killer took it" in end["words"]
     )
     assert f"perftop: {end['words']}" in proc.stderr, proc.stderr
+
+
+OOM_WORKER = """
+import os, torch
+from torch.utils.data import DataLoader, Dataset
+with open(os.environ["OOM_CGROUP"] + "/cgroup.procs", "w") as f:
+    f.write(str(os.getpid()))  # its workers are forked into it too
+
+
+class Leaky(Dataset):
+    def __init__(self):
+        self.kept = []
+
+    def __len__(self):
+        return 1_000_000
+
+    def __getitem__(self, i):
+        if i > 400:
+            self.kept.append(bytearray(2**19))  # a leak in the worker, each page written
+        return torch.randn(16), torch.randn(1)
+
+
+m = torch.nn.Linear(16, 1)
+opt = torch.optim.SGD(m.parameters(), lr=0.1)
+for x, y in DataLoader(Leaky(), batch_size=8, num_workers=1):
+    loss = (m(x) - y).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+@pytest.mark.skipif(oom_kills() is None, reason="no OOM kill count (/proc/vmstat) here")
+def test_a_dataloader_worker_the_oom_killer_takes_is_named_where_torch_says_killed(tmp_path):
+    """The classic: a DataLoader worker that leaks, in a memory cgroup of 700 MiB, until the
+    OOM killer takes it; PyTorch raises "DataLoader worker (pid N) is killed by signal:
+    Killed." in the training process. perftop names the worker and the OOM killer."""
+    job = tmp_path / "oom_worker.py"
+    job.write_text(OOM_WORKER)
+    with memory_limited(700 * 2**20) as cg:
+        proc, r = run_and_report(tmp_path, "env", f"OOM_CGROUP={cg}", sys.executable, str(job))
+    assert "is killed by signal: Killed" in proc.stdout + proc.stderr
+    (end,) = r["abnormal_ends"]
+    worker = next(p for p in r["processes"] if p["pid"] == end["pid"])
+    # its status read from its zombie, or reaped first by the training process (its SIGCHLD
+    # handler polls its workers): the OOM kill the host counted as it ended says it
+    assert worker["role"] == "worker" and worker["exit_signal"] in ("SIGKILL", None), worker
+    assert end["words"].startswith(f"worker 0 (pid {end['pid']}) "), end
+    assert ": the kernel's OOM killer took it, memory ran out" in end["words"], end

@@ -65,17 +65,18 @@ def held_in(snap: Snapshot) -> Callable[[int, float, str], str]:
 
 def abnormal_ends(snap: Snapshot) -> list[ProcRow]:
     """The job's processes that ended abnormally, as each was seen to end (``ProcExit``),
-    in the order they ended: by a signal or with a non-zero code, or a training process
-    that ended without its hook's last send (its status reaped by its parent before it was
-    read: a SIGKILL leaves no time for a goodbye). The job's own first process only where
+    in the order they ended: by a signal or with a non-zero code, or, its status reaped by
+    its parent before it was read, a training process that ended without its hook's last
+    send (a SIGKILL leaves no time for a goodbye) or any that ended as the host counted an
+    OOM kill. The job's own first process only where
     a signal killed it (an exit code is the job's, said as such: the header, the report)."""
     abrupt = set(snap.unclosed)
     ended = []
     for p in snap.ended:
         code, sig, unread = ending(snap, p)
         root = p.pid == snap.meta.job_pid
-        if p.ended_t is not None and (sig is not None or (code and not root)
-                                      or (unread and p.pid in abrupt and not root)):  # fmt: skip
+        if p.ended_t is not None and (sig is not None or (code and not root) or (
+                unread and not root and (p.pid in abrupt or bool(p.oom_kills)))):  # fmt: skip
             ended.append(p)
     return sorted(ended, key=lambda p: p.ended_t or 0.0)
 
