@@ -11,9 +11,12 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 WORKLOADS = Path(__file__).resolve().parent / "workloads"
 
@@ -264,3 +267,44 @@ def count_selects(sel: Any) -> list[int]:
 
     sel.select = counted
     return calls
+
+
+CGROUPS = Path("/sys/fs/cgroup")
+
+
+@contextlib.contextmanager
+def new_cgroup(
+    controller: str, v1_dirs: tuple[str, ...], v2: dict[str, str], v1: dict[str, str]
+) -> Iterator[Path]:
+    """A new cgroup under ``controller`` (v2's unified tree, or v1's first of ``v1_dirs``),
+    its files set as ``v2`` or ``v1`` says (in order; a file this kernel lacks is passed
+    over unless it is the first), removed after its processes left; skips where this
+    machine lets no one make one (not root, no such controller)."""
+    unified = (CGROUPS / "cgroup.controllers").exists()
+    base = CGROUPS if unified else next(
+        (CGROUPS / d for d in v1_dirs if (CGROUPS / d).is_dir()), None
+    )  # fmt: skip
+    have = (CGROUPS / "cgroup.controllers").read_text().split() if unified else []
+    if base is None or (unified and controller not in have):
+        pytest.skip(f"no cgroup {controller} controller on this machine")
+    d = base / f"perftop-test-{uuid.uuid4().hex[:8]}"
+    try:
+        if unified and controller not in (CGROUPS / "cgroup.subtree_control").read_text().split():
+            (CGROUPS / "cgroup.subtree_control").write_text(f"+{controller}")
+        d.mkdir()
+        for i, (name, value) in enumerate((v2 if unified else v1).items()):
+            if i == 0 or (d / name).exists():
+                (d / name).write_text(value)
+    except OSError as e:
+        if d.exists():
+            d.rmdir()
+        pytest.skip(f"cannot make a cgroup with a {controller} limit here: {e}")
+    try:
+        yield d
+    finally:
+        for _ in range(50):  # its last process may take a moment to leave it
+            try:
+                d.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)

@@ -8,13 +8,11 @@ on snapshots with the figures those runs give."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import sys
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,10 +24,8 @@ from perftop.hints.cores import JOB_SHARE, crowded, job_cores
 from perftop.model.cores import allowed_cores, cpu_set
 from perftop.model.snapshot import HostRow, ProcRow, Snapshot
 from perftop.probes.cpulimit import read_affinity, read_cpu_quota
-from tests.helpers import WORKLOADS, run_and_report
+from tests.helpers import WORKLOADS, new_cgroup, run_and_report
 from tests.test_hints_rules_more import PID, fires, snap
-
-CG = Path("/sys/fs/cgroup")
 
 
 def test_cpu_lists_read_as_the_kernel_writes_them() -> None:
@@ -267,34 +263,13 @@ def test_two_threads_pinned_to_one_core_of_two(tmp_path) -> None:
     assert "torch.set_num_threads(1)" in hint["advice"][0], hint
 
 
-@contextmanager
-def cpu_limited(cores: float) -> Iterator[Path]:
+def cpu_limited(cores: float) -> contextlib.AbstractContextManager[Path]:
     """A new cgroup whose processes may use ``cores`` together (v2 ``cpu.max``, or v1's
-    CFS quota), removed after; skips where this machine lets no one make one (not root,
-    no cpu controller)."""
+    CFS quota), removed after; skips where this machine lets no one make one."""
     period = 100_000
-    v2 = (CG / "cgroup.controllers").exists()
-    base = CG if v2 else next((CG / d for d in ("cpu,cpuacct", "cpu") if (CG / d).is_dir()), None)
-    if base is None or (v2 and "cpu" not in (CG / "cgroup.controllers").read_text().split()):
-        pytest.skip("no cgroup cpu controller on this machine")
-    d = base / f"perftop-test-{uuid.uuid4().hex[:8]}"
-    try:
-        if v2 and "cpu" not in (CG / "cgroup.subtree_control").read_text().split():
-            (CG / "cgroup.subtree_control").write_text("+cpu")
-        d.mkdir()
-        if v2:
-            (d / "cpu.max").write_text(f"{int(cores * period)} {period}")
-        else:
-            (d / "cpu.cfs_period_us").write_text(str(period))
-            (d / "cpu.cfs_quota_us").write_text(str(int(cores * period)))
-    except OSError as e:
-        if d.exists():
-            d.rmdir()
-        pytest.skip(f"cannot make a cgroup with a CPU limit here: {e}")
-    try:
-        yield d
-    finally:
-        d.rmdir()  # its processes have exited
+    quota = str(int(cores * period))
+    return new_cgroup("cpu", ("cpu,cpuacct", "cpu"), {"cpu.max": f"{quota} {period}"},
+                      {"cpu.cfs_period_us": str(period), "cpu.cfs_quota_us": quota})  # fmt: skip
 
 
 def test_a_job_held_back_by_its_cgroup_cpu_limit(tmp_path) -> None:

@@ -5,15 +5,13 @@ killer would), its launcher then stopping rank 0: perftop says rank 1 ended firs
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -23,9 +21,8 @@ from perftop.events.probes import PROC_FIELDS
 from perftop.model import Session
 from perftop.model.stands import ABRUPT, abnormal_ends, end_words
 from perftop.probes.exits import ExitWatch, oom_kills
-from tests.helpers import WORKLOADS, run_and_report
+from tests.helpers import WORKLOADS, new_cgroup, run_and_report
 
-CG = Path("/sys/fs/cgroup")
 TORCHRUN = shutil.which("torchrun", path=str(Path(sys.executable).parent))
 
 # Two children: one exits with code 3, one is killed by SIGKILL; the parent reaps them
@@ -139,40 +136,13 @@ def test_a_rank_killed_by_sigkill_is_said_first_and_its_launchers_stop_after_it(
         assert ": not the OOM killer (the host counted no OOM kill as it ended)" in first["words"]
 
 
-@contextmanager
-def memory_limited(limit: int) -> Iterator[Path]:
-    """A new memory cgroup (v2 ``memory.max``, or v1's limit), removed after; skips where
-    this machine lets no one make one (not root, no memory controller)."""
-    v2 = (CG / "cgroup.controllers").exists()
-    base = CG if v2 else CG / "memory"
-    if not base.is_dir() or (v2 and "memory" not in (CG / "cgroup.controllers").read_text()):
-        pytest.skip("no cgroup memory controller on this machine")
-    d = base / f"perftop-test-{uuid.uuid4().hex[:8]}"
-    try:
-        if v2 and "memory" not in (CG / "cgroup.subtree_control").read_text().split():
-            (CG / "cgroup.subtree_control").write_text("+memory")
-        d.mkdir()
-        if v2:
-            (d / "memory.max").write_text(str(limit))
-            if (d / "memory.swap.max").exists():
-                (d / "memory.swap.max").write_text("0")
-        else:
-            (d / "memory.limit_in_bytes").write_text(str(limit))
-            if (d / "memory.memsw.limit_in_bytes").exists():
-                (d / "memory.memsw.limit_in_bytes").write_text(str(limit))
-    except OSError as e:
-        if d.exists():
-            d.rmdir()
-        pytest.skip(f"cannot make a cgroup with a memory limit here: {e}")
-    try:
-        yield d
-    finally:
-        for _ in range(50):  # its last process may take a moment to leave it
-            try:
-                d.rmdir()
-                break
-            except OSError:
-                time.sleep(0.1)
+def memory_limited(limit: int) -> contextlib.AbstractContextManager[Path]:
+    """A new memory cgroup of ``limit`` bytes, no swap (v2 ``memory.max``, or v1's limit),
+    removed after; skips where this machine lets no one make one."""
+    return new_cgroup("memory", ("memory",),
+                      {"memory.max": str(limit), "memory.swap.max": "0"},
+                      {"memory.limit_in_bytes": str(limit),
+                       "memory.memsw.limit_in_bytes": str(limit)})  # fmt: skip
 
 
 @pytest.mark.skipif(TORCHRUN is None, reason="no torchrun")

@@ -43,6 +43,15 @@ def _state(pid: int) -> str:
         return ""
 
 
+def _kill_tree(top: subprocess.Popen) -> None:
+    """The test's process and every process below it (else they outlive their parent)."""
+    for pid in set(descendants(top.pid)) - {top.pid}:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    top.kill()
+    top.wait()
+
+
 def rows(events) -> dict[int, dict]:
     (sample,) = [e for e in events if isinstance(e, ProcSample)]
     return {r[0]: proc_row(r) for r in sample.rows}
@@ -84,11 +93,7 @@ def test_tree_with_grandchildren_cpu_memory_and_clean_exits(python, tmp_path):
         assert len(procs) == 4 and sum(not p.alive for p in procs.values()) == 1
         assert {r.role for r in s.snapshot(window=None).roles} == {"other"}
     finally:
-        for pid in set(descendants(top.pid)) - {top.pid}:  # else they outlive their parent
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-        top.kill()
-        top.wait()
+        _kill_tree(top)
     assert rows(probe.sample(time.time())) == {}  # the whole job gone: an empty sample
 
 
@@ -121,11 +126,7 @@ def test_a_process_born_since_the_last_tick_reads_its_cpu_share_from_its_birth(p
         assert busy["cpu_percent"] is not None and busy["cpu_percent"] > 20, busy
         assert idle["cpu_percent"] is not None and idle["cpu_percent"] < 15, idle
     finally:
-        for pid in set(descendants(top.pid)) - {top.pid}:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-        top.kill()
-        top.wait()
+        _kill_tree(top)
 
 
 def test_descendants_of_this_process_include_a_grandchild(python):
@@ -342,11 +343,7 @@ def test_a_process_with_torch_and_no_hook_is_said_once_it_ran_or_exited(python, 
         watch_until_said(idle, 30)
         assert sum(f"pid {idle} " in t for t in said) == 1, said  # said once it exited
     finally:
-        for pid in set(descendants(top.pid)) - {top.pid}:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-        top.kill()
-        top.wait()
+        _kill_tree(top)
 
 
 def test_ticks_close_together_read_a_cpu_share_a_process_can_have(python):
