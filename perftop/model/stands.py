@@ -85,8 +85,8 @@ def ending(snap: Snapshot, row: ProcRow) -> tuple[int | None, int | None, bool]:
     """(exit code, signal, whether neither was read) of an ended process; the job's first
     process's as the monitor, its parent, read them (``JobExit``)."""
     m = snap.meta
-    if row.exit_status is None and row.pid == m.job_pid and m.ended and m.exit_code is not None:
-        return (None, m.exit_signal, False) if m.exit_signal else (m.exit_code, None, False)
+    if row.exit_status is None and row.pid == m.job_pid and m.exit_signal:
+        return None, m.exit_signal, False  # (a code may be a survivor's: outlive.py)
     return row.exit_code, row.exit_signal, row.exit_status is None
 
 

@@ -141,7 +141,8 @@ class ExitWatch:
 
     def _loop(self) -> None:
         poll = self._poll
-        assert poll is not None
+        if poll is None:
+            return
         poll.register(self._wake_r, select.POLLIN)
         by_fd: dict[int, int] = {}  # pidfd -> pid
         while not self._stop:

@@ -11,7 +11,7 @@ from perftop.model import Snapshot
 from perftop.model.between import OVERLAPPED, pass_text
 from perftop.model.notes import grouped, sources_text
 from perftop.model.snapshot import BEFORE_FORWARD
-from perftop.model.stands import abnormal_ends, end_words
+from perftop.model.stands import abnormal_ends, cause_of, end_words
 from perftop.model.steps import overall_differs
 from perftop.model.trainers import whose
 from perftop.report.build import cut_short, cut_short_text
@@ -240,7 +240,11 @@ def summary(snap: Snapshot, record: Path | None, record_error: str | None = None
     """The few lines `perftop run --headless` prints when the job ends; ``record_error``:
     why the recording stopped early (said when it happened: here only where it ends)."""
     s = snap.steps
-    said = ["", f"perftop: {snap.meta.state}, {seconds(snap.meta.elapsed_s)}"]
+    ends = abnormal_ends(snap)
+    top = next((p for p in ends if p.pid == snap.meta.job_pid), None)
+    # the job's own process killed by a signal: what most likely sent it (the OOM killer)
+    why = cause_of(snap, top) if top is not None and snap.meta.exit_signal else ""
+    said = ["", f"perftop: {snap.meta.state}, {seconds(snap.meta.elapsed_s)}{why}"]
     trainers = snap.independent_trainers()
     if trainers:
         counts = " + ".join(str(t.count) for t in trainers)
@@ -269,10 +273,10 @@ def summary(snap: Snapshot, record: Path | None, record_error: str | None = None
     if snap.meta.dropped_events:
         said.append(f"perftop: {snap.meta.dropped_events} events dropped")
     said += [hang_notice(snap, h) for h in snap.comm.hangs]
-    ends = abnormal_ends(snap)
-    if ends:
-        more = f" ({len(ends) - 1} more after it: perftop report)" if len(ends) > 1 else ""
-        said.append(f"perftop: {end_words(snap, ends[0])}{more}")
+    others = [p for p in ends if p is not top]
+    if others:
+        more = f" ({len(others) - 1} more after it: perftop report)" if len(others) > 1 else ""
+        said.append(f"perftop: {end_words(snap, others[0], ends[0])}{more}")
     said += [f"perftop: {w}" for w in tail_words(snap).values()]
     for h in snap.hints:
         src = "" if h.seen_live else " (whole-run verdict)"
