@@ -51,7 +51,7 @@ class Notices:
                 out.append(hang_notice(snap, h))
         ends = abnormal_ends(snap)
         for row in ends:
-            if row.pid == snap.meta.job_pid:  # the job's own end: its summary says it
+            if row.root or row.pid == snap.meta.job_pid:  # the job's own: its summary says it
                 continue
             rank = snap.role_of(row.pid, row.host or None)
             if row.pid in self.ends or (

@@ -67,6 +67,7 @@ class ProcRow:
     # alive, its end not seen (no pidfd here), or reaped by its parent before it was read
     exit_status: int | None = None
     oom_kills: int | None = None  # the host's OOM kills as it ended (ProcExit.oom_kills)
+    root: bool = False  # its node's job's own first process (ProcSample.root_pid)
 
     @property
     def exit_code(self) -> int | None:

@@ -178,6 +178,7 @@ class ProcessesReducer:
                 core_wait_share_avg=p.wait.share_avg(),
                 cpus=r["cpus"],
                 cpu_quota=r["cpu_quota"],
+                root=pid == ev.root_pid,
             )
         for pid, p in self.procs.items():
             if pid not in seen and p.row.alive:

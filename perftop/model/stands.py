@@ -74,7 +74,7 @@ def abnormal_ends(snap: Snapshot) -> list[ProcRow]:
     ended = []
     for p in snap.ended:
         code, sig, unread = ending(snap, p)
-        root = p.pid == snap.meta.job_pid
+        root = p.root or p.pid == snap.meta.job_pid  # (each node's, under a collector)
         if p.ended_t is not None and (sig is not None or (code and not root) or (
                 unread and not root and (p.pid in abrupt or bool(p.oom_kills)))):  # fmt: skip
             ended.append(p)
@@ -109,7 +109,8 @@ def cause_of(snap: Snapshot, row: ProcRow) -> str:
         return (": the kernel's OOM killer took it, memory ran out (the host counted an OOM "
                 "kill as it ended: /proc/vmstat)")  # fmt: skip
     if (sig == 9 or abrupt) and row.oom_kills == 0:
-        how = "a kill -9 (a user, a scheduler stopping the job)" if sig else "os._exit, a signal"
+        how = ("a kill -9 (a user, a scheduler stopping the job)" if sig else
+               "another signal (a kill -9, a scheduler's) or os._exit")  # fmt: skip
         return f": not the OOM killer (the host counted no OOM kill as it ended): {how}"
     if abrupt:
         return (": killed by a signal (SIGKILL, which the kernel's OOM killer sends when "
