@@ -68,8 +68,8 @@ def abnormal_ends(snap: Snapshot) -> list[ProcRow]:
     in the order they ended: by a signal or with a non-zero code, or, its status reaped by
     its parent before it was read, a training process that ended without its hook's last
     send (a SIGKILL leaves no time for a goodbye) or any that ended as the host counted an
-    OOM kill. The job's own first process only where
-    a signal killed it (an exit code is the job's, said as such: the header, the report)."""
+    OOM kill. The job's own first process only where a signal killed it (an exit code is
+    the job's, said as such: the header, the report)."""
     abrupt = set(snap.unclosed)
     ended = []
     for p in snap.ended:
