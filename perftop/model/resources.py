@@ -64,6 +64,12 @@ def whole_bytes(x: Any) -> int | None:
 ENDS_KEPT = 128
 
 
+def _exited(row: ProcRow, **end: Any) -> ProcRow:
+    """``row`` of a process gone: no rates now; ``end``, how it ended where that was seen."""
+    return replace(row, alive=False, state="exited", cpu_percent=None, io_read_bps=None,
+                   io_write_bps=None, **end)  # fmt: skip
+
+
 class _Proc:
     __slots__ = (
         "row", "first_t", "last_t", "cpu", "rss", "uss", "pss", "uss_first", "io_r", "io_w",
@@ -103,9 +109,8 @@ class ProcessesReducer:
         if isinstance(ev, ProcExit):  # seen as it ended: how, where it was read
             p = self.procs.get(ev.pid)
             if p is not None:
-                p.row = replace(p.row, alive=False, state="exited", cpu_percent=None,
-                                io_read_bps=None, io_write_bps=None, ended_t=ev.t,
-                                exit_status=ev.status, oom_kills=ev.oom_kills)  # fmt: skip
+                p.row = _exited(p.row, ended_t=ev.t, exit_status=ev.status,
+                                oom_kills=ev.oom_kills)  # fmt: skip
                 if ev.status is None or ev.status:  # not a clean exit, or not known
                     self.ends[ev.pid] = None
                     while len(self.ends) > ENDS_KEPT:
@@ -182,10 +187,7 @@ class ProcessesReducer:
             )
         for pid, p in self.procs.items():
             if pid not in seen and p.row.alive:
-                p.row = replace(
-                    p.row, alive=False, state="exited", cpu_percent=None, io_read_bps=None,
-                    io_write_bps=None,
-                )  # fmt: skip
+                p.row = _exited(p.row)
 
     def contribute(self, parts: dict[str, Any], window: int | None) -> None:
         if window is None:  # the whole run's: with each process's reads over it
