@@ -19,8 +19,10 @@ import pytest
 from perftop.events import Hello, HookClose, ProcExit, ProcSample, Step
 from perftop.events.probes import PROC_FIELDS
 from perftop.model import Session
+from perftop.model.fleet import FleetSession
 from perftop.model.stands import ABRUPT, abnormal_ends, end_words
 from perftop.probes.exits import ExitWatch, oom_kills
+from perftop.wire import HEADER, Frame, decode_frame, encode_frame, encode_node_frame
 from tests.helpers import WORKLOADS, new_cgroup, run_and_report
 
 TORCHRUN = shutil.which("torchrun", path=str(Path(sys.executable).parent))
@@ -66,10 +68,14 @@ def test_a_childs_exit_code_and_a_sigkill_are_read_as_they_end_whoever_the_paren
 
 
 def _rank(s: Session, rank: int, pid: int, close: bool) -> None:
-    s.apply(Hello(1000.0, pid, 1, "h", ("train.py",), rank=rank, world_size=2, closes=True))
-    s.apply_all(Step(pid, i, 1000.0 + i, 1000.5 + i) for i in range(5))
-    if close:
-        s.apply(HookClose(1006.0, pid))
+    s.apply_all(_rank_events(rank, pid, close))
+
+
+def _rank_events(rank: int, pid: int, close: bool) -> list:
+    """A rank's hook: its hello, 5 steps and, where ``close``, its last send."""
+    hello = Hello(1000.0, pid, 1, "h", ("train.py",), rank=rank, world_size=2, closes=True)
+    steps = [Step(pid, i, 1000.0 + i, 1000.5 + i) for i in range(5)]
+    return [hello, *steps, *([HookClose(1006.0, pid)] if close else [])]
 
 
 def _row(pid: int) -> tuple:
@@ -97,6 +103,28 @@ def test_the_first_abnormal_end_leads_and_a_rank_gone_without_a_goodbye_is_one()
     assert end_words(snap, ends[1], ends[0]) == after
     row = next(p for p in snap.processes if p.pid == 100)
     assert not row.alive and row.exit_signal == 15 and row.exit_code is None
+
+
+def test_a_nodes_clean_end_is_not_made_abrupt_by_another_nodes_trainer_of_the_same_pid():
+    """Containers on two nodes often give their trainers one pid: on a collector, node b's
+    rank that said goodbye and ended (its status reaped by its parent) is no abnormal end
+    because node a's rank of that pid has not closed; node a's own cut end is one."""
+    fleet = FleetSession()
+
+    def node(name: str, events: list) -> None:
+        frame = Frame(0, encode_frame(events)[HEADER.size :])
+        fleet.apply_all(decode_frame(encode_node_frame(name, frame))[0])
+
+    sample = ProcSample(1005.0, 1.0, 90, (_row(100),))
+    node("a", [*_rank_events(0, 100, close=False), sample])  # still training
+    node("b", [*_rank_events(1, 100, close=True), sample, ProcExit(1006.5, 100, None)])
+    snap = fleet.snapshot(window=None)
+    assert abnormal_ends(snap) == []
+    (b,) = snap.ended
+    assert end_words(snap, b) == "rank 1 (pid 100 on b) ended", end_words(snap, b)
+    node("a", [ProcExit(1007.0, 100, None)])
+    ends = abnormal_ends(fleet.snapshot(window=None))
+    assert [(p.host, p.pid) for p in ends] == [("a", 100)], ends
 
 
 def _rank_killed(tmp_path: Path, **env: str) -> tuple[dict, dict, str]:

@@ -167,7 +167,7 @@ def merge(
         sync=tuple(parts["sync"]),
         output=tuple(output),
         output_total=local.output_total + sum(s.output_total for s in nodes.values()),
-        unclosed=tuple(p for s in nodes.values() for p in s.unclosed),
+        unclosed_at=tuple((n, p) for n, s in nodes.items() for p in s.unclosed),
         notes=tuple(notes),
         events=events,
         between=tuple(parts["between"]),

@@ -256,8 +256,8 @@ class StepsReducer:
         if pid is not None:
             parts["steps"] = next(r for r in ranks if r.pid == pid)
         parts["trainers"] = tuple(self.trainers.values())
-        parts["unclosed"] = tuple(
-            sorted(p for p in self.series if p in self.closing and p not in self.closed)
+        parts["unclosed_at"] = tuple(
+            sorted(("", p) for p in self.series if p in self.closing and p not in self.closed)
         )
         parts["closed"] = tuple(sorted(self.closed))
         parts["loaders"] = tuple(self.loaders.values())

@@ -176,9 +176,10 @@ class Snapshot:
     sync_watch: SyncWatch = field(default_factory=SyncWatch)
     output: tuple[OutputLine, ...] = ()
     output_total: int = 0
-    # Training processes with steps whose hook has not sent its last event (yet): once the
-    # job ended, each lost its last steps (os._exit, a fatal signal).
-    unclosed: tuple[int, ...] = ()
+    # Training processes with steps whose hook has not sent its last event (yet), (host,
+    # pid) as the process rows name them (host "" but on a collector): once the job ended,
+    # each lost its last steps (os._exit, a fatal signal).
+    unclosed_at: tuple[tuple[str, int], ...] = ()
     closed: tuple[int, ...] = ()  # training processes whose hook ended its steps (HookClose)
     notes: tuple[NoteRow, ...] = ()
     events: int = 0
@@ -202,6 +203,16 @@ class Snapshot:
     stalls: tuple[StallRow, ...] = ()  # stacks captured during stalled steps, oldest first
     captures: tuple[Capture, ...] = ()  # on-demand op captures, oldest first
     comm: CommStats = field(default_factory=CommStats)  # collectives across ranks
+
+    @property
+    def unclosed(self) -> tuple[int, ...]:
+        """The pids of :attr:`unclosed_at` (``cut_short``: on a collector, of every node)."""
+        return tuple(pid for _host, pid in self.unclosed_at)
+
+    def cut(self, pid: int, host: str = "") -> bool:
+        """Whether ``pid`` (on ``host``, a collector's node) is a training process whose hook
+        has not sent its last event: two nodes' trainers often have one pid (containers)."""
+        return (host, pid) in self.unclosed_at
 
     @property
     def latest_capture(self) -> Capture | None:

@@ -70,13 +70,12 @@ def abnormal_ends(snap: Snapshot) -> list[ProcRow]:
     send (a SIGKILL leaves no time for a goodbye) or any that ended as the host counted an
     OOM kill. The job's own first process only where a signal killed it (an exit code is
     the job's, said as such: the header, the report)."""
-    abrupt = set(snap.unclosed)
     ended = []
     for p in snap.ended:
         code, sig, unread = ending(snap, p)
         root = p.root or p.pid == snap.meta.job_pid  # (each node's, under a collector)
         if p.ended_t is not None and (sig is not None or (code and not root) or (
-                unread and not root and (p.pid in abrupt or bool(p.oom_kills)))):  # fmt: skip
+                unread and not root and (snap.cut(p.pid, p.host) or bool(p.oom_kills)))):  # fmt: skip
             ended.append(p)
     return sorted(ended, key=lambda p: p.ended_t or 0.0)
 
@@ -94,7 +93,8 @@ def end_words(snap: Snapshot, row: ProcRow, first: ProcRow | None = None) -> str
     """``rank 1 (pid 14271) killed by SIGKILL: the kernel's OOM killer took it …``; after
     ``first`` (the job's first abnormal end), how long after it: what followed."""
     who = role_of_pid(snap, row.pid, "process", row.host)
-    text = f"{who} (pid {row.pid}) {how_ended(snap, row)}"
+    on = f" on {row.host}" if row.host else ""  # a collector's node: pids repeat across them
+    text = f"{who} (pid {row.pid}{on}) {how_ended(snap, row)}"
     if first is not None and first is not row and first.ended_t and row.ended_t:
         after = role_of_pid(snap, first.pid, "process", first.host)
         return text + f", {row.ended_t - first.ended_t:.2f} s after {after}"
@@ -104,8 +104,9 @@ def end_words(snap: Snapshot, row: ProcRow, first: ProcRow | None = None) -> str
 def cause_of(snap: Snapshot, row: ProcRow) -> str:
     """``: …`` what most likely ended it, where its signal (or an abrupt end) says, and
     what the host's OOM kill count (/proc/vmstat, as it ended) adds; else ""."""
-    _code, sig, abrupt = ending(snap, row)
-    if (sig == 9 or abrupt) and row.oom_kills:
+    _code, sig, unread = ending(snap, row)
+    abrupt = unread and snap.cut(row.pid, row.host)  # no status, and no goodbye either
+    if (sig == 9 or unread) and row.oom_kills:
         return (": the kernel's OOM killer took it, memory ran out (the host counted an OOM "
                 "kill as it ended: /proc/vmstat)")  # fmt: skip
     if (sig == 9 or abrupt) and row.oom_kills == 0:
@@ -144,7 +145,7 @@ def how_ended(snap: Snapshot, row: ProcRow) -> str:
     """``killed by SIGKILL``, ``exited with code 1``, ``exited``; a training process's end
     with no status read and no last send from its hook, :data:`ABRUPT`; else ``ended``."""
     code, sig, _ = ending(snap, row)
-    return exit_words(code, sig) or (ABRUPT if row.pid in snap.unclosed else "ended")
+    return exit_words(code, sig) or (ABRUPT if snap.cut(row.pid, row.host) else "ended")
 
 
 # a training process that ended with no last send from its hook, its status unread (its
