@@ -21,6 +21,7 @@ from perftop.events.probes import PROC_FIELDS
 from perftop.model import Session
 from perftop.model.fleet import FleetSession
 from perftop.model.stands import ABRUPT, abnormal_ends, end_words
+from perftop.probes.cpulimit import read_cgroups
 from perftop.probes.exits import ExitWatch, oom_kills
 from perftop.wire import HEADER, Frame, decode_frame, encode_frame, encode_node_frame
 from tests.helpers import WORKLOADS, new_cgroup, run_and_report
@@ -157,11 +158,16 @@ def test_a_rank_killed_by_sigkill_is_said_first_and_its_launchers_stop_after_it(
     """A real DDP job (gloo, 2 ranks): rank 1 kills itself with SIGKILL after 60 steps;
     torchrun then stops rank 0. The headless line and the report name rank 1 first (killed
     by SIGKILL where its zombie was read in time, else ended abruptly: its hook never said
-    goodbye), then rank 0, after it; not the OOM killer: the host counted none."""
+    goodbye), then rank 0, after it; not the OOM killer: its memory cgroup (the host, where
+    it is in the root one) counted none."""
     _, first, _ = _rank_killed(tmp_path)
     if first["oom_kills"] is not None:  # (/proc/vmstat, Linux 4.13)
         assert first["oom_kills"] == 0, first
-        assert ": not the OOM killer (the host counted no OOM kill as it ended)" in first["words"]
+        said = re.search(r": not the OOM killer \((its memory cgroup|the host) counted no OOM "
+                         r"kill as it ended", first["words"])  # fmt: skip
+        assert said, first
+        assert first["oom_counted_by"] in ("/proc/vmstat", "memory.events.local",
+                                           "memory.events", "memory.oom_control"), first  # fmt: skip
 
 
 def memory_limited(limit: int) -> contextlib.AbstractContextManager[Path]:
@@ -176,15 +182,96 @@ def memory_limited(limit: int) -> contextlib.AbstractContextManager[Path]:
 @pytest.mark.skipif(TORCHRUN is None, reason="no torchrun")
 @pytest.mark.skipif(oom_kills() is None, reason="no OOM kill count (/proc/vmstat) here")
 def test_a_rank_the_oom_killer_takes_is_said_taken_by_it(tmp_path):
-    """The same job, rank 1 moved into a memory cgroup of 128 MiB where it takes 4 GiB:
-    the kernel's OOM killer kills it (for real). perftop says it was the OOM killer: the
-    host counted an OOM kill as it ended."""
+    """The same job, rank 1 in a memory cgroup of 128 MiB where it takes 4 GiB: the
+    kernel's OOM killer kills it (for real). perftop says it was the OOM killer: its memory
+    cgroup counted an OOM kill as it ended."""
     with memory_limited(128 * 2**20) as cg:
-        _, first, err = _rank_killed(tmp_path, OOM_CGROUP=str(cg))
+        _, first, err = _rank_killed(tmp_path, OOM_CGROUP=str(cg), KILL_AT="150")
     assert first["oom_kills"] and first["oom_kills"] >= 1, first
-    said = ": the kernel's OOM killer took it, memory ran out (the host counted an OOM kill"
+    said = ": the kernel's OOM killer took it, memory ran out (its memory cgroup counted an OOM"
     assert said in first["words"], first
     assert said in err, err
+
+
+# Moves itself into the cgroup named on its command line, says so, then waits for a line:
+# "hog" takes memory until it is killed; anything else, it sleeps until it is.
+IN_CGROUP = """
+import sys, time
+with open(sys.argv[1] + "/cgroup.procs", "w") as f:
+    f.write("0")
+print("in", flush=True)
+if sys.stdin.readline().strip() == "hog":
+    kept = []
+    while True:
+        kept.append(bytearray(8 * 2**20))  # each page written
+time.sleep(60)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="no pidfd on this OS")
+@pytest.mark.skipif(oom_kills() is None, reason="no OOM kill count (/proc/vmstat) here")
+def test_an_oom_kill_in_another_cgroup_is_not_the_cause_of_a_kill_9_beside_it():
+    """A shared machine: another job's process (its own memory cgroup of 64 MiB) is taken
+    by the OOM killer, and a second later ours (in a cgroup of its own) gets a kill -9. The
+    host counted an OOM kill in that window; ours is weighed against its own cgroup's
+    count: not the OOM killer. The other's end reads as the OOM killer's, by its cgroup."""
+    got: list[ProcExit] = []
+    w = ExitWatch(got.append)
+    with memory_limited(64 * 2**20) as other_cg, memory_limited(2**30) as our_cg:
+        procs = {
+            name: subprocess.Popen(
+                [sys.executable, "-c", IN_CGROUP, str(cg)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )  # fmt: skip
+            for name, cg in (("other", other_cg), ("ours", our_cg))
+        }
+        try:
+            for p in procs.values():
+                assert p.stdout is not None and p.stdout.readline() == "in\n"
+            pids = {name: p.pid for name, p in procs.items()}
+            files = {pid: read_cgroups(pid)[1] for pid in pids.values()}
+            assert str(files[pids["ours"]]).startswith(f"{our_cg}/memory."), files
+            host_before = oom_kills()
+            w.watch(pids.values(), {p: f for p, f in files.items() if f})
+            other = procs["other"]
+            assert other.stdin is not None
+            other.stdin.write("hog\n")
+            other.stdin.flush()
+            assert other.wait(60) == -9
+            time.sleep(0.5)
+            os.kill(pids["ours"], 9)
+            procs["ours"].wait(30)
+            end = time.monotonic() + 10
+            while len(got) < 2 and time.monotonic() < end:
+                time.sleep(0.05)
+        finally:
+            for p in procs.values():
+                p.kill()
+                p.wait()
+            w.close()
+    assert (oom_kills() or 0) > (host_before or 0)  # the host did count the other's
+    by = {e.pid: e for e in got}
+    ours, theirs = by[pids["ours"]], by[pids["other"]]
+    assert (ours.status, ours.oom_kills) == (9, 0) and ours.host_oom_kills, ours
+    assert theirs.status == 9 and theirs.oom_kills and theirs.oom_kills >= 1, theirs
+    assert ours.oom_source == theirs.oom_source == Path(files[pids["ours"]]).name
+    s = Session()
+    s.apply(ProcSample(got[0].t - 1, 1.0, 90, tuple(_row(p) for p in pids.values())))
+    s.apply_all(got)
+    snap = s.snapshot(window=None)
+    words = {p.pid: end_words(snap, p) for p in abnormal_ends(snap)}
+    source = ours.oom_source
+    assert words[pids["ours"]].endswith(
+        "killed by SIGKILL: not the OOM killer (its memory cgroup counted no OOM kill as it "
+        f"ended; the host counted {ours.host_oom_kills}, in another cgroup): a kill -9 (a user, "
+        "a scheduler stopping the job)"
+    ), words
+    assert words[pids["other"]].endswith(
+        f"the kernel's OOM killer took it, memory ran out (its memory cgroup counted an OOM "
+        f"kill as it ended: {source})"
+    ), words
 
 
 def test_the_tui_says_the_first_abnormal_end_once_and_the_table_how_each_ended():
@@ -219,9 +306,10 @@ def test_the_tui_says_the_first_abnormal_end_once_and_the_table_how_each_ended()
 
 
 OOM_MAIN = """
-import os, torch
+import os, time, torch
 with open(os.environ["OOM_CGROUP"] + "/cgroup.procs", "w") as f:
     f.write(str(os.getpid()))
+time.sleep(2.5)  # placed as it starts, as a scheduler would: the probe reads where, each 1 s
 m = torch.nn.Linear(8, 1)
 opt = torch.optim.SGD(m.parameters(), lr=0.1)
 hog = []

@@ -90,9 +90,13 @@ class ProcExit(Event):
     t: float
     pid: int
     status: int | None = None
-    # OOM kills the host counted (/proc/vmstat) from the probes' last tick to this end:
-    # 1 or more where the OOM killer took it (SIGKILL), 0 where it did not; None: unread
+    # OOM kills counted from a probe tick at least 5 s before to this end (its memory
+    # cgroup's where known, else the host's: ``oom_source``): 1 or more where the OOM killer took it (SIGKILL), 0 where it did not; None: unread
     oom_kills: int | None = None
+    # where they were counted: its memory cgroup's file (``memory.events``,
+    # ``memory.oom_control``: its own processes' kills), or "" the host's (/proc/vmstat)
+    oom_source: str = ""
+    host_oom_kills: int | None = None  # the host's, where ``oom_source`` is its cgroup's
 
 
 @event("host")

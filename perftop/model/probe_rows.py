@@ -66,7 +66,9 @@ class ProcRow:
     # how: waitpid's status (exit code << 8, or the signal), read from its zombie; None:
     # alive, its end not seen (no pidfd here), or reaped by its parent before it was read
     exit_status: int | None = None
-    oom_kills: int | None = None  # the host's OOM kills as it ended (ProcExit.oom_kills)
+    oom_kills: int | None = None  # OOM kills counted as it ended (ProcExit.oom_kills)
+    oom_source: str = ""  # ... by its memory cgroup's file, or "" the host's (/proc/vmstat)
+    host_oom_kills: int | None = None  # the host's, where that is its cgroup's
     root: bool = False  # its node's job's own first process (ProcSample.root_pid)
 
     @property

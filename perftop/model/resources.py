@@ -110,7 +110,8 @@ class ProcessesReducer:
             p = self.procs.get(ev.pid)
             if p is not None:
                 p.row = _exited(p.row, ended_t=ev.t, exit_status=ev.status,
-                                oom_kills=ev.oom_kills)  # fmt: skip
+                                oom_kills=ev.oom_kills, oom_source=ev.oom_source,
+                                host_oom_kills=ev.host_oom_kills)  # fmt: skip
                 if ev.status is None or ev.status:  # not a clean exit, or not known
                     self.ends[ev.pid] = None
                     while len(self.ends) > ENDS_KEPT:

@@ -67,9 +67,9 @@ def abnormal_ends(snap: Snapshot) -> list[ProcRow]:
     """The job's processes that ended abnormally, as each was seen to end (``ProcExit``),
     in the order they ended: by a signal or with a non-zero code, or, its status reaped by
     its parent before it was read, a training process that ended without its hook's last
-    send (a SIGKILL leaves no time for a goodbye) or any that ended as the host counted an
-    OOM kill. The job's own first process only where a signal killed it (an exit code is
-    the job's, said as such: the header, the report)."""
+    send (a SIGKILL leaves no time for a goodbye) or any that ended as its memory cgroup
+    (else the host) counted an OOM kill. The job's own first process only where a signal
+    killed it (an exit code is the job's, said as such: the header, the report)."""
     ended = []
     for p in snap.ended:
         code, sig, unread = ending(snap, p)
@@ -103,16 +103,22 @@ def end_words(snap: Snapshot, row: ProcRow, first: ProcRow | None = None) -> str
 
 def cause_of(snap: Snapshot, row: ProcRow) -> str:
     """``: …`` what most likely ended it, where its signal (or an abrupt end) says, and
-    what the host's OOM kill count (/proc/vmstat, as it ended) adds; else ""."""
+    what the OOM kills counted as it ended add (its memory cgroup's, else the host's);
+    else ""."""
     _code, sig, unread = ending(snap, row)
     abrupt = unread and snap.cut(row.pid, row.host)  # no status, and no goodbye either
+    counter = ("its memory cgroup", row.oom_source) if row.oom_source else (
+        "the host", "/proc/vmstat")  # fmt: skip
     if (sig == 9 or unread) and row.oom_kills:
-        return (": the kernel's OOM killer took it, memory ran out (the host counted an OOM "
-                "kill as it ended: /proc/vmstat)")  # fmt: skip
+        return (": the kernel's OOM killer took it, memory ran out "
+                f"({counter[0]} counted an OOM kill as it ended: {counter[1]})")  # fmt: skip
     if (sig == 9 or abrupt) and row.oom_kills == 0:
         how = ("a kill -9 (a user, a scheduler stopping the job)" if sig else
                "another signal (a kill -9, a scheduler's) or os._exit")  # fmt: skip
-        return f": not the OOM killer (the host counted no OOM kill as it ended): {how}"
+        also = ""  # the host's kill: another cgroup's (or its own, had it moved since read)
+        if row.oom_source and row.host_oom_kills:
+            also = f"; the host counted {row.host_oom_kills}, in another cgroup"
+        return f": not the OOM killer ({counter[0]} counted no OOM kill as it ended{also}): {how}"
     if abrupt:
         return (": killed by a signal (SIGKILL, which the kernel's OOM killer sends when "
                 "memory runs out) or os._exit")  # fmt: skip

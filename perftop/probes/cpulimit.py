@@ -6,7 +6,8 @@ threads on a 64-core node look idle; against the 2 cores the job may use, they t
 The CPU hints weigh a job's threads and waits against these figures (hints/cores.py).
 psutil has the affinity (``cpu_affinity``), not the limit: the limit is read from the
 cgroup files the kernel publishes (v2 ``cpu.max``, v1 ``cpu.cfs_quota_us`` over
-``cpu.cfs_period_us``), the least of the process's cgroup and each cgroup above it.
+``cpu.cfs_period_us``), the least of the process's cgroup and each cgroup above it. The
+same read finds where its memory cgroup counts OOM kills (exits.py).
 """
 
 from __future__ import annotations
@@ -33,23 +34,49 @@ def read_affinity(pid: int) -> str | None:
 def read_cpu_quota(pid: int, root: str = ROOT) -> float | None:
     """The cores the process's cgroup lets it use (quota / period, the least along its
     path up to the root); None where none is set or it cannot be read."""
+    return read_cgroups(pid, root)[0]
+
+
+def read_cgroups(pid: int, root: str = ROOT, quota: bool = True) -> tuple[float | None, str | None]:
+    """One read of ``/proc/PID/cgroup``: (:func:`read_cpu_quota`'s cores, None without
+    ``quota``, whose walk up the tree costs ~0.1 ms; the file where the process's own memory
+    cgroup counts its OOM kills, or None where it is the root's, whose count is the host's:
+    exits.py weighs an end against it)."""
     try:
         with open(f"/proc/{pid}/cgroup", encoding="utf-8", errors="replace") as f:
             lines = f.read(8192).splitlines()
     except OSError:
-        return None
+        return None, None
     limits: list[float] = []
+    oom: str | None = None
     for line in lines:
         hid, _, rest = line.partition(":")
         controllers, _, path = rest.partition(":")
         if hid == "0" and not controllers:  # the v2 hierarchy
-            limits += _walk(root if _is_v2(root) else f"{root}/unified", path, _v2_limit)
-        elif "cpu" in controllers.split(","):
+            base = root if _is_v2(root) else f"{root}/unified"
+            limits += _walk(base, path, _v2_limit) if quota else []
+            oom = oom or _oom_file(base, path, ("memory.events.local", "memory.events"))
+        elif "cpu" in controllers.split(",") and quota:
             for d in V1_DIRS:
                 if os.path.isdir(f"{root}/{d}"):
                     limits += _walk(f"{root}/{d}", path, _v1_limit)
                     break
-    return round(min(limits), 3) if limits else None
+        elif controllers == "memory":  # v1's own count: memory.oom_control, "oom_kill N"
+            oom = _oom_file(f"{root}/memory", path, ("memory.oom_control",)) or oom
+    return (round(min(limits), 3) if limits else None), oom
+
+
+def _oom_file(base: str, path: str, names: tuple[str, ...]) -> str | None:
+    """The first of ``names`` in the cgroup at ``path`` (not the root) that exists."""
+    parts = _parts(path)
+    if not parts:
+        return None
+    d = os.path.join(base, *parts)
+    return next((f"{d}/{n}" for n in names if os.path.isfile(f"{d}/{n}")), None)
+
+
+def _parts(path: str) -> list[str]:
+    return [p for p in path.split("/") if p and p not in (".", "..")][:MAX_DEPTH]
 
 
 def _is_v2(root: str) -> bool:
@@ -59,7 +86,7 @@ def _is_v2(root: str) -> bool:
 def _walk(base: str, path: str, limit: Callable[[str], float | None]) -> list[float]:
     """The limits set in the cgroup at ``path`` and each one above it."""
     out: list[float] = []
-    parts = [p for p in path.split("/") if p and p not in (".", "..")][:MAX_DEPTH]
+    parts = _parts(path)
     for n in range(len(parts), -1, -1):
         v = limit(os.path.join(base, *parts[:n]))
         if v is not None:

@@ -34,11 +34,13 @@ MAX_WATCHED = 256
 OOM_WINDOW_S = 5.0
 
 
-def oom_kills() -> int | None:
-    """The OOM kills the host has counted since boot (/proc/vmstat, Linux 4.13), every one
-    (a cgroup's limit's too), or None where it keeps no such count."""
+def oom_kills(path: str = "/proc/vmstat") -> int | None:
+    """The OOM kills counted in ``path``'s ``oom_kill`` line: the host's since boot
+    (/proc/vmstat, Linux 4.13: every one, a cgroup's limit's too), or a memory cgroup's of
+    its own processes (v2 ``memory.events``, v1 ``memory.oom_control``, whatever killed
+    them); None where it keeps no such count."""
     try:
-        with open("/proc/vmstat", "rb") as f:
+        with open(path, "rb") as f:
             for line in f:
                 if line.startswith(b"oom_kill "):
                     return int(line.split()[1])
@@ -80,17 +82,29 @@ class ExitWatch:
         self._wake_r, self._wake_w = os.pipe() if self.available else (-1, -1)
         self._thread: threading.Thread | None = None
         self._stop = False
-        # the host's OOM kill count at each tick: (monotonic time, count), recent ones
-        self._ooms: deque[tuple[float, int | None]] = deque(maxlen=16)
-        self._ooms.append((time.monotonic(), oom_kills() if self.available else None))
+        # pid -> where its memory cgroup counts OOM kills, as the process probe last read
+        # it (a zombie's cgroup reads as the root's: it is known by its end or not at all)
+        self._files: dict[int, str] = {}
+        # each tick's OOM kill counts: (monotonic time, the host's, {cgroup file: its}),
+        # recent ones
+        self._ooms: deque[tuple[float, int | None, dict[str, int | None]]] = deque(maxlen=16)
+        self._ooms.append((time.monotonic(), oom_kills() if self.available else None, {}))
 
-    def watch(self, pids: Iterable[int]) -> None:
-        """Watch each of ``pids`` not watched yet (the probe's tick: the job's tree)."""
+    def watch(self, pids: Iterable[int], oom_files: dict[int, str] | None = None) -> None:
+        """Watch each of ``pids`` not watched yet (the probe's tick: the job's tree), each
+        end weighed against its memory cgroup's OOM kills where ``oom_files`` names where
+        they are counted, else against the host's."""
         if not self.available or self._stop:
             return
-        self._ooms.append((time.monotonic(), oom_kills()))
+        wanted = set(pids)
+        with self._lock:  # the watched pids' and the new ones' (the poll thread pops ends)
+            files = {p: f for p, f in self._files.items() if p in self._fds}
+            files.update((p, f) for p, f in (oom_files or {}).items() if p in wanted)
+            self._files = files
+        counts = {f: oom_kills(f) for f in set(files.values())}  # (one a job, as a rule)
+        self._ooms.append((time.monotonic(), oom_kills(), counts))
         added = []
-        for pid in pids:
+        for pid in wanted:
             if pid in self._fds or len(self._fds) >= MAX_WATCHED:
                 continue
             try:
@@ -131,13 +145,23 @@ class ExitWatch:
                     os.close(fd)
         self._wake_r = self._wake_w = -1
 
-    def _ooms_since(self, since: float) -> int | None:
-        """The OOM kills the host counted from the last tick at or before ``since`` (the
-        first one, where the watch is younger) to now; None where either is unread."""
+    def _ooms_since(self, since: float, pid: int) -> tuple[int | None, str, int | None]:
+        """(the OOM kills counted from the last tick at or before ``since``, the first one
+        where the watch is younger, to now; where: ``pid``'s memory cgroup's file, where a
+        tick read its count (another user's OOM kill is not its), else "" the host's; the
+        host's); None where a count is unread."""
+        with self._lock:
+            file = self._files.pop(pid, None)
         readings = list(self._ooms)
-        before = next((c for t, c in reversed(readings) if t <= since), readings[0][1])
+        host = next((c for t, c, _ in reversed(readings) if t <= since), readings[0][1])
         now = oom_kills()
-        return None if before is None or now is None else max(0, now - before)
+        on_host = None if host is None or now is None else max(0, now - host)
+        if file:  # its cgroup's: from the first tick that read it where none is as old
+            theirs = [(t, c[file]) for t, _h, c in readings if c.get(file) is not None]
+            if theirs and (mine := oom_kills(file)) is not None:
+                before = next((c for t, c in reversed(theirs) if t <= since), theirs[0][1])
+                return max(0, mine - (before or 0)), os.path.basename(file), on_host
+        return on_host, "", on_host
 
     def _loop(self) -> None:
         poll = self._poll
@@ -166,11 +190,11 @@ class ExitWatch:
                 pid = by_fd.pop(fd)
                 poll.unregister(fd)
                 status = zombie_status(pid)
-                ooms = self._ooms_since(time.monotonic() - OOM_WINDOW_S)
+                ooms, where, on_host = self._ooms_since(time.monotonic() - OOM_WINDOW_S, pid)
                 self._fds.pop(pid, None)
                 with contextlib.suppress(OSError):
                     os.close(fd)
-                ev = ProcExit(t, pid, status, ooms)
+                ev = ProcExit(t, pid, status, ooms, where, on_host if where else None)
                 if self.submit is not None:
                     with contextlib.suppress(Exception):  # a hub gone: the end goes unsaid
                         self.submit(ev)
@@ -190,7 +214,7 @@ class ExitProbe:
         self.exits = ExitWatch(submit)
 
     def sample(self, t: float) -> list[Event]:
-        self.exits.watch(self.procs.pids)
+        self.exits.watch(self.procs.pids, self.procs.oom_files())
         return []
 
     def close(self) -> None:

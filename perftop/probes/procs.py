@@ -19,7 +19,7 @@ from typing import Any
 import psutil
 
 from perftop.events import Event, Note, ProcInfo, ProcSample
-from perftop.probes.cpulimit import read_affinity, read_cpu_quota
+from perftop.probes.cpulimit import read_affinity, read_cgroups
 from perftop.probes.platform import PlatformCaps, platform_caps
 from perftop.probes.procread import (
     UNAVAILABLE,
@@ -63,9 +63,13 @@ MEM_FORK_DEFER_S = 0.9
 # its CPU share is within 5% of a core. Two ticks close together (a tick the monitor asks
 # for at once, as a process appears) read a rank's 10 ms in 3 ms: 335% on 2 cores.
 CPU_MIN_S = 0.2
-# A process's cgroup CPU limit is read at its first tick and then every this many ticks
-# (a job that moves itself into a cgroup does so as it starts: a few file reads each).
+# A process's cgroups (its CPU limit, where its OOM kills are counted) are read at its
+# first tick and then every this many ticks (a job that moves itself into a cgroup does so
+# as it starts: a few file reads each); where its OOM kills are counted, at every tick of
+# its first YOUNG_S seconds in sight too (~20 µs: a process killed right after its move
+# must be weighed against its new cgroup, exits.py)
 QUOTA_EVERY = 5
+YOUNG_S = 10.0
 
 
 @dataclass(slots=True)
@@ -93,6 +97,7 @@ class _Tracked:
     blank_tries: int = 0
     quota: float | None = None  # cores its cgroup's CPU limit allows (cpulimit.py)
     quota_ticks: int = 0  # ticks since that was read
+    oom_file: str | None = None  # where its memory cgroup counts OOM kills (cpulimit.py)
 
 
 def _read_cmdline(tr: _Tracked, tries: int = BLANK_TRIES) -> None:
@@ -143,6 +148,10 @@ class ProcProbe:
         # than the main one (ThreadWatch sets it, a new dict each time): its wait for a core
         # is read there
         self.threads: dict[int, int] = {}
+
+    def oom_files(self) -> dict[int, str]:
+        """pid -> the file where its memory cgroup counts OOM kills (ExitProbe's)."""
+        return {pid: tr.oom_file for pid, tr in self._tracked.items() if tr.oom_file}
 
     def sample(self, t: float) -> list[Event]:
         now = time.monotonic()
@@ -260,7 +269,9 @@ class ProcProbe:
             wait = read_run_delay(p.pid, tid)  # beside its CPU time: one interval for both
         cpus = read_affinity(p.pid)
         if tr.quota_ticks % QUOTA_EVERY == 0:
-            tr.quota = read_cpu_quota(p.pid)
+            tr.quota, tr.oom_file = read_cgroups(p.pid)
+        elif now - tr.seen_at < YOUNG_S:
+            tr.oom_file = read_cgroups(p.pid, quota=False)[1]
         tr.quota_ticks += 1
         if state == psutil.STATUS_ZOMBIE or rss == 0:
             # no resident page: its address space is gone, it is past the point of exit

@@ -74,8 +74,10 @@ def ends_json(snap: Snapshot) -> list[dict[str, Any]]:
             "ended_t": rounded(p.ended_t, 3),
             "exit_code": how[p.pid][0],
             "exit_signal": signal_name(sig) if (sig := how[p.pid][1]) is not None else None,
-            # the host's OOM kills as it ended (/proc/vmstat): 1 or more, the OOM killer's
+            # the OOM kills counted as it ended: 1 or more, the OOM killer's; by its memory
+            # cgroup ("memory.events", "memory.oom_control": its own processes') or the host
             "oom_kills": p.oom_kills,
+            "oom_counted_by": p.oom_source or ("/proc/vmstat" if p.oom_kills is not None else None),
             "words": end_words(snap, p, ends[0]),
         }
         for p in ends
