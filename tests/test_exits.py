@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -57,9 +58,7 @@ def test_a_childs_exit_code_and_a_sigkill_are_read_as_they_end_whoever_the_paren
         gone = subprocess.Popen([sys.executable, "-c", "pass"])
         gone.wait()
         w.watch([gone.pid])  # reaped already: nothing to open
-        end = time.monotonic() + 30
-        while len(got) < 2 and time.monotonic() < end:
-            time.sleep(0.05)
+        _until(lambda: len(got) == 2, 30)
         top.wait(30)
     finally:
         top.kill()
@@ -193,6 +192,12 @@ def test_a_rank_the_oom_killer_takes_is_said_taken_by_it(tmp_path):
     assert said in err, err
 
 
+def _until(done: Callable[[], bool], timeout: float) -> None:
+    end = time.monotonic() + timeout
+    while not done() and time.monotonic() < end:
+        time.sleep(0.05)
+
+
 # Moves itself into the cgroup named on its command line, says so, then waits for a line:
 # "hog" takes memory until it is killed; anything else, it sleeps until it is.
 IN_CGROUP = """
@@ -239,13 +244,10 @@ def test_an_oom_kill_in_another_cgroup_is_not_the_cause_of_a_kill_9_beside_it():
             assert other.stdin is not None
             other.stdin.write("hog\n")
             other.stdin.flush()
-            assert other.wait(60) == -9
+            _until(lambda: bool(got), 60)  # (neither is reaped before its end is read)
             time.sleep(0.5)
             os.kill(pids["ours"], 9)
-            procs["ours"].wait(30)
-            end = time.monotonic() + 10
-            while len(got) < 2 and time.monotonic() < end:
-                time.sleep(0.05)
+            _until(lambda: len(got) == 2, 10)
         finally:
             for p in procs.values():
                 p.kill()
