@@ -279,7 +279,9 @@ def test_an_oom_kill_in_another_cgroup_is_not_the_cause_of_a_kill_9_beside_it():
 def test_the_tui_says_the_first_abnormal_end_once_and_the_table_how_each_ended():
     """A notice names the first process to end abnormally (once: what followed it is the
     report's); the Processes table says each end it read before the command
-    (``[SIGTERM] train.py``), struck through as any exited process."""
+    (``[SIGTERM] train.py``, ``[OOM kill] train.py`` where an OOM kill was counted as a
+    process ended whose status its parent reaped first), struck through as any exited
+    process."""
     import asyncio
 
     from perftop.tui.messages import SnapshotMessage
@@ -289,9 +291,10 @@ def test_the_tui_says_the_first_abnormal_end_once_and_the_table_how_each_ended()
     s = Session()
     _rank(s, 0, 100, close=True)
     _rank(s, 1, 101, close=False)
-    s.apply(ProcSample(1005.0, 1.0, 90, tuple(_row(p) for p in (100, 101))))
+    s.apply(ProcSample(1005.0, 1.0, 90, tuple(_row(p) for p in (100, 101, 102))))
     s.apply(ProcExit(1006.00, 101, 9))
     s.apply(ProcExit(1006.12, 100, 15))
+    s.apply(ProcExit(1006.20, 102, None, 1, "memory.events"))  # reaped first, as an OOM kill
 
     async def main() -> None:
         async with showing(s.snapshot()) as (app, pilot):
@@ -303,6 +306,7 @@ def test_the_tui_says_the_first_abnormal_end_once_and_the_table_how_each_ended()
             assert said[0].startswith("rank 1 (pid 101) killed by SIGKILL: the kernel's OOM")
             table = app.query_one(ProcessesPanel).table
             assert table.get_cell("100", "name").plain == "[SIGTERM] python"
+            assert table.get_cell("102", "name").plain == "[OOM kill] python"
 
     asyncio.run(main())
 

@@ -141,10 +141,18 @@ def hang_called(h: HangRow) -> float:
 
 
 def ended_short(snap: Snapshot, row: ProcRow) -> str:
-    """``ended (SIGKILL)``, ``ended (exit 1)``, ``ended``: a notice's words."""
-    code, sig, _ = ending(snap, row)
-    tag = exit_tag(code, sig)
+    """``ended (SIGKILL)``, ``ended (OOM kill)``, ``ended``: a notice's words."""
+    tag = end_tag(row, *ending(snap, row)[:2])
     return f"ended ({tag})" if tag else "ended"
+
+
+def end_tag(row: ProcRow, code: int | None, sig: int | None) -> str:
+    """A table's or a notice's word for an abnormal end ("" for a clean one): ``OOM kill``
+    where a SIGKILL, or an end whose status its parent reaped first, came as an OOM kill was
+    counted (:func:`cause_of` says which count), else ``SIGKILL``, ``exit 1``."""
+    if (sig == 9 or (sig is None and code is None)) and row.oom_kills:
+        return "OOM kill"
+    return exit_tag(code, sig)
 
 
 def how_ended(snap: Snapshot, row: ProcRow) -> str:

@@ -13,10 +13,11 @@ from textual.app import ComposeResult
 from textual.markup import escape
 
 from perftop.events.stacks import HELD_STATES
-from perftop.fmt import exit_tag, process_label
+from perftop.fmt import process_label
 from perftop.model import Snapshot
 from perftop.model.roles import rank_workers, role_sort_key, role_text
 from perftop.model.snapshot import ProcessRole, ProcRow
+from perftop.model.stands import end_tag
 from perftop.safe import visible_line
 from perftop.tui import fmt
 from perftop.tui.widgets.difftable import FIRST_ROWS, Cell, DiffTable, First
@@ -79,7 +80,7 @@ def row_cells(
     # stopped, or in uninterruptible sleep (htop's T, D): said before the command
     held = p.state if p is not None and p.alive and p.state in HELD_STATES else ""
     # ended by a signal or with an error, as it was seen to end: said before its command
-    ended = exit_tag(p.exit_code, p.exit_signal) if p is not None and dead else ""
+    ended = end_tag(p, p.exit_code, p.exit_signal) if p is not None and dead else ""
     if held:
         name_cell = Cell(f"[{held}] {name}", name, style="bold yellow", justify="left")
     elif ended:
