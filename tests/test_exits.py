@@ -23,7 +23,8 @@ from perftop.model import Session
 from perftop.model.fleet import FleetSession
 from perftop.model.stands import ABRUPT, abnormal_ends, end_words
 from perftop.probes.cpulimit import read_cgroups
-from perftop.probes.exits import ExitWatch, oom_kills
+from perftop.probes.exits import ExitWatch
+from perftop.probes.oomcount import oom_kills
 from perftop.wire import HEADER, Frame, decode_frame, encode_frame, encode_node_frame
 from tests.helpers import WORKLOADS, new_cgroup, run_and_report
 
@@ -213,67 +214,85 @@ time.sleep(60)
 """
 
 
-@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="no pidfd on this OS")
-@pytest.mark.skipif(oom_kills() is None, reason="no OOM kill count (/proc/vmstat) here")
-def test_an_oom_kill_in_another_cgroup_is_not_the_cause_of_a_kill_9_beside_it():
-    """A shared machine: another job's process (its own memory cgroup of 64 MiB) is taken
-    by the OOM killer, and a second later ours (in a cgroup of its own) gets a kill -9. The
-    host counted an OOM kill in that window; ours is weighed against its own cgroup's
-    count: not the OOM killer. The other's end reads as the OOM killer's, by its cgroup."""
+def _oom_then_kill_9(
+    hog_cg: Path, our_cg: Path, watch_hog: bool
+) -> tuple[dict[str, int], dict[int, ProcExit], dict[int, str]]:
+    """A process in ``hog_cg`` takes memory until the OOM killer takes it; half a second
+    after, ours in ``our_cg`` gets a kill -9. The watch sees ours (and the hog, where
+    ``watch_hog``): (pids by name, each end seen, each one's words as perftop says them)."""
     got: list[ProcExit] = []
     w = ExitWatch(got.append)
-    with memory_limited(64 * 2**20) as other_cg, memory_limited(2**30) as our_cg:
-        procs = {
-            name: subprocess.Popen(
-                [sys.executable, "-c", IN_CGROUP, str(cg)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                text=True,
-            )  # fmt: skip
-            for name, cg in (("other", other_cg), ("ours", our_cg))
-        }
-        try:
-            for p in procs.values():
-                assert p.stdout is not None and p.stdout.readline() == "in\n"
-            pids = {name: p.pid for name, p in procs.items()}
-            files = {pid: read_cgroups(pid)[1] for pid in pids.values()}
-            assert str(files[pids["ours"]]).startswith(f"{our_cg}/memory."), files
-            host_before = oom_kills()
-            w.watch(pids.values(), {p: f for p, f in files.items() if f})
-            other = procs["other"]
-            assert other.stdin is not None
-            other.stdin.write("hog\n")
-            other.stdin.flush()
-            _until(lambda: bool(got), 60)  # (neither is reaped before its end is read)
-            time.sleep(0.5)
-            os.kill(pids["ours"], 9)
-            _until(lambda: len(got) == 2, 10)
-        finally:
-            for p in procs.values():
-                p.kill()
-                p.wait()
-            w.close()
-    assert (oom_kills() or 0) > (host_before or 0)  # the host did count the other's
-    by = {e.pid: e for e in got}
-    ours, theirs = by[pids["ours"]], by[pids["other"]]
-    assert (ours.status, ours.oom_kills) == (9, 0) and ours.host_oom_kills, ours
-    assert theirs.status == 9 and theirs.oom_kills and theirs.oom_kills >= 1, theirs
-    assert ours.oom_source == theirs.oom_source == Path(files[pids["ours"]]).name
+    procs = {
+        name: subprocess.Popen(
+            [sys.executable, "-c", IN_CGROUP, str(cg)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for name, cg in (("hog", hog_cg), ("ours", our_cg))
+    }
+    try:
+        for p in procs.values():
+            assert p.stdout is not None and p.stdout.readline() == "in\n"
+        pids = {name: p.pid for name, p in procs.items()}
+        files = {pid: f for pid in pids.values() if (f := read_cgroups(pid)[1])}
+        assert files[pids["ours"]].startswith(f"{our_cg}/memory."), files
+        host_before = oom_kills() or 0
+        w.watch([pids["ours"], *([pids["hog"]] if watch_hog else [])], files)
+        hog = procs["hog"]
+        assert hog.stdin is not None
+        hog.stdin.write("hog\n")
+        hog.stdin.flush()
+        _until(lambda: (oom_kills() or 0) > host_before, 60)
+        _until(lambda: len(got) == watch_hog, 10)  # (none is reaped before its end is read)
+        time.sleep(0.5)
+        os.kill(pids["ours"], 9)
+        _until(lambda: len(got) == 1 + watch_hog, 10)
+    finally:
+        for p in procs.values():
+            p.kill()
+            p.wait()
+        w.close()
+    assert (oom_kills() or 0) > host_before  # the host did count the hog's
     s = Session()
     s.apply(ProcSample(got[0].t - 1, 1.0, 90, tuple(_row(p) for p in pids.values())))
     s.apply_all(got)
     snap = s.snapshot(window=None)
-    words = {p.pid: end_words(snap, p) for p in abnormal_ends(snap)}
-    source = ours.oom_source
-    assert words[pids["ours"]].endswith(
-        "killed by SIGKILL: not the OOM killer (its memory cgroup counted no OOM kill as it "
-        f"ended; the host counted {ours.host_oom_kills}, in another cgroup): a kill -9 (a user, "
-        "a scheduler stopping the job)"
-    ), words
-    assert words[pids["other"]].endswith(
-        f"the kernel's OOM killer took it, memory ran out (its memory cgroup counted an OOM "
-        f"kill as it ended: {source})"
-    ), words
+    return pids, {e.pid: e for e in got}, {p.pid: end_words(snap, p) for p in abnormal_ends(snap)}
+
+
+KILL_9 = "killed by SIGKILL: not the OOM killer (its memory cgroup counted no OOM kill as it ended"
+BY_CGROUP = "the kernel's OOM killer took it, memory ran out (its memory cgroup counted an OOM kill"
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="no pidfd on this OS")
+@pytest.mark.skipif(oom_kills() is None, reason="no OOM kill count (/proc/vmstat) here")
+def test_an_oom_kill_in_another_cgroup_is_not_the_cause_of_a_kill_9_beside_it():
+    """A shared machine: another user's process (its own memory cgroup of 64 MiB) is taken
+    by the OOM killer, and half a second later ours (in a cgroup of its own) gets a kill -9.
+    The host counted an OOM kill in that window; ours is weighed against its own cgroup's
+    count: not the OOM killer, and the host's kill said to be another cgroup's."""
+    with memory_limited(64 * 2**20) as other_cg, memory_limited(2**30) as our_cg:
+        pids, ends, words = _oom_then_kill_9(other_cg, our_cg, watch_hog=False)
+    ours = ends[pids["ours"]]
+    assert (ours.status, ours.oom_kills) == (9, 0) and ours.host_oom_kills, ours
+    said = f"{KILL_9}; the host counted {ours.host_oom_kills}, in another cgroup): a kill -9 "
+    assert said in words[pids["ours"]], words
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="no pidfd on this OS")
+@pytest.mark.skipif(oom_kills() is None, reason="no OOM kill count (/proc/vmstat) here")
+def test_one_oom_kill_is_one_victim_not_every_process_of_its_cgroup_that_ends_after_it():
+    """Two processes of one job in one memory cgroup of 64 MiB: the OOM killer takes one,
+    then the other gets a kill -9 (as a training process's other workers end when one was
+    taken). The cgroup counted one kill in the window of both: the first end claims it."""
+    with memory_limited(64 * 2**20) as cg:
+        pids, ends, words = _oom_then_kill_9(cg, cg, watch_hog=True)
+    hog, ours = ends[pids["hog"]], ends[pids["ours"]]
+    assert hog.status == 9 and hog.oom_kills and hog.oom_source == ours.oom_source, hog
+    assert BY_CGROUP in words[pids["hog"]], words
+    assert (ours.status, ours.oom_kills, ours.host_oom_kills) == (9, 0, 0), ours
+    assert f"{KILL_9}): a kill -9 " in words[pids["ours"]], words
 
 
 def test_the_tui_says_the_first_abnormal_end_once_and_the_table_how_each_ended():

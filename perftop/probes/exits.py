@@ -17,36 +17,16 @@ import os
 import select
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from perftop.events import Event, ProcExit
+from perftop.probes.oomcount import OomCounts
 
 _EXIT_CODE_FIELD = 52  # /proc/PID/stat, counted from 1 (pid is field 1)
 # pidfds held at most: a descriptor each, within the 1,024 a process may often open, so a
 # job of thousands of processes (Ray's) never leaves the monitor short of descriptors
 MAX_WATCHED = 256
-# An end is weighed against the host's OOM kills over this long before it: the OOM killer
-# counts its kill, then the process frees its memory and ends (seconds, for a large one);
-# a count taken later than the kill would hide it, one from minutes before would blame it
-# for another process's
-OOM_WINDOW_S = 5.0
-
-
-def oom_kills(path: str = "/proc/vmstat") -> int | None:
-    """The OOM kills counted in ``path``'s ``oom_kill`` line: the host's since boot
-    (/proc/vmstat, Linux 4.13: every one, a cgroup's limit's too), or a memory cgroup's of
-    its own processes (v2 ``memory.events``, v1 ``memory.oom_control``, whatever killed
-    them); None where it keeps no such count."""
-    try:
-        with open(path, "rb") as f:
-            for line in f:
-                if line.startswith(b"oom_kill "):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
 
 
 def zombie_status(pid: int) -> int | None:
@@ -85,10 +65,7 @@ class ExitWatch:
         # pid -> where its memory cgroup counts OOM kills, as the process probe last read
         # it (a zombie's cgroup reads as the root's: it is known by its end or not at all)
         self._files: dict[int, str] = {}
-        # each tick's OOM kill counts: (monotonic time, the host's, {cgroup file: its}),
-        # recent ones
-        self._ooms: deque[tuple[float, int | None, dict[str, int | None]]] = deque(maxlen=16)
-        self._ooms.append((time.monotonic(), oom_kills() if self.available else None, {}))
+        self._ooms = OomCounts(read=self.available)
 
     def watch(self, pids: Iterable[int], oom_files: dict[int, str] | None = None) -> None:
         """Watch each of ``pids`` not watched yet (the probe's tick: the job's tree), each
@@ -101,8 +78,7 @@ class ExitWatch:
             files = {p: f for p, f in self._files.items() if p in self._fds}
             files.update((p, f) for p, f in (oom_files or {}).items() if p in wanted)
             self._files = files
-        counts = {f: oom_kills(f) for f in set(files.values())}  # (one a job, as a rule)
-        self._ooms.append((time.monotonic(), oom_kills(), counts))
+        self._ooms.tick(set(files.values()))
         added = []
         for pid in wanted:
             if pid in self._fds or len(self._fds) >= MAX_WATCHED:
@@ -145,24 +121,6 @@ class ExitWatch:
                     os.close(fd)
         self._wake_r = self._wake_w = -1
 
-    def _ooms_since(self, since: float, pid: int) -> tuple[int | None, str, int | None]:
-        """(the OOM kills counted from the last tick at or before ``since``, the first one
-        where the watch is younger, to now; where: ``pid``'s memory cgroup's file, where a
-        tick read its count (another user's OOM kill is not its), else "" the host's; the
-        host's); None where a count is unread."""
-        with self._lock:
-            file = self._files.pop(pid, None)
-        readings = list(self._ooms)
-        host = next((c for t, c, _ in reversed(readings) if t <= since), readings[0][1])
-        now = oom_kills()
-        on_host = None if host is None or now is None else max(0, now - host)
-        if file:  # its cgroup's: from the first tick that read it where none is as old
-            theirs = [(t, c[file]) for t, _h, c in readings if c.get(file) is not None]
-            if theirs and (mine := oom_kills(file)) is not None:
-                before = next((c for t, c in reversed(theirs) if t <= since), theirs[0][1])
-                return max(0, mine - (before or 0)), os.path.basename(file), on_host
-        return on_host, "", on_host
-
     def _loop(self) -> None:
         poll = self._poll
         if poll is None:
@@ -190,7 +148,10 @@ class ExitWatch:
                 pid = by_fd.pop(fd)
                 poll.unregister(fd)
                 status = zombie_status(pid)
-                ooms, where, on_host = self._ooms_since(time.monotonic() - OOM_WINDOW_S, pid)
+                with self._lock:
+                    file = self._files.pop(pid, None)
+                # a SIGKILL, or a status its parent reaped first, may be an OOM kill's
+                ooms, where, on_host = self._ooms.at_end(file, status in (None, 9))
                 self._fds.pop(pid, None)
                 with contextlib.suppress(OSError):
                     os.close(fd)
