@@ -166,8 +166,8 @@ def test_a_rank_killed_by_sigkill_is_said_first_and_its_launchers_stop_after_it(
         said = re.search(r": not the OOM killer \((its memory cgroup|the host) counted no OOM "
                          r"kill as it ended", first["words"])  # fmt: skip
         assert said, first
-        assert first["oom_counted_by"] in ("/proc/vmstat", "memory.events.local",
-                                           "memory.events", "memory.oom_control"), first  # fmt: skip
+        counters = ("/proc/vmstat", "memory.events.local", "memory.events", "memory.oom_control")
+        assert first["oom_counted_by"] in counters, first
 
 
 def memory_limited(limit: int) -> contextlib.AbstractContextManager[Path]:

@@ -90,8 +90,9 @@ class ProcExit(Event):
     t: float
     pid: int
     status: int | None = None
-    # OOM kills counted from a probe tick at least 5 s before to this end (its memory
-    # cgroup's where known, else the host's: ``oom_source``): 1 or more where the OOM killer took it (SIGKILL), 0 where it did not; None: unread
+    # OOM kills counted from a probe tick at least 5 s before to this end, less those an
+    # earlier end claimed (its memory cgroup's where known, else the host's: ``oom_source``):
+    # 1 or more where the OOM killer took it (SIGKILL), 0 where it did not; None: unread
     oom_kills: int | None = None
     # where they were counted: its memory cgroup's file (``memory.events``,
     # ``memory.oom_control``: its own processes' kills), or "" the host's (/proc/vmstat)

@@ -74,8 +74,8 @@ def abnormal_ends(snap: Snapshot) -> list[ProcRow]:
     for p in snap.ended:
         code, sig, unread = ending(snap, p)
         root = p.root or p.pid == snap.meta.job_pid  # (each node's, under a collector)
-        if p.ended_t is not None and (sig is not None or (code and not root) or (
-                unread and not root and (snap.cut(p.pid, p.host) or bool(p.oom_kills)))):  # fmt: skip
+        lost = unread and not root and (snap.cut(p.pid, p.host) or bool(p.oom_kills))
+        if p.ended_t is not None and (sig is not None or (code and not root) or lost):
             ended.append(p)
     return sorted(ended, key=lambda p: p.ended_t or 0.0)
 
