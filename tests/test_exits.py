@@ -108,8 +108,9 @@ def test_the_first_abnormal_end_leads_and_a_rank_gone_without_a_goodbye_is_one()
 
 def test_a_nodes_clean_end_is_not_made_abrupt_by_another_nodes_trainer_of_the_same_pid():
     """Containers on two nodes often give their trainers one pid: on a collector, node b's
-    rank that said goodbye and ended (its status reaped by its parent) is no abnormal end
-    because node a's rank of that pid has not closed; node a's own cut end is one."""
+    rank that said goodbye and ended (its status reaped by its parent) is not made an
+    abnormal end by node a's rank of that pid, which has not said goodbye yet; node a's own
+    end without one is an abnormal end."""
     fleet = FleetSession()
 
     def node(name: str, events: list) -> None:
