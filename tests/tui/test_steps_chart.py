@@ -106,3 +106,19 @@ def test_a_pass_named_in_a_librarys_file_keeps_its_file_and_line_where_cut() -> 
     assert site_text(long_name) == long_name[: SITE_W - 1] + "…"
     # a hostile name is shown escaped, as every string from the job
     assert "\x1b" not in site_text("roll\x1b]0;x\x07 (a.py:1)")
+
+
+def test_a_scale_that_moves_a_little_keeps_the_columns_placed():
+    """The p95 of a window moves a little at each refresh; on a ladder of scales 9% apart
+    the chart keeps its columns (each placed once, not anew at every refresh), its bars in
+    their proportions to within that step."""
+    rows, t = [], 0.0
+    for i in range(61):
+        d = 0.010 + 0.00002 * i  # each step a little slower: the window's p95 rises by one
+        rows.append(StepRow(1, i, t, t + d, 0.002, 0.003, 0.001, d - 0.006, None))
+        t += d
+    kept: dict = {}
+    chart(tuple(rows[:60]), 60, 8, None, kept)
+    before = set(map(id, kept.values()))
+    chart(tuple(rows[1:]), 60, 8, None, kept)  # the next refresh: one step on
+    assert len(before & set(map(id, kept.values()))) == 59

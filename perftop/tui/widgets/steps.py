@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bisect import bisect_left
-from math import ceil
+from math import ceil, log2
 
 from rich.console import Group, RenderableType
 from rich.text import Text
@@ -47,7 +47,7 @@ def chart(
     if not rows or height <= 0:
         return [Runs(((" " * width, ""),)) for _ in range(max(0, height))]
     durs = sorted(r.duration for r in rows)
-    top = max(durs[min(len(durs) - 1, int(0.95 * len(durs)))] * 1.25, 1e-9)
+    top = _scale(durs[min(len(durs) - 1, int(0.95 * len(durs)))] * 1.25)
     stall = (p50 or durs[len(durs) // 2]) * STALL_FACTOR
     old = kept if kept is not None else {}
     new: dict[object, Column] = {}
@@ -68,6 +68,16 @@ def chart(
 
 
 BLANK = (" ", "")
+SCALE_STEPS = 8  # scales per doubling: each 2^(1/8) (9%) above the last
+
+
+def _scale(top: float) -> float:
+    """``top`` rounded up to the next of a ladder of scales 9% apart: the p95 of a noisy
+    window moves by a few percent at each snapshot, and each move was a new scale, every
+    column placed anew (the chart has no axis: its bars keep their proportions)."""
+    if not top > 1e-9:
+        return 1e-9
+    return float(2.0 ** (ceil(log2(top) * SCALE_STEPS) / SCALE_STEPS))
 
 
 def _column(row: StepRow, top: float, height: int, slow: bool) -> Column:
