@@ -22,6 +22,7 @@ from perftop.events.probes import PROC_FIELDS
 from perftop.model import Session
 from perftop.model.fleet import FleetSession
 from perftop.model.stands import ABRUPT, abnormal_ends, end_words
+from perftop.probes import exits
 from perftop.probes.cpulimit import read_cgroups
 from perftop.probes.exits import ExitWatch
 from perftop.probes.oomcount import oom_kills
@@ -66,6 +67,30 @@ def test_a_childs_exit_code_and_a_sigkill_are_read_as_they_end_whoever_the_paren
         w.close()
     assert [(e.pid, e.status) for e in got] == [(a, 3 << 8), (b, 9)], got
     assert t0 < got[0].t < got[1].t < t0 + 10  # the code at ~0.4 s, the kill at ~0.8 s
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="no pidfd on this OS")
+def test_past_its_bound_the_watch_keeps_the_tree_nearest_the_root(monkeypatch):
+    """At most ``MAX_WATCHED`` pidfds: those of the first pids of the tick's tree (the
+    root's first, a walk from the root), whatever their numbers."""
+    monkeypatch.setattr(exits, "MAX_WATCHED", 2)
+    got: list[ProcExit] = []
+    w = ExitWatch(got.append)
+    procs = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+             for _ in range(3)]  # fmt: skip
+    try:
+        tree = sorted((p.pid for p in procs), reverse=True)  # the highest pid first
+        w.watch(tree)
+        for p in procs:
+            p.kill()
+        _until(lambda: len(got) == 2, 10)
+        time.sleep(0.2)
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        w.close()
+    assert sorted(e.pid for e in got) == sorted(tree[:2]), (got, tree)
 
 
 def _rank(s: Session, rank: int, pid: int, close: bool) -> None:

@@ -73,14 +73,15 @@ class ExitWatch:
         they are counted, else against the host's."""
         if not self.available or self._stop:
             return
-        wanted = set(pids)
+        order = list(pids)  # the tree's order: the first MAX_WATCHED are the nearest
+        wanted = set(order)
         with self._lock:  # the watched pids' and the new ones' (the poll thread pops ends)
             files = {p: f for p, f in self._files.items() if p in self._fds}
             files.update((p, f) for p, f in (oom_files or {}).items() if p in wanted)
             self._files = files
         self._ooms.tick(set(files.values()))
         added = []
-        for pid in wanted:
+        for pid in order:
             if pid in self._fds or len(self._fds) >= MAX_WATCHED:
                 continue
             try:
