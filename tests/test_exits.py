@@ -25,7 +25,7 @@ from perftop.model.stands import ABRUPT, abnormal_ends, end_words
 from perftop.probes import exits
 from perftop.probes.cpulimit import read_cgroups
 from perftop.probes.exits import ExitWatch
-from perftop.probes.oomcount import oom_kills
+from perftop.probes.oomcount import OomCounts, oom_kills
 from perftop.wire import HEADER, Frame, decode_frame, encode_frame, encode_node_frame
 from tests.helpers import WORKLOADS, new_cgroup, run_and_report
 
@@ -91,6 +91,20 @@ def test_past_its_bound_the_watch_keeps_the_tree_nearest_the_root(monkeypatch):
             p.wait()
         w.close()
     assert sorted(e.pid for e in got) == sorted(tree[:2]), (got, tree)
+
+
+def test_an_end_by_another_signal_is_no_oom_kills_victim_and_claims_none(tmp_path):
+    """The OOM killer sends SIGKILL only: a rank stopped by SIGTERM as its cgroup counted a
+    kill (before the victim's own end was seen) says 0 and leaves the kill to the victim;
+    one kill is claimed once. (A file in a cgroup's format stands for its count.)"""
+    events = tmp_path / "memory.events"
+    events.write_text("low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n")
+    counts = OomCounts()
+    counts.tick({str(events)})
+    events.write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n")
+    assert counts.at_end(str(events), claim=False)[:2] == (0, "memory.events")  # SIGTERM
+    assert counts.at_end(str(events), claim=True)[:2] == (1, "memory.events")  # SIGKILL
+    assert counts.at_end(str(events), claim=True)[:2] == (0, "memory.events")  # claimed
 
 
 def _rank(s: Session, rank: int, pid: int, close: bool) -> None:
@@ -212,8 +226,10 @@ def test_a_rank_the_oom_killer_takes_is_said_taken_by_it(tmp_path):
     kernel's OOM killer kills it (for real). perftop says it was the OOM killer: its memory
     cgroup counted an OOM kill as it ended."""
     with memory_limited(128 * 2**20) as cg:
-        _, first, err = _rank_killed(tmp_path, OOM_CGROUP=str(cg), KILL_AT="150")
+        r, first, err = _rank_killed(tmp_path, OOM_CGROUP=str(cg), KILL_AT="150")
     assert first["oom_kills"] and first["oom_kills"] >= 1, first
+    # rank 0 and its like, stopped after it (SIGTERM): the one kill is rank 1's alone
+    assert all(e["oom_kills"] in (0, None) for e in r["abnormal_ends"][1:]), r["abnormal_ends"]
     said = ": the kernel's OOM killer took it, memory ran out (its memory cgroup counted an OOM"
     assert said in first["words"], first
     assert said in err, err

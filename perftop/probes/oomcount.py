@@ -59,13 +59,14 @@ class OomCounts:
         ``OOM_WINDOW_S`` before now, or the first tick that read the counter; which counter:
         ``file``'s basename where a tick read it, else "" the host's; the host's kills so
         counted). ``claim``: the end may be a kill's victim (a SIGKILL, an unread status):
-        it claims one kill of each counter. None where a count is unread."""
+        it claims one kill of each counter; else (an exit code, another signal: the OOM
+        killer sends SIGKILL only) no kill is its own, 0. None where a count is unread."""
         since = time.monotonic() - OOM_WINDOW_S
         with self._lock:
             on_host = self._since(HOST, since, claim)
             if file and (mine := self._since(file, since, claim)) is not None:
-                return mine, os.path.basename(file), on_host
-            return on_host, "", on_host
+                return (mine if claim else 0), os.path.basename(file), on_host
+            return (on_host if claim or on_host is None else 0), "", on_host
 
     def _since(self, key: str, since: float, claim: bool) -> int | None:
         seen = [(t, c[key]) for t, c in self._ticks if c.get(key) is not None]
