@@ -26,6 +26,7 @@ from perftop.probes import exits
 from perftop.probes.cpulimit import read_cgroups
 from perftop.probes.exits import ExitWatch
 from perftop.probes.oomcount import OomCounts, oom_kills
+from perftop.report.build import cut_short_text
 from perftop.wire import HEADER, Frame, decode_frame, encode_frame, encode_node_frame
 from tests.helpers import WORKLOADS, new_cgroup, run_and_report
 
@@ -164,8 +165,12 @@ def test_a_nodes_clean_end_is_not_made_abrupt_by_another_nodes_trainer_of_the_sa
     (b,) = snap.ended
     assert end_words(snap, b) == "rank 1 (pid 100 on b) ended", end_words(snap, b)
     node("a", [ProcExit(1007.0, 100, None)])
-    ends = abnormal_ends(fleet.snapshot(window=None))
+    snap = fleet.snapshot(window=None)
+    ends = abnormal_ends(snap)
     assert [(p.host, p.pid) for p in ends] == [("a", 100)], ends
+    assert snap.unclosed_at == (("a", 100),)  # the text says which node's pid 100
+    said = cut_short_text(snap.unclosed, [host for host, _ in snap.unclosed_at])
+    assert said.startswith("pid 100 on a ended without perftop's last send"), said
 
 
 def _rank_killed(tmp_path: Path, **env: str) -> tuple[dict, dict, str]:

@@ -66,6 +66,7 @@ def build_report(snap: Snapshot, stats: ReadStats | None = None) -> dict[str, An
             "between_s": _between(snap),
             **_trainers(snap),
             "cut_short": list(cut_short(snap)),
+            "cut_short_hosts": cut_short_hosts(snap),
         },
         "ranks": _ranks(snap),
         "comm": comm_json(snap),
@@ -121,8 +122,16 @@ def cut_short(snap: Snapshot) -> tuple[int, ...]:
     return snap.unclosed if snap.meta.ended else ()
 
 
-def cut_short_text(pids: Sequence[int]) -> str:
-    who = ", ".join(f"pid {p}" for p in pids)
+def cut_short_hosts(snap: Snapshot) -> list[str]:
+    """The node of each of :func:`cut_short`, in its order ("" but on a collector)."""
+    return [host for host, _pid in snap.unclosed_at] if snap.meta.ended else []
+
+
+def cut_short_text(pids: Sequence[int], hosts: Sequence[str] = ()) -> str:
+    """``pid 9113 ended without perftop's last send …``; ``pid 9113 on n2`` where a
+    collector's nodes' pids may repeat."""
+    on = [f" on {h}" if h else "" for h in hosts] if len(hosts) == len(pids) else [""] * len(pids)
+    who = ", ".join(f"pid {p}{o}" for p, o in zip(pids, on, strict=True))
     its = "its" if len(pids) == 1 else "their"
     return (
         f"{who} ended without perftop's last send (os._exit, or a signal that killed it): "

@@ -14,7 +14,7 @@ from perftop.model.snapshot import BEFORE_FORWARD
 from perftop.model.stands import abnormal_ends, cause_of, end_words
 from perftop.model.steps import overall_differs
 from perftop.model.trainers import whose
-from perftop.report.build import cut_short, cut_short_text
+from perftop.report.build import cut_short, cut_short_hosts, cut_short_text
 from perftop.report.captures import capture_lines
 from perftop.report.comm import collective_lines, hang_lines, hang_notice, tail_words
 from perftop.report.stacks import stack_lines
@@ -71,7 +71,7 @@ def render(r: dict[str, Any]) -> str:
         )
         out.append(f"  {data_wait_text(s['data_wait_fraction'], s.get('data_wait_source'))}")
         if s.get("cut_short"):
-            out.append(f"  {cut_short_text(s['cut_short'])}")
+            out.append(f"  {cut_short_text(s['cut_short'], s.get('cut_short_hosts') or ())}")
         phases = s["phases_s"]
         if phases:
             out.append(table(["phase (median)", *phases], [["", *map(seconds, phases.values())]]))
@@ -269,7 +269,7 @@ def summary(snap: Snapshot, record: Path | None, record_error: str | None = None
         said.append(f"perftop: {len(hookless) - 3} more warnings: perftop report {record or ''}")
     short = cut_short(snap)
     if s.count and short:
-        said.append(f"perftop: {cut_short_text(short)}")
+        said.append(f"perftop: {cut_short_text(short, cut_short_hosts(snap))}")
     if snap.meta.dropped_events:
         said.append(f"perftop: {snap.meta.dropped_events} events dropped")
     said += [hang_notice(snap, h) for h in snap.comm.hangs]
