@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from functools import lru_cache
 
 from perftop.fmt import cpu_list
 
@@ -66,8 +67,10 @@ def read_cgroups(pid: int, root: str = ROOT, quota: bool = True) -> tuple[float 
     return (round(min(limits), 3) if limits else None), oom
 
 
+@lru_cache(maxsize=256)
 def _oom_file(base: str, path: str, names: tuple[str, ...]) -> str | None:
-    """The first of ``names`` in the cgroup at ``path`` (not the root) that exists."""
+    """The first of ``names`` in the cgroup at ``path`` (not the root) that exists (kept:
+    read at every tick; a cgroup removed since makes its count unread, the host's then)."""
     parts = _parts(path)
     if not parts:
         return None
@@ -79,6 +82,7 @@ def _parts(path: str) -> list[str]:
     return [p for p in path.split("/") if p and p not in (".", "..")][:MAX_DEPTH]
 
 
+@lru_cache(maxsize=4)
 def _is_v2(root: str) -> bool:
     return os.path.exists(f"{root}/cgroup.controllers")
 

@@ -65,6 +65,9 @@ class ExitWatch:
         # pid -> where its memory cgroup counts OOM kills, as the process probe last read
         # it (a zombie's cgroup reads as the root's: it is known by its end or not at all)
         self._files: dict[int, str] = {}
+        # pids whose end was said, while still in the tree: a zombie its parent has not
+        # reaped yet is not watched again (its end would be said twice)
+        self._said: set[int] = set()
         self._ooms = OomCounts(read=self.available)
 
     def watch(self, pids: Iterable[int], oom_files: dict[int, str] | None = None) -> None:
@@ -79,10 +82,13 @@ class ExitWatch:
             files = {p: f for p, f in self._files.items() if p in self._fds}
             files.update((p, f) for p, f in (oom_files or {}).items() if p in wanted)
             self._files = files
+            # a pid gone from the tree was reaped; back in it and no zombie, it is another
+            # process's (a pid reused)
+            said = self._said = {p for p in self._said & wanted if zombie_status(p) is not None}
         self._ooms.tick(set(files.values()))
         added = []
         for pid in order:
-            if pid in self._fds or len(self._fds) >= MAX_WATCHED:
+            if pid in self._fds or pid in said or len(self._fds) >= MAX_WATCHED:
                 continue
             try:
                 fd = os.pidfd_open(pid)
@@ -151,6 +157,7 @@ class ExitWatch:
                 status = zombie_status(pid)
                 with self._lock:
                     file = self._files.pop(pid, None)
+                    self._said.add(pid)
                 # a SIGKILL, or a status its parent reaped first, may be an OOM kill's
                 ooms, where, on_host = self._ooms.at_end(file, status in (None, 9))
                 self._fds.pop(pid, None)

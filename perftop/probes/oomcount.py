@@ -63,9 +63,11 @@ class OomCounts:
         killer sends SIGKILL only) no kill is its own, 0. None where a count is unread."""
         since = time.monotonic() - OOM_WINDOW_S
         with self._lock:
-            on_host = self._since(HOST, since, claim)
             if file and (mine := self._since(file, since, claim)) is not None:
+                # the host's kill is its too only where its cgroup's was (not another's)
+                on_host = self._since(HOST, since, claim and mine > 0)
                 return (mine if claim else 0), os.path.basename(file), on_host
+            on_host = self._since(HOST, since, claim)
             return (on_host if claim or on_host is None else 0), "", on_host
 
     def _since(self, key: str, since: float, claim: bool) -> int | None:

@@ -63,13 +63,11 @@ MEM_FORK_DEFER_S = 0.9
 # its CPU share is within 5% of a core. Two ticks close together (a tick the monitor asks
 # for at once, as a process appears) read a rank's 10 ms in 3 ms: 335% on 2 cores.
 CPU_MIN_S = 0.2
-# A process's cgroups (its CPU limit, where its OOM kills are counted) are read at its
-# first tick and then every this many ticks (a job that moves itself into a cgroup does so
-# as it starts: a few file reads each); where its OOM kills are counted, at every tick of
-# its first YOUNG_S seconds in sight too (~20 µs: a process killed right after its move
-# must be weighed against its new cgroup, exits.py)
+# A process's cgroup CPU limit is read at its first tick and then every this many ticks
+# (a job that moves itself into a cgroup does so as it starts: a few file reads each);
+# where its memory cgroup counts its OOM kills, at every tick (~15 µs: a process killed
+# right after a move must be weighed against its new cgroup, exits.py)
 QUOTA_EVERY = 5
-YOUNG_S = 10.0
 
 
 @dataclass(slots=True)
@@ -270,7 +268,7 @@ class ProcProbe:
         cpus = read_affinity(p.pid)
         if tr.quota_ticks % QUOTA_EVERY == 0:
             tr.quota, tr.oom_file = read_cgroups(p.pid)
-        elif now - tr.seen_at < YOUNG_S:
+        else:
             tr.oom_file = read_cgroups(p.pid, quota=False)[1]
         tr.quota_ticks += 1
         if state == psutil.STATUS_ZOMBIE or rss == 0:
