@@ -63,7 +63,7 @@ class ExitWatch:
         self._thread: threading.Thread | None = None
         self._stop = False
         # pid -> where its memory cgroup counts OOM kills, as the process probe last read
-        # it (a zombie's cgroup reads as the root's: it is known by its end or not at all)
+        # it (a zombie's cgroup reads as the root's: it is known before its end or not at all)
         self._files: dict[int, str] = {}
         # pids whose end was said, while still in the tree: a zombie its parent has not
         # reaped yet is not watched again (its end would be said twice)
