@@ -72,6 +72,14 @@ class ProcRow:
     root: bool = False  # its node's job's own first process (ProcSample.root_pid)
 
     @property
+    def oom_counted_by(self) -> str | None:
+        """Where the OOM kills as it ended were counted: its memory cgroup's file
+        (``oom_source``), else the host's ``/proc/vmstat``; None where none was read."""
+        if self.oom_source:
+            return self.oom_source
+        return "/proc/vmstat" if self.oom_kills is not None else None
+
+    @property
     def exit_code(self) -> int | None:
         s = self.exit_status
         return None if s is None or s & 0x7F else (s >> 8) & 0xFF

@@ -107,18 +107,17 @@ def cause_of(snap: Snapshot, row: ProcRow) -> str:
     else ""."""
     _code, sig, unread = ending(snap, row)
     abrupt = unread and snap.cut(row.pid, row.host)  # no status, and no goodbye either
-    counter = ("its memory cgroup", row.oom_source) if row.oom_source else (
-        "the host", "/proc/vmstat")  # fmt: skip
+    counter = "its memory cgroup" if row.oom_source else "the host"
     if (sig == 9 or unread) and row.oom_kills:
         return (": the kernel's OOM killer took it, memory ran out "
-                f"({counter[0]} counted an OOM kill as it ended: {counter[1]})")  # fmt: skip
+                f"({counter} counted an OOM kill as it ended: {row.oom_counted_by})")  # fmt: skip
     if (sig == 9 or abrupt) and row.oom_kills == 0:
         how = ("a kill -9 (a user, a scheduler stopping the job)" if sig else
                "another signal (a kill -9, a scheduler's) or os._exit")  # fmt: skip
         also = ""  # the host's kill: another cgroup's (or its own, had it moved since read)
         if row.oom_source and row.host_oom_kills:
             also = f"; the host counted {row.host_oom_kills}, in another cgroup"
-        return f": not the OOM killer ({counter[0]} counted no OOM kill as it ended{also}): {how}"
+        return f": not the OOM killer ({counter} counted no OOM kill as it ended{also}): {how}"
     if abrupt:
         return (": killed by a signal (SIGKILL, which the kernel's OOM killer sends when "
                 "memory runs out) or os._exit")  # fmt: skip

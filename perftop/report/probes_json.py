@@ -77,7 +77,7 @@ def ends_json(snap: Snapshot) -> list[dict[str, Any]]:
             # the OOM kills counted as it ended: 1 or more, the OOM killer's; by its memory
             # cgroup ("memory.events", "memory.oom_control": its own processes') or the host
             "oom_kills": p.oom_kills,
-            "oom_counted_by": p.oom_source or ("/proc/vmstat" if p.oom_kills is not None else None),
+            "oom_counted_by": p.oom_counted_by,
             "words": end_words(snap, p, ends[0]),
         }
         for p in ends
