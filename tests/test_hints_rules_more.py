@@ -590,3 +590,23 @@ def test_input_bound_says_what_the_workers_that_keep_up_need_where_the_idle_core
     )
     advice = evaluate(roomy)[0]["input-bound"].advice
     assert any("Raise num_workers from 2 to about 7: the workers are busy 98%" in a for a in advice)
+
+
+def test_one_worker_is_one_in_the_words() -> None:
+    """A loader of one worker (accelerate's example: num_workers=1) read "1 worker make ...
+    together" and "the workers are idle": its evidence speaks of one."""
+    one = evaluate(snap(0.05, busy=0.3, nw=1))[0]["input-bound"]
+    assert any(
+        e.startswith("1 worker makes 10.0 batches/s (100ms per batch, busy 30%") for e in one.evidence
+    ), one.evidence
+    assert any(e.startswith("the worker is idle 70% of the time") for e in one.evidence), (
+        one.evidence
+    )
+    two = evaluate(snap(0.05, busy=0.3, nw=2))[0]["input-bound"]
+    assert any(
+        e.startswith("2 workers make 20.0 batches/s together (100ms per batch each")
+        for e in two.evidence
+    ), two.evidence
+    assert any(e.startswith("the workers are idle 70%") for e in two.evidence), two.evidence
+    slow = evaluate(snap(0.05, busy=0.97, nw=1, cpu=0.3))[0]["input-bound"]
+    assert any(e.startswith("the worker spends ") for e in slow.evidence), slow.evidence

@@ -55,6 +55,7 @@ def advice(
         ], n
     busy, made, want = lp.workers_busy, lp.made_per_s, lp.wanted_per_s
     nw = ld.num_workers if ld is not None else len(lp.workers)
+    seen = len(lp.workers) or nw  # the workers measured
     off = 1 - lp.workers_cpu if lp.workers_cpu is not None else 0.0
     core_wait = workers_core_wait(snap, lp)
     if core_wait is not None:
@@ -64,9 +65,15 @@ def advice(
     blocked = off if core_wait is None else off - core_wait
     need = lp.workers_needed()
     if lp.workers and made is not None:
+        each = seconds(lp.batch_s)
         ev.append(
-            f"{count(len(lp.workers), 'worker')} make {rate(made)} batches/s together "
-            f"({seconds(lp.batch_s)} per batch each, busy {fraction(busy)} of the time); "
+            (
+                f"1 worker makes {rate(made)} batches/s ({each} per batch, "
+                if len(lp.workers) == 1
+                else f"{len(lp.workers)} workers make {rate(made)} batches/s together "
+                f"({each} per batch each, "
+            )
+            + f"busy {fraction(busy)} of the time); "
             f"the loop would take {rate(want)}/s"
             + (
                 f"; about {need} workers would keep up{_cores(blocked)}"
@@ -92,7 +99,7 @@ def advice(
         if need and need > nw and blocked >= 0.5 and extra <= free:
             advised = need
             out.append(
-                f"Raise num_workers from {nw} to about {need}: the workers are busy "
+                f"Raise num_workers from {nw} to about {need}: {they(nw, 'is', 'are')} busy "
                 f"{fraction(busy)} of the time, mostly waiting off the CPU, so more of "
                 "them overlap the waiting."
             )
@@ -102,7 +109,7 @@ def advice(
             where = "the host has" if jc.usable == jc.host else "the job's cores have"
             if fits or idle_cores is None:
                 out.append(
-                    f"Raise num_workers from {nw} to about {need}: the workers are busy "
+                    f"Raise num_workers from {nw} to about {need}: {they(nw, 'is', 'are')} busy "
                     f"{fraction(busy)} of the time while {where} idle cores."
                 )
             else:  # the count that keeps up needs cores that are not idle: say both
@@ -123,18 +130,21 @@ def advice(
         guess = core_wait is None and cpu is not None and cpu >= CPU_BUSY and advised is None
         waited = core_wait if core_wait is not None else (off if guess else 0.0)
         if waited >= (0.5 if guess else 0.2):
-            ev.append(f"the workers wait for a free core {fraction(waited)} of each batch's time")
+            ev.append(
+                f"{they(seen, 'waits', 'wait')} for a free core {fraction(waited)} of each "
+                "batch's time"
+            )
         if blocked >= 0.5 and not guess:
             ev.append(
-                f"the workers spend {fraction(blocked)} of each batch off the CPU, waiting "
-                "(file reads, sleeps or locks)"
+                f"{they(seen, 'spends', 'spend')} {fraction(blocked)} of each batch off the "
+                "CPU, waiting (file reads, sleeps or locks)"
             )
             if advised is None:
                 out.append("More workers hide that waiting: while one waits, the others work.")
     elif busy is not None and busy < IDLE_WORKERS:
         size = lp.workers[0].batch_bytes if lp.workers else None
         ev.append(
-            f"the workers are idle {fraction(1 - busy)} of the time"
+            f"{they(seen, 'is', 'are')} idle {fraction(1 - busy)} of the time"
             + (f"; a batch is {nbytes(size)}" if size else "")
         )
         make, wait = lp.batch_s, lp.data_s
@@ -243,3 +253,9 @@ def _cores(blocked: float) -> str:
     if blocked >= 0.5:
         return " (they wait off the CPU most of each batch: no core each needed)"
     return ", each with a core of its own"
+
+
+def they(n: int, one: str, more: str) -> str:
+    """The loader's workers as the subject of ``one`` (a verb) or ``more``: "the worker is",
+    "the workers are"."""
+    return f"the worker {one}" if n == 1 else f"the workers {more}"
