@@ -5,9 +5,11 @@ around every dirty region, then asking each widget inside that box for all its l
 header changes at the top and the Output panel's count at the bottom, so at each snapshot
 every panel's every line was fetched from its cache, filtered and cut, to write out the
 dozen lines that changed. :class:`SpanCompositor` asks each widget only for its lines under
-a dirty region, and skips a widget under none. What is written is the same: the update
+a dirty region, and skips a widget under none, or under none that a widget in front of it
+holds whole (a panel's box behind its changed line). What is written is the same: the update
 writes only the dirty regions' spans, and those come from the same widgets, front to back
-(``tests/tui/test_spans.py`` compares both updates' bytes).
+(``tests/tui/test_spans.py`` compares both updates' bytes, less the cursor moves Textual
+writes for a chop it cuts to nothing).
 
 It leans on the compositor's own private parts (``_dirty_regions``, ``_get_renders``): its
 partial update is Textual's own, told which regions are dirty; where a Textual lacks one of
@@ -54,15 +56,23 @@ if SUPPORTED:
             if only is None:  # a full update, a screenshot: Textual's own
                 yield from super()._get_renders(crop)
                 return
+            # Front to back, as Textual paints: a cell goes to the first widget whose lines
+            # hold it. A dirty region wholly inside a widget already fetched is covered:
+            # the widgets behind it (its panel's box, containers, the screen) would be
+            # fetched for it only to lose every cell of it.
+            open_ = list(only)
             for widget, (region, clip) in self.visible_widgets.items():
+                if not open_:
+                    return
                 visible = region.intersection(clip)
                 top, bottom = visible.bottom, visible.y
-                for r in only:
+                for r in open_:
                     hit = r.intersection(visible)
                     if hit:
                         top, bottom = min(top, hit.y), max(bottom, hit.bottom)
                 if bottom <= top:
-                    continue  # under no dirty region: nothing of it is written
+                    continue  # under no open dirty region: nothing of it is written
+                open_ = [r for r in open_ if not visible.contains_region(r)]
                 part = Region(visible.x, top, visible.width, bottom - top)
                 lines = Region(part.x - region.x, part.y - region.y, part.width, part.height)
                 yield part, part, widget.render_lines(lines)
