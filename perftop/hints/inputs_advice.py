@@ -99,7 +99,7 @@ def advice(
         if need and need > nw and blocked >= 0.5 and extra <= free:
             advised = need
             out.append(
-                f"Raise num_workers from {nw} to about {need}: {they(nw, 'is', 'are')} busy "
+                f"Raise num_workers from {nw} to about {need}: {they(seen, 'is', 'are')} busy "
                 f"{fraction(busy)} of the time, mostly waiting off the CPU, so more of "
                 "them overlap the waiting."
             )
@@ -109,7 +109,7 @@ def advice(
             where = "the host has" if jc.usable == jc.host else "the job's cores have"
             if fits or idle_cores is None:
                 out.append(
-                    f"Raise num_workers from {nw} to about {need}: {they(nw, 'is', 'are')} busy "
+                    f"Raise num_workers from {nw} to about {need}: {they(seen, 'is', 'are')} busy "
                     f"{fraction(busy)} of the time while {where} idle cores."
                 )
             else:  # the count that keeps up needs cores that are not idle: say both
