@@ -597,7 +597,8 @@ def test_one_worker_is_one_in_the_words() -> None:
     together" and "the workers are idle": its evidence speaks of one."""
     one = evaluate(snap(0.05, busy=0.3, nw=1))[0]["input-bound"]
     assert any(
-        e.startswith("1 worker makes 10.0 batches/s (100ms per batch, busy 30%") for e in one.evidence
+        e.startswith("1 worker makes 10.0 batches/s (100ms per batch, busy 30%")
+        for e in one.evidence
     ), one.evidence
     assert any(e.startswith("the worker is idle 70% of the time") for e in one.evidence), (
         one.evidence
