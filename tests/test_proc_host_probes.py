@@ -9,13 +9,20 @@ import signal
 import subprocess
 import time
 
+import psutil
+
 from perftop.events import HostSample, ProcInfo, ProcSample, decode
 from perftop.events.probes import proc_row
 from perftop.model import Session
 from perftop.monitor.hookless import HooklessWatch
 from perftop.monitor.jobenv import hook_env
 from perftop.probes.host import HostProbe
-from perftop.probes.procread import descendants
+from perftop.probes.procread import (
+    START_RESOLUTION_S,
+    _start_ticks,
+    descendants,
+    start_seconds,
+)
 from perftop.probes.procs import ProcProbe
 
 TREE = """
@@ -107,6 +114,7 @@ def test_a_process_born_since_the_last_tick_reads_its_cpu_share_from_its_birth(p
     wait = f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.01)\n"
     top = subprocess.Popen([python, "-c", wait + TREE, BUSY, "import time; time.sleep(10)"])
     try:
+        time.sleep(0.1)  # born before the probe's sight: more than its start time's tick
         probe = ProcProbe(top.pid)
         time.sleep(0.3)
         first = rows(probe.sample(time.time()))
@@ -390,3 +398,21 @@ def test_a_whole_run_keeps_each_processs_reads_over_the_run_thinned():
     assert len(marks) <= IO_MARKS and marks[0] == (100.0, 2**20)
     assert marks[-1] == (100.0 + n - 1, n * 2**20) == (marks[-1][0], whole.io_read_bytes)
     assert all(b - a == (t1 - t0) * 2**20 for (t0, a), (t1, b) in zip(marks, marks[1:]))
+
+
+def test_a_start_time_cut_to_its_clock_tick_is_no_birth_before_the_last_tick(python):
+    """/proc/PID/stat gives a process's start time cut down to its clock tick (10 ms): a
+    worker born a few ms after the last tick began read as born before it, so its first
+    CPU share was N/A (a CI run: the busy child of the test above, born ~5-15 ms after the
+    tick). The last tick here begins half a clock tick after the start time read."""
+    busy = subprocess.Popen([python, "-c", BUSY])
+    try:
+        time.sleep(0.6)
+        probe = ProcProbe(busy.pid)
+        ticks = _start_ticks(psutil.Process(busy.pid))
+        probe._since_boot = start_seconds(ticks) + START_RESOLUTION_S / 2
+        (row,) = rows(probe.sample(time.time())).values()
+        assert row["cpu_percent"] is not None and row["cpu_percent"] > 20, row
+    finally:
+        busy.kill()
+        busy.wait()

@@ -19,6 +19,8 @@ from perftop.probes.platform import PlatformCaps, platform_caps
 UNAVAILABLE = (AttributeError, NotImplementedError, psutil.AccessDenied)
 # Clock ticks a second, the unit of a process's start time in /proc/PID/stat.
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+# A start time is cut down to its clock tick: the birth lies within this after it.
+START_RESOLUTION_S = 1.0 / _CLK_TCK
 
 
 def descendants(root: int, caps: PlatformCaps | None = None) -> list[int]:

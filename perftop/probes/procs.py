@@ -22,6 +22,7 @@ from perftop.events import Event, Note, ProcInfo, ProcSample
 from perftop.probes.cpulimit import read_affinity, read_cgroups
 from perftop.probes.platform import PlatformCaps, platform_caps
 from perftop.probes.procread import (
+    START_RESOLUTION_S,
     UNAVAILABLE,
     _optional,
     _ppid,
@@ -280,7 +281,11 @@ class ProcProbe:
         if tr.cpu_s is None or at - tr.mono >= CPU_MIN_S:
             if tr.cpu_s is not None:
                 tr.cpu_pct = round(max(0.0, cpu_s - tr.cpu_s) / (at - tr.mono) * 100.0, 1)
-            elif tr.born is not None and tr.born >= since and boot_at - tr.born >= CPU_MIN_S:
+            elif (
+                tr.born is not None
+                and tr.born + START_RESOLUTION_S > since  # (born in the tick it is cut to)
+                and boot_at - tr.born >= CPU_MIN_S
+            ):
                 tr.cpu_pct = round(cpu_s / (boot_at - tr.born) * 100.0, 1)  # since its birth
             tr.cpu_s, tr.mono = cpu_s, at
         cpu_pct = tr.cpu_pct  # a tick soon after the last: the interval goes on
