@@ -94,3 +94,32 @@ def test_a_ranks_workers_name_it_and_a_stopped_process_says_so() -> None:
     assert lone == {"200": "main", "300": "worker 0", "100": "other"}, lone
     running = replace(ddp, processes=(ProcRow(201, 100, "python", "", "sleeping"),))
     assert table_rows(running)["201"][-1].plain == "python"
+
+
+def test_a_worker_no_tick_saw_is_named_by_its_parents_command_where_it_was_forked() -> None:
+    """A short epoch's DataLoader worker that ended before any probe tick read it (accelerate's
+    example at 250 steps a second) was a struck-through row with no command beside its
+    siblings'. A forked worker runs its parent's command line (fork copies it), and says so;
+    a spawned one's is its own (``python -c "from multiprocessing.spawn ..."``): none."""
+    from dataclasses import replace
+
+    from perftop.model.roles import assign_roles
+    from perftop.model.snapshot import Loader, Meta, ProcRow, Snapshot, Trainer
+    from perftop.model.workers import WorkerRow
+    from perftop.tui.widgets.processes import table_rows
+
+    loader = Loader(200, 0, 1, 8, False, 1, False, ((0, 300),), "", 0, start_method="fork")
+    trainer = Trainer(200, 100, "h", (), None, None, None, "cpu", "")
+    main = ProcRow(200, 100, "python", "python acc_ddp.py --epochs 6")
+    done = WorkerRow(300, 200, 0, 1, 1.0, 1.2, True, 4, 0.1, 0.1)
+    snap = Snapshot(
+        roles=assign_roles(Meta(job_pid=100), [trainer], [loader]),
+        loaders=(loader,),
+        workers=(done,),
+        processes=(main,),
+    )
+    command = table_rows(snap)["300"][-1]
+    assert command.plain == table_rows(snap)["200"][-1].plain == "acc_ddp.py", command
+    assert "strike" in str(command.style), command.style  # ended, as before
+    spawned = replace(snap, loaders=(replace(loader, start_method="spawn"),))
+    assert table_rows(spawned)["300"][-1].plain == ""

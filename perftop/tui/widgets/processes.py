@@ -120,9 +120,16 @@ def procs(snap: Snapshot) -> dict[str, Proc]:
     roles = {(r.host, r.pid): r for r in snap.roles}
     # A worker that exited before any probe tick saw it (an evaluation's, a fraction of a
     # second long): struck through as exited, not shown as waiting for its first sample.
+    # A fork runs its parent's command line (fork copies it): the row names it so.
+    forks = {(ld.pid, ld.loader_id) for ld in snap.loaders if ld.start_method == "fork"}
     for w in snap.workers:
         if w.exited and ("", w.pid) in roles and ("", w.pid) not in samples:
-            samples[("", w.pid)] = ProcRow(w.pid, w.ppid, alive=False, state="exited")
+            parent = samples.get(("", w.ppid))
+            if parent is None or (w.ppid, roles[("", w.pid)].loader_id) not in forks:
+                parent = ProcRow(w.ppid)
+            samples[("", w.pid)] = ProcRow(
+                w.pid, w.ppid, parent.name, parent.cmdline, alive=False, state="exited"
+            )
     keys = list(roles) + [k for k in samples if k not in roles]
     return {
         f"{host}:{pid}" if host else str(pid): (
