@@ -208,6 +208,8 @@ def run_arm(
                 return {"na": f"{arm} exited at once: {_said(said, err)}"}
         job_pid = started(out)
         time.sleep(warmup)
+        if out.exists():  # nothing left to measure (a headless monitor has exited with it)
+            return {"na": f"the job ended within the {warmup:.0f} s warm-up: give more --steps"}
         c0, s0, w0 = tree_cpu(pane, {job_pid}), cpu_of(tmux.server), time.monotonic()
         o0 = cpu_of(pane)
         header: list[float] = []
