@@ -10,7 +10,11 @@ from __future__ import annotations
 import json
 import sys
 
+import pytest
+
 from perftop.events import Between, SyncBatch
+from perftop.hook import sync_passes
+from perftop.hook.sync_sampler import Sampler, unit
 from perftop.recording import read_events
 from tests.helpers import WORKLOADS, run_and_report
 
@@ -37,6 +41,27 @@ def test_each_watched_pass_holds_its_first_batchs_sync(tmp_path) -> None:
     assert row["passes"] >= 2 and row["per_pass"] == per_eval, row
     assert row["count"] == per_eval * row["passes"], row
     assert not [r for r in rep["sync_events"] if r["line"] == own["lines"]["eval"]]
+
+
+@pytest.mark.parametrize(("seed", "primed"), [("87", 17), ("137", 33)])
+def test_a_pass_after_the_step_before_a_watched_one_is_watched(tmp_path, seed, primed) -> None:
+    """Sessions whose draws watch step 17 (or 33) and none of the evaluation's passes after
+    the first two: the detector primes (learns marks) in step 16 (or 32), and the pass
+    after it opened while it primed. It was left unwatched, the first two passes' "for
+    sure" included: 1 pass of 8 batches where 2 were (a CI run of the test above, its seed
+    drawn at random). Now watched from the priming, which resumes at its end for the step
+    watch it was for (still sent, with its weight)."""
+    drawn, sampler = [], Sampler(seed=int(seed, 16))  # the job's defaults: early 3, every 200
+    while len(drawn) < 9:
+        drawn.append(sampler.draw(drawn[-1] + 1 if drawn else 4)[0])
+    near = {16 * k + d for k in range(1, 9) for d in (0, 1)}  # a pass after 16k opens in it
+    assert {i for i in drawn if i <= 128} & near == {primed}, drawn
+    assert all(unit(n, sync_passes.SALT, int(seed, 16)) >= (2 / n) ** 2 for n in range(3, 9))
+    own, rep = _run(tmp_path, "eval", f"PERFTOP_SYNC_SEED={seed}")
+    (row,) = [r for r in rep["sync_between"] if r["line"] == own["lines"]["eval"]]
+    assert row["passes"] == 2 and row["count"] == 16, row
+    batches = [e for e in read_events(tmp_path / "r.perftop") if isinstance(e, SyncBatch)]
+    assert primed in [e.step for e in batches if e.sampled], batches
 
 
 def test_a_teachers_forward_in_each_step_stays_the_steps(tmp_path) -> None:

@@ -8,9 +8,11 @@ one per batch.
 
 So each pass (not a checkpoint's saves) gets a draw too, by the same hash and session
 seed: the first ``EARLY`` for sure, then ``(EARLY / n)**2`` down to ``1 / every``. A pass
-drawn while the detector is idle is watched from its opening (a forward with grad off, an
-evaluation's batch) to its end, and its syncs go out as the pass's alone (a ``SyncBatch``
-of no watched step: the per-step rates are not touched). The per-pass rate is a plain
+drawn while the detector is idle, or priming (learning marks in the step before a watched
+one, primed again at the watch's end), is watched from its opening (a forward with grad
+off, an evaluation's batch) to its end, and its syncs go out as the pass's alone (a
+``SyncBatch`` of no watched step: the per-step rates are not touched). One opened while a
+step's watch runs is that watch's (its ``between``). The per-pass rate is a plain
 mean over the passes watched whole, as it was. A pass that a batch fetched with grad on
 may have opened (a forward with grad off came after it; another batch makes it a pass,
 training the step's) gets its watch on trial from that forward (``maybe``, ``refuted``).
@@ -72,6 +74,10 @@ class PassWatch:
         self.typical: float | None = None  # EMA of unwatched passes' lengths
         self.last_cost = 0.0  # the last watch's extra (a guess of the next one's)
         self.dropped = 0  # watches stopped at their deadline
+        # The detector was priming when the watch began (the step after the pass is
+        # watched): it primes again at the watch's end. Left off, a pass after the step
+        # before a watched one went unwatched, the first two passes' "for sure" included.
+        self.primed = False
         detector.on_deadline = self.expired
 
     def p(self, n: int) -> float:
@@ -97,8 +103,7 @@ class PassWatch:
         if self.cut:  # its watch stopped at the deadline: one begun now would hold a part
             self.cut = False
             return
-        det = self.detector
-        if det.active or det.priming or not self.may():
+        if self.detector.active or not self.may():
             return  # a watched stretch holds it already, or no watch may start
         if self._start(self.n, now):
             self.collector.since = t0
@@ -112,8 +117,7 @@ class PassWatch:
         batches are fetched with grad on, each forward under no_grad: HF's, mmengine's;
         its watched passes read 7 syncs where 8 batches made 8, as the pass was known at
         the second batch only). :meth:`opened` keeps it; :meth:`refuted` drops it."""
-        det = self.detector
-        if self.watching or self.trial or det.active or det.priming or not self.may():
+        if self.watching or self.trial or self.detector.active or not self.may():
             return
         if self._start(self.n + 1, _cpu()):
             self.trial = True
@@ -126,7 +130,8 @@ class PassWatch:
         guess = SLOW * self.typical if self.typical is not None else self.last_cost
         if room <= 0.0 or guess > room:
             return False
-        self.detector.start()
+        self.primed = self.detector.priming
+        self.detector.start()  # from priming: counting starts where it is
         self.detector.deadline = now + room
         self.t_watch = now
         return True
@@ -138,8 +143,7 @@ class PassWatch:
             self.cut = False  # training came: whatever the cut trial held was the step's
             return
         self.trial = False
-        self.detector.deadline = 0.0
-        self.detector.stop()
+        self._release()
         self.collector.drop()
         self.spent += _cpu() - self.t_watch
 
@@ -174,11 +178,18 @@ class PassWatch:
         self.dropped += 1
         self.collector.drop()
 
-    def _stop(self) -> None:
-        self.watching = False
+    def _release(self) -> None:
+        """The detector stopped, and priming again where the watch began in its priming."""
         det = self.detector
         det.deadline = 0.0
         det.stop()
+        if self.primed:
+            self.primed = False
+            det.prime()
+
+    def _stop(self) -> None:
+        self.watching = False
+        self._release()
         length = _cpu() - self.t_watch
         t = self.typical
         self.last_cost = max(0.0, length - (t if t is not None else 0.0))
