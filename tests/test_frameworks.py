@@ -134,8 +134,21 @@ def _lightning_checkpoints(tmp_path, at) -> list[tuple[int, float, float]]:
         assert low <= ck.length, (i, ck.length, want)  # (never shorter: no timing's luck)
         if ck.length > 1.1 * want + high:
             long.append((i, ck.length, want))
-    steps = [e for e in read_events(rec) if isinstance(e, Step)]
-    for t0, t1 in own["save_at"]:  # no step holds a checkpoint's time
-        for st in steps:
-            assert min(st.t1, t1) - max(st.t0, t0) < 0.25 * (t1 - t0), (st, t0, t1)
+    # No step holds a checkpoint's time. The loop's own code between a step's end and the
+    # save (Lightning's on_train_batch_end: ModelCheckpoint's, its dump_checkpoint of the
+    # state dicts) is the next step's, and a step is sent with its own length and end, so
+    # its start can lie inside the save (docs/steps.md; 1 ms here, 12.5 ms of a 25 ms
+    # save on a loaded CI VM, where it failed a check of the spans' overlap): its length
+    # is bounded by the time from the step before's end to its own, less the save and
+    # the evaluations the recording holds there.
+    events = list(read_events(rec))
+    steps = [e for e in events if isinstance(e, Step)]
+    evals = [e for e in events if isinstance(e, Between) and e.kind == "eval"]
+    for t0, t1 in own["save_at"]:
+        k = next((k for k, st in enumerate(steps) if st.t1 > t1), None)
+        if k is None:  # the last save, at the exit
+            continue
+        prev, st = steps[k - 1].t1, steps[k]
+        outside = st.t1 - prev - (t1 - t0) - sum(e.length for e in evals if prev <= e.t0 < st.t1)
+        assert st.t1 - st.t0 < outside + 0.25 * (t1 - t0), (st, prev, t0, t1)
     return long
