@@ -125,10 +125,11 @@ def procs(snap: Snapshot) -> dict[str, Proc]:
     for w in snap.workers:
         if w.exited and ("", w.pid) in roles and ("", w.pid) not in samples:
             parent = samples.get(("", w.ppid))
-            if parent is None or (w.ppid, roles[("", w.pid)].loader_id) not in forks:
-                parent = ProcRow(w.ppid)
+            name = cmdline = ""
+            if parent is not None and (w.ppid, roles[("", w.pid)].loader_id) in forks:
+                name, cmdline = parent.name, parent.cmdline
             samples[("", w.pid)] = ProcRow(
-                w.pid, w.ppid, parent.name, parent.cmdline, alive=False, state="exited"
+                w.pid, w.ppid, name, cmdline, alive=False, state="exited"
             )
     keys = list(roles) + [k for k in samples if k not in roles]
     return {
