@@ -1,6 +1,7 @@
 """Real frameworks under ``perftop run``: the HF Trainer (a tiny GPT-2 from a config,
 nothing downloaded) and Lightning (a closure on every optimizer step; checkpoints written
-after their serialization into memory)."""
+after their serialization into memory; a distributed job's ranks waiting for the one that
+writes)."""
 
 from __future__ import annotations
 
@@ -90,14 +91,14 @@ def test_lightning_closure_phases_and_validation(tmp_path):
 @pytest.mark.parametrize("at", ["steps", "val"])
 def test_lightning_checkpoint_holds_the_file_it_writes_after_torch_save(tmp_path, at):
     """Lightning serializes a checkpoint with torch.save into memory, then writes the file
-    (``_atomic_save``): each checkpoint is one interval as long as Lightning's own
-    ``save_checkpoint`` took, serialization and write (only the serialization before), and
-    the step after it holds none of the write (it read 6-8x the median step); at a
-    validation's end (``monitor``), the evaluation holds none of it. The lengths are
-    timings: where one is over its bound, another run decides (on a loaded CI VM a
-    checkpoint read 63.3 ms for Lightning's 54.8, its bound 62.3: the interval ends at the
-    loop's next training activity, after Lightning's own timer, and a stretch waiting for a
-    core there counts in it); an error of perftop's fails both."""
+    (``_atomic_save``): each checkpoint is one interval as long as the trainer's own
+    ``save_checkpoint`` took, its state dicts (``dump_checkpoint``), serialization and write
+    (only the serialization before; then the serialization and write), and the step
+    after it holds none of it (it read 6-8x the median step); at a validation's end (``monitor``), the evaluation holds none of it. The
+    lengths are timings: where one is over its bound, another run decides (on a loaded CI
+    VM a checkpoint read 63.3 ms for Lightning's 54.8, its bound 62.3, when the interval
+    ran to the loop's next training activity, after Lightning's own timer, and a stretch
+    waiting for a core there counted in it); an error of perftop's fails both."""
     for k in range(2):
         where = tmp_path / str(k)
         where.mkdir()
@@ -135,12 +136,12 @@ def _lightning_checkpoints(tmp_path, at) -> list[tuple[int, float, float]]:
         if ck.length > 1.1 * want + high:
             long.append((i, ck.length, want))
     # No step holds a checkpoint's time. The loop's own code between a step's end and the
-    # save (Lightning's on_train_batch_end: ModelCheckpoint's, its dump_checkpoint of the
-    # state dicts) is the next step's, and a step is sent with its own length and end, so
-    # its start can lie inside the save (docs/steps.md; 1 ms here, 12.5 ms of a 25 ms
-    # save on a loaded CI VM, where it failed a check of the spans' overlap): its length
-    # is bounded by the time from the step before's end to its own, less the save and
-    # the evaluations the recording holds there.
+    # save (Lightning's on_train_batch_end, ModelCheckpoint's before its call) is the next
+    # step's, and a step is sent with its own length and end, so its start can lie inside
+    # the save (docs/steps.md; 0.7 ms here; 12.5 ms of a 25 ms save on a loaded CI VM,
+    # where a check of the spans' overlap failed):
+    # its length is bounded by the time from the step before's end to its own, less the
+    # save and the evaluations the recording holds there.
     events = list(read_events(rec))
     steps = [e for e in events if isinstance(e, Step)]
     evals = [e for e in events if isinstance(e, Between) and e.kind == "eval"]
@@ -152,3 +153,31 @@ def _lightning_checkpoints(tmp_path, at) -> list[tuple[int, float, float]]:
         outside = st.t1 - prev - (t1 - t0) - sum(e.length for e in evals if prev <= e.t0 < st.t1)
         assert st.t1 - st.t0 < outside + 0.25 * (t1 - t0), (st, prev, t0, t1)
     return long
+
+
+def test_lightning_ddp_checkpoint_holds_the_wait_for_the_rank_that_writes(tmp_path):
+    """Lightning's ``ddp`` strategy: rank 0 writes each checkpoint (here in 0.5 s, a slow
+    filesystem's write) while rank 1 waits at the trainer's barrier after it. A checkpoint
+    is the trainer's whole ``save_checkpoint`` on each rank: rank 1's wait was a step of
+    0.5 s after each checkpoint (rank 0's too, the write coming before its torch.save),
+    with checkpoints of 1-3 ms on rank 0 and none on rank 1."""
+    proc, rep = run_and_report(
+        tmp_path, sys.executable, str(WORKLOADS / "lightning_ddp_ckpt.py"), str(tmp_path / "o")
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    own = {r["rank"]: r for r in map(json.loads, proc.stdout.splitlines()) if "rank" in r}
+    assert sorted(own) == [0, 1]
+    events = list(read_events(str(tmp_path / "r.perftop")))
+    ranks = {r["rank"]: r["pid"] for r in rep["ranks"]}
+    assert sorted(ranks) == [0, 1], rep["ranks"]
+    for rank, pid in ranks.items():
+        steps = [e for e in events if isinstance(e, Step) and e.pid == pid]
+        cks = [e for e in events if isinstance(e, Between) and e.pid == pid]
+        assert len(steps) == own[rank]["steps"] == 30
+        assert [c.kind for c in cks] == ["checkpoint"] * 3, cks
+        for ck, (t0, t1) in zip(cks, own[rank]["saves"], strict=True):
+            # the interval the trainer's own call took on this rank, with the job's clock
+            assert abs(ck.t0 - t0) < 0.05 and 0.9 * (t1 - t0) <= ck.length <= t1 - t0 + 0.05
+            assert ck.length >= 0.45  # rank 0's write, rank 1's wait for it
+        # no step holds any of it (a step here: ~5 ms; 0.25 s leaves a loaded host room)
+        assert max(st.t1 - st.t0 for st in steps) < 0.25, steps

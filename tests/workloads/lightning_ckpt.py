@@ -2,7 +2,7 @@
 or at the end of a validation every 10 steps, on its monitored metric (``val``): Lightning
 serializes each checkpoint with ``torch.save`` into memory, then writes the file through
 fsspec (``_atomic_save``). Prints one JSON line: the steps and each checkpoint's time, as
-the strategy's ``CheckpointIO.save_checkpoint`` took it (serialization and write)."""
+the trainer's ``save_checkpoint`` took it (its state dicts, serialization and write)."""
 
 import json
 import sys
@@ -63,8 +63,7 @@ trainer = L.Trainer(
     check_val_every_n_epoch=None if on_val else 1,
     limit_val_batches=4 if on_val else 0,
 )
-io = trainer.strategy.checkpoint_io
-save = io.save_checkpoint
+save = trainer.save_checkpoint
 
 
 def timed(*args, **kwargs):
@@ -74,7 +73,7 @@ def timed(*args, **kwargs):
     own["save_at"].append((wall, time.time()))
 
 
-io.save_checkpoint = timed
+trainer.save_checkpoint = timed  # the instance's: ModelCheckpoint calls it
 loader = DataLoader(TensorDataset(torch.randn(640, 32)), batch_size=16)
 trainer.fit(Wide(), loader, DataLoader(TensorDataset(torch.randn(64, 32)), batch_size=16))
 print(json.dumps(own), flush=True)
