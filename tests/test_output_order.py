@@ -14,6 +14,7 @@ with the last one's late ones, and their order is lost (outorder.py)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -310,3 +311,38 @@ def test_a_prompt_read_in_two_pieces_is_one_line(late_tail) -> None:
     t.poll(final=True)
     texts = [(e.stream, e.text) for e in t.outputs()]
     assert texts == [("stdout", "out 1\n"), ("stderr", "overwrite? [y/N] ")], texts
+
+
+RANKS = r"""
+import subprocess, sys, time
+if len(sys.argv) > 1:  # a rank: both start printing at the same moment
+    rank, go = sys.argv[1], float(sys.argv[2])
+    while time.time() < go:
+        pass
+    for i in range(3000):
+        print(f"rank {rank} line {i:04d}", "x" * 40)
+    sys.exit(0)
+go = time.time() + 1.0
+ranks = [subprocess.Popen([sys.executable, __file__, str(r), str(go)]) for r in range(2)]
+sys.exit(max(p.wait() for p in ranks))
+"""
+
+
+def test_two_processes_printing_at_once_keep_their_lines_whole(tmp_path, monkeypatch) -> None:
+    """Two processes of the job (two ranks) printing at once, each line one ``print``: a
+    terminal shows whole lines (line-buffered, a line a write). Under perftop's capture the
+    job had ``PYTHONUNBUFFERED`` alone, so a ``print`` was three writes (its two parts, the
+    newline), and the ranks' lines tore into each other's: 36,264 of 40,000 in the
+    recording of such a run. The bootstrap makes the job's streams line-buffered."""
+    script = tmp_path / "ranks.py"
+    script.write_text(RANKS)
+    rec = tmp_path / "r.perftop"
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)  # as a user's shell has it
+    job = Job(RunConfig(command=(sys.executable, str(script)), record=rec, capture_output=True))
+    assert job.start().wait() == 0
+    text = "".join(e.text for e in read_events(rec) if isinstance(e, Output))
+    lines = text.split("\n")
+    assert lines.pop() == ""
+    whole = re.compile(r"rank [01] line \d{4} x{40}")
+    torn = [ln for ln in lines if not whole.fullmatch(ln)]
+    assert len(lines) == 6000 and not torn, (len(lines), torn[:5])

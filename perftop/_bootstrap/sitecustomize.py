@@ -104,8 +104,29 @@ def _perftop_chain(here):
             sys.path.insert(min(i, len(sys.path)), p)
 
 
+def _perftop_lines():
+    """Where perftop takes the job's output into files (``PERFTOP_LINE_BUFFERED``, with
+    ``PYTHONUNBUFFERED``): stdout and stderr line-buffered, as on a terminal, so that each
+    line is one write and two processes' lines never tear into each other's (unbuffered, a
+    ``print`` is two writes: its text, then its newline). Streams the job replaces later
+    are its own."""
+    if os.environ.get("PERFTOP_LINE_BUFFERED") != "1":
+        return
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(line_buffering=True, write_through=False)
+            except Exception as exc:
+                _perftop_debug(exc)
+
+
 def _perftop_boot():
     here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        _perftop_lines()
+    except Exception as exc:
+        _perftop_debug(exc)
     try:
         if os.environ.get("PERFTOP_SOCKET") and sys.version_info >= (3, 10):
             if _perftop_compile_worker():

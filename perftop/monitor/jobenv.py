@@ -16,6 +16,21 @@ from perftop.errors import LaunchError
 from perftop.hook import ENV_SOCKET, ENV_SYNC_SEED
 
 BOOTSTRAP_DIR = Path(perftop.__file__).resolve().parent / "_bootstrap"
+# Where perftop takes the job's output into files: each Python process of the job makes
+# its stdout and stderr line-buffered, as on a terminal (the bootstrap reads it by name:
+# it imports nothing of perftop's).
+ENV_LINES = "PERFTOP_LINE_BUFFERED"
+
+
+def live_lines(env: dict[str, str], plain: dict[str, str]) -> None:
+    """The job's Python output, written to files, comes a line at a time, as on a terminal.
+    ``PYTHONUNBUFFERED`` alone (a block buffer on a file holds a ``print`` until the job's
+    end) made each ``print`` two writes, its text and its newline: two ranks printing at
+    once tore 36,264 of 40,000 lines into each other's, where a terminal's line buffering
+    tears none. The bootstrap makes the streams line-buffered; ``PYTHONUNBUFFERED`` stays
+    for a Python process that does not run it (``-S``, ``-I``, or ``plain``: no hook)."""
+    env["PYTHONUNBUFFERED"] = plain["PYTHONUNBUFFERED"] = "1"
+    env[ENV_LINES] = "1"
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ from perftop.monitor.header import session_start
 from perftop.monitor.hookless import HooklessWatch
 from perftop.monitor.hub import Hub
 from perftop.monitor.jobanswers import JobAnswers
-from perftop.monitor.jobenv import RunConfig, hook_env, resolve
+from perftop.monitor.jobenv import RunConfig, hook_env, live_lines, resolve
 from perftop.monitor.jobinput import JobInput
 from perftop.monitor.lifecycle import Background
 from perftop.monitor.nosocket import NoServer
@@ -137,7 +137,7 @@ class Job(Background, JobAnswers):
         kwargs: dict[str, Any] = {}
         if self.cfg.capture_output:
             self.output = OutputTail(self.hub.submit)
-            env["PYTHONUNBUFFERED"] = plain["PYTHONUNBUFFERED"] = "1"
+            live_lines(env, plain)
             kwargs.update(
                 stdin=subprocess.PIPE,  # input() waits for a line from the TUI (j)
                 stdout=self.output.stdout,
@@ -148,7 +148,7 @@ class Job(Background, JobAnswers):
             # Our stdout and stderr are ssh's: once its reader goes, a write there would
             # fail (EPIPE) and kill the job. The job writes to files; we relay them.
             self.output = OutputTail(self.hub.submit, relay=relay_to(sys.stderr.fileno()))
-            env["PYTHONUNBUFFERED"] = plain["PYTHONUNBUFFERED"] = "1"
+            live_lines(env, plain)
             kwargs.update(stdout=self.output.stdout, stderr=self.output.stderr)
         become_subreaper()  # the training outliving a wrapper stays ours: its exit code too
         argv = [exe, *self.cfg.command[1:]]
