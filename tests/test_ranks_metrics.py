@@ -220,3 +220,41 @@ def test_prometheus_linger_bad_value_is_one_line(tmp_path):
     r = perftop("run", "--prometheus", "0", "--prometheus-linger", "soon", "--", "true",
                 cwd=tmp_path)  # fmt: skip
     assert r.returncode == 2 and "--prometheus-linger" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_sync_site_label_names_one_file_as_the_report_does():
+    """Two libraries' own lines with one file name and line (no user frame on the stack:
+    ``file`` is the library's, ``package`` set) are two series, each named from its package's
+    folder as the report and the screen name it; a user's line keeps its file's name."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from perftop.events import Step
+    from perftop.events.sync import SyncBatch, SyncInfo
+    from perftop.fleet.metrics import SnapshotMetrics
+    from perftop.model import Session
+
+    sp = "/venv/lib/python3.11/site-packages"
+    sites = (
+        ("item", f"{sp}/ignite/engine/__init__.py", 448, "_run", "potential", 2, None,
+         None, None, None, "ignite"),
+        ("item", f"{sp}/ignite/metrics/__init__.py", 448, "update", "potential", 3, None,
+         None, None, None, "ignite"),
+        ("item", "/home/u/job/train.py", 12, "main", "potential", 1, None,
+         f"{sp}/skorch/net.py", 1277, "fit", "skorch"),
+    )  # fmt: skip
+    s = Session()
+    s.apply(SyncInfo(0.0, 1, False, True, exact=True))
+    s.apply(Step(1, 0, 0.0, 1.0))
+    s.apply(SyncBatch(1, 0, True, sites))
+    m = SnapshotMetrics()
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(m)  # type: ignore[arg-type]
+    m.update(s.snapshot())
+    body = generate_latest(reg).decode()
+    lines = sorted(ln for ln in body.splitlines() if ln.startswith("perftop_sync_events_total"))
+    host = s.snapshot().meta.host
+    assert lines == [
+        f'perftop_sync_events_total{{host="{host}",op="item",site="{site}"}} {n}'
+        for site, n in (("ignite/engine/__init__.py:448", "2.0"),
+                        ("ignite/metrics/__init__.py:448", "3.0"), ("train.py:12", "1.0"))
+    ], body  # fmt: skip

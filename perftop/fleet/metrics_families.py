@@ -7,7 +7,6 @@ measured has no sample rather than a made-up value.
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ from typing import Any
 
 from perftop.fleet.metrics_comm import comm_families
 from perftop.fleet.metrics_state import MetricsState
+from perftop.fmt_sync import sync_where
 from perftop.model import Snapshot
 from perftop.model.steps import STEP_BUCKETS
 
@@ -94,7 +94,13 @@ def _steps(snap: Snapshot) -> Iterator[Any]:
 
     syncs: dict[tuple[str, str, str], int] = {}
     for s in snap.sync:
-        key = (s.host or local, s.op, f"{os.path.basename(s.file)}:{s.line}")
+        # named as the report and the screen name it: a library's own line from its
+        # package's folder (two packages' ``__init__.py:448`` are two sites)
+        key = (
+            s.host or local,
+            s.op,
+            sync_where(s.file, s.line, s.lib_file, s.lib_line, s.package)[0],
+        )
         syncs[key] = syncs.get(key, 0) + s.count
     sync = CounterMetricFamily(
         "perftop_sync_events",
