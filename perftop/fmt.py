@@ -31,7 +31,12 @@ def step_no(index: int) -> int:
     return index + 1
 
 
-WHAT_HANGS = {"eval": "evaluation", "checkpoint": "checkpoint", "collective": "a collective"}
+WHAT_HANGS = {
+    "eval": "evaluation",
+    "checkpoint": "checkpoint",
+    "report": "Ray Train's report",
+    "collective": "a collective",
+}
 
 
 def stall_words(

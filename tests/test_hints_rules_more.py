@@ -299,6 +299,18 @@ def test_between_steps_rollouts_name_their_function_not_evaluation() -> None:
     assert not any("Evaluate less often" in a for a in h.advice)
 
 
+def test_between_steps_ray_reports_say_what_the_report_waits_for() -> None:
+    """Ray Train's report calls (kind ``report``): named as such, with advice about
+    reporting (how often, the checkpoint's upload), not about saving or evaluating."""
+    rows = (BetweenRow("report", 30.0, 15, T0 + 50, T0 + 60),)
+    h = evaluate(Snapshot(meta=Meta(start_t=T0, now_t=T0 + 100), between=rows))[0]
+    h = h["between-steps"]
+    assert "mostly Ray Train's reports" in h.title, h.title
+    assert h.evidence[0].startswith("Ray Train's reports: 30.00s in 15 intervals"), h.evidence
+    assert any("report less often" in a and "ASYNC" in a for a in h.advice), h.advice
+    assert not any("Evaluate less often" in a or "Save less often" in a for a in h.advice)
+
+
 # --- GPU ----------------------------------------------------------------------------
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from perftop.events import HookClose, ProcSample, Step, TrainThread
+from perftop.events import Between, HookClose, ProcSample, Step, TrainThread
 from perftop.events.probes import proc_row
 from perftop.recording import read_events
 from tests.helpers import WORKLOADS, needs, perftop
@@ -66,10 +66,38 @@ def test_each_worker_is_a_rank_with_its_own_steps(run) -> None:
         assert (w["env_rank"], w["env_world_size"]) == (str(w["rank"]), str(w["world_size"]))
         r = ranks[w["pid"]]
         assert r["rank"] == w["rank"] and r["steps"] == w["steps"] == 18, (r, w)
-        # the steps' time: ray.train.report's wait between epochs is in the next epoch's
-        # first step (non-torch code between steps), so the median, not the maximum
         assert r["step_time_p50_s"] == pytest.approx(median(w["step_s"]), rel=0.3, abs=0.005)
     assert sorted(r["rank"] for r in rep["ranks"]) == [0, 1]
+
+
+def test_each_report_is_time_outside_steps(run) -> None:
+    """``ray.train.report`` waits for every worker (a barrier), for the upload of a checkpoint
+    it carries and for the controller to take the last result (its 2 s poll): each call is
+    a ``report`` interval of its worker, as long as the worker's own timer of the call,
+    and rank 0's second report, right after its ``torch.save``, is that checkpoint's. No
+    step holds a report's wait (an epoch's first step did: up to 2 s, a stalled step)."""
+    own, events = run["own"], run["events"]
+    for w in own["workers"]:
+        mine = [e for e in events if isinstance(e, Between) and e.pid == w["pid"]]
+        reports = [e for e in mine if e.kind == "report"]
+        calls = list(w["call_s"])
+        if w["rank"] == 0:
+            assert [e.kind for e in mine] == ["report", "checkpoint", "report"], mine
+            (ckpt,) = w["ckpt_s"]
+            # from its torch.save to its report's return: the save, the report's wait
+            assert calls[1] <= mine[1].length <= ckpt + 1e-4, (mine[1], calls, ckpt)
+            del calls[1]
+        else:
+            assert [e.kind for e in mine] == ["report"] * 3, mine
+        for e, c in zip(reports, calls, strict=True):
+            # inside the worker's timer of the call, less no more than the wrapper's entry
+            assert 0.9 * c - 0.01 <= e.length <= c + 1e-4, (reports, calls)
+        steps = sorted((e for e in events if isinstance(e, Step) and e.pid == w["pid"]),
+                       key=lambda e: e.index)  # fmt: skip
+        for st, mine_s in zip(steps, w["step_s"], strict=True):
+            # an epoch's first step from the report's return: the sampler's epoch set, too
+            assert st.t1 - st.t0 <= mine_s + 0.05, (st, mine_s)
+    assert run["rep"]["steps"]["between_s"]["report"]["count"] in (2, 3), run["rep"]["steps"]
 
 
 def test_each_ranks_data_wait_is_its_own_fetches(run) -> None:

@@ -103,7 +103,8 @@ class Step(Event):
 @event("between")
 class Between(Event):
     """Time outside training steps (an evaluation pass, a checkpoint): ``kind`` is
-    ``eval``, ``checkpoint`` or ``checkpoint_overlapped``, from ``t0`` for ``length``
+    ``eval``, ``rollout``, ``checkpoint``, ``checkpoint_overlapped`` or ``report`` (Ray
+    Train's ``report`` call; older recordings have none), from ``t0`` for ``length``
     seconds. The steps around it do not include it (see perftop/hook/gaps.py for what
     decides, pass_meter.py for what is measured). A pass a forward with grad off
     opened has ``site``, the user's function that made its first module call

@@ -58,7 +58,7 @@ RECENT = 4096  # steps per process remembered to place their sync events
 NODE_PID_BASE = 10_000_000  # node i's pid P is track (i + 1) * NODE_PID_BASE + P
 # The thread of each kind of interval between steps on its process's track: above any
 # Linux thread id (at most 2**22), so no real thread of a capture's trace meets them.
-KIND_TIDS = {"eval": 1, "rollout": 2, "checkpoint": 3, "checkpoint_overlapped": 4}
+KIND_TIDS = {"eval": 1, "rollout": 2, "checkpoint": 3, "checkpoint_overlapped": 4, "report": 5}
 KIND_TID_BASE = 1 << 30
 
 

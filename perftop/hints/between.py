@@ -19,13 +19,22 @@ ADVICE = {
     "larger batch than training.",
     "checkpoint": "Save less often, to local disk, or asynchronously "
     "(torch.distributed.checkpoint.async_save).",
+    "report": "Ray Train's report waits for every worker, for the upload of a checkpoint "
+    "it carries and for its controller to take the last result (its poll: up to 2 s): "
+    "report less often (every N steps or epochs, not every batch), and upload checkpoints "
+    "asynchronously (checkpoint_upload_mode=ASYNC).",
     "rollout": "Rollouts are forward calls alternating with an environment's "
     "steps, made from {site}: that function is where the time goes. Speed up what it "
     "spends most in (the share inside the model's forward calls is in the evidence): the "
     "environment (several environments stepped at once, in subprocesses), or the policy's "
     "forward calls (a batch of observations per call, torch.inference_mode()).",
 }
-NAMES = {"eval": "evaluation", "checkpoint": "checkpointing", "rollout": "rollouts"}
+NAMES = {
+    "eval": "evaluation",
+    "checkpoint": "checkpointing",
+    "rollout": "rollouts",
+    "report": "Ray Train's reports",
+}
 
 
 def _advice(b: BetweenRow) -> str:

@@ -25,6 +25,14 @@ at its start, ``saved`` at its return: a checkpoint is time outside training ste
 
 Saves inside a save (the Trainer's files inside its checkpoint) are the outer one's: only
 the outermost call on a thread is timed.
+
+Ray Train's ``report`` (``ray.train.report``, v2, on its train-function utilities' class)
+is timed the same way but is time outside steps of its own kind, ``report``
+(``HookState.between``): a barrier of every worker, a checkpoint's upload where it carries
+one (a worker that passes none waits there for the others'), and the wait for Ray's
+controller to take the last result (up to its 2 s poll), which the next epoch's first step
+held, a stalled step where it reached 2 s. A report right after a ``torch.save`` is that
+checkpoint's (a burst of saves, one interval).
 """
 
 from __future__ import annotations
@@ -46,6 +54,13 @@ WHOLE = (
     ("lightning.pytorch.trainer.trainer", "Trainer", "save_checkpoint"),
     ("pytorch_lightning.trainer.trainer", "Trainer", "save_checkpoint"),
 )
+# module -> (class, method): a library's report, timed as a report (Ray Train v2's, which
+# ``ray.train.report`` calls however it was imported)
+_RAY_FN_UTILS = "ray.train.v2._internal.execution.train_fn_utils"
+REPORTS = (
+    (_RAY_FN_UTILS, "DistributedTrainFnUtils", "report"),
+    (_RAY_FN_UTILS, "LocalTrainFnUtils", "report"),
+)
 
 
 def install(state: HookState) -> None:
@@ -54,20 +69,23 @@ def install(state: HookState) -> None:
     for name, wrap in (("_open_zipfile_writer", _zip_saving), ("_legacy_save", _saving)):
         state.wrap(ser, name, wrap)
     after_import("safetensors.torch", lambda mod: state.wrap(mod, "save_file", _saving))
-    for module, cls_name, method in WHOLE:
-        after_import(module, functools.partial(_wrap_method, state, cls_name, method))
+    for table, wrap in ((WHOLE, _saving), (REPORTS, functools.partial(_saving, report=True))):
+        for module, cls_name, method in table:
+            after_import(module, functools.partial(_wrap_method, state, cls_name, method, wrap))
 
 
-def _wrap_method(state: HookState, cls_name: str, method: str, module: Any) -> None:
+def _wrap_method(state: HookState, cls_name: str, method: str, wrap: Any, module: Any) -> None:
     cls = getattr(module, cls_name, None)
     if isinstance(cls, type):
-        state.wrap(cls, method, _saving)
+        state.wrap(cls, method, wrap)
 
 
-def _saving(state: HookState, orig: Any) -> Any:
+def _saving(state: HookState, orig: Any, report: bool = False) -> Any:
     @functools.wraps(orig)
     def save(*args: Any, **kwargs: Any) -> Any:
         t0 = _perf()
+        if report and not _depth.get(threading.get_ident()):
+            state.report_t0 = t0  # an interval it opens is a report (HookState.between)
         _opened(state, t0)
         try:
             return orig(*args, **kwargs)

@@ -48,6 +48,8 @@ def env_float(name: str, default: float, minimum: float = 0.0) -> float:
 # Where the training thread sends (solo), a pass's start goes out at once after a pass this
 # long or longer, and at least this often (HookState.opened)
 SHORT_PASS_S, OPEN_EVERY_S = 0.05, 1.0
+# A Between's kind for the time in a library's report call (saves.REPORTS)
+REPORT = "report"
 
 
 class HookState:
@@ -55,6 +57,9 @@ class HookState:
         self.sender = Sender(socket_path, self.hello, on_event=self.heard)
         self.open_sent = -math.inf  # when a pass's start last went out at once (opened)
         self.last_pass_s = math.inf  # the last pass's length (checkpoints aside)
+        # where the last report (Ray Train's: saves.REPORTS) began: an interval it opened
+        # is a report, not a checkpoint (perf_counter; -inf: none)
+        self.report_t0 = -math.inf
         self.comm: Any = None  # collectives.CommPoller, once torch is imported
         self.captures: Any = None  # capture.Captures, made when the first ask arrives
         self.capturing = False  # a capture is asked for or runs: the sync detector waits
@@ -168,6 +173,10 @@ class HookState:
         s = self.sender
         if not kind.startswith("checkpoint"):
             self.last_pass_s = length
+        elif t0 == self.report_t0:  # a report opened it: time outside steps, of its own kind
+            if kind != "checkpoint":
+                return  # a report on another thread than training's overlaps nothing of it
+            kind = REPORT
         s.put(Between(s.pid, kind, t0 + s.epoch_offset, length, site, forward_s))
 
     def opened(self, kind: str, t0: float) -> None:
@@ -189,6 +198,8 @@ class HookState:
         )
         if urgent:
             self.open_sent = now
+        if kind == "checkpoint" and t0 == self.report_t0:
+            kind = REPORT
         s.put(BetweenOpen(s.pid, kind, t0 + s.epoch_offset), urgent=urgent)
 
     def tick(self) -> None:

@@ -9,7 +9,7 @@ from perftop.events import Between, BetweenOpen
 from perftop.model.finding_rows import passes_run
 from perftop.model.snapshot import BetweenRow
 
-KIND_ORDER = ("eval", "rollout", "checkpoint", "other", "checkpoint_overlapped")
+KIND_ORDER = ("eval", "rollout", "checkpoint", "report", "other", "checkpoint_overlapped")
 # A torch.save on another thread than training's: it overlaps steps, it is not time
 # outside them (the hint and the time-between figures leave it out).
 OVERLAPPED = "checkpoint_overlapped"

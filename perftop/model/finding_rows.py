@@ -28,8 +28,8 @@ class SyncWatch:
 
 def passes_run(by_kind: Iterable[tuple[str, int]]) -> int:
     """The passes between steps, of (kind, count) pairs, that the sync detector may watch:
-    evaluations and rollouts, not a checkpoint's saves."""
-    return sum(n for kind, n in by_kind if not kind.startswith("checkpoint"))
+    evaluations and rollouts, not a checkpoint's saves nor a library's report call."""
+    return sum(n for kind, n in by_kind if not kind.startswith("checkpoint") and kind != "report")
 
 
 @dataclass(frozen=True, slots=True)

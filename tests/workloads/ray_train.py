@@ -1,9 +1,11 @@
 """A Ray Train job: ``TorchTrainer`` with 2 CPU workers (gloo), ``prepare_model`` (DDP) and
-``prepare_data_loader``, 3 epochs of a small MLP, ``ray.train.report`` each epoch; a
-collate_fn that takes 2 ms a batch and times itself.
+``prepare_data_loader``, 3 epochs of a small MLP, ``ray.train.report`` each epoch (the second's on rank 0 with a
+checkpoint: the model's state saved to a folder, as Ray's guide does; rank 1 reports none);
+a collate_fn that takes 2 ms a batch and times itself.
 
 Its own counters, one JSON line on stdout at the end: per worker its pid, the rank and world
 size Ray set in its environment, the thread its training function ran on, its steps (optimizer updates), each epoch's time, each
+report's call (and the checkpoint's, from its torch.save to its report's return), each
 batch's fetch and the collate calls and time within it, the all-reduces DDP made (buckets a
 step, times steps), and the time its training function returned. ``python ray_train.py OUT_DIR``."""
 
@@ -12,13 +14,14 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 import ray
 import torch
-from ray.train import RunConfig, ScalingConfig
+from ray.train import Checkpoint, RunConfig, ScalingConfig
 from ray.train.torch import TorchTrainer, prepare_data_loader, prepare_model
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset, default_collate
@@ -53,6 +56,7 @@ def train_fn(config: dict) -> None:
     )
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     steps, epoch_s, step_s, report_s, fetch_s, carry = 0, [], [], [], [], 0.0
+    call_s, ckpt_s = [], []
     collate_s, collates, c0, n0 = [], [], 0.0, 0  # c0, n0: collated at the last step's end
     for epoch in range(EPOCHS):
         if ray.train.get_context().get_world_size() > 1:
@@ -81,7 +85,19 @@ def train_fn(config: dict) -> None:
             step_s.append(-t + (t := time.perf_counter()))
             f, (c0, n0) = time.perf_counter(), collated
         epoch_s.append(time.perf_counter() - t0)
-        ray.train.report({"epoch": epoch, "steps": steps, "loss": loss.item()})
+        metrics = {"epoch": epoch, "steps": steps, "loss": loss.item()}
+        if epoch == 1 and ctx.get_world_rank() == 0:
+            with tempfile.TemporaryDirectory() as d:
+                s = time.perf_counter()
+                torch.save(model.state_dict(), os.path.join(d, "model.pt"))
+                c = time.perf_counter()
+                ray.train.report(metrics, checkpoint=Checkpoint.from_directory(d))
+                call_s.append(time.perf_counter() - c)
+                ckpt_s.append(time.perf_counter() - s)
+        else:
+            c = time.perf_counter()
+            ray.train.report(metrics)
+            call_s.append(time.perf_counter() - c)
         report_s.append(time.perf_counter() - t)
     own = {
         "pid": os.getpid(),
@@ -93,7 +109,9 @@ def train_fn(config: dict) -> None:
         "steps": steps,
         "epoch_s": epoch_s,
         "step_s": step_s,  # each step's time, from the last one's end (an epoch's first: its start)
-        "report_s": report_s,  # each epoch's ray.train.report (a barrier of the workers)
+        "report_s": report_s,  # from each epoch's last step's end to its report's return
+        "call_s": call_s,  # each ray.train.report call (a barrier of the workers)
+        "ckpt_s": ckpt_s,  # rank 0's checkpoint: its torch.save to its report's return
         "fetch_s": fetch_s,  # each step's batch: next() of the prepared loader, and iter()
         "collate_s": collate_s,  # the time in collate_fn inside each step's fetch_s
         "collates": collates,  # and its calls
