@@ -112,8 +112,9 @@ def cause_of(snap: Snapshot, row: ProcRow) -> str:
         return (": the kernel's OOM killer took it, memory ran out "
                 f"({counter} counted an OOM kill as it ended: {row.oom_counted_by})")  # fmt: skip
     if (sig == 9 or abrupt) and row.oom_kills == 0:
-        how = ("a kill -9 (a user, a scheduler stopping the job)" if sig else
-               "another signal (a kill -9, a scheduler's) or os._exit")  # fmt: skip
+        # (who sent it is not known: Ray's shutdown kills its own daemons so, as the job ends)
+        how = ("a kill -9 (a user, a scheduler stopping the job, the job's own teardown)" if sig
+               else "another signal (a kill -9, a scheduler's) or os._exit")  # fmt: skip
         also = ""  # the host's kill: another cgroup's (or its own, had it moved since read)
         if row.oom_source and row.host_oom_kills:
             also = f"; the host counted {row.host_oom_kills}, in another cgroup"
