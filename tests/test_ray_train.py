@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from perftop.events import Between, HookClose, ProcSample, Step, TrainThread
+from perftop.events import Between, BetweenOpen, HookClose, ProcSample, Step, TrainThread
 from perftop.events.probes import proc_row
 from perftop.recording import read_events
 from tests.helpers import WORKLOADS, needs, perftop
@@ -73,20 +73,25 @@ def test_each_worker_is_a_rank_with_its_own_steps(run) -> None:
 def test_each_report_is_time_outside_steps(run) -> None:
     """``ray.train.report`` waits for every worker (a barrier), for the upload of a checkpoint
     it carries and for the controller to take the last result (its 2 s poll): each call is
-    a ``report`` interval of its worker, as long as the worker's own timer of the call,
-    and rank 0's second report, right after its ``torch.save``, is that checkpoint's. No
-    step holds a report's wait (an epoch's first step did: up to 2 s, a stalled step)."""
+    a ``report`` interval of its worker, as long as the worker's own timer of the call.
+    Rank 0's second report carries a checkpoint saved right before it: its ``torch.save``
+    is a checkpoint that ends where the report begins, and the monitor is told the report
+    runs from there. No step holds a report's wait (an epoch's first step did: up to 2 s,
+    a stalled step)."""
     own, events = run["own"], run["events"]
     for w in own["workers"]:
         mine = [e for e in events if isinstance(e, Between) and e.pid == w["pid"]]
         reports = [e for e in mine if e.kind == "report"]
-        calls = list(w["call_s"])
+        calls = w["call_s"]
         if w["rank"] == 0:
-            assert [e.kind for e in mine] == ["report", "checkpoint", "report"], mine
-            (ckpt,) = w["ckpt_s"]
-            # from its torch.save to its report's return: the save, the report's wait
-            assert calls[1] <= mine[1].length <= ckpt + 1e-4, (mine[1], calls, ckpt)
-            del calls[1]
+            assert [e.kind for e in mine] == ["report", "checkpoint", "report", "report"], mine
+            ckpt, rep = mine[1], mine[2]
+            assert ckpt.t0 + ckpt.length == pytest.approx(rep.t0, abs=1e-6), mine
+            # from its torch.save to its report's return, as the worker timed it
+            (whole,) = w["ckpt_s"]
+            assert 0.9 * whole - 0.01 <= ckpt.length + rep.length <= whole + 1e-4, (mine, whole)
+            opens = [e for e in events if isinstance(e, BetweenOpen) and e.pid == w["pid"]]
+            assert ("report", rep.t0) in [(e.kind, e.t0) for e in opens], opens
         else:
             assert [e.kind for e in mine] == ["report"] * 3, mine
         for e, c in zip(reports, calls, strict=True):
@@ -97,7 +102,8 @@ def test_each_report_is_time_outside_steps(run) -> None:
         for st, mine_s in zip(steps, w["step_s"], strict=True):
             # an epoch's first step from the report's return: the sampler's epoch set, too
             assert st.t1 - st.t0 <= mine_s + 0.05, (st, mine_s)
-    assert run["rep"]["steps"]["between_s"]["report"]["count"] in (2, 3), run["rep"]["steps"]
+    between = run["rep"]["steps"]["between_s"]  # the primary's, rank 0's
+    assert (between["report"]["count"], between["checkpoint"]["count"]) == (3, 1), between
 
 
 def test_each_ranks_data_wait_is_its_own_fetches(run) -> None:

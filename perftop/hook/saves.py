@@ -31,8 +31,9 @@ is timed the same way but is time outside steps of its own kind, ``report``
 (``HookState.between``): a barrier of every worker, a checkpoint's upload where it carries
 one (a worker that passes none waits there for the others'), and the wait for Ray's
 controller to take the last result (up to its 2 s poll), which the next epoch's first step
-held, a stalled step where it reached 2 s. A report right after a ``torch.save`` is that
-checkpoint's (a burst of saves, one interval).
+held, a stalled step where it reached 2 s. The saves right before a report (Ray's guide:
+the model saved to a folder, then reported with it) are a checkpoint of their own, up to
+the report's start.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ import time
 from typing import Any
 
 from perftop.hook.importwatch import after_import
-from perftop.hook.state import HookState
+from perftop.hook.state import REPORT, HookState
 
 _perf = time.perf_counter
 _depth: dict[int, int] = {}  # thread -> saves open on it (nested calls)
@@ -85,7 +86,7 @@ def _saving(state: HookState, orig: Any, report: bool = False) -> Any:
     def save(*args: Any, **kwargs: Any) -> Any:
         t0 = _perf()
         if report and not _depth.get(threading.get_ident()):
-            state.report_t0 = t0  # an interval it opens is a report (HookState.between)
+            _report_begins(state, t0)
         _opened(state, t0)
         try:
             return orig(*args, **kwargs)
@@ -93,6 +94,20 @@ def _saving(state: HookState, orig: Any, report: bool = False) -> Any:
             _closed(state, t0)
 
     return save
+
+
+def _report_begins(state: HookState, t0: float) -> None:
+    """A report begins at ``t0``: the interval outside steps from there is a report
+    (``HookState.between``). Where one is open already on the training thread (the saves
+    of the checkpoint it reports), the monitor is told a report runs from ``t0``: its
+    wait is held to a report's usual length, not its checkpoint's."""
+    state.report_t0 = t0
+    tr = state.tracker
+    try:
+        if tr.in_gap and threading.get_ident() == (tr.thread or tr.main_thread):
+            state.opened(REPORT, t0)
+    except Exception:
+        state.internal_error("report")
 
 
 class _TimedWriter:

@@ -171,12 +171,19 @@ class HookState:
         """An interval outside training steps, from the tracker (perf_counter time): a pass
         a forward opened comes with its call site and its time inside forward calls."""
         s = self.sender
+        r0 = self.report_t0
         if not kind.startswith("checkpoint"):
             self.last_pass_s = length
-        elif t0 == self.report_t0:  # a report opened it: time outside steps, of its own kind
-            if kind != "checkpoint":
-                return  # a report on another thread than training's overlaps nothing of it
-            kind = REPORT
+        elif kind != "checkpoint":
+            if t0 == r0:
+                return  # a report on another thread than training's: none of training's time
+        elif t0 <= r0 < t0 + length:
+            # A report ran in it (saves.REPORTS), from r0 to its end: the report's own
+            # kind; the saves right before it (Ray's guide: the model saved to a folder,
+            # then reported with it) are a checkpoint of their own.
+            if r0 > t0:
+                s.put(Between(s.pid, kind, t0 + s.epoch_offset, r0 - t0, site, forward_s))
+            kind, t0, length = REPORT, r0, t0 + length - r0
         s.put(Between(s.pid, kind, t0 + s.epoch_offset, length, site, forward_s))
 
     def opened(self, kind: str, t0: float) -> None:
@@ -191,15 +198,16 @@ class HookState:
         the pass's end."""
         s = self.sender
         now = time.perf_counter()
+        if kind == "checkpoint" and t0 == self.report_t0:
+            kind = REPORT  # a report opened it (saves.REPORTS)
         urgent = (
             kind.startswith("checkpoint")
+            or kind == REPORT
             or self.last_pass_s >= SHORT_PASS_S
             or now - self.open_sent >= OPEN_EVERY_S
         )
         if urgent:
             self.open_sent = now
-        if kind == "checkpoint" and t0 == self.report_t0:
-            kind = REPORT
         s.put(BetweenOpen(s.pid, kind, t0 + s.epoch_offset), urgent=urgent)
 
     def tick(self) -> None:
