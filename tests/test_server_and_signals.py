@@ -55,6 +55,37 @@ def test_bad_frames_are_counted_and_the_server_lives_on(tmp_path):
     assert not srv.path.exists()
 
 
+def test_what_hooks_sent_before_the_server_closed_is_read_at_its_close(tmp_path):
+    """Hooks that sent their streams as they exited, to a server whose thread had not run
+    since (a loaded host; the job's end closes the server right after): a connection the
+    thread accepted but never read, and one still waiting to be accepted, are read to
+    their end at the close, not dropped with a process's steps in them. A viewer that
+    connects then is not served."""
+    from perftop.monitor.server import VIEW_MAGIC
+
+    got, viewers = [], []
+    srv = Server(lambda payload, events: got.extend(events), tmp_path / "s.sock",
+                 on_viewer=viewers.append).start()  # fmt: skip
+    accepted = _connect(srv.path)
+    assert _wait(lambda: srv.connections == 1)
+    srv.pause()  # its thread stops: it runs no more, as a starved one would not
+    accepted.sendall(MAGIC + encode_frame([Note(1.0, "info", "t", "accepted, unread")]))
+    accepted.close()
+    late = _connect(srv.path)  # in the listening socket's queue: never accepted
+    late.sendall(MAGIC + encode_frame([Note(2.0, "info", "t", "first")])
+                 + encode_frame([Note(3.0, "info", "t", "last")]))  # fmt: skip
+    late.close()
+    viewer = _connect(srv.path)
+    viewer.sendall(VIEW_MAGIC)
+    try:
+        assert srv.open_connections == 1  # the accepted one: its first bytes unread
+        srv.close()
+        assert [e.text for e in got] == ["accepted, unread", "first", "last"]
+        assert viewers == [] and srv.connections == 3
+    finally:
+        viewer.close()
+
+
 def test_socket_directory_is_private():
     d = socket_dir()
     st = d.stat()

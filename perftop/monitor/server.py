@@ -78,6 +78,7 @@ class Server:
         self.trainers: dict[socket.socket, int] = {}  # of those, the training processes
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._closing = False  # the last reads: a viewer or a question is not served
         self._lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         old = os.umask(0o177)
         try:
@@ -93,7 +94,8 @@ class Server:
 
     @property
     def open_connections(self) -> int:
-        return len(self._readers)
+        """Connections that may still bring a hook's events (its first bytes unread too)."""
+        return len(self._readers) + len(self._greeting)
 
     def start(self) -> Server:
         self._thread = threading.Thread(target=self._loop, name="perftop-server", daemon=True)
@@ -111,16 +113,17 @@ class Server:
                 else:
                     self._read(sock)  # type: ignore[arg-type]
 
-    def _accept(self) -> None:
+    def _accept(self) -> bool:
+        """Take one connection waiting; False where none is."""
         try:
             conn, _ = self._lsock.accept()
         except OSError:
-            return
+            return False
         cred = peer_cred(conn)
         if cred is not None and cred[1] != os.geteuid():
             self.refused_peers += 1  # another user: the 0700 directory should have stopped it
             conn.close()
-            return
+            return True
         if cred is not None:
             self.peer_pids.add(cred[0])
             self.job_pids.add(cred[0])
@@ -129,6 +132,7 @@ class Server:
         self._greeting[conn] = b""
         self._sel.register(conn, selectors.EVENT_READ)
         self.connections += 1
+        return True
 
     def _greet(self, conn: socket.socket, data: bytes) -> bytes | None:
         """Sort a new connection by its first 8 bytes; the bytes left for a hook's reader."""
@@ -142,6 +146,9 @@ class Server:
         if kind == MAGIC:
             self._readers[conn] = EventReader()
             return buf
+        if self._closing:  # a viewer or a question as the server closes: none is served
+            self._drop(conn)
+            return None
         if pid is not None:  # a viewer or `perftop ls`: not one of the job's processes
             self.peer_pids.discard(pid)
             self.job_pids.discard(pid)
@@ -162,20 +169,21 @@ class Server:
             conn.close()
         return None
 
-    def _read(self, conn: socket.socket) -> None:
+    def _read(self, conn: socket.socket) -> bool:
+        """Up to 256 KiB of what ``conn`` holds; False once nothing more is there now."""
         try:
             data = conn.recv(1 << 18)
         except BlockingIOError:
-            return
+            return False
         except OSError:
             data = b""
         if not data:
             self._drop(conn)
-            return
+            return False
         if conn in self._greeting:
             rest = self._greet(conn, data)
             if rest is None:
-                return
+                return conn in self._greeting  # (a greeting's first bytes: more may come)
             data = rest
         reader = self._readers[conn]
         try:
@@ -183,7 +191,7 @@ class Server:
         except StreamError:
             self.closed_streams += 1
             self._drop(conn)
-            return
+            return False
         finally:
             self.rejected_frames += reader.rejected
             reader.rejected = 0
@@ -191,6 +199,18 @@ class Server:
             if conn not in self._hello:
                 self._sort(conn, events)
             self.sink(frame, events)
+        return True
+
+    def _last_reads(self) -> None:
+        """Once the serving thread has stopped: what hooks sent that it had not read (a
+        connection not yet accepted or read when the job's end closed the server, on a
+        loaded host), read to its end, not dropped with a process's last steps in it."""
+        self._closing = True
+        while self._accept():
+            pass
+        for conn in [*self._greeting, *self._readers]:
+            while self._read(conn):
+                pass
 
     def settle(self, timeout: float = SETTLE_S) -> None:
         """Read the hellos of every hook connected (any thread): called when the job's top
@@ -267,6 +287,11 @@ class Server:
         self._waker.wake()
         if self._thread is not None:
             self._thread.join(timeout=2)
+        if self._thread is None or not self._thread.is_alive():
+            try:
+                self._last_reads()
+            except Exception:  # the sink's failure: the reads end, the close goes on
+                pass
         for conn in [*self._readers, *self._greeting]:
             self._drop(conn)
         self._sel.close()
