@@ -17,6 +17,7 @@ import pytest
 from perftop.events import Dropped, Hello, Step
 from perftop.hook.sender import Sender
 from perftop.hook.solo import single_threaded_flag
+from perftop.recording import read_events
 from perftop.wire import decode_frame
 from perftop.wire_stream import FrameReader
 from tests.helpers import WORKLOADS, run_and_report
@@ -46,6 +47,20 @@ def test_the_sender_thread_takes_over_once_the_job_has_another_thread(tmp_path):
     own, report = _job(tmp_path, "400", "thread")
     assert "perftop-sender" in own["threads"] and "job-own" in own["threads"], own
     assert report["steps"]["count"] == own["steps"] == 400
+
+
+def test_a_job_with_a_thread_sends_its_first_steps_soon(tmp_path):
+    """A job with a thread of its own before its first step: the sender's thread sends, and
+    its first sends come as soon as the training thread's would (20 ms after it starts, not
+    after a 0.25 s sleep). A short process (a hogwild trainer's 0.1-0.4 s of steps) had
+    connected only at its exit (24 of 38 trainers), whose 0.1 s then held its whole stream:
+    here 40 steps of ~2.5 ms, then 1 s idle, and its hello came before its last step."""
+    own, report = _job(tmp_path, "40", "thread-first")
+    assert "perftop-sender" in own["threads"] and report["steps"]["count"] == own["steps"] == 40
+    events = list(read_events(tmp_path / "r.perftop"))
+    (hello,) = [e for e in events if isinstance(e, Hello)]
+    steps = sorted((e for e in events if isinstance(e, Step)), key=lambda e: e.index)
+    assert hello.t < steps[-1].t1, (hello.t - steps[0].t0, steps[-1].t1 - steps[0].t0)
 
 
 @pytest.mark.parametrize("at", [10, 150])

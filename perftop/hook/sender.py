@@ -45,8 +45,10 @@ from perftop.hook.solo import INF, single_threaded_flag
 
 CAPACITY = 65536
 INTERVAL_S = 0.25  # the most the sender delays an event (the TUI redraws every 0.5 s)
-# Where the training thread sends (solo.py), its first sends come sooner: after FIRST_S, then
-# twice as long each time up to ``interval``. Steps buffered when the thread blocks are not
+# The first sends come sooner: after FIRST_S, then twice as long each time up to
+# ``interval``, where the training thread sends (solo.py) and where the sender's thread does
+# (it slept ``interval`` first: a hogwild trainer of 0.2 s sent nothing before its exit,
+# whose 0.1 s then held its whole stream). Steps buffered when the thread blocks are not
 # sent until it runs again, so with a first send only after 0.25 s a job that hung in its
 # first quarter second of steps had sent none: the monitor, which needs a few steps' median
 # to call one stalled, never saw the hang (four sends more per process, at its start).
@@ -56,6 +58,7 @@ FIRST_S = 0.02
 # its slowest (the first send took the first step alone, and the next, 40 ms later, came
 # after a hang in step 10 began: no stall seen).
 FIRST_STEPS = 8
+EARLY_SENDS = 24  # ... or until this many sends went out (a thread wakes with no steps too)
 EXIT_S = 0.1  # the most a process's exit (or a DataLoader worker's) waits for perftop
 # Of EXIT_S, what the sends leave for the rest: the last batch's overshoot, the disconnect,
 # and freeing a full buffer (65,536 steps take ~4 ms to free).
@@ -150,8 +153,9 @@ class Sender(Link):
         self.solo = False  # the training thread sends (no other thread in the process)
         self.pinned = False  # solo for good, whatever threads the process has (pin_solo)
         self._due(INF)  # solo: when the training thread sends next (perf_counter)
-        self._gap = FIRST_S  # solo: the time to the next send after this one (FIRST_S)
-        self._early = 0  # solo: the steps sent so far (not events), up to FIRST_STEPS
+        self._gap = FIRST_S  # the time to the next send after this one (FIRST_S)
+        self._early = 0  # the steps sent so far (not events), up to FIRST_STEPS
+        self._sends = 0  # the sends so far, up to EARLY_SENDS
         self._tail = b""  # what a non-blocking send left unsent, sent first next time
         self._tail_n = 0  # the items of the batch whose frame the tail ends
         self._pumping = False
@@ -210,11 +214,7 @@ class Sender(Link):
                 self._due(INF)
                 self._start_thread()
                 return
-            if self._early < FIRST_STEPS:
-                self._early += self.pending_steps()
-            else:
-                self._gap = min(self.interval, 2 * self._gap)
-            self._due(time.perf_counter() + self._gap)
+            self._due(time.perf_counter() + self._next_gap())
             self.retime()
             self.drain(nowait=True)
             self._poll()
@@ -222,6 +222,16 @@ class Sender(Link):
             self.errors += 1
         finally:
             self._pumping = False
+
+    def _next_gap(self) -> float:
+        """Before a send: the time to the next one (FIRST_S apart until FIRST_STEPS steps
+        or EARLY_SENDS sends went out, then twice as long each time up to ``interval``)."""
+        if self._early < FIRST_STEPS and self._sends < EARLY_SENDS:
+            self._sends += 1
+            self._early += self.pending_steps()
+        else:
+            self._gap = min(self.interval, 2 * self._gap)
+        return self._gap
 
     def _start_thread(self) -> None:
         if self._thread is not None:  # a put() on a new thread and the pump, at once
@@ -238,14 +248,16 @@ class Sender(Link):
     def _run(self) -> None:
         # Nothing wakes it early: close() flushes on its own thread, and the daemon thread
         # finds ``closed`` at its next wake.
+        gap = min(self._gap, self.interval)
         while not self.closed and not self.pinned:
-            time.sleep(self.interval)
+            time.sleep(gap)
             if self.on_tick is not None:
                 try:
                     self.on_tick()
                 except Exception:
                     self.errors += 1
             self.retime()
+            gap = self._next_gap()
             self.drain()
             self._poll()
 
