@@ -86,6 +86,38 @@ def test_what_hooks_sent_before_the_server_closed_is_read_at_its_close(tmp_path)
         viewer.close()
 
 
+def test_a_peer_that_writes_on_and_on_does_not_hold_the_close(tmp_path):
+    """The close's last reads stop after LAST_READS_S, whatever a peer keeps sending faster
+    than the monitor takes it in (here a sink of 1 ms a frame)."""
+    import threading
+
+    from perftop.monitor.server import LAST_READS_S
+
+    srv = Server(lambda payload, events: time.sleep(0.001), tmp_path / "s.sock").start()
+    w = _connect(srv.path)
+    w.sendall(MAGIC)
+    assert _wait(lambda: srv.connections == 1)
+    stop = threading.Event()
+    frames = encode_frame([Note(1.0, "info", "t", "x" * 1000)]) * 64
+
+    def flood() -> None:
+        while not stop.is_set():
+            try:
+                w.sendall(frames)
+            except OSError:
+                return
+
+    threading.Thread(target=flood, daemon=True).start()
+    closing = threading.Thread(target=srv.close, daemon=True)
+    t0 = time.monotonic()
+    closing.start()
+    closing.join(timeout=10)
+    took = time.monotonic() - t0
+    stop.set()
+    w.close()
+    assert not closing.is_alive() and took < LAST_READS_S + 3.0, took
+
+
 def test_socket_directory_is_private():
     d = socket_dir()
     st = d.stat()

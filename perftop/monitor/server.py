@@ -40,6 +40,7 @@ INFO_MAGIC = b"PTINFO\x00\x00"
 CTRL_MAGIC = b"PTCTRL\x00\x00"
 IDLE_S = 5.0  # select()'s timeout: a safety net only (peers and the wake pipe end it)
 SETTLE_S = 1.0  # the most Server.settle waits for hooks' hellos (a hook sends it first)
+LAST_READS_S = 1.0  # the most a close spends reading what hooks sent before it
 
 
 class Server:
@@ -206,10 +207,11 @@ class Server:
         connection not yet accepted or read when the job's end closed the server, on a
         loaded host), read to its end, not dropped with a process's last steps in it."""
         self._closing = True
-        while self._accept():
+        end = time.monotonic() + LAST_READS_S  # a peer that writes on and on is cut off
+        while time.monotonic() < end and self._accept():
             pass
         for conn in [*self._greeting, *self._readers]:
-            while self._read(conn):
+            while time.monotonic() < end and self._read(conn):
                 pass
 
     def settle(self, timeout: float = SETTLE_S) -> None:
