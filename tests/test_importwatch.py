@@ -70,6 +70,45 @@ def test_a_module_still_executing_is_called_back_once_it_has_run(pkg_dir: Path) 
     assert len(got) == 1
 
 
+def test_two_asks_for_one_executing_module_are_each_called_back(pkg_dir: Path) -> None:
+    """Two asks for one module half-way through it (saves.py asks for accelerate's
+    ``accelerate.accelerator`` twice, its ``save_state`` and ``save_model``): each is
+    called back once, in the order asked (before the fix: the first was lost)."""
+    outer, inner = _modules(pkg_dir, "twice")
+    got: list[tuple[str, bool]] = []
+
+    def armed(_: ModuleType) -> None:
+        for tag in ("first", "second"):
+            after_import(outer, lambda m, tag=tag: got.append((tag, hasattr(m, "Late"))))
+
+    after_import(inner, armed)
+    mod = importlib.import_module(outer)
+    assert got == [("first", True), ("second", True)]
+    assert type(mod.__spec__) is importlib.machinery.ModuleSpec
+    importlib.reload(mod)
+    assert len(got) == 2
+
+
+def test_two_asks_for_a_module_that_failed_half_way_each_come_at_the_next_try(
+    pkg_dir: Path,
+) -> None:
+    outer, inner = _modules(pkg_dir, "twicefail", fail=True)
+    got: list[str] = []
+
+    def armed(_: ModuleType) -> None:
+        for tag in ("first", "second"):
+            after_import(outer, lambda m, tag=tag: got.append(tag))
+
+    after_import(inner, armed)
+    with pytest.raises(RuntimeError, match="failed half-way"):
+        importlib.import_module(outer)
+    assert got == []
+    _modules(pkg_dir, "twicefail")
+    mod = importlib.import_module(outer)
+    assert sorted(got) == ["first", "second"]
+    assert type(mod.__spec__) is importlib.machinery.ModuleSpec
+
+
 def test_a_module_that_failed_half_way_is_called_back_at_the_next_try(pkg_dir: Path) -> None:
     outer, inner = _modules(pkg_dir, "fail", fail=True)
     got: list[tuple[ModuleType, bool]] = []

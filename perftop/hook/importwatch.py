@@ -128,6 +128,9 @@ def _when_executed(name: str, module: ModuleType, watch: _Watcher) -> bool:
                 return
             try:
                 self.__class__ = base
+                # where ``base`` is an earlier ask's own class (two asks for one executing
+                # module), its setter hears the end too, first: each is called back
+                self._initializing = value
                 if sys.modules.get(name) is module:
                     watch.imported(module)  # once; the callback's errors stay here
                 else:

@@ -22,6 +22,10 @@ at its start, ``saved`` at its return: a checkpoint is time outside training ste
   write) was the next step's, with no checkpoint on those ranks at all; so was what rank 0
   did before its ``torch.save`` (its ``CheckpointIO``'s own work, the state dicts of
   ``dump_checkpoint``: 0.4-0.8 ms).
+- accelerate's ``Accelerator.save_state`` and ``save_model``, the same way: before its
+  first file ``save_state`` rotates old checkpoints, waits for every process (with
+  automatic naming), gathers the state dicts (FSDP's whole model), runs the job's
+  save-state hooks, and only then writes; all of that was the next step's.
 
 Saves inside a save (the Trainer's files inside its checkpoint) are the outer one's: only
 the outermost call on a thread is timed.
@@ -54,6 +58,8 @@ WHOLE = (
     ("transformers.trainer", "Trainer", "_save_checkpoint"),
     ("lightning.pytorch.trainer.trainer", "Trainer", "save_checkpoint"),
     ("pytorch_lightning.trainer.trainer", "Trainer", "save_checkpoint"),
+    ("accelerate.accelerator", "Accelerator", "save_state"),
+    ("accelerate.accelerator", "Accelerator", "save_model"),
 )
 # module -> (class, method): a library's report, timed as a report (Ray Train v2's, which
 # ``ray.train.report`` calls however it was imported)

@@ -6,7 +6,8 @@ with its own time, and its data wait (each fetch but the first, which starts the
 the time from the start of each epoch's last update to the end of the next epoch's first
 forward (``gaps``: the evaluation and all around it, with some of both steps), each
 ``save_state``'s files written (``writes``: from its first write's start to its last's end,
-its ``torch.save`` and safetensors calls timed by the job), and the held-out loss on stderr."""
+its ``torch.save`` and safetensors calls timed by the job), each run of its save-state hook
+(``pre``: before the first write), and the held-out loss on stderr."""
 
 import functools
 import json
@@ -45,6 +46,17 @@ torch.save = timed(torch.save)
 accelerate.utils.other.safe_save_file = timed(accelerate.utils.other.safe_save_file)
 
 
+def pre_save(own, models, weights, output_dir) -> None:
+    """A save-state hook of the job's, run by ``save_state`` before its first write: a
+    manifest of the weights, and a 20 ms wait (as a hook asking a remote store for room)."""
+    t = perf()
+    sizes = {k: list(v.shape) for w in weights for k, v in w.items()}
+    with open(os.path.join(output_dir, "manifest.json"), "w") as f:
+        json.dump(sizes, f)
+    time.sleep(0.02)
+    own["pre"].append(perf() - t)
+
+
 def main() -> None:
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -60,6 +72,7 @@ def main() -> None:
     held = DataLoader(TensorDataset(torch.randn(16 * 8, 32), torch.randn(16 * 8, 1)), batch_size=16)
     model, opt, train, held = acc.prepare(model, opt, train, held)
     own = {
+        "pre": [],
         "updates": 0,
         "micro": 0,
         "evals": [],
@@ -68,6 +81,7 @@ def main() -> None:
         "data_wait_s": 0.0,
         "gaps": [],
     }
+    acc.register_save_state_pre_hook(functools.partial(pre_save, own))
     out = tempfile.mkdtemp()
     for _epoch in range(EPOCHS):
         model.train()
