@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from perftop.events import Between
+from perftop.recording import read_events
 from tests.helpers import WORKLOADS, needs, perftop
 
 pytestmark = pytest.mark.timeout(240)
@@ -68,3 +70,18 @@ def test_ranks_made_by_their_launcher_are_named_with_their_collectives(
     roles = {p["pid"]: (p["role"], p["rank"]) for p in r["processes"]}
     assert all(roles[p] == ("rank", w["rank"]) for p, w in own.items()), roles
     assert r["comm"]["note"] == "", r["comm"]
+    if how == "fabric":  # each fabric.save is a checkpoint on every rank, its whole call
+        _fabric_saves(own, list(read_events(tmp_path / "r.perftop")))
+
+
+def _fabric_saves(own: dict[int, dict], events: list) -> None:
+    """``fabric.save`` under DDP: rank 0 writes the file, then every rank waits at Fabric's
+    barrier. Each call is a checkpoint of its rank, as long as the rank's own timer of it
+    (less no more than the wrapper's entry): rank 1's wait at the barrier for rank 0's
+    write was its next step's, with no checkpoint on rank 1 at all, and rank 0's wait
+    there too."""
+    for pid, w in own.items():
+        mine = [e for e in events if isinstance(e, Between) and e.pid == pid]
+        assert [e.kind for e in mine] == ["checkpoint"] * len(w["save_s"]) == ["checkpoint"] * 4
+        for e, c in zip(mine, w["save_s"], strict=True):
+            assert 0.9 * c - 0.01 <= e.length <= c + 1e-4, (w["rank"], mine, w["save_s"])

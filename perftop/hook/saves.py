@@ -22,6 +22,8 @@ at its start, ``saved`` at its return: a checkpoint is time outside training ste
   write) was the next step's, with no checkpoint on those ranks at all; so was what rank 0
   did before its ``torch.save`` (its ``CheckpointIO``'s own work, the state dicts of
   ``dump_checkpoint``: 0.4-0.8 ms).
+- Lightning Fabric's ``Fabric.save``, the same way: rank 0 writes the file, then every rank
+  waits at its barrier (rank 1's wait, as long as the write, was its next step's).
 - accelerate's ``Accelerator.save_state`` and ``save_model``, the same way: before its
   first file ``save_state`` rotates old checkpoints, waits for every process (with
   automatic naming), gathers the state dicts (FSDP's whole model), runs the job's
@@ -58,6 +60,8 @@ WHOLE = (
     ("transformers.trainer", "Trainer", "_save_checkpoint"),
     ("lightning.pytorch.trainer.trainer", "Trainer", "save_checkpoint"),
     ("pytorch_lightning.trainer.trainer", "Trainer", "save_checkpoint"),
+    ("lightning.fabric.fabric", "Fabric", "save"),
+    ("lightning_fabric.fabric", "Fabric", "save"),
     ("accelerate.accelerator", "Accelerator", "save_state"),
     ("accelerate.accelerator", "Accelerator", "save_model"),
 )

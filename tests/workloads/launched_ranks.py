@@ -3,9 +3,11 @@
 ``launched_ranks.py spawn OUT``: ``torch.multiprocessing.spawn`` as in PyTorch's DDP
 tutorial, the rank passed to ``init_process_group``. ``launched_ranks.py fabric OUT``:
 Lightning Fabric's ``launch()``: the process started is rank 0, rank 1 its child with only
-``LOCAL_RANK`` and ``WORLD_SIZE`` set. Each rank writes its own counters to
-``OUT/rank{R}.json``: its pid, its rank and world size as ``torch.distributed`` says, its
-``RANK`` variable (unset) and its optimizer steps.
+``LOCAL_RANK`` and ``WORLD_SIZE`` set; every ``SAVE_EVERY`` steps it saves a checkpoint
+with ``fabric.save`` (rank 0 writes the file, then every rank waits at its barrier), each
+call timed by the rank. Each rank writes its own counters to ``OUT/rank{R}.json``: its
+pid, its rank and world size as ``torch.distributed`` says, its ``RANK`` variable (unset),
+its optimizer steps and its ``fabric.save`` calls' times (``save_s``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +24,7 @@ import torch.distributed as dist
 from torch import nn
 
 STEPS = 400  # about half a second or more: the hook looks for the group 4 times a second
+SAVE_EVERY = 100
 
 
 def train(rank: int, out: Path, fabric: Any = None) -> None:
@@ -32,7 +36,7 @@ def train(rank: int, out: Path, fabric: Any = None) -> None:
         model = nn.parallel.DistributedDataParallel(model)
     else:
         model, opt = fabric.setup(model, opt)
-    steps = 0
+    steps, save_s = 0, []
     for _ in range(STEPS):
         x = torch.randn(16, 32)
         opt.zero_grad()
@@ -43,8 +47,12 @@ def train(rank: int, out: Path, fabric: Any = None) -> None:
             fabric.backward(loss)
         opt.step()
         steps += 1
+        if fabric is not None and steps % SAVE_EVERY == 0:
+            t = time.perf_counter()
+            fabric.save(out / "ckpt.pt", {"model": model, "opt": opt, "steps": steps})
+            save_s.append(time.perf_counter() - t)
     own = {"pid": os.getpid(), "rank": dist.get_rank(), "world_size": dist.get_world_size(),
-           "env_rank": os.environ.get("RANK"), "steps": steps}  # fmt: skip
+           "env_rank": os.environ.get("RANK"), "steps": steps, "save_s": save_s}  # fmt: skip
     (out / f"rank{rank}.json").write_text(json.dumps(own))
 
 
