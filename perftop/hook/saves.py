@@ -28,6 +28,9 @@ at its start, ``saved`` at its return: a checkpoint is time outside training ste
   ``dump_checkpoint``: 0.4-0.8 ms).
 - Lightning Fabric's ``Fabric.save``, the same way: rank 0 writes the file, then every rank
   waits at its barrier (rank 1's wait, as long as the write, was its next step's).
+- Keras 3's ``save_model`` and ``save_weights`` (``Model.save``, its ``ModelCheckpoint``
+  callback): a ``.keras`` zip or an h5 file, no ``torch.save`` at all; its checkpoint after
+  each epoch's validation read as that validation's time.
 - accelerate's ``Accelerator.save_state`` and ``save_model``, the same way: before its
   first file ``save_state`` rotates old checkpoints, waits for every process (with
   automatic naming), gathers the state dicts (FSDP's whole model), runs the job's
@@ -70,6 +73,9 @@ WHOLE = (
     ("accelerate.accelerator", "Accelerator", "save_state"),
     ("accelerate.accelerator", "Accelerator", "save_model"),
 )
+# Keras 3's saves, whatever their format (a ``.keras`` zip, ``.weights.h5`` through h5py:
+# no torch.save): ``Model.save`` and ``save_weights`` call these by the module's name
+KERAS_SAVES = "keras.src.saving.saving_api"
 # module -> (class, method): a library's report, timed as a report (Ray Train v2's, which
 # ``ray.train.report`` calls however it was imported)
 _RAY_FN_UTILS = "ray.train.v2._internal.execution.train_fn_utils"
@@ -85,9 +91,18 @@ def install(state: HookState) -> None:
     for name, wrap in (("_open_zipfile_writer", _zip_saving), ("_legacy_save", _saving)):
         state.wrap(ser, name, wrap)
     after_import("safetensors.torch", lambda mod: state.wrap(mod, "save_file", _saving))
+    after_import(
+        KERAS_SAVES, functools.partial(_wrap_functions, state, ("save_model", "save_weights"))
+    )
     for table, wrap in ((WHOLE, _saving), (REPORTS, functools.partial(_saving, report=True))):
         for module, cls_name, method in table:
             after_import(module, functools.partial(_wrap_method, state, cls_name, method, wrap))
+
+
+def _wrap_functions(state: HookState, names: tuple[str, ...], module: Any) -> None:
+    for name in names:
+        if callable(getattr(module, name, None)):
+            state.wrap(module, name, _saving)
 
 
 def _wrap_method(state: HookState, cls_name: str, method: str, wrap: Any, module: Any) -> None:
