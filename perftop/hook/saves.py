@@ -31,6 +31,10 @@ at its start, ``saved`` at its return: a checkpoint is time outside training ste
 - Keras 3's ``save_model`` and ``save_weights`` (``Model.save``, its ``ModelCheckpoint``
   callback): a ``.keras`` zip or an h5 file, no ``torch.save`` at all; its checkpoint after
   each epoch's validation read as that validation's time.
+- stable-baselines3's ``save`` and ``save_replay_buffer`` (its ``CheckpointCallback``, in a
+  rollout): the model's zip serializes its attributes and system information around the
+  parameters' ``torch.save``, and the replay buffer is a pickle; 4-6 of each 7-9 ms read as
+  the rollout's.
 - accelerate's ``Accelerator.save_state`` and ``save_model``, the same way: before its
   first file ``save_state`` rotates old checkpoints, waits for every process (with
   automatic naming), gathers the state dicts (FSDP's whole model), runs the job's
@@ -70,6 +74,8 @@ WHOLE = (
     ("pytorch_lightning.trainer.trainer", "Trainer", "save_checkpoint"),
     ("lightning.fabric.fabric", "Fabric", "save"),
     ("lightning_fabric.fabric", "Fabric", "save"),
+    ("stable_baselines3.common.base_class", "BaseAlgorithm", "save"),
+    ("stable_baselines3.common.off_policy_algorithm", "OffPolicyAlgorithm", "save_replay_buffer"),
     ("accelerate.accelerator", "Accelerator", "save_state"),
     ("accelerate.accelerator", "Accelerator", "save_model"),
 )
