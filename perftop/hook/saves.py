@@ -28,6 +28,10 @@ at its start, ``saved`` at its return: a checkpoint is time outside training ste
   ``dump_checkpoint``: 0.4-0.8 ms).
 - Lightning Fabric's ``Fabric.save``, the same way: rank 0 writes the file, then every rank
   waits at its barrier (rank 1's wait, as long as the write, was its next step's).
+- accelerate's ``Accelerator.save_state`` and ``save_model``, the same way: before its
+  first file ``save_state`` rotates old checkpoints, waits for every process (with
+  automatic naming), gathers the state dicts (FSDP's whole model), runs the job's
+  save-state hooks, and only then writes; all of that was the next step's.
 - Keras 3's ``save_model`` and ``save_weights`` (``Model.save``, its ``ModelCheckpoint``
   callback): a ``.keras`` zip or an h5 file, no ``torch.save`` at all; its checkpoint after
   each epoch's validation read as that validation's time.
@@ -35,10 +39,6 @@ at its start, ``saved`` at its return: a checkpoint is time outside training ste
   rollout): the model's zip serializes its attributes and system information around the
   parameters' ``torch.save``, and the replay buffer is a pickle; 4-6 of each 7-9 ms read as
   the rollout's.
-- accelerate's ``Accelerator.save_state`` and ``save_model``, the same way: before its
-  first file ``save_state`` rotates old checkpoints, waits for every process (with
-  automatic naming), gathers the state dicts (FSDP's whole model), runs the job's
-  save-state hooks, and only then writes; all of that was the next step's.
 
 Saves inside a save (the Trainer's files inside its checkpoint) are the outer one's: only
 the outermost call on a thread is timed.
