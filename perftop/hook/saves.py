@@ -87,6 +87,7 @@ WHOLE = (
 )
 # module -> functions: a library's whole checkpoint, each called by the module's name
 FUNCTIONS = (
+    ("safetensors.torch", ("save_file",)),
     # Keras 3's saves, whatever their format (a ``.keras`` zip, ``.weights.h5`` through
     # h5py: no torch.save), as ``Model.save`` and ``save_weights`` call them
     ("keras.src.saving.saving_api", ("save_model", "save_weights")),
@@ -108,7 +109,6 @@ def install(state: HookState) -> None:
 
     for name, wrap in (("_open_zipfile_writer", _zip_saving), ("_legacy_save", _saving)):
         state.wrap(ser, name, wrap)
-    after_import("safetensors.torch", lambda mod: state.wrap(mod, "save_file", _saving))
     for module, names in FUNCTIONS:
         after_import(module, functools.partial(_wrap_functions, state, names))
     for table, wrap in ((WHOLE, _saving), (REPORTS, functools.partial(_saving, report=True))):
