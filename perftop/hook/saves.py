@@ -118,8 +118,7 @@ def install(state: HookState) -> None:
 
 def _wrap_functions(state: HookState, names: tuple[str, ...], module: Any) -> None:
     for name in names:
-        if callable(getattr(module, name, None)):
-            state.wrap(module, name, _saving)
+        state.wrap(module, name, _saving)
 
 
 def _wrap_method(state: HookState, cls_name: str, method: str, wrap: Any, module: Any) -> None:
