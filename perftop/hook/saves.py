@@ -72,8 +72,10 @@ from perftop.hook.state import REPORT, HookState
 _perf = time.perf_counter
 _depth: dict[int, int] = {}  # thread -> saves open on it (nested calls)
 
-# module -> (class, method): a library's whole checkpoint, timed as one save
+# module -> (class, method): a library's whole checkpoint, timed as one save; a class of ""
+# is the module's own function, as the library calls it (by the module's name)
 WHOLE = (
+    ("safetensors.torch", "", "save_file"),
     ("transformers.trainer", "Trainer", "_save_checkpoint"),
     ("transformers.modeling_utils", "PreTrainedModel", "save_pretrained"),
     ("lightning.pytorch.trainer.trainer", "Trainer", "save_checkpoint"),
@@ -84,16 +86,13 @@ WHOLE = (
     ("stable_baselines3.common.off_policy_algorithm", "OffPolicyAlgorithm", "save_replay_buffer"),
     ("accelerate.accelerator", "Accelerator", "save_state"),
     ("accelerate.accelerator", "Accelerator", "save_model"),
-)
-# module -> functions: a library's whole checkpoint, each called by the module's name
-FUNCTIONS = (
-    ("safetensors.torch", ("save_file",)),
     # Keras 3's saves, whatever their format (a ``.keras`` zip, ``.weights.h5`` through
     # h5py: no torch.save), as ``Model.save`` and ``save_weights`` call them
-    ("keras.src.saving.saving_api", ("save_model", "save_weights")),
+    ("keras.src.saving.saving_api", "", "save_model"),
+    ("keras.src.saving.saving_api", "", "save_weights"),
     # torch.distributed.checkpoint's (DCP: FSDP2's, torchtitan's): ``dcp.save`` stays
     # torch's own, the private function it calls is wrapped in its module's namespace
-    ("torch.distributed.checkpoint.state_dict_saver", ("_save_state_dict",)),
+    ("torch.distributed.checkpoint.state_dict_saver", "", "_save_state_dict"),
 )
 # module -> (class, method): a library's report, timed as a report (Ray Train v2's, which
 # ``ray.train.report`` calls however it was imported)
@@ -109,22 +108,17 @@ def install(state: HookState) -> None:
 
     for name, wrap in (("_open_zipfile_writer", _zip_saving), ("_legacy_save", _saving)):
         state.wrap(ser, name, wrap)
-    for module, names in FUNCTIONS:
-        after_import(module, functools.partial(_wrap_functions, state, names))
     for table, wrap in ((WHOLE, _saving), (REPORTS, functools.partial(_saving, report=True))):
         for module, cls_name, method in table:
             after_import(module, functools.partial(_wrap_method, state, cls_name, method, wrap))
 
 
-def _wrap_functions(state: HookState, names: tuple[str, ...], module: Any) -> None:
-    for name in names:
-        state.wrap(module, name, _saving)
-
-
 def _wrap_method(state: HookState, cls_name: str, method: str, wrap: Any, module: Any) -> None:
-    cls = getattr(module, cls_name, None)
-    if isinstance(cls, type):
-        state.wrap(cls, method, wrap)
+    """``cls_name.method`` of ``module`` wrapped; the module's own function where no class
+    is named."""
+    owner = getattr(module, cls_name, None) if cls_name else module
+    if isinstance(owner, type) or not cls_name:
+        state.wrap(owner, method, wrap)
 
 
 def _saving(state: HookState, orig: Any, report: bool = False) -> Any:
